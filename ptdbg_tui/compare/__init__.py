@@ -1,0 +1,1 @@
+"""Pure comparison functions over records and arrays: metrics, verdicts, matching, CSV rows."""

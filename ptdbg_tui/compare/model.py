@@ -1,0 +1,99 @@
+"""What a comparison produces: rows (one per CSV line / tree leaf), their results and statuses.
+
+These are the types shared by the compare functions, the engine and the app.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+
+class Status(enum.Enum):
+    """A row's state for the UI; the CSV keeps the original's ``Accuracy Reached or Not``."""
+
+    PASS = "pass"
+    PENDING = "pending"  # not compared yet
+    UNMATCHED = "unmatched"  # present on one side only
+    WARN = "warn"  # compared, but the verdict is not a clean pass (Nan, fuzzy, dtype mismatch)
+    ERROR = "error"  # could not be compared (missing/truncated npy, unreadable data)
+    FAIL = "fail"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+    @property
+    def symbol(self) -> str:
+        return _SYMBOL[self]
+
+
+_SEVERITY = {s: i for i, s in enumerate(Status)}
+_SYMBOL = {
+    Status.PASS: "✔", Status.PENDING: "…", Status.UNMATCHED: "∅", Status.WARN: "!",
+    Status.ERROR: "⚠", Status.FAIL: "✘",
+}
+
+
+def worst(statuses: Iterable[Status]) -> Status:
+    """The most severe status (PASS for none)."""
+    return max(statuses, key=_SEVERITY.__getitem__, default=Status.PASS)
+
+
+@dataclass(slots=True)
+class Result:
+    """Outcome of comparing one row: the CSV cells plus what the UI needs to explain it."""
+
+    #: Five metric cells exactly as the CSV prints them: Cosine, MaxAbsErr, MaxRelativeErr,
+    #: One Thousandth Err Ratio, Five Thousandths Err Ratio (full mode), or Max/Min/Mean/L2norm
+    #: diff (summary mode, four cells).
+    cells: tuple[str, ...]
+    accuracy: str  # "Yes" | "No" | "Nan" | "Unmatched"; "" in summary mode
+    message: str  # Err_message (every message, unlike the original which overwrites some)
+    status: Status
+    reason: str = ""  # why it is not a pass, naming the threshold, for the detail panel
+    cosine: float | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    ratio_1e3: float | None = None  # fraction of elements with rel err < 0.001
+    ratio_5e3: float | None = None
+    worst_index: tuple[int, ...] | None = None  # where |npu - bench| is largest
+    worst_npu: float | None = None
+    worst_bench: float | None = None
+    histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per decade bin
+    histogram_edges: tuple[float, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class Row:
+    """One compared entry: an NPU record, its bench record, or both."""
+
+    npu: TensorRecord | None
+    bench: TensorRecord | None
+    fuzzy: bool = False  # names differ (fuzzy or aligned match)
+    stack: StackRecord | None = None  # NPU stack printed on this row (first row of a call)
+    result: Result | None = None  # None while pending
+    seq: int = 0  # position in output (execution) order
+
+    @property
+    def record(self) -> TensorRecord:
+        rec = self.npu or self.bench
+        assert rec is not None
+        return rec
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def matched(self) -> bool:
+        return self.npu is not None and self.bench is not None
+
+    @property
+    def status(self) -> Status:
+        if self.result is not None:
+            return self.result.status
+        return Status.PENDING if self.matched else Status.UNMATCHED

@@ -1,0 +1,1 @@
+"""Scheduling comparisons: one-shot batch runs, live watching, worker processes."""

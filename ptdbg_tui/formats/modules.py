@@ -1,0 +1,76 @@
+"""The module sidecar: for each API call, the chain of nn.Module names it ran inside.
+
+It lives next to the pkl (``api_stack_dump.modules.jsonl``), never inside it, so the pkl stays
+byte-compatible with the original. One JSON line per forward call:
+``["Torch_add_0", [["head", "Head"], ["head.lstm", "LSTM"]]]`` — the call key is the entry
+name's ``{api}_{index}``, shared by the call's forward and backward entries; the chain is
+outermost first, each item ``[qualified name, class name]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, LineFollower, decode_lines
+
+SUFFIX = ".modules.jsonl"
+
+ModuleChain = tuple[tuple[str, str], ...]
+
+
+def sidecar_path(pkl: str | os.PathLike[str]) -> Path:
+    pkl = Path(pkl)
+    return pkl.with_name(pkl.stem + SUFFIX)
+
+
+def encode_module_line(call_key: str, chain: ModuleChain | list[tuple[str, str]]) -> str:
+    return json.dumps([call_key, [list(item) for item in chain]])
+
+
+def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
+    try:
+        key, chain = value
+        return str(key), tuple((str(q), str(c)) for q, c in chain)
+    except (TypeError, ValueError):
+        return None
+
+
+def _from_text(text: str, line: int) -> tuple[str, ModuleChain] | None:
+    try:
+        return _from_value(json.loads(text), line)
+    except ValueError:
+        return None
+
+
+@dataclass
+class ModuleFollower:
+    """Incremental reader of a module sidecar; malformed lines are counted and skipped."""
+
+    path: Path
+    chains: dict[str, ModuleChain] = field(default_factory=dict)
+    bad_lines: int = 0
+
+    def __post_init__(self) -> None:
+        self._lines = LineFollower(self.path, DEFAULT_CHUNK)
+
+    def read(self, final: bool = False) -> dict[str, ModuleChain]:
+        """New chains since the last call (all of them again after a reset)."""
+        new: dict[str, ModuleChain] = {}
+        while True:
+            chunk = self._lines.read_chunk(final)
+            if chunk.reset:
+                self.chains.clear()
+                new.clear()
+            for item in decode_lines(chunk.data, chunk.first_line, _from_value, _from_text):
+                if item is None:
+                    self.bad_lines += 1
+                else:
+                    new[item[0]] = item[1]
+            if not chunk.more:
+                break
+        self.chains.update(new)
+        return new

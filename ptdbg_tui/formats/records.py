@@ -1,0 +1,150 @@
+"""The one definition of a pkl line (spec §3): decoding for readers, encoding for writers.
+
+A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
+``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
+so the CSV export can print them exactly as the original does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
+
+#: One stack frame: file, line number (a string, as the original writes it), function, source.
+Frame = tuple[str, str, str, "str | None"]
+
+
+@dataclass(slots=True)
+class TensorRecord:
+    """One tensor or Python-scalar line."""
+
+    name: str
+    dump_step: int
+    dtype: str
+    shape_raw: Any  # JSON list for tensors; the string "[]" for Python scalars
+    stats: list[Any]  # raw JSON values, 3 (legacy) or 4 elements
+    entry: EntryName | None
+    line: int = 0  # 1-based line number in its pkl
+    order: int = 0  # position among the tensor records of its file
+
+    @property
+    def is_scalar(self) -> bool:
+        return isinstance(self.shape_raw, str) or self.dtype.startswith("<class")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if isinstance(self.shape_raw, list):
+            return tuple(int(d) for d in self.shape_raw)
+        return ()
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def has_stats(self) -> bool:
+        """Stats are meaningful only for dump_step <= 100 (overflow dumps use 101)."""
+        return self.dump_step <= 100
+
+    def stat(self, i: int) -> float | None:
+        """Numeric view of stat ``i`` (max, min, mean, l2norm); ``None`` when absent."""
+        if not self.has_stats or i >= len(self.stats):
+            return None
+        return stat_value(self.stats[i])
+
+    @property
+    def call(self) -> str:
+        return self.entry.call if self.entry else self.name
+
+
+@dataclass(slots=True)
+class StackRecord:
+    """One ``<call>_stack_info`` line; frames innermost first, as written."""
+
+    name: str
+    frames: list[Frame]
+    line: int = 0
+
+    @property
+    def call(self) -> str:
+        return self.name[: -len(STACK_INFO) - 1] if self.name.endswith(STACK_INFO) else self.name
+
+
+@dataclass(slots=True)
+class BadLine:
+    """A line that could not be decoded, kept so the user learns which line and why."""
+
+    line: int
+    reason: str
+    text: str = field(default="")
+
+
+Record = TensorRecord | StackRecord | BadLine
+
+
+def stat_value(v: Any) -> float | None:
+    """A raw stat as a float: ``None`` for the ``"Nan"`` sentinel and the empty-list stats."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def decode_value(value: Any, line: int = 0) -> Record:
+    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not)."""
+    if not isinstance(value, list):
+        return BadLine(line, "a pkl line must be a JSON array", _short(value))
+    if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
+        frames = []
+        for f in value[1]:
+            if not isinstance(f, list) or len(f) < 3:
+                return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
+            src = f[3] if len(f) > 3 else None
+            frames.append((str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
+        return StackRecord(value[0], frames, line)
+    if len(value) != 6:
+        return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
+                       _short(value))
+    name, dump_step, _, dtype, shape, stats = value
+    if not isinstance(name, str) or not isinstance(dtype, str):
+        return BadLine(line, "name and dtype must be strings", _short(value))
+    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
+        return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
+    if isinstance(shape, list) and not all(isinstance(d, int) and d >= 0 for d in shape):
+        return BadLine(line, "shape must hold non-negative integers", _short(value))
+    try:
+        step = int(dump_step)
+    except (TypeError, ValueError):
+        return BadLine(line, "dump_step must be an integer", _short(value))
+    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+
+
+def decode_line(text: str, line: int = 0) -> Record | None:
+    """Decode one text line; ``None`` for a blank line."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", _short(text))
+    return decode_value(value, line)
+
+
+def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any]) -> str:
+    """One tensor line, byte-compatible with the original's ``json.dumps`` output."""
+    return json.dumps([name, dump_step, [], dtype, shape, stats])
+
+
+def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:
+    return json.dumps([name, [list(f) for f in frames]])
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,83 @@
+"""Writing a rank dump so that a reader following it never sees a line without its data.
+
+Each ``.npy`` goes to a hidden temporary name and is renamed into place; only then is its pkl
+line appended and flushed. A process killed at any point leaves a pkl whose every complete line
+has its tensor file. The dumper's background thread and the test/benchmark generators both
+write through this class, so there is one writer of the format.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ptdbg_tui.formats.layout import PKL_NAMES
+from ptdbg_tui.formats.modules import ModuleChain, encode_module_line, sidecar_path
+from ptdbg_tui.formats.records import Frame, encode_stack_line, encode_tensor_line
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+
+
+class RankWriter:
+    """Appends records to one rank dir (``.../rankR/``)."""
+
+    def __init__(self, rank_dir: str | os.PathLike[str], mode: str = "api_stack",
+                 summary_only: bool = False, fresh: bool = True) -> None:
+        self.rank_dir = Path(rank_dir)
+        self.pkl = self.rank_dir / PKL_NAMES.get(mode, f"{mode}_dump.pkl")
+        self.npy_dir = self.pkl.with_suffix("")
+        self.summary_only = summary_only
+        self.rank_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        if fresh:  # as the original: a new dump replaces the old one
+            for path in (self.pkl, sidecar_path(self.pkl)):
+                path.unlink(missing_ok=True)
+            shutil.rmtree(self.npy_dir, ignore_errors=True)
+        if not summary_only:
+            self.npy_dir.mkdir(mode=DIR_MODE, exist_ok=True)
+        self._pkl = self._open(self.pkl)
+        self._modules = None
+
+    @staticmethod
+    def _open(path: Path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        return os.fdopen(fd, "a", encoding="utf-8")
+
+    def save_npy(self, name: str, array: np.ndarray) -> Path:
+        """Write ``<name>.npy`` atomically (temporary file, then rename)."""
+        final = self.npy_dir / f"{name}.npy"
+        tmp = self.npy_dir / f".{name}.npy.tmp"
+        with open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, final)
+        return final
+
+    def write_tensor(self, name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
+                     array: np.ndarray | None = None) -> None:
+        """One tensor/scalar record; its npy (if any and not summary-only) lands first."""
+        if array is not None and not self.summary_only:
+            self.save_npy(name, array)
+        self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats))
+
+    def write_stack(self, name: str, frames: list[Frame]) -> None:
+        self._line(self._pkl, encode_stack_line(name, frames))
+
+    def write_modules(self, call_key: str, chain: ModuleChain) -> None:
+        if self._modules is None:
+            self._modules = self._open(sidecar_path(self.pkl))
+        self._line(self._modules, encode_module_line(call_key, chain))
+
+    @staticmethod
+    def _line(f, text: str) -> None:
+        f.write(text + "\n")
+        f.flush()
+
+    def close(self) -> None:
+        for f in (self._pkl, self._modules):
+            if f is not None and not f.closed:
+                f.close()
