@@ -19,16 +19,24 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
-    p.add_argument("--match", choices=("exact", "fuzzy", "align"), default="exact",
-                   help="pairing of entries: exact names (default), call index dropped, or "
-                        "sequence alignment that survives extra/missing calls")
+    p.add_argument(
+        "--match",
+        choices=("exact", "fuzzy", "align"),
+        default="exact",
+        help="pairing of entries: exact names (default), call index dropped, or "
+        "sequence alignment that survives extra/missing calls",
+    )
     p.add_argument("--summary", action="store_true", help="compare statistics only, even if npy files exist")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
+    )
 
 
 def compare_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ptdbg-tui compare",
-                                description="Compare two dumps headlessly and write compare_result_<ts>.csv.")
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui compare",
+        description="Compare two dumps headlessly and write compare_result_<ts>.csv.",
+    )
     _common(p)
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where the CSV goes (default: .)")
     p.add_argument("--stack", action="store_true", help="add the NPU_Stack_Info column")
@@ -43,17 +51,23 @@ def app_parser() -> argparse.ArgumentParser:
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
     )
     _common(p)
-    p.add_argument("--poll", action="store_true", help="poll the folders instead of inotify (network filesystems)")
+    p.add_argument(
+        "--poll", action="store_true", help="poll the folders instead of inotify (network filesystems)"
+    )
     p.add_argument("--no-watch", action="store_true", help="compare once and stay static")
     p.add_argument("--theme", default=None, help="Textual theme name (e.g. textual-light, nord)")
     return p
 
 
 def demo_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ptdbg-tui demo",
-                                description="Dump a small CenterNet-like model twice (one run with a faulty "
-                                            "LSTM backward) with the project's dumper, then open the app.")
-    p.add_argument("dir", nargs="?", default="./ptdbg_demo", help="where the demo dumps go (default: ./ptdbg_demo)")
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui demo",
+        description="Dump a small CenterNet-like model twice (one run with a faulty "
+        "LSTM backward) with the project's dumper, then open the app.",
+    )
+    p.add_argument(
+        "dir", nargs="?", default="./ptdbg_demo", help="where the demo dumps go (default: ./ptdbg_demo)"
+    )
     p.add_argument("--no-app", action="store_true", help="write the dumps and print their paths only")
     p.add_argument("--theme", default=None, help="Textual theme name")
     return p

@@ -63,7 +63,7 @@ class Result:
     worst_index: tuple[int, ...] | None = None  # where |npu - bench| is largest
     worst_npu: float | None = None
     worst_bench: float | None = None
-    histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per decade bin
+    histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per bin (16× wide; see the edges)
     histogram_edges: tuple[float, ...] = ()
 
 

@@ -158,7 +158,8 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
     """
     if len(npu) == 1 and len(bench) == 1:  # one dump each: pair whatever the step/rank names
         only = [(npu[0], bench[0])]
-        return [p for p in only if (step is None or p[0].step == step) and (rank is None or p[0].rank == rank)]
+        return [p for p in only
+                if (step is None or p[0].step == step) and (rank is None or p[0].rank == rank)]
     pairs = []
     steps = {d.step for d in npu} | {d.step for d in bench}
     for s in sorted(steps, key=lambda v: -1 if v is None else v):

@@ -2,12 +2,20 @@
 
 Every failure becomes an :class:`NpyError` whose message is meant for the user's eyes (it ends
 up in the row's Err_message); nothing here raises anything else for bad files.
+
+Dumps hold thousands of small files, so the common case is fast: the header ``np.save`` writes
+is parsed with one regular expression (numpy's own parser, an ``ast`` evaluation, handles the
+rest), and a small file is read with one open and one read.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import re
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +24,11 @@ from numpy.lib import format as npformat
 
 #: Files smaller than this are read into memory; larger ones are memory-mapped.
 MMAP_THRESHOLD = 1 << 20
+_MAGIC = b"\x93NUMPY"
+_PREFIX = 256  # header bytes read first (np.save pads its headers to 128 bytes)
+_SAVED_HEADER = re.compile(
+    rb"\{'descr': '([<>|=]?[A-Za-z]\d*)', 'fortran_order': (True|False), 'shape': \(([\d, ]*)\), \}\s*$"
+)
 
 
 class NpyError(Exception):
@@ -38,42 +51,127 @@ def npy_path(npy_dir: str | os.PathLike[str], name: str) -> Path:
     return Path(npy_dir) / f"{name}.npy"
 
 
+def _name(path: str | os.PathLike[str]) -> str:
+    return os.path.basename(os.fspath(path))
+
+
+def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int, bytes]:
+    """``(shape, fortran, dtype, data offset, bytes read)``; ValueError/EOFError when invalid."""
+    if len(head) < 10 or not head.startswith(_MAGIC):
+        raise ValueError("no npy magic string")
+    major = head[6]
+    if major == 1:
+        start, length = 10, struct.unpack_from("<H", head, 8)[0]
+    elif major in (2, 3):
+        if len(head) < 12:
+            raise EOFError("header is cut short")
+        start, length = 12, struct.unpack_from("<I", head, 8)[0]
+    else:
+        raise ValueError(f"unsupported npy format version {major}")
+    end = start + length
+    if len(head) < end:
+        head += read_more(end - len(head))
+        if len(head) < end:
+            raise EOFError("header is cut short")
+    m = _SAVED_HEADER.match(head[start:end])
+    if m:
+        shape = tuple(int(d) for d in m.group(3).split(b",") if d.strip())
+        return shape, m.group(2) == b"True", np.dtype(m.group(1).decode()), end, head
+    stream = io.BytesIO(head[:end])
+    version = npformat.read_magic(stream)
+    reader = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+    shape, fortran, dtype = reader(stream)
+    return tuple(shape), fortran, dtype, end, head
+
+
+def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHeader, np.ndarray | None]:
+    """The checked header, and the data too (read-only) when it is at most ``data_limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return _read_fd(fd, path, data_limit)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise NpyError(f"Dump file: {_name(path)} not found.") from None
+    except IsADirectoryError:
+        raise NpyError(f"Dump file: {_name(path)} is a directory.") from None
+    except OSError as e:
+        raise NpyError(f"Dump file {_name(path)} cannot be read ({e.strerror}).") from None
+
+
+def _read_fd(fd: int, path: str | os.PathLike[str], data_limit: float) -> tuple[NpyHeader, np.ndarray | None]:
+    size = os.fstat(fd).st_size
+    head = os.read(fd, size if size <= _PREFIX + data_limit else _PREFIX)  # one read for a small file
+    try:
+        shape, fortran, dtype, offset, head = _parse(head, lambda n: os.read(fd, n))
+    except (ValueError, EOFError, SyntaxError, TypeError) as e:
+        raise NpyError(f"Dump file {_name(path)} is not a valid npy file ({e}).") from None
+    header = NpyHeader(shape, dtype, fortran, offset)
+    if dtype.hasobject:
+        raise NpyError(f"Dump file {_name(path)} holds Python objects; refusing to unpickle it.")
+    nbytes = header.nbytes
+    if size - offset < nbytes:
+        raise NpyError(f"Dump file {_name(path)} is truncated: {size - offset} of {nbytes} data bytes "
+                       "present.")
+    if nbytes > data_limit:
+        return header, None
+    data = head[offset:offset + nbytes]
+    if len(data) < nbytes:
+        data += os.pread(fd, nbytes - len(data), offset + len(data))
+    try:
+        array = np.frombuffer(data, dtype=dtype, count=math.prod(shape))
+    except ValueError as e:
+        raise NpyError(f"Dump file {_name(path)} cannot be loaded ({e}).") from None
+    return header, array.reshape(shape, order="F" if fortran else "C")
+
+
 def read_header(path: str | os.PathLike[str]) -> NpyHeader:
     """Parse the header and check the file holds all the data it announces."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            try:
-                version = npformat.read_magic(f)
-                reader = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
-                shape, fortran, dtype = reader(f)
-            except (ValueError, EOFError, SyntaxError) as e:
-                raise NpyError(f"Dump file {path.name} is not a valid npy file ({e}).") from None
-            offset = f.tell()
-            size = os.fstat(f.fileno()).st_size
-    except FileNotFoundError:
-        raise NpyError(f"Dump file: {path.name} not found.") from None
-    except IsADirectoryError:
-        raise NpyError(f"Dump file: {path.name} is a directory.") from None
-    except OSError as e:
-        raise NpyError(f"Dump file {path.name} cannot be read ({e.strerror}).") from None
-    if dtype.hasobject:
-        raise NpyError(f"Dump file {path.name} holds Python objects; refusing to unpickle it.")
-    header = NpyHeader(tuple(shape), dtype, fortran, offset)
-    if size - offset < header.nbytes:
-        raise NpyError(
-            f"Dump file {path.name} is truncated: {size - offset} of {header.nbytes} data bytes present."
-        )
-    return header
+    return read_npy(path)[0]
 
 
 def load_npy(path: str | os.PathLike[str], mmap: bool | None = None) -> np.ndarray:
     """Load an array, memory-mapped when large (or when ``mmap`` says so)."""
-    header = read_header(path)
-    use_mmap = header.nbytes >= MMAP_THRESHOLD if mmap is None else mmap
+    header, array = read_npy(path, MMAP_THRESHOLD - 1 if mmap is None else (0 if mmap else math.inf))
+    if array is not None:
+        return array
+    if header.nbytes == 0:
+        return np.empty(header.shape, header.dtype)
     try:
-        if use_mmap and header.nbytes > 0:
-            return np.lib.format.open_memmap(path, mode="r")
-        return np.load(path, allow_pickle=False)
+        return np.lib.format.open_memmap(path, mode="r")
     except (ValueError, OSError, EOFError) as e:
-        raise NpyError(f"Dump file {Path(path).name} cannot be loaded ({e}).") from None
+        raise NpyError(f"Dump file {_name(path)} cannot be loaded ({e}).") from None
+
+
+def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
+                buffer: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    """The data in file order, ``chunk`` elements at a time, read into one reused buffer.
+
+    Each yielded array is overwritten by the next one. Reading a file instead of mapping it keeps
+    the resident memory at one buffer however large the tensor (a map's touched pages count).
+    ``buffer``: a uint8 array of at least ``chunk`` elements' bytes to read into (else a new one).
+    """
+    total = math.prod(header.shape)
+    n = max(1, min(chunk, total))
+    if buffer is None:
+        buf = np.empty(n, dtype=header.dtype)
+    else:
+        buf = buffer[:n * header.dtype.itemsize].view(header.dtype)
+    try:
+        with open(path, "rb", buffering=0) as f:
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            f.seek(header.data_offset)
+            for start in range(0, total, buf.size):
+                view = buf[: min(buf.size, total - start)]
+                raw = memoryview(view.view(np.uint8).reshape(-1))
+                got = 0
+                while got < raw.nbytes:
+                    n = f.readinto(raw[got:])
+                    if not n:
+                        raise NpyError(f"Dump file {_name(path)} is truncated: it shrank while being read.")
+                    got += n
+                yield view
+    except OSError as e:
+        raise NpyError(f"Dump file {_name(path)} cannot be read ({e.strerror or e}).") from None

@@ -131,7 +131,8 @@ class PklFollower:
         if chunk.reset:
             self.tensor_count = 0
         if chunk.too_long:
-            batch.bad.append(BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped"))
+            batch.bad.append(BadLine(chunk.first_line,
+                                     f"line longer than {self._lines.chunk} bytes, skipped"))
         for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count

@@ -52,17 +52,37 @@ class RankWriter:
         final = self.npy_dir / f"{name}.npy"
         tmp = self.npy_dir / f".{name}.npy.tmp"
         with open(tmp, "wb") as f:
-            np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+            np.save(f, np.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, final)
         return final
 
+    def link_npy(self, name: str, existing: Path) -> Path:
+        """Give ``<name>.npy`` the content of an npy already written: a hard link (a copy where the
+        file system has none), placed atomically like :meth:`save_npy`."""
+        final = self.npy_dir / f"{name}.npy"
+        tmp = self.npy_dir / f".{name}.npy.tmp"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(existing, tmp)
+        except OSError:
+            shutil.copyfile(existing, tmp)
+            os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, final)
+        return final
+
     def write_tensor(self, name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                     array: np.ndarray | None = None) -> None:
-        """One tensor/scalar record; its npy (if any and not summary-only) lands first."""
-        if array is not None and not self.summary_only:
-            self.save_npy(name, array)
+                     array: np.ndarray | None = None, same_as: Path | None = None) -> Path | None:
+        """One tensor/scalar record; its npy (``array``, or a link to the npy ``same_as`` holding the
+        same data) lands first unless summary-only. Returns the npy written, if any."""
+        npy = None
+        if not self.summary_only:
+            if same_as is not None:
+                npy = self.link_npy(name, same_as)
+            elif array is not None:
+                npy = self.save_npy(name, array)
         self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats))
+        return npy
 
     def write_stack(self, name: str, frames: list[Frame]) -> None:
         self._line(self._pkl, encode_stack_line(name, frames))

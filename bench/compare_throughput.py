@@ -1,0 +1,209 @@
+"""Throughput of ``ptdbg-tui compare`` against a naive single-process compare, measured in one run.
+
+Writes a synthetic dump pair (>= 2 GB of npy in total, tensors from 1 to 64M elements, fp32, fp16
+and bf16-stored-as-fp32) with the format's own RankWriter into a temporary folder, then times
+
+* ours: ``ptdbg-tui compare NPU BENCH --jobs N`` as a subprocess (start-up, pkl parsing, the
+  metric pool and the CSV included);
+* baseline: one process that, like the original, ``np.load``s both files whole, casts them to
+  float64 and computes each metric in its own pass.
+
+Both read the same files from a warm page cache. Peak RSS is sampled from /proc over each
+process tree (parent + workers summed). The folder is deleted at the end.
+
+    python bench/compare_throughput.py [--jobs 2] [--gb 2.0] [--repeat 3] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ptdbg_tui.formats.layout import discover, rank_dir_path
+from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.synthetic import write_array
+from ptdbg_tui.formats.writer import RankWriter
+
+MB = 1 << 20
+# (elements, numpy dtype, recorded dtype, count) for about 1 GB per side at --gb 2.
+MIX = [
+    (64 << 20, np.float32, "torch.float32", 1),
+    (16 << 20, np.float32, "torch.float32", 2),
+    (16 << 20, np.float16, "torch.float16", 2),
+    (8 << 20, np.float32, "torch.bfloat16", 4),
+    (4 << 20, np.float16, "torch.float16", 8),
+    (1 << 20, np.float32, "torch.float32", 64),
+    (256 << 10, np.float32, "torch.float32", 64),
+    (16 << 10, np.float32, "torch.float32", 512),
+]
+TINY = 2000  # tensors of 1..4096 elements, plus 1-element ones
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    return (a.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def generate(root: Path, scale: float, seed: int = 0) -> int:
+    """Write the pair under ``root/npu`` and ``root/bench``; returns the npy bytes of both sides."""
+    rng = np.random.default_rng(seed)
+    writers = [RankWriter(rank_dir_path(root / side, 0, 0)) for side in ("npu", "bench")]
+    index = 0
+    total = 0
+
+    # NPU = bench × (1 + 1e-3·noise): relative errors straddle the 0.001/0.005 ratio thresholds.
+    wobble = (1 + 1e-3 * rng.standard_normal(1 << 20)).astype(np.float32)
+
+    def put(bench: np.ndarray, dtype: str) -> None:
+        nonlocal index, total
+        factor = wobble[: bench.size] if bench.size <= wobble.size else np.resize(wobble, bench.size)
+        npu = (bench * factor).astype(bench.dtype)
+        if dtype == "torch.bfloat16":
+            npu = _bf16(npu)
+        name = f"Functional_linear_{index}_forward_output"
+        for writer, data in zip(writers, (npu, bench), strict=True):
+            write_array(writer, name, data, dtype)
+        total += npu.nbytes + bench.nbytes
+        index += 1
+
+    for size, np_dtype, dtype, count in MIX:
+        for _ in range(max(1, round(count * scale))):
+            bench = rng.standard_normal(size, dtype=np.float32).astype(np_dtype, copy=False)
+            put(_bf16(bench) if dtype == "torch.bfloat16" else bench, dtype)
+    for k in range(TINY):
+        size = 1 if k % 20 == 0 else int(rng.integers(2, 4097))
+        put(rng.standard_normal(size, dtype=np.float32), "torch.float32")
+    for w in writers:
+        w.close()
+    return total
+
+
+def baseline(root: Path) -> None:
+    """The original's ``compare_by_op`` steps in one process: whole loads, the relative error in the
+    native dtype, NaN/Inf masks, float64 copies, then one pass per metric."""
+    npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
+    for rec in read_pkl(npu.pkl).tensors:
+        n = np.load(npu.npy_dir / f"{rec.name}.npy")
+        b = np.load(bench.npy_dir / f"{rec.name}.npy")
+        zero = b == 0
+        eps = np.finfo(b.dtype).eps
+        b[zero] += eps
+        n[zero] += eps
+        rel = np.abs((n - b) / b)
+        n_nan, b_nan, n_inf, b_inf = np.isnan(n), np.isnan(b), np.isinf(n), np.isinf(b)
+        if (n_nan | b_nan | n_inf | b_inf).any():
+            n[n_nan | n_inf] = 0
+            b[b_nan | b_inf] = 0
+        n64, b64 = n.reshape(-1).astype(float), b.reshape(-1).astype(float)
+        if n64.size > 1:
+            float(n64.dot(b64) / (np.linalg.norm(n64) * np.linalg.norm(b64)))
+        float(np.max(np.abs(n64 - b64)))
+        float(np.max(rel))
+        float(np.sum(rel < 0.001) / rel.size)
+        float(np.sum(rel < 0.005) / rel.size)
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            parents[int(entry)] = int(fields[1])
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        p = frontier.pop()
+        for child, parent in parents.items():
+            if parent == p and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    return sum(rss.get(p, 0) for p in tree)
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Wall seconds and peak tree RSS of a subprocess (fails loudly if it fails)."""
+    peak = 0
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.02):
+            peak = max(peak, _tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[:3]} failed ({proc.returncode}):\n{out}\n{err}")
+    return wall, peak
+
+
+def _line(label: str, seconds: list[float], rss: int, total: int) -> str:
+    best, median = min(seconds), statistics.median(seconds)
+    return (f"{label}: best {best:6.2f} s = {total / best / 1e9:5.2f} GB/s, median {median:6.2f} s = "
+            f"{total / median / 1e9:5.2f} GB/s, peak RSS {rss / MB:5.0f} MiB")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--gb", type=float, default=2.0, help="npy bytes of both sides, at least (default 2.0)")
+    p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3)")
+    p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
+    p.add_argument("--baseline-only", type=Path, default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.baseline_only is not None:
+        baseline(args.baseline_only)
+        return
+    root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_bench_"))
+    try:
+        t = time.perf_counter()
+        total = generate(root, scale=args.gb / 2.0)
+        print(f"generated {total / 1e9:.2f} GB of npy in {time.perf_counter() - t:.1f} s under {root}; "
+              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+        ours_cmd = [sys.executable, "-m", "ptdbg_tui", "compare", str(root / "npu"), str(root / "bench"),
+                    "-o", str(root / "out"), "--jobs", str(args.jobs), "--no-progress"]
+        base_cmd = [sys.executable, __file__, "--baseline-only", str(root)]
+        # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
+        base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        ours, base, ours_rss, base_rss = [], [], 0, 0
+        for _ in range(args.repeat):
+            wall, rss = timed(ours_cmd)
+            ours.append(wall)
+            ours_rss = max(ours_rss, rss)
+            wall, rss = timed(base_cmd, base_env)
+            base.append(wall)
+            base_rss = max(base_rss, rss)
+        print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
+        print(_line("baseline (1 process)", base, base_rss, total))
+        print(f"speed-up: best {min(base) / min(ours):.1f}x, median "
+              f"{statistics.median(base) / statistics.median(ours):.1f}x "
+              f"(targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB); load average now {os.getloadavg()[0]:.2f}")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Turning the tensors and scalars of one call into pkl records: names, stats, host copies.
+
+Statistics are reduced on the tensor's own device in float32 (float64 tensors keep float64),
+never in fp16/bf16 where an l2norm overflows. On an accelerator every reduction of a call is
+gathered and moved to the host in a single transfer per device (:meth:`CallCapture.finish`); CPU
+tensors are reduced by numpy in place (no transfer to batch, and single-threaded passes do not
+fight the training's threads). Host copies are taken when a value is added, so an in-place op that
+runs afterwards cannot change what is written.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ptdbg_tui.formats.stats import StatKind, build_stats, classify
+
+Path_ = tuple[int, ...]
+_EXACT_FLOATS = (torch.float32, torch.float64)
+
+
+@dataclass(slots=True)
+class Value:
+    """One pkl tensor line to be written, with its npy content when npy files are written."""
+
+    name: str
+    dtype: str
+    shape: list[int] | str
+    stats: list[Any]
+    array: np.ndarray | torch.Tensor | None = None
+
+    @property
+    def nbytes(self) -> int:
+        a = self.array
+        if a is None:
+            return 0
+        return a.nbytes if isinstance(a, np.ndarray) else a.numel() * a.element_size()
+
+
+def recordable_tensor(t: torch.Tensor) -> bool:
+    return (t.layout == torch.strided and not t.is_meta and not t.is_complex()
+            and not t.is_quantized and not t.is_nested)
+
+
+def leaves(value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
+    """Recordable leaves of an argument: tensors and Python numbers, lists/tuples recursed.
+
+    Other values (None, str, dtype, slice, dict, ...) yield nothing but keep their index.
+    """
+    if isinstance(value, torch.Tensor):
+        if recordable_tensor(value):
+            yield path, value
+    elif isinstance(value, (bool, int, float)):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from leaves(v, (*path, i))
+
+
+def tensor_leaves(value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, torch.Tensor]]:
+    return ((p, v) for p, v in leaves(value, path) if isinstance(v, torch.Tensor))
+
+
+def _stat_dtype(device: torch.device) -> torch.dtype:
+    return torch.float64 if device.type in ("cpu", "cuda") else torch.float32
+
+
+def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
+    """The numbers behind a stats array, as one 1-d tensor on ``t``'s device."""
+    acc = _stat_dtype(t.device)
+    if kind is StatKind.ZERO_D:
+        return t.reshape(1).to(acc)
+    if kind is StatKind.INT:
+        mn, mx = torch.aminmax(t)
+        return torch.stack([mx.to(acc), mn.to(acc), t.float().mean().to(acc)])
+    x = t if t.dtype in _EXACT_FLOATS else t.float()
+    mn, mx = torch.aminmax(x)
+    return torch.stack([mx, mn, x.mean(), torch.linalg.vector_norm(x)]).to(acc)
+
+
+def _host_stats(t: torch.Tensor, kind: StatKind) -> list[Any]:
+    """Stats of a CPU tensor with numpy: single-threaded SIMD passes, no torch dispatch per reduction."""
+    a = (t.float() if t.dtype in (torch.float16, torch.bfloat16) else t).numpy()
+    if kind is StatKind.ZERO_D:
+        return build_stats(kind, a.item())
+    if kind is StatKind.INT:
+        return build_stats(kind, int(a.max()), int(a.min()), float(a.mean(dtype=np.float32)))
+    return build_stats(kind, float(a.max()), float(a.min()), float(a.mean()), float(np.sqrt(_sum_squares(a))))
+
+
+def _sum_squares(a: np.ndarray, row: int = 1024) -> float:
+    """Sum of squares in float32 rows of ``row`` elements, the rows added in float64: as fast as
+    one einsum pass, accurate where one long float32 accumulation is not, and no BLAS threads."""
+    flat = a.ravel()
+    cut = flat.size - flat.size % row
+    rows = flat[:cut].reshape(-1, row)
+    tail = flat[cut:]
+    return float(np.einsum("ij,ij->i", rows, rows).sum(dtype=np.float64) + np.einsum("i,i->", tail, tail))
+
+
+def host_copy(t: torch.Tensor) -> np.ndarray | torch.Tensor:
+    """A private CPU copy (bf16 widened to fp32, as the original saves it).
+
+    CPU tensors are copied by numpy: a single-threaded memcpy, several times faster than torch's
+    threaded copy when the training already keeps every core busy.
+    """
+    if t.dtype == torch.bfloat16:
+        t = t.float()  # a fresh tensor already: no second copy on the CPU
+        if t.device.type == "cpu":
+            return t.numpy()
+    if t.device.type == "cpu":
+        return np.array(t.numpy(), order="C", copy=True)
+    if t.device.type == "cuda":
+        out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        return out.copy_(t, non_blocking=True)
+    return t.to("cpu")
+
+
+class SeenTensors:
+    """The last few tensors recorded, so a tensor recorded again unchanged (the output of one call
+    is the input of the next) reuses its stats and host copy instead of reducing and copying twice."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._items: OrderedDict[int, tuple[weakref.ref[torch.Tensor], int, Value]] = OrderedDict()
+
+    def get(self, t: torch.Tensor) -> Value | None:
+        if t.is_inference():  # no version counter: cannot tell whether it changed
+            return None
+        item = self._items.get(id(t))
+        if item is None or item[0]() is not t or item[1] != t._version:
+            return None
+        return item[2]
+
+    def put(self, t: torch.Tensor, value: Value) -> None:
+        if t.is_inference():
+            return
+        self._items[id(t)] = (weakref.ref(t), t._version, value)
+        self._items.move_to_end(id(t))
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class CallCapture:
+    """The values of one call and direction, awaiting one batched stats transfer."""
+
+    def __init__(self, filter_on: bool, copy_npy: bool, seen: SeenTensors | None = None) -> None:
+        self.filter_on = filter_on
+        self.copy_npy = copy_npy
+        self.seen = seen
+        self._remember: list[tuple[torch.Tensor, Value]] = []
+        self.values: list[Value] = []
+        self._pending: dict[torch.device, list[tuple[Value, StatKind, bool]]] = {}
+        self._pieces: dict[torch.device, list[torch.Tensor]] = {}
+        self._async: set[torch.device] = set()
+
+    def add(self, name: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            self._add_tensor(name, value)
+        elif not self.filter_on:
+            array = np.array(value) if self.copy_npy else None
+            stats = build_stats(StatKind.SCALAR, value)
+            self.values.append(Value(name, str(type(value)), "[]", stats, array))
+
+    def _add_tensor(self, name: str, user_tensor: torch.Tensor) -> None:
+        dtype = str(user_tensor.dtype)
+        kind = classify(dtype, tuple(user_tensor.shape))
+        if self.filter_on and (kind in (StatKind.EMPTY, StatKind.INT)
+                               or (kind is StatKind.ZERO_D and not user_tensor.is_floating_point())):
+            return  # the original's filter, except that 0-d float tensors (losses) are kept
+        seen = self.seen.get(user_tensor) if self.seen is not None else None
+        if seen is not None:
+            self.values.append(Value(name, dtype, seen.shape, seen.stats, seen.array))
+            return
+        t = user_tensor.detach()
+        empty = build_stats(StatKind.EMPTY) if kind is StatKind.EMPTY else []
+        value = Value(name, dtype, list(t.shape), empty)
+        if kind is not StatKind.EMPTY and t.device.type == "cpu":
+            value.stats = _host_stats(t, kind)
+        elif kind is not StatKind.EMPTY:
+            self._pending.setdefault(t.device, []).append((value, kind, t.is_floating_point()))
+            self._pieces.setdefault(t.device, []).append(_reductions(t, kind))
+        if self.copy_npy:
+            value.array = host_copy(t)
+            if t.device.type == "cuda":
+                self._async.add(t.device)
+        self.values.append(value)
+        if self.seen is not None:
+            self._remember.append((user_tensor, value))
+
+    def finish(self) -> list[Value]:
+        """Bring every pending reduction to the host (one transfer per device) and fill the stats."""
+        for device, pieces in self._pieces.items():
+            numbers = torch.cat(pieces).tolist()
+            self._async.discard(device)  # .tolist() waited for the stream, copies included
+            pos = 0
+            for value, kind, is_float in self._pending[device]:
+                value.stats = _stats_of(kind, is_float, numbers, pos)
+                pos += 1 if kind is StatKind.ZERO_D else (3 if kind is StatKind.INT else 4)
+        for device in self._async:
+            torch.cuda.current_stream(device).synchronize()
+        if self.seen is not None:
+            for t, value in self._remember:
+                self.seen.put(t, value)
+            self._remember.clear()
+        self._pieces.clear()
+        self._pending.clear()
+        self._async.clear()
+        return self.values
+
+
+def _stats_of(kind: StatKind, is_float: bool, numbers: list[float], pos: int) -> list[Any]:
+    if kind is StatKind.ZERO_D:
+        return build_stats(kind, numbers[pos] if is_float else int(numbers[pos]))
+    if kind is StatKind.INT:
+        mx, mn, mean = numbers[pos: pos + 3]
+        return build_stats(kind, int(mx), int(mn), mean)
+    return build_stats(kind, *numbers[pos: pos + 4])

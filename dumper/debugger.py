@@ -1,0 +1,94 @@
+"""``PrecisionDebugger``: the original's entry point, same call shape, checked at construction."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from torch import nn
+
+from dumper.config import ConfigError, DumpConfig
+from dumper.session import DumpSession
+
+
+def _check_path(dump_path: object) -> Path:
+    if not isinstance(dump_path, (str, os.PathLike)) or not str(dump_path):
+        raise ConfigError(f"dump_path must be a non-empty path, got {dump_path!r}")
+    path = Path(dump_path)
+    if path.is_symlink():
+        raise ConfigError(f"dump_path {path} is a symbolic link; give the real directory")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"dump_path {path} exists and is not a directory")
+    return path
+
+
+def _check_steps(step: object) -> list[int]:
+    if step is None:
+        return []
+    if isinstance(step, (str, bytes)) or not isinstance(step, Sequence) \
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in step):
+        raise ConfigError(f"step must be a list of non-negative integers, got {step!r}")
+    return sorted(set(step))
+
+
+class PrecisionDebugger:
+    """Dump every wrapped API call between :meth:`start` and :meth:`stop`.
+
+    ``step=[...]`` lists the steps to dump (a ``stepN`` folder level; ``[]`` or None: every step,
+    no step level); :meth:`step` moves to the next one. ``rank`` names the rank folder (and, in a
+    distributed job, the only rank that dumps). ``model`` gives the modules their qualified names
+    in the module sidecar; API dumping is unchanged (the original's model mode is not offered).
+    """
+
+    def __init__(self, dump_path: str | os.PathLike[str], hook_name: str = "dump", rank: int | None = None,
+                 step: Sequence[int] | None = None, enable_dataloader: bool = False,
+                 model: nn.Module | None = None) -> None:
+        if hook_name != "dump":
+            raise ConfigError(f"hook_name {hook_name!r} is not supported; this dumper offers 'dump' only "
+                              "(overflow_check needs an NPU runtime)")
+        if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+            raise ConfigError(f"rank must be a non-negative integer or None, got {rank!r}")
+        if enable_dataloader:
+            raise ConfigError("enable_dataloader is not supported: call start(), stop() and step(), "
+                              "or run the script with `ptdbg-dump run`")
+        if model is not None and not isinstance(model, nn.Module):
+            raise ConfigError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        self.dump_path = _check_path(dump_path)
+        self.steps = _check_steps(step)
+        self.rank = rank
+        self.model = model
+        self.config = DumpConfig()
+        self._session: DumpSession | None = None
+
+    def configure_hook(self, mode: str = "api_stack", scope: Sequence[str] | None = None,
+                       api_list: Sequence[str] | None = None, filter_switch: str = "OFF",
+                       input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
+                       disable_dropout: bool = True, acl_config: str | None = None,
+                       backward_input: Sequence[str] | None = None) -> None:
+        """Choose what to dump; see README "Dumping with the project's dumper" for each switch."""
+        if self._session is not None and self._session.active:
+            raise ConfigError("configure_hook() must be called before start()")
+        self.config = DumpConfig.build(mode, scope, api_list, filter_switch, input_output_mode,
+                                       summary_only, disable_dropout, acl_config, backward_input)
+        self._session = None
+
+    @property
+    def session(self) -> DumpSession:
+        if self._session is None:
+            self._session = DumpSession(self.config, self.dump_path, self.steps, self.rank, self.model)
+        return self._session
+
+    def start(self) -> None:
+        self.session.start()
+
+    def stop(self) -> None:
+        self.session.stop()
+
+    def step(self) -> None:
+        self.session.next_step()
+
+    @property
+    def rank_dir(self) -> Path | None:
+        """Where this process's dump of the current step goes (None until a call was dumped)."""
+        return self.session.rank_dir

@@ -1,0 +1,84 @@
+"""Which nn.Modules an API call ran inside, for the module sidecar (``*.modules.jsonl``).
+
+Global module forward hooks keep a stack of the modules being run on the dumping thread. Names
+are the qualified names of ``model.named_modules()`` when a model is given; otherwise the first
+top-level module called is taken as the model and the others are named by their attribute in
+their parent (or by class name when they have no parent). The model itself is the root and is
+not part of a chain, so ``head.lstm`` reads ``[["head", "Head"], ["head.lstm", "LSTM"]]``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torch.utils.hooks import RemovableHandle
+
+from ptdbg_tui.formats.modules import ModuleChain
+
+
+class ModuleTracker:
+    """The module stack of one thread while installed."""
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        self._model = model
+        self._names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
+        if model is not None:
+            for name, module in model.named_modules():
+                self._names.setdefault(module, name)
+        self._stack: list[tuple[nn.Module, str, str]] = []
+        self.chain: ModuleChain = ()
+        self._thread = 0
+        self._handles: list[RemovableHandle] = []
+
+    def install(self) -> None:
+        self._thread = threading.get_ident()
+        self._stack.clear()
+        self.chain = ()
+        self._handles = [
+            nn_module.register_module_forward_pre_hook(self._enter),
+            nn_module.register_module_forward_hook(self._leave, always_call=True),
+        ]
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._stack.clear()
+        self.chain = ()
+
+    def _name(self, module: nn.Module) -> str:
+        name = self._names.get(module)
+        if name is not None:
+            return name
+        if self._stack:
+            parent, parent_name, _ = self._stack[-1]
+            attr = next((k for k, m in parent._modules.items() if m is module), type(module).__name__)
+            name = f"{parent_name}.{attr}" if parent_name else attr
+        elif self._model is None:
+            self._model, name = module, ""
+        else:
+            name = type(module).__name__
+        self._names[module] = name
+        return name
+
+    def _enter(self, module: nn.Module, args: Any) -> None:
+        if threading.get_ident() != self._thread:
+            return
+        name = self._name(module)
+        self._stack.append((module, name, type(module).__name__))
+        if name:
+            self.chain = (*self.chain, (name, type(module).__name__))
+
+    def _leave(self, module: nn.Module, args: Any, output: Any) -> None:
+        if threading.get_ident() != self._thread or not any(m is module for m, _, _ in self._stack):
+            return
+        while self._stack:  # also unwinds modules left by an exception
+            top, name, _ = self._stack.pop()
+            if name:
+                self.chain = self.chain[:-1]
+            if top is module:
+                break

@@ -1,0 +1,128 @@
+"""Monkey-patching the wrapped APIs, and the thread-local flag that keeps nested calls unseen.
+
+A wrapper reads its target from a :class:`Slot`, so whoever replaces an API while the dumper is
+installed (``dumper.faults``) can swap the slot's function and stay *under* the wrapper: the dump
+still names the call after the API.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from dumper.catalog import ApiTarget, dropout_position, without_dropout
+
+
+class _Tls(threading.local):
+    inside = False  # a wrapped call (or the dumper itself) is running on this thread
+
+
+TLS = _Tls()
+
+
+class Session(Protocol):
+    disable_dropout: bool
+
+    def call(self, target: ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any: ...
+
+    def dropout_forced(self, target: ApiTarget) -> None: ...
+
+
+class _State:
+    session: Session | None = None
+
+
+STATE = _State()
+
+
+class Slot:
+    """One patched attribute: its target, the function called through, how to undo the patch."""
+
+    __slots__ = ("attr", "found", "inherited", "original", "owners", "target", "wrapper")
+
+    def __init__(self, target: ApiTarget) -> None:
+        self.target, self.owners, self.attr = target, target.owners, target.attr
+        self.refresh(target.original)
+        self.wrapper = _make_wrapper(target, self)
+
+    def refresh(self, current: Any) -> None:
+        """Take the attribute as it is now (someone may have replaced it since the last install)."""
+        self.found = self.original = current
+        # not in the owner's own __dict__: inherited (Tensor from TensorBase) or served by
+        # a module __getattr__ (torch._VF); undone by deleting the attribute again
+        self.inherited = self.attr not in vars(self.owners[0])
+
+
+def _make_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
+    if target.silent:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if TLS.inside:
+                return slot.original(*args, **kwargs)
+            TLS.inside = True
+            try:
+                return slot.original(*args, **kwargs)
+            finally:
+                TLS.inside = False
+    elif (position := dropout_position(target)) is not None:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            session = STATE.session
+            if session is None:
+                return slot.original(*args, **kwargs)
+            if session.disable_dropout:  # also inside other wrapped calls (MHA calls dropout)
+                args, kwargs, changed = without_dropout(position, args, kwargs)
+                if changed:
+                    session.dropout_forced(target)
+            if TLS.inside:
+                return slot.original(*args, **kwargs)
+            return session.call(target, slot.original, args, kwargs)
+    else:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            session = STATE.session
+            if session is None or TLS.inside:
+                return slot.original(*args, **kwargs)
+            return session.call(target, slot.original, args, kwargs)
+    functools.update_wrapper(wrapper, slot.original, updated=())
+    wrapper.__dumper_slot__ = slot  # type: ignore[attr-defined]
+    return wrapper
+
+
+_installed: list[Slot] = []
+_built: dict[int, tuple[Sequence[ApiTarget], list[Slot]]] = {}  # wrappers built once per target list
+
+
+def install(targets: Sequence[ApiTarget]) -> None:
+    """Patch every target (idempotent); cheap enough to run at every ``start()``."""
+    if _installed:
+        return
+    built = _built.get(id(targets))
+    if built is None or built[0] is not targets:
+        built = _built[id(targets)] = (targets, [Slot(t) for t in targets])
+    for slot in built[1]:
+        current = getattr(slot.owners[0], slot.attr)
+        if current is not slot.found:
+            if slot_of(current) is not None:
+                continue  # wrapped by another install: leave it
+            slot.refresh(current)
+        for owner in slot.owners:
+            setattr(owner, slot.attr, slot.wrapper)
+        _installed.append(slot)
+
+
+def uninstall() -> None:
+    """Put back what :func:`install` replaced (or what was swapped into a slot since)."""
+    for slot in reversed(_installed):
+        for owner in slot.owners:
+            if getattr(owner, slot.attr, None) is not slot.wrapper:
+                continue  # replaced again by someone else: leave theirs in place
+            if slot.inherited and slot.original is slot.found:
+                delattr(owner, slot.attr)
+            else:
+                setattr(owner, slot.attr, slot.original)
+    _installed.clear()
+
+
+def slot_of(fn: Any) -> Slot | None:
+    return getattr(fn, "__dumper_slot__", None)

@@ -1,0 +1,351 @@
+"""One dumping session: call counters, scope, rank, and the recording of each wrapped call.
+
+A call is recorded only on the thread that called ``start()``, only while dumping is on, only
+when it is the outermost wrapped call, and never from inside a backward pass (a custom Function's
+backward that calls torch ops is not a forward call). Call indices are counted only while dumping
+is on and restart at every ``step()`` (the original counts calls made while dumping is off too,
+and never resets them with manual switches).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dumper import catalog, patching
+from dumper.backward import hook_outputs, tap_inputs
+from dumper.capture import CallCapture, SeenTensors, leaves, tensor_leaves
+from dumper.config import DumpConfig, ScopeFilter
+from dumper.daemon import CallRecord, DumpDaemon
+from dumper.module_chain import ModuleTracker
+from dumper.patching import STATE, TLS
+from dumper.stack import call_site_frames
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, entry_name, stack_name
+
+log = logging.getLogger("dumper")
+
+Frames = list[list[str | None]]
+os.register_at_fork(after_in_child=lambda: setattr(STATE, "session", None))  # forked workers don't dump
+#: -1 outside a backward pass (absent from old torch: then custom backward ops may be recorded)
+_graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
+@dataclass(slots=True, eq=False)
+class BackwardCall:
+    """What the backward of one recorded call needs to name and place its gradients."""
+
+    session: DumpSession
+    api: str
+    index: int
+    generation: int
+    frames: Frames | None
+    chain: ModuleChain | None  # written with the backward record when the forward one was not
+    in_paths: list[tuple[int, ...]] = field(default_factory=list)
+    out_paths: list[tuple[int, ...]] = field(default_factory=list)
+    selected: bool | None = None
+
+    @property
+    def call(self) -> str:
+        return f"{self.api}_{self.index}"
+
+    def on_output_grads(self, grads: Any) -> None:
+        self.session.record_backward(self, INPUT, self.out_paths, grads, last=not self.in_paths)
+
+    def on_input_grads(self, grads: Any) -> None:
+        self.session.record_backward(self, OUTPUT, self.in_paths, grads, last=True)
+
+
+@dataclass(slots=True)
+class _Plan:
+    target: catalog.ApiTarget
+    index: int
+    args: tuple[Any, ...]
+    forward: bool
+    capture: CallCapture | None = None
+    frames: Frames | None = None
+    chain: ModuleChain = ()
+    backward: BackwardCall | None = None
+
+    @property
+    def call(self) -> str:
+        return f"{self.target.api}_{self.index}"
+
+
+def _mutates_first(target: catalog.ApiTarget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    if target.mutates_first:
+        return True
+    pos = target.inplace_arg
+    return pos is not None and bool(kwargs.get("inplace") or (len(args) > pos and args[pos] is True))
+
+
+class DumpSession:
+    """State shared by the wrappers while a :class:`dumper.PrecisionDebugger` is dumping."""
+
+    def __init__(self, config: DumpConfig, dump_path: Path, steps: list[int], rank: int | None,
+                 model: torch.nn.Module | None) -> None:
+        self.config = config
+        self.dump_path = dump_path
+        self.steps = steps
+        self.rank_arg = rank
+        self.step = 0
+        self.active = False
+        self._installed = False
+        self._wanted = False  # between start() and stop(), even in a step that is not dumped
+        self.disable_dropout = config.disable_dropout
+        self._scope = ScopeFilter(config)
+        self._counters: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._daemon: DumpDaemon | None = None
+        self._failed: str | None = None  # why an earlier write failed: no more dumping
+        self._writer_open = False
+        self._opened_in_step = False
+        self._rank: int | None = None
+        self._generation = 0
+        self._thread = 0
+        self._modules = ModuleTracker(model)
+        self._seen = SeenTensors()
+        self._logged: set[str] = set()
+        self._atexit = False
+
+    # -- switches -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._wanted = True
+        if self._installed:
+            return
+        if self.steps and self.step not in self.steps:
+            return
+        if not self._rank_selected():
+            return
+        if self._failed is not None:
+            self._once("failed", logging.WARNING, "dumper: not dumping (an earlier write failed: %s)",
+                       self._failed)
+            return
+        if STATE.session is not None:
+            log.warning("dumper: another PrecisionDebugger is dumping; stop() it before starting this one")
+            return
+        self._daemon = DumpDaemon()
+        if not self._atexit:
+            atexit.register(self.stop)
+            self._atexit = True
+        if self.disable_dropout:
+            self._once("dropout", logging.INFO, "dumper: dropout runs with p=0 while dumping so that two "
+                       "runs compare (configure_hook(disable_dropout=False) keeps it)")
+        patching.install(catalog.targets())
+        self._modules.install()
+        self._thread = threading.get_ident()
+        self.active = self._installed = True
+        STATE.session = self
+
+    def stop(self) -> None:
+        """Stop dumping and wait until everything recorded so far is on disk."""
+        self._wanted = False
+        if not self._installed:
+            return
+        self.active = self._installed = False
+        STATE.session = None
+        patching.uninstall()
+        self._modules.remove()
+        assert self._daemon is not None
+        with self._lock:
+            self._writer_open = False
+        self._daemon.shutdown()
+        self._failed = self._daemon.failed
+        self._seen.clear()
+
+    def next_step(self) -> None:
+        """Next step; dumping goes on (or starts, if now in the step list) when it was on."""
+        was_active = self._wanted
+        self.stop()
+        self.step += 1
+        self._counters.clear()
+        self._scope.reset()
+        self._generation += 1
+        self._opened_in_step = False
+        if was_active:
+            self.start()
+
+    # -- rank and files -------------------------------------------------------------------
+
+    def _rank_selected(self) -> bool:
+        dist = torch.distributed
+        if self.rank_arg is None or not (dist.is_available() and dist.is_initialized()):
+            return True
+        if dist.get_rank() == self.rank_arg:
+            return True
+        self._once("rank", logging.INFO, "dumper: rank %d is not dumped (rank=%d was asked)",
+                   dist.get_rank(), self.rank_arg)
+        return False
+
+    def _detect_rank(self, tensors: Iterable[torch.Tensor]) -> int:
+        """The given rank, else torch.distributed's, else the first device index seen, else 0."""
+        if self.rank_arg is not None:
+            return self.rank_arg
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank()
+        for t in tensors:
+            if t.device.type != "cpu":
+                return t.device.index or 0
+        return 0
+
+    @property
+    def rank_dir(self) -> Path | None:
+        if self._rank is None:
+            return None
+        return rank_dir_path(self.dump_path, self._rank, self.step if self.steps else None)
+
+    def _ensure_open(self, *values: Any) -> None:
+        with self._lock:
+            if self._writer_open or not self.active:
+                return
+            if self._rank is None:
+                self._rank = self._detect_rank(t for v in values for _, t in tensor_leaves(v))
+            assert self._daemon is not None and self.rank_dir is not None
+            self._daemon.open(self.rank_dir, self.config.mode, not self.config.writes_npy,
+                              fresh=not self._opened_in_step)
+            self._writer_open = self._opened_in_step = True
+
+    # -- recording ------------------------------------------------------------------------
+
+    def call(self, target: catalog.ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
+        """Run one wrapped API call, recording it when it is ours to record."""
+        if (not self.active or threading.get_ident() != self._thread
+                or _graph_task_id() != -1):
+            return fn(*args, **kwargs)
+        assert self._daemon is not None
+        if self._daemon.failed is not None:  # the daemon said why, once; stay out of the way
+            self.active, STATE.session = False, None
+            return fn(*args, **kwargs)
+        TLS.inside = True
+        try:
+            plan = self._guarded(target, self._plan, target, args, kwargs)
+            if plan is None:
+                return fn(*args, **kwargs)
+            out = fn(*plan.args, **kwargs)
+            self._guarded(target, self._finish, plan, args, out)
+            return out
+        finally:
+            TLS.inside = False
+
+    def _guarded(self, target: catalog.ApiTarget, step: Callable[..., Any], *a: Any) -> Any:
+        try:
+            return step(*a)
+        except Exception:
+            if f"error:{target.api}" not in self._logged:
+                self._logged.add(f"error:{target.api}")
+                log.exception("dumper: error while recording %s; the call itself ran normally", target.api)
+            return None
+
+    def _selected(self, name: str) -> bool:
+        with self._lock:
+            return self._scope.static_match(name) and self._scope.range_match(name)
+
+    def _plan(self, target: catalog.ApiTarget, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Plan | None:
+        cfg = self.config
+        index = self._counters.get(target.api, 0)
+        self._counters[target.api] = index + 1
+        call = f"{target.api}_{index}"
+        forward = FORWARD in cfg.directions and self._selected(f"{call}_{FORWARD}")
+        backward = (cfg.writes_tensors and BACKWARD in cfg.directions and not target.comm
+                    and torch.is_grad_enabled()
+                    and (self._scope.is_range or self._scope.static_match(f"{call}_{BACKWARD}")))
+        if not forward and not backward:
+            return None
+        plan = _Plan(target, index, args, forward)
+        if cfg.writes_stack:
+            plan.frames = call_site_frames()
+        plan.chain = self._modules.chain
+        if forward and cfg.writes_tensors and INPUT in cfg.kinds:
+            plan.capture = self._capture(leaves(args), target.api, index, FORWARD, INPUT)
+        if backward:
+            taps = {p: t for p, t in tensor_leaves(args) if t.requires_grad
+                    and not (p[:1] == (0,) and _mutates_first(target, args, kwargs))}
+            bc = BackwardCall(self, target.api, index, self._generation, plan.frames,
+                              None if forward else plan.chain)
+            if taps:
+                plan.args = tap_inputs(args, taps, bc.on_input_grads)
+                bc.in_paths = list(taps)
+            plan.backward = bc
+        return plan
+
+    def _capture(self, items: Iterable[tuple[tuple[int, ...], Any]], api: str, index: int,
+                 direction: str, kind: str, capture: CallCapture | None = None) -> CallCapture:
+        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen)
+        for path, value in items:
+            if value is not None:
+                cap.add(entry_name(api, index, direction, kind, path), value)
+        return cap
+
+    def _finish(self, plan: _Plan, args: tuple[Any, ...], out: Any) -> None:
+        cfg, target = self.config, plan.target
+        single = isinstance(out, torch.Tensor)
+        bc = plan.backward
+        if bc is not None:
+            outs = [(p, t) for p, t in tensor_leaves(out, (0,) if single else ())
+                    if t.requires_grad and t.grad_fn is not None]
+            if outs:
+                bc.out_paths = [p for p, _ in outs]
+                hook_outputs([t for _, t in outs], bc.on_output_grads)
+        if not plan.forward:
+            return
+        capture = plan.capture
+        if cfg.writes_tensors and OUTPUT in cfg.kinds:
+            source = args if target.comm else out  # in-place collectives: the args, now mutated
+            capture = self._capture(leaves(source), target.api, plan.index, FORWARD, OUTPUT, capture)
+        self._ensure_open(args, out)
+        self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain)
+
+    def _put(self, capture: CallCapture | None, call: str, frames: Frames | None,
+             chain: ModuleChain | None) -> None:
+        assert self._daemon is not None
+        record = CallRecord(capture.finish() if capture is not None else [])
+        if frames is not None:
+            record.stack = (stack_name(call), frames)
+        if chain:
+            record.modules = (call.rsplit("_", 1)[0], chain)
+        self._daemon.put(record)
+
+    def record_backward(self, bc: BackwardCall, kind: str, paths: list[tuple[int, ...]], grads: Any,
+                        last: bool) -> None:
+        """Write the gradients of one side of a call's backward (any autograd thread)."""
+        if not self.active or bc.generation != self._generation:
+            return
+        inside, TLS.inside = TLS.inside, True
+        try:
+            if bc.selected is None:
+                bc.selected = self._selected(f"{bc.call}_{BACKWARD}")
+            if not bc.selected:
+                return
+            capture = None
+            if kind in self.config.kinds:
+                capture = self._capture(zip(paths, grads, strict=True), bc.api, bc.index, BACKWARD, kind)
+            self._ensure_open(grads)
+            chain, bc.chain = bc.chain, None
+            self._put(capture, f"{bc.call}_{BACKWARD}", bc.frames if last else None, chain)
+        except Exception:
+            if f"error:{bc.api}:bwd" not in self._logged:
+                self._logged.add(f"error:{bc.api}:bwd")
+                log.exception("dumper: error while recording the backward of %s", bc.call)
+        finally:
+            TLS.inside = inside
+
+    def dropout_forced(self, target: catalog.ApiTarget) -> None:
+        self._once(f"dropout:{target.api}", logging.INFO, "dumper: %s ran with p=0 (disable_dropout)",
+                   target.api)
+
+    def _once(self, key: str, level: int, msg: str, *args: Any) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            log.log(level, msg, *args)

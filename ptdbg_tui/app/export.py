@@ -1,0 +1,42 @@
+"""Writing the app's current comparison as the CLI's CSV, to the path the user chose."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ptdbg_tui.compare.csv_export import write_csv
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.live import PairInfo
+
+
+def default_path(now: float | None = None) -> str:
+    return f"./compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now))}.csv"
+
+
+def pair_suffix(info: PairInfo) -> str:
+    """What ``ptdbg-tui compare`` inserts into the file name when several pairs are written."""
+    bench = info.bench.label if info.bench else "none"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{info.npu.label}-{bench}")
+
+
+def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool) -> list[Path]:
+    """One CSV per pair, written by the compare engine's writer and moved to ``path``.
+
+    A directory (or a path ending in ``/``) receives the writer's own ``compare_result_<ts>.csv``.
+    """
+    path = Path(path).expanduser()
+    to_dir = path.is_dir() or str(path).endswith(("/", "\\"))
+    out_dir = path if to_dir else path.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+    several = len(pairs) > 1
+    written = []
+    for info, rows in pairs:
+        suffix = pair_suffix(info) if several else ""
+        csv = write_csv(rows, out_dir, stack_mode=stack, summary=info.summary, suffix=suffix)
+        if not to_dir:
+            csv = csv.replace(path.with_name(f"{path.stem}{suffix}{path.suffix or '.csv'}"))
+        written.append(csv)
+    return written

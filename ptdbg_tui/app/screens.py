@@ -1,0 +1,101 @@
+"""Modal screens: the key help and the CSV export dialog."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Markdown
+
+HELP = """\
+# ptdbg-tui keys
+
+| key | action |
+| --- | --- |
+| ↑ ↓ / `j` `k` | move the cursor |
+| → ← / `l` `h` | expand / collapse (or go to the parent) |
+| Enter, Space | expand or collapse; Enter on "… more" shows the next chunk |
+| `g` `G` (Home End) | top / bottom |
+| `/` | search by name (Enter again: next match) |
+| `f` | filter: all → failures only → unmatched only |
+| `n` / `N` | next / previous failure in execution order |
+| `c` | jump to the culprit found by the diagnosis |
+| `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `s` | switch between the call tree and the flat execution-order view |
+| `?` | this help |
+| ctrl+p | command palette (every action above) |
+| `q` | quit |
+
+Symbols: ✔ pass · ✘ fail · ! warning · ⚠ error (could not compare) · ∅ unmatched · … pending.
+An inner node shows the worst state under it and its number of failing entries.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Vertical { width: 80; height: auto; max-height: 90%; border: thick $primary;
+                            background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Markdown(HELP)
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    path: str
+    stack: bool
+
+
+class ExportScreen(ModalScreen["ExportRequest | None"]):
+    """Asks where the CSV goes; dismisses with an :class:`ExportRequest` or ``None``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    ExportScreen { align: center middle; }
+    ExportScreen > Vertical { width: 84; height: auto; border: thick $primary; background: $surface;
+                              padding: 1 2; }
+    ExportScreen Horizontal { height: auto; margin-top: 1; }
+    ExportScreen Button { margin-right: 2; }
+    """
+
+    def __init__(self, default_path: str, pairs: int) -> None:
+        super().__init__()
+        self.default_path = default_path
+        self.pairs = pairs
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Export the comparison as CSV (the format of ptdbg-tui compare)")
+            if self.pairs > 1:
+                yield Label(f"{self.pairs} rank/step pairs: one file each, named after the pair.")
+            yield Input(self.default_path, id="export-path")
+            yield Checkbox("add the NPU_Stack_Info column", id="export-stack")
+            with Horizontal():
+                yield Button("Export", variant="primary", id="export-ok")
+                yield Button("Cancel", id="export-cancel")
+
+    def _submit(self) -> None:
+        path = self.query_one("#export-path", Input).value.strip()
+        if path:
+            self.dismiss(ExportRequest(path, self.query_one("#export-stack", Checkbox).value))
+
+    @on(Input.Submitted)
+    def _entered(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#export-ok")
+    def _ok(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#export-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

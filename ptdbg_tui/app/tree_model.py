@@ -1,0 +1,374 @@
+"""The call tree as plain Python objects, kept outside the Tree widget.
+
+The widget materialises only what the user expands; this model holds everything (100k+
+leaves), keeps per-status leaf counts on every inner node so that "worst state under it", fail
+counts and filter visibility are O(1), and records which nodes changed so the widget refreshes
+just those.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from ptdbg_tui.compare.diagnosis import Culprit
+from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.engine.callpath import Seg
+from ptdbg_tui.engine.live import EngineUpdate, PairInfo, Placed, Progress
+
+STATUSES = list(Status)
+_INDEX = {s: i for i, s in enumerate(STATUSES)}
+
+#: Filters the ``f`` key cycles through: (name, statuses shown or None for all).
+FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
+    ("all", None),
+    ("failures only", frozenset({Status.FAIL, Status.ERROR})),
+    ("unmatched only", frozenset({Status.UNMATCHED})),
+)
+
+
+def shown_status(row: Row) -> Status:
+    """A row's state in the UI: pending until the engine has given it a result."""
+    return row.result.status if row.result is not None else Status.PENDING
+
+
+class Node:
+    """One node of the model. Inner nodes count their leaves per status."""
+
+    __slots__ = ("_by_key", "alive", "children", "counts", "id", "key", "kind", "label", "order",
+                 "pair", "parent", "row", "site", "status")
+
+    _ids = itertools.count()
+
+    def __init__(self, kind: str, key: str, label: str, parent: Node | None, order: int,
+                 pair: str = "") -> None:
+        self.id = next(Node._ids)
+        self.kind = kind
+        self.key = key
+        self.label = label
+        self.parent = parent
+        self.order = order
+        self.pair = pair
+        leaf = kind == "leaf"  # leaves are most nodes: no containers for them
+        self.children: list[Node] = _NO_CHILDREN if leaf else []
+        self._by_key: dict[str, Node] = _NO_KEYS if leaf else {}
+        self.counts = _NO_COUNTS if leaf else [0] * len(STATUSES)
+        self.row: Row | None = None
+        self.site = None  # StackRecord that placed a call node
+        self.status = Status.PENDING  # leaves only
+        self.alive = True
+
+    def __repr__(self) -> str:
+        return f"Node({self.kind}, {self.key!r})"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.kind == "leaf"
+
+    @property
+    def worst(self) -> Status:
+        if self.is_leaf:
+            return self.status
+        for i in range(len(STATUSES) - 1, -1, -1):
+            if self.counts[i]:
+                return STATUSES[i]
+        return Status.PASS
+
+    def count(self, status: Status) -> int:
+        if self.is_leaf:
+            return int(self.status is status)
+        return self.counts[_INDEX[status]]
+
+    @property
+    def total(self) -> int:
+        return 1 if self.is_leaf else sum(self.counts)
+
+    def child(self, key: str) -> Node | None:
+        return self._by_key.get(key)
+
+    def leaves(self) -> Iterator[Node]:
+        if self.is_leaf:
+            yield self
+            return
+        for c in self.children:
+            yield from c.leaves()
+
+    def ancestors(self) -> Iterator[Node]:
+        n = self.parent
+        while n is not None:
+            yield n
+            n = n.parent
+
+    def _add(self, node: Node) -> None:
+        self._by_key[node.key] = node
+        if not self.children or self.children[-1].order <= node.order:
+            self.children.append(node)
+        else:
+            bisect.insort(self.children, node, key=_order)
+
+    def _drop(self, node: Node) -> None:
+        del self._by_key[node.key]
+        self.children.remove(node)
+
+
+_NO_CHILDREN: list[Node] = []  # shared by all leaves, never modified
+_NO_KEYS: dict[str, Node] = {}
+_NO_COUNTS: list[int] = []
+
+
+def _order(n: Node) -> int:
+    return n.order
+
+
+class TreeModel:
+    """All pairs' rows arranged as direction → modules/call sites → calls → entries."""
+
+    def __init__(self) -> None:
+        self.root = Node("root", "", "", None, 0)
+        self.infos: dict[str, PairInfo] = {}
+        self.leaves: dict[tuple[str, str], Node] = {}
+        self.calls: dict[tuple[str, str], Node] = {}  # (pair, call name) -> call node
+        self.flat: dict[str, list[Node]] = {}  # per pair: calls in execution order
+        self.culprits: dict[str, list[Culprit]] = {}
+        self.failing: set[Node] = set()
+        self.progress = Progress()
+        self.filter: frozenset[Status] | None = None
+        self.changed: set[Node] = set()  # display changed (label, status, counts)
+        self.moved: set[Node] = set()  # appeared, vanished or flipped visibility
+        self._ordered: list[Node] | None = None
+        self._last_path: tuple[Seg, ...] | None = None
+        self._last_call: Node | None = None
+        self._queue: deque[tuple[Callable[..., object], tuple[object, ...]]] = deque()
+
+    # -- applying engine updates ---------------------------------------------------------------
+    def load(self, update: EngineUpdate) -> None:
+        """Queue an update; :meth:`apply` works through the queue in slices."""
+        ops = self._queue
+        for key in update.dropped:
+            ops.append((self._drop_pair, (key,)))
+        for delta in update.pairs.values():
+            pair_key = delta.info.key
+            ops.append((self._pair, (delta.info,)))
+            ops.extend((self._remove_leaf, (pair_key, key)) for key in delta.removes)
+            ops.extend((self._upsert, (pair_key, key, placed)) for key, placed in delta.upserts.items())
+            if delta.culprits is not None:
+                ops.append((self.culprits.__setitem__, (pair_key, delta.culprits)))
+        if update.progress is not None:
+            ops.append((setattr, (self, "progress", update.progress)))
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._queue)
+
+    def apply(self, limit: int | None = None) -> bool:
+        """Apply queued operations (at most ``limit``); returns whether some remain."""
+        ops = self._queue
+        n = len(ops) if limit is None else min(limit, len(ops))
+        for _ in range(n):
+            fn, args = ops.popleft()
+            fn(*args)
+        return bool(ops)
+
+    def take_changes(self) -> tuple[set[Node], set[Node]]:
+        changed, moved = self.changed, self.moved
+        self.changed, self.moved = set(), set()
+        return changed, moved
+
+    def _pair(self, info: PairInfo) -> Node:
+        self.infos[info.key] = info
+        node = self.root.child(info.key)
+        if node is None:
+            node = Node("pair", info.key, info.label, self.root, len(self.root.children), info.key)
+            self.root._add(node)
+            self.flat[info.key] = []
+            self.moved.add(node)
+        elif node.label != info.label:
+            node.label = info.label
+            self.changed.add(node)
+        return node
+
+    def _drop_pair(self, key: str) -> None:
+        node = self.root.child(key)
+        if node is None:
+            return
+        for leaf in list(node.leaves()):
+            self._remove_leaf(key, leaf.key)
+        if node.alive:
+            self._unlink(node)
+        self.infos.pop(key, None)
+        self.flat.pop(key, None)
+        self.culprits.pop(key, None)
+
+    def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
+        pair = self.root.child(pair_key)
+        assert pair is not None
+        row = placed.row
+        status = shown_status(row)
+        leaf = self.leaves.get((pair.key, key))
+        self._ordered = None
+        if leaf is not None:
+            leaf.row = row
+            self.changed.add(leaf)
+            if leaf.status is not status:
+                self._restatus(leaf, status)
+            return
+        if placed.path is self._last_path and self._last_call is not None and self._last_call.alive \
+                and self._last_call.pair == pair.key:
+            parent = self._last_call  # the next entry of the same call (the engine shares its path)
+        else:
+            parent = pair
+            for seg in placed.path:
+                parent = self._inner(parent, seg, row.seq)
+            self._last_path, self._last_call = placed.path, parent
+        if parent.site is None:
+            parent.site = placed.site
+        entry = row.record.entry
+        leaf = Node("leaf", key, entry.arg if entry else row.name, parent, row.seq, pair.key)
+        leaf.row = row
+        leaf.status = status
+        parent._add(leaf)
+        self.leaves[(pair.key, key)] = leaf
+        self._count(leaf, status, +1)
+        self.moved.add(leaf)
+
+    def _inner(self, parent: Node, seg: Seg, order: int) -> Node:
+        node = parent.child(seg.key)
+        if node is None:
+            node = Node(seg.kind, seg.key, seg.label, parent, order, parent.pair)
+            parent._add(node)
+            self.moved.add(node)
+            if seg.kind == "call":
+                self.calls[(parent.pair, seg.key)] = node
+                calls = self.flat[parent.pair]
+                if not calls or calls[-1].order <= order:
+                    calls.append(node)
+                else:
+                    bisect.insort(calls, node, key=_order)
+        return node
+
+    def _remove_leaf(self, pair_key: str, key: str) -> None:
+        leaf = self.leaves.pop((pair_key, key), None)
+        if leaf is None:
+            return
+        self._ordered = None
+        self._count(leaf, leaf.status, -1)
+        self.failing.discard(leaf)
+        node = leaf
+        while node.parent is not None and node.kind != "pair":
+            parent = node.parent
+            self._unlink(node)
+            if parent.children:
+                break
+            node = parent
+
+    def _unlink(self, node: Node) -> None:
+        assert node.parent is not None
+        node.parent._drop(node)
+        node.alive = False
+        self.moved.add(node)
+        if node.kind == "call":
+            self.calls.pop((node.pair, node.key), None)
+            calls = self.flat.get(node.pair)
+            if calls is not None:
+                calls.remove(node)
+
+    def _restatus(self, leaf: Node, status: Status) -> None:
+        before = self._visible_chain(leaf)
+        self._count(leaf, leaf.status, -1)
+        leaf.status = status
+        self._count(leaf, status, +1)
+        if self.filter is not None:
+            for node, was in before:
+                if self.visible(node) != was:
+                    self.moved.add(node)
+
+    def _visible_chain(self, leaf: Node) -> list[tuple[Node, bool]]:
+        if self.filter is None:
+            return []
+        return [(n, self.visible(n)) for n in (leaf, *leaf.ancestors())]
+
+    def _count(self, leaf: Node, status: Status, delta: int) -> None:
+        i = _INDEX[status]
+        self.changed.add(leaf)
+        for n in leaf.ancestors():
+            n.counts[i] += delta
+            self.changed.add(n)
+        if status is Status.FAIL:
+            if delta > 0:
+                self.failing.add(leaf)
+            else:
+                self.failing.discard(leaf)
+
+    # -- views ---------------------------------------------------------------------------------
+    def visible(self, node: Node) -> bool:
+        if self.filter is None:
+            return True
+        if node.is_leaf:
+            return node.status in self.filter
+        return any(node.counts[_INDEX[s]] for s in self.filter)
+
+    def status_counts(self) -> dict[Status, int]:
+        return {s: self.root.counts[i] for i, s in enumerate(STATUSES)}
+
+    def ordered_leaves(self) -> list[Node]:
+        """Every leaf in execution order (pairs in their order, then row sequence)."""
+        if self._ordered is None:
+            pair_order = {n.key: n.order for n in self.root.children}
+            self._ordered = sorted(self.leaves.values(), key=lambda n: (pair_order[n.pair], _seq(n)))
+        return self._ordered
+
+    def position(self, node: Node) -> tuple[int, int]:
+        """Execution-order key of any node (an inner node sorts with its first leaf)."""
+        pair = self.root.child(node.pair)
+        while not node.is_leaf and node.children:
+            node = node.children[0]
+        return (pair.order if pair else 0, _seq(node) if node.is_leaf else node.order)
+
+    def next_failure(self, after: tuple[int, int] | None, backward: bool = False) -> Node | None:
+        """The next (or previous) failing leaf in execution order, wrapping around."""
+        if not self.failing:
+            return None
+        pair_order = {n.key: n.order for n in self.root.children}
+        fails = sorted(self.failing, key=lambda n: (pair_order[n.pair], _seq(n)))
+        keys = [(pair_order[n.pair], _seq(n)) for n in fails]
+        if after is None:
+            return fails[-1] if backward else fails[0]
+        if backward:
+            i = bisect.bisect_left(keys, after) - 1
+            return fails[i]  # -1 wraps to the last
+        i = bisect.bisect_right(keys, after)
+        return fails[i % len(fails)]
+
+    def search(self, text: str, after: tuple[int, int] | None) -> tuple[Node | None, int]:
+        """First leaf after ``after`` whose name contains ``text`` (case-insensitive), and the count."""
+        needle = text.lower()
+        hits = [n for n in self.ordered_leaves() if n.row is not None and needle in _names(n.row)]
+        if not hits:
+            return None, 0
+        if after is not None:
+            for n in hits:
+                if self.position(n) > after:
+                    return n, len(hits)
+        return hits[0], len(hits)
+
+    def first_culprit(self) -> tuple[Culprit, Node | None] | None:
+        for pair in self.root.children:
+            for c in self.culprits.get(pair.key, ()):
+                return c, self.calls.get((pair.key, c.call))
+        return None
+
+    def call_rows(self, call: Node) -> list[Row]:
+        return [n.row for n in call.children if n.row is not None]
+
+
+def _seq(n: Node) -> int:
+    return n.row.seq if n.row is not None else n.order
+
+
+def _names(row: Row) -> str:
+    names = row.npu.name if row.npu else ""
+    if row.bench is not None and row.bench.name != names:
+        names += " " + row.bench.name
+    return names.lower()

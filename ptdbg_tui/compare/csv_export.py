@@ -1,0 +1,119 @@
+"""``compare_result_<YYYYmmddHHMMSS>.csv`` with the original's columns and cell formatting (spec §5.8).
+
+Rows are handed to pandas as the original hands them (raw stats values, the list shape, metric
+strings) so that pandas prints every cell the same way: float repr, ``[]`` for empty stats, an
+empty cell for a JSON NaN, ``inf``. Bench-only rows, which the original drops, are written with
+``Nan`` NPU fields.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ptdbg_tui.compare.cells import MSG_PENDING, NAN
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.tasks import FULL_CELLS, SUMMARY_CELLS, stats4
+
+_NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
+          "Bench Tensor Shape"]
+_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm",
+          "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+FULL_HEADER = [*_NAMES, "Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+               "Five Thousandths Err Ratio", *_STATS, "Accuracy Reached or Not", "Err_message"]
+SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
+STACK_COLUMN = "NPU_Stack_Info"
+FILE_MODE = 0o640
+
+
+def header(stack_mode: bool, summary: bool) -> list[str]:
+    return [*(SUMMARY_HEADER if summary else FULL_HEADER), *([STACK_COLUMN] if stack_mode else [])]
+
+
+def _number(cell: str) -> object:
+    """A summary diff cell back to the number the original put in its DataFrame."""
+    if cell == "":
+        return math.nan
+    if cell == NAN:  # float() would take it for a NaN
+        return cell
+    for kind in (int, float):
+        try:
+            return kind(cell)
+        except ValueError:
+            pass
+    return cell
+
+
+def _stack_cell(row: Row) -> object:
+    if row.stack is None:
+        return None
+    return str([list(frame) for frame in row.stack.frames])
+
+
+def csv_row(row: Row, stack_mode: bool = False, summary: bool = False) -> list[object]:
+    """One CSV line as raw values, in :func:`header` order."""
+    n, b = row.npu, row.bench
+    cells: list[object] = [
+        n.name if n else NAN, b.name if b else NAN, n.dtype if n else NAN, b.dtype if b else NAN,
+        n.shape_raw if n else NAN, b.shape_raw if b else NAN,
+    ]
+    result = row.result
+    if summary:
+        cells += [_number(c) for c in result.cells] if result else [""] * SUMMARY_CELLS
+    else:
+        cells += list(result.cells) if result else [""] * FULL_CELLS
+    cells += stats4(n) + stats4(b)
+    if not summary:
+        cells += [result.accuracy, result.message] if result else ["", MSG_PENDING]
+    if stack_mode:
+        cells.append(_stack_cell(row))
+    return cells
+
+
+def _claim(tmp: Path, names: Sequence[Path]) -> Path:
+    """Give ``tmp`` the first free name, never replacing an existing file."""
+    for name in names:
+        try:
+            os.link(tmp, name)
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here: exclusive create, then replace the placeholder
+            try:
+                os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE))
+            except FileExistsError:
+                continue
+            os.replace(tmp, name)
+            return name
+        tmp.unlink()
+        return name
+    raise FileExistsError("no free file name")  # unreachable: names is unbounded
+
+
+def write_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, stack_mode: bool = False,
+              summary: bool = False, suffix: str = "") -> Path:
+    """Write the CSV (all rows, unmatched ones included) and return its path.
+
+    A file of the same second is never overwritten: ``_1``, ``_2`` … are appended instead.
+    """
+    import pandas as pd
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame([csv_row(r, stack_mode, summary) for r in rows], columns=header(stack_mode, summary))
+    stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
+    fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            frame.to_csv(f, index=False)
+        os.chmod(tmp, FILE_MODE)
+        base = f"compare_result{suffix}_{stamp}"
+        names = (out / (base + (f"_{k}" if k else "") + ".csv") for k in itertools.count())
+        return _claim(tmp, list(itertools.islice(names, 1000)))
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,309 @@
+"""Pairing NPU entries with bench entries, in three modes, reporting what is left on either side.
+
+- ``exact``: by full entry name (the k-th occurrence of a duplicated name pairs with the k-th).
+- ``fuzzy``: call index dropped: the k-th call of an api/direction pairs with the k-th call of the
+  same api/direction on the other side, entries within by argument path.
+- ``align``: sequence alignment of the per-direction call order by an index-free signature
+  (api, direction, argument paths, shapes), so one extra or missing call does not shift every
+  later pairing; leftover calls between aligned ones pair by api (a shape change stays visible).
+
+Unlike the original (spec §5.3), unmatched entries of both sides become rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import Counter, defaultdict, deque
+from collections.abc import Hashable, Mapping, Sequence
+
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+MODES = ("exact", "fuzzy", "align")
+#: Work budget (snake steps) of one Myers diff: at most this, and this many per element, before
+#: the segment is split at unique anchors instead (or paired by occurrence).
+MYERS_BUDGET = 1_000_000
+MYERS_STEPS_PER_ELEMENT = 64
+
+Pairs = dict[int, int]  # npu index -> bench index
+
+
+def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -> Pairs:
+    """Pair equal keys, the k-th occurrence on one side with the k-th on the other (O(n))."""
+    first: dict[Hashable, int] = {}
+    later: dict[Hashable, deque[int]] = {}
+    for j, k in enumerate(bench_keys):
+        if k in first:
+            later.setdefault(k, deque()).append(j)
+        else:
+            first[k] = j
+    pairs: Pairs = {}
+    for i, k in enumerate(npu_keys):
+        j = first.pop(k, None)
+        if j is None:
+            continue
+        pairs[i] = j
+        queue = later.get(k)
+        if queue:
+            first[k] = queue.popleft()
+    return pairs
+
+
+def _fuzzy_keys(records: Sequence[TensorRecord]) -> list[Hashable]:
+    """``(api, direction, k, kind, path)`` with k the ordinal of the call among its api/direction calls."""
+    ordinal: dict[tuple[str, int, str], int] = {}
+    per_api: Counter[tuple[str, str]] = Counter()
+    keys: list[Hashable] = []
+    for r in records:
+        e = r.entry
+        if e is None:
+            keys.append(r.name)
+            continue
+        call = (e.api, e.index, e.direction)
+        k = ordinal.get(call)
+        if k is None:
+            k = ordinal[call] = per_api[(e.api, e.direction)]
+            per_api[(e.api, e.direction)] += 1
+        keys.append((e.api, e.direction, k, e.kind, e.path))
+    return keys
+
+
+# --- alignment ------------------------------------------------------------------------------
+
+
+def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Longest chain of pairs increasing in both coordinates (pairs sorted by the first)."""
+    tails: list[int] = []  # tails[k]: smallest j ending a chain of length k+1
+    tail_idx: list[int] = []
+    prev = [-1] * len(pairs)
+    for n, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tails, j)
+        if k == len(tails):
+            tails.append(j)
+            tail_idx.append(n)
+        else:
+            tails[k] = j
+            tail_idx[k] = n
+        prev[n] = tail_idx[k - 1] if k else -1
+    out = []
+    n = tail_idx[-1] if tail_idx else -1
+    while n >= 0:
+        out.append(pairs[n])
+        n = prev[n]
+    return out[::-1]
+
+
+def _myers(a: Sequence[int], b: Sequence[int], budget: int) -> list[tuple[int, int]] | None:
+    """Matched positions of a shortest edit script (Myers 1986); ``None`` past ``budget`` steps."""
+    n, m = len(a), len(b)
+    v = {1: 0}
+    trace = []
+    work = 0
+    for d in range(n + m + 1):
+        trace.append(v.copy())
+        for k in range(-d, d + 1, 2):
+            x = v[k + 1] if k == -d or (k != d and v[k - 1] < v[k + 1]) else v[k - 1] + 1
+            y = x - k
+            start = x
+            while x < n and y < m and a[x] == b[y]:
+                x += 1
+                y += 1
+            work += x - start + 1
+            v[k] = x
+            if x >= n and y >= m:
+                return _backtrack(trace, n, m)
+        if work > budget:
+            return None
+    return None
+
+
+def _backtrack(trace: list[dict[int, int]], x: int, y: int) -> list[tuple[int, int]]:
+    """Walk the edit graph back from (x, y); ``trace[d]`` is V as it was before step d."""
+    out = []
+    for d in range(len(trace) - 1, 0, -1):
+        v = trace[d]
+        k = x - y
+        down = k == -d or (k != d and v[k - 1] < v[k + 1])
+        px = v[k + 1] if down else v[k - 1]
+        py = px - (k + 1 if down else k - 1)
+        mx, my = (px, py + 1) if down else (px + 1, py)
+        while x > mx and y > my:  # the snake after this step's edit
+            x, y = x - 1, y - 1
+            out.append((x, y))
+        x, y = px, py
+    while x > 0 and y > 0:  # d == 0: the common prefix
+        x, y = x - 1, y - 1
+        out.append((x, y))
+    return out[::-1]
+
+
+def _occurrence_chain(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Fallback: k-th occurrence pairs, kept where they do not cross."""
+    waiting: dict[int, list[int]] = defaultdict(list)
+    for j in range(len(b) - 1, -1, -1):
+        waiting[b[j]].append(j)
+    pairs = [(i, waiting[x].pop()) for i, x in enumerate(a) if waiting.get(x)]
+    return _lis(pairs)
+
+
+def _unique_anchors(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Patience anchors: elements occurring once on each side, longest non-crossing chain."""
+    ca, cb = Counter(a), Counter(b)
+    where_b = {x: j for j, x in enumerate(b) if cb[x] == 1}
+    return _lis([(i, where_b[x]) for i, x in enumerate(a) if ca[x] == 1 and x in where_b])
+
+
+def align(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Matched index pairs of two sequences, increasing in both (Myers, split at patience anchors)."""
+    out: list[tuple[int, int]] = []
+    todo = [(0, len(a), 0, len(b))]
+    while todo:
+        alo, ahi, blo, bhi = todo.pop()
+        while alo < ahi and blo < bhi and a[alo] == b[blo]:
+            out.append((alo, blo))
+            alo, blo = alo + 1, blo + 1
+        while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+            ahi, bhi = ahi - 1, bhi - 1
+            out.append((ahi, bhi))
+        if alo == ahi or blo == bhi:
+            continue
+        sa, sb = a[alo:ahi], b[blo:bhi]
+        # Optimal when the segment differs in few places; otherwise split it at unique anchors.
+        found = _myers(sa, sb, min(MYERS_BUDGET, MYERS_STEPS_PER_ELEMENT * (len(sa) + len(sb))))
+        if found is not None:
+            out += [(alo + i, blo + j) for i, j in found]
+            continue
+        anchors = _unique_anchors(sa, sb)
+        if not anchors:
+            out += [(alo + i, blo + j) for i, j in _occurrence_chain(sa, sb)]
+            continue
+        pi, pj = 0, 0
+        for i, j in anchors:
+            todo.append((alo + pi, alo + i, blo + pj, blo + j))
+            out.append((alo + i, blo + j))
+            pi, pj = i + 1, j + 1
+        todo.append((alo + pi, ahi, blo + pj, bhi))
+    return sorted(out)
+
+
+class _Calls:
+    """One side's records grouped into calls, per direction, in order of first appearance."""
+
+    def __init__(self, records: Sequence[TensorRecord]) -> None:
+        self.members: dict[Hashable, list[int]] = {}
+        self.args: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}  # (argument path, shape)
+        self.order: dict[str, list[Hashable]] = defaultdict(list)
+        self.api: dict[Hashable, str] = {}
+        for i, r in enumerate(records):
+            e = r.entry
+            if e is None:
+                call, arg, api, direction = ("?", r.name), r.name, r.name, ""
+            else:
+                call, arg = (e.api, e.index, e.direction), (e.kind, e.path)
+                api, direction = e.api, e.direction
+            members = self.members.get(call)
+            if members is None:
+                members = self.members[call] = []
+                self.args[call] = []
+                self.order[direction].append(call)
+                self.api[call] = api
+            members.append(i)
+            shape = r.shape_raw
+            self.args[call].append((arg, tuple(shape) if isinstance(shape, list) else shape))
+
+    def signature(self, call: Hashable) -> Hashable:
+        return (self.api[call], tuple(self.args[call]))
+
+
+def _pair_calls(npu: _Calls, bench: _Calls, nc: Hashable, bc: Hashable, pairs: Pairs, same: bool) -> None:
+    """Pair the entries of two paired calls: in order when their signatures are equal, else by
+    argument path (k-th duplicate with k-th)."""
+    mn, mb = npu.members[nc], bench.members[bc]
+    if same:
+        pairs.update(zip(mn, mb, strict=True))
+        return
+    keyed = _keyed_pairs([a for a, _ in npu.args[nc]], [a for a, _ in bench.args[bc]])
+    pairs.update((mn[i], mb[j]) for i, j in keyed.items())
+
+
+def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[TensorRecord]) -> Pairs:
+    npu, bench = _Calls(npu_recs), _Calls(bench_recs)
+    ids: dict[Hashable, int] = {}
+    pairs: Pairs = {}
+    for direction in dict.fromkeys([*npu.order, *bench.order]):
+        na, nb = npu.order.get(direction, []), bench.order.get(direction, [])
+        sa = [ids.setdefault(npu.signature(c), len(ids)) for c in na]
+        sb = [ids.setdefault(bench.signature(c), len(ids)) for c in nb]
+        matched = align(sa, sb)
+        bounds = [(-1, -1), *matched, (len(na), len(nb))]
+        for (i0, j0), (i1, j1) in itertools.pairwise(bounds):
+            if i1 < len(na):
+                _pair_calls(npu, bench, na[i1], nb[j1], pairs, same=True)
+            # calls left between two aligned ones: same api, k-th with k-th (shape changes stay visible)
+            waiting: dict[str, list[Hashable]] = defaultdict(list)
+            for c in reversed(nb[j0 + 1:j1]):
+                waiting[bench.api[c]].append(c)
+            for c in na[i0 + 1:i1]:
+                left = waiting.get(npu.api[c])
+                if left:
+                    _pair_calls(npu, bench, c, left.pop(), pairs, same=False)
+    return pairs
+
+
+# --- rows -----------------------------------------------------------------------------------
+
+
+def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs) -> list[Row]:
+    """NPU order; each bench-only row right after the row of the bench entry preceding it."""
+    rows = [Row(rec, None) for rec in npu]
+    row_of_bench: dict[int, int] = {}
+    for i, j in pairs.items():
+        row, other = rows[i], bench[j]
+        row.bench = other
+        row.fuzzy = other.name != npu[i].name
+        row_of_bench[j] = i
+    after: dict[int, list[Row]] = defaultdict(list)
+    anchor = -1
+    for j, rec in enumerate(bench):
+        if j in row_of_bench:
+            anchor = row_of_bench[j]
+        else:
+            after[anchor].append(Row(None, rec))
+    if not after:
+        out = rows
+    else:
+        out = list(after.get(-1, []))
+        for i, row in enumerate(rows):
+            out.append(row)
+            out += after.get(i, [])
+    for seq, row in enumerate(out):
+        row.seq = seq
+    return out
+
+
+def match_records(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
+                  mode: str = "exact") -> list[Row]:
+    """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes."""
+    if mode == "exact":
+        pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
+    elif mode == "fuzzy":
+        pairs = _keyed_pairs(_fuzzy_keys(npu), _fuzzy_keys(bench))
+    elif mode == "align":
+        pairs = _aligned_pairs(npu, bench)
+    else:
+        raise ValueError(f"unknown match mode {mode!r} (expected one of {', '.join(MODES)})")
+    return _rows(npu, bench, pairs)
+
+
+def attach_stacks(rows: Sequence[Row], npu_stacks: Mapping[str, StackRecord]) -> None:
+    """Put each NPU call's stack on the first row of that call (the original: first input row)."""
+    seen: set[str] = set()
+    for row in rows:
+        row.stack = None
+        if row.npu is None:
+            continue
+        call = row.npu.call
+        if call not in seen:
+            seen.add(call)
+            row.stack = npu_stacks.get(call)

@@ -1,0 +1,269 @@
+"""Tensor metrics of the original compare (spec §5.6), computed chunk by chunk in float64.
+
+Differences from the original, on purpose (see the README): the relative error is computed in
+float64 on copies after the shape and NaN/Inf checks (the original mutates its inputs, works in
+the native dtype and crashes on shape mismatch); NaN/Inf at the same positions are set to 0
+before *every* metric, and +Inf against -Inf counts as a mismatch; every message is kept.
+
+Memory stays at a few chunk buffers whatever the tensor size: callers feed slices of memory
+maps or of file reads (see :mod:`ptdbg_tui.compare.tasks`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ptdbg_tui.compare.cells import (
+    MSG_COS_BENCH_ZERO,
+    MSG_COS_NAN,
+    MSG_COS_NPU_ZERO,
+    MSG_COS_ONE,
+    MSG_DTYPE,
+    MSG_EMPTY,
+    MSG_INF_NAN,
+    MSG_SCALAR,
+    MSG_SHAPE,
+    NA,
+    NAN,
+    SHAPE_UNMATCHED,
+    UNSUPPORTED,
+    cosine_cell,
+    fmt12,
+    join_messages,
+)
+from ptdbg_tui.compare.model import Result, Status
+from ptdbg_tui.compare.scratch import borrow, give_back
+from ptdbg_tui.compare.verdict import accuracy_rule, status_for
+
+#: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
+#: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
+CHUNK = 1 << 16
+#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread.
+DOT_SLICE = 8192
+#: Norms at or below this count as zero for the cosine (the original's FLOAT_EPSILON).
+FLOAT_EPS = float(np.finfo(np.float64).eps)
+THOUSANDTH = 0.001
+FIVE_THOUSANDTHS = 0.005
+#: |npu - bench| histogram: bins [0, 2^-32), [2^-32, 2^-28), ..., [2^4, 2^8), [2^8, inf).
+HISTOGRAM_EDGES: tuple[float, ...] = (0.0, *(2.0**e for e in range(-32, 9, 4)), math.inf)
+#: numpy dtype kinds we can compare: bool, signed, unsigned, float.
+COMPARABLE_KINDS = "biuf"
+
+_N_BINS = len(HISTOGRAM_EDGES) - 1
+# float64 biased exponent (0..2047) -> histogram bin.
+_BIN_OF_EXPONENT = np.clip((np.arange(2048) - 1023 + 32) // 4 + 1, 0, _N_BINS - 1)
+
+
+def rel_eps(bench_dtype: np.dtype) -> float:
+    """What replaces a bench zero in the relative error: the bench array dtype's eps (as the original)."""
+    return float(np.finfo(bench_dtype).eps) if bench_dtype.kind == "f" else FLOAT_EPS
+
+
+def _result(cells: tuple[str, ...], messages: Sequence[str], caveats: Sequence[str] = (), *,
+            equal: bool = False, **fields) -> Result:
+    accuracy, why = accuracy_rule(cells[0], cells[1])
+    status, reason = status_for(accuracy, why, equal=equal, caveats=caveats)
+    return Result(cells, accuracy, join_messages(list(messages)), status, reason, **fields)
+
+
+def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: np.dtype, bench_np: np.dtype,
+             npu_dtype: str, bench_dtype: str) -> Result | list[str]:
+    """Decide what needs no data: a final Result (shape mismatch, empty, unusable dtype) or the
+    messages to carry into the metric pass (dtype mismatch)."""
+    for side, dt in (("NPU", npu_np), ("bench", bench_np)):
+        if dt.kind not in COMPARABLE_KINDS:
+            message = f"Cannot compare the {side} data of npy dtype {dt}."
+            return Result((NAN,) * 5, NAN, message, Status.ERROR, message)
+    if tuple(npu_shape) != tuple(bench_shape):
+        return Result((SHAPE_UNMATCHED,) * 5, accuracy_rule(SHAPE_UNMATCHED, SHAPE_UNMATCHED)[0], MSG_SHAPE,
+                      Status.FAIL, f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}")
+    caveats = [MSG_DTYPE] if npu_dtype != bench_dtype else []
+    if math.prod(npu_shape) == 0 and npu_shape:
+        return _result((UNSUPPORTED, "0", "0", "0", "0"), [MSG_EMPTY, *caveats], caveats, equal=True)
+    return caveats
+
+
+def _sum_squares(a: np.ndarray) -> float:
+    """Σa² in float64, by BLAS dot products on slices short enough that OpenBLAS keeps them on
+    the calling thread (its threads would fight the worker processes for the cores)."""
+    return float(sum(np.dot(s, s) for s in (a[i:i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
+
+
+def _same_nonfinite(x: np.ndarray, y: np.ndarray) -> bool:
+    """Equal where non-finite: both NaN or the same infinity."""
+    return bool(np.all((x == y) | (np.isnan(x) & np.isnan(y))))
+
+
+def _nonfinite_note(count: int) -> str:
+    return f"NaN/Inf at the same {count} position(s) in NPU and bench Tensor, set to 0 for the metrics."
+
+
+class MetricAccumulator:
+    """Running sums of one tensor pair, fed in order by :meth:`add` (any lengths, same on both sides)."""
+
+    def __init__(self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK) -> None:
+        self.size = size
+        self.eps = rel_eps(bench_np)
+        n = max(1, min(chunk, size))
+        self._raw = borrow(n * (8 * 5 + 1))
+        self._x, self._y, self._d, self._t, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
+                                                    for k in range(5))
+        self._bits = bits.view(np.uint64) if histogram else None
+        self._mask = self._raw[5 * n * 8:5 * n * 8 + n].view(bool)
+        self.histogram = np.zeros(_N_BINS, dtype=np.int64) if histogram else None
+        self.xx = self.yy = self.dd = 0.0  # sums of npu², bench², (npu - bench)²
+        self.max_abs = -1.0
+        self.max_rel = 0.0
+        self.pass_1e3 = self.pass_5e3 = 0
+        self.nonfinite = 0
+        self.mismatch = False  # NaN/Inf positions differ: the metrics are settled as N/A
+        self.offset = 0
+        self.worst_flat: int | None = None
+        self.worst_npu = self.worst_bench = 0.0
+
+    def add(self, npu: np.ndarray, bench: np.ndarray) -> bool:
+        """Feed the next flat slices; ``False`` once the NaN/Inf positions differ (stop feeding)."""
+        step = self._x.size
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for start in range(0, npu.size, step):
+                if not self._add(npu[start:start + step], bench[start:start + step]):
+                    return False
+        return True
+
+    def _add(self, npu: np.ndarray, bench: np.ndarray) -> bool:
+        k = npu.size
+        x, y, d, t = self._x[:k], self._y[:k], self._d[:k], self._t[:k]
+        np.copyto(x, npu, casting="unsafe")
+        np.copyto(y, bench, casting="unsafe")
+        xx, yy = _sum_squares(x), _sum_squares(y)
+        if not (math.isfinite(xx) and math.isfinite(yy)):  # rare: only now build the masks
+            if not self._zero_nonfinite(x, y):
+                self.mismatch = True
+                return False
+            xx, yy = _sum_squares(x), _sum_squares(y)
+        np.subtract(x, y, out=d)
+        self.xx += xx
+        self.yy += yy
+        self.dd += _sum_squares(d)
+        np.abs(d, out=d)
+        i = int(d.argmax())
+        if d[i] > self.max_abs:
+            self.max_abs = float(d[i])
+            self.worst_flat = self.offset + i
+            self.worst_npu, self.worst_bench = float(x[i]), float(y[i])
+        self._relative(d, y, t, self._mask[:k])
+        if self.histogram is not None and self._bits is not None:
+            bits = self._bits[:k]
+            np.right_shift(d.view(np.uint64), 52, out=bits)
+            per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
+            self.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
+        self.offset += k
+        return True
+
+    def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
+        """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
+        np.abs(y, out=t)
+        np.divide(d, t, out=t)
+        top = float(t.max())
+        if not math.isfinite(top):  # a bench zero (or 0/0): redo with the eps denominator
+            np.abs(y, out=t)
+            np.copyto(t, self.eps, where=t == 0)
+            np.divide(d, t, out=t)
+            top = float(t.max())
+        self.max_rel = max(self.max_rel, top)
+        # Counting passes only where the maximum leaves the answer open (matching data: never).
+        if top < FIVE_THOUSANDTHS:
+            below = t.size
+        else:
+            np.less(t, FIVE_THOUSANDTHS, out=mask)
+            below = int(np.count_nonzero(mask))
+        self.pass_5e3 += below
+        if top < THOUSANDTH:
+            self.pass_1e3 += t.size
+        elif below:
+            np.less(t, THOUSANDTH, out=mask)
+            self.pass_1e3 += int(np.count_nonzero(mask))
+
+    def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> bool:
+        bad = ~np.isfinite(x)
+        if not np.array_equal(bad, ~np.isfinite(y)):
+            return False
+        idx = np.flatnonzero(bad)
+        if not _same_nonfinite(x[idx], y[idx]):
+            return False
+        self.nonfinite += idx.size
+        x[idx] = 0.0
+        y[idx] = 0.0
+        return True
+
+    def _cosine(self) -> tuple[str, str, float | None]:
+        if self.size == 1:
+            return UNSUPPORTED, MSG_COS_ONE, None
+        na, nb = math.sqrt(self.xx), math.sqrt(self.yy)
+        if na <= FLOAT_EPS and nb <= FLOAT_EPS:
+            return "1.0", "", 1.0
+        if na <= FLOAT_EPS:
+            return NAN, MSG_COS_NPU_ZERO, None
+        if nb <= FLOAT_EPS:
+            return NAN, MSG_COS_BENCH_ZERO, None
+        cos = (self.xx + self.yy - self.dd) / (2 * na * nb)  # npu·bench = (|n|² + |b|² - |n - b|²) / 2
+        if math.isnan(cos):
+            return NAN, MSG_COS_NAN, None
+        return cosine_cell(cos), "", cos
+
+    def result(self, shape: tuple[int, ...], caveats: Sequence[str] = ()) -> Result:
+        """The Result once every element was fed (or :meth:`add` returned ``False``); the
+        accumulator cannot be fed after this."""
+        give_back(self._raw)
+        if self.mismatch:
+            return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats)
+        cos_cell, cos_msg, cos = self._cosine()
+        r1, r5 = self.pass_1e3 / self.size, self.pass_5e3 / self.size
+        cells = (cos_cell, fmt12(self.max_abs), fmt12(self.max_rel), fmt12(r1), fmt12(r5))
+        notes = list(caveats)
+        if self.nonfinite:
+            notes.append(_nonfinite_note(self.nonfinite))
+        worst = None
+        if self.max_abs > 0 and self.worst_flat is not None:
+            worst = tuple(int(i) for i in np.unravel_index(self.worst_flat, shape))
+        hist = tuple(int(c) for c in self.histogram) if self.histogram is not None else ()
+        return _result(cells, [*notes, cos_msg], notes, equal=self.max_abs == 0,
+                       cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
+                       worst_index=worst, worst_npu=self.worst_npu if worst else None,
+                       worst_bench=self.worst_bench if worst else None,
+                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else ())
+
+
+def compare_scalar(npu: np.ndarray, bench: np.ndarray, caveats: Sequence[str] = ()) -> Result:
+    """0-d values (Python scalars, 0-d tensors): MaxAbsErr and MaxRelativeErr only, as the original."""
+    x, y = float(npu.astype(np.float64)), float(bench.astype(np.float64))
+    notes = list(caveats)
+    if not (math.isfinite(x) and math.isfinite(y)):
+        if not _same_nonfinite(np.array(x), np.array(y)):
+            return _result((NA,) * 5, [MSG_SCALAR, *notes, MSG_INF_NAN], notes)
+        notes.append(_nonfinite_note(1))
+        x = y = 0.0
+    mae = abs(x - y)
+    rel = mae / (abs(y) if y != 0 else rel_eps(bench.dtype))
+    return _result((UNSUPPORTED, fmt12(mae), fmt12(rel), NAN, NAN), [MSG_SCALAR, *notes], notes,
+                   equal=mae == 0, max_abs=mae, max_rel=rel)
+
+
+def compare_arrays(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, *,
+                   histogram: bool = True) -> Result:
+    """Compare two whole arrays (or memory maps); never mutates them.
+
+    ``npu_dtype``/``bench_dtype`` are the pkl dtype strings (authoritative: bf16 is stored as fp32).
+    """
+    npu, bench = np.asanyarray(npu), np.asanyarray(bench)
+    pre = precheck(npu.shape, bench.shape, npu.dtype, bench.dtype, npu_dtype, bench_dtype)
+    if isinstance(pre, Result):
+        return pre
+    if npu.ndim == 0:
+        return compare_scalar(npu, bench, pre)
+    acc = MetricAccumulator(npu.size, bench.dtype, histogram)
+    acc.add(npu.reshape(-1), bench.reshape(-1))
+    return acc.result(npu.shape, pre)

@@ -1,0 +1,173 @@
+"""One row's comparison as a picklable task, and the Results that need no tensor data.
+
+:func:`run_task` is what worker processes execute: it reads both ``.npy`` files chunk by chunk
+through :mod:`ptdbg_tui.formats.npy` and never raises — a missing, truncated or odd file becomes
+an ERROR result whose message lands in Err_message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptdbg_tui.compare.cells import (
+    MSG_DTYPE,
+    MSG_FUZZY,
+    MSG_NO_BENCH,
+    MSG_NO_NPU,
+    MSG_SHAPE,
+    NAN,
+    join_messages,
+)
+from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, precheck
+from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.scratch import borrow, give_back
+from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
+from ptdbg_tui.formats.npy import NpyError, iter_chunks, load_npy, npy_path, read_npy
+from ptdbg_tui.formats.records import TensorRecord
+
+#: Elements read per file access in a task (the metric pass splits them further).
+READ_CHUNK = 1 << 18
+#: Files up to this size are read whole, in one go; larger ones chunk by chunk into reused buffers.
+WHOLE_BYTES = 64 << 10
+FULL_CELLS = 5
+SUMMARY_CELLS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CompareTask:
+    """Everything a worker needs to compare one matched row; cheap to pickle."""
+
+    npu_path: str | None
+    bench_path: str | None
+    npu_dtype: str
+    bench_dtype: str
+    npu_shape: tuple[int, ...]
+    bench_shape: tuple[int, ...]
+    fuzzy: bool = False
+    histogram: bool = True
+    nbytes: int = 0  # estimated bytes of both files, for scheduling
+
+
+def _itemsize(dtype: str) -> int:
+    name = dtype.rsplit(".", 1)[-1]
+    for prefix, size in (("float16", 2), ("half", 2), ("bool", 1), ("int8", 1), ("uint8", 1),
+                         ("int16", 2), ("int32", 4), ("float64", 8), ("double", 8), ("int64", 8)):
+        if name.startswith(prefix):
+            return size
+    return 4  # float32, bfloat16 (stored as float32), scalars
+
+
+def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
+             histogram: bool = True) -> CompareTask:
+    """The task comparing a matched row's two npy files (``None`` dirs: a summary-only dump)."""
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None:
+        raise ValueError(f"row {row.name} is not matched; use unmatched_result()")
+    return CompareTask(
+        npu_path=None if npu_dir is None else str(npy_path(npu_dir, npu.name)),
+        bench_path=None if bench_dir is None else str(npy_path(bench_dir, bench.name)),
+        npu_dtype=npu.dtype, bench_dtype=bench.dtype, npu_shape=npu.shape, bench_shape=bench.shape,
+        fuzzy=row.fuzzy, histogram=histogram,
+        nbytes=npu.numel * _itemsize(npu.dtype) + bench.numel * _itemsize(bench.dtype),
+    )
+
+
+def error_result(message: str, summary: bool = False) -> Result:
+    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
+                  Status.ERROR, message)
+
+
+def _check_shape(path: str, header_shape: tuple[int, ...], pkl_shape: tuple[int, ...]) -> None:
+    if header_shape != pkl_shape:
+        raise NpyError(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the pkl "
+                       f"records {list(pkl_shape)}.")
+
+
+def _compare_files(task: CompareTask) -> Result:
+    if task.npu_path is None or task.bench_path is None:
+        return error_result("No npy data directory for this dump, so tensors cannot be compared.")
+    hn, n = read_npy(task.npu_path, WHOLE_BYTES)
+    hb, b = read_npy(task.bench_path, WHOLE_BYTES)
+    _check_shape(task.npu_path, hn.shape, task.npu_shape)
+    _check_shape(task.bench_path, hb.shape, task.bench_shape)
+    if n is not None and b is not None:
+        return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
+    if hn.fortran or hb.fortran:  # rare: element order differs from the file order
+        return compare_arrays(load_npy(task.npu_path), load_npy(task.bench_path), task.npu_dtype,
+                              task.bench_dtype, histogram=task.histogram)
+    pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
+    if isinstance(pre, Result):
+        return pre
+    acc = MetricAccumulator(math.prod(hn.shape), hb.dtype, task.histogram)
+    bn, bb = borrow(READ_CHUNK * hn.dtype.itemsize), borrow(READ_CHUNK * hb.dtype.itemsize)
+    try:
+        for n_chunk, b_chunk in zip(iter_chunks(task.npu_path, hn, READ_CHUNK, bn),
+                                    iter_chunks(task.bench_path, hb, READ_CHUNK, bb), strict=True):
+            if not acc.add(n_chunk, b_chunk):
+                break
+    finally:
+        give_back(bn, bb)
+    return acc.result(hn.shape, pre)
+
+
+def _add_fuzzy(result: Result) -> Result:
+    result.message = join_messages([result.message, MSG_FUZZY])
+    result.status, result.reason = with_caveat(result.status, result.reason,
+                                               "names differ (fuzzy or aligned match)")
+    return result
+
+
+def run_task(task: CompareTask) -> Result:
+    """Compare one row's tensors; never raises (problems become an ERROR result)."""
+    try:
+        result = _compare_files(task)
+    except NpyError as e:
+        result = error_result(str(e))
+    except MemoryError:
+        result = error_result("Out of memory while comparing this tensor.")
+    except Exception as e:  # a worker must report, not die: the run goes on with the other rows
+        result = error_result(f"Comparison failed: {type(e).__name__}: {e}")
+    return _add_fuzzy(result) if task.fuzzy else result
+
+
+def stats4(record: TensorRecord | None) -> list[object]:
+    """The four raw stats cells of a record: ``Nan`` where absent (legacy 3-stat, overflow dumps)."""
+    if record is None or not record.has_stats:
+        return [NAN] * 4
+    return [*record.stats[:4], *[NAN] * (4 - len(record.stats[:4]))]
+
+
+def _diff_cell(n: object, b: object) -> str:
+    """The original's summary diff: ``npu - bench`` for numbers (bool too), else ``Nan``; printed
+    as pandas prints it (a float NaN is an empty cell)."""
+    if not (isinstance(n, (int, float)) and isinstance(b, (int, float))):
+        return NAN
+    value = n - b
+    return "" if isinstance(value, float) and math.isnan(value) else str(value)
+
+
+def summary_result(row: Row) -> Result:
+    """Statistics mode: the four stat diffs and a tolerance verdict on the stats; no file access."""
+    if row.npu is None or row.bench is None:
+        return unmatched_result(row, summary=True)
+    cells = tuple(_diff_cell(n, b) for n, b in zip(stats4(row.npu), stats4(row.bench), strict=True))
+    status, reason = stats_verdict(row.npu, row.bench)
+    messages = []
+    if row.npu.shape_raw != row.bench.shape_raw:
+        messages.append(MSG_SHAPE)
+    if row.npu.dtype != row.bench.dtype:
+        messages.append(MSG_DTYPE)
+    result = Result(cells, "", join_messages(messages), status, reason)
+    return _add_fuzzy(result) if row.fuzzy else result
+
+
+def unmatched_result(row: Row, summary: bool = False) -> Result:
+    """A row present on one side only."""
+    npu_only = row.npu is not None
+    message = MSG_NO_BENCH if npu_only else MSG_NO_NPU
+    reason = "present in the NPU dump only" if npu_only else "present in the bench dump only"
+    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
+                  Status.UNMATCHED, reason)
+

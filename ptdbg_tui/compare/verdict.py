@@ -1,0 +1,128 @@
+"""Verdicts: the original's ``Accuracy Reached or Not`` (spec §5.7) and the row Status the UI shows.
+
+The CSV keeps the original's absolute rule and values so files stay comparable; the Status adds
+what the original cannot say (a Nan verdict on identical values is a pass, a pass on data with
+different dtypes or fuzzy-matched names deserves a warning) and a reason naming the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ptdbg_tui.compare.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
+from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.records import TensorRecord
+
+#: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or
+#: MaxAbsErr > 1.
+COS_LOW = 0.99
+MAE_LOW = 0.001
+COS_FLOOR = 0.9
+MAE_CEIL = 1.0
+
+#: Summary mode: a statistic agrees when |npu - bench| <= STAT_ATOL + rtol * magnitude, with
+#: rtol chosen by the less precise dtype of the pair (stats are computed in the tensor's dtype).
+STAT_ATOL = 1e-6
+STAT_RTOL = {"bfloat16": 2e-2, "float16": 5e-3, "half": 5e-3}
+STAT_RTOL_DEFAULT = 1e-3
+STAT_NAMES = ("max", "min", "mean", "l2norm")
+
+
+def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, str]:
+    """``(accuracy, why)``: the first rule of §5.7 that applies, and its threshold in words."""
+    if cos_cell == SHAPE_UNMATCHED:
+        return UNMATCHED, "shapes of NPU and bench differ"
+    if NAN in (cos_cell, mae_cell):
+        return NAN, "Cosine or MaxAbsErr has no value"
+    if NA in (cos_cell, mae_cell):
+        return NO, "NaN/Inf at different positions in NPU and bench"
+    try:
+        cos, mae = float(cos_cell), float(mae_cell)
+    except ValueError:
+        return NAN, f"Cosine is {cos_cell!r}"
+    if cos < COS_LOW and mae > MAE_LOW:
+        return NO, f"Cosine {cos:.6g} < {COS_LOW} and MaxAbsErr {mae:.6g} > {MAE_LOW}"
+    if cos < COS_FLOOR:
+        return NO, f"Cosine {cos:.6g} < {COS_FLOOR}"
+    if mae > MAE_CEIL:
+        return NO, f"MaxAbsErr {mae:.6g} > {MAE_CEIL:g}"
+    return YES, (f"Cosine {cos:.6g}, MaxAbsErr {mae:.6g}: not (Cosine < {COS_LOW} and MaxAbsErr > "
+                 f"{MAE_LOW}), Cosine >= {COS_FLOOR}, MaxAbsErr <= {MAE_CEIL:g}")
+
+
+def check_accuracy(cos_cell: str, mae_cell: str) -> str:
+    """The original's ``check_accuracy``: ``Yes``, ``No``, ``Nan`` or ``Unmatched``."""
+    return accuracy_rule(cos_cell, mae_cell)[0]
+
+
+def status_for(accuracy: str, why: str, *, equal: bool = False,
+               caveats: Sequence[str] = ()) -> tuple[Status, str]:
+    """Row status and reason from the accuracy verdict.
+
+    ``equal``: the values are identical (so a ``Nan`` verdict is still a pass);
+    ``caveats``: facts that turn a pass into a warning (dtype mismatch, fuzzy match …).
+    """
+    if accuracy in (NO, UNMATCHED):
+        return Status.FAIL, why
+    if accuracy == NAN and not equal:
+        return Status.WARN, f"no verdict ({why})" + "".join(f"; {c}" for c in caveats)
+    if accuracy == NAN:
+        why = f"values identical, although {why[0].lower()}{why[1:]}"
+    if caveats:
+        return Status.WARN, f"{why}; but {'; '.join(caveats)}"
+    return Status.PASS, why
+
+
+def with_caveat(status: Status, reason: str, caveat: str) -> tuple[Status, str]:
+    """Add a caveat to an existing verdict: a pass becomes a warning."""
+    if status is Status.PASS:
+        return Status.WARN, f"{reason}; but {caveat}"
+    return status, f"{reason}; {caveat}"
+
+
+def _rtol(*dtypes: str) -> float:
+    return max(STAT_RTOL.get(d.rsplit(".", 1)[-1], STAT_RTOL_DEFAULT) for d in dtypes)
+
+
+def _exact(dtype: str) -> bool:
+    name = dtype.rsplit(".", 1)[-1].strip("<>' ")
+    return name.startswith(("int", "uint", "bool", "class 'int", "class 'bool"))
+
+
+def _same_nonfinite(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def stats_verdict(npu: TensorRecord, bench: TensorRecord) -> tuple[Status, str]:
+    """Summary mode's verdict: do the recorded statistics agree within a dtype-aware tolerance?"""
+    if npu.shape_raw != bench.shape_raw:
+        return Status.FAIL, f"shapes differ: {npu.shape_raw} vs {bench.shape_raw}"
+    exact = _exact(npu.dtype) and _exact(bench.dtype)
+    rtol = 0.0 if exact else _rtol(npu.dtype, bench.dtype)
+    atol = 0.0 if exact else STAT_ATOL
+    values = [(npu.stat(i), bench.stat(i)) for i in range(len(STAT_NAMES))]
+    magnitude = max((abs(b) for _, b in values[:2] if b is not None and math.isfinite(b)), default=0.0)
+    compared = []
+    for name, (n, b) in zip(STAT_NAMES, values, strict=True):
+        if n is None or b is None:
+            continue
+        compared.append(name)
+        if not (math.isfinite(n) and math.isfinite(b)):
+            if not _same_nonfinite(n, b):
+                return Status.FAIL, f"{name}: NPU {n} vs bench {b}"
+            continue
+        scale = abs(b) if name == "l2norm" else magnitude
+        tol = atol + rtol * scale
+        if abs(n - b) > tol:
+            return Status.FAIL, (f"{name} differs by {abs(n - b):.6g} > {atol:g} + {rtol:g} × {scale:.6g}"
+                                 if not exact else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)")
+    if not compared:
+        status, why = Status.PASS, "no statistics recorded (empty or bool tensor); shapes agree"
+    else:
+        status, why = Status.PASS, (f"statistics ({', '.join(compared)}) agree within "
+                                    + ("exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude"))
+    if npu.dtype != bench.dtype:
+        status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
+    return status, why
+

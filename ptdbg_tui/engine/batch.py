@@ -1,0 +1,307 @@
+"""One-shot comparison of two dumps: the ``ptdbg-tui compare`` command and the ``compare()`` API.
+
+All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.pool.MetricPool`, largest
+first; statistics and unmatched rows are settled in-process. Results stay in memory and each
+pair's CSV is written once at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ptdbg_tui.compare.csv_export import write_csv
+from ptdbg_tui.compare.diagnosis import Culprit, advisor_text, find_culprits
+from ptdbg_tui.compare.matching import MODES, attach_stacks, match_records
+from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.tasks import CompareTask, summary_result, task_for, unmatched_result
+from ptdbg_tui.engine.pool import MetricPool
+from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
+from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.records import BadLine
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: progress(done_bytes, total_bytes): called from the comparing thread, often.
+ProgressFn = Callable[[int, int], None]
+
+
+class CompareInputError(Exception):
+    """The inputs cannot be compared (the message is one line for the user)."""
+
+
+@dataclass
+class PairOutcome:
+    """One compared pair of rank dumps."""
+
+    npu: RankDump
+    bench: RankDump
+    rows: list[Row]
+    culprits: list[Culprit] = field(default_factory=list)
+    bad_lines: tuple[list[BadLine], list[BadLine]] = field(default_factory=lambda: ([], []))  # npu, bench
+    summary: bool = False  # statistics only (no npy on a side, or asked for)
+    stack_mode: bool = False  # the NPU pkl carries stack lines
+    npu_npy: Path | None = None
+    bench_npy: Path | None = None
+    csv: Path | None = None
+
+    def counts(self) -> Counter[Status]:
+        return Counter(row.status for row in self.rows)
+
+    @property
+    def label(self) -> str:
+        return f"{self.npu.label} vs {self.bench.label}"
+
+
+def _read(dump: RankDump, side: str) -> Any:
+    try:
+        if not dump.pkl.is_file():
+            raise CompareInputError(f"{side} pkl {dump.pkl} does not exist")
+        return read_pkl(dump.pkl)
+    except OSError as e:
+        raise CompareInputError(f"cannot read {side} pkl {dump.pkl}: {e.strerror or e}") from None
+
+
+def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
+             summary: bool) -> PairOutcome:
+    n, b = _read(npu, "NPU"), _read(bench, "bench")
+    rows = match_records(n.tensors, b.tensors, match)
+    attach_stacks(rows, {s.call: s for s in n.stacks})
+    full = not summary and npu_npy is not None and bench_npy is not None
+    for row in rows:
+        if not row.matched:
+            row.result = unmatched_result(row, summary=not full)
+        elif not full:
+            row.result = summary_result(row)
+    return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
+                       stack_mode=bool(n.stacks), npu_npy=npu_npy if full else None,
+                       bench_npy=bench_npy if full else None)
+
+
+def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
+    where: list[Row] = []
+    tasks: list[CompareTask] = []
+    for o in outcomes:
+        for row in o.rows:
+            if row.result is None:
+                where.append(row)
+                tasks.append(task_for(row, o.npu_npy, o.bench_npy, histogram=False))
+    total = sum(t.nbytes + 1 for t in tasks)
+    done = 0
+    for i, result in pool.map(tasks, largest_first=True):
+        where[i].result = result
+        done += tasks[i].nbytes + 1
+        if progress is not None:
+            progress(done, total)
+
+
+def _check_match(match: str) -> None:
+    if match not in MODES:
+        raise CompareInputError(f"unknown match mode {match!r} (expected one of {', '.join(MODES)})")
+
+
+def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
+           rank: int | None) -> list[tuple[RankDump, RankDump]]:
+    try:
+        npu, bench = discover(npu_path), discover(bench_path)
+    except DumpLayoutError as e:
+        raise CompareInputError(str(e)) from None
+    pairs = pair_dumps(npu, bench, step, rank)
+    if not pairs:
+        ns, nr = steps_and_ranks(npu)
+        bs, br = steps_and_ranks(bench)
+        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
+        raise CompareInputError(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+                                f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
+    return pairs
+
+
+def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
+                  step: int | None = None, rank: int | None = None, match: str = "exact",
+                  summary: bool = False, jobs: int | None = None,
+                  progress: ProgressFn | None = None) -> list[PairOutcome]:
+    """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl).
+
+    Raises :class:`CompareInputError` for inputs that cannot be compared.
+    """
+    _check_match(match)
+    pairs = _pairs(npu_path, bench_path, step, rank)
+    with MetricPool(jobs or os.cpu_count() or 1) as pool:
+        if not summary and any(n.has_npy and b.has_npy for n, b in pairs):
+            pool.start()
+        outcomes = [_outcome(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None,
+                             match, summary) for n, b in pairs]
+        _finish(outcomes, pool, progress)
+    return outcomes
+
+
+def _finish(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
+    _run_metrics(outcomes, pool, progress)
+    for o in outcomes:
+        o.culprits = find_culprits(o.rows)
+
+
+def _import_in_background(module: str) -> None:
+    """The CSV writer needs pandas (half a second to import) only at the end: import it while the
+    workers compute."""
+    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
+
+
+# --- the original's API -------------------------------------------------------------------
+
+
+def _rank_dump(pkl: Any, side: str) -> RankDump:
+    if not pkl:
+        raise CompareInputError(f"input_param needs '{side}_pkl_path'")
+    path = Path(pkl)
+    if not path.is_file():
+        raise CompareInputError(f"{side} pkl {path} does not exist")
+    try:
+        return discover(path)[0]
+    except DumpLayoutError as e:
+        raise CompareInputError(str(e)) from None
+
+
+def _data_dir(value: Any, side: str) -> Path | None:
+    if not value:
+        return None
+    path = Path(value)
+    if not path.is_dir():
+        raise CompareInputError(f"{side} dump data dir {path} is not a directory")
+    return path
+
+
+def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], stack_mode: bool = False,
+            auto_analyze: bool = True, fuzzy_match: bool = False, **kw: Any) -> str:
+    """``ptdbg_ascend.compare`` call shape; returns the CSV path.
+
+    As the original, statistics-only mode is used unless both data dirs are given, and with
+    ``auto_analyze`` an ``advisor_<ts>.txt`` names the suspect (here: the culprit call).
+    Extra keywords: ``match`` ("exact"/"fuzzy"/"align", overrides ``fuzzy_match``), ``jobs``,
+    ``suffix`` (inserted into the file name).
+    """
+    npu = _rank_dump(input_param.get("npu_pkl_path"), "npu")
+    bench = _rank_dump(input_param.get("bench_pkl_path"), "bench")
+    npu_npy = _data_dir(input_param.get("npu_dump_data_dir"), "npu")
+    bench_npy = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
+    match = kw.get("match") or ("fuzzy" if fuzzy_match else "exact")
+    _check_match(match)
+    _import_in_background("pandas")
+    with MetricPool(kw.get("jobs") or os.cpu_count() or 1) as pool:
+        if npu_npy is not None and bench_npy is not None:
+            pool.start()
+        outcome = _outcome(npu, bench, npu_npy, bench_npy, match, summary=False)
+        _finish([outcome], pool, None)
+    outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
+                            suffix=kw.get("suffix", ""))
+    if auto_analyze and not outcome.summary:
+        stamp = outcome.csv.stem.removeprefix("compare_result" + kw.get("suffix", "") + "_")
+        (outcome.csv.parent / f"advisor_{stamp}.txt").write_text(advisor_text(outcome.rows, outcome.culprits))
+    if input_param.get("is_print_compare_log", True):
+        print(summary_text(outcome))
+    return str(outcome.csv)
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def summary_text(o: PairOutcome) -> str:
+    """The short report of one pair: counts, culprits, skipped pkl lines, the CSV."""
+    c = o.counts()
+    mode = "statistics only" if o.summary else "tensors"
+    lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
+             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched, {c[Status.ERROR]} errors"]
+    lines += [f"  culprit ({k.direction}): {k.text}" for k in o.culprits]
+    if not o.culprits:
+        lines.append("  culprit: none (no call whose inputs pass and outputs fail)")
+    for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
+        if bad:
+            lines.append(f"  {side} pkl: {len(bad)} unreadable line(s) skipped, first: line {bad[0].line}: "
+                         f"{bad[0].reason}")
+    if o.csv is not None:
+        lines.append(f"  CSV: {o.csv}")
+    return "\n".join(lines)
+
+
+class _Bar:
+    """Progress on stderr: a redrawn bar on a terminal, a line every ``every_s`` otherwise."""
+
+    def __init__(self, stream: TextIO, enabled: bool, every_s: float = 10.0) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.tty = enabled and stream.isatty()
+        self.every_s = every_s if not self.tty else 0.1
+        self.start = self.last = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < self.every_s or (self.tty and now - self.start < 0.5):
+            return
+        self.last = now
+        frac = done / total if total else 1.0
+        rate = done / max(now - self.start, 1e-9) / 1e9
+        text = f"{frac:6.1%}  {done / 1e9:.2f}/{total / 1e9:.2f} GB  {rate:.2f} GB/s"
+        if self.tty:
+            width = 30
+            fill = int(frac * width)
+            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {text}")
+            self.drawn = True
+        else:
+            self.stream.write(f"compared {text}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _suffix(o: PairOutcome, several: bool) -> str:
+    if not several:
+        return ""
+    return "_" + f"{o.npu.label}-{o.bench.label}".replace("/", "_")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    prog = "ptdbg-tui compare"
+    if args.jobs is not None and args.jobs < 1:
+        print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    bar = _Bar(sys.stderr, not args.no_progress)
+    _import_in_background("pandas")
+    try:
+        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                                 summary=args.summary, jobs=args.jobs, progress=bar)
+    except CompareInputError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        bar.close()
+    try:
+        for o in outcomes:
+            o.csv = write_csv(o.rows, args.output, stack_mode=args.stack, summary=o.summary,
+                              suffix=_suffix(o, len(outcomes) > 1))
+    except OSError as e:
+        print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print("\n".join(summary_text(o) for o in outcomes), flush=True)
+    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK

@@ -1,0 +1,69 @@
+"""Where an API call sits in the call-stack tree: direction, then module frames or call sites.
+
+The module sidecar, when the dumper wrote one, gives the cleanest path (the chain of
+``nn.Module``s the call ran inside); otherwise the user frames of the stack line are used,
+outermost first. Backward stacks only show the autograd thread, so a backward call is placed
+where its forward call was.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ptdbg_tui.compare.diagnosis import LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
+from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
+from ptdbg_tui.formats.records import Frame, StackRecord
+
+OTHER = "other"
+DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
+
+_FOREIGN = (*TOOL_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
+
+
+class Seg(NamedTuple):
+    """One level of the tree path: ``key`` is unique among siblings, ``label`` is shown."""
+
+    kind: str  # "direction" | "module" | "frame" | "call"
+    key: str
+    label: str
+
+
+def user_frames(frames: list[Frame]) -> list[Frame]:
+    """The user's frames, outermost first (pkl frames are innermost first)."""
+    return [f for f in reversed(frames) if not any(part in f[0].replace("\\", "/") for part in _FOREIGN)]
+
+
+def frame_site(frame: Frame) -> str:
+    return f"{os.path.basename(frame[0])}:{frame[1]}"
+
+
+def forward_call(entry: EntryName) -> str:
+    return f"{entry.api}_{entry.index}_{FORWARD}"
+
+
+def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
+    """The stack that says where a call was made: the forward one for both directions."""
+    if entry is None:
+        return None
+    return stacks.get(forward_call(entry)) or stacks.get(entry.call)
+
+
+def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
+              stack: StackRecord | None) -> tuple[Seg, ...]:
+    """Path of the call of one entry, from its direction down to the call node itself."""
+    direction = entry.direction if entry else OTHER
+    segs = [Seg("direction", direction, DIRECTION_LABELS[direction])]
+    if chain:
+        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}") for qual, cls in chain]
+    elif stack is not None:
+        for f in user_frames(stack.frames):
+            site = frame_site(f)
+            segs.append(Seg("frame", f"{f[0]}:{f[1]}:{f[2]}", f"{f[2]}  {site}"))
+    if entry is None:
+        segs.append(Seg("call", name, name))
+    else:
+        segs.append(Seg("call", entry.call, f"{entry.api}_{entry.index}"))
+    return tuple(segs)

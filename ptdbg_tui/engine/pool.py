@@ -1,0 +1,187 @@
+"""Worker processes for the tensor metrics.
+
+Small tasks travel in batches (one pool round trip per batch, not per tensor); at most a few
+batches per worker are in flight, so memory stays bounded by the workers' chunk buffers whatever
+the dump size. Workers are started with ``spawn`` (the app has threads: never fork). A worker
+that dies takes only its own tasks down: they are retried one by one in a fresh pool and report
+an ERROR if they kill it again.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ptdbg_tui.compare.model import Result
+    from ptdbg_tui.compare.tasks import CompareTask
+
+#: A batch closes at this many bytes of tensor data or this many tasks.
+BATCH_BYTES = 32 << 20
+BATCH_TASKS = 64
+#: Batches in flight per worker.
+INFLIGHT = 2
+#: numpy's BLAS would start threads of its own in every worker; one each is what we want.
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _init_worker() -> None:
+    for var in _THREAD_VARS:  # read by the BLAS when numpy is first imported, just after this
+        os.environ[var] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+
+
+@contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Start workers without re-running the caller's ``__main__``.
+
+    ``spawn`` re-imports the main script in every child; the original's users call ``compare()``
+    at the top level of a plain script (no ``if __name__ == "__main__"`` guard), which would run
+    the whole comparison again inside each worker. Workers need nothing from ``__main__``.
+    """
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: nothing to re-run
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
+
+
+def _run_batch(tasks: list[CompareTask]) -> list[Result]:
+    from ptdbg_tui.compare.tasks import run_task
+
+    return [run_task(t) for t in tasks]
+
+
+def _crashed(message: str) -> Result:
+    from ptdbg_tui.compare.tasks import error_result
+
+    return error_result(message)
+
+
+class MetricPool:
+    """``with MetricPool(jobs) as pool: for i, result in pool.map(tasks): ...``"""
+
+    def __init__(self, jobs: int, *, batch_bytes: int = BATCH_BYTES, batch_tasks: int = BATCH_TASKS) -> None:
+        self.jobs = max(1, int(jobs))
+        self.batch_bytes = batch_bytes
+        self.batch_tasks = batch_tasks
+        self._executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> MetricPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Start the workers now, so that their imports overlap the caller's own preparation."""
+        if self.jobs > 1 and self._executor is None:
+            for _ in range(self.jobs):  # each submit starts one process while none is idle
+                self._submit([])
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def _discard(self, broken: ProcessPoolExecutor | None) -> None:
+        """Drop ``broken`` if it is still the current pool (an old pool's late news must not
+        take down its healthy successor)."""
+        if broken is not None and broken is self._executor:
+            broken.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_init_worker)
+        return self._executor
+
+    def _submit(self, tasks: list[CompareTask]) -> tuple[Future[list[Result]], ProcessPoolExecutor]:
+        with _main_hidden():  # workers start inside submit()
+            pool = self._pool()
+            try:
+                return pool.submit(_run_batch, tasks), pool
+            except BrokenProcessPool:  # broke since the last result: start afresh
+                self._discard(pool)
+                pool = self._pool()
+                return pool.submit(_run_batch, tasks), pool
+
+    def _batches(self, tasks: Sequence[CompareTask], order: Sequence[int]) -> Iterator[list[int]]:
+        batch: list[int] = []
+        size = 0
+        for i in order:
+            nbytes = tasks[i].nbytes
+            if batch and (size + nbytes > self.batch_bytes or len(batch) >= self.batch_tasks):
+                yield batch
+                batch, size = [], 0
+            batch.append(i)
+            size += nbytes
+        if batch:
+            yield batch
+
+    def map(self, tasks: Sequence[CompareTask], *,
+            largest_first: bool = False) -> Iterator[tuple[int, Result]]:
+        """``(index into tasks, result)`` as they complete.
+
+        ``largest_first`` schedules big tensors first so that no worker is left with a long tail
+        (batch runs); otherwise tasks start in the given order (the live view fills top-down).
+        """
+        order = range(len(tasks))
+        if largest_first:
+            order = sorted(order, key=lambda i: -tasks[i].nbytes)
+        if self.jobs <= 1:
+            from ptdbg_tui.compare.tasks import run_task
+
+            for i in order:
+                yield i, run_task(tasks[i])
+            return
+        yield from self._map_processes(tasks, self._batches(tasks, order))
+
+    def _map_processes(self, tasks: Sequence[CompareTask],
+                       batches: Iterator[list[int]]) -> Iterator[tuple[int, Result]]:
+        pending: dict[Future[list[Result]], tuple[list[int], bool, ProcessPoolExecutor]] = {}
+        retry: list[list[int]] = []  # batches of a pool that broke, to rerun one task at a time
+        try:
+            while True:
+                while len(pending) < self.jobs * INFLIGHT:
+                    single = bool(retry)
+                    if single and pending:  # a suspect runs alone, so a crash names it
+                        break
+                    batch = retry.pop() if single else next(batches, None)
+                    if batch is None:
+                        break
+                    future, pool = self._submit([tasks[i] for i in batch])
+                    pending[future] = (batch, single, pool)
+                    if single:
+                        break
+                if not pending:
+                    return
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    batch, single, pool = pending.pop(future)
+                    try:
+                        results = future.result()
+                    except BrokenProcessPool:
+                        self._discard(pool)  # the next submit starts a fresh pool
+                        if single:
+                            results = [_crashed("A worker process died while comparing this tensor.")]
+                        else:
+                            retry += [[i] for i in batch]
+                            continue
+                    except Exception as e:  # e.g. a result that cannot be pickled back
+                        results = [_crashed(f"Worker failed: {type(e).__name__}: {e}") for _ in batch]
+                    yield from zip(batch, results, strict=True)
+        finally:
+            for future in pending:
+                future.cancel()

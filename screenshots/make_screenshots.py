@@ -1,0 +1,78 @@
+"""Regenerate the README screenshots from the app's own SVG export.
+
+    pip install -e ".[dump,screenshots]" && python screenshots/make_screenshots.py
+
+Dumps the demo model (``ptdbg-tui demo``'s dumps) into a temporary folder, drives the app
+headless at a fixed size, exports each screen as SVG (``App.export_screenshot``) and converts it
+to PNG with cairosvg. The SVG asks for Fira Code; offline converters cannot fetch it, so the
+font is switched to DejaVu Sans Mono (installed with cairo almost everywhere) to keep the
+character grid aligned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SIZE = (120, 34)
+FONT_FROM = "font-family: Fira Code, monospace;"
+FONT_TO = 'font-family: "DejaVu Sans Mono", monospace;'
+SCALE = 1.0
+
+
+async def _shoot(npu: Path, bench: Path, shots: list[tuple[str, list[str]]]) -> dict[str, str]:
+    from ptdbg_tui.app.app import PtdbgApp
+    from ptdbg_tui.engine.live import LiveOptions
+
+    svgs = {}
+    for name, keys in shots:
+        app = PtdbgApp(npu, bench, LiveOptions(watch=False, jobs=1))
+        async with app.run_test(size=SIZE) as pilot:
+            while not (app.settled and app.model.progress.rows):
+                await pilot.pause(0.05)
+            await pilot.press(*keys)
+            await pilot.pause(0.2)  # toasts of earlier keys would hide the bottom right corner
+            app.clear_notifications()
+            await pilot.pause()
+            svgs[name] = app.export_screenshot(title=f"ptdbg-tui {npu.parent.name}")
+    return svgs
+
+
+SHOTS: list[tuple[str, list[str]]] = [
+    # the culprit revealed: its call expanded, the call's verdict in the detail panel
+    ("tree", ["c"]),
+    # the failing gradient of the LSTM backward: metrics, worst element, histogram, stack
+    ("detail", ["c", "down", "down"]),
+    # failures only, cursor on the first failure in execution order
+    ("failures", ["f", "n"]),
+]
+
+
+def to_png(svg: str, target: Path, convert: Callable[..., object]) -> None:
+    convert(bytestring=svg.replace(FONT_FROM, FONT_TO).encode(), write_to=str(target), scale=SCALE)
+
+
+def main() -> int:
+    try:
+        from cairosvg import svg2png
+    except ImportError:
+        print("needs cairosvg: pip install -e '.[screenshots]'", file=sys.stderr)
+        return 2
+    from ptdbg_tui.demo import write_demo
+
+    with tempfile.TemporaryDirectory() as tmp:
+        npu, bench = write_demo(Path(tmp) / "demo")
+        svgs = asyncio.run(_shoot(npu, bench, SHOTS))
+    for name, svg in svgs.items():
+        target = HERE / f"{name}.png"
+        to_png(svg, target, svg2png)
+        print(target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

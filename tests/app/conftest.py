@@ -1,0 +1,72 @@
+"""The demo dumps (written once per session with the project's dumper), a small synthetic pair
+for snapshots, and helpers that wait on the app's own state instead of sleeping."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ptdbg_tui.app.app import PtdbgApp
+from ptdbg_tui.app.detail import detail_for
+from ptdbg_tui.engine.live import LiveOptions
+from ptdbg_tui.formats.synthetic import write_seed_pair
+
+SIZE = (120, 36)
+WAIT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def demo_dumps(tmp_path_factory) -> tuple[Path, Path]:
+    from ptdbg_tui.demo import write_demo
+
+    return write_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def small_dumps(tmp_path_factory) -> tuple[Path, Path]:
+    """The seed guide's case as a small synthetic pair: fixed numbers, faulty LSTM backward."""
+    return write_seed_pair(tmp_path_factory.mktemp("small"))
+
+
+class Ui:
+    """Helpers for Pilot tests (a fixture, since conftest modules cannot be imported)."""
+
+    size = SIZE
+
+    @staticmethod
+    def app(npu: Path, bench: Path, **options: object) -> PtdbgApp:
+        options.setdefault("watch", False)
+        options.setdefault("jobs", 1)
+        return PtdbgApp(npu, bench, LiveOptions(**options))
+
+    @staticmethod
+    def settled(app: PtdbgApp) -> bool:
+        return app.settled and app.model.progress.rows > 0
+
+    @staticmethod
+    async def wait_until(pilot, condition, timeout: float = WAIT_S) -> None:
+        """Let the app run until ``condition()`` holds (checked between message-queue drains)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError("the app did not reach the expected state in time")
+            await pilot.pause(0.02)
+
+    async def settle(self, pilot) -> None:
+        await self.wait_until(pilot, lambda: self.settled(pilot.app))
+
+    @staticmethod
+    def detail_text(app: PtdbgApp, width: int = 100) -> str:
+        """The detail panel's content as plain text."""
+        console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
+        console.print(detail_for(app.detail.node, app.model, app.detail.styles_map()))
+        return console.export_text()
+
+
+@pytest.fixture
+def ui() -> Ui:
+    return Ui()

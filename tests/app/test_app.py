@@ -1,0 +1,177 @@
+"""Pilot tests on the demo dumps: culprit, detail panel, filter, search, failures, views, export."""
+
+from __future__ import annotations
+
+from ptdbg_tui.app.call_tree import More
+from ptdbg_tui.app.screens import HelpScreen
+from ptdbg_tui.app.tree_model import Node
+from ptdbg_tui.cli import main as cli_main
+from ptdbg_tui.compare.model import Status
+
+
+def _cursor(app) -> Node:
+    node = app.call_tree.cursor_model_node
+    assert node is not None
+    return node
+
+
+async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        assert "VF_lstm_0_backward" in str(app.query_one("#diagnosis").render())
+        await pilot.press("c")
+        call = _cursor(app)
+        assert (call.kind, call.key, call.parent.key) == ("call", "VF_lstm_0_backward", "track.lstm")
+        assert app.call_tree.cursor_node.is_expanded
+        text = ui.detail_text(app)
+        assert "inputs pass, outputs fail: this op's backward introduces the error" in text
+        assert "Culprit:" in text and "demo.py:" in text
+
+
+async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "down", "down")  # the culprit call, its input.0, its output.0
+        leaf = _cursor(app)
+        assert leaf.key == "VF_lstm_0_backward_output.0" and leaf.status is Status.FAIL
+        text = ui.detail_text(app)
+        for expected in ("NPU", "Bench", "torch.float32", "l2norm", "Cosine", "MaxAbsErr",
+                         "Accuracy Reached or Not", "Worst element", "|Δ| histogram", "Stack",
+                         "out, _ = self.lstm(seq)"):
+            assert expected in text, expected
+        assert "✘ fail — Cosine" in text and "< 0.99" in text, "the reason names the threshold"
+
+
+async def test_filter_cycles_failures_unmatched_all(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        fails = app.model.status_counts()[Status.FAIL]
+        assert fails > 0
+        await pilot.press("f")
+        assert "failures only" in str(app.query_one("#progress").render())
+        tops = [t.data for t in app.call_tree.root.children]
+        assert tops and all(n.count(Status.FAIL) or n.count(Status.ERROR) for n in tops)
+        await pilot.press("n")  # every shown leaf fails
+        shown = [t.data for t in app.call_tree.cursor_node.parent.children if isinstance(t.data, Node)]
+        assert shown and all(n.status in (Status.FAIL, Status.ERROR) for n in shown)
+        await pilot.press("f")
+        assert not app.call_tree.root.children, "the demo has no unmatched entries"
+        await pilot.press("f")
+        assert len(app.call_tree.root.children) == 2  # Forward, Backward
+
+
+async def test_search_by_name(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("slash", "b", "a")
+        box = app.query_one("#search")
+        assert box.has_focus and box.value == "ba"
+        box.value = "batch_norm_1_forward_output"
+        await pilot.press("enter")
+        assert _cursor(app).key.startswith("Functional_batch_norm_1_forward_output")
+        assert app.call_tree.has_focus is False  # the search box keeps focus: Enter again = next match
+        await pilot.press("escape")
+        assert app.call_tree.has_focus
+
+
+async def test_next_and_previous_failure_in_execution_order(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        order = [n for n in app.model.ordered_leaves() if n.status is Status.FAIL]
+        await pilot.press("n")
+        assert _cursor(app) is order[0]
+        await pilot.press("n")
+        assert _cursor(app) is order[1]
+        await pilot.press("N")
+        assert _cursor(app) is order[0]
+        await pilot.press("N")
+        assert _cursor(app) is order[-1], "wraps around"
+
+
+async def test_flat_view_lists_calls_in_execution_order(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("s")
+        tops = [t.data for t in app.call_tree.root.children]
+        assert all(isinstance(n, Node) and n.kind == "call" for n in tops)
+        firsts = [n.children[0].row.seq for n in tops]
+        assert firsts == sorted(firsts)
+        assert tops[0].key == "Functional_conv2d_0_forward"
+        await pilot.press("c")
+        assert _cursor(app).key == "VF_lstm_0_backward"
+        await pilot.press("s")
+        assert [t.data.key for t in app.call_tree.root.children] == ["forward", "backward"]
+        assert _cursor(app).key == "VF_lstm_0_backward", "the cursor survives the switch"
+
+
+async def test_help_and_palette_commands(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for title in ("Search by name", "Filter", "Next failure", "Previous failure", "Jump to culprit",
+                      "Export CSV", "Toggle tree / flat view", "Help"):
+            assert title in titles
+
+
+async def test_export_writes_the_cli_csv(demo_dumps, ui, tmp_path):
+    npu, bench = demo_dumps
+    assert cli_main(["compare", str(npu), str(bench), "-o", str(tmp_path / "cli"), "--no-progress",
+                     "--jobs", "1"]) == 0
+    (cli_csv,) = (tmp_path / "cli").glob("compare_result_*.csv")
+    target = tmp_path / "app" / "mine.csv"
+    app = ui.app(npu, bench)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("e")
+        box = app.screen.query_one("#export-path")
+        assert box.value.startswith("./compare_result_") and box.value.endswith(".csv")
+        box.value = str(target)
+        await pilot.press("enter")
+        await ui.wait_until(pilot, target.exists)
+        await app.workers.wait_for_complete()
+    assert target.read_text() == cli_csv.read_text()
+
+
+async def test_wide_parents_show_a_window_of_children(small_dumps, ui, monkeypatch):
+    from ptdbg_tui.app import call_tree
+
+    monkeypatch.setattr(call_tree, "CHUNK", 2)
+    app = ui.app(*small_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("s")  # flat: twelve calls at the top, two per chunk
+        kids = app.call_tree.root.children
+        assert len(kids) == 3 and isinstance(kids[-1].data, More) and kids[-1].data.hidden == 10
+        app.call_tree.move_cursor(kids[-1])
+        await pilot.press("enter")
+        assert [isinstance(k.data, More) for k in app.call_tree.root.children] == [False] * 4 + [True]
+        await pilot.press("s", "s")  # back to a fresh flat view: two calls shown
+        await pilot.press("c")  # the culprit is the ninth call: the window moves to it
+        assert _cursor(app).key == "VF_lstm_0_backward"
+        kids = app.call_tree.root.children
+        assert isinstance(kids[0].data, More) and kids[0].data.earlier and kids[0].data.hidden == 7
+        app.call_tree.move_cursor(kids[0])
+        await pilot.press("enter")  # "… 7 earlier": two more shown above, the cursor just above the old first
+        kids = app.call_tree.root.children
+        assert isinstance(kids[0].data, More) and kids[0].data.hidden == 5
+        assert _cursor(app).key == "Torch_sum_0_backward"
+
+
+async def test_worker_processes_compare_inside_the_running_app(demo_dumps, ui):
+    """The default: tensors compared in a spawned process pool started from the engine thread."""
+    app = ui.app(*demo_dumps, jobs=2)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        assert app.model.status_counts()[Status.FAIL] == 11
+        assert app.model.first_culprit()[0].call == "VF_lstm_0_backward"

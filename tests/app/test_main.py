@@ -1,0 +1,61 @@
+"""Command-line entry of the app and the demo, and the export helper, without a screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptdbg_tui import demo
+from ptdbg_tui.app.export import export_pairs
+from ptdbg_tui.app.main import run_app
+from ptdbg_tui.cli import app_parser, demo_parser
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.tasks import summary_result
+from ptdbg_tui.engine.live import PairInfo
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.naming import parse_name
+from ptdbg_tui.formats.records import TensorRecord
+
+
+def test_no_watch_needs_existing_dumps(tmp_path, capsys):
+    args = app_parser().parse_args([str(tmp_path / "npu"), str(tmp_path / "bench"), "--no-watch"])
+    assert run_app(args) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_unknown_theme_is_refused_with_the_choices(tmp_path, capsys):
+    args = app_parser().parse_args([str(tmp_path / "npu"), str(tmp_path / "bench"), "--theme", "nope"])
+    assert run_app(args) == 2
+    err = capsys.readouterr().err
+    assert "unknown theme 'nope'" in err and "textual-light" in err
+
+
+def test_demo_without_torch_says_how_to_install_it(monkeypatch, tmp_path, capsys):
+    def no_torch(out_dir: object) -> None:
+        raise ImportError("No module named 'torch'")
+
+    monkeypatch.setattr(demo, "write_demo", no_torch)
+    assert demo.run_demo(demo_parser().parse_args([str(tmp_path)])) == demo.EXIT_MISSING_TORCH
+    assert "pip install" in capsys.readouterr().err
+
+
+def _pair(step: int) -> tuple[PairInfo, list[Row]]:
+    rec = TensorRecord("Torch_add_0_forward_output", 0, "torch.float32", [2], [1.0, 0.0, 0.5, 1.0],
+                       parse_name("Torch_add_0_forward_output"))
+    row = Row(rec, rec)
+    row.result = summary_result(row)
+    n = RankDump(Path(f"/d/npu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
+    b = RankDump(Path(f"/d/cpu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
+    return PairInfo(str(n.pkl), n.label, n, b, True), [row]
+
+
+def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):
+    written = export_pairs([_pair(0), _pair(1)], tmp_path / "out" / "mine.csv", stack=False)
+    assert [p.name for p in written] == ["mine_step0_rank0-step0_rank0.csv",
+                                         "mine_step1_rank0-step1_rank0.csv"]
+    assert all(p.read_text().startswith("NPU Name,Bench Name") for p in written)
+
+
+def test_export_to_a_directory_keeps_the_writer_s_name(tmp_path):
+    (path,) = export_pairs([_pair(0)], tmp_path, stack=True)
+    assert path.parent == tmp_path and path.name.startswith("compare_result_")
+    assert "NPU_Stack_Info" in path.read_text().splitlines()[0]

@@ -1,0 +1,124 @@
+"""The tree model without a screen: counts, worst state, filters, removal, navigation, slices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ptdbg_tui.app.tree_model import FILTERS, TreeModel
+from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.engine.callpath import call_path
+from ptdbg_tui.engine.live import EngineUpdate, PairDelta, PairInfo, Placed
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.naming import parse_name
+from ptdbg_tui.formats.records import TensorRecord
+
+INFO = PairInfo("p0", "step0/rank0", RankDump(Path("/d/npu.pkl"), 0, 0), RankDump(Path("/d/b.pkl"), 0, 0),
+                False)
+CHAIN = (("head", "Head"),)
+
+
+def _placed(name: str, seq: int, status: Status | None, bench: bool = True) -> Placed:
+    rec = TensorRecord(name, 0, "torch.float32", [2], [1.0, 0.0, 0.5, 1.0], parse_name(name))
+    result = None if status is None else Result(("1.0",), "Yes", "", status)
+    row = Row(rec, rec if bench else None, result=result, seq=seq)
+    return Placed(row, call_path(rec.entry, name, CHAIN, None), None)
+
+
+def _update(*placed: Placed, removes: set[str] | None = None) -> EngineUpdate:
+    delta = PairDelta(INFO, {p.row.name: p for p in placed}, removes or set())
+    return EngineUpdate(pairs={INFO.key: delta})
+
+
+def _model(*placed: Placed) -> TreeModel:
+    model = TreeModel()
+    model.load(_update(*placed))
+    assert not model.apply()
+    return model
+
+
+ROWS = [("Torch_add_0_forward_input.0", Status.PASS), ("Torch_add_0_forward_output", Status.PASS),
+        ("Torch_mul_0_forward_input.0", Status.PASS), ("Torch_mul_0_forward_output", Status.FAIL),
+        ("Torch_mul_0_backward_input.0", Status.FAIL), ("Torch_mul_0_backward_output.0", None)]
+
+
+def _demo() -> TreeModel:
+    return _model(*(_placed(name, i, status) for i, (name, status) in enumerate(ROWS)))
+
+
+def test_inner_nodes_count_their_leaves_and_show_the_worst():
+    model = _demo()
+    (pair,) = model.root.children
+    forward, backward = pair.children
+    assert (forward.label, backward.label) == ("Forward", "Backward")
+    assert forward.worst is Status.FAIL and forward.count(Status.FAIL) == 1 and forward.total == 4
+    head = forward.children[0]
+    assert head.label == "head · Head" and [c.label for c in head.children] == ["Torch_add_0", "Torch_mul_0"]
+    assert head.children[0].worst is Status.PASS
+    assert backward.count(Status.PENDING) == 1
+    assert model.status_counts()[Status.FAIL] == 2
+
+
+def test_a_new_result_moves_the_counts_up_the_tree():
+    model = _demo()
+    model.take_changes()
+    model.load(_update(_placed("Torch_mul_0_backward_output.0", 5, Status.ERROR)))
+    model.apply()
+    changed, _ = model.take_changes()
+    leaf = model.leaves[("p0", "Torch_mul_0_backward_output.0")]
+    assert leaf.status is Status.ERROR and leaf in changed
+    backward = model.root.children[0].children[1]
+    assert backward in changed and backward.count(Status.PENDING) == 0 and backward.count(Status.ERROR) == 1
+
+
+def test_filters_hide_subtrees_without_matching_leaves_and_report_flips():
+    model = _demo()
+    model.filter = FILTERS[1][1]  # failures only
+    head = model.root.children[0].children[0].children[0]
+    add, mul = head.children
+    assert not model.visible(add) and model.visible(mul) and model.visible(head)
+    model.take_changes()
+    model.load(_update(_placed("Torch_add_0_forward_output", 1, Status.FAIL)))
+    model.apply()
+    _, moved = model.take_changes()
+    assert model.visible(add) and add in moved, "a call that starts failing appears under the filter"
+
+
+def test_removing_the_last_leaf_prunes_empty_ancestors():
+    model = _demo()
+    model.load(_update(removes={"Torch_mul_0_backward_input.0", "Torch_mul_0_backward_output.0"}))
+    model.apply()
+    (pair,) = model.root.children
+    assert [c.key for c in pair.children] == ["forward"]
+    assert ("p0", "Torch_mul_0_backward") not in model.calls
+    assert [c.key for c in model.flat["p0"]] == ["Torch_add_0_forward", "Torch_mul_0_forward"]
+    assert model.status_counts()[Status.FAIL] == 1 and len(model.failing) == 1
+
+
+def test_next_failure_and_search_follow_execution_order():
+    model = _demo()
+    first = model.next_failure(None)
+    assert first.key == "Torch_mul_0_forward_output"
+    second = model.next_failure(model.position(first))
+    assert second.key == "Torch_mul_0_backward_input.0"
+    assert model.next_failure(model.position(second)) is first, "wraps around"
+    assert model.next_failure(model.position(first), backward=True) is second
+    hit, count = model.search("MUL_0_f", None)
+    assert count == 2 and hit.key == "Torch_mul_0_forward_input.0"
+    hit, _ = model.search("mul_0_f", model.position(hit))
+    assert hit.key == "Torch_mul_0_forward_output"
+    assert model.search("nothing", None) == (None, 0)
+
+
+def test_updates_apply_in_slices():
+    model = TreeModel()
+    model.load(_update(*(_placed(f"Torch_add_{i}_forward_output", i, Status.PASS) for i in range(10))))
+    assert model.loading and model.apply(limit=4)
+    assert model.root.total == 3  # the pair operation, then three rows
+    assert not model.apply()
+    assert model.root.total == 10 and not model.loading
+
+
+def test_pending_row_waiting_for_the_bench_is_shown_as_pending():
+    model = _model(_placed("Torch_add_0_forward_output", 0, None, bench=False))
+    (leaf,) = model.leaves.values()
+    assert leaf.status is Status.PENDING

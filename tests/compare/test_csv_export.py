@@ -1,0 +1,116 @@
+"""The CSV file: exact headers, cells printed as the original prints them, no silent overwrite."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import numpy as np
+
+from ptdbg_tui.compare.csv_export import header, write_csv
+from ptdbg_tui.compare.metrics import compare_arrays
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.tasks import summary_result, unmatched_result
+from ptdbg_tui.formats.records import StackRecord, decode_line
+
+NAMES = "NPU Name,Bench Name,NPU Tensor Dtype,Bench Tensor Dtype,NPU Tensor Shape,Bench Tensor Shape,"
+STATS = "NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm"
+FULL = (NAMES + "Cosine,MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,Five Thousandths Err Ratio,"
+        + STATS + ",Accuracy Reached or Not,Err_message")
+SUMMARY = NAMES + "Max diff,Min diff,Mean diff,L2norm diff," + STATS
+
+
+def test_headers():
+    assert ",".join(header(False, False)) == FULL and len(header(False, False)) == 21
+    assert ",".join(header(True, False)) == FULL + ",NPU_Stack_Info"
+    assert ",".join(header(False, True)) == SUMMARY and len(header(False, True)) == 18
+    assert ",".join(header(True, True)) == SUMMARY + ",NPU_Stack_Info"
+
+
+def _rec(line: str):
+    rec = decode_line(line)
+    assert rec is not None
+    return rec
+
+
+def _lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def test_full_mode_cells_match_the_originals_observed_rows(tmp_path):
+    scalar = _rec('["Torch_add_0_forward_input.1", 0, [], "<class \'int\'>", "[]", [1, 1, 1, 1]]')
+    relu_n = _rec('["Torch_relu_0_forward_output", 0, [], "torch.float32", [4], [0.0, 0.0, 0.0, 0.0]]')
+    relu_b = _rec('["Torch_relu_0_forward_output", 0, [], "torch.float32", [4], '
+                  '[4.0, 1.0, 2.5, 5.477225575051661]]')
+    empty = _rec('["Torch_empty_0_forward_output", 0, [], "torch.float32", [0, 3], [[], [], [], "Nan"]]')
+    matmul = _rec('["Torch_matmul_0_forward_output", 0, [], "torch.bfloat16", [3, 3], '
+                  '[0.93446, -0.58343, -0.01088, 1.28029]]')
+    rows = [Row(scalar, scalar), Row(relu_n, relu_b), Row(empty, empty), Row(matmul, None)]
+    rows[0].result = compare_arrays(np.array(1), np.array(1), scalar.dtype, scalar.dtype)
+    rows[1].result = compare_arrays(np.zeros(4, np.float32), np.array([4, 1, 2, 3], np.float32),
+                                    relu_n.dtype, relu_b.dtype)
+    rows[2].result = compare_arrays(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32),
+                                    empty.dtype, empty.dtype)
+    rows[3].result = unmatched_result(rows[3])
+    path = write_csv(rows, tmp_path)
+    assert re.fullmatch(r"compare_result_\d{14}\.csv", path.name)
+    assert oct(path.stat().st_mode & 0o777) == "0o640"
+    lines = _lines(path)
+    assert lines[0] == FULL
+    assert lines[1] == ("Torch_add_0_forward_input.1,Torch_add_0_forward_input.1,<class 'int'>,<class 'int'>,"
+                        "[],[],unsupported,0.000000000000,0.000000000000,Nan,Nan,1,1,1,1,1,1,1,1,Nan,"
+                        '"This is type of scalar data, can not compare."')
+    assert lines[2] == ("Torch_relu_0_forward_output,Torch_relu_0_forward_output,torch.float32,torch.float32,"
+                        "[4],[4],Nan,4.000000000000,1.000000000000,0.000000000000,0.000000000000,0.0,0.0,0.0,0.0,4.0,1.0,2.5,"
+                        "5.477225575051661,Nan,"
+                        '"Cannot compare by Cosine Similarity, All the data is Zero in npu dump data."')
+    assert lines[3] == ("Torch_empty_0_forward_output,Torch_empty_0_forward_output,torch.float32,"
+                        'torch.float32,"[0, 3]","[0, 3]",unsupported,0,0,0,0,[],[],[],Nan,[],[],[],Nan,Nan,'
+                        '"This is empty data, can not compare."')
+    assert lines[4] == ('Torch_matmul_0_forward_output,Nan,torch.bfloat16,Nan,"[3, 3]",Nan,Nan,Nan,Nan,Nan,'
+                        "Nan,0.93446,-0.58343,-0.01088,1.28029,Nan,Nan,Nan,Nan,Nan,No bench data matched.")
+
+
+def test_json_nan_stat_is_an_empty_cell_and_inf_prints_inf(tmp_path):
+    n = _rec('["Torch_div_0_forward_output", 0, [], "torch.float16", [2], [Infinity, NaN, 1.5, -Infinity]]')
+    row = Row(n, n)
+    row.result = summary_result(row)
+    line = _lines(write_csv([row], tmp_path, summary=True))[1]
+    assert line.endswith(",inf,,1.5,-inf,inf,,1.5,-inf")
+    assert ",,,0.0,," in line  # diffs: inf-inf and nan-nan are NaN → empty, like the original
+
+
+def test_bench_only_rows_and_stack_cells(tmp_path):
+    a = _rec('["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]')
+    b = _rec('["Torch_mul_0_forward_output", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]')
+    rows = [Row(a, a), Row(None, b)]
+    frames = [("/home/user/train.py", "42", "forward", None)]
+    rows[0].stack = StackRecord("Torch_add_0_forward_stack_info", frames)
+    for r in rows:
+        r.result = summary_result(r)
+    path = write_csv(rows, tmp_path, stack_mode=True, summary=True)
+    table = list(csv.reader(path.open()))
+    assert table[0][-1] == "NPU_Stack_Info"
+    assert table[1][-1] == "[['/home/user/train.py', '42', 'forward', None]]"
+    assert table[2][:6] == ["Nan", "Torch_mul_0_forward_output", "Nan", "torch.float32", "Nan", "[3]"]
+    assert table[2][6:14] == ["Nan"] * 8 and table[2][-1] == ""
+
+
+def test_pending_rows_are_marked(tmp_path):
+    a = _rec('["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]')
+    table = list(csv.reader(write_csv([Row(a, a)], tmp_path).open()))
+    assert table[1][6:11] == [""] * 5 and table[1][-1] == "Not compared yet."
+
+
+def test_same_second_never_overwrites(tmp_path):
+    a = _rec('["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]')
+    row = Row(a, None)
+    row.result = unmatched_result(row)
+    paths = [write_csv([row], tmp_path, suffix="_rank0-rank0") for _ in range(3)]
+    assert len(set(paths)) == 3 and all(p.is_file() for p in paths)
+    assert all(p.name.startswith("compare_result_rank0-rank0_") for p in paths)
+    assert not list(tmp_path.glob(".*"))  # no temporary left behind
+
+
+def test_output_dir_is_created(tmp_path):
+    assert write_csv([], tmp_path / "a" / "b").parent == tmp_path / "a" / "b"

@@ -1,0 +1,173 @@
+"""Pairing entries: exact, fuzzy and aligned; unmatched rows of both sides; output order; stacks."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from ptdbg_tui.compare.matching import align, attach_stacks, match_records
+from ptdbg_tui.formats.records import StackRecord
+
+
+def _pairs(rows):
+    return [(r.npu.name if r.npu else None, r.bench.name if r.bench else None) for r in rows]
+
+
+def _call(api, index, direction="forward", ins=1, shape=(3,)):
+    call = f"{api}_{index}_{direction}"
+    names = [f"{call}_input.{k}" for k in range(ins)] + [f"{call}_output"]
+    return [(n, shape) for n in names]
+
+
+def _recs(record, calls):
+    return [record(name, list(shape)) for call in calls for name, shape in call]
+
+
+def test_exact_keeps_npu_order_and_reports_both_sides(records):
+    npu = records("A_x_0_forward_input.0", "A_x_0_forward_output", "B_y_0_forward_output",
+                  "D_w_0_forward_output")
+    bench = records("Z_z_0_forward_output", "A_x_0_forward_input.0", "A_x_0_forward_output",
+                    "C_c_0_forward_output", "D_w_0_forward_output")
+    rows = match_records(npu, bench)
+    assert _pairs(rows) == [
+        (None, "Z_z_0_forward_output"),  # bench-only before any matched entry: first
+        ("A_x_0_forward_input.0", "A_x_0_forward_input.0"),
+        ("A_x_0_forward_output", "A_x_0_forward_output"),
+        (None, "C_c_0_forward_output"),  # right after the row its bench predecessor matched
+        ("B_y_0_forward_output", None),  # NPU-only
+        ("D_w_0_forward_output", "D_w_0_forward_output"),
+    ]
+    assert [r.seq for r in rows] == list(range(6))
+    assert not any(r.fuzzy for r in rows)
+
+
+def test_exact_trailing_entries_of_either_side_are_kept(records):
+    npu = records("A_x_0_forward_output", "A_x_1_forward_output", "A_x_2_forward_output")
+    bench = records("A_x_0_forward_output")
+    tail = ["A_x_1_forward_output", "A_x_2_forward_output"]
+    assert _pairs(match_records(npu, bench))[1:] == [(n, None) for n in tail]
+    assert _pairs(match_records(bench, npu))[1:] == [(None, n) for n in tail]
+
+
+def test_duplicate_names_pair_in_order(records):
+    npu = records("Module_Linear_0_forward_output", "Module_Linear_0_forward_output")
+    bench = records("Module_Linear_0_forward_output", "Module_Linear_0_forward_output")
+    rows = match_records(npu, bench)
+    assert [(r.npu, r.bench) for r in rows] == list(zip(npu, bench, strict=True))
+
+
+def test_fuzzy_drops_the_call_index(record):
+    # The NPU counted an extra add while dumping was off: its indices are one ahead.
+    npu = _recs(record, [_call("Torch_add", 1), _call("Torch_mul", 0), _call("Torch_add", 2)])
+    bench = _recs(record, [_call("Torch_add", 0), _call("Torch_mul", 0), _call("Torch_add", 1)])
+    exact = match_records(npu, bench)
+    assert sum(r.matched for r in exact) == 4  # mul, and the NPU's add_1 with the bench's second add
+    rows = match_records(npu, bench, "fuzzy")
+    assert all(r.matched for r in rows) and len(rows) == 6
+    assert _pairs(rows)[0] == ("Torch_add_1_forward_input.0", "Torch_add_0_forward_input.0")
+    assert [r.fuzzy for r in rows] == [True, True, False, False, True, True]
+
+
+def test_fuzzy_pairs_kth_call_per_direction(record):
+    npu = _recs(record, [_call("Torch_add", 5), _call("Torch_add", 5, "backward")])
+    bench = _recs(record, [_call("Torch_add", 0), _call("Torch_add", 0, "backward")])
+    rows = match_records(npu, bench, "fuzzy")
+    directions = [(r.npu.entry.direction, r.bench.entry.direction) for r in rows]
+    assert directions == [("forward", "forward")] * 2 + [("backward", "backward")] * 2
+
+
+def test_align_survives_an_extra_call_of_the_same_api(record):
+    # The NPU runs one extra add (same shapes) in the middle: fuzzy shifts every later add, align does not.
+    layer = [("Torch_add", (3,)), ("Torch_mul", (3,)), ("Torch_add", (4,))]
+    bench_calls, npu_calls, counters_b, counters_n = [], [], {}, {}
+    for k in range(6):
+        for api, shape in layer:
+            for calls, counters in ((bench_calls, counters_b), (npu_calls, counters_n)):
+                i = counters.get(api, 0)
+                counters[api] = i + 1
+                calls.append(_call(api, i, shape=shape))
+        if k == 2:
+            i = counters_n["Torch_add"]
+            counters_n["Torch_add"] = i + 1
+            npu_calls.append(_call("Torch_add", i, shape=(3,)))
+    npu, bench = _recs(record, npu_calls), _recs(record, bench_calls)
+    rows = match_records(npu, bench, "align")
+    unmatched = [r for r in rows if not r.matched]
+    assert len(unmatched) == 2 and unmatched[0].npu.call == unmatched[1].npu.call
+    assert unmatched[0].npu.call in ("Torch_add_6_forward", "Torch_add_7_forward")  # either is optimal
+    assert all(r.npu.shape == r.bench.shape for r in rows if r.matched)
+    assert sum(r.matched for r in rows) == len(bench)
+    fuzzy = match_records(npu, bench, "fuzzy")
+    assert any(r.matched and r.npu.shape != r.bench.shape for r in fuzzy)  # why align exists
+
+
+def test_align_reports_missing_calls_and_keeps_shape_changes_visible(record):
+    bench = _recs(record, [_call("A_a", 0), _call("B_b", 0), _call("C_c", 0), _call("D_d", 0)])
+    npu = _recs(record, [_call("A_a", 0), _call("C_c", 0, shape=(5,)), _call("D_d", 0)])
+    rows = match_records(npu, bench, "align")
+    assert [r.bench.call for r in rows if r.npu is None] == ["B_b_0_forward"] * 2
+    changed = [r for r in rows if r.matched and r.npu.shape != r.bench.shape]
+    assert [r.npu.name for r in changed] == ["C_c_0_forward_input.0", "C_c_0_forward_output"]
+
+
+def test_align_with_unparsable_names(records):
+    npu = records("weird", "A_x_0_forward_output")
+    bench = records("A_x_0_forward_output", "other")
+    rows = match_records(npu, bench, "align")
+    assert ("A_x_0_forward_output", "A_x_0_forward_output") in _pairs(rows)
+    assert {("weird", None), (None, "other")} <= set(_pairs(rows))
+
+
+def test_unknown_mode():
+    with pytest.raises(ValueError, match="unknown match mode"):
+        match_records([], [], "magic")
+
+
+def _lcs(a, b):
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) - 1, -1, -1):
+        for j in range(len(b) - 1, -1, -1):
+            table[i][j] = table[i + 1][j + 1] + 1 if a[i] == b[j] else max(table[i + 1][j], table[i][j + 1])
+    return table[0][0]
+
+
+def test_align_is_a_longest_common_subsequence_on_random_edits():
+    rng = random.Random(7)
+    for _ in range(200):
+        a = [rng.randint(0, 5) for _ in range(rng.randint(0, 25))]
+        b = list(a)
+        for _ in range(rng.randint(0, 6)):
+            k = rng.random()
+            if k < 0.4 and b:
+                del b[rng.randrange(len(b))]
+            elif k < 0.8:
+                b.insert(rng.randint(0, len(b)), rng.randint(0, 7))
+            elif b:
+                b[rng.randrange(len(b))] = rng.randint(0, 7)
+        pairs = align(a, b)
+        assert all(a[i] == b[j] for i, j in pairs)
+        assert all(p < q for (p, _), (q, _) in itertools.pairwise(pairs))
+        assert all(p < q for (_, p), (_, q) in itertools.pairwise(pairs))
+        assert len(pairs) == _lcs(a, b)
+
+
+def test_align_on_a_long_repetitive_sequence_finds_every_insertion():
+    layer = list(range(30))
+    a, b = [], []
+    for k in range(1000):
+        a += layer
+        b += layer
+        if k % 25 == 0:
+            b.insert(len(b) - 10, 5)  # an extra call of a common signature
+    pairs = align(a, b)
+    assert len(pairs) == len(a)
+
+
+def test_attach_stacks_on_the_first_row_of_each_call(records):
+    npu = records("A_x_0_forward_input.0", "A_x_0_forward_output", "B_y_0_forward_output")
+    rows = match_records(npu, [])
+    stack = StackRecord("A_x_0_forward_stack_info", [("f.py", "1", "g", None)])
+    attach_stacks(rows, {stack.call: stack})
+    assert [r.stack for r in rows] == [stack, None, None]

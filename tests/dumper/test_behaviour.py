@@ -1,0 +1,242 @@
+"""The dumper records faithfully and changes nothing about the training it watches."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dumper import PrecisionDebugger, catalog
+from dumper.capture import CallCapture
+from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.npy import load_npy, npy_path
+from ptdbg_tui.formats.pkl import read_pkl
+
+from .conftest import SmallNet, make_inputs, train_step
+
+
+def _dump(tmp_path: Path, fn, **hook) -> tuple[object, dict]:
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), **hook.pop("ctor", {}))
+    debugger.configure_hook(**hook)
+    debugger.start()
+    try:
+        result = fn()
+    finally:
+        debugger.stop()
+    (dump,) = discover(tmp_path)
+    return result, {r.name: r for r in read_pkl(dump.pkl).tensors} | {"_dump": dump}
+
+
+def test_gradients_are_bit_identical_with_and_without_dumping(tmp_path: Path) -> None:
+    model, x, target = make_inputs()
+    train_step(model, x, target)
+    plain = [p.grad.clone() for p in model.parameters()]
+    model, x, target = make_inputs()
+    _dump(tmp_path, lambda: train_step(model, x, target))
+    for a, p in zip(plain, model.parameters(), strict=True):
+        assert torch.equal(a, p.grad)
+
+
+def test_in_place_ops_and_views_of_parameters_still_work(tmp_path: Path) -> None:
+    lin = nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+
+    def step() -> torch.Tensor:
+        h = F.linear(x, lin.weight.t())  # a view of a leaf as an input
+        F.relu(h, inplace=True)  # in place on a dumped output
+        h = h * 2
+        h += 1
+        h.mul_(2)
+        h.sum().backward()
+        return h
+
+    expected = step().detach()
+    expected_grad, lin.weight.grad = lin.weight.grad, None
+    h, recs = _dump(tmp_path, step)
+    assert torch.equal(h.detach(), expected) and torch.equal(lin.weight.grad, expected_grad)
+    assert {"Tensor___iadd___0_forward_input.0", "Tensor_mul__0_backward_input.0",
+            "Tensor_t_0_backward_output.0", "Functional_relu_0_backward_input.0"} <= set(recs)
+
+
+def test_python_scalars_and_nested_lists(tmp_path: Path) -> None:
+    a, b = torch.ones(2), torch.zeros(2)
+    _, recs = _dump(tmp_path, lambda: (torch.cat([a, b], 0), torch.add(a, 2.5), torch.full((2,), True)))
+    assert {"Torch_cat_0_forward_input.0.0", "Torch_cat_0_forward_input.0.1",
+            "Torch_cat_0_forward_input.1"} <= set(recs)
+    scalar = recs["Torch_add_0_forward_input.1"]
+    assert (scalar.dtype, scalar.shape_raw, scalar.stats) == ("<class 'float'>", "[]", [2.5] * 4)
+    npy_dir = recs["_dump"].npy_dir
+    assert load_npy(npy_path(npy_dir, "Torch_add_0_forward_input.1")).dtype == np.float64
+    assert recs["Torch_full_0_forward_output"].stats == [[], [], [], "Nan"]  # bool tensor
+    assert recs["Torch_full_0_forward_input.1"].dtype == "<class 'bool'>"
+
+
+def test_bf16_saved_as_float32_and_fp16_stats_do_not_overflow(tmp_path: Path) -> None:
+    big = torch.full((10000,), 1000.0, dtype=torch.float16)
+    bf = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    _, recs = _dump(tmp_path, lambda: (torch.abs(big), torch.neg(bf)))
+    assert recs["Torch_abs_0_forward_output"].stats[3] == pytest.approx(100000.0, rel=1e-5)  # fp16: inf
+    neg = recs["Torch_neg_0_forward_output"]
+    assert neg.dtype == "torch.bfloat16" and neg.stats[:3] == [0.0, -5.0, -2.5]
+    array = load_npy(npy_path(recs["_dump"].npy_dir, "Torch_neg_0_forward_output"))
+    assert array.dtype == np.float32 and array.tolist() == [[0, -1, -2], [-3, -4, -5]]
+
+
+def test_in_place_inputs_are_recorded_before_the_op(tmp_path: Path) -> None:
+    x = torch.ones(3)
+    _, recs = _dump(tmp_path, lambda: x.add_(1))
+    assert recs["Tensor_add__0_forward_input.0"].stats[0] == 1.0
+    assert recs["Tensor_add__0_forward_output"].stats[0] == 2.0
+
+
+def test_only_the_outermost_call_is_recorded(tmp_path: Path) -> None:
+    a, b = torch.ones(2, 3), torch.ones(2)
+    _, recs = _dump(tmp_path, lambda: F.cosine_embedding_loss(a, a, b))
+    calls = {r.call for r in recs.values() if hasattr(r, "call")}
+    assert calls == {"Functional_cosine_embedding_loss_0_forward"}
+
+
+def test_dropout_forced_off_by_default_and_logged(tmp_path: Path, caplog) -> None:
+    drop = nn.Dropout(0.5).train()
+    x = torch.ones(1000)
+    with caplog.at_level(logging.INFO, logger="dumper"):
+        y, recs = _dump(tmp_path / "a", lambda: drop(x))
+    assert torch.equal(y, x) and recs["Functional_dropout_0_forward_input.1"].stats[0] == 0.0
+    assert any("p=0" in m for m in caplog.messages)
+    y, _ = _dump(tmp_path / "b", lambda: drop(x), disable_dropout=False)
+    assert (y == 0).any()
+
+
+def test_lstm_inter_layer_dropout_forced_off(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    lstm = nn.LSTM(3, 3, num_layers=2, dropout=0.9).train()
+    x = torch.randn(4, 1, 3)
+    expected = nn.LSTM(3, 3, num_layers=2, dropout=0.0)
+    expected.load_state_dict(lstm.state_dict())
+    (y, _), recs = _dump(tmp_path, lambda: lstm(x))
+    torch.testing.assert_close(y, expected(x)[0])
+    assert recs["VF_lstm_0_forward_input.5"].stats[0] == 0.0
+
+
+def test_an_error_inside_the_dumper_is_logged_and_the_result_returned(tmp_path: Path, monkeypatch,
+                                                                      caplog) -> None:
+    def broken(self, name, value):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(CallCapture, "add", broken)
+    x = torch.ones(2)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        debugger.start()
+        results = [torch.add(x, 1), torch.add(x, 2)]
+        debugger.stop()
+    assert torch.equal(results[1], torch.full((2,), 3.0))
+    assert caplog.messages == ["dumper: error while recording Torch_add; the call itself ran normally"]
+
+
+def test_an_error_of_the_op_itself_propagates(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="size"):
+        _dump(tmp_path, lambda: torch.add(torch.ones(2), torch.ones(3)))
+    assert torch.add(torch.ones(1), 1).item() == 2.0
+
+
+def test_other_threads_are_not_recorded(tmp_path: Path) -> None:
+    def step() -> None:
+        worker = threading.Thread(target=lambda: torch.sub(torch.ones(2), 1))
+        worker.start()
+        worker.join()
+        torch.mul(torch.ones(2), 2)
+
+    _, recs = _dump(tmp_path, step)
+    calls = {r.call for k, r in recs.items() if k != "_dump"}
+    assert calls == {"Torch_ones_0_forward", "Torch_mul_0_forward"}
+
+
+def test_model_argument_names_modules(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Tanh()))
+    _, recs = _dump(tmp_path, lambda: model(torch.ones(1, 2)), ctor={"model": model})
+    from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
+
+    chains = ModuleFollower(sidecar_path(recs["_dump"].pkl)).read(final=True)
+    assert chains == {"Functional_linear_0": (("0", "Linear"),),
+                      "Torch_tanh_0": (("1", "Sequential"), ("1.0", "Tanh"))}
+
+
+def test_without_torch_npu_its_list_is_skipped_with_one_log_line(caplog) -> None:
+    catalog._torch_npu.cache_clear()
+    catalog.targets.cache_clear()
+    with caplog.at_level(logging.INFO, logger="dumper"):
+        targets = catalog.targets()
+        catalog.targets.cache_clear()
+        catalog.targets()
+    assert [m for m in caplog.messages if "torch_npu" in m] == [
+        "dumper: torch_npu is not installed; its fused operators (NPU_*) are not wrapped"]
+    prefixes = {t.prefix for t in targets}
+    assert {"Tensor", "Torch", "Functional", "VF", "Distributed"} <= prefixes and "NPU" not in prefixes
+    apis = {t.api for t in targets}
+    assert {"Tensor___getitem__", "Tensor___matmul__", "VF_lstm", "VF_gru", "Distributed_all_reduce"} <= apis
+
+
+def test_rank_comes_from_the_device_then_zero(tmp_path: Path) -> None:
+    _, recs = _dump(tmp_path / "a", lambda: torch.ones(1) + 1)
+    assert recs["_dump"].rank == 0
+    _, recs = _dump(tmp_path / "b", lambda: torch.ones(1) + 1, ctor={"rank": 3})
+    assert recs["_dump"].rank == 3
+
+
+def test_stack_line_of_a_direct_call_names_this_file(tmp_path: Path) -> None:
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    debugger.start()
+    torch.add(torch.ones(1), 1)  # the line the stack must name
+    line = test_stack_line_of_a_direct_call_names_this_file.__code__.co_firstlineno + 3
+    debugger.stop()
+    (dump,) = discover(tmp_path)
+    stack = {s.call: s for s in read_pkl(dump.pkl).stacks}["Torch_add_0_forward"]
+    assert stack.frames[0] == (__file__, str(line), "test_stack_line_of_a_direct_call_names_this_file",
+                               "torch.add(torch.ones(1), 1)  # the line the stack must name")
+
+
+def test_small_net_runs_under_the_dumper_in_eval_and_no_grad(tmp_path: Path) -> None:
+    model = SmallNet().eval()
+    with torch.no_grad():
+        _, recs = _dump(tmp_path, lambda: model(torch.randn(1, 3, 8, 8)))
+    assert not any("backward" in k for k in recs)
+
+
+def test_collectives_record_their_arguments_before_and_after(tmp_path: Path) -> None:
+    dist = torch.distributed
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not built in")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        x = torch.arange(4.0)
+        _, recs = _dump(tmp_path / "d", lambda: dist.all_reduce(x))
+    finally:
+        dist.destroy_process_group()
+    assert recs["Distributed_all_reduce_0_forward_input.0"].stats[:2] == [3.0, 0.0]
+    assert recs["Distributed_all_reduce_0_forward_output.0"].shape == (4,)
+    assert recs["_dump"].rank == 0
+
+
+def test_inference_mode_and_a_second_debugger(tmp_path: Path, caplog) -> None:
+    x = torch.ones(3)
+    other = PrecisionDebugger(dump_path=str(tmp_path / "other"))
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"))
+    debugger.start()
+    with caplog.at_level(logging.WARNING, logger="dumper"):
+        other.start()  # refused: one dump at a time
+    with torch.inference_mode():
+        torch.exp(torch.exp(x))
+    other.stop()
+    debugger.stop()
+    assert "another PrecisionDebugger is dumping" in caplog.text and not (tmp_path / "other").exists()
+    (dump,) = discover(tmp_path / "d")
+    names = {r.name for r in read_pkl(dump.pkl).tensors}
+    assert {"Torch_exp_0_forward_output", "Torch_exp_1_forward_input.0",
+            "Torch_exp_1_forward_output"} <= names

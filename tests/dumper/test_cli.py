@@ -1,0 +1,76 @@
+"""``ptdbg-dump run``: a script dumped without editing it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dumper.cli import main, split_args
+from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.pkl import read_pkl
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.ones(4, 3)).sum().backward()
+        opt.step()
+    with open(sys.argv[1], "w") as f:
+        f.write(" ".join(sys.argv[2:]))
+""")
+
+
+def test_run_dumps_the_listed_step_and_passes_the_script_its_arguments(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    seen = tmp_path / "argv.txt"
+    code = main(["run", str(script), str(seen), "--lr", "0.1", "--dump-path", str(tmp_path / "d"),
+                 "--step", "1"])
+    assert code == 0 and seen.read_text() == "--lr 0.1"
+    (dump,) = discover(tmp_path / "d")
+    assert dump.step == 1 and dump.pkl.name == "api_stack_dump.pkl"
+    calls = {r.call for r in read_pkl(dump.pkl).tensors}
+    assert {"Functional_linear_0_forward", "Functional_linear_0_backward"} <= calls
+
+
+def test_run_without_step_dumps_the_whole_run_in_summary(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    assert main(["run", "--dump-path", str(tmp_path / "d"), "--summary-only", "--mode", "all",
+                 str(script), str(tmp_path / "argv.txt")]) == 0
+    (dump,) = discover(tmp_path / "d")
+    assert dump.step is None and dump.pkl.name == "dump.pkl" and not dump.has_npy
+    calls = {r.call for r in read_pkl(dump.pkl).tensors}
+    assert "Functional_linear_2_forward" in calls
+
+
+def test_arguments_after_a_double_dash_go_to_the_script() -> None:
+    assert split_args(["run", "--dump-path", "d", "t.py", "--", "--mode", "x"]) == \
+        (["run", "--dump-path", "d"], ["t.py", "--mode", "x"])
+    assert split_args(["run", "--step", "0", "1", "t.py", "a"]) == \
+        (["run", "--step", "0", "1"], ["t.py", "a"])
+
+
+def test_bad_options_exit_with_usage(tmp_path: Path, capsys) -> None:
+    script = tmp_path / "t.py"
+    script.write_text("")
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(script), "--dump-path", str(tmp_path), "--mode", "list"])
+    assert e.value.code == 2 and "needs scope" in capsys.readouterr().err
+
+
+def test_stacks_of_a_run_script_start_in_the_script(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    assert main(["run", str(script), str(tmp_path / "argv.txt"), "--dump-path", str(tmp_path / "d")]) == 0
+    (dump,) = discover(tmp_path / "d")
+    frames = {s.call: s for s in read_pkl(dump.pkl).stacks}["Functional_linear_0_forward"].frames
+    assert frames[0][:3] == (str(script), "10", "<module>")  # the same script text as in other tests
+    assert not any(f[0].startswith("<frozen") for f in frames)  # runpy's frames are dropped

@@ -1,0 +1,143 @@
+"""The dump daemon: a killed job keeps every line it wrote, a full disk stops only the dumping."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from dumper import PrecisionDebugger
+from dumper.daemon import CallRecord, DumpDaemon
+from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.npy import load_npy, npy_path
+from ptdbg_tui.formats.pkl import PklFollower, read_pkl
+from ptdbg_tui.formats.writer import RankWriter
+
+from .conftest import make_inputs, train_step
+
+CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from conftest import make_inputs, train_step
+    from dumper import PrecisionDebugger
+
+    debugger = PrecisionDebugger(dump_path={path!r})
+    debugger.start()
+    model, x, target = make_inputs()
+    while True:  # dumps until killed
+        train_step(model, x, target)
+""")
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)  # polling a file another process writes; the condition is what we wait on
+
+
+def _lines(pkl: Path) -> int:
+    try:
+        return pkl.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def test_a_killed_dumping_process_leaves_every_written_line_with_its_npy(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(tests=str(Path(__file__).parent), path=str(tmp_path / "dump")))
+    pkl = tmp_path / "dump" / "ptdbg_dump_v4.0" / "rank0" / "api_stack_dump.pkl"
+    child = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: _lines(pkl) >= 400 or child.poll() is not None, 120, "the child's pkl lines")
+        assert child.poll() is None, child.stderr.read().decode()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        child.stderr.close()
+    batch = PklFollower(pkl).read()  # complete lines only, as a live reader sees them
+    assert not batch.bad and len(batch.tensors) >= 300
+    npy_dir = pkl.with_suffix("")
+    for rec in batch.tensors:
+        array = load_npy(npy_path(npy_dir, rec.name))
+        assert rec.is_scalar or array.shape == rec.shape, rec.name
+    assert not any(".tmp" in r.name for r in batch.tensors)
+
+
+def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, monkeypatch, caplog) -> None:
+    real_save = RankWriter.save_npy
+    saved, refused = [], []
+
+    def save_until_full(self, name, array):
+        if len(saved) >= 20:
+            refused.append(name)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.npy_dir / f"{name}.npy"))
+        saved.append(name)
+        return real_save(self, name, array)
+
+    monkeypatch.setattr(RankWriter, "save_npy", save_until_full)
+    model, x, target = make_inputs()
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="dumper"):
+        debugger.start()
+        losses = [train_step(model, x, target).item() for _ in range(3)]
+        debugger.stop()
+        debugger.start()  # refused with one more line, still no exception
+        debugger.stop()
+    assert len(losses) == 3
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "Dumping stopped; the training continues" in errors[0]
+    assert any("not dumping" in m for m in caplog.messages)
+    (dump,) = discover(tmp_path)
+    written = [r.name for r in read_pkl(dump.pkl).tensors]
+    assert refused == [refused[0]] and refused[0] not in written and len(written) >= 20
+    assert sorted(written) == sorted(p.stem for p in dump.npy_dir.glob("*.npy"))  # each line has its npy
+
+
+def test_stop_waits_for_the_daemon(tmp_path: Path) -> None:
+    big = torch.randn(512, 512)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    debugger.start()
+    for _ in range(20):
+        torch.relu(big)
+    debugger.stop()  # returns only once all of it is on disk
+    (dump,) = discover(tmp_path)
+    recs = read_pkl(dump.pkl).tensors
+    assert len(recs) == 40 and all(npy_path(dump.npy_dir, r.name).is_file() for r in recs)
+
+
+def test_the_queue_is_bounded(tmp_path: Path) -> None:
+    daemon = DumpDaemon(max_items=1, max_bytes=1 << 40)
+    daemon.open(tmp_path / "rank0", "api_stack", summary_only=True, fresh=True)
+    gate = threading.Event()
+    real = daemon._handle
+
+    def held(item):
+        if isinstance(item, CallRecord) and item.stack[0] == "a_stack_info":
+            gate.wait(30)
+        real(item)
+
+    daemon._handle = held
+    daemon.put(CallRecord(stack=("a_stack_info", [])))
+    with daemon._cv:  # the daemon holds "a"; the queue is empty again
+        assert daemon._cv.wait_for(lambda: not daemon._queue, 30)
+    daemon.put(CallRecord(stack=("b_stack_info", [])))  # fills the queue
+    blocked = threading.Thread(target=daemon.put, args=(CallRecord(stack=("c_stack_info", [])),))
+    blocked.start()
+    blocked.join(0.3)
+    assert blocked.is_alive()  # the producer waits while the queue is full
+    gate.set()
+    blocked.join(30)
+    assert not blocked.is_alive() and daemon.shutdown(30)
+    assert [s.name for s in read_pkl(tmp_path / "rank0" / "api_stack_dump.pkl").stacks] == \
+        ["a_stack_info", "b_stack_info", "c_stack_info"]

@@ -1,0 +1,146 @@
+"""``ptdbg-tui compare``: CSV, short summary, exit codes, one-line reasons, progress on stderr."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from ptdbg_tui.cli import main
+from ptdbg_tui.engine.batch import _Bar
+from ptdbg_tui.formats.layout import discover, rank_dir_path
+from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
+from ptdbg_tui.formats.writer import RankWriter
+
+
+@pytest.fixture
+def seed(tmp_path):
+    return write_seed_pair(tmp_path / "dumps")
+
+
+def _run(capsys, *argv):
+    code = main(["compare", *map(str, argv), "--no-progress"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
+    code, out, err = _run(capsys, *seed, "-o", tmp_path / "out", "--stack", "--jobs", "2")
+    assert code == 0 and err == ""
+    (path,) = (tmp_path / "out").glob("compare_result_*.csv")
+    table = list(csv.reader(path.open()))
+    assert len(table) == 31 and table[0][-1] == "NPU_Stack_Info"
+    first = out.splitlines()[0]
+    assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
+    assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
+    assert "culprit (backward): VF_lstm_0_backward: the backward incoming gradient matches" in out
+    assert f"CSV: {path}" in out
+
+
+def test_any_level_of_the_tree_and_summary_flag(seed, tmp_path, capsys):
+    npu_rank = discover(seed[0])[0].rank_dir
+    bench_pkl = discover(seed[1])[0].pkl
+    code, out, _ = _run(capsys, npu_rank, bench_pkl, "-o", tmp_path, "--summary", "--jobs", "1")
+    assert code == 0 and "(statistics only)" in out
+    (path,) = tmp_path.glob("compare_result_*.csv")
+    assert len(next(csv.reader(path.open()))) == 18
+
+
+def test_unmatched_rows_are_counted(tmp_path, capsys):
+    roots = tmp_path / "npu", tmp_path / "gpu"
+    names = (["Torch_add_0_forward_output", "Torch_mul_0_forward_output"], ["Torch_add_0_forward_output",
+                                                                         "Torch_sub_0_forward_output"])
+    for root, side in zip(roots, names, strict=True):
+        w = RankWriter(rank_dir_path(root, 0))
+        for name in side:
+            write_array(w, name, np.ones(3, np.float32))
+        w.close()
+    code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "1 passed, 0 failed, 0 warnings, 2 unmatched, 0 errors" in out
+    (path,) = (tmp_path / "out").glob("*.csv")
+    rows = list(csv.reader(path.open()))[1:]
+    assert [(r[0], r[1], r[-1]) for r in rows] == [
+        ("Torch_add_0_forward_output", "Torch_add_0_forward_output", ""),
+        ("Nan", "Torch_sub_0_forward_output", "No NPU data matched."),  # after its bench predecessor
+        ("Torch_mul_0_forward_output", "Nan", "No bench data matched."),
+    ]
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["{tmp}/missing", "{bench}"], "no such file or directory"),
+    (["{npu}", "{bench}", "--step", "4"], "no NPU and bench rank dumps pair up for step 4"),
+    (["{npu}", "{bench}", "--jobs", "0"], "--jobs must be at least 1"),
+    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file or a dump directory"),
+])
+def test_unusable_inputs_exit_2_with_one_line(seed, tmp_path, capsys, args, words):
+    (tmp_path / "notadump.txt").write_text("x")
+    argv = [a.format(tmp=tmp_path, npu=seed[0], bench=seed[1]) for a in args]
+    code, out, err = _run(capsys, *argv, "-o", tmp_path / "out")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("ptdbg-tui compare: error: ") and words in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unwritable_output_exits_2(seed, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = _run(capsys, *seed, "-o", blocker / "sub", "--jobs", "1")
+    assert code == 2 and "cannot write the CSV" in err and err.count("\n") == 1
+
+
+def test_a_rank_dir_without_a_readable_pkl_exits_2(seed, tmp_path, capsys):
+    pkl = discover(seed[0])[0].pkl
+    pkl.unlink()
+    pkl.mkdir()  # a directory where the pkl should be
+    code, _, err = _run(capsys, *seed, "-o", tmp_path)
+    assert code == 2 and "no dump found" in err and err.count("\n") == 1
+
+
+def test_argparse_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "a", "b", "--match", "nope"])
+    assert e.value.code == 2
+
+
+def test_progress_lines_on_a_non_tty_stderr(seed, tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "ptdbg_tui", "compare", str(seed[0]), str(seed[1]), "-o", str(tmp_path),
+            "--jobs", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and done.stderr == ""  # short run: no progress noise
+    assert "culprit" in done.stdout
+
+
+def test_rank_pid_bench_pairs_with_rank0(seed, tmp_path, capsys):
+    bench_rank = discover(seed[1])[0].rank_dir
+    shutil.move(bench_rank, bench_rank.with_name("rank31337"))
+    code, out, _ = _run(capsys, *seed, "-o", tmp_path, "--jobs", "1")
+    assert code == 0 and "step0/rank0 vs step0/rank31337" in out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_draws_on_a_terminal_and_clears_itself():
+    stream = _Terminal()
+    bar = _Bar(stream, enabled=True)
+    bar.start = bar.last = time.monotonic() - 1.0  # as if the run had lasted a second
+    bar(50, 100)
+    assert stream.getvalue().startswith("\r[" + "#" * 15 + "." * 15 + "]  50.0%")
+    bar.close()
+    assert stream.getvalue().endswith("\r\x1b[K")
+    quiet = _Terminal()
+    off = _Bar(quiet, enabled=False)
+    off.start = off.last = time.monotonic() - 100.0
+    off(1, 2)
+    off.close()
+    assert quiet.getvalue() == ""

@@ -1,0 +1,46 @@
+"""Where calls go in the tree: module chains first, then the user's frames, forward stacks for
+backward calls."""
+
+from __future__ import annotations
+
+from ptdbg_tui.engine.callpath import call_path, placement_stack, user_frames
+from ptdbg_tui.formats.naming import parse_name
+from ptdbg_tui.formats.records import StackRecord
+
+STACK = StackRecord("Torch_add_0_forward_stack_info", [
+    ("/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
+    ("/usr/lib/python3/site-packages/torch/nn/modules/module.py", "1501", "_call_impl", None),
+    ("/home/u/model.py", "42", "forward", "y = torch.add(x, 1)"),
+    ("/home/u/train.py", "99", "main", "model(x)"),
+])
+
+
+def test_user_frames_drop_the_tool_and_torch_outermost_first():
+    assert [f[2] for f in user_frames(STACK.frames)] == ["main", "forward"]
+
+
+def test_module_chain_wins_over_the_stack():
+    entry = parse_name("Torch_add_0_forward_output")
+    path = call_path(entry, "Torch_add_0_forward_output", (("head", "Head"), ("head.lstm", "LSTM")), STACK)
+    assert [(s.kind, s.label) for s in path] == [("direction", "Forward"), ("module", "head · Head"),
+                                                  ("module", "head.lstm · LSTM"), ("call", "Torch_add_0")]
+
+
+def test_stack_frames_when_no_module_chain():
+    entry = parse_name("Torch_add_0_forward_input.0")
+    path = call_path(entry, "Torch_add_0_forward_input.0", None, STACK)
+    assert [s.label for s in path] == ["Forward", "main  train.py:99", "forward  model.py:42", "Torch_add_0"]
+
+
+def test_backward_calls_are_placed_by_their_forward_stack():
+    backward_stack = StackRecord("Torch_add_0_backward_stack_info", [("/home/u/train.py", "120", "main", "")])
+    stacks = {"Torch_add_0_forward": STACK, "Torch_add_0_backward": backward_stack}
+    entry = parse_name("Torch_add_0_backward_output.0")
+    assert placement_stack(entry, stacks) is STACK
+    path = call_path(entry, "x", None, placement_stack(entry, stacks))
+    assert path[0].key == "backward" and path[-1].label == "Torch_add_0"
+
+
+def test_unparsed_names_go_to_other_entries():
+    path = call_path(None, "MyModule_weird", None, None)
+    assert [s.label for s in path] == ["Other entries", "MyModule_weird"]

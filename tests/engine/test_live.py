@@ -1,0 +1,186 @@
+"""The live engine on real folders: static compare, live growth, the unmatched rule, npy lag,
+resets, new steps, malformed lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ptdbg_tui.compare.csv_export import write_csv
+from ptdbg_tui.compare.model import Status
+from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.writer import RankWriter
+
+FAST = {"quiet_s": 30.0, "rescan_s": 0.5}  # nothing becomes final by quietness during a test
+
+
+def _two_sides(tmp_path: Path, make_dump, wrong_call: int | None = 1, calls: int = 3) -> tuple[Path, Path]:
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    n, b = make_dump(npu), make_dump(bench)
+    for i in range(calls):
+        n.call("Torch_add", i, wrong=3.0 if i == wrong_call else 1.0, site=10 + i)
+        b.call("Torch_add", i, site=10 + i)
+    for i in reversed(range(calls)):
+        n.call("Torch_add", i, "backward")
+        b.call("Torch_add", i, "backward")
+    n.close()
+    b.close()
+    return npu, bench
+
+
+def test_static_compare_finds_the_culprit_and_places_calls(tmp_path, make_dump, follow):
+    npu, bench = _two_sides(tmp_path, make_dump)
+    f = follow(npu, bench, watch=False)
+    seen = f.wait(lambda s: s.progress.done and s.progress.rows == 12)
+    statuses = seen.statuses()
+    assert statuses["Torch_add_1_forward_output.0"] is Status.FAIL
+    assert statuses["Torch_add_1_forward_input.0"] is Status.PASS
+    assert sum(s is Status.PASS for s in statuses.values()) == 11
+    (culprits,) = seen.culprits.values()
+    assert [c.call for c in culprits] == ["Torch_add_1_forward"]
+    (rows,) = seen.rows.values()
+    path = [seg.label for seg in rows["Torch_add_1_forward_output.0"].path]
+    assert path == ["Forward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"]
+    backward = [seg.label for seg in rows["Torch_add_1_backward_output.0"].path]
+    assert backward == ["Backward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"], \
+        "a backward call sits where its forward call was made"
+    assert seen.progress.watching == "static" and seen.progress.compared == 12
+
+
+def test_engine_rows_write_the_same_csv_as_the_batch_compare(tmp_path, make_dump, follow):
+    npu, bench = _two_sides(tmp_path, make_dump)
+    f = follow(npu, bench, watch=False)
+    f.wait(lambda s: s.progress.done and s.progress.rows == 12)
+    ((info, rows),) = f.engine.pairs()
+    (outcome,) = compare_dumps(npu, bench, jobs=1)
+    mine = write_csv(rows, tmp_path / "app", summary=info.summary)
+    theirs = write_csv(outcome.rows, tmp_path / "cli", summary=outcome.summary)
+    assert mine.read_text() == theirs.read_text()
+
+
+def test_live_waits_for_missing_folders_then_fills(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "later" / "npu", tmp_path / "later" / "bench"
+    f = follow(npu, bench, **FAST)
+    f.wait(lambda s: any("Waiting for a dump" in n for n in s.notices))
+    n = make_dump(npu)
+    n.call("Torch_add", 0, site=10)
+    n.call("Torch_mul", 0, site=11)
+    # NPU rows without a bench dump yet stay pending (the bench side may still come)
+    seen = f.wait(lambda s: "Torch_add_0_forward_output.0" in s.statuses())
+    assert set(seen.statuses().values()) == {Status.PENDING}
+    b = make_dump(bench)
+    b.call("Torch_add", 0, site=10)
+    b.call("Torch_mul", 0, wrong=2.0, site=11)
+    seen = f.wait(lambda s: s.statuses().get("Torch_mul_0_forward_output.0") is Status.FAIL)
+    assert seen.statuses()["Torch_add_0_forward_output.0"] is Status.PASS
+    seen = f.wait(lambda s: any(c.call == "Torch_mul_0_forward" for cs in s.culprits.values() for c in cs))
+    assert seen.progress.watching in ("inotify", "polling")
+
+
+def test_one_sided_row_is_unmatched_once_the_other_side_moved_past_it(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    n, b = make_dump(npu), make_dump(bench)
+    n.call("Torch_add", 0)
+    n.call("Torch_extra", 0)  # NPU only, in the middle
+    n.call("Torch_add", 1)
+    n.call("Torch_tail", 0)  # NPU only, at the end: the bench may still produce it
+    b.call("Torch_add", 0)
+    b.call("Torch_add", 1)
+    f = follow(npu, bench, **FAST)
+    f.wait(lambda s: s.statuses().get("Torch_add_1_forward_output.0") is Status.PASS)
+    # both one-sided rows were decided in the same pass: only the one the bench moved past is final
+    assert f.seen.statuses()["Torch_extra_0_forward_output.0"] is Status.UNMATCHED
+    assert f.seen.statuses()["Torch_tail_0_forward_output.0"] is Status.PENDING
+    b.call("Torch_tail", 0)
+    f.wait(lambda s: s.statuses().get("Torch_tail_0_forward_output.0") is Status.PASS)
+    assert Status.UNMATCHED not in f.seen.ever["Torch_tail_0_forward_output.0"]
+
+
+def test_one_sided_row_is_unmatched_once_the_other_side_is_quiet(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    n, b = make_dump(npu), make_dump(bench)
+    n.call("Torch_add", 0)
+    n.call("Torch_tail", 0)
+    b.call("Torch_add", 0)
+    b.call("Torch_bench_only", 0)
+    f = follow(npu, bench, quiet_s=0.3, rescan_s=0.5)
+    seen = f.wait(lambda s: s.statuses().get("Torch_tail_0_forward_output.0") is Status.UNMATCHED
+                  and s.statuses().get("bench:Torch_bench_only_0_forward_output.0") is Status.UNMATCHED)
+    placed = seen.rows[str(n.writer.pkl)]["bench:Torch_bench_only_0_forward_output.0"]
+    assert placed.row.result.message == "No NPU data matched."
+
+
+def test_missing_npy_of_a_live_dump_is_retried_not_final(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    n, b = make_dump(npu), make_dump(bench)
+    for side in (n, b):
+        side.call("Torch_add", 0, with_npy=side is b)  # the original tool: line first, data later
+        side.call("Torch_mul", 0)
+    f = follow(npu, bench, **FAST)
+    # mul is compared in the same round, after add: add was tried while its npy was missing
+    f.wait(lambda s: s.statuses().get("Torch_mul_0_forward_output.0") is Status.PASS)
+    assert f.seen.statuses()["Torch_add_0_forward_output.0"] is Status.PENDING
+    for name in ("Torch_add_0_forward_input.0", "Torch_add_0_forward_output.0"):
+        n.writer.save_npy(name, np.load(b.writer.npy_dir / f"{name}.npy"))
+    seen = f.wait(lambda s: s.statuses().get("Torch_add_0_forward_output.0") is Status.PASS)
+    assert Status.ERROR not in seen.ever["Torch_add_0_forward_output.0"]
+
+
+def test_missing_npy_is_an_error_in_a_static_compare(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    make_dump(npu).call("Torch_add", 0, with_npy=False)
+    make_dump(bench).call("Torch_add", 0)
+    f = follow(npu, bench, watch=False)
+    seen = f.wait(lambda s: s.progress.done and s.progress.rows == 2)
+    placed = seen.rows[next(iter(seen.rows))]["Torch_add_0_forward_output.0"]
+    assert placed.row.result.status is Status.ERROR and "not found" in placed.row.result.message
+
+
+def test_a_restarted_dump_replaces_its_rows(tmp_path, make_dump, follow):
+    npu, bench = _two_sides(tmp_path, make_dump, wrong_call=None, calls=2)
+    f = follow(npu, bench, **FAST)
+    f.wait(lambda s: s.progress.rows == 8 and s.progress.compared == 8)
+    w = RankWriter(rank_dir_path(npu, 0, 0))  # a new run of the dumper deletes and rewrites the pkl
+    try:
+        seen = f.wait(lambda s: not s.statuses())
+        assert seen.progress.npu_seen == 0
+    finally:
+        w.close()
+
+
+def test_a_new_step_is_picked_up(tmp_path, make_dump, follow):
+    npu, bench = _two_sides(tmp_path, make_dump, wrong_call=None, calls=1)
+    f = follow(npu, bench, **FAST)
+    f.wait(lambda s: s.progress.compared == 4)
+    n1, b1 = make_dump(npu, step=1), make_dump(bench, step=1)
+    n1.call("Torch_mul", 0, wrong=5.0)
+    b1.call("Torch_mul", 0)
+    seen = f.wait(lambda s: len(s.rows) == 2 and s.progress.compared == 6)
+    assert seen.progress.pairs == 2
+    step1 = seen.rows[str(n1.writer.pkl)]
+    assert step1["Torch_mul_0_forward_output.0"].row.result.status is Status.FAIL
+
+
+def test_malformed_lines_are_reported_once(tmp_path, make_dump, follow):
+    npu, bench = _two_sides(tmp_path, make_dump, wrong_call=None, calls=1)
+    pkl = rank_dir_path(npu, 0, 0) / "api_stack_dump.pkl"
+    with open(pkl, "a") as f:
+        f.write('["broken", 0\n')
+    fl = follow(npu, bench, watch=False)
+    seen = fl.wait(lambda s: s.progress.done and s.progress.rows == 4)
+    bad = [n for n in seen.notices if "malformed" in n]
+    assert len(bad) == 1 and "line 7" in bad[0]
+
+
+def test_summary_mode_without_npy(tmp_path, make_dump, follow):
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    make_dump(npu, summary_only=True).call("Torch_add", 0, wrong=2.0)
+    make_dump(bench, summary_only=True).call("Torch_add", 0)
+    f = follow(npu, bench, watch=False)
+    seen = f.wait(lambda s: s.progress.done and s.progress.rows == 2)
+    ((info, _),) = f.engine.pairs()
+    assert info.summary
+    out = seen.rows[info.key]["Torch_add_0_forward_output.0"].row.result
+    assert out.status is Status.FAIL and len(out.cells) == 4

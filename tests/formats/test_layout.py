@@ -1,0 +1,95 @@
+"""Finding rank dumps from any level of a dump tree, and pairing the two sides."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptdbg_tui.formats.layout import DumpLayoutError, discover, pair_dumps, rank_dir_path, steps_and_ranks
+
+
+def _dump(root, rank, step=None, pkl="api_stack_dump.pkl", npy=True, tag_version="4.0"):
+    rank_dir = rank_dir_path(root, rank, step, version=tag_version) if isinstance(rank, int) else None
+    if rank_dir is None:  # a literal dir name such as rank<pid> of the original
+        base = root / f"ptdbg_dump_v{tag_version}"
+        rank_dir = (base / f"step{step}" if step is not None else base) / rank
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    (rank_dir / pkl).write_text("")
+    if npy:
+        (rank_dir / pkl.removesuffix(".pkl")).mkdir(exist_ok=True)
+    return rank_dir
+
+
+def test_every_level_finds_the_same_dump(tmp_path):
+    rank_dir = _dump(tmp_path, 0, step=3)
+    expected = rank_dir / "api_stack_dump.pkl"
+    for path in (tmp_path, tmp_path / "ptdbg_dump_v4.0", tmp_path / "ptdbg_dump_v4.0" / "step3", rank_dir,
+                 expected):
+        found = discover(path)
+        assert [d.pkl for d in found] == [expected], path
+        assert (found[0].step, found[0].rank) == (3, 0)
+
+
+def test_dump_properties(tmp_path):
+    d = discover(_dump(tmp_path, 1, step=0))[0]
+    assert d.mode == "api_stack" and d.stack_mode and d.has_npy
+    assert d.npy_dir == d.rank_dir / "api_stack_dump" and d.label == "step0/rank1"
+    plain = discover(_dump(tmp_path / "b", 0, pkl="dump.pkl", npy=False))[0]
+    assert plain.mode == "all" and not plain.stack_mode and not plain.has_npy and plain.label == "rank0"
+
+
+def test_steps_and_ranks_sorted_numerically(tmp_path):
+    for step in (0, 10, 2):
+        for rank in (0, 1):
+            _dump(tmp_path, rank, step=step)
+    found = discover(tmp_path)
+    assert [(d.step, d.rank) for d in found] == [(s, r) for s in (0, 2, 10) for r in (0, 1)]
+    assert steps_and_ranks(found) == ([0, 2, 10], [0, 1])
+
+
+def test_cpu_bench_in_rank_pid_pairs_with_rank0(tmp_path):
+    npu = discover(_dump(tmp_path / "npu", 0))
+    bench = discover(_dump(tmp_path / "cpu", "rank12345"))
+    assert bench[0].rank == 12345
+    pairs = pair_dumps(npu, bench)
+    assert [(n.rank, b.rank) for n, b in pairs] == [(0, 12345)]
+
+
+def test_several_ranks_pair_by_number_and_filters_apply(tmp_path):
+    for r in (0, 1, 2):
+        _dump(tmp_path / "npu", r, step=0)
+    for r in (2, 0, 1):
+        _dump(tmp_path / "gpu", r, step=0)
+    _dump(tmp_path / "gpu", 0, step=1)
+    npu, bench = discover(tmp_path / "npu"), discover(tmp_path / "gpu")
+    assert [(n.rank, b.rank, b.step) for n, b in pair_dumps(npu, bench)] == [(0, 0, 0), (1, 1, 0), (2, 2, 0)]
+    assert [(n.rank, b.rank) for n, b in pair_dumps(npu, bench, rank=2)] == [(2, 2)]
+    assert pair_dumps(npu, bench, step=1) == []
+
+
+def test_one_step_each_pairs_despite_different_step_numbers(tmp_path):
+    npu = discover(_dump(tmp_path / "npu", 0, step=5))
+    bench = discover(_dump(tmp_path / "gpu", 0, step=7))
+    assert len(pair_dumps(npu, bench)) == 1
+    assert pair_dumps(npu, bench, step=7) == []
+
+
+def test_summary_only_dump_and_other_pkl_names(tmp_path):
+    d = discover(_dump(tmp_path, 0, pkl="range_dump.pkl", npy=False))[0]
+    assert d.mode == "range" and d.stack_mode and not d.has_npy
+    odd = _dump(tmp_path / "odd", 0, pkl="custom.pkl")
+    assert discover(odd)[0].mode == "custom"
+
+
+@pytest.mark.parametrize("what", ["missing", "empty_dir", "not_pkl", "unrelated_tree"])
+def test_not_a_dump(tmp_path, what):
+    path = tmp_path / "x"
+    if what == "empty_dir":
+        path.mkdir()
+    elif what == "not_pkl":
+        path.write_text("hello")
+    elif what == "unrelated_tree":
+        (path / "src" / "rank0").mkdir(parents=True)
+        (path / "src" / "rank0" / "dump.pkl").write_text("")
+    with pytest.raises(DumpLayoutError) as e:
+        discover(path)
+    assert str(path) in str(e.value)
