@@ -12,6 +12,7 @@ maps or of file reads (see :mod:`ptdbg_tui.compare.tasks`).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,13 +37,14 @@ from ptdbg_tui.compare.cells import (
 )
 from ptdbg_tui.compare.model import Result, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
-from ptdbg_tui.compare.verdict import accuracy_rule, status_for
+from ptdbg_tui.compare.verdict import accuracy_rule, is_close, status_for
 
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
-CHUNK = 1 << 16
-#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread.
-DOT_SLICE = 8192
+CHUNK = 1 << 18
+#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread; longer ones go to its
+#: threads unless it was limited to one (as the metric pool's workers are), when slicing only costs.
+DOT_SLICE = CHUNK if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else 8192
 #: Norms at or below this count as zero for the cosine (the original's FLOAT_EPSILON).
 FLOAT_EPS = float(np.finfo(np.float64).eps)
 THOUSANDTH = 0.001
@@ -63,9 +65,9 @@ def rel_eps(bench_dtype: np.dtype) -> float:
 
 
 def _result(cells: tuple[str, ...], messages: Sequence[str], caveats: Sequence[str] = (), *,
-            equal: bool = False, **fields) -> Result:
+            close: bool = False, **fields) -> Result:
     accuracy, why = accuracy_rule(cells[0], cells[1])
-    status, reason = status_for(accuracy, why, equal=equal, caveats=caveats)
+    status, reason = status_for(accuracy, why, close=close, caveats=caveats)
     return Result(cells, accuracy, join_messages(list(messages)), status, reason, **fields)
 
 
@@ -82,7 +84,7 @@ def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: n
                       Status.FAIL, f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}")
     caveats = [MSG_DTYPE] if npu_dtype != bench_dtype else []
     if math.prod(npu_shape) == 0 and npu_shape:
-        return _result((UNSUPPORTED, "0", "0", "0", "0"), [MSG_EMPTY, *caveats], caveats, equal=True)
+        return _result((UNSUPPORTED, "0", "0", "0", "0"), [MSG_EMPTY, *caveats], caveats, close=True)
     return caveats
 
 
@@ -230,7 +232,7 @@ class MetricAccumulator:
         if self.max_abs > 0 and self.worst_flat is not None:
             worst = tuple(int(i) for i in np.unravel_index(self.worst_flat, shape))
         hist = tuple(int(c) for c in self.histogram) if self.histogram is not None else ()
-        return _result(cells, [*notes, cos_msg], notes, equal=self.max_abs == 0,
+        return _result(cells, [*notes, cos_msg], notes, close=is_close(self.max_abs, self.max_rel),
                        cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
                        worst_index=worst, worst_npu=self.worst_npu if worst else None,
                        worst_bench=self.worst_bench if worst else None,
@@ -249,7 +251,7 @@ def compare_scalar(npu: np.ndarray, bench: np.ndarray, caveats: Sequence[str] = 
     mae = abs(x - y)
     rel = mae / (abs(y) if y != 0 else rel_eps(bench.dtype))
     return _result((UNSUPPORTED, fmt12(mae), fmt12(rel), NAN, NAN), [MSG_SCALAR, *notes], notes,
-                   equal=mae == 0, max_abs=mae, max_rel=rel)
+                   close=is_close(mae, rel), max_abs=mae, max_rel=rel)
 
 
 def compare_arrays(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, *,

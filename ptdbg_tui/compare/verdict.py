@@ -20,6 +20,8 @@ COS_LOW = 0.99
 MAE_LOW = 0.001
 COS_FLOOR = 0.9
 MAE_CEIL = 1.0
+#: Where the original gives no verdict, values within this relative error count as a pass.
+CLOSE_RTOL = 0.001
 
 #: Summary mode: a statistic agrees when |npu - bench| <= STAT_ATOL + rtol * magnitude, with
 #: rtol chosen by the less precise dtype of the pair (stats are computed in the tensor's dtype).
@@ -56,19 +58,25 @@ def check_accuracy(cos_cell: str, mae_cell: str) -> str:
     return accuracy_rule(cos_cell, mae_cell)[0]
 
 
-def status_for(accuracy: str, why: str, *, equal: bool = False,
+def is_close(max_abs: float | None, max_rel: float | None) -> bool:
+    """Values agree where the original has no verdict (scalars, 1-element and zero tensors):
+    identical, or every element within the One Thousandth relative error."""
+    return max_abs == 0 or (max_rel is not None and max_rel < CLOSE_RTOL)
+
+
+def status_for(accuracy: str, why: str, *, close: bool = False,
                caveats: Sequence[str] = ()) -> tuple[Status, str]:
     """Row status and reason from the accuracy verdict.
 
-    ``equal``: the values are identical (so a ``Nan`` verdict is still a pass);
+    ``close``: the values agree (see :func:`is_close`), so a ``Nan`` verdict is still a pass;
     ``caveats``: facts that turn a pass into a warning (dtype mismatch, fuzzy match …).
     """
     if accuracy in (NO, UNMATCHED):
         return Status.FAIL, why
-    if accuracy == NAN and not equal:
+    if accuracy == NAN and not close:
         return Status.WARN, f"no verdict ({why})" + "".join(f"; {c}" for c in caveats)
     if accuracy == NAN:
-        why = f"values identical, although {why[0].lower()}{why[1:]}"
+        why = f"values agree (relative error < {CLOSE_RTOL:g}), although {why[0].lower()}{why[1:]}"
     if caveats:
         return Status.WARN, f"{why}; but {'; '.join(caveats)}"
     return Status.PASS, why

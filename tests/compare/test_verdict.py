@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.verdict import check_accuracy, stats_verdict, status_for, with_caveat
+from ptdbg_tui.compare.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 
 
 @pytest.mark.parametrize(("cos", "mae", "expected"), [
@@ -32,8 +32,9 @@ def test_status_policy():
     assert status_for("No", "Cosine 0.5 < 0.9")[0] is Status.FAIL
     assert status_for("Unmatched", "shapes differ")[0] is Status.FAIL
     assert status_for("Nan", "Cosine is 'unsupported'")[0] is Status.WARN
-    status, why = status_for("Nan", "Cosine is 'unsupported'", equal=True)
-    assert status is Status.PASS and why.startswith("values identical")
+    status, why = status_for("Nan", "Cosine is 'unsupported'", close=True)
+    assert status is Status.PASS and why.startswith("values agree")
+    assert is_close(0.0, None) and is_close(1e-7, 5e-4) and not is_close(1e-3, 2e-3)
     assert with_caveat(Status.PASS, "ok", "fuzzy")[0] is Status.WARN
     assert with_caveat(Status.FAIL, "bad", "fuzzy") == (Status.FAIL, "bad; fuzzy")
 
