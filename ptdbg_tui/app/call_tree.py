@@ -122,6 +122,7 @@ class CallTree(Tree[object]):
             return f"{dtype} {shape}{side}"
         parts = []
         if self.flat and n.kind == "call":
+            parts.append(n.key.rsplit("_", 1)[-1])  # forward/backward: no direction branch in flat view
             site = stack_site(n.site)
             if site is not None:
                 parts.append(frame_site(site))

@@ -103,6 +103,8 @@ async def test_flat_view_lists_calls_in_execution_order(demo_dumps, ui):
         firsts = [n.children[0].row.seq for n in tops]
         assert firsts == sorted(firsts)
         assert tops[0].key == "Functional_conv2d_0_forward"
+        labels = {n.key: app.call_tree._label(n).plain for n in tops}
+        assert "forward" in labels["VF_lstm_0_forward"] and "backward" in labels["VF_lstm_0_backward"]
         await pilot.press("c")
         assert _cursor(app).key == "VF_lstm_0_backward"
         await pilot.press("s")
