@@ -115,7 +115,7 @@ def run_demo(args: argparse.Namespace) -> int:
         npu, bench = write_demo(args.dir)
     except ImportError as e:
         print(f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
-              "Install it with: pip install torch && pip install -e '.[dump]'", file=sys.stderr)
+              "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'", file=sys.stderr)
         return EXIT_MISSING_TORCH
     print(f"NPU dump:   {npu}\nbench dump: {bench}")
     if args.no_app:
