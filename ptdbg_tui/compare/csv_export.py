@@ -91,7 +91,7 @@ def _claim(tmp: Path, names: Sequence[Path]) -> Path:
             return name
         tmp.unlink()
         return name
-    raise FileExistsError("no free file name")  # unreachable: names is unbounded
+    raise FileExistsError(f"no free file name among {len(names)} candidates")
 
 
 def write_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, stack_mode: bool = False,

@@ -137,19 +137,22 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
     """
     _check_match(match)
     pairs = _pairs(npu_path, bench_path, step, rank)
+    return _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
+                           for n, b in pairs], match, summary, jobs, progress)
+
+
+def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]], match: str,
+                   summary: bool, jobs: int | None, progress: ProgressFn | None) -> list[PairOutcome]:
+    """Outcomes of (npu, bench, npu npy dir, bench npy dir) pairs; the workers start first so
+    their start-up overlaps the pkl reading."""
     with MetricPool(jobs or os.cpu_count() or 1) as pool:
-        if not summary and any(n.has_npy and b.has_npy for n, b in pairs):
+        if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
             pool.start()
-        outcomes = [_outcome(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None,
-                             match, summary) for n, b in pairs]
-        _finish(outcomes, pool, progress)
-    return outcomes
-
-
-def _finish(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
-    _run_metrics(outcomes, pool, progress)
+        outcomes = [_outcome(n, b, nn, bn, match, summary) for n, b, nn, bn in pairs]
+        _run_metrics(outcomes, pool, progress)
     for o in outcomes:
         o.culprits = find_culprits(o.rows)
+    return outcomes
 
 
 def _import_in_background(module: str) -> None:
@@ -198,11 +201,7 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "exact")
     _check_match(match)
     _import_in_background("pandas")
-    with MetricPool(kw.get("jobs") or os.cpu_count() or 1) as pool:
-        if npu_npy is not None and bench_npy is not None:
-            pool.start()
-        outcome = _outcome(npu, bench, npu_npy, bench_npy, match, summary=False)
-        _finish([outcome], pool, None)
+    (outcome,) = _compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
     outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
                             suffix=kw.get("suffix", ""))
     if auto_analyze and not outcome.summary:
