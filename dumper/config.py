@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ptdbg_tui.formats.layout import PKL_NAMES
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT
 
 #: Modes this dumper implements (``acl`` needs CANN and is refused with a message).
@@ -88,10 +87,6 @@ class DumpConfig:
         return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"),
                    frozenset(directions or (FORWARD, BACKWARD)), frozenset(kinds or (INPUT, OUTPUT)),
                    summary_only, disable_dropout)
-
-    @property
-    def pkl_name(self) -> str:
-        return PKL_NAMES[self.mode]
 
     @property
     def writes_tensors(self) -> bool:

@@ -5,8 +5,6 @@ Kept in one place so the metrics, the verdict and the CSV writer print exactly t
 
 from __future__ import annotations
 
-import math
-
 NAN = "Nan"  # the original's sentinel for "no value" (not a float NaN)
 NA = "N/A"  # inf/nan positions differ
 UNSUPPORTED = "unsupported"  # cosine of a scalar, a 1-element or an empty tensor
@@ -50,11 +48,3 @@ def cosine_cell(cos: float) -> str:
 def join_messages(messages: list[str] | tuple[str, ...]) -> str:
     return MESSAGE_SEP.join(m for m in messages if m)
 
-
-def number_or_none(cell: str) -> float | None:
-    """A metric cell as a float; ``None`` for the sentinels."""
-    try:
-        value = float(cell)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value

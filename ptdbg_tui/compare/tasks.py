@@ -8,7 +8,6 @@ an ERROR result whose message lands in Err_message.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, prechec
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
 from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
-from ptdbg_tui.formats.npy import NpyError, iter_chunks, load_npy, read_npy
+from ptdbg_tui.formats.npy import NpyError, iter_chunks, load_npy, npy_path, read_npy
 from ptdbg_tui.formats.records import TensorRecord
 
 #: Elements read per file access in a task (the metric pass splits them further).
@@ -60,11 +59,6 @@ def _itemsize(dtype: str) -> int:
     return 4  # float32, bfloat16 (stored as float32), scalars
 
 
-def _file(npy_dir: Path | None, name: str) -> str | None:
-    """``npy_dir/name.npy`` as a string (os.path: pathlib costs ~20 µs per row on big dumps)."""
-    return None if npy_dir is None else os.path.join(npy_dir, f"{name}.npy")
-
-
 def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
              histogram: bool = True) -> CompareTask:
     """The task comparing a matched row's two npy files (``None`` dirs: a summary-only dump)."""
@@ -72,8 +66,8 @@ def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
     if npu is None or bench is None:
         raise ValueError(f"row {row.name} is not matched; use unmatched_result()")
     return CompareTask(
-        npu_path=_file(npu_dir, npu.name),
-        bench_path=_file(bench_dir, bench.name),
+        npu_path=None if npu_dir is None else npy_path(npu_dir, npu.name),
+        bench_path=None if bench_dir is None else npy_path(bench_dir, bench.name),
         npu_dtype=npu.dtype, bench_dtype=bench.dtype, npu_shape=npu.shape, bench_shape=bench.shape,
         fuzzy=row.fuzzy, histogram=histogram,
         nbytes=npu.numel * _itemsize(npu.dtype) + bench.numel * _itemsize(bench.dtype),

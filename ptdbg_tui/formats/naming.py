@@ -55,11 +55,6 @@ class EntryName:
         """The argument part after the call, e.g. ``input.0.1`` or ``output``."""
         return self.kind + "".join(f".{k}" for k in self.path)
 
-    @property
-    def fuzzy(self) -> str:
-        """The name with its call index dropped (fuzzy matching key)."""
-        return f"{self.api}_{self.direction}_{self.arg}"
-
     def __str__(self) -> str:
         return f"{self.call}_{self.arg}"
 

@@ -17,7 +17,6 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -47,8 +46,9 @@ class NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def npy_path(npy_dir: str | os.PathLike[str], name: str) -> Path:
-    return Path(npy_dir) / f"{name}.npy"
+def npy_path(npy_dir: str | os.PathLike[str], name: str) -> str:
+    """``npy_dir/name.npy`` (a str: pathlib would cost ~20 µs per entry on big dumps)."""
+    return os.path.join(npy_dir, f"{name}.npy")
 
 
 def _name(path: str | os.PathLike[str]) -> str:

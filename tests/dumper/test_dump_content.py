@@ -147,7 +147,7 @@ def test_names_follow_the_grammar(dumped) -> None:
 
 def test_a_tensor_recorded_twice_is_written_once(dumped) -> None:
     dump, _ = dumped
-    out = npy_path(dump.npy_dir, "Functional_conv2d_0_forward_output")
-    again = npy_path(dump.npy_dir, "Functional_batch_norm_0_forward_input.0")
+    out = Path(npy_path(dump.npy_dir, "Functional_conv2d_0_forward_output"))
+    again = Path(npy_path(dump.npy_dir, "Functional_batch_norm_0_forward_input.0"))
     assert out.stat().st_ino == again.stat().st_ino  # one host copy, one file, two names
     assert not list(dump.npy_dir.glob(".*.tmp"))

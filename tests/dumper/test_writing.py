@@ -113,7 +113,7 @@ def test_stop_waits_for_the_daemon(tmp_path: Path) -> None:
     debugger.stop()  # returns only once all of it is on disk
     (dump,) = discover(tmp_path)
     recs = read_pkl(dump.pkl).tensors
-    assert len(recs) == 40 and all(npy_path(dump.npy_dir, r.name).is_file() for r in recs)
+    assert len(recs) == 40 and all(Path(npy_path(dump.npy_dir, r.name)).is_file() for r in recs)
 
 
 def test_the_queue_is_bounded(tmp_path: Path) -> None:
