@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.batch import pair_suffix
 from ptdbg_tui.engine.live import PairInfo
 
 
 def default_path(now: float | None = None) -> str:
     return f"./compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now))}.csv"
-
-
-def pair_suffix(info: PairInfo) -> str:
-    """What ``ptdbg-tui compare`` inserts into the file name when several pairs are written."""
-    bench = info.bench.label if info.bench else "none"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{info.npu.label}-{bench}")
 
 
 def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool) -> list[Path]:
@@ -34,7 +28,7 @@ def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, 
     several = len(pairs) > 1
     written = []
     for info, rows in pairs:
-        suffix = pair_suffix(info) if several else ""
+        suffix = pair_suffix(info.npu, info.bench) if several else ""
         csv = write_csv(rows, out_dir, stack_mode=stack, summary=info.summary, suffix=suffix)
         if not to_dir:
             csv = csv.replace(path.with_name(f"{path.stem}{suffix}{path.suffix or '.csv'}"))

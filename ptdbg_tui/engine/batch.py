@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import threading
 import time
@@ -267,10 +268,9 @@ class _Bar:
             self.stream.flush()
 
 
-def _suffix(o: PairOutcome, several: bool) -> str:
-    if not several:
-        return ""
-    return "_" + f"{o.npu.label}-{o.bench.label}".replace("/", "_")
+def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
+    """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -295,7 +295,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         for o in outcomes:
             o.csv = write_csv(o.rows, args.output, stack_mode=args.stack, summary=o.summary,
-                              suffix=_suffix(o, len(outcomes) > 1))
+                              suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
