@@ -1,7 +1,8 @@
 """Dump folder layout (spec §2): finding rank dumps under any level of a dump tree, pairing sides.
 
-``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named like
-the pkl without ``.pkl``. A user may point at any of these levels or at the pkl itself.
+ptdbg: ``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named
+like the pkl without ``.pkl``. msprobe: ``{dump_path}/[step{N}/]rank{R}|rank|proc{pid}/dump.json``
+plus ``dump_tensor_data/``. A user may point at any of these levels or at the pkl/dump.json itself.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from ptdbg_tui.formats.msprobe import DATA_DIR, DUMP_JSON
+from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
 
 #: pkl file names by dump mode, in the order preferred when a rank dir holds several.
 PKL_NAMES = {
@@ -28,6 +32,8 @@ DUMP_TAG = "ptdbg_dump"
 VERSION = "4.0"
 
 _RANK_RE = re.compile(r"^rank(\d+)$")
+#: Rank folders without a rank number: msprobe's ``rank`` (not distributed) and ``proc<pid>`` (CPU).
+_RANKLESS_RE = re.compile(r"^(?:rank|proc\d+)$")
 _STEP_RE = re.compile(r"^step(\d+)$")
 _TAG_RE = re.compile(r"^.+_v\d[\w.]*$")
 
@@ -38,11 +44,17 @@ class DumpLayoutError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RankDump:
-    """One rank's dump of one step: its pkl and npy dir (which may not exist)."""
+    """One rank's dump of one step: its metadata file (a pkl, or msprobe's dump.json) and its
+    tensor data dir (which may not exist)."""
 
     pkl: Path
     step: int | None
     rank: int | None
+
+    @property
+    def format(self) -> str:
+        """``ptdbg`` or ``msprobe`` (the naming style of its entries)."""
+        return STYLE_MSPROBE if self.pkl.name == DUMP_JSON else STYLE_PTDBG
 
     @property
     def rank_dir(self) -> Path:
@@ -50,6 +62,9 @@ class RankDump:
 
     @property
     def npy_dir(self) -> Path:
+        """The tensor data dir: npy files (ptdbg), pt files (msprobe)."""
+        if self.format == STYLE_MSPROBE:
+            return self.rank_dir / DATA_DIR
         return self.pkl.with_suffix("")
 
     @property
@@ -90,6 +105,8 @@ def _number(regex: re.Pattern[str], name: str) -> int | None:
 
 
 def _pkl_in(rank_dir: Path) -> Path | None:
+    if (rank_dir / DUMP_JSON).is_file():
+        return rank_dir / DUMP_JSON
     for name in PKL_NAMES.values():
         if (rank_dir / name).is_file():
             return rank_dir / name
@@ -118,12 +135,12 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
     if not root.exists():
         raise DumpLayoutError(f"{root}: no such file or directory")
     if root.is_file():
-        if root.suffix != ".pkl":
-            raise DumpLayoutError(f"{root}: not a .pkl file or a dump directory")
+        if root.suffix != ".pkl" and root.name != DUMP_JSON:
+            raise DumpLayoutError(f"{root}: not a .pkl file, an msprobe {DUMP_JSON} or a dump directory")
         return [_rank_dump(root)]
     found: list[RankDump] = []
     frontier = [root]
-    for _depth in range(4):  # root -> tag -> step -> rank
+    for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
         nxt: list[Path] = []
         for d in frontier:
             pkl = _pkl_in(d)
@@ -131,12 +148,13 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
                 found.append(_rank_dump(pkl))
                 continue
             for sub in _subdirs(d):
-                if _RANK_RE.match(sub.name) or _STEP_RE.match(sub.name) or _TAG_RE.match(sub.name):
+                if any(r.match(sub.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE)):
                     nxt.append(sub)
         frontier = nxt
     if not found:
         raise DumpLayoutError(
-            f"{root}: no dump found (expected {DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl below it)"
+            f"{root}: no dump found (expected {DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's "
+            f"[stepN/]rankR|proc<pid>/{DUMP_JSON}, below it)"
         )
     return sorted(found, key=lambda r: (r.step if r.step is not None else -1,
                                          r.rank if r.rank is not None else -1, str(r.pkl)))
