@@ -256,7 +256,8 @@ class MetricAccumulator:
                        cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
                        worst_index=worst, worst_npu=self.worst_npu if worst else None,
                        worst_bench=self.worst_bench if worst else None,
-                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors)
+                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors,
+                       euc_dist=math.sqrt(self.dd))
 
 
 def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,

@@ -98,6 +98,7 @@ class Result:
     histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per bin (16× wide; see the edges)
     histogram_edges: tuple[float, ...] = ()
     errors: ErrorMeasures | None = None  # None when nothing was compared (shapes differ, unreadable …)
+    euc_dist: float | None = None  # ‖npu − bench‖₂ (msprobe's EucDist), when the tensors were compared
 
 
 @dataclass(slots=True, eq=False)

@@ -25,10 +25,10 @@ from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
-from ptdbg_tui.compare.tasks import CompareTask, summary_result, task_for, unmatched_result
+from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
-from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.reader import read_dump
 from ptdbg_tui.formats.records import BadLine
 
 EXIT_OK = 0
@@ -71,10 +71,10 @@ class PairOutcome:
 def _read(dump: RankDump, side: str) -> Any:
     try:
         if not dump.pkl.is_file():
-            raise CompareInputError(f"{side} pkl {dump.pkl} does not exist")
-        return read_pkl(dump.pkl)
+            raise CompareInputError(f"{side} dump file {dump.pkl} does not exist")
+        return read_dump(dump)
     except OSError as e:
-        raise CompareInputError(f"cannot read {side} pkl {dump.pkl}: {e.strerror or e}") from None
+        raise CompareInputError(f"cannot read {side} dump file {dump.pkl}: {e.strerror or e}") from None
 
 
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
@@ -85,10 +85,7 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None
     for row in rows:
-        if not row.matched:
-            row.result = unmatched_result(row, summary=not full)
-        elif not full:
-            row.result = summary_result(row)
+        row.result = settled_result(row, summary=not full)
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
                        stack_mode=bool(n.stacks), npu_npy=npu_npy if full else None,
                        bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)

@@ -40,15 +40,11 @@ def frame_site(frame: Frame) -> str:
     return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
-def forward_call(entry: EntryName) -> str:
-    return f"{entry.api}_{entry.index}_{FORWARD}"
-
-
 def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
     """The stack that says where a call was made: the forward one for both directions."""
     if entry is None:
         return None
-    return stacks.get(forward_call(entry)) or stacks.get(entry.call)
+    return stacks.get(entry.forward_call) or stacks.get(entry.call)
 
 
 def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
@@ -57,7 +53,7 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     direction = entry.direction if entry else OTHER
     segs = [Seg("direction", direction, DIRECTION_LABELS[direction])]
     if chain:
-        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}") for qual, cls in chain]
+        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}" if cls else qual) for qual, cls in chain]
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)
@@ -65,5 +61,5 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     if entry is None:
         segs.append(Seg("call", name, name))
     else:
-        segs.append(Seg("call", entry.call, f"{entry.api}_{entry.index}"))
+        segs.append(Seg("call", entry.call, entry.label))
     return tuple(segs)

@@ -32,12 +32,11 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
 from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.tasks import summary_result, task_for, unmatched_result
+from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.watch import DumpWatcher
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps
-from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
-from ptdbg_tui.formats.pkl import PklFollower
+from ptdbg_tui.formats.reader import open_reader
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -193,12 +192,11 @@ class Outbox:
 
 
 class SideState:
-    """One pkl being followed, with its stack lines and module sidecar."""
+    """One rank dump being followed (any format), with its stacks and module structure."""
 
     def __init__(self, dump: RankDump) -> None:
         self.dump = dump
-        self.follower = PklFollower(dump.pkl, READ_CHUNK)
-        self.modules = ModuleFollower(sidecar_path(dump.pkl))
+        self.reader = open_reader(dump, READ_CHUNK)
         self.tensors: list[TensorRecord] = []
         self.stacks: dict[str, StackRecord] = {}
         self.bad: list[BadLine] = []
@@ -210,10 +208,9 @@ class SideState:
         """Read what was appended (``version`` counts the changes)."""
         changed = False
         while True:
-            batch = self.follower.read(final)
+            batch = self.reader.read(final)
             if batch.reset:
                 self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
-                self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
             if batch:
                 self.tensors += batch.tensors
                 self.stacks.update((s.call, s) for s in batch.stacks)
@@ -221,7 +218,7 @@ class SideState:
                 changed = True
             if not batch.more:
                 break
-        if self.modules.read(final):
+        if self.reader.read_modules(final):
             changed = True
         if changed:
             self.version += 1
@@ -525,11 +522,9 @@ class LiveEngine:
         static = self._watcher is None
         tasks_at: list[int] = []
         for i in todo:
-            row = p.rows[i]
-            if not row.matched:
-                self._set(p, i, unmatched_result(row, summary=p.info.summary))
-            elif p.info.summary:
-                self._set(p, i, summary_result(row))
+            result = settled_result(p.rows[i], p.info.summary)
+            if result is not None:
+                self._set(p, i, result)
             else:
                 tasks_at.append(i)
         if not tasks_at:
@@ -593,12 +588,12 @@ class LiveEngine:
         if found is not None:
             return found
         entry = rec.entry
-        chain = side.modules.chains.get(f"{entry.api}_{entry.index}") if entry else None
+        chain = side.reader.module_chain(entry) if entry else None
         stack = placement_stack(entry, side.stacks)
         # The dumper writes a call's tensor lines, then its stack line, then its module line:
         # only the last call of a file may still be missing them.
         settled = (self._watcher is None or chain is not None or rec.call != side.tail_call
-                   or (stack is not None and not side.modules.chains)
+                   or (stack is not None and not side.reader.has_modules)
                    or side.quiet(time.monotonic(), self.options.quiet_s))
         if not settled:
             return None

@@ -83,7 +83,7 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
     (["{tmp}/missing", "{bench}"], "no such file or directory"),
     (["{npu}", "{bench}", "--step", "4"], "no NPU and bench rank dumps pair up for step 4"),
     (["{npu}", "{bench}", "--jobs", "0"], "--jobs must be at least 1"),
-    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file or a dump directory"),
+    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file, an msprobe dump.json or a dump directory"),
 ])
 def test_unusable_inputs_exit_2_with_one_line(seed, tmp_path, capsys, args, words):
     (tmp_path / "notadump.txt").write_text("x")
