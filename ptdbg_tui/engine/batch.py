@@ -28,7 +28,7 @@ from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
-from ptdbg_tui.formats.reader import read_dump
+from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine
 
 EXIT_OK = 0
@@ -80,7 +80,8 @@ def _read(dump: RankDump, side: str) -> Any:
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    matching = choose_match(n.tensors, b.tensors, match)
+    mixed = mixed_pair(producer(npu.format, n.stacks), producer(bench.format, b.stacks))
+    matching = choose_match(n.tensors, b.tensors, match, mixed)
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None
@@ -223,15 +224,18 @@ def summary_text(o: PairOutcome) -> str:
     """The short report of one pair: counts, culprits, skipped pkl lines, the CSV."""
     c = o.counts()
     mode = "statistics only" if o.summary else "tensors"
+    noise = sum(1 for r in o.rows if r.noise)
+    of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
-             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched, {c[Status.ERROR]} errors"]
+             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     lines += diagnosis_lines(o.diagnosis)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
-            lines.append(f"  {side} pkl: {len(bad)} unreadable line(s) skipped, first: line {bad[0].line}: "
-                         f"{bad[0].reason}")
+            where = f"line {bad[0].line}: " if bad[0].line else ""
+            lines.append(f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
+                         f"{where}{bad[0].reason}")
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
         lines.append(f"  suspects: {suspects_path(o.csv)}")

@@ -36,7 +36,7 @@ from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.watch import DumpWatcher
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps
-from ptdbg_tui.formats.reader import open_reader
+from ptdbg_tui.formats.reader import mixed_pair, open_reader
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -289,7 +289,8 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode)
+        mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []

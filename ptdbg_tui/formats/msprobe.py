@@ -373,6 +373,10 @@ class MsprobeFollower:
     def has_modules(self) -> bool:
         return bool(self.chains)
 
+    @property
+    def producer(self) -> str:
+        return STYLE_MSPROBE
+
     def module_chain(self, entry: EntryName) -> ModuleChain | None:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
