@@ -245,7 +245,8 @@ def settled_result(row: Row, summary: bool) -> Result | None:
     if npu is None or bench is None:
         return unmatched_result(row, summary)
     if summary:
-        return checksum_result(row) if npu.md5 and bench.md5 else summary_result(row)
+        checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar)
+        return checksum_result(row) if checksums else summary_result(row)
     if npu.data_file is None or bench.data_file is None:
         return value_result(row)
     return None

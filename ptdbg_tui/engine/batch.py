@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
+from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
@@ -292,6 +293,14 @@ class _Bar:
             self.stream.flush()
 
 
+def write_pair_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], npu: RankDump, fmt: str | None, *,
+                   stack_mode: bool = False, summary: bool = False, suffix: str = "") -> Path:
+    """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
+    if (fmt or npu.format) == CSV_MSPROBE:
+        return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)
+    return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix)
+
+
 def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
@@ -318,8 +327,9 @@ def run_cli(args: argparse.Namespace) -> int:
         bar.close()
     try:
         for o in outcomes:
-            o.csv = write_csv(o.rows, args.output, stack_mode=args.stack, summary=o.summary,
-                              suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
+            o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
+                                   summary=o.summary,
+                                   suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
             write_suspects(o.diagnosis, o.csv)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
