@@ -598,7 +598,7 @@ class LiveEngine:
                    or side.quiet(time.monotonic(), self.options.quiet_s))
         if not settled:
             return None
-        found = p.paths[key] = (call_path(entry, rec.name, chain, stack), stack)
+        found = p.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
         return found
 
     def _emit(self, p: PairState) -> None:
