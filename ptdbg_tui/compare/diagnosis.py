@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge
+from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
 
@@ -28,10 +28,10 @@ LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-p
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
 #: numerical fault of theirs.
 RANDOM_OPS = frozenset({
-    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "normal_",
-    "uniform_", "bernoulli", "bernoulli_", "multinomial", "poisson", "random_", "exponential_", "geometric_",
-    "cauchy_", "log_normal_", "dropout", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "rrelu", "gumbel_softmax",
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
+    "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
+    "gumbel_softmax",
 })
 MODULE_PREFIX = "Module"
 
@@ -229,7 +229,7 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
     members = calls.rows[key]
     entry = calls.entry[key]
-    if _op(entry).lower() in RANDOM_OPS:
+    if op_name(_op(entry)) in RANDOM_OPS:
         return "a random op: its draws differ unless the generators match"
     outs = [r for r in members if _entry(r) is not None and _entry(r).kind == OUTPUT]
     ins = [r for r in members if r not in outs]

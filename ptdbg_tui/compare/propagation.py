@@ -14,6 +14,9 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
   elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
   gradients; its saved forward tensors count in ``max e_i`` only.
 
+* an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
+  max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
+
 The call introduces error when an output's error exceeds ``MARGIN`` times that allowance. Errors are
 measured over positions finite on both sides, the output's with the robust variant (a handful of
 elements flipped at a ReLU or max boundary are not a fault); a call whose outputs gain NaN/Inf from
@@ -71,9 +74,34 @@ EXPONENTIAL = frozenset({
 })
 
 
+#: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
+#: picks, a rounding step): an error ``e`` in that argument flips a fraction of about ``e`` of the elements,
+#: each by its whole size, so the output may carry a relative error of about ``√(2e)`` — more than any
+#: margin on ``e`` — with no fault at all.
+DISCONTINUOUS = frozenset({
+    "relu", "relu6", "leaky_relu", "rrelu", "prelu", "hardtanh", "threshold", "hardsigmoid", "hardswish",
+    "elu", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "fractional_max_pool2d", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
+    "clamp_max", "where", "masked_fill", "abs", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac",
+    "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "heaviside", "gt", "lt",
+    "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal",
+})
+
+
+def op_name(op: str) -> str:
+    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
+    return op.lower().strip("_")
+
+
+def flip_allowance(op: str, e_in: float) -> float:
+    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops)."""
+    return math.sqrt(2 * e_in) if op_name(op) in DISCONTINUOUS else 0.0
+
+
 def amplification(op: str, inputs: Sequence[Operand]) -> float:
     """κ: how much the op (``softmax``, ``exp_`` …) may amplify its inputs' relative error (1 for most)."""
-    if op.lower().strip("_") not in EXPONENTIAL:
+    if op_name(op) not in EXPONENTIAL:
         return 1.0
     sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
     return max(1.0, *sizes)
@@ -87,10 +115,11 @@ def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
     return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
 
 
-def judge_output(y: ErrorMeasures, inputs: Sequence[Operand], kappa: float) -> tuple[float, float]:
-    """``(output error, allowed relative error)`` of one output."""
+def judge_output(y: ErrorMeasures, inputs: Sequence[Operand], kappa: float,
+                 flips: float = 0.0) -> tuple[float, float]:
+    """``(output error, allowed relative error)`` of one output (``flips``: see :func:`flip_allowance`)."""
     e_in = max((o.errors.rel for o in inputs), default=0.0)
-    relative = max(kappa * e_in, ROUNDINGS * y.floor)
+    relative = max(kappa * e_in, ROUNDINGS * y.floor, flips)
     additive = max(((o.errors.rel + o.errors.floor) * _scale(o.errors, y) for o in inputs if o.same_kind),
                    default=0.0)
     if y.bench_norm > 0:
@@ -111,12 +140,13 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
             name, y = max(origin, key=lambda item: item[1].new_nonfinite)
             return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs)
+    flips = flip_allowance(op, e_in)
     worst: Judgement | None = None
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
-            err, allowed = judge_output(y, inputs, kappa)
+            err, allowed = judge_output(y, inputs, kappa, flips)
         allowed *= MARGIN
         score = _score(err, allowed)
         if worst is None or score > worst.score:
