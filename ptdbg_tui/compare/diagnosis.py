@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge
+from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS, EntryName
-from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
+from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
 TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
@@ -28,10 +28,10 @@ LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-p
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
 #: numerical fault of theirs.
 RANDOM_OPS = frozenset({
-    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "normal_",
-    "uniform_", "bernoulli", "bernoulli_", "multinomial", "poisson", "random_", "exponential_", "geometric_",
-    "cauchy_", "log_normal_", "dropout", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout",
-    "rrelu", "gumbel_softmax",
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
+    "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
+    "gumbel_softmax",
 })
 MODULE_PREFIX = "Module"
 
@@ -48,7 +48,11 @@ class CallEvidence:
     call: str
     direction: str
     judgement: Judgement | None  # None when it could not be judged
-    text: str
+    why_not: str = ""  # why it could not be judged
+
+    @property
+    def text(self) -> str:
+        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
 
     @property
     def introduces(self) -> bool:
@@ -182,7 +186,7 @@ def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool
         if errors is None:
             missing = missing or not _scalar_only(row)
             continue
-        out.append(Operand(row.name, errors, same_kind, _magnitude(row.bench)))
+        out.append(Operand(errors, same_kind, row.bench))
     return out, missing
 
 
@@ -190,13 +194,6 @@ def _scalar_only(row: Row) -> bool:
     """A value the compare leaves out by design (a Python scalar or empty tensor without data)."""
     rec = row.record
     return rec.is_scalar or rec.numel == 0
-
-
-def _magnitude(rec: TensorRecord | None) -> float | None:
-    if rec is None:
-        return None
-    values = [v for v in (rec.stat(0), rec.stat(1)) if v is not None and math.isfinite(v)]
-    return max((abs(v) for v in values), default=None)
 
 
 class _Calls:
@@ -229,10 +226,10 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
     members = calls.rows[key]
     entry = calls.entry[key]
-    if _op(entry).lower() in RANDOM_OPS:
+    if op_name(_op(entry)) in RANDOM_OPS:
         return "a random op: its draws differ unless the generators match"
-    outs = [r for r in members if _entry(r) is not None and _entry(r).kind in OUTPUT_KINDS]
-    ins = [r for r in members if r not in outs]
+    outs = [r for r in members if r.record.entry.kind in OUTPUT_KINDS]
+    ins = [r for r in members if r.record.entry.kind not in OUTPUT_KINDS]
     outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
     if not outputs:
         return "outputs not compared" if outs else "no outputs recorded"
@@ -264,14 +261,13 @@ def diagnose(rows: Sequence[Row]) -> Diagnosis:
             diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")
             continue
         diagnosis.judged += 1
-        text = evidence_text(verdict)
-        diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict, text)
+        evidence = diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict)
         container = entry.prefix == MODULE_PREFIX and calls.api_level[entry.direction]
         if verdict.kind is None or container:
             continue
         stack = _stack(calls.forward_of(key)) or _stack(members)
-        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, text, verdict,
-                             list(members), stack, min(r.seq for r in members)))
+        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, evidence.text,
+                             verdict, list(members), stack, min(r.seq for r in members)))
     found.sort(key=lambda s: (s.direction != FORWARD, s.seq))
     diagnosis.suspects = found
     first_no = original_pick(rows)

@@ -14,6 +14,9 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
   elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
   gradients; its saved forward tensors count in ``max e_i`` only.
 
+* an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
+  max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
+
 The call introduces error when an output's error exceeds ``MARGIN`` times that allowance. Errors are
 measured over positions finite on both sides, the output's with the robust variant (a handful of
 elements flipped at a ReLU or max boundary are not a fault); a call whose outputs gain NaN/Inf from
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import ErrorMeasures
+from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
@@ -43,10 +47,17 @@ ZEROS = "zeros"
 class Operand:
     """One tensor of a call as the rule sees it."""
 
-    name: str
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
-    magnitude: float | None = None  # the largest |value| of the bench tensor, when recorded
+    bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+
+    @property
+    def magnitude(self) -> float | None:
+        """The largest |value| of the bench tensor, when recorded."""
+        if self.bench is None:
+            return None
+        values = (self.bench.stat(0), self.bench.stat(1))
+        return max((abs(v) for v in values if v is not None and math.isfinite(v)), default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +82,34 @@ EXPONENTIAL = frozenset({
 })
 
 
+#: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
+#: picks, a rounding step): an error ``e`` in that argument flips a fraction of about ``e`` of the elements,
+#: each by its whole size, so the output may carry a relative error of about ``√(2e)`` — more than any
+#: margin on ``e`` — with no fault at all.
+DISCONTINUOUS = frozenset({
+    "relu", "relu6", "leaky_relu", "rrelu", "prelu", "hardtanh", "threshold", "hardsigmoid", "hardswish",
+    "elu", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "fractional_max_pool2d", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
+    "clamp_max", "where", "masked_fill", "abs", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac",
+    "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "heaviside", "gt", "lt",
+    "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal",
+})
+
+
+def op_name(op: str) -> str:
+    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
+    return op.lower().strip("_")
+
+
+def flip_allowance(op: str, e_in: float) -> float:
+    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops)."""
+    return math.sqrt(2 * e_in) if op_name(op) in DISCONTINUOUS else 0.0
+
+
 def amplification(op: str, inputs: Sequence[Operand]) -> float:
     """κ: how much the op (``softmax``, ``exp_`` …) may amplify its inputs' relative error (1 for most)."""
-    if op.lower().strip("_") not in EXPONENTIAL:
+    if op_name(op) not in EXPONENTIAL:
         return 1.0
     sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
     return max(1.0, *sizes)
@@ -87,16 +123,25 @@ def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
     return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
 
 
-def judge_output(y: ErrorMeasures, inputs: Sequence[Operand], kappa: float) -> tuple[float, float]:
-    """``(output error, allowed relative error)`` of one output."""
-    e_in = max((o.errors.rel for o in inputs), default=0.0)
-    relative = max(kappa * e_in, ROUNDINGS * y.floor)
-    additive = max(((o.errors.rel + o.errors.floor) * _scale(o.errors, y) for o in inputs if o.same_kind),
-                   default=0.0)
+def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
+                 flips: float = 0.0) -> tuple[float, float]:
+    """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
+    their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
+    relative = max(kappa * e_in, ROUNDINGS * y.floor, flips)
     if y.bench_norm > 0:
         return y.robust, relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
     return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
+
+
+def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
+    """The absolute error the same-kind inputs may add to ``y``, rounding at their scale included."""
+    out = 0.0
+    for o in inputs:
+        if o.same_kind:
+            x = o.errors
+            out = max(out, (x.rel + x.floor) * _scale(x, y))
+    return out
 
 
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
@@ -104,25 +149,30 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     """The verdict on one call from its compared outputs and inputs (``None`` without outputs)."""
     if not outputs:
         return None
-    e_in = max((o.errors.rel for o in inputs), default=0.0)
-    if not any(o.errors.new_nonfinite for o in inputs):
+    e_in = 0.0
+    nonfinite_in = False
+    for o in inputs:
+        e_in = max(e_in, o.errors.rel)
+        nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
+    if not nonfinite_in:
         origin = [(name, y) for name, y in outputs if y.new_nonfinite]
         if origin:
             name, y = max(origin, key=lambda item: item[1].new_nonfinite)
             return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs)
-    worst: Judgement | None = None
+    flips = flip_allowance(op, e_in)
+    best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
-            err, allowed = judge_output(y, inputs, kappa)
-        allowed *= MARGIN
-        score = _score(err, allowed)
-        if worst is None or score > worst.score:
-            kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
-            worst = Judgement(e_in, err, allowed, score, kind, name, partial)
-    return worst
+            err, allowed = judge_output(y, e_in, _additive(inputs, y), kappa, flips)
+        score = _score(err, allowed * MARGIN)
+        if score > best[0]:
+            best = (score, err, allowed * MARGIN, name, y)
+    score, err, allowed, name, y = best
+    kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
+    return Judgement(e_in, err, allowed, score, kind, name, partial)
 
 
 def _score(err: float, allowed: float) -> float:
