@@ -1,7 +1,8 @@
 """Tensors saved by ``torch.save`` (msprobe's ``.pt`` files), read without torch and without ever
 unpickling anything but a tensor.
 
-A torch.save file is a zip whose members are stored uncompressed: ``<archive>/data.pkl`` describes
+A torch.save file is a zip whose members are stored uncompressed (a small one's central directory is
+read here directly; anything unusual goes through :mod:`zipfile`): ``<archive>/data.pkl`` describes
 the object, ``<archive>/data/<key>`` holds each storage's raw bytes and ``<archive>/byteorder`` says
 ``little`` or ``big``. data.pkl is read by a restricted unpickler that knows only what one tensor
 needs (``torch._utils._rebuild_tensor_v2``/``_v3``, ``_rebuild_parameter``, the storage type and
@@ -45,6 +46,14 @@ TORCH_DTYPES = {
 }
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., file name length, extra field length
 _LOCAL_SIG = b"PK\x03\x04"
+#: End of central directory: signature, disk, directory's disk, entries here, entries, size, offset,
+#: comment length.
+_EOCD = struct.Struct("<4s4H2LH")
+_EOCD_SIG = b"PK\x05\x06"
+#: Central directory header: signature, 6 shorts (versions, flags, method, time, date), crc, sizes,
+#: 5 shorts (name, extra and comment lengths, disk, internal attributes), external attributes, offset.
+_CENTRAL = struct.Struct("<4s6H3L5H2L")
+_CENTRAL_SIG = b"PK\x01\x02"
 _BF16 = "bfloat16"
 
 
@@ -145,7 +154,6 @@ class _Parsed:
     tensor: _Tensor
     data_start: int  # file offset of the storage's first byte
     storage_bytes: int
-    stored: bool  # the storage member is not compressed
 
 
 def _name(path: str | os.PathLike[str]) -> str:
@@ -161,21 +169,69 @@ def _c_contiguous(size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
     return True
 
 
-def _member(zf: zipfile.ZipFile, suffix: str) -> zipfile.ZipInfo | None:
-    """The member ``<archive>/<suffix>`` (the archive folder is named after the file)."""
-    for info in zf.infolist():
-        _, sep, tail = info.filename.partition("/")
-        if sep and tail == suffix:
-            return info
-    return None
+class _Member(NamedTuple):
+    offset: int  # of its local header
+    size: int
+    stored: bool
 
 
-def _parse(f: BinaryIO, zf: zipfile.ZipFile, name: str) -> _Parsed:
-    pkl = _member(zf, "data.pkl")
+def _central(blob: bytes) -> dict[str, _Member] | None:
+    """The members of an in-memory zip from its central directory; ``None`` for anything but the
+    plain layout torch.save writes (zipfile then reads it: it costs ~0.2 ms a file, and a dump holds
+    thousands of small ones)."""
+    end = len(blob) - _EOCD.size
+    if end < 0 or blob[end:end + 4] != _EOCD_SIG:
+        return None
+    _, disk, cd_disk, here, total, cd_size, cd_offset, _ = _EOCD.unpack_from(blob, end)
+    if disk or cd_disk or here != total or cd_offset + cd_size > end:
+        return None
+    members: dict[str, _Member] = {}
+    pos = cd_offset
+    for _ in range(total):
+        if blob[pos:pos + 4] != _CENTRAL_SIG:
+            return None
+        f = _CENTRAL.unpack_from(blob, pos)
+        method, size, n_name, n_extra, n_comment, offset = f[4], f[8], f[10], f[11], f[12], f[16]
+        if size == 0xFFFFFFFF or offset == 0xFFFFFFFF:  # zip64 fields
+            return None
+        name = blob[pos + _CENTRAL.size:pos + _CENTRAL.size + n_name].decode("utf-8", "replace")
+        members[name.partition("/")[2]] = _Member(offset, size, method == zipfile.ZIP_STORED)
+        pos += _CENTRAL.size + n_name + n_extra + n_comment
+    return members
+
+
+def _listed(f: BinaryIO) -> dict[str, _Member]:
+    with zipfile.ZipFile(f) as zf:
+        return {i.filename.partition("/")[2]: _Member(i.header_offset, i.compress_size,
+                                                        i.compress_type == zipfile.ZIP_STORED)
+                for i in zf.infolist()}
+
+
+def _start(f: BinaryIO, m: _Member, name: str) -> int:
+    """File offset of a stored member's data."""
+    if not m.stored:
+        raise PtError(f"Dump file {name} holds compressed members (torch.save never does): not supported.")
+    f.seek(m.offset)
+    sig, n_name, n_extra = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
+    if sig != _LOCAL_SIG:
+        raise PtError(f"Dump file {name} is not a valid zip file (bad local header).")
+    return m.offset + _LOCAL_HEADER.size + n_name + n_extra
+
+
+def _read(f: BinaryIO, m: _Member, name: str) -> bytes:
+    f.seek(_start(f, m, name))
+    data = f.read(m.size)
+    if len(data) < m.size:
+        raise PtError(f"Dump file {name} is truncated.")
+    return data
+
+
+def _parse(f: BinaryIO, members: dict[str, _Member], name: str) -> _Parsed:
+    pkl = members.get("data.pkl")
     if pkl is None:
         raise PtError(f"Dump file {name} is not a torch.save file (no data.pkl in it).")
     try:
-        obj = _TensorUnpickler(io.BytesIO(zf.read(pkl))).load()
+        obj = _TensorUnpickler(io.BytesIO(_read(f, pkl, name))).load()
     except pickle.UnpicklingError as e:
         raise PtError(f"Dump file {name} does not hold a tensor ({e}); refusing to unpickle it.") from None
     except (EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, struct.error) as e:
@@ -185,11 +241,11 @@ def _parse(f: BinaryIO, zf: zipfile.ZipFile, name: str) -> _Parsed:
     code = STORAGE_DTYPES.get(obj.storage.type)
     if code is None:
         raise PtError(f"Dump file {name}: tensors of {obj.storage.type} cannot be read.")
-    order = _member(zf, "byteorder")
-    big = order is not None and zf.read(order).strip() == b"big"
+    order = members.get("byteorder")
+    big = order is not None and _read(f, order, name).strip() == b"big"
     raw = np.dtype("<u2" if code == _BF16 else code).newbyteorder(">" if big else "<")
     dtype = np.dtype(np.float32) if code == _BF16 else raw
-    data = _member(zf, f"data/{obj.storage.key}")
+    data = members.get(f"data/{obj.storage.key}")
     if data is None:
         raise PtError(f"Dump file {name} lacks the data of its storage {obj.storage.key}.")
     if len(obj.size) != len(obj.stride) or any(d < 0 for d in obj.size) or obj.offset < 0:
@@ -198,21 +254,16 @@ def _parse(f: BinaryIO, zf: zipfile.ZipFile, name: str) -> _Parsed:
     numel = math.prod(obj.size)
     span = 1 + sum((d - 1) * s for d, s in zip(obj.size, obj.stride, strict=True)) if numel else 0
     extent = obj.offset + span
-    if any(s < 0 for s in obj.stride) or extent > obj.storage.numel or data.file_size < extent * raw.itemsize:
-        raise PtError(f"Dump file {name} is truncated: its storage holds {data.file_size // raw.itemsize} "
+    if any(s < 0 for s in obj.stride) or extent > obj.storage.numel or data.size < extent * raw.itemsize:
+        raise PtError(f"Dump file {name} is truncated: its storage holds {data.size // raw.itemsize} "
                       f"elements, the tensor needs {extent}.")
-    f.seek(data.header_offset)
-    sig, n_name, n_extra = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
-    if sig != _LOCAL_SIG:
-        raise PtError(f"Dump file {name} is not a valid zip file (bad local header).")
-    start = data.header_offset + _LOCAL_HEADER.size + n_name + n_extra
-    stored = data.compress_type == zipfile.ZIP_STORED
-    contiguous = stored and _c_contiguous(obj.size, obj.stride)
-    offset = start + obj.offset * raw.itemsize if contiguous else -1
-    return _Parsed(PtHeader(obj.size, dtype, raw, offset), obj, start, data.file_size, stored)
+    start = _start(f, data, name)
+    offset = start + obj.offset * raw.itemsize if _c_contiguous(obj.size, obj.stride) else -1
+    return _Parsed(PtHeader(obj.size, dtype, raw, offset), obj, start, data.size)
 
 
-def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, zipfile.ZipFile]:
+def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
+    """The file (in memory when small) and its members by name below the archive folder."""
     name = _name(path)
     try:
         size = os.path.getsize(path)
@@ -224,16 +275,18 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, zipfile.ZipFile]:
     except OSError as e:
         raise PtError(f"Dump file {name} cannot be read ({e.strerror}).") from None
     try:
+        members = None
         if size <= SMALL_FILE:
             data = f.read()
             f.close()
             f = io.BytesIO(data)
-        return f, zipfile.ZipFile(f)
+            members = _central(data)
+        return f, members if members is not None else _listed(f)
     except zipfile.BadZipFile:
+        f.seek(0)
+        magic = f.read(1)
         f.close()
-        with open(path, "rb") as g:
-            magic = g.read(2)
-        if magic[:1] == b"\x80":
+        if magic == b"\x80":
             raise PtError(f"Dump file {name} is an old (non-zip) torch.save file: not supported.") from None
         raise PtError(f"Dump file {name} is not a torch.save zip file (truncated or corrupt).") from None
     except OSError as e:
@@ -252,14 +305,11 @@ def _widen(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return wide.view(np.float32)
 
 
-def _values(f: BinaryIO, p: _Parsed, zf: zipfile.ZipFile, name: str) -> np.ndarray:
+def _values(f: BinaryIO, p: _Parsed, name: str) -> np.ndarray:
     """The whole tensor, in memory."""
     t, raw = p.tensor, p.header.raw
-    if p.stored:
-        f.seek(p.data_start)
-        blob = f.read(p.storage_bytes)
-    else:
-        blob = zf.read(_member(zf, f"data/{t.storage.key}"))
+    f.seek(p.data_start)
+    blob = f.read(p.storage_bytes)
     if len(blob) < p.storage_bytes:
         raise PtError(f"Dump file {name} is truncated: it shrank while being read.")
     storage = np.frombuffer(blob, dtype=raw, count=p.storage_bytes // raw.itemsize)
@@ -274,14 +324,13 @@ def _values(f: BinaryIO, p: _Parsed, zf: zipfile.ZipFile, name: str) -> np.ndarr
 def read_pt(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[PtHeader, np.ndarray | None]:
     """The header, and the data too (read-only) when it is at most ``data_limit`` bytes."""
     name = _name(path)
-    f, zf = _open(path)
+    f, members = _open(path)
     try:
-        with zf:
-            p = _parse(f, zf, name)
-            if p.header.nbytes > data_limit and p.header.data_offset >= 0:
-                return p.header, None
-            return p.header, _values(f, p, zf, name)
-    except (OSError, zipfile.BadZipFile) as e:
+        p = _parse(f, members, name)
+        if p.header.nbytes > data_limit and p.header.data_offset >= 0:
+            return p.header, None
+        return p.header, _values(f, p, name)
+    except OSError as e:
         raise PtError(f"Dump file {name} cannot be read ({e}).") from None
     finally:
         f.close()

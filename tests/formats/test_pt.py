@@ -51,12 +51,12 @@ def test_values_equal_torch_load(tmp_path, name, make):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_large_tensors_are_read_in_chunks_into_one_buffer(tmp_path, dtype):
-    value = torch.randn(100_003).to(dtype)
+    value = torch.randn(300_003).to(dtype)  # fp32: over SMALL_FILE, listed by zipfile; the others in memory
     path = _save(tmp_path, "big", value)
     header, array = read_tensor(path, 0)
     assert array is None and header.data_offset > 0
     chunks = [c.copy() for c in iter_chunks(path, header, 4096)]
-    assert len(chunks) == 25
+    assert len(chunks) == 74
     np.testing.assert_array_equal(np.concatenate(chunks), value.float().numpy().astype(header.dtype))
 
 
