@@ -17,6 +17,7 @@ import json
 import os
 import re
 import zlib
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from ptdbg_tui.formats.naming import (
     STYLE_MSPROBE,
     EntryName,
 )
-from ptdbg_tui.formats.pkl import PklBatch
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
 from ptdbg_tui.formats.records import NONE_DTYPE, BadLine, Frame, StackRecord, TensorRecord
 
 DUMP_JSON = "dump.json"
@@ -253,20 +254,19 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def read_json(path: Path, last: tuple[int, int, int, int] | None = None,
-              ) -> tuple[Any, tuple[int, int, int, int]] | None:
-    """The file's JSON and its identity, ``None`` if it has not changed since ``last`` (or is absent).
+def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
+              ) -> tuple[str, tuple[int, int, int, int]] | None:
+    """The file's text and identity, ``None`` if it has not changed since ``last`` (or is absent).
 
-    Raises :class:`HalfWritten` while the writer holds its lock or the text is cut short, and
-    OSError/ValueError for a file that cannot be read at all.
+    Raises :class:`HalfWritten` while the writer holds its lock, OSError for a file that cannot be
+    read.
     """
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed by the with below; a missing file is no error
     except FileNotFoundError:
         return None
     with f:
-        st = os.fstat(f.fileno())
-        ident = _identity(st)
+        ident = _identity(os.fstat(f.fileno()))
         if ident == last:
             return None
         try:
@@ -274,55 +274,109 @@ def read_json(path: Path, last: tuple[int, int, int, int] | None = None,
         except BlockingIOError:
             raise HalfWritten(f"{path.name} is being written") from None
         except OSError:
-            pass  # no locks on this filesystem: the JSON check below still catches a partial file
+            pass  # no locks on this filesystem: the completeness checks still catch a partial file
         try:
-            text = f.read()
+            data = f.read()
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    return data.decode("utf-8", errors="replace"), ident
+
+
+def parse_json(text: str, name: str) -> Any:
     try:
-        return json.loads(text), ident
+        return json.loads(text)
     except ValueError as e:
-        raise HalfWritten(f"{path.name} is not complete JSON ({e})") from None
+        raise HalfWritten(f"{name} is not complete JSON ({e})") from None
+
+
+_DATA = '\n "data": {'
+_ENTRY = '\n  "'
+_END = "\n }\n}"
+
+Entries = list[tuple[str, str]]  # (entry name, its value as JSON text), in file order
+
+
+def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
+    """dump.json's header and entries. The entries are cut at the boundaries ``json.dump(indent=1)``
+    writes (msprobe's layout), without decoding them: a flush that appends then costs only the new
+    entries' decoding, and decoding goes by chunks, never holding the GIL for a whole big file.
+    Any other layout is decoded whole. Raises :class:`HalfWritten` for a text cut short."""
+    head, sep, body = text.partition(_DATA)
+    if sep and head.endswith(",") and (body == "}\n}" or body.endswith(_END)):
+        try:
+            header = json.loads(head[:-1] + "}")
+            entries: Entries = []
+            for piece in body[:-len(_END)].split(_ENTRY)[1:] if body != "}\n}" else ():
+                raw, colon, value = piece.partition('": ')
+                if not colon:
+                    raise ValueError("no entry name")
+                name = json.loads(f'"{raw}"') if "\\" in raw else raw  # names rarely hold escapes
+                entries.append((name, value[:-1] if value.endswith(",") else value))
+            if isinstance(header, dict):
+                return header, entries
+        except ValueError:
+            pass
+    data = parse_json(text, DUMP_JSON)
+    if not isinstance(data, dict) or not isinstance(data.get("data", {}), dict):
+        raise ValueError(f"{DUMP_JSON}: expected an object with a 'data' object")
+    header = {k: v for k, v in data.items() if k != "data"}
+    return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
 
 
 class MsprobeFollower:
     """Incremental reader of one msprobe rank folder (a :class:`~ptdbg_tui.formats.reader.DumpReader`);
-    :meth:`read` has the PklFollower contract."""
+    :meth:`read` has the PklFollower contract, ``chunk`` bounds the entry text decoded per call."""
 
-    def __init__(self, dump_json: str | os.PathLike[str]) -> None:
+    def __init__(self, dump_json: str | os.PathLike[str], chunk: float = DEFAULT_CHUNK) -> None:
         self.path = Path(dump_json)
         self.rank_dir = self.path.parent
-        self._entries: dict[str, Any] = {}  # the raw value of every entry read, in order
+        self.chunk = chunk
+        self._entries: Entries = []  # every entry taken, decoded or pending
+        self._pending: deque[tuple[str, str]] = deque()
         self._idents: dict[str, tuple[int, int, int, int] | None] = {}
         self._stacks: dict[str, StackRecord] = {}
         self.chains: dict[str, ModuleChain] = {}
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
 
-    def _changed(self, name: str, final: bool, bad: list[BadLine]) -> Any:
-        """The new JSON of one of the folder's files, or ``None`` if unchanged or not ready."""
+    def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
+        """The new text of one of the folder's files, or ``None`` if unchanged or not ready."""
         try:
-            got = read_json(self.rank_dir / name, self._idents.get(name))
+            got = read_text(self.rank_dir / name, self._idents.get(name))
         except HalfWritten as e:
             if final:  # nobody will finish it now
                 bad.append(BadLine(0, str(e)))
-                self._idents[name] = None
             return None
-        except (OSError, ValueError) as e:
+        except OSError as e:
             bad.append(BadLine(0, f"{name} cannot be read: {e}"))
             return None
         if got is None:
             return None
-        data, self._idents[name] = got
-        return data
+        text, self._idents[name] = got
+        return text
+
+    def _json(self, name: str, final: bool, bad: list[BadLine]) -> Any:
+        text = self._changed(name, final, bad)
+        if text is None:
+            return None
+        try:
+            return parse_json(text, name)
+        except HalfWritten as e:
+            self._idents[name] = None  # read it again next time
+            if final:
+                bad.append(BadLine(0, str(e)))
+            return None
 
     def read(self, final: bool = False) -> PklBatch:
         """What changed since the last call: new records (all of them again after a reset)."""
         batch = PklBatch()
-        data = self._changed(DUMP_JSON, final, batch.bad)
-        if data is not None:
-            self._update(data, batch)
-        stacks = self._changed(STACK_JSON, final, batch.bad)
+        if not self._pending:
+            text = self._changed(DUMP_JSON, final, batch.bad)
+            if text is not None:
+                self._update(text, final, batch)
+        self._decode(batch)
+        batch.more = bool(self._pending)
+        stacks = self._json(STACK_JSON, final, batch.bad)
         if stacks is not None:
             new = {s.name: s for s in decode_stacks(stacks)}
             batch.stacks = [s for name, s in new.items() if self._stacks.get(name) != s]
@@ -331,7 +385,7 @@ class MsprobeFollower:
 
     def read_modules(self, final: bool = False) -> bool:
         """Re-read construct.json if it changed; whether the chains changed."""
-        data = self._changed(CONSTRUCT_JSON, final, [])
+        data = self._json(CONSTRUCT_JSON, final, [])
         if data is None:
             return False
         chains = module_chains(data)
@@ -339,35 +393,51 @@ class MsprobeFollower:
         self.chains = chains
         return changed
 
-    def _update(self, data: Any, batch: PklBatch) -> None:
-        if not isinstance(data, dict) or not isinstance(data.get("data", {}), dict):
-            batch.bad.append(BadLine(0, f"{DUMP_JSON}: expected an object with a 'data' object"))
+    def _update(self, text: str, final: bool, batch: PklBatch) -> None:
+        try:
+            self.header, entries = split_dump(text)
+        except HalfWritten as e:
+            self._idents[DUMP_JSON] = None  # read it again next time
+            if final:
+                batch.bad.append(BadLine(0, str(e)))
             return
-        self.header = {k: v for k, v in data.items() if k != "data"}
-        entries: dict[str, Any] = data.get("data") or {}
-        old = self._entries
-        names = list(entries)
+        except ValueError as e:
+            batch.bad.append(BadLine(0, str(e)))
+            return
         kept = 0  # leading entries unchanged since the last read
-        for name, old_name in zip(names, old, strict=False):
-            if name != old_name or entries[name] != old[name]:
+        for new, old in zip(entries, self._entries, strict=False):
+            if new != old:
                 break
             kept += 1
-        if kept < len(old):  # something already read changed or went away: start over
+        if kept < len(self._entries):  # something already read changed or went away: start over
             batch.reset = True
-            self.tensor_count = 0
-            kept = 0
-            old = {}
-        fresh = dict(list(old.items())[:kept])
-        for name in names[kept:]:
-            records, bad = decode_entry(name, entries[name])
+            self.tensor_count = kept = 0
+        self._pending.extend(entries[kept:])
+        self._entries = entries
+
+    def _decode(self, batch: PklBatch) -> None:
+        """Decode pending entries, about ``chunk`` bytes of text, in one JSON call."""
+        take: list[tuple[str, str]] = []
+        size = 0
+        while self._pending and (not take or size < self.chunk):
+            take.append(self._pending.popleft())
+            size += len(take[-1][1])
+        if not take:
+            return
+        try:
+            values = json.loads("[" + ",".join(text for _, text in take) + "]")
+        except ValueError:  # one is malformed: the others still count
+            values = [_loads(name, text, batch.bad) for name, text in take]
+        for (name, _), value in zip(take, values, strict=True):
+            if value is _MALFORMED:
+                continue
+            records, bad = decode_entry(name, value)
             for rec in records:
                 rec.order = self.tensor_count
                 self.tensor_count += 1
-            fresh[name] = entries[name]
             batch.tensors += records
             if bad is not None:
                 batch.bad.append(bad)
-        self._entries = fresh
 
     @property
     def has_modules(self) -> bool:
@@ -381,3 +451,15 @@ class MsprobeFollower:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
         return self.chains.get(entry.call) or self.chains.get(entry.forward_call)
+
+
+
+_MALFORMED = object()
+
+
+def _loads(name: str, text: str, bad: list[BadLine]) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        bad.append(BadLine(0, f"entry {name}: not valid JSON ({e.msg} at column {e.colno})"))
+        return _MALFORMED

@@ -10,6 +10,7 @@ tensors differently: see :mod:`ptdbg_tui.compare.matching`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -81,13 +82,13 @@ class PklReader:
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:
     """The reader for a rank dump's format (``chunk``: bytes per pkl read)."""
-    return MsprobeFollower(dump.pkl) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
+    return MsprobeFollower(dump.pkl, chunk) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
 
 
 def read_dump(dump: RankDump) -> PklBatch:
     """Every record of a finished rank dump."""
     if dump.format == STYLE_MSPROBE:
-        return MsprobeFollower(dump.pkl).read(final=True)
+        return MsprobeFollower(dump.pkl, math.inf).read(final=True)
     return PklFollower(dump.pkl).read_all()
 
 

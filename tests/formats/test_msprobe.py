@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui.formats.layout import DumpLayoutError, discover, pair_dumps
-from ptdbg_tui.formats.msprobe import MsprobeFollower, decode_entry, decode_stacks, module_chains
+from ptdbg_tui.formats.msprobe import MsprobeFollower, decode_entry, decode_stacks, module_chains, split_dump
 from ptdbg_tui.formats.naming import PARAMS_GRAD, STYLE_MSPROBE
 from ptdbg_tui.formats.reader import read_dump
 
@@ -203,3 +203,39 @@ def test_a_file_locked_by_its_writer_is_not_read(tmp_path):
         assert not f.read()
         fcntl.flock(writer.fileno(), fcntl.LOCK_UN)
     assert f.read().tensors
+
+
+def test_msprobes_layout_is_split_without_decoding_and_agrees_with_json():
+    (proc,) = (FIXTURES / "mix" / "npu" / "step0").iterdir()
+    text = (proc / "dump.json").read_text()
+    header, entries = split_dump(text)
+    data = json.loads(text)
+    assert header == {k: v for k, v in data.items() if k != "data"}
+    assert [(name, json.loads(value)) for name, value in entries] == list(data["data"].items())
+    assert split_dump(json.dumps(data)) == (header, [(n, json.dumps(v)) for n, v in data["data"].items()]), \
+        "another layout is decoded whole"
+    assert split_dump(json.dumps(dict(data, data={}), indent=1)) == (header, [])
+
+
+def test_entries_are_decoded_a_chunk_per_call(tmp_path):
+    path = tmp_path / "dump.json"
+    _write(path, _entries(), 10_000)
+    f = MsprobeFollower(path, chunk=2000)
+    batches = [f.read()]
+    while batches[-1].more:
+        batches.append(f.read())
+    assert len(batches) > 5 and not any(b.reset for b in batches)
+    whole = MsprobeFollower(path, chunk=float("inf")).read()
+    assert [r.name for b in batches for r in b.tensors] == [r.name for r in whole.tensors]
+
+
+def test_one_malformed_entry_is_reported_and_the_others_read(tmp_path):
+    path = tmp_path / "dump.json"
+    _write(path, _entries(), 10_000)
+    text = path.read_text()
+    first = text.index('"input_args"')
+    path.write_text(text[:first] + '"input_args": [oops' + text[first + len('"input_args": ['):])
+    batch = MsprobeFollower(path).read(final=True)
+    assert len(batch.bad) == 1 and "not valid JSON" in batch.bad[0].reason
+    assert batch.bad[0].reason.startswith("entry Functional.conv2d.0.forward")
+    assert len(batch.tensors) == 75 - 11
