@@ -21,16 +21,12 @@ import argparse
 import json
 import os
 import shutil
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-from compare_throughput import timed
+from compare_throughput import _line, alternate, generated, ours_command, speedup
 
-MB = 1 << 20
 #: (elements, torch dtype name, count) for about 0.55 GB per side at --gb 1.1.
 MIX = [
     (32 << 20, "float32", 1),
@@ -79,12 +75,6 @@ def generate(root: Path, scale: float, seed: int = 0) -> int:
     return sum(f.stat().st_size for d in sides.values() for f in (d / "dump_tensor_data").iterdir())
 
 
-def _rate(label: str, seconds: list[float], rss: int, total: int) -> str:
-    best, median = min(seconds), statistics.median(seconds)
-    return (f"{label}: best {best:7.2f} s = {total / best / 1e6:7.1f} MB/s, median {median:7.2f} s = "
-            f"{total / median / 1e6:7.1f} MB/s, peak RSS {rss / MB:5.0f} MiB")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=2)
@@ -97,31 +87,19 @@ def main() -> None:
     try:
         t = time.perf_counter()
         total = generate(root, scale=args.gb / 1.1)
-        print(f"generated {total / 1e9:.2f} GB of .pt in {time.perf_counter() - t:.1f} s under {root}; "
-              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
-        ours_cmd = [sys.executable, "-m", "ptdbg_tui", "compare", str(root / "npu"), str(root / "bench"),
-                    "-o", str(root / "out"), "--jobs", str(args.jobs), "--no-progress"]
-        theirs_cmd = None
+        print(generated(total, t, root, ".pt"), flush=True)
+        commands = [(ours_command(root, args.jobs), None)]
         if args.msprobe:
-            theirs_cmd = [args.msprobe, "compare", "-tp", str(root / "npu" / "step0"), "-gp",
-                          str(root / "bench" / "step0"), "-o", str(root / "msprobe_out")]
-        ours, theirs, ours_rss, theirs_rss = [], [], 0, 0
-        for _ in range(args.repeat):
-            wall, rss = timed(ours_cmd)
-            ours.append(wall)
-            ours_rss = max(ours_rss, rss)
-            if theirs_cmd is not None:
-                wall, rss = timed(theirs_cmd)
-                theirs.append(wall)
-                theirs_rss = max(theirs_rss, rss)
-        print(_rate(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
-        if not theirs:
+            commands.append(([args.msprobe, "compare", "-tp", str(root / "npu" / "step0"), "-gp",
+                              str(root / "bench" / "step0"), "-o", str(root / "msprobe_out")], None))
+        (ours, ours_rss), *rest = alternate(commands, args.repeat)
+        print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
+        if not rest:
             print("msprobe's compare: skipped (no msprobe command found; pass --msprobe PATH)")
             return
-        print(_rate("msprobe compare", theirs, theirs_rss, total))
-        print(f"speed-up: best {min(theirs) / min(ours):.1f}x, median "
-              f"{statistics.median(theirs) / statistics.median(ours):.1f}x (target >= 10x); "
-              f"load average now {os.getloadavg()[0]:.2f}")
+        ((theirs, theirs_rss),) = rest
+        print(_line("msprobe compare", theirs, theirs_rss, total))
+        print(f"{speedup(ours, theirs)} (target >= 10x); load average now {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
+from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
+
 #: Files up to this size are read with one read and unzipped in memory.
 SMALL_FILE = 1 << 20
 #: Storage type -> numpy dtype; ``bfloat16`` is read as uint16 and widened to float32.
@@ -268,12 +270,8 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
     try:
         size = os.path.getsize(path)
         f: BinaryIO = open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except FileNotFoundError:
-        raise PtError(f"Dump file: {name} not found.") from None
-    except IsADirectoryError:
-        raise PtError(f"Dump file: {name} is a directory.") from None
     except OSError as e:
-        raise PtError(f"Dump file {name} cannot be read ({e.strerror}).") from None
+        raise PtError(open_error(e, name)) from None
     try:
         members = None
         if size <= SMALL_FILE:
@@ -345,29 +343,16 @@ def load_pt(path: str | os.PathLike[str]) -> np.ndarray:
 
 def iter_pt_chunks(path: str | os.PathLike[str], header: PtHeader, chunk: int,
                    buffer: np.ndarray | None = None) -> Iterator[np.ndarray]:
-    """The elements in order, ``chunk`` at a time, each yield overwriting the previous one (as
-    :func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of ``chunk`` yielded elements."""
-    total = math.prod(header.shape)
-    n = max(1, min(chunk, total))
+    """The elements in order, ``chunk`` at a time, each yield overwriting the previous one, read as
+    an npy's (:func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of ``chunk``
+    yielded elements."""
+    raw = NpyHeader(header.shape, header.raw, False, header.data_offset)
+    if header.dtype == header.raw:
+        yield from iter_chunks(path, raw, chunk, buffer)
+        return
+    n = max(1, min(chunk, math.prod(header.shape)))
     if buffer is None:
-        out = np.empty(n, header.dtype)
-    else:
-        out = buffer[:n * header.dtype.itemsize].view(header.dtype)
-    widen = header.dtype != header.raw
-    raw = np.empty(n, header.raw) if widen else out
-    name = _name(path)
-    try:
-        with open(path, "rb", buffering=0) as f:
-            f.seek(header.data_offset)
-            for start in range(0, total, n):
-                k = min(n, total - start)
-                view = memoryview(raw[:k].view(np.uint8).reshape(-1))
-                got = 0
-                while got < view.nbytes:
-                    m = f.readinto(view[got:])
-                    if not m:
-                        raise PtError(f"Dump file {name} is truncated: it shrank while being read.")
-                    got += m
-                yield _widen(raw[:k], out) if widen else out[:k]
-    except OSError as e:
-        raise PtError(f"Dump file {name} cannot be read ({e.strerror or e}).") from None
+        buffer = np.empty(n * header.dtype.itemsize, np.uint8)
+    out = buffer[:n * header.dtype.itemsize].view(header.dtype)
+    for part in iter_chunks(path, raw, chunk):
+        yield _widen(part, out)
