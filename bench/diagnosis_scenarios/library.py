@@ -157,6 +157,12 @@ _softmax_nan = Scenario(
     lambda side: tiny_lm(side, q_gain=80.0), _truth("Functional_softmax_0_forward"),
     install(F, "softmax", faults.softmax_without_max_shift))
 
+_deep = Scenario(
+    "deep_mlp_64_noise",
+    "64-layer ReLU MLP, weights 3x nn.Linear's default: activations grow to ~2e4, weight gradients to "
+    "~1e6 (MaxAbsErr > 1 from noise alone); noise only",
+    deep_mlp)
+
 FAULTS = [
     _silu,
     Scenario("sum_pool_doubled",
@@ -220,6 +226,12 @@ FAULTS = [
              bias_mlp, _truth("Tensor___add___0_backward"),
              install(torch.Tensor, "__add__", only(backward(on_argument(1, faults.divided(24.0))),
                                                    when=is_broadcast_bias))),
+    _deep.with_fault(
+        "deep_mlp_64_linear_backward",
+        "the 64-layer MLP whose values grow (noise alone fails MaxAbsErr > 1), and the 41st linear's "
+        "backward perturbed (10%)",
+        _truth("Functional_linear_40_backward"),
+        install(F, "linear", only(backward(perturbation(0.1, 5)), nth=40))),
     Scenario("bf16_gelu_backward_dropped_term",
              "whole NPU run in bf16; GELU's backward drops the x*phi(x) term",
              tiny_lm, _truth("Functional_gelu_0_backward"),
@@ -227,10 +239,7 @@ FAULTS = [
 ]
 
 NO_FAULTS = [
-    Scenario("deep_mlp_64_noise",
-             "64-layer ReLU MLP, weights 3x nn.Linear's default: activations grow to ~2e4, weight "
-             "gradients to ~1e6 (MaxAbsErr > 1 from noise alone); noise only",
-             deep_mlp),
+    _deep,
     Scenario("bf16_transformer", "whole NPU run of two transformer blocks in bf16, no fault",
              lambda side: tiny_lm(side, depth=2), npu_dtype=torch.bfloat16),
     Scenario("fp16_convnet", "whole NPU run in fp16, no fault", lambda side: conv_net(False),

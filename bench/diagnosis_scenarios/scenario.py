@@ -46,6 +46,11 @@ class Scenario:
     def faulty(self) -> bool:
         return bool(self.truth)
 
+    def with_fault(self, name: str, what: str, truth: frozenset[str],
+                   fault: Callable[[], AbstractContextManager[Any]]) -> Scenario:
+        """The same model and run with a fault."""
+        return replace(self, name=name, what=what, truth=truth, fault=fault)
+
     def switched_off(self, what: str) -> Scenario:
         """The same model and run with no fault (and no ground truth)."""
         return replace(self, name=f"{self.name}_off", what=what, truth=frozenset(), fault=None)
