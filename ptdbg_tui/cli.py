@@ -21,10 +21,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
     p.add_argument(
         "--match",
-        choices=("exact", "fuzzy", "align"),
-        default="exact",
-        help="pairing of entries: exact names (default), call index dropped, or "
-        "sequence alignment that survives extra/missing calls",
+        choices=("auto", "exact", "fuzzy", "align"),
+        default="auto",
+        help="pairing of entries: auto (default: exact names, aligned when that leaves calls unpaired on "
+        "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
+        "that survives extra/missing calls",
     )
     p.add_argument("--summary", action="store_true", help="compare statistics only, even if npy files exist")
     p.add_argument(

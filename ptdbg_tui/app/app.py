@@ -54,6 +54,7 @@ class PtdbgApp(App[None]):
         Binding("n", "next_failure", "Next fail"),
         Binding("N", "previous_failure", "Prev fail", show=False),
         Binding("c", "culprit", "Culprit"),
+        Binding("C", "previous_suspect", "Prev suspect", show=False),
         Binding("e", "export", "Export CSV"),
         Binding("s", "toggle_view", "Tree/flat"),
         Binding("question_mark,f1", "help", "Help"),
@@ -75,6 +76,7 @@ class PtdbgApp(App[None]):
         self._draining = False
         self._shown_at = 0.0
         self._search_text = ""
+        self._suspect_index = -1  # the suspect c/C went to last
         self._gc_threshold = gc.get_threshold()
 
     # -- layout --------------------------------------------------------------------------------
@@ -183,21 +185,30 @@ class PtdbgApp(App[None]):
 
     def _show_diagnosis(self) -> None:
         bar = self.diagnosis_bar
-        found = self.model.first_culprit()
+        suspects = self.model.suspects()
         p = self.model.progress
-        if found is not None:
-            culprit = found[0]
+        originals = [d.original for d in self.model.diagnoses.values() if d.original]
+        original = f"  │  original: first No row {originals[0]}" if originals else ""
+        if suspects:
+            culprit = suspects[0][0]
             site = culprit.site
             where = f" · {frame_site(site)}" if site else ""
-            bar.update(f"{Status.FAIL.symbol} Culprit: {culprit.call} — inputs pass, outputs fail: its "
-                       f"{culprit.direction} introduces the error{where}  (c: jump)")
+            more = f"  (+{len(suspects) - 1} more; c/C: walk)" if len(suspects) > 1 else "  (c: jump)"
+            bar.update(f"{Status.FAIL.symbol} Culprit: {culprit.call} — {culprit.evidence}{where}{more}"
+                       f"{original}")
             bar.set_class(True, "-culprit")
             return
         bar.set_class(False, "-culprit")
-        if self.model.failing and p.done:
-            bar.update("Failures, but no call whose inputs pass and outputs fail (see n/N).")
-        elif p.done and p.rows:
-            bar.update(f"{Status.PASS.symbol} No operator introduces an error.")
+        compared = sum(d.compared for d in self.model.diagnoses.values())
+        judged = sum(d.judged for d in self.model.diagnoses.values())
+        if p.done and judged:
+            bar.update(f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
+                       f"({judged:,} calls judged).{original}")
+        elif p.done and compared:
+            bar.update(f"{compared:,} rows compared, but no call has both inputs and outputs compared: "
+                       "no verdict.")
+        elif p.done:
+            bar.update("Nothing compared: no verdict.")
         else:
             bar.update("Diagnosis: waiting for results…")
 
@@ -271,15 +282,24 @@ class PtdbgApp(App[None]):
     def action_previous_failure(self) -> None:
         self._failure(True)
 
-    def action_culprit(self) -> None:
-        found = self.model.first_culprit()
-        if found is None or found[1] is None:
-            self.notify("No culprit found (yet).", timeout=3)
+    def _walk_suspects(self, step: int) -> None:
+        suspects = [(s, node) for s, node in self.model.suspects() if node is not None]
+        if not suspects:
+            self.notify("No suspect found (yet).", timeout=3)
             return
-        self._go(found[1])
+        self._suspect_index = (self._suspect_index + step) % len(suspects)
+        suspect, node = suspects[self._suspect_index]
+        self._go(node)
         target = self.call_tree.cursor_node
         if target is not None and target.allow_expand and not target.is_expanded:
             target.expand()
+        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3)
+
+    def action_culprit(self) -> None:
+        self._walk_suspects(1)
+
+    def action_previous_suspect(self) -> None:
+        self._walk_suspects(-1)
 
     def action_toggle_view(self) -> None:
         self.call_tree.flat = not self.call_tree.flat
@@ -320,8 +340,10 @@ class PtdbgApp(App[None]):
         yield SystemCommand("Next failure", "Next failing entry in execution order (n)",
                             self.action_next_failure)
         yield SystemCommand("Previous failure", "Previous failing entry (N)", self.action_previous_failure)
-        yield SystemCommand("Jump to culprit", "The first op whose inputs pass and outputs fail (c)",
+        yield SystemCommand("Next suspect", "Walk the ranked suspects, the culprit first (c)",
                             self.action_culprit)
+        yield SystemCommand("Previous suspect", "Walk the ranked suspects backwards (C)",
+                            self.action_previous_suspect)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
                             self.action_export)
         yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",

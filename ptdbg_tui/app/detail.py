@@ -18,7 +18,6 @@ from textual.widgets import Static
 
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.csv_export import header
-from ptdbg_tui.compare.diagnosis import call_verdict
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
@@ -171,8 +170,12 @@ def call_detail(call: Node, model: TreeModel, styles: Styles) -> RenderableType:
     culprit = model.first_culprit()
     if culprit is not None and culprit[1] is call:
         parts.append(Text(f"Culprit: {culprit[0].text}", style=styles.get("fail", Style())))
-    verdict = call_verdict(rows)
-    parts.append(Text(verdict.text, style=styles.get("fail" if verdict.introduces else "head", Style())))
+    evidence = model.evidence(call)
+    if evidence is not None:
+        head = ("introduces error: " if evidence.introduces else
+                "no error of its own: " if evidence.judgement is not None else "not judged: ")
+        verdict = head + evidence.text
+        parts.append(Text(verdict, style=styles.get("fail" if evidence.introduces else "head", Style())))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics
     inputs = [r for r in rows if r.record.entry and r.record.entry.kind == "input"]

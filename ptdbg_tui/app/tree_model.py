@@ -13,7 +13,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from ptdbg_tui.compare.diagnosis import Culprit
+from ptdbg_tui.compare.diagnosis import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.engine.live import EngineUpdate, PairInfo, Placed, Progress
@@ -131,7 +131,7 @@ class TreeModel:
         self.leaves: dict[tuple[str, str], Node] = {}
         self.calls: dict[tuple[str, str], Node] = {}  # (pair, call name) -> call node
         self.flat: dict[str, list[Node]] = {}  # per pair: calls in execution order
-        self.culprits: dict[str, list[Culprit]] = {}
+        self.diagnoses: dict[str, Diagnosis] = {}
         self.failing: set[Node] = set()
         self.progress = Progress()
         self.filter: frozenset[Status] | None = None
@@ -153,8 +153,8 @@ class TreeModel:
             ops.append((self._pair, (delta.info,)))
             ops.extend((self._remove_leaf, (pair_key, key)) for key in delta.removes)
             ops.extend((self._upsert, (pair_key, key, placed)) for key, placed in delta.upserts.items())
-            if delta.culprits is not None:
-                ops.append((self.culprits.__setitem__, (pair_key, delta.culprits)))
+            if delta.diagnosis is not None:
+                ops.append((self.diagnoses.__setitem__, (pair_key, delta.diagnosis)))
         if update.progress is not None:
             ops.append((setattr, (self, "progress", update.progress)))
 
@@ -199,7 +199,7 @@ class TreeModel:
             self._unlink(node)
         self.infos.pop(key, None)
         self.flat.pop(key, None)
-        self.culprits.pop(key, None)
+        self.diagnoses.pop(key, None)
 
     def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
         pair = self.root.child(pair_key)
@@ -353,11 +353,21 @@ class TreeModel:
                     return n, len(hits)
         return hits[0], len(hits)
 
-    def first_culprit(self) -> tuple[Culprit, Node | None] | None:
-        for pair in self.root.children:
-            for c in self.culprits.get(pair.key, ()):
-                return c, self.calls.get((pair.key, c.call))
-        return None
+    def suspects(self) -> list[tuple[Suspect, Node | None]]:
+        """Every pair's ranked suspects, pairs in tree order, with their call nodes."""
+        return [(s, self.calls.get((pair.key, s.call))) for pair in self.root.children
+                for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())]
+
+    def first_culprit(self) -> tuple[Suspect, Node | None] | None:
+        found = self.suspects()
+        return found[0] if found else None
+
+    def evidence(self, call: Node) -> CallEvidence | None:
+        """The diagnosis' verdict on a call node."""
+        diagnosis = self.diagnoses.get(call.pair)
+        if diagnosis is None or not call.children or call.children[0].row is None:
+            return None
+        return diagnosis.calls.get(call.children[0].row.record.call)
 
     def call_rows(self, call: Node) -> list[Row]:
         return [n.row for n in call.children if n.row is not None]

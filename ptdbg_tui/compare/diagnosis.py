@@ -1,91 +1,119 @@
-"""Where does the error start? Per call: do its inputs pass and its outputs fail?
+"""Which operator introduced the error: every call judged by the error it adds, the ranked suspects,
+and the texts that name them (the report, the advisor file, the app).
 
-The original's advisor looks at the first "No" row, which is usually downstream noise. Here the
-culprit is the first call, in execution order and per direction, whose inputs pass and whose
-outputs fail: that call introduces the error. For backward, inputs are the incoming gradients
-(``backward_input``) and outputs the gradients it produced (``backward_output``).
+The original's advisor names the first failing row, which is usually downstream noise, and its
+absolute thresholds miss small-magnitude and pure-scale faults while blaming rounding in fp16. Here
+each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.propagation`):
+a forward call by its inputs, a backward call by its incoming gradients and the tensors its forward
+call saved. Every call that introduces error is a suspect; forward suspects come first, each
+direction in execution order. The first suspect is the culprit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.model import Row, Status, worst
-from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT
-from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.compare.cells import NO
+from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
+from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, EntryName
+from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
-TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/")
+TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "msprobe")
 #: Frames inside these belong to the framework; the user's call site is further out.
 LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
+#: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
+#: numerical fault of theirs.
+RANDOM_OPS = frozenset({
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
+    "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
+    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
+    "gumbel_softmax",
+})
+MODULE_PREFIX = "Module"
 
-_PASSING = (Status.PASS, Status.WARN)
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
+_KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output"}
+
+CallKey = tuple[str, int, str]  # (api, index, direction)
 
 
 @dataclass(frozen=True, slots=True)
-class CallVerdict:
-    """How one call's inputs and outputs compare."""
+class CallEvidence:
+    """The verdict on one call, in numbers and in words (the detail panel shows it)."""
 
-    inputs: Status
-    outputs: Status
-    introduces: bool  # inputs pass, outputs fail
+    call: str
+    direction: str
+    judgement: Judgement | None  # None when it could not be judged
     text: str
+
+    @property
+    def introduces(self) -> bool:
+        return self.judgement is not None and self.judgement.kind is not None
 
 
 @dataclass(slots=True)
-class Culprit:
-    """The first call of a direction that introduces the error."""
+class Suspect:
+    """A call that introduces error, with its evidence."""
 
+    call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
+    api: str
     direction: str
-    call: str  # e.g. ``VF_lstm_0_backward``
-    api: str  # e.g. ``VF_lstm``
+    kind: str  # GROWTH, NAN_ORIGIN or ZEROS
+    score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
+    evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
+    judgement: Judgement
     rows: list[Row] = field(default_factory=list)
-    stack: StackRecord | None = None
-    text: str = ""
+    stack: StackRecord | None = None  # the forward call's stack (where the call was made)
+    seq: int = 0  # execution order: the seq of the call's first row
 
     @property
     def site(self) -> Frame | None:
         return stack_site(self.stack)
 
+    @property
+    def worst_row(self) -> Row | None:
+        """The output row the verdict rests on."""
+        named = (r for r in self.rows if r.name == self.judgement.output)
+        return next(named, self.rows[0] if self.rows else None)
 
-def _kind(row: Row) -> str:
-    e = row.record.entry
-    return e.kind if e else ""
-
-
-def _call_of(row: Row) -> str:
-    return row.record.call
-
-
-def _direction(row: Row) -> str:
-    e = row.record.entry
-    return e.direction if e else ""
+    @property
+    def text(self) -> str:
+        site = self.site
+        where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
+        return f"{self.call}: {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
 
 
-def call_verdict(rows: Sequence[Row]) -> CallVerdict:
-    """Verdict of one call from its rows (any order)."""
-    ins = worst(r.status for r in rows if _kind(r) == INPUT)
-    outs = worst(r.status for r in rows if _kind(r) == OUTPUT)
-    direction = _direction(rows[0]) if rows else ""
-    introduces = ins in _PASSING and outs is Status.FAIL
-    if introduces:
-        text = f"inputs pass, outputs fail: this op's {direction} introduces the error"
-    elif outs is Status.FAIL:
-        text = f"inputs {ins.value}, outputs fail: the error comes from its inputs"
-    elif Status.PENDING in (ins, outs):
-        text = "not compared yet"
-    elif ins in _PASSING and outs in _PASSING:
-        text = "inputs and outputs pass"
-    else:
-        text = f"inputs {ins.value}, outputs {outs.value}"
-    return CallVerdict(ins, outs, introduces, text)
+@dataclass(slots=True)
+class Diagnosis:
+    """The suspects of one pair of dumps, and the evidence on every call judged."""
 
+    suspects: list[Suspect] = field(default_factory=list)
+    calls: dict[str, CallEvidence] = field(default_factory=dict)  # by NPU (else bench) call name
+    compared: int = 0  # rows whose tensors or statistics were compared on both sides
+    judged: int = 0  # calls judged
+    original: str | None = None  # the row the original's advisor names (its first "No" row)
 
-def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:
-    path = frame[0].replace("\\", "/")
-    return not any(m in path for m in marks)
+    @property
+    def culprit(self) -> Suspect | None:
+        return self.suspects[0] if self.suspects else None
+
+    @property
+    def verdict(self) -> str:
+        """One line: the culprit, or what was found instead."""
+        if not self.compared:
+            return "Nothing was compared: no verdict."
+        if not self.judged:
+            return (f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
+                    "no verdict.")
+        if not self.suspects:
+            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
+        more = len(self.suspects) - 1
+        tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
+        return f"Culprit: {self.suspects[0].text}{tail}"
 
 
 def stack_site(stack: StackRecord | None) -> Frame | None:
@@ -98,69 +126,179 @@ def stack_site(stack: StackRecord | None) -> Frame | None:
     return (user or own or [None])[0]
 
 
-def _stack_for(call: str, direction: str, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
-    """A backward stack shows the autograd thread, not the call site: prefer the forward call's."""
-    if direction == BACKWARD:
-        forward = stacks.get(call[: -len(BACKWARD)] + FORWARD)
-        if forward is not None and stack_site(forward) is not None:
-            return forward
-    return stacks.get(call)
+def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:
+    path = frame[0].replace("\\", "/")
+    return not any(m in path for m in marks)
 
 
-def _culprit_text(call: str, api: str, op: str, direction: str, stack: StackRecord | None) -> str:
-    site = stack_site(stack)
-    where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
-    what = "incoming gradient" if direction == BACKWARD else "input"
-    made = "gradient it produces" if direction == BACKWARD else "output"
-    return (f"{call}: the {direction} {what} matches the benchmark, the {made} does not — "
-            f"{op or api} {direction} ({api}) introduces the error{where}")
+def fmt_error(value: float) -> str:
+    """A relative error in two significant digits."""
+    if math.isinf(value):
+        return "inf"
+    if value == 0:
+        return "0"
+    return f"{value:.2g}"
 
 
-def group_calls(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """Rows by call, in order of first appearance."""
-    calls: dict[str, list[Row]] = {}
+def _times(score: float) -> str:
+    if math.isinf(score):
+        return "×∞"
+    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
+
+
+def evidence_text(j: Judgement) -> str:
+    """The numbers behind a verdict, in words."""
+    partial = " (some inputs not compared)" if j.partial else ""
+    if j.kind == NAN_ORIGIN:
+        return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
+    if j.kind == ZEROS:
+        return f"{j.output} is all zeros where the bench is not: {head}"
+    return f"{head}, allowed {fmt_error(j.allowed)}: {_times(j.score)}"
+
+
+def _entry(row: Row) -> EntryName | None:
+    return row.record.entry
+
+
+def _errors(row: Row) -> ErrorMeasures | None:
+    return row.result.errors if row.result is not None else None
+
+
+def _key(entry: EntryName) -> CallKey:
+    return (entry.api, entry.index, entry.direction)
+
+
+def _op(entry: EntryName) -> str:
+    return (entry.op or entry.api).rsplit(".", 1)[-1]
+
+
+def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool]:
+    """The compared tensors of ``rows`` as operands, and whether some were not compared."""
+    out: list[Operand] = []
+    missing = False
     for row in rows:
-        calls.setdefault(_call_of(row), []).append(row)
-    return calls
-
-
-def find_culprits(rows: Sequence[Row], stacks: Mapping[str, StackRecord] | None = None) -> list[Culprit]:
-    """Per direction, forward first: the first call whose inputs pass and outputs fail.
-
-    ``stacks`` (NPU stack lines by call) adds to the stacks attached to the rows.
-    """
-    known = {row.npu.call: row.stack for row in rows if row.stack is not None and row.npu is not None}
-    known.update(stacks or {})
-    found: dict[str, Culprit] = {}
-    for call, members in group_calls(rows).items():
-        direction = _direction(members[0])
-        if direction in found or direction not in (FORWARD, BACKWARD):
+        errors = _errors(row)
+        if errors is None:
+            missing = missing or not _scalar_only(row)
             continue
-        if call_verdict(members).introduces:
-            entry = members[0].record.entry
-            api, op = (entry.api, entry.op) if entry else (call, "")
-            stack = _stack_for(call, direction, known)
-            found[direction] = Culprit(direction, call, api, list(members), stack,
-                                       _culprit_text(call, api, op, direction, stack))
-    return [found[d] for d in (FORWARD, BACKWARD) if d in found]
+        out.append(Operand(row.name, errors, same_kind, _magnitude(row.bench)))
+    return out, missing
 
 
-def advisor_text(rows: Sequence[Row], culprits: Sequence[Culprit]) -> str:
+def _scalar_only(row: Row) -> bool:
+    """A value the compare leaves out by design (a Python scalar or empty tensor without data)."""
+    rec = row.record
+    return rec.is_scalar or rec.numel == 0
+
+
+def _magnitude(rec: TensorRecord | None) -> float | None:
+    if rec is None:
+        return None
+    values = [v for v in (rec.stat(0), rec.stat(1)) if v is not None and math.isfinite(v)]
+    return max((abs(v) for v in values), default=None)
+
+
+class _Calls:
+    """Rows grouped by call, in execution order."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.rows: dict[CallKey, list[Row]] = {}
+        self.entry: dict[CallKey, EntryName] = {}
+        for row in rows:
+            entry = _entry(row)
+            if entry is None or entry.direction not in (FORWARD, BACKWARD):
+                continue
+            key = _key(entry)
+            if key not in self.rows:
+                self.rows[key] = []
+                self.entry[key] = entry
+            self.rows[key].append(row)
+        self.api_level = {d: any(self.entry[k].prefix != MODULE_PREFIX for k in self.rows if k[2] == d)
+                          for d in (FORWARD, BACKWARD)}
+
+    def forward_of(self, key: CallKey) -> list[Row]:
+        return self.rows.get((key[0], key[1], FORWARD), [])
+
+
+def _stack(rows: Sequence[Row]) -> StackRecord | None:
+    return next((r.stack for r in rows if r.stack is not None), None)
+
+
+def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
+    """The judgement of one call, or why it cannot be judged."""
+    members = calls.rows[key]
+    entry = calls.entry[key]
+    if op_name(_op(entry)) in RANDOM_OPS:
+        return "a random op: its draws differ unless the generators match"
+    outs = [r for r in members if _entry(r) is not None and _entry(r).kind == OUTPUT]
+    ins = [r for r in members if r not in outs]
+    outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
+    if not outputs:
+        return "outputs not compared" if outs else "no outputs recorded"
+    operands, missing = _operands(ins, same_kind=True)
+    if entry.direction == BACKWARD:
+        saved, missing_saved = _operands(calls.forward_of(key), same_kind=False)
+        operands += saved
+        missing = missing or missing_saved
+    if missing and not operands:
+        return "inputs not compared"
+    return judge(outputs, operands, _op(entry), partial=missing)
+
+
+def _call_name(rows: Sequence[Row]) -> str:
+    first = next((r for r in rows if r.npu is not None), rows[0])
+    return first.record.call
+
+
+def diagnose(rows: Sequence[Row]) -> Diagnosis:
+    """Judge every call of one pair's rows (in execution order) and rank the suspects."""
+    calls = _Calls(rows)
+    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None))
+    found: list[Suspect] = []
+    for key, members in calls.rows.items():
+        entry = calls.entry[key]
+        name = _call_name(members)
+        verdict = _judge_call(calls, key)
+        if not isinstance(verdict, Judgement):
+            diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")
+            continue
+        diagnosis.judged += 1
+        text = evidence_text(verdict)
+        diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict, text)
+        container = entry.prefix == MODULE_PREFIX and calls.api_level[entry.direction]
+        if verdict.kind is None or container:
+            continue
+        stack = _stack(calls.forward_of(key)) or _stack(members)
+        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, text, verdict,
+                             list(members), stack, min(r.seq for r in members)))
+    found.sort(key=lambda s: (s.direction != FORWARD, s.seq))
+    diagnosis.suspects = found
+    first_no = original_pick(rows)
+    diagnosis.original = first_no.name if first_no is not None else None
+    return diagnosis
+
+
+def original_pick(rows: Sequence[Row]) -> Row | None:
+    """What the original's advisor names: the first row whose verdict is No."""
+    return next((r for r in rows if r.result is not None and r.result.accuracy == NO), None)
+
+
+def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
     """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
     culprit as the suspect instead of the first failing row. Lines are CSV line numbers."""
     line_of = {id(row): i + 2 for i, row in enumerate(rows)}
-    suspect: Row | None = None
-    advice = _ALL_PASS
-    if culprits:
-        first = culprits[0]
-        failing = (r for r in first.rows if _kind(r) == OUTPUT and r.status is Status.FAIL)
-        suspect = next(failing, first.rows[0])
-        advice = first.text
+    culprit = diagnosis.culprit
+    if culprit is not None:
+        suspect = culprit.worst_row
+        advice = culprit.text
+        if len(diagnosis.suspects) > 1:
+            advice += f" ({len(diagnosis.suspects) - 1} further suspect(s) in suspects_*.csv)"
+    elif diagnosis.compared:
+        suspect = None
+        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
     else:
-        suspect = next((r for r in rows if r.status is Status.FAIL), None)
-        if suspect is not None:
-            advice = (f"{suspect.name} is the first failing entry, but no call was found whose inputs pass "
-                      "and outputs fail (inputs missing, unmatched or failing already).")
+        suspect, advice = None, diagnosis.verdict
     if suspect is None:
         return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
     return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"

@@ -3,6 +3,9 @@
 - ``exact``: by full entry name (the k-th occurrence of a duplicated name pairs with the k-th).
 - ``fuzzy``: call index dropped: the k-th call of an api/direction pairs with the k-th call of the
   same api/direction on the other side, entries within by argument path.
+- ``auto`` (the default): exact, unless that leaves calls unpaired on both sides or pairs entries of
+  different shapes (one side called a fused op, the other its decomposition: every later index
+  shifts); then ``align``, when it pairs better.
 - ``align``: sequence alignment of the per-direction call order by an index-free signature
   (api, direction, argument paths, shapes), so one extra or missing call does not shift every
   later pairing; leftover calls between aligned ones pair by api (a shape change stays visible).
@@ -16,11 +19,12 @@ import bisect
 import itertools
 from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
-MODES = ("exact", "fuzzy", "align")
+MODES = ("auto", "exact", "fuzzy", "align")
 #: Work budget (snake steps) of one Myers diff: at most this, and this many per element, before
 #: the segment is split at unique anchors instead (or paired by occurrence).
 MYERS_BUDGET = 1_000_000
@@ -285,6 +289,43 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
 def match_records(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
                   mode: str = "exact") -> list[Row]:
     """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes."""
+    return choose_match(npu, bench, mode).rows
+
+
+@dataclass(slots=True)
+class Matching:
+    """The rows of a matching, the mode that made them, and why ``auto`` chose it."""
+
+    rows: list[Row]
+    mode: str
+    note: str = ""
+
+
+def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
+    """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
+    npu_only = sum(1 for r in rows if r.bench is None)
+    bench_only = sum(1 for r in rows if r.npu is None)
+    shapes = sum(1 for r in rows if r.matched and r.npu.shape_raw != r.bench.shape_raw)
+    return npu_only, bench_only, shapes
+
+
+def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str = "auto") -> Matching:
+    """Match in ``mode``; ``auto`` picks exact or align as the module doc says."""
+    if mode != "auto":
+        return Matching(_match(npu, bench, mode), mode)
+    rows = _match(npu, bench, "exact")
+    npu_only, bench_only, shapes = _misfits(rows)
+    if not ((npu_only and bench_only) or shapes):
+        return Matching(rows, "exact")
+    aligned = _match(npu, bench, "align")
+    if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
+        return Matching(rows, "exact")
+    why = (f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries"
+           + (f" and {shapes} shape mismatches" if shapes else ""))
+    return Matching(aligned, "align", f"calls aligned automatically ({why})")
+
+
+def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str) -> list[Row]:
     if mode == "exact":
         pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
     elif mode == "fuzzy":

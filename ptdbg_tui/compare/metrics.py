@@ -35,6 +35,7 @@ from ptdbg_tui.compare.cells import (
     fmt12,
     join_messages,
 )
+from ptdbg_tui.compare.errors import measures, scalar_measures, trim_count
 from ptdbg_tui.compare.model import Result, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
 from ptdbg_tui.compare.verdict import accuracy_rule, is_close, status_for
@@ -109,6 +110,7 @@ class MetricAccumulator:
     def __init__(self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK) -> None:
         self.size = size
         self.eps = rel_eps(bench_np)
+        self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
         n = max(1, min(chunk, size))
         self._raw = borrow(n * (8 * 5 + 1))
         self._x, self._y, self._d, self._t, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
@@ -120,42 +122,43 @@ class MetricAccumulator:
         self.max_abs = -1.0
         self.max_rel = 0.0
         self.pass_1e3 = self.pass_5e3 = 0
-        self.nonfinite = 0
-        self.mismatch = False  # NaN/Inf positions differ: the metrics are settled as N/A
+        self.nonfinite = 0  # NaN/Inf at the same positions on both sides
+        self.new_nonfinite = self.lost_nonfinite = 0  # NaN/Inf on the NPU (bench) side only
+        self.mismatch = False  # NaN/Inf positions differ: the CSV metrics are N/A
+        self.trimmed = 0.0  # Σ(npu - bench)² of the elements the robust error leaves out
         self.offset = 0
         self.worst_flat: int | None = None
         self.worst_npu = self.worst_bench = 0.0
 
-    def add(self, npu: np.ndarray, bench: np.ndarray) -> bool:
-        """Feed the next flat slices; ``False`` once the NaN/Inf positions differ (stop feeding)."""
+    def add(self, npu: np.ndarray, bench: np.ndarray) -> None:
+        """Feed the next flat slices (any lengths, the same on both sides)."""
         step = self._x.size
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             for start in range(0, npu.size, step):
-                if not self._add(npu[start:start + step], bench[start:start + step]):
-                    return False
-        return True
+                self._add(npu[start:start + step], bench[start:start + step])
 
-    def _add(self, npu: np.ndarray, bench: np.ndarray) -> bool:
+    def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
         k = npu.size
         x, y, d, t = self._x[:k], self._y[:k], self._d[:k], self._t[:k]
         np.copyto(x, npu, casting="unsafe")
         np.copyto(y, bench, casting="unsafe")
         xx, yy = _sum_squares(x), _sum_squares(y)
         if not (math.isfinite(xx) and math.isfinite(yy)):  # rare: only now build the masks
-            if not self._zero_nonfinite(x, y):
-                self.mismatch = True
-                return False
+            self._zero_nonfinite(x, y)
             xx, yy = _sum_squares(x), _sum_squares(y)
         np.subtract(x, y, out=d)
+        dd = _sum_squares(d)
         self.xx += xx
         self.yy += yy
-        self.dd += _sum_squares(d)
+        self.dd += dd
         np.abs(d, out=d)
         i = int(d.argmax())
-        if d[i] > self.max_abs:
-            self.max_abs = float(d[i])
+        top = float(d[i])
+        if top > self.max_abs:
+            self.max_abs = top
             self.worst_flat = self.offset + i
             self.worst_npu, self.worst_bench = float(x[i]), float(y[i])
+        self._trim(d, t, top, dd)
         self._relative(d, y, t, self._mask[:k])
         if self.histogram is not None and self._bits is not None:
             bits = self._bits[:k]
@@ -163,7 +166,17 @@ class MetricAccumulator:
             per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
             self.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
         self.offset += k
-        return True
+
+    def _trim(self, d: np.ndarray, t: np.ndarray, top: float, dd: float) -> None:
+        """Set aside the chunk's few largest (npu - bench)² for the robust error, where they could matter:
+        only when they may hold half the chunk's Σ(npu - bench)² (outliers), so ordinary data never pays
+        for the selection and the robust error is then at most √2 times too large."""
+        keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
+        if keep == 0 or keep * top * top < 0.5 * dd:
+            return
+        np.multiply(d, d, out=t)
+        t.partition(t.size - keep)
+        self.trimmed += float(t[t.size - keep:].sum())
 
     def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
         """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
@@ -189,17 +202,21 @@ class MetricAccumulator:
             np.less(t, THOUSANDTH, out=mask)
             self.pass_1e3 += int(np.count_nonzero(mask))
 
-    def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> bool:
-        bad = ~np.isfinite(x)
-        if not np.array_equal(bad, ~np.isfinite(y)):
-            return False
-        idx = np.flatnonzero(bad)
-        if not _same_nonfinite(x[idx], y[idx]):
-            return False
-        self.nonfinite += idx.size
-        x[idx] = 0.0
-        y[idx] = 0.0
-        return True
+    def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Zero every position non-finite on either side, counting where they agree and where not."""
+        bx, by = ~np.isfinite(x), ~np.isfinite(y)
+        either = np.flatnonzero(bx | by)
+        nx, ny = bx[either], by[either]
+        both = nx & ny
+        same = both & ((x[either] == y[either]) | (np.isnan(x[either]) & np.isnan(y[either])))
+        n_same = int(np.count_nonzero(same))
+        self.nonfinite += n_same
+        self.new_nonfinite += int(np.count_nonzero(nx & ~ny))
+        self.lost_nonfinite += int(np.count_nonzero(ny & ~nx))
+        # anywhere else they differ: one side only, or +Inf against -Inf, NaN against Inf
+        self.mismatch = self.mismatch or n_same < either.size
+        x[either] = 0.0
+        y[either] = 0.0
 
     def _cosine(self) -> tuple[str, str, float | None]:
         if self.size == 1:
@@ -216,12 +233,15 @@ class MetricAccumulator:
             return NAN, MSG_COS_NAN, None
         return cosine_cell(cos), "", cos
 
-    def result(self, shape: tuple[int, ...], caveats: Sequence[str] = ()) -> Result:
-        """The Result once every element was fed (or :meth:`add` returned ``False``); the
-        accumulator cannot be fed after this."""
+    def result(self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str,
+               caveats: Sequence[str] = ()) -> Result:
+        """The Result once every element was fed (``npu_dtype``/``bench_dtype``: the recorded dtypes);
+        the accumulator cannot be fed after this."""
         give_back(self._raw)
+        errors = measures(self.xx, self.yy, self.dd, self.trimmed, self.size, npu_dtype, bench_dtype,
+                          self.new_nonfinite, self.lost_nonfinite)
         if self.mismatch:
-            return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats)
+            return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats, errors=errors)
         cos_cell, cos_msg, cos = self._cosine()
         r1, r5 = self.pass_1e3 / self.size, self.pass_5e3 / self.size
         cells = (cos_cell, fmt12(self.max_abs), fmt12(self.max_rel), fmt12(r1), fmt12(r5))
@@ -236,22 +256,24 @@ class MetricAccumulator:
                        cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
                        worst_index=worst, worst_npu=self.worst_npu if worst else None,
                        worst_bench=self.worst_bench if worst else None,
-                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else ())
+                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors)
 
 
-def compare_scalar(npu: np.ndarray, bench: np.ndarray, caveats: Sequence[str] = ()) -> Result:
+def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,
+                   caveats: Sequence[str] = ()) -> Result:
     """0-d values (Python scalars, 0-d tensors): MaxAbsErr and MaxRelativeErr only, as the original."""
     x, y = float(npu.astype(np.float64)), float(bench.astype(np.float64))
+    errors = scalar_measures(x, y, npu_dtype, bench_dtype)
     notes = list(caveats)
     if not (math.isfinite(x) and math.isfinite(y)):
         if not _same_nonfinite(np.array(x), np.array(y)):
-            return _result((NA,) * 5, [MSG_SCALAR, *notes, MSG_INF_NAN], notes)
+            return _result((NA,) * 5, [MSG_SCALAR, *notes, MSG_INF_NAN], notes, errors=errors)
         notes.append(_nonfinite_note(1))
         x = y = 0.0
     mae = abs(x - y)
     rel = mae / (abs(y) if y != 0 else rel_eps(bench.dtype))
     return _result((UNSUPPORTED, fmt12(mae), fmt12(rel), NAN, NAN), [MSG_SCALAR, *notes], notes,
-                   close=is_close(mae, rel), max_abs=mae, max_rel=rel)
+                   close=is_close(mae, rel), max_abs=mae, max_rel=rel, errors=errors)
 
 
 def compare_arrays(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, *,
@@ -265,7 +287,7 @@ def compare_arrays(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dty
     if isinstance(pre, Result):
         return pre
     if npu.ndim == 0:
-        return compare_scalar(npu, bench, pre)
+        return compare_scalar(npu, bench, npu_dtype, bench_dtype, pre)
     acc = MetricAccumulator(npu.size, bench.dtype, histogram)
     acc.add(npu.reshape(-1), bench.reshape(-1))
-    return acc.result(npu.shape, pre)
+    return acc.result(npu.shape, npu_dtype, bench_dtype, pre)

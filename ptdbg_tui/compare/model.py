@@ -6,6 +6,7 @@ These are the types shared by the compare functions, the engine and the app.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -43,6 +44,37 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=_SEVERITY.__getitem__, default=Status.PASS)
 
 
+@dataclass(frozen=True, slots=True)
+class ErrorMeasures:
+    """What the diagnosis needs of one compared tensor pair (over positions finite on both sides).
+
+    ``rel`` is ‖npu − bench‖₂ / ‖bench‖₂; ``robust`` the same with the few largest |Δ| left out, so that a
+    handful of elements flipped at a ReLU or max boundary cannot dominate it. ``floor`` is the unit roundoff
+    of the less precise of the two dtypes: the error rounding alone may leave.
+    """
+
+    rel: float
+    robust: float
+    npu_norm: float
+    bench_norm: float
+    numel: int
+    floor: float
+    new_nonfinite: int = 0  # NaN/Inf on the NPU where the bench is finite
+    lost_nonfinite: int = 0  # NaN/Inf on the bench where the NPU is finite
+    exact: bool = False  # integer or bool data: any difference is a real one
+    from_stats: bool = False  # estimated from the recorded statistics (no tensor data)
+
+    @property
+    def npu_zero(self) -> bool:
+        """The NPU tensor is all zeros where the bench one is not."""
+        return self.npu_norm == 0 and self.bench_norm > 0 and not self.new_nonfinite
+
+    @property
+    def abs_err(self) -> float:
+        """‖npu − bench‖₂ (estimated from the relative error)."""
+        return self.rel * self.bench_norm if math.isfinite(self.rel) else self.npu_norm
+
+
 @dataclass(slots=True)
 class Result:
     """Outcome of comparing one row: the CSV cells plus what the UI needs to explain it."""
@@ -65,6 +97,7 @@ class Result:
     worst_bench: float | None = None
     histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per bin (16× wide; see the edges)
     histogram_edges: tuple[float, ...] = ()
+    errors: ErrorMeasures | None = None  # None when nothing was compared (shapes differ, unreadable …)
 
 
 @dataclass(slots=True, eq=False)

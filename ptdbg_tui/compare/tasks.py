@@ -20,6 +20,7 @@ from ptdbg_tui.compare.cells import (
     NAN,
     join_messages,
 )
+from ptdbg_tui.compare.errors import stats_errors
 from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, precheck
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
@@ -105,11 +106,10 @@ def _compare_files(task: CompareTask) -> Result:
     try:
         for n_chunk, b_chunk in zip(iter_chunks(task.npu_path, hn, READ_CHUNK, bn),
                                     iter_chunks(task.bench_path, hb, READ_CHUNK, bb), strict=True):
-            if not acc.add(n_chunk, b_chunk):
-                break
+            acc.add(n_chunk, b_chunk)
     finally:
         give_back(bn, bb)
-    return acc.result(hn.shape, pre)
+    return acc.result(hn.shape, task.npu_dtype, task.bench_dtype, pre)
 
 
 def _add_fuzzy(result: Result) -> Result:
@@ -159,7 +159,8 @@ def summary_result(row: Row) -> Result:
         messages.append(MSG_SHAPE)
     if row.npu.dtype != row.bench.dtype:
         messages.append(MSG_DTYPE)
-    result = Result(cells, "", join_messages(messages), status, reason)
+    result = Result(cells, "", join_messages(messages), status, reason,
+                    errors=stats_errors(row.npu, row.bench))
     return _add_fuzzy(result) if row.fuzzy else result
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
-from ptdbg_tui.compare.diagnosis import Culprit, advisor_text, find_culprits
-from ptdbg_tui.compare.matching import MODES, attach_stacks, match_records
+from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
+from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, summary_result, task_for, unmatched_result
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
@@ -49,13 +50,15 @@ class PairOutcome:
     npu: RankDump
     bench: RankDump
     rows: list[Row]
-    culprits: list[Culprit] = field(default_factory=list)
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
     bad_lines: tuple[list[BadLine], list[BadLine]] = field(default_factory=lambda: ([], []))  # npu, bench
     summary: bool = False  # statistics only (no npy on a side, or asked for)
     stack_mode: bool = False  # the NPU pkl carries stack lines
     npu_npy: Path | None = None
     bench_npy: Path | None = None
     csv: Path | None = None
+    match: str = "exact"  # the matching used (``auto`` resolved)
+    match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -77,7 +80,8 @@ def _read(dump: RankDump, side: str) -> Any:
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    rows = match_records(n.tensors, b.tensors, match)
+    matching = choose_match(n.tensors, b.tensors, match)
+    rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None
     for row in rows:
@@ -87,7 +91,7 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
             row.result = summary_result(row)
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
                        stack_mode=bool(n.stacks), npu_npy=npu_npy if full else None,
-                       bench_npy=bench_npy if full else None)
+                       bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
 
 
 def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
@@ -129,7 +133,7 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
 
 
 def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
-                  step: int | None = None, rank: int | None = None, match: str = "exact",
+                  step: int | None = None, rank: int | None = None, match: str = "auto",
                   summary: bool = False, jobs: int | None = None,
                   progress: ProgressFn | None = None) -> list[PairOutcome]:
     """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl).
@@ -152,7 +156,7 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
         outcomes = [_outcome(n, b, nn, bn, match, summary) for n, b, nn, bn in pairs]
         _run_metrics(outcomes, pool, progress)
     for o in outcomes:
-        o.culprits = find_culprits(o.rows)
+        o.diagnosis = diagnose(o.rows)
     return outcomes
 
 
@@ -192,22 +196,24 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
 
     As the original, statistics-only mode is used unless both data dirs are given, and with
     ``auto_analyze`` an ``advisor_<ts>.txt`` names the suspect (here: the culprit call).
-    Extra keywords: ``match`` ("exact"/"fuzzy"/"align", overrides ``fuzzy_match``), ``jobs``,
+    Extra keywords: ``match`` ("auto"/"exact"/"fuzzy"/"align", overrides ``fuzzy_match``), ``jobs``,
     ``suffix`` (inserted into the file name).
     """
     npu = _rank_dump(input_param.get("npu_pkl_path"), "npu")
     bench = _rank_dump(input_param.get("bench_pkl_path"), "bench")
     npu_npy = _data_dir(input_param.get("npu_dump_data_dir"), "npu")
     bench_npy = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
-    match = kw.get("match") or ("fuzzy" if fuzzy_match else "exact")
+    match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     _check_match(match)
     _import_in_background("pandas")
     (outcome,) = _compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
     outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
                             suffix=kw.get("suffix", ""))
+    write_suspects(outcome.diagnosis, outcome.csv)
     if auto_analyze and not outcome.summary:
         stamp = outcome.csv.stem.removeprefix("compare_result" + kw.get("suffix", "") + "_")
-        (outcome.csv.parent / f"advisor_{stamp}.txt").write_text(advisor_text(outcome.rows, outcome.culprits))
+        advice = advisor_text(outcome.rows, outcome.diagnosis)
+        (outcome.csv.parent / f"advisor_{stamp}.txt").write_text(advice)
     if input_param.get("is_print_compare_log", True):
         print(summary_text(outcome))
     return str(outcome.csv)
@@ -222,16 +228,33 @@ def summary_text(o: PairOutcome) -> str:
     mode = "statistics only" if o.summary else "tensors"
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched, {c[Status.ERROR]} errors"]
-    lines += [f"  culprit ({k.direction}): {k.text}" for k in o.culprits]
-    if not o.culprits:
-        lines.append("  culprit: none (no call whose inputs pass and outputs fail)")
+    if o.match_note:
+        lines.append(f"  matching: {o.match} — {o.match_note}")
+    lines += diagnosis_lines(o.diagnosis)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             lines.append(f"  {side} pkl: {len(bad)} unreadable line(s) skipped, first: line {bad[0].line}: "
                          f"{bad[0].reason}")
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
+        lines.append(f"  suspects: {suspects_path(o.csv)}")
     return "\n".join(lines)
+
+
+#: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).
+REPORT_SUSPECTS = 5
+
+
+def diagnosis_lines(d: Diagnosis) -> list[str]:
+    """The report's diagnosis: the culprit and the next suspects with their evidence, or the verdict."""
+    lines = [f"  {d.verdict}"]
+    for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
+        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.evidence}")
+    if len(d.suspects) > REPORT_SUSPECTS + 1:
+        lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
+    if d.original:
+        lines.append(f"  original advisor (first No row): {d.original}")
+    return lines
 
 
 class _Bar:
@@ -296,6 +319,7 @@ def run_cli(args: argparse.Namespace) -> int:
         for o in outcomes:
             o.csv = write_csv(o.rows, args.output, stack_mode=args.stack, summary=o.summary,
                               suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
+            write_suspects(o.diagnosis, o.csv)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE

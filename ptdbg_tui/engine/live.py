@@ -29,8 +29,8 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis import Culprit, find_culprits
-from ptdbg_tui.compare.matching import attach_stacks, match_records
+from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
+from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.tasks import summary_result, task_for, unmatched_result
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
@@ -56,7 +56,7 @@ READ_CHUNK = 1 << 20
 class LiveOptions:
     step: int | None = None
     rank: int | None = None
-    match: str = "exact"
+    match: str = "auto"
     summary: bool = False
     jobs: int = 1
     watch: bool = True
@@ -92,7 +92,7 @@ class PairDelta:
     info: PairInfo
     upserts: dict[str, Placed] = field(default_factory=dict)
     removes: set[str] = field(default_factory=set)
-    culprits: list[Culprit] | None = None  # None: unchanged
+    diagnosis: Diagnosis | None = None  # None: unchanged
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,9 @@ class Outbox:
             delta.removes -= upserts.keys()
             delta.upserts.update(upserts)
 
-    def put_culprits(self, info: PairInfo, culprits: list[Culprit]) -> None:
+    def put_diagnosis(self, info: PairInfo, diagnosis: Diagnosis) -> None:
         with self._lock:
-            self._delta(info).culprits = culprits
+            self._delta(info).diagnosis = diagnosis
 
     def drop_pair(self, key: str) -> None:
         with self._lock:
@@ -279,9 +279,10 @@ class PairState:
         self.open: set[int] = set()  # rows without a result
         self.last_matched = -1  # seq of the last matched row
         self.compared = 0
-        self.culprit_calls: list[str] | None = None
-        self.culprits_at = 0.0
-        self.culprits_dirty = True
+        self.diagnosis: Diagnosis | None = None
+        self.matching: Matching | None = None
+        self.diagnosed_at = 0.0
+        self.diagnosis_dirty = True
 
     def side_of(self, row: Row) -> SideState | None:
         return self.npu if row.npu is not None else self.bench
@@ -291,7 +292,8 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        rows = match_records(self.npu.tensors, self.bench.tensors if self.bench else [], mode)
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode)
+        rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []
         seen: set[str] = set()
@@ -312,7 +314,7 @@ class PairState:
             seen.add(key)
             keys.append(key)
         self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
-        self.full_emit = self.culprits_dirty = True
+        self.full_emit = self.diagnosis_dirty = True
         self.changed.clear()
         self.unplaced.clear()
 
@@ -481,13 +483,13 @@ class LiveEngine:
         todo, due = self._todo(p, time.monotonic())
         for _ in self._compute(p, todo):
             self._emit(p)
-            self._culprits(p, final=False)
+            self._diagnose(p, final=False)
             self._progress(done=False)
             self.outbox.flush()
             if self._stop.is_set():
                 return None
         self._emit(p)
-        self._culprits(p, final=True)
+        self._diagnose(p, final=True)
         if p.unplaced:  # some calls wait for their stack line or for quiet
             soon = time.monotonic() + self.options.quiet_s / 4
             due = soon if due is None else min(due, soon)
@@ -558,22 +560,20 @@ class LiveEngine:
         p.compared += row.result is None
         p.open.discard(i)
         p.changed.add(i)
-        p.culprits_dirty = True
+        p.diagnosis_dirty = True
         if p.emitted.get(p.keys[i]) is row:  # the app holds it: emitted rows are never mutated
             p.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq)
         else:
             row.result = result
 
-    def _culprits(self, p: PairState, final: bool) -> None:
+    def _diagnose(self, p: PairState, final: bool) -> None:
         now = time.monotonic()
-        if not p.culprits_dirty or (not final and now - p.culprits_at < 0.5):
+        if not p.diagnosis_dirty or (not final and now - p.diagnosed_at < 0.5):
             return
-        p.culprits_at, p.culprits_dirty = now, False
-        culprits = find_culprits(p.rows)
-        calls = [c.call for c in culprits]
-        if calls != p.culprit_calls:
-            p.culprit_calls = calls
-            self.outbox.put_culprits(p.info, culprits)
+        p.diagnosed_at, p.diagnosis_dirty = now, False
+        diagnosis = diagnose(p.rows)
+        p.diagnosis = diagnosis
+        self.outbox.put_diagnosis(p.info, diagnosis)
 
     def _metric_pool(self) -> MetricPool:
         if self._pool is None:

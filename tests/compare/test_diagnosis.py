@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ptdbg_tui.compare.diagnosis import advisor_text, call_verdict, find_culprits, stack_site
+from ptdbg_tui.compare.diagnosis import advisor_text, diagnose, stack_site
 from ptdbg_tui.compare.matching import attach_stacks, match_records
-from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
@@ -31,67 +31,38 @@ def _compared_seed(tmp_path):
 
 def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     rows = _compared_seed(tmp_path)
-    lstm_in = [r for r in rows if r.name.startswith("VF_lstm_0_backward_input")]
-    lstm_out = [r for r in rows if r.name.startswith("VF_lstm_0_backward_output")]
-    assert {r.status for r in lstm_in} == {Status.PASS} and {r.status for r in lstm_out} == {Status.FAIL}
     later = [r for r in rows if r.name.startswith("Functional_conv2d_0_backward_output")]
     assert all(r.status is Status.FAIL for r in later)  # downstream noise the original would blame
-    culprits = find_culprits(rows)
-    assert [(c.direction, c.call, c.api) for c in culprits] == [("backward", SEED_CULPRIT, "VF_lstm")]
-    text = culprits[0].text
-    assert "VF_lstm_0_backward" in text and "lstm backward" in text
-    assert "incoming gradient matches" in text and "gradient it produces does not" in text
+    diagnosis = diagnose(rows)
+    assert [(s.direction, s.call, s.api, s.kind) for s in diagnosis.suspects] == [
+        ("backward", SEED_CULPRIT, "VF_lstm", "growth")]
+    culprit = diagnosis.culprit
+    assert culprit is not None and culprit.score > 1000
+    assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
     # the backward stack shows loss.backward(); the forward call's site is what the user needs
-    assert culprits[0].site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
-    assert "model.py:43" in text
+    assert culprit.site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
+    assert "model.py:43" in culprit.text and diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT}:")
 
 
 def test_advisor_names_the_culprit_with_its_csv_line(tmp_path):
     rows = _compared_seed(tmp_path)
-    lines = advisor_text(rows, find_culprits(rows)).splitlines()
-    line = next(i for i, r in enumerate(rows) if r.name == "VF_lstm_0_backward_output.0") + 2
-    assert lines[:2] == [f"Line: {line}", "Suspect Nodes: VF_lstm_0_backward_output.0"]
-    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward: the backward incoming gradient matches")
+    diagnosis = diagnose(rows)
+    lines = advisor_text(rows, diagnosis).splitlines()
+    worst = diagnosis.culprit.worst_row
+    assert worst.name.startswith("VF_lstm_0_backward_output.")
+    line = next(i for i, r in enumerate(rows) if r is worst) + 2
+    assert lines[:2] == [f"Line: {line}", f"Suspect Nodes: {worst.name}"]
+    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward: introduces error — inputs ")
 
 
 def _rows(record, statuses: dict[str, Status]) -> list[Row]:
     rows = []
     for name, status in statuses.items():
         r = Row(record(name), record(name))
-        r.result = Result(("1.0",) * 5, "Yes", "", status)
+        r.result = Result(("1.0",) * 5, "Yes" if status is Status.PASS else "No", "", status,
+                          errors=ErrorMeasures(0.0, 0.0, 1.0, 1.0, 3, 2.0**-24))
         rows.append(r)
     return rows
-
-
-def test_call_verdict_texts(record):
-    ok = call_verdict(_rows(record, {"A_x_0_forward_input.0": Status.PASS,
-                                     "A_x_0_forward_output": Status.FAIL}))
-    assert ok.introduces and ok.text == "inputs pass, outputs fail: this op's forward introduces the error"
-    upstream = call_verdict(_rows(record, {"A_x_0_forward_input.0": Status.FAIL,
-                                           "A_x_0_forward_output": Status.FAIL}))
-    assert not upstream.introduces and "comes from its inputs" in upstream.text
-    warn_in = call_verdict(_rows(record, {"A_x_0_forward_input.0": Status.WARN,
-                                          "A_x_0_forward_output": Status.FAIL}))
-    assert warn_in.introduces
-    unknown = call_verdict(_rows(record, {"A_x_0_forward_input.0": Status.ERROR,
-                                          "A_x_0_forward_output": Status.FAIL}))
-    assert not unknown.introduces
-    fine = call_verdict(_rows(record, {"A_x_0_forward_input.0": Status.PASS,
-                                       "A_x_0_forward_output": Status.PASS}))
-    assert fine.text == "inputs and outputs pass"
-    pending = call_verdict([Row(record("A_x_0_forward_output"), record("A_x_0_forward_output"))])
-    assert pending.text == "not compared yet"
-
-
-def test_first_culprit_per_direction_forward_first(record):
-    rows = _rows(record, {
-        "B_b_0_backward_input.0": Status.PASS, "B_b_0_backward_output.0": Status.FAIL,
-        "A_a_0_forward_input.0": Status.PASS, "A_a_0_forward_output": Status.PASS,
-        "C_c_0_forward_input.0": Status.PASS, "C_c_0_forward_output": Status.FAIL,
-        "D_d_0_forward_input.0": Status.PASS, "D_d_0_forward_output": Status.FAIL,
-    })
-    assert [c.call for c in find_culprits(rows)] == ["C_c_0_forward", "B_b_0_backward"]
-    assert find_culprits([]) == []
 
 
 @pytest.mark.parametrize(("frames", "site"), [
@@ -112,10 +83,12 @@ def test_stack_site_skips_tool_frames(frames, site):
 
 def test_advisor_all_pass_matches_the_original_golden_file(record):
     rows = _rows(record, {"A_x_0_forward_input.0": Status.PASS, "A_x_0_forward_output": Status.PASS})
-    assert advisor_text(rows, find_culprits(rows)) == LEGACY_ADVISOR.read_text()
+    assert advisor_text(rows, diagnose(rows)) == LEGACY_ADVISOR.read_text()
 
 
-def test_advisor_without_culprit_names_the_first_failure(record):
-    rows = _rows(record, {"A_x_0_forward_input.0": Status.FAIL, "A_x_0_forward_output": Status.FAIL})
-    text = advisor_text(rows, find_culprits(rows))
-    assert text.startswith("Line: 2\nSuspect Nodes: A_x_0_forward_input.0\n") and "no call" in text
+def test_advisor_never_claims_an_all_clear_without_a_comparison(record):
+    rows = [Row(record("A_x_0_forward_input.0"), None), Row(None, record("A_x_0_forward_output"))]
+    diagnosis = diagnose(rows)
+    assert diagnosis.compared == 0 and diagnosis.verdict == "Nothing was compared: no verdict."
+    expected = "Line: NA\nSuspect Nodes: NA\nExpert Advice: Nothing was compared: no verdict.\n"
+    assert advisor_text(rows, diagnosis) == expected

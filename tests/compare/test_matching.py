@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ptdbg_tui.compare.matching import align, attach_stacks, match_records
+from ptdbg_tui.compare.matching import align, attach_stacks, choose_match, match_records
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -171,3 +171,21 @@ def test_attach_stacks_on_the_first_row_of_each_call(records):
     stack = StackRecord("A_x_0_forward_stack_info", [("f.py", "1", "g", None)])
     attach_stacks(rows, {stack.call: stack})
     assert [r.stack for r in rows] == [stack, None, None]
+
+
+def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
+    # NPU: a fused linear; bench: matmul + add, so every later Torch_matmul index shifts by one
+    npu = _recs(record, [_call("Torch_matmul", 0), _call("Functional_linear", 0, shape=(5,)),
+                         _call("Torch_matmul", 1, shape=(4,)), _call("Torch_relu", 0)])
+    bench = _recs(record, [_call("Torch_matmul", 0), _call("Torch_matmul", 1, shape=(5,)),
+                           _call("Torch_add", 0, shape=(5,)), _call("Torch_matmul", 2, shape=(4,)),
+                           _call("Torch_relu", 0)])
+    exact = choose_match(npu, bench, "exact")
+    assert exact.mode == "exact" and ("Torch_matmul_1_forward_output", "Torch_matmul_1_forward_output") in \
+        _pairs(exact.rows)  # shapes 4 against 5
+    auto = choose_match(npu, bench)
+    assert auto.mode == "align" and auto.note.startswith("calls aligned automatically (exact names left")
+    assert ("Torch_matmul_1_forward_output", "Torch_matmul_2_forward_output") in _pairs(auto.rows)
+    assert ("Torch_relu_0_forward_output", "Torch_relu_0_forward_output") in _pairs(auto.rows)
+    same = choose_match(npu, npu)
+    assert (same.mode, same.note) == ("exact", "")

@@ -13,14 +13,14 @@ def test_the_same_model_twice_compares_all_pass(dump_model) -> None:
     statuses = outcome.counts()
     assert statuses[Status.FAIL] == statuses[Status.UNMATCHED] == statuses[Status.ERROR] == 0
     assert statuses[Status.PASS] > 60
-    assert outcome.culprits == []
+    assert outcome.diagnosis.suspects == []
 
 
 def test_a_wrong_lstm_backward_is_flagged_at_its_backward_output(dump_model) -> None:
     bench, npu = dump_model("bench"), dump_model("npu", fault=True)
     (outcome,) = compare_dumps(npu.pkl, bench.pkl, jobs=1)
-    assert [c.call for c in outcome.culprits] == ["VF_lstm_0_backward"]
-    (culprit,) = outcome.culprits
+    assert [s.call for s in outcome.diagnosis.suspects] == ["VF_lstm_0_backward"]
+    (culprit,) = outcome.diagnosis.suspects
     by_name = {row.name: row.status for row in culprit.rows}
     assert by_name["VF_lstm_0_backward_input.0"] is Status.PASS
     assert by_name["VF_lstm_0_backward_output.0"] is Status.FAIL

@@ -38,13 +38,13 @@ def test_cuda_dump_matches_the_cpu_dump(dump_model) -> None:
     counts = outcome.counts()
     assert counts[Status.FAIL] == counts[Status.UNMATCHED] == counts[Status.ERROR] == 0, [
         (r.name, r.result.reason) for r in outcome.rows if r.status is Status.FAIL]
-    assert outcome.culprits == []
+    assert outcome.diagnosis.suspects == []
 
 
 def test_cuda_wrong_lstm_backward_is_flagged(dump_model) -> None:
     gpu, cpu = dump_model("gpu", device="cuda", fault=True), dump_model("cpu")
     (outcome,) = compare_dumps(gpu.pkl, cpu.pkl, jobs=1)
-    assert [c.call for c in outcome.culprits] == ["VF_lstm_0_backward"]
+    assert [s.call for s in outcome.diagnosis.suspects] == ["VF_lstm_0_backward"]
 
 
 def test_cuda_bf16_and_fp16_values(tmp_path: Path) -> None:

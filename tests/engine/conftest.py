@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ptdbg_tui.compare.diagnosis import Diagnosis
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions, Placed, Progress
 from ptdbg_tui.formats.layout import rank_dir_path
@@ -65,7 +66,7 @@ class Collected:
     """Everything the engine sent, merged as the app would merge it."""
 
     rows: dict[str, dict[str, Placed]] = field(default_factory=dict)
-    culprits: dict[str, list] = field(default_factory=dict)
+    diagnoses: dict[str, Diagnosis] = field(default_factory=dict)
     progress: Progress = field(default_factory=Progress)
     notices: list[str] = field(default_factory=list)
     ever: dict[str, set[Status]] = field(default_factory=dict)  # every status a key was sent with
@@ -98,8 +99,8 @@ class Follower:
                 rows[k] = placed
                 status = placed.row.result.status if placed.row.result else Status.PENDING
                 s.ever.setdefault(k, set()).add(status)
-            if delta.culprits is not None:
-                s.culprits[key] = delta.culprits
+            if delta.diagnosis is not None:
+                s.diagnoses[key] = delta.diagnosis
         if update.progress is not None:
             s.progress = update.progress
         s.notices += update.notices

@@ -35,14 +35,14 @@ def test_compare_dumps_finds_the_culprit(seed):
     assert not o.summary and o.stack_mode and o.bad_lines == ([], [])
     counts = o.counts()
     assert counts[Status.FAIL] > 0 and counts[Status.ERROR] == counts[Status.UNMATCHED] == 0
-    assert [c.call for c in o.culprits] == [SEED_CULPRIT]
+    assert [s.call for s in o.diagnosis.suspects] == [SEED_CULPRIT]
     assert o.label == "step0/rank0 vs step0/rank0"
 
 
 def test_summary_mode_on_request_and_when_npy_is_missing(seed):
     (o,) = compare_dumps(*seed, summary=True, jobs=1)
     assert o.summary and all(r.result is not None and r.result.accuracy == "" for r in o.rows)
-    assert [c.call for c in o.culprits] == [SEED_CULPRIT]  # the stats see the wrong gradient too
+    assert [s.call for s in o.diagnosis.suspects] == [SEED_CULPRIT]  # the stats see the wrong gradient too
     shutil.rmtree(discover(seed[1])[0].npy_dir)
     (o,) = compare_dumps(*seed, jobs=1)
     assert o.summary
@@ -56,7 +56,7 @@ def test_missing_and_broken_npy_become_error_rows_and_the_run_goes_on(seed):
     errors = {r.name: r.result.message for r in o.rows if r.status is Status.ERROR}
     assert set(errors) == {"Functional_relu_0_forward_output", "Tensor_reshape_0_forward_output"}
     assert "not found" in errors["Functional_relu_0_forward_output"]
-    assert [c.call for c in o.culprits] == [SEED_CULPRIT]
+    assert [s.call for s in o.diagnosis.suspects] == [SEED_CULPRIT]
 
 
 def test_bad_pkl_lines_are_counted_per_side(seed):
@@ -152,4 +152,4 @@ def test_compare_at_top_level_of_an_unguarded_script_with_workers(seed, tmp_path
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("RUN") == 1 and "Traceback" not in done.stderr
-    assert "culprit (backward): VF_lstm_0_backward" in done.stdout
+    assert "Culprit: VF_lstm_0_backward" in done.stdout

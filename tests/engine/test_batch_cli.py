@@ -40,8 +40,14 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
     first = out.splitlines()[0]
     assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
     assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
-    assert "culprit (backward): VF_lstm_0_backward: the backward incoming gradient matches" in out
+    assert "Culprit: VF_lstm_0_backward: introduces error — inputs " in out
     assert f"CSV: {path}" in out
+    suspects = path.with_name(path.name.replace("compare_result", "suspects"))
+    assert f"suspects: {suspects}" in out
+    header, first_suspect = list(csv.reader(suspects.open()))[:2]
+    assert header[:6] == ["Rank", "NPU Call", "API", "Direction", "Kind", "Score"]
+    assert first_suspect[:5] == ["1", "VF_lstm_0_backward", "VF_lstm", "backward", "growth"]
+    assert float(first_suspect[5]) > 1 and first_suspect[11] == "/home/user/centernet/model.py:43"
 
 
 def test_any_level_of_the_tree_and_summary_flag(seed, tmp_path, capsys):
@@ -64,7 +70,7 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
         w.close()
     code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
     assert code == 0 and "1 passed, 0 failed, 0 warnings, 2 unmatched, 0 errors" in out
-    (path,) = (tmp_path / "out").glob("*.csv")
+    (path,) = (tmp_path / "out").glob("compare_result*.csv")
     rows = list(csv.reader(path.open()))[1:]
     assert [(r[0], r[1], r[-1]) for r in rows] == [
         ("Torch_add_0_forward_output", "Torch_add_0_forward_output", ""),
@@ -115,7 +121,7 @@ def test_progress_lines_on_a_non_tty_stderr(seed, tmp_path):
             "--jobs", "1"]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and done.stderr == ""  # short run: no progress noise
-    assert "culprit" in done.stdout
+    assert "Culprit" in done.stdout
 
 
 def test_rank_pid_bench_pairs_with_rank0(seed, tmp_path, capsys):

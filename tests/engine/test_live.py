@@ -38,8 +38,8 @@ def test_static_compare_finds_the_culprit_and_places_calls(tmp_path, make_dump, 
     assert statuses["Torch_add_1_forward_output.0"] is Status.FAIL
     assert statuses["Torch_add_1_forward_input.0"] is Status.PASS
     assert sum(s is Status.PASS for s in statuses.values()) == 11
-    (culprits,) = seen.culprits.values()
-    assert [c.call for c in culprits] == ["Torch_add_1_forward"]
+    (diagnosis,) = seen.diagnoses.values()
+    assert [s.call for s in diagnosis.suspects] == ["Torch_add_1_forward"]
     (rows,) = seen.rows.values()
     path = [seg.label for seg in rows["Torch_add_1_forward_output.0"].path]
     assert path == ["Forward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"]
@@ -75,7 +75,8 @@ def test_live_waits_for_missing_folders_then_fills(tmp_path, make_dump, follow):
     b.call("Torch_mul", 0, wrong=2.0, site=11)
     seen = f.wait(lambda s: s.statuses().get("Torch_mul_0_forward_output.0") is Status.FAIL)
     assert seen.statuses()["Torch_add_0_forward_output.0"] is Status.PASS
-    seen = f.wait(lambda s: any(c.call == "Torch_mul_0_forward" for cs in s.culprits.values() for c in cs))
+    seen = f.wait(lambda s: any(c.call == "Torch_mul_0_forward"
+                                for d in s.diagnoses.values() for c in d.suspects))
     assert seen.progress.watching in ("inotify", "polling")
 
 

@@ -1,0 +1,164 @@
+"""Does one call introduce error? Its outputs' error against what its inputs carry, what the op may
+amplify, and the dtype's rounding floor — local error, not cumulative.
+
+For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, unit roundoffs ``u_i``):
+
+* errors that scale with the data pass through an honest op at about their relative size, times what
+  the op may amplify (``κ``: 1 for most ops; the magnitude of the argument for exp and softmax, the
+  exponent for pow …), and the op itself may add a few roundings of its output's dtype:
+  ``κ · max e_i`` and ``ROUNDINGS · u_y``;
+* an op whose output is small against inputs of the same kind (terms that cancel: a difference of
+  near-equal values, a normalisation, a sum over values of both signs, a gradient that is zero in
+  theory) turns the inputs' *absolute* error, and the rounding at the inputs' scale, into a large
+  relative error of its output: ``(e_i + u_i) · ‖x_i‖``, the input's size spread over the output's
+  elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
+  gradients; its saved forward tensors count in ``max e_i`` only.
+
+* an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
+  max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
+
+The call introduces error when an output's error exceeds ``MARGIN`` times that allowance. Errors are
+measured over positions finite on both sides, the output's with the robust variant (a handful of
+elements flipped at a ReLU or max boundary are not a fault); a call whose outputs gain NaN/Inf from
+finite inputs is the NaN origin, whatever the magnitudes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ptdbg_tui.compare.model import ErrorMeasures
+
+#: An output may carry this many times the error its inputs and its own rounding explain.
+MARGIN = 4.0
+#: Roundings of its output's dtype an op may add on its own (different summation orders, fused
+#: multiply-adds, another libm).
+ROUNDINGS = 8.0
+
+GROWTH = "growth"
+NAN_ORIGIN = "nan"
+ZEROS = "zeros"
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    """One tensor of a call as the rule sees it."""
+
+    name: str
+    errors: ErrorMeasures
+    same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
+    magnitude: float | None = None  # the largest |value| of the bench tensor, when recorded
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The rule's answer for one call."""
+
+    input_error: float  # the largest relative error among the inputs
+    output_error: float  # the relative error of the output judged (the worst one)
+    allowed: float  # the relative error that output may carry (the margin included)
+    score: float  # output error / allowed (> 1: the call introduces error)
+    kind: str | None  # GROWTH, NAN_ORIGIN or ZEROS when the call introduces error
+    output: str  # name of the output judged
+    partial: bool = False  # some inputs were not compared
+
+
+#: Ops whose output carries the absolute error of their argument as relative error (exp(x + δ) =
+#: exp(x)·(1 + δ)): κ is the argument's magnitude.
+EXPONENTIAL = frozenset({
+    "exp", "exp2", "expm1", "softmax", "softmin", "log_softmax", "logsumexp", "cross_entropy",
+    "binary_cross_entropy_with_logits", "sigmoid", "logsigmoid", "softplus", "pow", "float_power", "elu",
+    "selu", "celu", "cosh", "sinh", "tan", "erfinv",
+})
+
+
+#: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
+#: picks, a rounding step): an error ``e`` in that argument flips a fraction of about ``e`` of the elements,
+#: each by its whole size, so the output may carry a relative error of about ``√(2e)`` — more than any
+#: margin on ``e`` — with no fault at all.
+DISCONTINUOUS = frozenset({
+    "relu", "relu6", "leaky_relu", "rrelu", "prelu", "hardtanh", "threshold", "hardsigmoid", "hardswish",
+    "elu", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+    "fractional_max_pool2d", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
+    "clamp_max", "where", "masked_fill", "abs", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac",
+    "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "heaviside", "gt", "lt",
+    "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal",
+})
+
+
+def op_name(op: str) -> str:
+    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
+    return op.lower().strip("_")
+
+
+def flip_allowance(op: str, e_in: float) -> float:
+    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops)."""
+    return math.sqrt(2 * e_in) if op_name(op) in DISCONTINUOUS else 0.0
+
+
+def amplification(op: str, inputs: Sequence[Operand]) -> float:
+    """κ: how much the op (``softmax``, ``exp_`` …) may amplify its inputs' relative error (1 for most)."""
+    if op_name(op) not in EXPONENTIAL:
+        return 1.0
+    sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
+    return max(1.0, *sizes)
+
+
+def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
+    """The size of input ``x`` as seen by output ``y``: its norm, or spread over ``y``'s elements when
+    ``y`` is larger (a broadcast bias adds its error to every element it reaches)."""
+    if x.numel <= 0:
+        return x.bench_norm
+    return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
+
+
+def judge_output(y: ErrorMeasures, inputs: Sequence[Operand], kappa: float,
+                 flips: float = 0.0) -> tuple[float, float]:
+    """``(output error, allowed relative error)`` of one output (``flips``: see :func:`flip_allowance`)."""
+    e_in = max((o.errors.rel for o in inputs), default=0.0)
+    relative = max(kappa * e_in, ROUNDINGS * y.floor, flips)
+    additive = max(((o.errors.rel + o.errors.floor) * _scale(o.errors, y) for o in inputs if o.same_kind),
+                   default=0.0)
+    if y.bench_norm > 0:
+        return y.robust, relative + additive / y.bench_norm
+    # a bench of zeros: judge the NPU's size against what the inputs could have left
+    return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
+
+
+def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
+          partial: bool = False) -> Judgement | None:
+    """The verdict on one call from its compared outputs and inputs (``None`` without outputs)."""
+    if not outputs:
+        return None
+    e_in = max((o.errors.rel for o in inputs), default=0.0)
+    if not any(o.errors.new_nonfinite for o in inputs):
+        origin = [(name, y) for name, y in outputs if y.new_nonfinite]
+        if origin:
+            name, y = max(origin, key=lambda item: item[1].new_nonfinite)
+            return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+    kappa = amplification(op, inputs)
+    flips = flip_allowance(op, e_in)
+    worst: Judgement | None = None
+    for name, y in outputs:
+        if y.exact:
+            err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
+        else:
+            err, allowed = judge_output(y, inputs, kappa, flips)
+        allowed *= MARGIN
+        score = _score(err, allowed)
+        if worst is None or score > worst.score:
+            kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
+            worst = Judgement(e_in, err, allowed, score, kind, name, partial)
+    return worst
+
+
+def _score(err: float, allowed: float) -> float:
+    """How many times the error exceeds what is allowed."""
+    if err == 0 or math.isnan(err) or math.isinf(allowed):
+        return 0.0
+    if allowed == 0 or math.isinf(err):
+        return math.inf
+    return err / allowed

@@ -1,0 +1,40 @@
+"""``suspects_<ts>.csv``: the ranked suspects of one pair with their scores and evidence, written beside
+the compare CSV (whose columns stay the original's)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from ptdbg_tui.compare.diagnosis import Diagnosis, Suspect
+
+HEADER = ["Rank", "NPU Call", "API", "Direction", "Kind", "Score", "Input Error", "Output Error",
+          "Allowed Error", "Worst Output", "Evidence", "Call Site", "Source Line"]
+
+
+def _number(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.6g}"
+
+
+def suspect_row(rank: int, s: Suspect) -> list[object]:
+    j = s.judgement
+    site = s.site
+    return [rank, s.call, s.api, s.direction, s.kind, _number(s.score), _number(j.input_error),
+            _number(j.output_error), _number(j.allowed), j.output, s.evidence,
+            f"{site[0]}:{site[1]}" if site else "", (site[3] or "") if site else ""]
+
+
+def suspects_path(compare_csv: Path) -> Path:
+    """``suspects…`` named like its compare CSV (``compare_result…`` → ``suspects…``)."""
+    return compare_csv.with_name("suspects" + compare_csv.name.removeprefix("compare_result"))
+
+
+def write_suspects(diagnosis: Diagnosis, compare_csv: Path) -> Path:
+    """Write the suspects beside ``compare_csv`` (a header only when there are none)."""
+    path = suspects_path(compare_csv)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(HEADER)
+        writer.writerows(suspect_row(k, s) for k, s in enumerate(diagnosis.suspects, start=1))
+    return path

@@ -1,0 +1,204 @@
+"""The error-growth rule on small hand-made calls: one test per failure mode of the original's verdict."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ptdbg_tui.compare.cells import NO, YES
+from ptdbg_tui.compare.diagnosis import diagnose
+from ptdbg_tui.compare.errors import floor_of, trim_count, unit_roundoff
+from ptdbg_tui.compare.metrics import compare_arrays
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS
+from ptdbg_tui.compare.tasks import summary_result
+from ptdbg_tui.formats.stats import array_stats
+
+RNG = np.random.default_rng(0)
+NOISE = 1e-6
+
+
+def _noisy(a: np.ndarray, rel: float = NOISE) -> np.ndarray:
+    return (a * (1 + rel * RNG.standard_normal(a.shape))).astype(a.dtype)
+
+
+class Calls:
+    """Rows of hand-made calls, compared as the engine compares them."""
+
+    def __init__(self, record) -> None:
+        self.record = record
+        self.rows: list[Row] = []
+
+    def add(self, name: str, npu, bench, npu_dtype: str = "torch.float32", bench_dtype: str = "torch.float32",
+            summary: bool = False) -> Row:
+        n, b = np.asarray(npu), np.asarray(bench)
+        rn = self.record(name, shape=list(n.shape), dtype=npu_dtype, stats=array_stats(n, npu_dtype))
+        rb = self.record(name, shape=list(b.shape), dtype=bench_dtype, stats=array_stats(b, bench_dtype))
+        row = Row(rn, rb, seq=len(self.rows))
+        row.result = summary_result(row) if summary else compare_arrays(n, b, npu_dtype, bench_dtype)
+        self.rows.append(row)
+        return row
+
+    def call(self, api: str, index: int, direction: str, ins: list, outs: list, **kw) -> None:
+        """``ins``/``outs``: (npu, bench) array pairs."""
+        call = f"{api}_{index}_{direction}"
+        for k, (n, b) in enumerate(ins):
+            self.add(f"{call}_input.{k}", n, b, **kw)
+        for k, (n, b) in enumerate(outs):
+            self.add(f"{call}_output.{k}", n, b, **kw)
+
+    def suspects(self) -> list[tuple[str, str]]:
+        return [(s.call, s.kind) for s in diagnose(self.rows).suspects]
+
+    def row(self, name: str) -> Row:
+        return next(r for r in self.rows if r.name == name)
+
+
+@pytest.fixture
+def calls(record) -> Calls:
+    return Calls(record)
+
+
+def _silu_grad(x: np.ndarray, g: np.ndarray, drop_term: bool = False) -> np.ndarray:
+    s = 1 / (1 + np.exp(-x))
+    return (g * s if drop_term else g * s * (1 + x * (1 - s))).astype(np.float32)
+
+
+def test_small_magnitude_backward_fault_is_named_though_the_original_passes_it(calls):
+    x = RNG.standard_normal(4096).astype(np.float32)
+    xn = _noisy(x)
+    y = (x / (1 + np.exp(-x))).astype(np.float32)
+    g = (1e-4 * RNG.standard_normal(4096)).astype(np.float32)
+    gn = _noisy(g)
+    calls.call("Functional_silu", 0, "forward", [(xn, x)], [(_noisy(y), y)])
+    wrong = _silu_grad(xn, gn, drop_term=True)
+    calls.call("Functional_silu", 0, "backward", [(gn, g)], [(wrong, _silu_grad(x, g))])
+    assert calls.suspects() == [("Functional_silu_0_backward", GROWTH)]
+    assert calls.row("Functional_silu_0_backward_output.0").result.accuracy == YES  # MaxAbsErr < 0.001
+
+
+@pytest.mark.parametrize("factor", [2.0, 1.01])
+def test_pure_scale_error_is_named_though_its_cosine_is_one(calls, factor):
+    x = RNG.standard_normal(1000).astype(np.float32)
+    xn = _noisy(x)
+    calls.call("Torch_mul", 0, "forward", [(xn, x)], [((xn * 3 * factor).astype(np.float32), x * 3)])
+    assert calls.suspects() == [("Torch_mul_0_forward", GROWTH)]
+    assert calls.row("Torch_mul_0_forward_output.0").result.cells[0] == "1.0"
+
+
+def test_fp16_rounding_is_no_fault_and_an_overflow_is_the_nan_origin(calls):
+    x = (500 * RNG.standard_normal((64, 128))).astype(np.float32)
+    w = (RNG.standard_normal((128, 128))).astype(np.float32)
+    y = x @ w
+    x16, w16 = x.astype(np.float16), w.astype(np.float16)
+    y16 = (x16.astype(np.float32) @ w16.astype(np.float32)).astype(np.float16)
+    kw = {"npu_dtype": "torch.float16"}
+    calls.call("Functional_linear", 0, "forward", [(x16, x), (w16, w)], [(y16, y)], **kw)
+    assert calls.row("Functional_linear_0_forward_output.0").result.accuracy == NO  # MaxAbsErr > 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        p16 = (y16.astype(np.float32) ** 2).astype(np.float16)
+        calls.call("Tensor_pow", 0, "forward", [(y16, y)], [(p16, y * y)], **kw)
+        sq = y * y
+        calls.call("Torch_sub", 0, "forward", [(p16, sq), (p16, sq)], [(p16 - p16, sq - sq)], **kw)
+    assert calls.suspects() == [("Tensor_pow_0_forward", NAN_ORIGIN)]
+
+
+def test_noise_grown_through_a_deep_net_is_no_fault(calls):
+    x = RNG.standard_normal((32, 64)).astype(np.float32)
+    xn = _noisy(x)
+    for i in range(64):
+        w = (1.2 * RNG.standard_normal((64, 64)) / 8).astype(np.float32)
+        y, yn = np.tanh(x @ w) * 1.5 if i % 2 else x @ w, np.tanh(xn @ w) * 1.5 if i % 2 else xn @ w
+        x, xn, x_in, xn_in = y.astype(np.float32), yn.astype(np.float32), x, xn
+        calls.call("Functional_linear", i, "forward", [(xn_in, x_in), (w, w)], [(xn, x)])
+    assert np.abs(x).max() > 1 and calls.suspects() == []
+
+
+def test_a_theoretically_zero_gradient_is_no_fault(calls):
+    g = (1e-2 * RNG.standard_normal((8, 16, 6, 6))).astype(np.float32)
+    gn = _noisy(g)
+    w = RNG.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    gw = RNG.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    bias_bench, bias_npu = (1e-9 * RNG.standard_normal((2, 16))).astype(np.float32)
+    calls.call("Functional_conv2d", 0, "backward", [(gn, g)],
+               [(_noisy(w), w), (_noisy(gw), gw), (bias_npu, bias_bench)])
+    assert calls.row("Functional_conv2d_0_backward_output.2").result.accuracy == NO  # a random cosine
+    assert calls.suspects() == []
+
+
+def test_an_all_zero_output_is_named_and_its_consumer_is_not(calls):
+    x = RNG.standard_normal(512).astype(np.float32)
+    y = np.maximum(x, 0)
+    zeros = np.zeros_like(y)
+    calls.call("Torch_relu", 0, "forward", [(_noisy(x), x)], [(zeros, y)])
+    calls.call("Torch_mul", 0, "forward", [(zeros, y)], [(zeros, 2 * y)])
+    assert calls.row("Torch_relu_0_forward_output.0").result.cells[0] == "Nan"  # the original: a warning
+    assert calls.suspects() == [("Torch_relu_0_forward", ZEROS)]
+
+
+def test_a_backward_is_judged_with_its_saved_forward_tensors(calls):
+    x = RNG.standard_normal(512).astype(np.float32) + 3
+    y, yn = np.exp(x), 1.5 * np.exp(_noisy(x))  # a forward fault
+    g = RNG.standard_normal(512).astype(np.float32)
+    calls.call("Torch_exp", 0, "forward", [(_noisy(x), x)], [(yn, y)])
+    calls.call("Torch_exp", 0, "backward", [(_noisy(g), g)], [(g * yn, g * y)])  # autograd uses the saved y
+    assert calls.suspects() == [("Torch_exp_0_forward", GROWTH)]
+
+
+def test_a_handful_of_flips_at_a_relu_boundary_is_no_fault(calls):
+    x = RNG.standard_normal(20000).astype(np.float32)
+    xn = x.copy()
+    flips = np.argsort(np.abs(x))[:3]  # the elements closest to zero change sign on the NPU
+    xn[flips] = -xn[flips]
+    g = RNG.standard_normal(20000).astype(np.float32)
+    calls.call("Torch_relu", 0, "forward", [(xn, x)], [(np.maximum(xn, 0), np.maximum(x, 0))])
+    calls.call("Torch_relu", 0, "backward", [(g, g)], [(g * (xn > 0), g * (x > 0))])
+    out = calls.row("Torch_relu_0_backward_output.0").result.errors
+    assert out.rel > 1e-2 and out.robust < 1e-6
+    assert calls.suspects() == []
+
+
+def test_statistics_only_dumps_are_judged_from_their_statistics(calls):
+    x = RNG.standard_normal(1000).astype(np.float32)
+    calls.call("Torch_mul", 0, "forward", [(_noisy(x), x)], [(2.02 * x, 2 * x)], summary=True)
+    calls.call("Torch_add", 0, "forward", [(2.02 * x, 2 * x)], [(2.02 * x + 1, 2 * x + 1)], summary=True)
+    assert calls.suspects() == [("Torch_mul_0_forward", GROWTH)]
+    assert calls.row("Torch_mul_0_forward_output.0").result.errors.from_stats
+
+
+def test_random_ops_and_modules_around_calls_are_not_suspects(calls):
+    x = RNG.standard_normal(100).astype(np.float32)
+    calls.call("Torch_randn", 0, "forward", [], [(RNG.standard_normal(100).astype(np.float32), x)])
+    calls.call("Module_block", 0, "forward", [(x, x)], [(3 * x, x)])
+    calls.call("Torch_mul", 0, "forward", [(x, x)], [(3 * x, x)])
+    assert calls.suspects() == [("Torch_mul_0_forward", GROWTH)]
+
+
+def test_error_measures_of_the_metric_pass():
+    b = np.linspace(-1, 1, 1000, dtype=np.float32)
+    n = b.copy()
+    n[10], n[20] = np.nan, np.inf  # NPU only
+    b16 = b.copy()
+    b16[30] = np.nan  # bench only
+    n[30] = 0.5
+    e = compare_arrays(n, b16, "torch.float16", "torch.float32").errors
+    assert (e.new_nonfinite, e.lost_nonfinite) == (2, 1) and e.floor == 2.0**-11
+    rest = np.delete(b.astype(np.float64), [10, 20, 30])  # the positions finite on both sides
+    assert e.rel == 0  # nothing differs there
+    n[40] += 0.25
+    e = compare_arrays(n, b16, "torch.float16", "torch.float32").errors
+    assert e.rel == pytest.approx(0.25 / math.sqrt(float(np.sum(rest**2))), rel=1e-6)
+    z = compare_arrays(np.zeros(8, np.float32), np.ones(8, np.float32), "torch.float32", "torch.float32")
+    z = z.errors
+    assert z.npu_zero and z.rel == 1
+    ints = compare_arrays(np.array([1, 2, 3]), np.array([1, 2, 4]), "torch.int64", "torch.int64").errors
+    assert ints.exact and ints.floor == 0 and ints.rel > 0
+
+
+def test_dtype_floors_and_trim_counts():
+    assert unit_roundoff("torch.bfloat16") == 2.0**-8 and unit_roundoff("torch.float16") == 2.0**-11
+    assert unit_roundoff("torch.float32") == 2.0**-24 and unit_roundoff("torch.int32") == 0
+    assert floor_of("torch.bfloat16", "torch.float32") == 2.0**-8
+    assert trim_count(8) == 0 and trim_count(64) == 4 and trim_count(1 << 20) == 8 + 1024
