@@ -19,7 +19,7 @@ from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, EntryName
-from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
+from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
 TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "msprobe")
@@ -48,7 +48,11 @@ class CallEvidence:
     call: str
     direction: str
     judgement: Judgement | None  # None when it could not be judged
-    text: str
+    why_not: str = ""  # why it could not be judged
+
+    @property
+    def text(self) -> str:
+        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
 
     @property
     def introduces(self) -> bool:
@@ -151,6 +155,8 @@ def evidence_text(j: Judgement) -> str:
     partial = " (some inputs not compared)" if j.partial else ""
     if j.kind == NAN_ORIGIN:
         return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+    if math.isinf(j.input_error):
+        return "its inputs already carry NaN/Inf where the bench is finite"
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
     if j.kind == ZEROS:
         return f"{j.output} is all zeros where the bench is not: {head}"
@@ -182,7 +188,7 @@ def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool
         if errors is None:
             missing = missing or not _scalar_only(row)
             continue
-        out.append(Operand(row.name, errors, same_kind, _magnitude(row.bench)))
+        out.append(Operand(errors, same_kind, row.bench))
     return out, missing
 
 
@@ -190,13 +196,6 @@ def _scalar_only(row: Row) -> bool:
     """A value the compare leaves out by design (a Python scalar or empty tensor without data)."""
     rec = row.record
     return rec.is_scalar or rec.numel == 0
-
-
-def _magnitude(rec: TensorRecord | None) -> float | None:
-    if rec is None:
-        return None
-    values = [v for v in (rec.stat(0), rec.stat(1)) if v is not None and math.isfinite(v)]
-    return max((abs(v) for v in values), default=None)
 
 
 class _Calls:
@@ -231,8 +230,8 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     entry = calls.entry[key]
     if op_name(_op(entry)) in RANDOM_OPS:
         return "a random op: its draws differ unless the generators match"
-    outs = [r for r in members if _entry(r) is not None and _entry(r).kind == OUTPUT]
-    ins = [r for r in members if r not in outs]
+    outs = [r for r in members if r.record.entry.kind == OUTPUT]
+    ins = [r for r in members if r.record.entry.kind != OUTPUT]
     outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
     if not outputs:
         return "outputs not compared" if outs else "no outputs recorded"
@@ -264,14 +263,13 @@ def diagnose(rows: Sequence[Row]) -> Diagnosis:
             diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")
             continue
         diagnosis.judged += 1
-        text = evidence_text(verdict)
-        diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict, text)
+        evidence = diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict)
         container = entry.prefix == MODULE_PREFIX and calls.api_level[entry.direction]
         if verdict.kind is None or container:
             continue
         stack = _stack(calls.forward_of(key)) or _stack(members)
-        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, text, verdict,
-                             list(members), stack, min(r.seq for r in members)))
+        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, evidence.text,
+                             verdict, list(members), stack, min(r.seq for r in members)))
     found.sort(key=lambda s: (s.direction != FORWARD, s.seq))
     diagnosis.suspects = found
     first_no = original_pick(rows)

@@ -5,15 +5,15 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
 
 * errors that scale with the data pass through an honest op at about their relative size, times what
   the op may amplify (``κ``: 1 for most ops; the magnitude of the argument for exp and softmax, the
-  exponent for pow …), and the op itself may add a few roundings of its output's dtype:
-  ``κ · max e_i`` and ``ROUNDINGS · u_y``;
+  exponent for pow …), and the op itself may round its output (``ROUNDINGS · u_y``) and accumulate in
+  another order in fp32 (``ACCUMULATION · u_fp32``, or fp64's for fp64 data):
+  ``κ · max e_i`` and ``ROUNDINGS · u_y + ACCUMULATION · min(u_y, u_fp32)``;
 * an op whose output is small against inputs of the same kind (terms that cancel: a difference of
   near-equal values, a normalisation, a sum over values of both signs, a gradient that is zero in
   theory) turns the inputs' *absolute* error, and the rounding at the inputs' scale, into a large
   relative error of its output: ``(e_i + u_i) · ‖x_i‖``, the input's size spread over the output's
   elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
   gradients; its saved forward tensors count in ``max e_i`` only.
-
 * an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
   max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
 
@@ -30,12 +30,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import ErrorMeasures
+from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
-#: Roundings of its output's dtype an op may add on its own (different summation orders, fused
-#: multiply-adds, another libm).
-ROUNDINGS = 8.0
+#: Roundings of its output's dtype an op may add on its own: one to store its result, one more for a
+#: composite op or another libm. (A rounding leaves a relative RMS error of about u/√3.)
+ROUNDINGS = 2.0
+#: Roundings of fp32 an op may add by accumulating in another order (a reduction over k terms in fp32
+#: accumulators differs by about √k of them: k up to 4,096 here).
+ACCUMULATION = 64.0
+U_FP32 = 2.0**-24
 
 GROWTH = "growth"
 NAN_ORIGIN = "nan"
@@ -46,10 +51,17 @@ ZEROS = "zeros"
 class Operand:
     """One tensor of a call as the rule sees it."""
 
-    name: str
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
-    magnitude: float | None = None  # the largest |value| of the bench tensor, when recorded
+    bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+
+    @property
+    def magnitude(self) -> float | None:
+        """The largest |value| of the bench tensor, when recorded."""
+        if self.bench is None:
+            return None
+        values = (self.bench.stat(0), self.bench.stat(1))
+        return max((abs(v) for v in values if v is not None and math.isfinite(v)), default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,17 +127,25 @@ def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
     return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
 
 
-def judge_output(y: ErrorMeasures, inputs: Sequence[Operand], kappa: float,
+def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
                  flips: float = 0.0) -> tuple[float, float]:
-    """``(output error, allowed relative error)`` of one output (``flips``: see :func:`flip_allowance`)."""
-    e_in = max((o.errors.rel for o in inputs), default=0.0)
-    relative = max(kappa * e_in, ROUNDINGS * y.floor, flips)
-    additive = max(((o.errors.rel + o.errors.floor) * _scale(o.errors, y) for o in inputs if o.same_kind),
-                   default=0.0)
+    """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
+    their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
+    relative = max(kappa * e_in, ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32), flips)
     if y.bench_norm > 0:
         return y.robust, relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
     return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
+
+
+def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
+    """The absolute error the same-kind inputs may add to ``y``, rounding at their scale included."""
+    out = 0.0
+    for o in inputs:
+        if o.same_kind:
+            x = o.errors
+            out = max(out, (x.rel + x.floor) * _scale(x, y))
+    return out
 
 
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
@@ -133,26 +153,32 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     """The verdict on one call from its compared outputs and inputs (``None`` without outputs)."""
     if not outputs:
         return None
-    e_in = max((o.errors.rel for o in inputs), default=0.0)
-    if not any(o.errors.new_nonfinite for o in inputs):
-        origin = [(name, y) for name, y in outputs if y.new_nonfinite]
-        if origin:
-            name, y = max(origin, key=lambda item: item[1].new_nonfinite)
-            return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+    e_in = 0.0
+    nonfinite_in = False
+    for o in inputs:
+        e_in = max(e_in, o.errors.rel)
+        nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
+    if nonfinite_in:  # NaN/Inf already came in: any output is explained (and its error unmeasurable)
+        name, y = outputs[0]
+        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial)
+    origin = [(name, y) for name, y in outputs if y.new_nonfinite]
+    if origin:
+        name, y = max(origin, key=lambda item: item[1].new_nonfinite)
+        return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs)
     flips = flip_allowance(op, e_in)
-    worst: Judgement | None = None
+    best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
-            err, allowed = judge_output(y, inputs, kappa, flips)
-        allowed *= MARGIN
-        score = _score(err, allowed)
-        if worst is None or score > worst.score:
-            kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
-            worst = Judgement(e_in, err, allowed, score, kind, name, partial)
-    return worst
+            err, allowed = judge_output(y, e_in, _additive(inputs, y), kappa, flips)
+        score = _score(err, allowed * MARGIN)
+        if score > best[0]:
+            best = (score, err, allowed * MARGIN, name, y)
+    score, err, allowed, name, y = best
+    kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
+    return Judgement(e_in, err, allowed, score, kind, name, partial)
 
 
 def _score(err: float, allowed: float) -> float:
