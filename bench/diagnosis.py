@@ -15,13 +15,13 @@ other noise seeds; ``--keep DIR`` keeps the dumps (``ptdbg-tui DIR/seedS/NAME/np
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,7 +30,6 @@ import torch
 from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
 
 from ptdbg_tui.compare.cells import NO
-from ptdbg_tui.compare.diagnosis import group_calls
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
 
@@ -43,6 +42,7 @@ class Named:
     """One suspect as this benchmark reports it."""
 
     call: str
+    score: float
     evidence: str
 
 
@@ -76,18 +76,7 @@ class Verdict:
 
 
 def suspects_of(outcome: PairOutcome) -> list[Named]:
-    """The ranked suspects of the diagnosis (``outcome.diagnosis``); today's per-direction
-    culprits while that API is not there."""
-    diagnosis: Any = getattr(outcome, "diagnosis", None)
-    if diagnosis is not None:
-        return [Named(s.call, f"[{s.kind}, score {s.score:.3g}] {s.evidence}") for s in diagnosis.suspects]
-    return [Named(c.call, c.text) for c in outcome.culprits]
-
-
-def rule_name() -> str:
-    if "diagnosis" in PairOutcome.__dataclass_fields__:
-        return "diagnosis"
-    return "culprits (inputs pass, outputs fail)"
+    return [Named(s.call, s.score, f"[{s.kind}] {s.evidence}") for s in outcome.diagnosis.suspects]
 
 
 def advisor_pick(rows: Sequence[Row]) -> str | None:
@@ -100,7 +89,7 @@ def run_one(scenario: Scenario, seed: int, root: Path) -> Verdict:
     start = time.perf_counter()
     npu, bench = dump_pair(scenario, root, seed)
     (outcome,) = compare_dumps(npu, bench, jobs=1)
-    calls = group_calls(outcome.rows)
+    calls = {row.npu.call for row in outcome.rows if row.npu is not None}
     missing = sorted(c for c in scenario.truth if c not in calls)
     problem = f"ground truth {', '.join(missing)} not in the NPU dump" if missing else ""
     return Verdict(scenario, seed, suspects_of(outcome), advisor_pick(outcome.rows),
@@ -116,22 +105,31 @@ def _short(call: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _score(v: Verdict) -> str:
+    """The first suspect's score (the margin: times the allowed error) and how many more there are."""
+    if not v.suspects:
+        return ""
+    score = v.suspects[0].score
+    text = "inf" if math.isinf(score) else f"{score:.3g}"
+    return text + (f" +{len(v.suspects) - 1}" if len(v.suspects) > 1 else "")
+
+
 def print_verdict(v: Verdict) -> None:
     truth = " | ".join(sorted(v.scenario.truth)) or "(no fault)"
-    print(f"{v.scenario.name:44s} {_short(truth, 44):44s} {_short(v.ours, 36):36s} {_mark(v.ours_right)}  "
-          f"{_short(v.advisor, 36):36s} {_mark(v.advisor_right)}  {v.seconds:4.1f}s")
+    print(f"{v.scenario.name:40s} {_short(truth, 36):36s} {_short(v.ours, 36):36s} {_score(v):>11s} "
+          f"{_mark(v.ours_right)}  {_short(v.advisor, 36):36s} {_mark(v.advisor_right)}  {v.seconds:4.1f}s")
     if v.problem:
         print(f"    BROKEN SCENARIO: {v.problem}")
     if not v.ours_right:
         for i, s in enumerate(v.suspects[:TOP], 1):
-            print(f"    {i}. {s.call}: {s.evidence}")
+            print(f"    {i}. {s.call} (score {s.score:.3g}): {s.evidence}")
         if len(v.suspects) > TOP:
             print(f"    ... {len(v.suspects) - TOP} more suspect(s)")
 
 
 def header() -> None:
-    print(f"{'scenario':44s} {'ground truth':44s} {'ours (first suspect)':36s} {'':5s}  "
-          f"{'advisor (first No row)':36s}")
+    print(f"{'scenario':40s} {'ground truth':36s} {'ours (first suspect)':36s} {'score +more':>11s} "
+          f"{'':5s}  {'advisor (first No row)':36s}")
 
 
 def summary(verdicts: Sequence[Verdict], label: str) -> str:
@@ -148,14 +146,14 @@ def summary(verdicts: Sequence[Verdict], label: str) -> str:
 
 def matrix(verdicts: Sequence[Verdict], seeds: Sequence[int]) -> None:
     """Per scenario, right (+) or wrong (.) for each seed: ours | advisor."""
-    print(f"\n{'per seed (+ right, . wrong)':44s} {'ours':>{len(seeds) + 2}s}   advisor")
+    print(f"\n{'per seed (+ right, . wrong)':40s} {'ours':>{len(seeds) + 2}s}   advisor")
     by_name: dict[str, dict[int, Verdict]] = {}
     for v in verdicts:
         by_name.setdefault(v.scenario.name, {})[v.seed] = v
     for name, runs in by_name.items():
         ours = "".join("+" if runs[s].ours_right else "." for s in seeds)
         adv = "".join("+" if runs[s].advisor_right else "." for s in seeds)
-        print(f"{name:44s} {ours:>{len(seeds) + 2}s}   {adv}")
+        print(f"{name:40s} {ours:>{len(seeds) + 2}s}   {adv}")
 
 
 def list_scenarios(scenarios: Sequence[Scenario]) -> None:
@@ -184,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         list_scenarios(scenarios)
         return 0
     torch.set_num_threads(1)
-    print(f"rule: {rule_name()}; {len(scenarios)} scenario(s), seeds {args.seeds}")
+    print(f"{len(scenarios)} scenario(s), seeds {args.seeds}")
     verdicts: list[Verdict] = []
     start = time.perf_counter()
     for seed in args.seeds:

@@ -2,8 +2,7 @@
 faulty call (a forward fault and a backward one).
 
 The scenarios are the benchmark's own (``bench/diagnosis_scenarios``); these two are fast (~0.2 s
-a pair). They assert against ``outcome.diagnosis``; until that API exists they fail with an
-AttributeError, which is expected (xfail, strict: once it exists they must pass).
+a pair).
 """
 
 from __future__ import annotations
@@ -13,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
+from ptdbg_tui.engine.batch import compare_dumps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from diagnosis_scenarios import SCENARIOS, dump_pair
 
-HAS_DIAGNOSIS = "diagnosis" in PairOutcome.__dataclass_fields__
 
-
-@pytest.mark.xfail(not HAS_DIAGNOSIS, raises=AttributeError, strict=True,
-                   reason="outcome.diagnosis is not on this branch yet")
 @pytest.mark.parametrize(("name", "direction"), [
     ("interpolate_zeros", "forward"),  # all-zero output: no cosine, the original thresholds see no "No"
     ("conv_weight_grad_only", "backward"),  # only the weight gradient of the 2nd conv is wrong
