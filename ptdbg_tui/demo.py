@@ -20,7 +20,7 @@ NOISE = 1e-6  # relative float noise of the "NPU" run: well within every pass th
 SEED = 0
 
 
-def _model(torch: Any) -> Any:
+def build_model(torch: Any) -> Any:
     """conv + batchnorm backbone, heatmap/size heads, and an LSTM head over the feature map."""
     nn = torch.nn
 
@@ -67,7 +67,7 @@ def _run(torch: Any, dump_path: Path, npu: bool) -> None:
     from dumper.faults import faulty_backward
 
     torch.manual_seed(SEED)
-    model = _model(torch)
+    model = build_model(torch)
     x = torch.randn(2, 3, 8, 8)
     targets = (torch.rand(2, 2, 4, 4), torch.rand(2, 2, 4, 4), torch.randn(2, 16, 4))
     if npu:
@@ -81,15 +81,15 @@ def _run(torch: Any, dump_path: Path, npu: bool) -> None:
     try:
         if npu:
             with faulty_backward(torch._VF, "lstm", scale=0.5, seed=SEED):
-                _train_step(torch, model, x, targets)
+                train_step(torch, model, x, targets)
         else:
-            _train_step(torch, model, x, targets)
+            train_step(torch, model, x, targets)
     finally:
         debugger.stop()
         debugger.step()
 
 
-def _train_step(torch: Any, model: Any, x: Any, targets: tuple[Any, Any, Any]) -> None:
+def train_step(torch: Any, model: Any, x: Any, targets: tuple[Any, Any, Any]) -> None:
     heat, size, track = model(x)
     f = torch.nn.functional
     loss = f.mse_loss(heat, targets[0]) + f.l1_loss(size, targets[1]) + f.mse_loss(track, targets[2])

@@ -155,6 +155,8 @@ def evidence_text(j: Judgement) -> str:
     partial = " (some inputs not compared)" if j.partial else ""
     if j.kind == NAN_ORIGIN:
         return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+    if math.isinf(j.input_error):
+        return "its inputs already carry NaN/Inf where the bench is finite"
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
     if j.kind == ZEROS:
         return f"{j.output} is all zeros where the bench is not: {head}"

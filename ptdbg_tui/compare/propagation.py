@@ -5,15 +5,15 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
 
 * errors that scale with the data pass through an honest op at about their relative size, times what
   the op may amplify (``κ``: 1 for most ops; the magnitude of the argument for exp and softmax, the
-  exponent for pow …), and the op itself may add a few roundings of its output's dtype:
-  ``κ · max e_i`` and ``ROUNDINGS · u_y``;
+  exponent for pow …), and the op itself may round its output (``ROUNDINGS · u_y``) and accumulate in
+  another order in fp32 (``ACCUMULATION · u_fp32``, or fp64's for fp64 data):
+  ``κ · max e_i`` and ``ROUNDINGS · u_y + ACCUMULATION · min(u_y, u_fp32)``;
 * an op whose output is small against inputs of the same kind (terms that cancel: a difference of
   near-equal values, a normalisation, a sum over values of both signs, a gradient that is zero in
   theory) turns the inputs' *absolute* error, and the rounding at the inputs' scale, into a large
   relative error of its output: ``(e_i + u_i) · ‖x_i‖``, the input's size spread over the output's
   elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
   gradients; its saved forward tensors count in ``max e_i`` only.
-
 * an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
   max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
 
@@ -34,9 +34,13 @@ from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
-#: Roundings of its output's dtype an op may add on its own (different summation orders, fused
-#: multiply-adds, another libm).
-ROUNDINGS = 8.0
+#: Roundings of its output's dtype an op may add on its own: one to store its result, one more for a
+#: composite op or another libm. (A rounding leaves a relative RMS error of about u/√3.)
+ROUNDINGS = 2.0
+#: Roundings of fp32 an op may add by accumulating in another order (a reduction over k terms in fp32
+#: accumulators differs by about √k of them: k up to 4,096 here).
+ACCUMULATION = 64.0
+U_FP32 = 2.0**-24
 
 GROWTH = "growth"
 NAN_ORIGIN = "nan"
@@ -127,7 +131,7 @@ def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
                  flips: float = 0.0) -> tuple[float, float]:
     """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
     their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
-    relative = max(kappa * e_in, ROUNDINGS * y.floor, flips)
+    relative = max(kappa * e_in, ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32), flips)
     if y.bench_norm > 0:
         return y.robust, relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
@@ -154,11 +158,13 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     for o in inputs:
         e_in = max(e_in, o.errors.rel)
         nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
-    if not nonfinite_in:
-        origin = [(name, y) for name, y in outputs if y.new_nonfinite]
-        if origin:
-            name, y = max(origin, key=lambda item: item[1].new_nonfinite)
-            return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+    if nonfinite_in:  # NaN/Inf already came in: any output is explained (and its error unmeasurable)
+        name, y = outputs[0]
+        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial)
+    origin = [(name, y) for name, y in outputs if y.new_nonfinite]
+    if origin:
+        name, y = max(origin, key=lambda item: item[1].new_nonfinite)
+        return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs)
     flips = flip_allowance(op, e_in)
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])

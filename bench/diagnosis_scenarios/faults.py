@@ -1,0 +1,200 @@
+"""The wrong kernels of the diagnosis scenarios, each installed with ``dumper.faults.replaced``.
+
+A *forward* fault changes the values an API returns and nothing else: its backward is the true
+backward at the true inputs (an NPU forward kernel is a kernel of its own). A *backward* fault
+keeps the forward exact and changes the gradients it produces. :func:`only` restricts a fault to
+chosen calls (the k-th, or those whose arguments match), so a model that calls the API many
+times is wrong in one call only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import torch
+
+from dumper.faults import GradFix, replaced, with_backward
+
+Api = Callable[..., Any]
+Make = Callable[[Api], Api]  # true function -> faulty function
+Corrupt = Callable[[torch.Tensor], torch.Tensor]
+Grads = Sequence[torch.Tensor | None]
+
+
+def install(owner: Any, attr: str, make: Make) -> Callable[[], AbstractContextManager[Api]]:
+    """A fault as the scenarios hold it: called, it installs the faulty API until the block ends."""
+    return lambda: replaced(owner, attr, make)
+
+
+def forward(corrupt: Corrupt) -> Make:
+    """The API's output replaced by ``corrupt(output)``; gradients stay those of the true op."""
+
+    def make(fn: Api) -> Api:
+        def wrong(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            with torch.no_grad():
+                delta = corrupt(out.detach()) - out.detach()
+            return out + delta
+
+        return wrong
+
+    return make
+
+
+def backward(fix: GradFix) -> Make:
+    """The API's forward exact, the gradients it produces passed through ``fix``."""
+    return lambda fn: with_backward(fn, fix)
+
+
+def only(make: Make, nth: int | None = None, when: Callable[..., bool] | None = None) -> Make:
+    """``make``'s fault on the ``nth`` call (0-based, counted while installed) and/or the calls
+    whose arguments satisfy ``when``; every other call is the true one."""
+
+    def restricted(fn: Api) -> Api:
+        bad = make(fn)
+        count = itertools.count()
+
+        def pick(*args: Any, **kwargs: Any) -> Any:
+            k = next(count)
+            hit = (nth is None or k == nth) and (when is None or when(*args, **kwargs))
+            return (bad if hit else fn)(*args, **kwargs)
+
+        return pick
+
+    return restricted
+
+
+# --- wrong forwards ----------------------------------------------------------------------------
+
+
+def scaled(factor: float) -> Make:
+    return forward(lambda out: out * factor)
+
+
+def zeros() -> Make:
+    return forward(torch.zeros_like)
+
+
+def noisy(scale: float, seed: int = 7) -> Make:
+    """Each output element off by a factor ``1 + scale * u``, ``u`` uniform in [-1, 1]."""
+
+    def corrupt(out: torch.Tensor) -> torch.Tensor:
+        u = torch.rand(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
+        return out * (1 + scale * (2 * u - 1)).to(out.dtype)
+
+    return forward(corrupt)
+
+
+def softmax_without_max_shift(fn: Api) -> Api:
+    """``exp(x) / sum(exp(x))`` without subtracting the row maximum first: a row holding a logit
+    above ~88 overflows to inf/inf = NaN in float32."""
+
+    def naive(x: torch.Tensor, dim: int | None = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        true = fn(x, dim, *args, **kwargs)
+        with torch.no_grad():
+            e = torch.exp(x.detach())
+            delta = e / e.sum(dim=dim, keepdim=True) - true.detach()
+        return true + delta
+
+    return naive
+
+
+def mean_over_n_minus_1(fn: Api) -> Api:
+    """``torch.mean`` that divides the sum by n - 1 (an off-by-one in the element count)."""
+
+    def wrong(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        out = fn(x, *args, **kwargs)
+        n = x.numel() // max(out.numel(), 1)
+        with torch.no_grad():
+            delta = out.detach() / (n - 1)
+        return out + delta
+
+    return wrong
+
+
+def inplace_not_written(fn: Api) -> Api:
+    """An in-place activation whose result is never written back: the input comes out unchanged."""
+
+    def lost(x: torch.Tensor, *args: Any, inplace: bool = False, **kwargs: Any) -> torch.Tensor:
+        return x if inplace else fn(x, *args, inplace=inplace, **kwargs)
+
+    return lost
+
+
+def affine_dropped(fn: Api) -> Api:
+    """``layer_norm`` that ignores its weight and bias (a fused kernel dropping the affine step)."""
+
+    def plain(x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
+              ) -> torch.Tensor:
+        true = fn(x, shape, weight, bias, eps)
+        with torch.no_grad():
+            delta = fn(x.detach(), shape, None, None, eps) - true.detach()
+        return true + delta
+
+    return plain
+
+
+def ignore_index_ignored(fn: Api) -> Api:
+    """``cross_entropy`` that averages over every target, padding included (forward and backward
+    follow this wrong function)."""
+
+    def wrong(*args: Any, **kwargs: Any) -> torch.Tensor:
+        kwargs.pop("ignore_index", None)
+        return fn(*args, **kwargs)
+
+    return wrong
+
+
+# --- wrong backwards ---------------------------------------------------------------------------
+
+
+def silu_without_x_term(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
+                        incoming: Grads) -> torch.Tensor:
+    """d silu/dx = s(x) (1 + x (1 - s(x))); this kernel keeps s(x) only."""
+    (g_out,) = incoming
+    assert g_out is not None
+    return g_out * torch.sigmoid(tensors[0])
+
+
+def gelu_without_x_term(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
+                        incoming: Grads) -> torch.Tensor:
+    """d gelu/dx = Phi(x) + x phi(x); this kernel keeps Phi(x) only."""
+    (g_out,) = incoming
+    assert g_out is not None
+    x = tensors[0].float()
+    return (g_out.float() * 0.5 * (1 + torch.erf(x / math.sqrt(2)))).to(g.dtype)
+
+
+def on_argument(position: int, fix: GradFix) -> GradFix:
+    """``fix`` for the gradient of one argument only (e.g. a weight), the others exact."""
+
+    def one(p: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads) -> torch.Tensor:
+        return fix(p, g, tensors, incoming) if p == position else g
+
+    return one
+
+
+def divided(by: float) -> GradFix:
+    return lambda p, g, tensors, incoming: g / by
+
+
+def zero_grad(p: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads) -> torch.Tensor:
+    return torch.zeros_like(g)
+
+
+def embedding_last_write_wins(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
+                              incoming: Grads) -> torch.Tensor:
+    """Weight gradient written, not accumulated, per token: a row used by several tokens keeps one
+    token's gradient instead of their sum (a scatter without atomic add)."""
+    if position != 1:
+        return g
+    (g_out,) = incoming
+    assert g_out is not None
+    tokens = tensors[0].reshape(-1)
+    wrong = torch.zeros_like(g)
+    wrong[tokens] = g_out.reshape(len(tokens), -1)
+    return wrong
