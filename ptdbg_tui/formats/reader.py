@@ -81,7 +81,7 @@ class PklReader:
 
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:
-    """The reader for a rank dump's format (``chunk``: bytes per pkl read)."""
+    """The reader for a rank dump's format (``chunk``: bytes a read decodes at most, about)."""
     return MsprobeFollower(dump.pkl, chunk) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
 
 
