@@ -18,19 +18,23 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine
+
+if TYPE_CHECKING:
+    from ptdbg_tui.engine.cluster import ClusterPool
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -93,7 +97,8 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
                        bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
 
 
-def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
+def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool | ClusterPool,
+                 progress: ProgressFn | None) -> None:
     where: list[Row] = []
     tasks: list[CompareTask] = []
     for o in outcomes:
@@ -115,12 +120,15 @@ def _check_match(match: str) -> None:
         raise CompareInputError(f"unknown match mode {match!r} (expected one of {', '.join(MODES)})")
 
 
-def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
-           rank: int | None) -> list[tuple[RankDump, RankDump]]:
+def _discover(path: str | os.PathLike[str]) -> list[RankDump]:
     try:
-        npu, bench = discover(npu_path), discover(bench_path)
+        return discover(path)
     except DumpLayoutError as e:
         raise CompareInputError(str(e)) from None
+
+
+def _paired(npu: list[RankDump], bench: list[RankDump], step: int | None,
+            rank: int | None) -> list[tuple[RankDump, RankDump]]:
     pairs = pair_dumps(npu, bench, step, rank)
     if not pairs:
         ns, nr = steps_and_ranks(npu)
@@ -131,18 +139,105 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
     return pairs
 
 
-def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
-                  step: int | None = None, rank: int | None = None, match: str = "auto",
-                  summary: bool = False, jobs: int | None = None,
-                  progress: ProgressFn | None = None) -> list[PairOutcome]:
-    """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl).
+def _one_sided(npu: list[RankDump], bench: list[RankDump], pairs: Sequence[tuple[RankDump, RankDump]],
+               step: int | None, rank: int | None) -> tuple[list[str], list[str]]:
+    """Labels of the wanted rank dumps that found no counterpart, NPU side and bench side."""
+    paired = {d.pkl for pair in pairs for d in pair}
 
-    Raises :class:`CompareInputError` for inputs that cannot be compared.
+    def left(dumps: list[RankDump]) -> list[str]:
+        return [d.label for d in dumps if d.pkl not in paired
+                and (step is None or d.step == step) and (rank is None or d.rank == rank)]
+
+    return left(npu), left(bench)
+
+
+@dataclass
+class CompareRun:
+    """Everything one compare produced: the pairs, the cross-rank verdict, where the work ran."""
+
+    outcomes: list[PairOutcome]
+    ranks: CrossRank = field(default_factory=CrossRank)
+    cluster: str | None = None
+    placements: Counter[str] = field(default_factory=Counter)  # Dask tasks run, by worker
+
+    @property
+    def multi_rank(self) -> bool:
+        return len(self.outcomes) > 1 or bool(self.ranks.notices)
+
+
+def _cross_rank(outcomes: Sequence[PairOutcome], npu_only: Sequence[str] = (),
+                bench_only: Sequence[str] = ()) -> CrossRank:
+    views = [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
+    return cross_rank(views, npu_only, bench_only)
+
+
+def compare_run(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
+                step: int | None = None, rank: int | None = None, match: str = "auto",
+                summary: bool = False, jobs: int | None = None, cluster: str | None = None,
+                progress: ProgressFn | None = None) -> CompareRun:
+    """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl), here or
+    on the Dask cluster at ``cluster`` (``tcp://host:port`` or ``local:N``), and find the first
+    divergent rank.
+
+    Raises :class:`CompareInputError` for inputs that cannot be compared, and
+    :class:`~ptdbg_tui.engine.cluster.ClusterError` for a cluster that cannot be used.
     """
     _check_match(match)
-    pairs = _pairs(npu_path, bench_path, step, rank)
-    return _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
-                           for n, b in pairs], match, summary, jobs, progress)
+    if cluster is not None:
+        return _compare_on_cluster(npu_path, bench_path, step, rank, match, summary, cluster, progress)
+    npu, bench = _discover(npu_path), _discover(bench_path)
+    pairs = _paired(npu, bench, step, rank)
+    outcomes = _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
+                               for n, b in pairs], match, summary, jobs, progress)
+    return CompareRun(outcomes, _cross_rank(outcomes, *_one_sided(npu, bench, pairs, step, rank)))
+
+
+def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
+                  step: int | None = None, rank: int | None = None, match: str = "auto",
+                  summary: bool = False, jobs: int | None = None, cluster: str | None = None,
+                  progress: ProgressFn | None = None) -> list[PairOutcome]:
+    """The compared pairs of :func:`compare_run`."""
+    return compare_run(npu_path, bench_path, step=step, rank=rank, match=match, summary=summary, jobs=jobs,
+                       cluster=cluster, progress=progress).outcomes
+
+
+def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> PairOutcome:
+    """A pair read and matched where its files are (a cluster worker), tensors not compared yet."""
+    return _outcome(npu, bench, npu.npy_dir if npu.has_npy else None,
+                    bench.npy_dir if bench.has_npy else None, match, summary)
+
+
+def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
+                        step: int | None, rank: int | None, match: str, summary: bool, address: str,
+                        progress: ProgressFn | None) -> CompareRun:
+    """The workers find the rank dumps (they may live on the workers' own disks), read and match each
+    pair where both its folders can be read, and compare the tensors; only rows and metrics come back."""
+    from ptdbg_tui.engine.cluster import ClusterPool
+
+    roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
+    with ClusterPool(address) as pool:
+        (npu, bench), serving, reasons = pool.discover(roots)
+        for why in reasons:
+            if why:
+                raise CompareInputError(why)
+        pairs = _paired(npu, bench, step, rank)
+        npu_only, bench_only = _one_sided(npu, bench, pairs, step, rank)
+        futures, kept = [], []
+        for n, b in pairs:
+            workers = sorted(set(serving[str(n.rank_dir)]) & set(serving[str(b.rank_dir)]))
+            if not workers:  # e.g. the NPU folder on one node's disk, the bench one on another's
+                npu_only.append(f"{n.label} (no worker reads both it and the bench's {b.label})")
+                continue
+            futures.append(pool.submit(pair_outcome, n, b, match, summary, workers=workers))
+            kept.append((n, b))
+        if not futures:
+            raise CompareInputError("no worker of the cluster can read both sides of any rank pair")
+        outcomes = pool.gather(futures)
+        _run_metrics(outcomes, pool, progress)
+        placements = Counter(pool.placements)
+    for o in outcomes:
+        o.diagnosis = diagnose(o.rows)
+    return CompareRun(outcomes, _cross_rank(outcomes, npu_only, bench_only), address, placements)
 
 
 def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]], match: str,
@@ -306,8 +401,27 @@ def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
 
 
+def cluster_lines(run: CompareRun) -> list[str]:
+    """Where the work ran: Dask tasks per worker."""
+    if run.cluster is None:
+        return []
+    total = sum(run.placements.values())
+    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(run.placements.items()))
+    return [f"cluster {run.cluster}: {total:,} Dask tasks on {len(run.placements)} worker(s) ({per})"]
+
+
+def report_text(run: CompareRun) -> str:
+    """The whole report: each pair, then (several ranks) the cross-rank verdict, then the cluster."""
+    lines = [summary_text(o) for o in run.outcomes]
+    if run.multi_rank:
+        lines += run.ranks.lines()
+    return "\n".join(lines + cluster_lines(run))
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    from ptdbg_tui.engine.cluster import ClusterError
+
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
         print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
@@ -315,9 +429,9 @@ def run_cli(args: argparse.Namespace) -> int:
     bar = _Bar(sys.stderr, not args.no_progress)
     _import_in_background("pandas")
     try:
-        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
-                                 summary=args.summary, jobs=args.jobs, progress=bar)
-    except CompareInputError as e:
+        run = compare_run(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                          summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
+    except (CompareInputError, ClusterError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -325,6 +439,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     finally:
         bar.close()
+    outcomes = run.outcomes
     try:
         for o in outcomes:
             o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
@@ -335,7 +450,7 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        print("\n".join(summary_text(o) for o in outcomes), flush=True)
+        print(report_text(run), flush=True)
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
