@@ -51,6 +51,8 @@ RECONNECT_S = 60.0
 #: Times a task lost with the scheduler's state (a scheduler restart) is submitted again.
 RESUBMITS = 3
 CONNECT_S = 10.0
+#: Seconds to fetch a finished task's result (a few KB) before taking it for lost with its worker.
+RESULT_S = 10.0
 MSG_DIED = "A worker process died while comparing this tensor."
 
 _LOCAL_RE = re.compile(r"^local:(\d+)$")
@@ -159,7 +161,8 @@ class _Job:
 class ClusterPool:
     """``with ClusterPool("tcp://host:8786") as pool: for i, result in pool.map(tasks): ...``
 
-    ``placements`` counts the Dask tasks each worker ran.
+    ``placements`` counts the Dask tasks each worker ran; ``resubmitted`` those submitted again (their
+    workers were lost).
     """
 
     def __init__(self, address: str, *, batch_bytes: int = BATCH_BYTES, batch_tasks: int = BATCH_TASKS,
@@ -171,6 +174,7 @@ class ClusterPool:
         self.part_bytes = part_bytes
         self.reconnect_s = reconnect_s
         self.placements: Counter[str] = Counter()
+        self.resubmitted = 0
         self._client: Client | None = None
         self._local: Any = None
         self._seen: dict[str, dict[str, bool]] = {}  # worker -> folder -> readable
@@ -298,6 +302,7 @@ class ClusterPool:
         return jobs, parts
 
     def _submit(self, job: _Job, tasks: Sequence[CompareTask]) -> Future:
+        self.resubmitted += job.attempts > 0
         job.attempts += 1
         job.orphaned_at = None
         opts = dict(workers=job.workers, allow_other_workers=False, priority=job.priority, pure=False)
@@ -370,10 +375,15 @@ class ClusterPool:
             return
         status = future.status
         if status == "finished":
-            worker, payload = future.result()
-            self.placements[worker] += 1
-            yield from self._results(job, payload if job.part is None else [payload], tasks, parts)
-            return
+            try:
+                worker, payload = future.result(timeout=RESULT_S)
+            except Exception:  # its worker died before the result was fetched: run it again
+                future.cancel()
+                status = "lost"
+            else:
+                self.placements[worker] += 1
+                yield from self._results(job, payload if job.part is None else [payload], tasks, parts)
+                return
         if status == "error":
             exc = future.exception()
             if isinstance(exc, _distributed().KilledWorker):
