@@ -420,11 +420,17 @@ def report_text(run: CompareRun) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
-    from ptdbg_tui.engine.cluster import ClusterError
+    from ptdbg_tui.engine.cluster import ClusterError, require
 
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
         print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.cluster is not None:
+            require(args.cluster)
+    except ClusterError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
     _import_in_background("pandas")

@@ -70,6 +70,12 @@ def _distributed() -> Any:
     return distributed
 
 
+def require(address: str) -> None:
+    """Raise :class:`ClusterError` now if ``address`` cannot be used: a bad address, no Dask installed."""
+    check_address(address)
+    _distributed()
+
+
 def check_address(address: str) -> None:
     """Raise :class:`ClusterError` for an address that is neither ``local:N`` nor a scheduler's."""
     m = _LOCAL_RE.match(address)
