@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
 from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.ranks import RankView, cross_rank
 from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.watch import DumpWatcher
@@ -40,6 +41,7 @@ from ptdbg_tui.formats.reader import mixed_pair, open_reader
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 
 if TYPE_CHECKING:
+    from ptdbg_tui.engine.cluster import ClusterPool
     from ptdbg_tui.engine.pool import MetricPool
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,7 @@ class LiveOptions:
     quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
     flush_s: float = 0.1  # least time between two notifications of the app
     chunk: int = 512  # compare tasks per pool round between two flushes
+    cluster: str | None = None  # a Dask scheduler (or local:N) for the metric work
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +342,9 @@ class LiveEngine:
         self._stop = threading.Event()
         self._sides: dict[Path, SideState] = {}
         self._pairs: dict[str, PairState] = {}
-        self._pool: MetricPool | None = None
+        self._pool: MetricPool | ClusterPool | None = None
+        self._headline = ""  # the cross-rank verdict last reported
+        self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         self._notice = ""  # the watcher's fallback notice, once reported
         self._watcher = (DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll)
                          if options.watch else None)
@@ -476,7 +481,22 @@ class LiveEngine:
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
         self._progress(done=due is None)
+        self._cross_rank()
         return due
+
+    def _cross_rank(self) -> None:
+        """Several ranks: tell the app which one diverges first, whenever that changes."""
+        pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
+        seen = tuple(id(p.diagnosis) for p in pairs)
+        if len(pairs) < 2 or seen == self._judged:
+            return
+        self._judged = seen
+        views = [RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
+                 for p in pairs if p.diagnosis is not None]
+        headline = cross_rank(views).headline
+        if headline != self._headline:
+            self._headline = headline
+            self.outbox.notice(headline[0].upper() + headline[1:])
 
     def _update_pair(self, p: PairState) -> float | None:
         versions = (p.npu.version, p.bench.version if p.bench else -1)
@@ -580,11 +600,22 @@ class LiveEngine:
         p.diagnose_cost = p.diagnosed_at - now
         self.outbox.put_diagnosis(p.info, p.diagnosis)
 
-    def _metric_pool(self) -> MetricPool:
+    def _metric_pool(self) -> MetricPool | ClusterPool:
         if self._pool is None:
             from ptdbg_tui.engine.pool import MetricPool
 
-            self._pool = MetricPool(max(1, self.options.jobs))
+            if self.options.cluster is not None:
+                from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
+
+                try:
+                    self._pool = ClusterPool(self.options.cluster)
+                    self._pool.start()
+                    self.outbox.notice(f"Comparing tensors on the Dask cluster {self.options.cluster}.")
+                except ClusterError as e:
+                    self.outbox.notice(f"{e}; comparing here instead.")
+                    self._pool = None
+            if self._pool is None:
+                self._pool = MetricPool(max(1, self.options.jobs))
         return self._pool
 
     # -- emitting ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ distributed = pytest.importorskip("distributed")
 from ptdbg_tui.compare.tasks import CompareTask, run_task  # noqa: E402
 from ptdbg_tui.engine.batch import compare_run, report_text  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
+from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
 from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402
 from ptdbg_tui.formats.layout import rank_dir_path  # noqa: E402
 from ptdbg_tui.formats.synthetic import write_ranks_pair  # noqa: E402
@@ -135,3 +137,28 @@ def test_cluster_addresses_are_checked():
             check_address(bad)
     check_address("tcp://10.0.0.1:8786")
     check_address("local:4")
+
+
+def test_the_live_engine_computes_on_the_cluster_and_names_the_rank(cluster, dumps):
+    _, npu, bench = dumps
+    seen = threading.Event()
+    engine = LiveEngine(npu, bench, LiveOptions(watch=False, cluster=cluster.scheduler_address), seen.set)
+    engine.start()
+    notices: list[str] = []
+    done = False
+    try:
+        while not done:
+            assert seen.wait(WAIT_S), "the engine went quiet"
+            seen.clear()
+            update = engine.outbox.take()
+            if update is not None:
+                notices += update.notices
+                done = update.progress is not None and update.progress.done
+    finally:
+        engine.stop(timeout=WAIT_S)
+    assert f"Comparing tensors on the Dask cluster {cluster.scheduler_address}." in notices
+    head = "First divergent rank: rank1 (step0): Functional_linear_1_forward"
+    assert any(n.startswith(head) for n in notices)
+    local = compare_run(npu, bench, jobs=1)
+    for (_, rows), o in zip(engine.pairs(), local.outcomes, strict=True):
+        assert [(r.name, r.result.cells) for r in rows] == [(r.name, r.result.cells) for r in o.rows]
