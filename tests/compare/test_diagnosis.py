@@ -41,7 +41,8 @@ def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
     # the backward stack shows loss.backward(); the forward call's site is what the user needs
     assert culprit.site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
-    assert "model.py:43" in culprit.text and diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT} (backward):")
+    assert "model.py:43" in culprit.text
+    assert diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT} (backward):")
 
 
 def test_advisor_names_the_culprit_with_its_csv_line(tmp_path):
