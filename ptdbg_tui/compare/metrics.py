@@ -249,7 +249,7 @@ class MetricAccumulator:
             st.max_abs = top
             st.worst_flat = self.offset + i
             st.worst_npu, st.worst_bench = float(x[i]), float(y[i])
-        st.sums.append((xx, yy, dd, self._trim(d, t, top, dd)))
+        st.sums.append((xx, yy, dd, self._trim(d, top, dd, self._mask[:k])))
         self._relative(d, y, t, self._mask[:k])
         if st.histogram is not None and self._bits is not None:
             bits = self._bits[:k]
@@ -258,16 +258,21 @@ class MetricAccumulator:
             st.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
         self.offset += k
 
-    def _trim(self, d: np.ndarray, t: np.ndarray, top: float, dd: float) -> float:
-        """Σ(npu - bench)² of the chunk's few largest, which the robust error sets aside, where they could
-        matter: only when they may hold half the chunk's Σ(npu - bench)² (outliers), so ordinary data
-        never pays for the selection and the robust error is then at most √2 times too large."""
+    def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> float:
+        """Σ(npu - bench)² of the chunk's few largest |npu - bench|, which the robust error sets aside,
+        where they could matter: only when they may hold half the chunk's Σ(npu - bench)² (outliers), so
+        ordinary data never pays for the selection and the robust error is then at most √2 times too
+        large. Only elements within a factor 256 of the largest are candidates (the rest could change the
+        sum by 1/65,536 of it)."""
         keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
         if keep == 0 or keep * top * top < 0.5 * dd:
             return 0.0
-        np.multiply(d, d, out=t)
-        t.partition(t.size - keep)
-        return float(t[t.size - keep:].sum())
+        np.greater_equal(d, top / 256, out=mask)
+        largest = d[mask]
+        if largest.size > keep:
+            largest.partition(largest.size - keep)
+            largest = largest[largest.size - keep:]
+        return float(np.dot(largest, largest))
 
     def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
         """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
