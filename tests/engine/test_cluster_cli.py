@@ -76,7 +76,7 @@ def test_eight_ranks_on_a_command_line_cluster(tmp_path):
     local = _compare(npu, bench, tmp_path / "local", "--jobs", "1", env=env)
     cluster_csvs, local_csvs = _csvs(tmp_path / "cluster"), _csvs(tmp_path / "local")
     assert len(local_csvs) == 8 and cluster_csvs == local_csvs
-    head = "first divergent rank: rank5 (step0): Functional_linear_1_forward: introduces error"
+    head = "first divergent rank: rank5 (step0): Functional_linear_1_forward"
     assert head in report and head in local
     m = re.search(r"cluster tcp://\S+: (\d+) Dask tasks on 2 worker\(s\)", report)
     assert m and int(m.group(1)) >= 16  # each pair read on a worker, its tensors compared there
