@@ -222,14 +222,13 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
                 raise CompareInputError(why)
         pairs = _paired(npu, bench, step, rank)
         npu_only, bench_only = _one_sided(npu, bench, pairs, step, rank)
-        futures, kept = [], []
+        futures = []
         for n, b in pairs:
             workers = sorted(set(serving[str(n.rank_dir)]) & set(serving[str(b.rank_dir)]))
             if not workers:  # e.g. the NPU folder on one node's disk, the bench one on another's
                 npu_only.append(f"{n.label} (no worker reads both it and the bench's {b.label})")
                 continue
             futures.append(pool.submit(pair_outcome, n, b, match, summary, workers=workers))
-            kept.append((n, b))
         if not futures:
             raise CompareInputError("no worker of the cluster can read both sides of any rank pair")
         outcomes = pool.gather(futures)

@@ -244,8 +244,13 @@ class ClusterPool:
 
     def eligible(self, dirs: Sequence[str]) -> list[str]:
         """The live workers that can read every folder of ``dirs``."""
-        live = self._learn(set(dirs))
-        return sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
+        return self._eligible_by_dirs({tuple(dirs)})[tuple(dirs)]
+
+    def _eligible_by_dirs(self, groups: set[tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
+        """:meth:`eligible` of each folder group, with one look at the cluster."""
+        live = self._learn({d for dirs in groups for d in dirs})
+        return {dirs: sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
+                for dirs in groups}
 
     def discover(self, roots: Sequence[str]) -> tuple[list[list[RankDump]], dict[str, list[str]], list[str]]:
         """The rank dumps under each root as the workers see them, the workers serving each rank dir,
@@ -325,11 +330,12 @@ class ClusterPool:
             order.sort(key=lambda i: -tasks[i].nbytes)
         jobs, parts = self._jobs(tasks, order)
         self._learn({d for job in jobs for d in job.dirs})
+        who = self._eligible_by_dirs({job.dirs for job in jobs})
         pending: dict[Future, _Job] = {}
         waiting: list[_Job] = []
         try:
             for job in jobs:
-                job.workers = self.eligible(job.dirs)
+                job.workers = who[job.dirs]
                 if not job.workers:
                     yield from self._give_up(job, tasks, parts, self._unreadable(job))
                     continue
@@ -420,8 +426,9 @@ class ClusterPool:
             future.cancel()
             del pending[future]
             waiting.append(job)
+        who = self._eligible_by_dirs({job.dirs for job in waiting}) if waiting else {}
         for job in list(waiting):
-            job.workers = self.eligible(job.dirs)
+            job.workers = who[job.dirs]
             if job.workers:
                 waiting.remove(job)
                 pending[self._submit(job, tasks)] = job
