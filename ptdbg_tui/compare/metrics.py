@@ -12,7 +12,6 @@ maps or of file reads (see :mod:`ptdbg_tui.compare.tasks`).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,11 +43,12 @@ from ptdbg_tui.compare.verdict import accuracy_rule, is_close, status_for
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
 CHUNK = 1 << 18
-#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread; longer ones go to its
-#: threads unless it was limited to one (as the metric pool's and a local cluster's workers are), when
-#: slicing only costs (~10% of the pass). The slicing decides the order of the additions: processes
-#: that slice alike give the same sums to the last bit, and so the same CSV cells.
-DOT_SLICE = CHUNK if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else 8192
+#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread, whatever its threads; a
+#: longer one is split across them, which changes the order of the additions. Slices of this length
+#: everywhere make the sums, and so the CSV cells, the same to the last bit in-process, in the pool and
+#: on a cluster's workers however they were started (and keep BLAS threads off the workers' cores);
+#: the slicing costs ~8% of the pass against whole-chunk dots.
+DOT_SLICE = 8192
 #: Norms at or below this count as zero for the cosine (the original's FLOAT_EPSILON).
 FLOAT_EPS = float(np.finfo(np.float64).eps)
 THOUSANDTH = 0.001

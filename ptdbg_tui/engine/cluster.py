@@ -14,6 +14,7 @@ workers it ran on (after a batch, each of its tensors is retried alone to name t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -409,7 +410,8 @@ class ClusterPool:
             yield from self._give_up(job, tasks, parts, f"Worker failed: {type(exc).__name__}: {exc}")
             return
         if job.attempts <= RESUBMITS:  # cancelled or lost with the scheduler: submit it again
-            job.workers = self.eligible(job.dirs) or job.workers
+            with contextlib.suppress(OSError, TimeoutError):  # reconnecting: keep the last known
+                job.workers = self.eligible(job.dirs) or job.workers
             pending[self._submit(job, tasks)] = job
             return
         yield from self._give_up(job, tasks, parts, f"The cluster lost this task {job.attempts} times.")
@@ -418,7 +420,10 @@ class ClusterPool:
               parts: _Parts) -> Iterator[tuple[int, Result]]:
         """Move jobs whose workers are all gone to the workers that can read their files now; give
         up on those that found none for ``reconnect_s``."""
-        live = self._live()
+        try:
+            live = self._live()
+        except (OSError, TimeoutError):  # the scheduler is reconnecting: look again next time
+            return
         now = time.monotonic()
         for future, job in list(pending.items()):
             if live & set(job.workers):
