@@ -98,9 +98,18 @@ def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: n
 
 
 def _sum_squares(a: np.ndarray) -> float:
-    """Σa² in float64, by BLAS dot products on slices short enough that OpenBLAS keeps them on
-    the calling thread (its threads would fight the worker processes for the cores)."""
-    return float(sum(np.dot(s, s) for s in (a[i:i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
+    """Σa² in float64: the BLAS dot products of DOT_SLICE-element slices, added in order.
+
+    The whole slices go through one stacked ``matmul`` of (1 × n) by (n × 1) rows, which numpy hands to
+    the same BLAS dot product slice by slice (the very same floats, a third less time than a Python
+    loop of ``np.dot`` calls)."""
+    whole = a.size - a.size % DOT_SLICE
+    rows = a[:whole].reshape(-1, DOT_SLICE)
+    parts = np.matmul(rows[:, None, :], rows[:, :, None]).ravel().tolist()
+    if whole < a.size:
+        tail = a[whole:]
+        parts.append(float(np.dot(tail, tail)))
+    return float(sum(parts))
 
 
 def _same_nonfinite(x: np.ndarray, y: np.ndarray) -> bool:
