@@ -95,7 +95,7 @@ def only(make: Make, nth: int | None = None, when: Callable[..., bool] | None = 
 
 
 def scaled(factor: float) -> Make:
-    return forward(lambda out: out * factor)
+    return forward(lambda out: torch.mul(out, factor))  # not `*`: Tensor.__mul__ may be the API replaced
 
 
 def zeros() -> Make:
