@@ -216,6 +216,12 @@ _softmax_nan = Scenario(
     lambda side: tiny_lm(side, q_gain=80.0), _truth("Functional_softmax_0_forward"),
     install(F, "softmax", faults.softmax_without_max_shift))
 
+_fp16_softmax = Scenario(
+    "fp16_softmax_backward_5pct",
+    "whole NPU run in fp16; attention softmax's backward perturbed (5%)",
+    tiny_lm, _truth("Functional_softmax_0_backward"),
+    install(F, "softmax", backward(perturbation(0.05, 8))), npu_dtype=torch.float16)
+
 _deep = Scenario(
     "deep_mlp_64_noise",
     "64-layer ReLU MLP, weights 3x nn.Linear's default: activations grow to ~2e4, weight gradients to "
@@ -345,6 +351,12 @@ FAULTS = [
              "is identical on both sides, a quarter of the output wrong",
              anchor_picker, _truth("Torch_index_select_0_forward"),
              install(torch, "index_select", faults.last_index_off_by_one)),
+    Scenario("sdpa_backward_key_grad",
+             "fused attention (F.scaled_dot_product_attention, flash attention on the NPU): its backward "
+             "perturbs the key gradient (10%), the query and value gradients exact",
+             lambda side: tiny_lm(side, fused_attention=True),
+             _truth("Functional_scaled_dot_product_attention_0_backward"),
+             install(F, "scaled_dot_product_attention", backward(on_argument(1, perturbation(0.1, 9))))),
     # the first and the last calls
     Scenario("first_call_linear_forward",
              "the model's first call (F.linear on the input) off by up to 1% per element; its inputs "
@@ -375,10 +387,7 @@ FAULTS = [
              "F.linear) off by up to 20% per element",
              lambda side: tiny_lm(side, depth=2), _truth("Functional_linear_9_forward"),
              install(F, "linear", only(faults.noisy(0.2), nth=9)), npu_dtype=torch.bfloat16),
-    Scenario("fp16_softmax_backward_5pct",
-             "whole NPU run in fp16; attention softmax's backward perturbed (5%)",
-             tiny_lm, _truth("Functional_softmax_0_backward"),
-             install(F, "softmax", backward(perturbation(0.05, 8))), npu_dtype=torch.float16),
+    _fp16_softmax,
 ]
 
 NO_FAULTS = [
@@ -398,6 +407,7 @@ NO_FAULTS = [
     Scenario("resnet_batch1",
              "a small ResNet with batch 1 (its BatchNorms over 64 and 16 values), fp32, noise only",
              res_conv_net),
+    _fp16_softmax.switched_off("whole NPU run of a transformer block in fp16, no fault"),
     Scenario("fp16_gru", "whole NPU run of an embedding-GRU tagger in fp16, no fault", gru_tagger,
              npu_dtype=torch.float16),
 ]

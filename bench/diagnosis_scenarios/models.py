@@ -139,11 +139,12 @@ class Block(nn.Module):
     ``fused_gelu=False`` writes GELU out as ``0.5 * x * (1 + erf(x / sqrt 2))`` (a decomposition
     the other side's fused kernel replaces); ``q_gain`` scales the query projection (large
     attention logits); ``naive_softmax`` writes the attention softmax out as ``exp(s) / sum exp(s)``
-    without the max shift, as hand-written attention code does.
+    without the max shift, as hand-written attention code does; ``fused_attention`` calls
+    ``F.scaled_dot_product_attention`` instead (a flash-attention kernel on the NPU).
     """
 
     def __init__(self, dim: int = 16, fused_gelu: bool = True, q_gain: float = 1.0,
-                 naive_softmax: bool = False) -> None:
+                 naive_softmax: bool = False, fused_attention: bool = False) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(dim)
         self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
@@ -153,6 +154,7 @@ class Block(nn.Module):
         self.down = nn.Linear(2 * dim, dim)
         self.fused_gelu = fused_gelu
         self.naive_softmax = naive_softmax
+        self.fused_attention = fused_attention
         self.scale = 1 / math.sqrt(dim)
         for ln in (self.ln1, self.ln2):
             trained_affine(ln)
@@ -170,10 +172,14 @@ class Block(nn.Module):
         e = torch.exp(scores)
         return e / e.sum(-1, keepdim=True)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.ln1(x)
+    def attention(self, h: torch.Tensor) -> torch.Tensor:
+        if self.fused_attention:
+            return F.scaled_dot_product_attention(self.q(h), self.k(h), self.v(h))
         scores = torch.matmul(self.q(h), self.k(h).transpose(-2, -1)) * self.scale
-        x = x + self.o(torch.matmul(self.softmax(scores), self.v(h)))
+        return torch.matmul(self.softmax(scores), self.v(h))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.o(self.attention(self.ln1(x)))
         return x + self.down(self.gelu(self.up(self.ln2(x))))
 
 
