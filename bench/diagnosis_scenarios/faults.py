@@ -179,7 +179,7 @@ def ignore_index_ignored(fn: Api) -> Api:
 def tanh_approximation(fn: Api) -> Api:
     """``gelu`` computed with the tanh approximation whatever ``approximate`` asks for (a fast-GELU
     kernel standing in for the erf one): forward and backward follow the approximation, off by
-    up to ~5e-4 of the output."""
+    up to 4.7e-4 (absolute) in the forward."""
 
     def fast(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
         return fn(x, approximate="tanh")
@@ -208,6 +208,16 @@ def carry_dropped(tile: int) -> Make:
     return recomputed(wrong)
 
 
+def _per_channel_affine(out: torch.Tensor, weight: Any, bias: Any) -> torch.Tensor:
+    """A norm's affine step on dimension 1 (channels)."""
+    shape = [1, -1] + [1] * (out.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
 @recomputed
 def unbiased_variance(fn: Api, x: torch.Tensor, running_mean: Any, running_var: Any, weight: Any = None,
                       bias: Any = None, training: bool = False, momentum: float = 0.1,
@@ -215,15 +225,9 @@ def unbiased_variance(fn: Api, x: torch.Tensor, running_mean: Any, running_var: 
     """Training-mode ``batch_norm`` normalising by the unbiased batch variance (n - 1) instead of
     the biased one: every output (before the affine step) smaller by about 1/(2n)."""
     dims = [d for d in range(x.dim()) if d != 1]
-    shape = [1, -1] + [1] * (x.dim() - 2)
     mean = x.mean(dims, keepdim=True)
     var = x.var(dims, unbiased=True, keepdim=True)
-    out = (x - mean) / torch.sqrt(var + eps)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+    return _per_channel_affine((x - mean) / torch.sqrt(var + eps), weight, bias)
 
 
 @recomputed
@@ -233,13 +237,8 @@ def interleaved_groups(fn: Api, x: torch.Tensor, groups: int, weight: Any = None
     of contiguous channels: a channel-blocked layout (Ascend's NC1HWC0) read with the wrong stride."""
     channels = x.shape[1]
     order = torch.arange(channels).reshape(-1, groups).t().flatten()
-    out = fn(x[:, order], groups, None, None, eps)[:, torch.argsort(order)]
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    if weight is not None:
-        out = out * weight.reshape(shape)
-    if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+    normed = fn(x[:, order], groups, None, None, eps)[:, torch.argsort(order)]
+    return _per_channel_affine(normed, weight, bias)
 
 
 @recomputed
