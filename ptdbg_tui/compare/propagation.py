@@ -35,6 +35,9 @@ from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
+#: Statistics-only dumps: the error estimated from one max or min element (a single draw of the noise)
+#: or from a mean or norm (which average it away) scatters by this factor either way.
+STATS_SCATTER = 2.0
 #: Roundings of its output's dtype an op may add on its own: one to store its result, one more for a
 #: composite op or another libm. (A rounding leaves a relative RMS error of about u/√3.)
 ROUNDINGS = 2.0
@@ -228,6 +231,8 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
             if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
                 k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
             err, allowed = judge_output(y, e_in, _additive(adders, y) * gain, k, flips)
+        if y.from_stats:
+            allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)
         if score > best[0]:
             best = (score, err, allowed * MARGIN, name, y)
