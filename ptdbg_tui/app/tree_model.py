@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from ptdbg_tui.compare.diagnosis import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import Seg
-from ptdbg_tui.engine.live import EngineUpdate, PairInfo, Placed, Progress
+from ptdbg_tui.engine.live import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 
 STATUSES = list(Status)
 _INDEX = {s: i for i, s in enumerate(STATUSES)}
@@ -132,6 +132,7 @@ class TreeModel:
         self.calls: dict[tuple[str, str], Node] = {}  # (pair, call name) -> call node
         self.flat: dict[str, list[Node]] = {}  # per pair: calls in execution order
         self.diagnoses: dict[str, Diagnosis] = {}
+        self.matches: dict[str, MatchNote] = {}
         self.failing: set[Node] = set()
         self.progress = Progress()
         self.filter: frozenset[Status] | None = None
@@ -155,6 +156,8 @@ class TreeModel:
             ops.extend((self._upsert, (pair_key, key, placed)) for key, placed in delta.upserts.items())
             if delta.diagnosis is not None:
                 ops.append((self.diagnoses.__setitem__, (pair_key, delta.diagnosis)))
+            if delta.match is not None:
+                ops.append((self.matches.__setitem__, (pair_key, delta.match)))
         if update.progress is not None:
             ops.append((setattr, (self, "progress", update.progress)))
 
@@ -200,6 +203,7 @@ class TreeModel:
         self.infos.pop(key, None)
         self.flat.pop(key, None)
         self.diagnoses.pop(key, None)
+        self.matches.pop(key, None)
 
     def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
         pair = self.root.child(pair_key)
@@ -368,6 +372,18 @@ class TreeModel:
         if diagnosis is None or not call.children or call.children[0].row is None:
             return None
         return diagnosis.calls.get(call.children[0].row.record.call)
+
+    def match_modes(self) -> str:
+        """The matching in use, e.g. ``align (auto)``; pairs matched differently are all named."""
+        used = {m.used if m.asked == m.used else f"{m.used} ({m.asked})" for m in self.matches.values()}
+        return ", ".join(sorted(used))
+
+    def match_hint(self) -> str:
+        """A suggestion to switch the matching when the current one pairs badly (first pair that does)."""
+        for m in self.matches.values():
+            if m.advice:
+                return f"{m.advice}: m → align"
+        return ""
 
     def call_rows(self, call: Node) -> list[Row]:
         return [n.row for n in call.children if n.row is not None]

@@ -361,6 +361,20 @@ class Matching:
     note: str = ""
 
 
+def match_advice(matching: Matching) -> str:
+    """Why another mode may pair better: a matching that leaves entries unpaired on both sides or
+    pairs entries of different shapes (from some call on, every index shifted); "" when it is fine."""
+    if matching.mode == "align":
+        return ""
+    npu_only, bench_only, shapes = _misfits(matching.rows)
+    if not ((npu_only and bench_only) or shapes):
+        return ""
+    parts = [f"{npu_only + bench_only:,} entries unpaired"] if npu_only and bench_only else []
+    if shapes:
+        parts.append(f"{shapes:,} shape mismatches")
+    return " and ".join(parts)
+
+
 def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
     npu_only = sum(1 for r in rows if r.bench is None)
