@@ -89,6 +89,8 @@ class PtdbgApp(App[None]):
     """Call tree, detail panel, diagnosis and progress over a :class:`LiveEngine`."""
 
     CSS_PATH = "app.tcss"
+    #: Below 120 columns the tree and the detail panel share the width equally (app.tcss).
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
     TITLE = "ptdbg-tui"
     # The footer shows these in order and cuts what does not fit: help and quit first.
     BINDINGS: ClassVar[list[BindingType]] = [

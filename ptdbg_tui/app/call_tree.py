@@ -19,6 +19,7 @@ from textual.widgets import Tree
 from textual.widgets._tree import TOGGLE_STYLE  # the meta that makes the arrow clickable
 from textual.widgets.tree import TreeNode
 
+from ptdbg_tui.app.detail import short_dtype
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.diagnosis import stack_site
 from ptdbg_tui.compare.model import Status
@@ -116,7 +117,7 @@ class CallTree(Tree[object]):
             if row is None:
                 return ""
             rec = row.record
-            dtype = rec.dtype.removeprefix("torch.")
+            dtype = short_dtype(rec.dtype)
             shape = list(rec.shape) if not rec.is_scalar else "scalar"
             side = "" if row.matched else (" · no bench" if row.npu is not None else " · bench only")
             return f"{dtype} {shape}{side}"
