@@ -120,7 +120,9 @@ class PtdbgApp(App[None]):
         self.detail = DetailPanel(self.model, id="detail")
         self.header_bar = FitBar(self._header_lines, id="progress")
         self.diagnosis_bar = FitBar(self._diagnosis_lines, id="diagnosis")
-        self.search_box = Input(placeholder="search entry names (Enter: next match, Esc: close)", id="search")
+        self.search_box = Input(placeholder="entries, calls, modules (Enter/↓ next, shift+Enter/↑ back, Esc)",
+                                id="search")
+        self.search_count = Static(id="search-count")
         self.filter_index = 0
         self._draining = False
         self._shown_at = 0.0
@@ -135,7 +137,9 @@ class PtdbgApp(App[None]):
         with Horizontal(id="main"):
             yield self.call_tree
             yield self.detail
-        yield self.search_box
+        with Horizontal(id="searchbar"):
+            yield self.search_box
+            yield self.search_count
         yield Footer(compact=True)
 
     def get_css_variables(self) -> dict[str, str]:
@@ -252,30 +256,64 @@ class PtdbgApp(App[None]):
 
     # -- actions -------------------------------------------------------------------------------
     def action_search(self) -> None:
-        box = self.search_box
-        box.add_class("-visible")
-        box.value = self._search_text
-        box.focus()
+        self.query_one("#searchbar").add_class("-visible")
+        self.search_box.value = self._search_text
+        self.search_box.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        """Count and highlight as the user types; the cursor moves on Enter."""
+        self._search_text = event.value.strip()
+        self.call_tree.highlight = self._search_text
+        self.call_tree.refresh()
+        self._show_search_count(None)
+
+    def _show_search_count(self, index: int | None) -> None:
+        hits = self.model.search(self._search_text) if self._search_text else []
+        where = f"{index + 1:,}/{len(hits):,}" if index is not None else f"{len(hits):,} match"
+        self.search_count.update(where if self._search_text else "")
 
     @on(Input.Submitted, "#search")
-    def _search_submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        self._search_text = text
+    def _search_submitted(self) -> None:
+        self._search_step(backward=False)
+
+    def _search_step(self, backward: bool) -> None:
+        """Go to the next (previous) match after the cursor, in execution order; shows k/N."""
+        text = self._search_text
         if not text:
             return
-        node, count = self.model.search(text, self._position())
-        if node is None:
-            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3)
+        hits = self.model.search(text)
+        if not hits:
+            self._show_search_count(None)
+            self.notify(f"Nothing matches {text!r}.", severity="warning", timeout=3)
             return
-        self._go(node)
-        self.notify(f"{count:,} entries match {text!r}.", timeout=2)
+        index = self.model.next_hit(hits, self.call_tree.cursor_model_node, backward)
+        self._go(hits[index])
+        self._show_search_count(index)
 
     def on_key(self, event) -> None:
-        box = self.search_box
-        if event.key == "escape" and box.has_class("-visible"):
-            box.remove_class("-visible")
-            self.call_tree.focus()
-            event.stop()
+        bar = self.query_one("#searchbar")
+        if not bar.has_class("-visible") or not self.search_box.has_focus:
+            if event.key == "escape" and bar.has_class("-visible"):
+                self._close_search()
+                event.stop()
+            return
+        if event.key == "escape":
+            self._close_search()
+        elif event.key in ("shift+enter", "up"):
+            self._search_step(backward=True)
+        elif event.key == "down":
+            self._search_step(backward=False)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+    def _close_search(self) -> None:
+        self.query_one("#searchbar").remove_class("-visible")
+        self.call_tree.highlight = ""
+        self.call_tree.refresh()
+        self.call_tree.focus()
 
     def _set_filter(self, index: int) -> None:
         self.filter_index = index

@@ -168,7 +168,10 @@ class ErrorChart(PlotextPlot):
             lo, hi = lo - 0.5, hi + 0.5
         plt.ylim(lo, hi)
         plt.yticks(*_log_ticks(lo, hi))
-        plt.xlim(1, max(2, len(series.errors)))
-        title = "rel. error per call, in execution order"
-        plt.title(title + (" (│ fwd│bwd)" if series.backward_from else ""))
+        n = max(2, len(series.errors))
+        plt.xlim(1, n)
+        step = max(1, math.ceil(n / 4))
+        plt.xticks(list(range(1, n + 1, step)))
+        long = "rel. error per call, in execution order" + (" (│: fwd│bwd)" if series.backward_from else "")
+        plt.title("rel. error per call →" if self.size.width < 50 else long)
         self.refresh()
