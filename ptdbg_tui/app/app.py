@@ -29,6 +29,7 @@ from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
 from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
+from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching import MODES
@@ -372,6 +373,19 @@ class PtdbgApp(App[None]):
         self._show_progress()
         self.notify(f"Matching: {mode} — re-matching every pair.", timeout=3)
 
+    def action_overview(self) -> None:
+        if len(self.model.root.children) < 2:
+            self.notify("One rank/step pair only: its tree is the overview.", timeout=3)
+            return
+        self.push_screen(OverviewScreen(self.model, self.header_bar.styles_map()), self._open_pair)
+
+    def _open_pair(self, key: str | None) -> None:
+        node = self.model.root.child(key) if key else None
+        if node is not None and self._go(node):
+            target = self.call_tree.cursor_node
+            if target is not None and not target.is_expanded:
+                target.expand()
+
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Textual saves to ~/Downloads; on a server that folder is usually missing: the current one."""
         if path is None:
@@ -426,6 +440,8 @@ class PtdbgApp(App[None]):
         for mode in MODES:
             yield SystemCommand(f"Match: {mode}", f"Re-match every pair in {mode} mode (m cycles)",
                                 lambda mode=mode: self.action_match(mode))
+        yield SystemCommand("Rank/step overview", "One line per pair, first divergence first (o)",
+                            self.action_overview)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
                             self.action_export)
         yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",

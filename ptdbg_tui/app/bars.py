@@ -130,9 +130,9 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
     what = [seg(Text.assemble((head + " ", fail), (suspect.call, fail + Style(bold=True))), 0)]
     module = module_of(node)
     if module:
-        what.append(seg(module, 1, shrink=12))
+        what.append(seg(module, 2, shrink=10))
     if len(model.infos) > 1 and node is not None and node.pair in model.infos:
-        what.append(seg(model.infos[node.pair].label, 2))
+        what.append(seg(model.infos[node.pair].label, 1))
     rest = total - 1 if index == 0 else total
     if rest:
         more = f"+{rest} more (c/C)" if index == 0 else f"of {total} (c/C)"
