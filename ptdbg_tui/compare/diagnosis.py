@@ -88,7 +88,7 @@ class Suspect:
     def text(self) -> str:
         site = self.site
         where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
-        return f"{self.call}: {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
+        return f"{self.call} ({self.direction}): {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
 
 
 @dataclass(slots=True)
