@@ -91,7 +91,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
     hint = model.match_hint()
     if hint:
-        out.append(seg(hint, 1, styles.get("warn", Style())))
+        out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
     if view.filter_index:
         out.append(seg(f"filter: {FILTERS[view.filter_index][0]}", 1, styles.get("warn", Style())))
     others = Text()

@@ -411,7 +411,7 @@ class TreeModel:
         """A suggestion to switch the matching when the current one pairs badly (first pair that does)."""
         for m in self.matches.values():
             if m.advice:
-                return f"{m.advice}: m → align"
+                return f"m → align? ({m.advice})"
         return ""
 
     def call_rows(self, call: Node) -> list[Row]:

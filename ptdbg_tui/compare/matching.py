@@ -362,17 +362,16 @@ class Matching:
 
 
 def match_advice(matching: Matching) -> str:
-    """Why another mode may pair better: a matching that leaves entries unpaired on both sides or
-    pairs entries of different shapes (from some call on, every index shifted); "" when it is fine."""
+    """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
+    by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
+    "" when neither."""
     if matching.mode == "align":
         return ""
     npu_only, bench_only, shapes = _misfits(matching.rows)
-    if not ((npu_only and bench_only) or shapes):
-        return ""
-    parts = [f"{npu_only + bench_only:,} entries unpaired"] if npu_only and bench_only else []
+    parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
-        parts.append(f"{shapes:,} shape mismatches")
-    return " and ".join(parts)
+        parts.append(f"{shapes:,} shapes differ")
+    return ", ".join(parts)
 
 
 def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
