@@ -97,16 +97,16 @@ class PtdbgApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help"),
         Binding("q", "quit", "Quit"),
-        Binding("c", "culprit", "Suspects"),
+        Binding("c", "culprit", "Suspect"),
         Binding("C", "previous_suspect", "Prev suspect", show=False),
         Binding("slash", "search", "Find"),
-        Binding("n", "next_failure", "Next fail"),
+        Binding("n", "next_failure", "Fail"),
         Binding("N", "previous_failure", "Prev fail", show=False),
         Binding("f", "filter", "Filter"),
         Binding("m", "match", "Match"),
+        Binding("s", "toggle_view", "View"),
         Binding("o", "overview", "Overview", show=False),
-        Binding("s", "toggle_view", "Tree/flat"),
-        Binding("e", "export", "Export"),
+        Binding("e", "export", "Export", show=False),
     ]
 
     def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None,

@@ -91,7 +91,7 @@ def downsample(errors: Sequence[float | None], buckets: int) -> tuple[list[float
 
 
 def _log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    first, last = math.floor(lo), math.ceil(hi)
+    first, last = math.ceil(lo), math.floor(hi)
     step = max(1, math.ceil((last - first) / 4))
     ticks = list(range(first, last + 1, step))
     return [float(t) for t in ticks], [sci(10.0**t) for t in ticks]
@@ -114,7 +114,7 @@ class DeltaHistogram(PlotextPlot):
             plt.text(f"{count:,}", x=i + 1, y=heights[i] + 0.35, alignment="center")
         top = max(heights) + 0.8
         plt.ylim(0, top)
-        ticks = list(range(0, math.ceil(top) + 1, max(1, math.ceil(top / 4))))
+        ticks = list(range(0, math.floor(top) + 1, max(1, math.ceil(top / 4))))
         plt.yticks(ticks, [sci(10.0**t) for t in ticks])
         plt.title("|Δ| per bin (elements, log)")
         self.refresh()
@@ -153,7 +153,7 @@ class ErrorChart(PlotextPlot):
         assert series is not None
         width = max(10, self.size.width - 8)
         xs, ys = downsample(series.errors, width * 2)
-        plt.scatter(xs, ys, marker="braille", color="cyan")
+        plt.scatter(xs, ys, marker="•", color="cyan")
         bad = [(i + 1, series.errors[i]) for i in sorted(series.suspects) if series.errors[i] is not None]
         if bad:
             plt.scatter([x for x, _ in bad], [math.log10(max(e, ERROR_FLOOR)) for _, e in bad],
