@@ -214,8 +214,8 @@ class PtdbgApp(App[None]):
                 changed = self.call_tree.apply_changes()
                 self._show_progress()
                 self._show_diagnosis()
-                if self.detail.node is not None and self.detail.node in changed:
-                    self.detail.refresh_detail()
+                if self.detail.node is not None and (self.detail.node in changed or not more):
+                    self.detail.refresh_detail()  # the last slice: the error chart is final too
         # A timer, not call_later: the next slice waits for the event loop, so key presses, the
         # other widgets' queues and repaints get their turn between slices.
         self.set_timer(DRAIN_GAP_S, self._drain, name="drain")

@@ -8,6 +8,7 @@ Both plots use log axes drawn on log10 values, since Plotext cannot put bars on 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
 
 #: Errors below this are drawn at it (a log axis has no zero).
 ERROR_FLOOR = 1e-12
+#: Seconds an outdated error series may still be shown.
+STALE_S = 1.0
 
 
 def sci(value: float) -> str:
@@ -129,6 +132,8 @@ class ErrorChart(PlotextPlot):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._cache: tuple[tuple[object, ...], ErrorSeries] | None = None
+        self._computed = 0.0
+        self._points: tuple[ErrorSeries, int, tuple[list[float], list[float]]] | None = None
 
     def show_node(self, model: TreeModel, node: Node | None) -> None:
         """The chart of the node's pair, the node's call marked (nothing for no node or several pairs)."""
@@ -136,9 +141,15 @@ class ErrorChart(PlotextPlot):
             self.draw(None, None)
             return
         calls = model.flat.get(node.pair, [])
-        key = (node.pair, id(model.diagnoses.get(node.pair)), len(calls), model.progress)
-        if self._cache is None or self._cache[0] != key:
+        key = (node.pair, id(model.diagnoses.get(node.pair)), len(calls), model.version)
+        now = time.monotonic()
+        # While results arrive the series changes all the time: recomputed at most every STALE_S, not
+        # at every key press (100k entries take ~0.1 s).
+        busy = model.loading or not model.progress.done
+        if self._cache is None or self._cache[0][0] != node.pair or (
+                self._cache[0] != key and (not busy or now - self._computed >= STALE_S)):
             self._cache = (key, error_series(model, node.pair))
+            self._computed = now
         call = node.parent if node.is_leaf else node if node.kind == "call" else None
         selected = calls.index(call) if call is not None and call in calls else None
         self.draw(self._cache[1], selected)
@@ -152,7 +163,9 @@ class ErrorChart(PlotextPlot):
             return
         assert series is not None
         width = max(10, self.size.width - 8)
-        xs, ys = downsample(series.errors, width * 2)
+        if self._points is None or self._points[0] is not series or self._points[1] != width:
+            self._points = (series, width, downsample(series.errors, width * 2))  # same for every call
+        xs, ys = self._points[2]
         plt.scatter(xs, ys, marker="•", color="cyan")
         bad = [(i + 1, series.errors[i]) for i in sorted(series.suspects) if series.errors[i] is not None]
         if bad:

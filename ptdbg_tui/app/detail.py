@@ -6,6 +6,7 @@ styles come from the widget's component classes so that they follow the theme.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -147,6 +148,14 @@ def _where(result: Result, styles: Styles) -> list[RenderableType]:
     return out
 
 
+def display_path(path: str) -> str:
+    """A frame's file relative to the current folder, or under ``~``: shorter, and no machine's layout."""
+    for root, shown in ((os.getcwd(), ""), (os.path.expanduser("~"), "~/")):
+        if root not in ("", "/") and path.startswith(root.rstrip("/") + "/"):
+            return shown + path[len(root.rstrip("/")) + 1:]
+    return path
+
+
 def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableType]:
     """The call's user frames, innermost first: ``file:line  function`` and the source line."""
     frames = list(reversed(user_frames(stack.frames))) if stack else []
@@ -154,7 +163,7 @@ def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableTyp
         return []
     out: list[RenderableType] = [Text("Stack", style=styles.get("head", Style()))]
     for f in frames[:MAX_FRAMES]:
-        out.append(Text.assemble(f"  {f[0]}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
+        out.append(Text.assemble(f"  {display_path(f[0])}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
         if f[3]:
             out.append(Text(f"      {f[3]}", style=styles.get("source", Style())))
     if len(frames) > MAX_FRAMES:
