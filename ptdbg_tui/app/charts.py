@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from textual.widget import Widget
 from textual_plotext import PlotextPlot
 
 from ptdbg_tui.app.tree_model import Node, TreeModel
@@ -105,7 +106,12 @@ class DeltaHistogram(PlotextPlot):
 
     DEFAULT_CSS = "DeltaHistogram { height: 12; }"
 
+    _drawn: object = None  # what the plot shows: drawing it again would only cost a repaint
+
     def draw(self, bins: list[tuple[str, int]]) -> None:
+        if bins == self._drawn:
+            return
+        self._drawn = bins
         self.display = bool(bins)
         plt = self.plt
         plt.clear_figure()
@@ -134,6 +140,7 @@ class ErrorChart(PlotextPlot):
         self._cache: tuple[tuple[object, ...], ErrorSeries] | None = None
         self._computed = 0.0
         self._points: tuple[ErrorSeries, int, tuple[list[float], list[float]]] | None = None
+        self._drawn: tuple[ErrorSeries | None, int | None, int] | None = None
 
     def show_node(self, model: TreeModel, node: Node | None) -> None:
         """The chart of the node's pair, the node's call marked (nothing for no node or several pairs)."""
@@ -154,7 +161,21 @@ class ErrorChart(PlotextPlot):
         selected = calls.index(call) if call is not None and call in calls else None
         self.draw(self._cache[1], selected)
 
+    def _width(self) -> int:
+        """The panel's width: the plot's own is 0 while it is hidden."""
+        return self.size.width or (self.parent.size.width if isinstance(self.parent, Widget) else 0) or 80
+
+    def on_resize(self) -> None:
+        if self._drawn is not None and self._drawn[2] != self._width():
+            series, selected, _ = self._drawn
+            self._drawn = None
+            self.draw(series, selected)
+
     def draw(self, series: ErrorSeries | None, selected: int | None) -> None:
+        drawn = (series, selected, self._width())
+        if self._drawn is not None and all(a is b or a == b for a, b in zip(drawn, self._drawn, strict=True)):
+            return
+        self._drawn = drawn
         plt = self.plt
         plt.clear_figure()
         has_data = series is not None and any(e is not None for e in series.errors)
@@ -162,7 +183,7 @@ class ErrorChart(PlotextPlot):
         if not has_data:
             return
         assert series is not None
-        width = max(10, self.size.width - 8)
+        width = max(10, self._width() - 8)
         if self._points is None or self._points[0] is not series or self._points[1] != width:
             self._points = (series, width, downsample(series.errors, width * 2))  # same for every call
         xs, ys = self._points[2]
