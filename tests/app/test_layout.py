@@ -148,3 +148,17 @@ async def test_help_scrolls_at_80x24(demo_dumps, ui):
         await pilot.pause()
         assert scroll.scroll_y == scroll.max_scroll_y
         assert "q " in ui.screen_text(app) and "quit" in ui.screen_text(app)
+
+
+async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_dumps, ui, tmp_path,
+                                                                        monkeypatch):
+    from ptdbg_tui.app import app as app_module
+
+    monkeypatch.setattr(app_module, "user_downloads_path", lambda: tmp_path / "no" / "Downloads")
+    monkeypatch.chdir(tmp_path)
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.action_screenshot()
+        await ui.wait_until(pilot, lambda: any(tmp_path.glob("*.svg")))
+    (shot,) = tmp_path.glob("*.svg")
+    assert "<svg" in shot.read_text()
