@@ -129,6 +129,7 @@ class PtdbgApp(App[None]):
         self._shown_at = 0.0
         self._search_text = ""
         self._suspect_index = -1  # the suspect c/C went to last
+        self._hinted = ""  # the matching hint last shown
         self._gc_threshold = gc.get_threshold()
 
     # -- layout --------------------------------------------------------------------------------
@@ -230,6 +231,10 @@ class PtdbgApp(App[None]):
 
     def _show_progress(self) -> None:
         self.header_bar.redraw()
+        hint = self.model.match_hint()
+        if hint and hint != self._hinted:  # said once as a toast too; the header keeps it
+            self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=8)
+        self._hinted = hint
 
     def _show_diagnosis(self) -> None:
         self.diagnosis_bar.redraw()

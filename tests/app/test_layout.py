@@ -115,6 +115,7 @@ async def test_the_hint_names_align_and_m_rematches_every_pair(tmp_path, ui):
         assert app.model.status_counts()[Status.FAIL] > 0
         header = ui.screen_text(app).splitlines()[0]
         assert "m → align" in header and "unpaired" in header
+        assert any("m → align" in n.message for n in app._notifications), "said once as a toast"
         await pilot.press("m")  # exact → fuzzy: the same shifted pairing
         await ui.wait_until(pilot, lambda: app.model.match_modes() == "fuzzy" and ui.settled(app))
         await pilot.press("m")  # → align
