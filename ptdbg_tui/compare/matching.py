@@ -367,7 +367,7 @@ def match_advice(matching: Matching) -> str:
     "" when neither."""
     if matching.mode == "align":
         return ""
-    npu_only, bench_only, shapes = _misfits(matching.rows)
+    npu_only, bench_only, shapes = _misfits([r for r in matching.rows if not r.noise])  # not a tool's own
     parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
         parts.append(f"{shapes:,} shapes differ")
