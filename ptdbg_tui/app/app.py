@@ -86,6 +86,9 @@ class FitBar(Static):
             self.styles.height = len(self.lines)
         self.update(Text("\n").join(self.lines))
 
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.redraw())
+
     def on_resize(self) -> None:
         self.redraw()
 
