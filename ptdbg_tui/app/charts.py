@@ -207,5 +207,5 @@ class ErrorChart(PlotextPlot):
         step = max(1, math.ceil(n / 4))
         plt.xticks(list(range(1, n + 1, step)))
         long = "rel. error per call, in execution order" + (" (│: fwd│bwd)" if series.backward_from else "")
-        plt.title("rel. error per call →" if self.size.width < 50 else long)
+        plt.title("rel. error per call →" if self._width() < 50 else long)
         self.refresh()
