@@ -27,7 +27,7 @@ outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitud
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import ErrorMeasures
@@ -35,6 +35,9 @@ from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
+#: Statistics-only dumps: the error estimated from one max or min element (a single draw of the noise)
+#: or from a mean or norm (which average it away) scatters by this factor either way.
+STATS_SCATTER = 2.0
 #: Roundings of its output's dtype an op may add on its own: one to store its result, one more for a
 #: composite op or another libm. (A rounding leaves a relative RMS error of about u/√3.)
 ROUNDINGS = 2.0
@@ -55,6 +58,12 @@ class Operand:
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
     bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """Its argument path (``(1,)`` for the second argument)."""
+        entry = self.bench.entry if self.bench is not None else None
+        return entry.path if entry is not None else ()
 
     @property
     def magnitude(self) -> float | None:
@@ -85,6 +94,13 @@ EXPONENTIAL = frozenset({
     "binary_cross_entropy_with_logits", "sigmoid", "logsigmoid", "softplus", "pow", "float_power", "elu",
     "selu", "celu", "cosh", "sinh", "tan", "erfinv",
 })
+#: Of those, the ops whose gradient evaluates the exponential again from the saved *input*; the others'
+#: gradients use their saved output, whose error was measured (softmax: y·(g − Σg·y)), so their
+#: backward amplifies nothing more.
+EXPONENTIAL_BACKWARD = frozenset({
+    "cross_entropy", "binary_cross_entropy_with_logits", "logsumexp", "logsigmoid", "softplus", "pow",
+    "float_power", "elu", "selu", "celu", "cosh", "sinh", "tan", "erfinv",
+})
 
 
 #: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
@@ -113,9 +129,9 @@ def flip_allowance(op: str, e_in: float) -> float:
     return math.sqrt(2 * e_in) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
 
 
-def amplification(op: str, inputs: Sequence[Operand]) -> float:
+def amplification(op: str, inputs: Sequence[Operand], backward: bool = False) -> float:
     """κ: how much the op (``softmax``, ``exp_`` …) may amplify its inputs' relative error (1 for most)."""
-    if op_name(op) not in EXPONENTIAL:
+    if op_name(op) not in (EXPONENTIAL_BACKWARD if backward else EXPONENTIAL):
         return 1.0
     sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
     return max(1.0, *sizes)
@@ -140,6 +156,36 @@ def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
     return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
 
 
+#: Products whose output element sums ``k`` products of their two arguments (input 0 and 1), by how ``k``
+#: follows from the shapes: ``last`` (linear, matmul: the first argument's last dimension), ``kernel``
+#: (conv: the weight's elements per output channel), ``one`` (an elementwise product). Only their bias
+#: (input 2) adds to the output.
+CONTRACTIONS = {"linear": "last", "matmul": "last", "mm": "last", "bmm": "last", "conv1d": "kernel",
+                "conv2d": "kernel", "conv3d": "kernel", "mul": "one", "multiply": "one"}
+_BIAS = (2,)
+
+
+def _rms(e: ErrorMeasures) -> float:
+    return e.bench_norm / math.sqrt(e.numel) if e.numel > 0 else 0.0
+
+
+def contraction_kappa(kind: str, inputs: Sequence[Operand], y: ErrorMeasures) -> float | None:
+    """κ of a product from the data: ``rms(a)·rms(b)·√k / rms(y)`` — 1 when the ``k`` terms of an output
+    element add up like independent ones, more when they cancel. ``None`` when the arguments are not
+    both there."""
+    args = {o.path: o for o in inputs if o.path in ((0,), (1,))}
+    a, b = args.get((0,)), args.get((1,))
+    rms_y = _rms(y)
+    if a is None or b is None or rms_y <= 0:
+        return None
+    k = 1
+    if kind == "last" and a.bench is not None and a.bench.shape:
+        k = a.bench.shape[-1]
+    elif kind == "kernel" and b.bench is not None:
+        k = math.prod(b.bench.shape[1:])
+    return _rms(a.errors) * _rms(b.errors) * math.sqrt(k) / rms_y
+
+
 def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
     """The absolute error the same-kind inputs may add to ``y``, rounding at their scale included."""
     out = 0.0
@@ -151,8 +197,12 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
 
 
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
-          partial: bool = False) -> Judgement | None:
-    """The verdict on one call from its compared outputs and inputs (``None`` without outputs)."""
+          partial: bool = False, backward: bool = False,
+          gains: Mapping[str, float] | None = None) -> Judgement | None:
+    """The verdict on one call from its compared outputs and inputs (``None`` without outputs).
+
+    ``gains``: for a backward call, per output, the factor the op multiplies the incoming gradients by
+    (softmax: its probabilities), at which their absolute error is weighed."""
     if not outputs:
         return None
     e_in = 0.0
@@ -167,14 +217,22 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
-    kappa = amplification(op, inputs)
+    kappa = amplification(op, inputs, backward)
     flips = flip_allowance(op, e_in)
+    product = None if backward else CONTRACTIONS.get(op_name(op))
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
-            err, allowed = judge_output(y, e_in, _additive(inputs, y), kappa, flips)
+            gain = gains.get(name, 1.0) if gains else 1.0
+            k, adders = kappa, inputs
+            cancel = contraction_kappa(product, inputs, y) if product else None
+            if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
+                k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
+            err, allowed = judge_output(y, e_in, _additive(adders, y) * gain, k, flips)
+        if y.from_stats:
+            allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)
         if score > best[0]:
             best = (score, err, allowed * MARGIN, name, y)

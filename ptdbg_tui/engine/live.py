@@ -24,13 +24,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
+from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match, match_advice
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.ranks import RankView, cross_rank
 from ptdbg_tui.compare.tasks import settled_result, task_for
@@ -93,12 +93,24 @@ class Placed:
     site: StackRecord | None
 
 
+@dataclass(frozen=True, slots=True)
+class MatchNote:
+    """How a pair was matched: the mode asked for, the mode used, why ``auto`` chose it, and why
+    another mode may pair better (:func:`~ptdbg_tui.compare.matching.match_advice`)."""
+
+    asked: str
+    used: str
+    note: str = ""
+    advice: str = ""
+
+
 @dataclass
 class PairDelta:
     info: PairInfo
     upserts: dict[str, Placed] = field(default_factory=dict)
     removes: set[str] = field(default_factory=set)
     diagnosis: Diagnosis | None = None  # None: unchanged
+    match: MatchNote | None = None  # None: unchanged
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,10 @@ class Outbox:
     def put_diagnosis(self, info: PairInfo, diagnosis: Diagnosis) -> None:
         with self._lock:
             self._delta(info).diagnosis = diagnosis
+
+    def put_match(self, info: PairInfo, match: MatchNote) -> None:
+        with self._lock:
+            self._delta(info).match = match
 
     def drop_pair(self, key: str) -> None:
         with self._lock:
@@ -285,6 +301,7 @@ class PairState:
         self.compared = 0
         self.diagnosis: Diagnosis | None = None
         self.matching: Matching | None = None
+        self.match_asked = ""  # the mode of the last re-match
         self.diagnosed_at = 0.0
         self.diagnose_cost = 0.0  # seconds the last diagnosis took
         self.diagnosis_dirty = True
@@ -299,6 +316,7 @@ class PairState:
     def rematch(self, mode: str) -> None:
         mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
         self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
+        self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []
@@ -372,6 +390,11 @@ class LiveEngine:
     def watching(self) -> str:
         return self._watcher.mode if self._watcher else "static"
 
+    def set_match(self, mode: str) -> None:
+        """Re-match every pair in ``mode`` (any thread): results already computed are kept."""
+        self.options = replace(self.options, match=mode)
+        self.wake()
+
     def pairs(self) -> list[tuple[PairInfo, list[Row]]]:
         """The current rows of every pair in execution order (for export)."""
         return [(p.info, list(p.rows)) for p in list(self._pairs.values())]
@@ -405,9 +428,14 @@ class LiveEngine:
                         self.outbox.notice(self._notice)
                 next_rescan = now + self.options.rescan_s
             due = self._pass()
-            if self._watcher is None:
+            if self._watcher is None:  # static: all done until the app asks for another matching
                 self.outbox.flush(force=True)
-                return
+                if self._pool is not None:  # no idle worker processes while nothing is asked
+                    self._pool.close()
+                    self._pool = None
+                self._wake.wait()
+                self._wake.clear()
+                continue
             timeout = next_rescan - time.monotonic()
             if due is not None:
                 timeout = min(timeout, due - time.monotonic())
@@ -500,9 +528,11 @@ class LiveEngine:
 
     def _update_pair(self, p: PairState) -> float | None:
         versions = (p.npu.version, p.bench.version if p.bench else -1)
-        if versions != p.versions:
+        if versions != p.versions or p.match_asked != self.options.match:
             p.versions = versions
             p.rematch(self.options.match)
+            m = p.matching
+            self.outbox.put_match(p.info, MatchNote(p.match_asked, m.mode, m.note, match_advice(m)))
         todo, due = self._todo(p, time.monotonic())
         for _ in self._compute(p, todo):
             self._emit(p)
