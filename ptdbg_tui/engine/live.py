@@ -516,7 +516,7 @@ class LiveEngine:
         """Several ranks: tell the app which one diverges first, whenever that changes."""
         pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
         seen = tuple(id(p.diagnosis) for p in pairs)
-        if len(pairs) < 2 or seen == self._judged:
+        if len({p.info.npu.rank for p in pairs}) < 2 or seen == self._judged:
             return
         self._judged = seen
         views = [RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
