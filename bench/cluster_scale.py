@@ -71,7 +71,7 @@ def main() -> None:
         commands = [(f"local pool (--jobs {args.jobs})", ours_command(root, args.jobs))]
         for n in args.workers:
             cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                               dashboard_address=None, silence_logs=logging.ERROR,
+                                               dashboard_address=":0", silence_logs=logging.ERROR,
                                                env=dict(THREAD_ENV))
             clusters.append(cluster)
             commands.append((f"cluster of {n} worker(s)",

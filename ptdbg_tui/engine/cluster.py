@@ -208,7 +208,7 @@ class ClusterPool:
         try:
             if m is not None:
                 self._local = distributed.LocalCluster(
-                    n_workers=int(m.group(1)), threads_per_worker=1, processes=True, dashboard_address=None,
+                    n_workers=int(m.group(1)), threads_per_worker=1, processes=True, dashboard_address=":0",
                     silence_logs=logging.ERROR, env=dict(THREAD_ENV))
                 self._client = distributed.Client(self._local)
             else:

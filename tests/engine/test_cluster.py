@@ -41,7 +41,7 @@ def cluster(dumps):
     env = dict(THREAD_ENV, PYTHONPATH=os.pathsep.join(sys.path))
     spec = {name: {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": {**env, **extra}}}
             for name, extra in (("near", {ROOTS_ENV: rank0}), ("far", {}))}
-    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}}
     with distributed.SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.ERROR) as c, \
             distributed.Client(c) as client:
         client.wait_for_workers(2, timeout=WAIT_S)
