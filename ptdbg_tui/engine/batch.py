@@ -216,22 +216,22 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
 
     roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
     with ClusterPool(address) as pool:
-        (npu, bench), serving, reasons = pool.discover(roots)
+        (npu, bench), reasons = pool.discover(roots)
         for why in reasons:
             if why:
                 raise CompareInputError(why)
         pairs = _paired(npu, bench, step, rank)
         npu_only, bench_only = _one_sided(npu, bench, pairs, step, rank)
-        futures = []
+        calls = []
         for n, b in pairs:
-            workers = sorted(set(serving[str(n.rank_dir)]) & set(serving[str(b.rank_dir)]))
-            if not workers:  # e.g. the NPU folder on one node's disk, the bench one on another's
+            call = pool.submit(pair_outcome, n, b, match, summary, dirs=(str(n.rank_dir), str(b.rank_dir)))
+            if call is None:  # e.g. the NPU folder on one node's disk, the bench one on another's
                 npu_only.append(f"{n.label} (no worker reads both it and the bench's {b.label})")
                 continue
-            futures.append(pool.submit(pair_outcome, n, b, match, summary, workers=workers))
-        if not futures:
+            calls.append(call)
+        if not calls:
             raise CompareInputError("no worker of the cluster can read both sides of any rank pair")
-        outcomes = pool.gather(futures)
+        outcomes = pool.gather(calls)
         _run_metrics(outcomes, pool, progress)
         placements = Counter(pool.placements)
     for o in outcomes:

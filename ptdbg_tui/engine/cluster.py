@@ -165,6 +165,17 @@ class _Job:
     orphaned_at: float | None = None  # since when no live worker can run it
 
 
+@dataclass(eq=False)
+class Call:
+    """A step of the caller's on a worker that can read ``dirs`` (see :meth:`ClusterPool.submit`)."""
+
+    fn: Any
+    args: tuple[Any, ...]
+    dirs: tuple[str, ...]
+    workers: list[str]
+    future: Future | None = None
+
+
 class ClusterPool:
     """``with ClusterPool("tcp://host:8786") as pool: for i, result in pool.map(tasks): ...``
 
@@ -253,12 +264,11 @@ class ClusterPool:
         return {dirs: sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
                 for dirs in groups}
 
-    def discover(self, roots: Sequence[str]) -> tuple[list[list[RankDump]], dict[str, list[str]], list[str]]:
-        """The rank dumps under each root as the workers see them, the workers serving each rank dir,
-        and, per root nobody serves a dump of, the workers' reasons (empty when found)."""
+    def discover(self, roots: Sequence[str]) -> tuple[list[list[RankDump]], list[str]]:
+        """The rank dumps under each root as the workers see them, and, per root nobody serves a dump
+        of, the workers' reasons (empty when found)."""
         answers: dict[str, list[list[RankDump] | str]] = self.client.run(discover_here, list(roots))
         found: list[dict[str, RankDump]] = [{} for _ in roots]
-        serving: dict[str, list[str]] = {}
         reasons: list[str] = []
         for k in range(len(roots)):
             why = ""
@@ -267,25 +277,56 @@ class ClusterPool:
                 if isinstance(got, str):
                     why = why or got
                     continue
-                for d in got:
-                    found[k][str(d.pkl)] = d
-                    serving.setdefault(str(d.rank_dir), []).append(worker)
+                found[k].update((str(d.pkl), d) for d in got)
             reasons.append("" if found[k] else why or f"{roots[k]}: no worker serves a dump below it")
         dumps = [sorted(f.values(), key=lambda r: (r.step if r.step is not None else -1,
                                                    r.rank if r.rank is not None else -1, str(r.pkl)))
                  for f in found]
-        return dumps, serving, reasons
+        return dumps, reasons
 
-    def submit(self, fn: Any, *args: Any, workers: Sequence[str]) -> Future:
-        """Run ``fn(*args)`` on one of ``workers`` (a step of the caller's); results via :meth:`gather`."""
-        return self.client.submit(located, fn, *args, workers=list(workers), allow_other_workers=False,
-                                  pure=False)
+    def submit(self, fn: Any, *args: Any, dirs: Sequence[str]) -> Call | None:
+        """Run ``fn(*args)`` on a worker that can read every folder of ``dirs`` (a step of the caller's,
+        e.g. reading a rank pair's pkls); ``None`` when no worker can. Results via :meth:`gather`."""
+        call = Call(fn, args, tuple(dirs), self.eligible(dirs))
+        if not call.workers:
+            return None
+        self._send(call)
+        return call
 
-    def gather(self, futures: Sequence[Future]) -> list[Any]:
-        """The values of :meth:`submit`'s futures, in order (a worker's exception is raised here)."""
+    def _send(self, call: Call) -> None:
+        call.future = self.client.submit(located, call.fn, *call.args, workers=call.workers,
+                                         allow_other_workers=False, pure=False)
+
+    def gather(self, calls: Sequence[Call]) -> list[Any]:
+        """The values of :meth:`submit`'s calls, in order (a worker's exception is raised here). A call
+        whose workers are all lost goes to those that can read its folders now; with none for
+        ``reconnect_s``, :class:`ClusterError`."""
         out = []
-        for future in futures:
-            worker, value = future.result()
+        for call in calls:
+            orphaned: float | None = None
+            while True:
+                assert call.future is not None
+                try:
+                    worker, value = call.future.result(timeout=HEAL_S)
+                    break
+                except TimeoutError:
+                    pass
+                except _distributed().KilledWorker as e:
+                    raise ClusterError(f"the workers reading {' and '.join(call.dirs)} died: {e}") from None
+                with contextlib.suppress(OSError, TimeoutError):  # reconnecting: look again next time
+                    if self._live() & set(call.workers):
+                        orphaned = None
+                        continue
+                    call.workers = self.eligible(call.dirs)
+                    if call.workers:
+                        call.future.cancel()
+                        self._send(call)
+                        orphaned = None
+                        continue
+                orphaned = orphaned or time.monotonic()
+                if time.monotonic() - orphaned >= self.reconnect_s:
+                    where = " and ".join(call.dirs)
+                    raise ClusterError(f"no worker of the cluster can read {where} any more")
             self.placements[worker] += 1
             out.append(value)
         return out

@@ -75,11 +75,11 @@ def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
 def test_a_worker_that_cannot_see_a_rank_gets_none_of_its_tasks(cluster, dumps):
     _, npu, bench = dumps
     with ClusterPool(cluster.scheduler_address) as pool:
-        (found, _), serving, _ = pool.discover([str(npu), str(bench)])
+        (found, _), _ = pool.discover([str(npu), str(bench)])
         workers = _workers(cluster)
-        rank1 = str(rank_dir_path(npu, 1, step=0))
-        assert serving[rank1] == [workers["far"]]
-        assert sorted(serving[str(rank_dir_path(npu, 0, step=0))]) == sorted(workers.values())
+        rank1 = [str(rank_dir_path(side, 1, step=0)) for side in (npu, bench)]
+        assert pool.eligible(rank1) == [workers["far"]]
+        assert pool.eligible([str(rank_dir_path(npu, 0, step=0))]) == sorted(workers.values())
         tasks = _tasks_of(found[1].npy_dir, rank_dir_path(bench, 1, step=0) / found[1].npy_dir.name)
         got = dict(pool.map(tasks))
         assert set(pool.placements) == {workers["far"]}
