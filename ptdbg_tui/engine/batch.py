@@ -187,8 +187,8 @@ def compare_run(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[
         return _compare_on_cluster(npu_path, bench_path, step, rank, match, summary, cluster, progress)
     npu, bench = _discover(npu_path), _discover(bench_path)
     pairs = _paired(npu, bench, step, rank)
-    outcomes = _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
-                               for n, b in pairs], match, summary, jobs, progress)
+    outcomes = _compare_pairs([(n, b, _npy_dir(n), _npy_dir(b)) for n, b in pairs], match, summary, jobs,
+                              progress)
     return CompareRun(outcomes, _cross_rank(outcomes, *_one_sided(npu, bench, pairs, step, rank)))
 
 
@@ -201,10 +201,13 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
                        cluster=cluster, progress=progress).outcomes
 
 
+def _npy_dir(dump: RankDump) -> Path | None:
+    return dump.npy_dir if dump.has_npy else None
+
+
 def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> PairOutcome:
     """A pair read and matched where its files are (a cluster worker), tensors not compared yet."""
-    return _outcome(npu, bench, npu.npy_dir if npu.has_npy else None,
-                    bench.npy_dir if bench.has_npy else None, match, summary)
+    return _outcome(npu, bench, _npy_dir(npu), _npy_dir(bench), match, summary)
 
 
 def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
