@@ -371,8 +371,7 @@ class ClusterPool:
         if largest_first:
             order.sort(key=lambda i: -tasks[i].nbytes)
         jobs, parts = self._jobs(tasks, order)
-        self._learn({d for job in jobs for d in job.dirs})
-        who = self._eligible_by_dirs({job.dirs for job in jobs})
+        who = self._eligible_by_dirs({job.dirs for job in jobs}) if jobs else {}
         pending: dict[Future, _Job] = {}
         waiting: list[_Job] = []
         try:
