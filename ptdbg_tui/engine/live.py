@@ -1,21 +1,10 @@
 """The live engine: follows two dump folders and compares entries as both sides arrive.
 
-One thread owns all state. Each pass it (re)discovers rank dumps, reads new pkl lines from
-byte offsets, re-matches a pair whose records grew (cheap), reuses results cached by
-(NPU name, bench name), computes the missing ones (statistics in-process, tensors in the
-:class:`~ptdbg_tui.engine.pool.MetricPool`), and puts row deltas into an :class:`Outbox` that
-the app drains at its own pace — never one message per row.
-
-When a row without counterpart becomes "unmatched" (the rule, also in the README):
-
-* while the other side is still growing the row stays pending;
-* it becomes unmatched once the other side has moved past it (a matched row comes after it in
-  execution order), or the other side is quiet: its pkl has not grown for ``quiet_s`` seconds
-  (an absent bench dump counts as quiet once the NPU side itself is quiet);
-* with ``watch=False`` everything is final at once.
-
-Bench-only rows are shown only once final, so a bench run that is ahead of the NPU run does
-not fill the tree with rows that are about to be matched.
+One thread owns all state. Each pass it (re)discovers rank dumps, reads new records of every
+followed side (:mod:`~ptdbg_tui.engine.side`), and runs each pair's pass
+(:mod:`~ptdbg_tui.engine.pair`): re-match when records grew, reuse cached results, compute the
+missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.pool.MetricPool`),
+and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the app drains.
 """
 
 from __future__ import annotations
@@ -23,37 +12,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
-from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.tasks import summary_result, task_for, unmatched_result
-from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.pair import PairContext, PairState
+from ptdbg_tui.engine.side import SideState
+from ptdbg_tui.engine.updates import Outbox, PairInfo, Progress
 from ptdbg_tui.engine.watch import DumpWatcher
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps
-from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
-from ptdbg_tui.formats.pkl import PklFollower
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 
 if TYPE_CHECKING:
     from ptdbg_tui.engine.pool import MetricPool
 
 log = logging.getLogger(__name__)
-
-#: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
-RETRY_S = 0.5
-#: Least seconds between two diagnoses of a pair while results arrive, and the largest share of the
-#: engine's time they may take.
-DIAGNOSE_S = 0.5
-DIAGNOSE_SHARE = 0.2
-#: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
-#: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
-READ_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -69,263 +44,6 @@ class LiveOptions:
     quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
     flush_s: float = 0.1  # least time between two notifications of the app
     chunk: int = 512  # compare tasks per pool round between two flushes
-
-
-@dataclass(frozen=True, slots=True)
-class PairInfo:
-    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU pkl)."""
-
-    key: str
-    label: str
-    npu: RankDump
-    bench: RankDump | None
-    summary: bool  # statistics only: asked for, or a side has no npy dir (as ``ptdbg-tui compare``)
-
-
-@dataclass(slots=True)
-class Placed:
-    """A row and where it goes in the tree (``site``: the stack that placed its call)."""
-
-    row: Row
-    path: tuple[Seg, ...]
-    site: StackRecord | None
-
-
-@dataclass
-class PairDelta:
-    info: PairInfo
-    upserts: dict[str, Placed] = field(default_factory=dict)
-    removes: set[str] = field(default_factory=set)
-    diagnosis: Diagnosis | None = None  # None: unchanged
-
-
-@dataclass(frozen=True)
-class Progress:
-    npu_seen: int = 0
-    bench_seen: int = 0
-    rows: int = 0
-    compared: int = 0
-    pairs: int = 0
-    watching: str = "static"  # "inotify" | "polling" | "static"
-    done: bool = False  # nothing left to compare (for now, when watching)
-
-    @property
-    def pending(self) -> int:
-        return self.rows - self.compared
-
-
-@dataclass
-class EngineUpdate:
-    """Everything that changed since the app last drained the outbox."""
-
-    pairs: dict[str, PairDelta] = field(default_factory=dict)
-    dropped: set[str] = field(default_factory=set)
-    progress: Progress | None = None
-    notices: list[str] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.pairs or self.dropped or self.progress or self.notices)
-
-
-class Outbox:
-    """Deltas merged until the app takes them; at most one notification in flight."""
-
-    def __init__(self, notify: Callable[[], None], flush_s: float) -> None:
-        self._notify = notify
-        self._flush_s = flush_s
-        self._lock = threading.Lock()
-        self._update = EngineUpdate()
-        self._posted = False
-        self._last = 0.0
-
-    def put_rows(self, info: PairInfo, upserts: dict[str, Placed], removes: set[str]) -> None:
-        with self._lock:
-            delta = self._delta(info)
-            for key in removes:
-                delta.upserts.pop(key, None)
-            delta.removes |= removes
-            delta.removes -= upserts.keys()
-            delta.upserts.update(upserts)
-
-    def put_diagnosis(self, info: PairInfo, diagnosis: Diagnosis) -> None:
-        with self._lock:
-            self._delta(info).diagnosis = diagnosis
-
-    def drop_pair(self, key: str) -> None:
-        with self._lock:
-            self._update.pairs.pop(key, None)
-            self._update.dropped.add(key)
-
-    def put_progress(self, progress: Progress) -> None:
-        with self._lock:
-            self._update.progress = progress
-
-    def notice(self, text: str) -> None:
-        with self._lock:
-            self._update.notices.append(text)
-
-    def _delta(self, info: PairInfo) -> PairDelta:
-        delta = self._update.pairs.get(info.key)
-        if delta is None:
-            delta = self._update.pairs[info.key] = PairDelta(info)
-            self._update.dropped.discard(info.key)
-        delta.info = info
-        return delta
-
-    def flush(self, force: bool = False) -> bool:
-        """Notify the app if there is news and the last notification is old enough.
-
-        Returns whether the caller should come back soon (news held back by the rate limit);
-        news merged while a notification is pending is taken with it.
-        """
-        with self._lock:
-            if not self._update or self._posted:
-                return False
-            now = time.monotonic()
-            if not force and now - self._last < self._flush_s:
-                return True
-            self._posted, self._last = True, now
-        self._notify()
-        return False
-
-    def take(self) -> EngineUpdate | None:
-        """Called by the app: everything merged so far (``None`` if nothing)."""
-        with self._lock:
-            update, self._update = self._update, EngineUpdate()
-            self._posted = False
-        return update or None
-
-
-class SideState:
-    """One pkl being followed, with its stack lines and module sidecar."""
-
-    def __init__(self, dump: RankDump) -> None:
-        self.dump = dump
-        self.follower = PklFollower(dump.pkl, READ_CHUNK)
-        self.modules = ModuleFollower(sidecar_path(dump.pkl))
-        self.tensors: list[TensorRecord] = []
-        self.stacks: dict[str, StackRecord] = {}
-        self.bad: list[BadLine] = []
-        self.reported_bad = 0
-        self.version = 0
-        self.changed_at = _monotonic_mtime(dump.pkl)
-
-    def poll(self, final: bool) -> None:
-        """Read what was appended (``version`` counts the changes)."""
-        changed = False
-        while True:
-            batch = self.follower.read(final)
-            if batch.reset:
-                self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
-                self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
-            if batch:
-                self.tensors += batch.tensors
-                self.stacks.update((s.call, s) for s in batch.stacks)
-                self.bad += batch.bad
-                changed = True
-            if not batch.more:
-                break
-        if self.modules.read(final):
-            changed = True
-        if changed:
-            self.version += 1
-            self.changed_at = _monotonic_mtime(self.dump.pkl)
-
-    def quiet(self, now: float, quiet_s: float) -> bool:
-        return now - self.changed_at >= quiet_s
-
-    @property
-    def tail_call(self) -> str | None:
-        return self.tensors[-1].call if self.tensors else None
-
-
-def _monotonic_mtime(path: Path) -> float:
-    """The file's mtime on the monotonic clock (now for a missing file)."""
-    try:
-        age = max(0.0, time.time() - path.stat().st_mtime)
-    except OSError:
-        age = 0.0
-    return time.monotonic() - age
-
-
-def row_key(row: Row) -> str:
-    """A row's identity in the tree; stable when a pending NPU row finds its bench."""
-    return row.npu.name if row.npu is not None else "bench:" + row.name
-
-
-def _same(a: Row, b: Row) -> bool:
-    return (a.npu is b.npu and a.bench is b.bench and a.result is b.result and a.seq == b.seq
-            and a.stack is b.stack and a.fuzzy == b.fuzzy)
-
-
-def _is_retryable(result: Result) -> bool:
-    """A missing npy of a live dump: the original tool writes its pkl lines before all data."""
-    return result.status is Status.ERROR and "not found" in result.message
-
-
-class PairState:
-    """Rows of one pair, what the app was sent, and the results cache."""
-
-    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None) -> None:
-        self.info = info
-        self.npu = npu
-        self.bench = bench
-        self.rows: list[Row] = []
-        self.keys: list[str] = []  # row_key of each row, made unique
-        self.versions: tuple[int, int] = (-1, -1)
-        self.cache: dict[tuple[str | None, str | None], Result] = {}
-        self.retry: dict[tuple[str | None, str | None], float] = {}
-        self.emitted: dict[str, Row] = {}
-        self.paths: dict[tuple[str, str], tuple[tuple[Seg, ...], StackRecord | None]] = {}
-        self.full_emit = True  # rows were re-matched: diff them all against what the app has
-        self.changed: set[int] = set()  # rows whose result arrived since the last emit
-        self.unplaced: set[int] = set()  # rows whose call's place is not known yet
-        self.open: set[int] = set()  # rows without a result
-        self.last_matched = -1  # seq of the last matched row
-        self.compared = 0
-        self.diagnosis: Diagnosis | None = None
-        self.matching: Matching | None = None
-        self.diagnosed_at = 0.0
-        self.diagnose_cost = 0.0  # seconds the last diagnosis took
-        self.diagnosis_dirty = True
-
-    def side_of(self, row: Row) -> SideState | None:
-        return self.npu if row.npu is not None else self.bench
-
-    def settling(self, now: float, quiet_s: float) -> bool:
-        """Whether either side may still grow (a missing npy may still come)."""
-        return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
-
-    def rematch(self, mode: str) -> None:
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode)
-        rows = self.matching.rows
-        attach_stacks(rows, self.npu.stacks)
-        keys: list[str] = []
-        seen: set[str] = set()
-        self.open = set()
-        self.last_matched = -1
-        for i, row in enumerate(rows):
-            row.result = self.cache.get(_cache_key(row))
-            if row.result is None:
-                self.open.add(i)
-            if row.matched:
-                self.last_matched = row.seq
-            key = row_key(row)
-            if key in seen:  # duplicate names (module dumps): keep every row
-                n = 1
-                while f"{key}#{n}" in seen:
-                    n += 1
-                key = f"{key}#{n}"
-            seen.add(key)
-            keys.append(key)
-        self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
-        self.full_emit = self.diagnosis_dirty = True
-        self.changed.clear()
-        self.unplaced.clear()
-
-
-def _cache_key(row: Row) -> tuple[str | None, str | None]:
-    return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
 
 
 class LiveEngine:
@@ -347,6 +65,8 @@ class LiveEngine:
                          if options.watch else None)
         self._waiting_reported: set[Path] = set()
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
+        self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
+                                    self._stop.is_set, lambda: self._progress(done=False))
         if options.jobs > 1:
             # Worker processes need multiprocessing's resource tracker, which is spawned with
             # sys.stderr's descriptor: start it now, before a UI replaces sys.stderr.
@@ -474,115 +194,11 @@ class LiveEngine:
         for pair in list(self._pairs.values()):
             if self._stop.is_set():
                 return None
-            pair_due = self._update_pair(pair)
+            pair_due = pair.update(self._context)
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
         self._progress(done=due is None)
         return due
-
-    def _update_pair(self, p: PairState) -> float | None:
-        versions = (p.npu.version, p.bench.version if p.bench else -1)
-        if versions != p.versions:
-            p.versions = versions
-            p.rematch(self.options.match)
-        todo, due = self._todo(p, time.monotonic())
-        for _ in self._compute(p, todo):
-            self._emit(p)
-            self._diagnose(p, final=False)
-            self._progress(done=False)
-            self.outbox.flush()
-            if self._stop.is_set():
-                return None
-        self._emit(p)
-        self._diagnose(p, final=True)
-        if p.unplaced:  # some calls wait for their stack line or for quiet
-            soon = time.monotonic() + self.options.quiet_s / 4
-            due = soon if due is None else min(due, soon)
-        return due
-
-    def _todo(self, p: PairState, now: float) -> tuple[list[int], float | None]:
-        """Indices of rows to compare now, and when undecided rows should be looked at again."""
-        static = self._watcher is None
-        quiet_s = self.options.quiet_s
-        todo: list[int] = []
-        due: float | None = None
-        for i in sorted(p.open):
-            row = p.rows[i]
-            if row.matched:
-                at = p.retry.get(_cache_key(row))
-                if at is None or now >= at:
-                    todo.append(i)
-                else:
-                    due = at if due is None else min(due, at)
-                continue
-            other = p.bench if row.npu is not None else p.npu
-            final = static or row.seq < p.last_matched or (
-                p.npu.quiet(now, quiet_s) if other is None else other.quiet(now, quiet_s))
-            if final:
-                todo.append(i)
-            else:
-                wake = (other or p.npu).changed_at + quiet_s
-                due = wake if due is None else min(due, wake)
-        return todo, due
-
-    def _compute(self, p: PairState, todo: list[int]) -> Iterator[None]:
-        """Fill the results of the ``todo`` rows; yields after each round of work."""
-        static = self._watcher is None
-        tasks_at: list[int] = []
-        for i in todo:
-            row = p.rows[i]
-            if not row.matched:
-                self._set(p, i, unmatched_result(row, summary=p.info.summary))
-            elif p.info.summary:
-                self._set(p, i, summary_result(row))
-            else:
-                tasks_at.append(i)
-        if not tasks_at:
-            return
-        yield
-        pool = self._metric_pool()
-        npu_dir = p.info.npu.npy_dir
-        bench_dir = p.info.bench.npy_dir if p.info.bench else None
-        for start in range(0, len(tasks_at), self.options.chunk):
-            part = tasks_at[start:start + self.options.chunk]
-            tasks = [task_for(p.rows[i], npu_dir, bench_dir) for i in part]
-            for k, result in pool.map(tasks):
-                i = part[k]
-                now = time.monotonic()
-                if not static and _is_retryable(result) and p.settling(now, self.options.quiet_s):
-                    p.retry[_cache_key(p.rows[i])] = now + RETRY_S
-                    continue
-                self._set(p, i, result)
-            yield
-            if self._stop.is_set():
-                return
-
-    def _set(self, p: PairState, i: int, result: Result) -> None:
-        row = p.rows[i]
-        key = _cache_key(row)
-        p.cache[key] = result
-        p.retry.pop(key, None)
-        p.compared += row.result is None
-        p.open.discard(i)
-        p.changed.add(i)
-        p.diagnosis_dirty = True
-        if p.emitted.get(p.keys[i]) is row:  # the app holds it: emitted rows are never mutated
-            p.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq)
-        else:
-            row.result = result
-
-    def _diagnose(self, p: PairState, final: bool) -> None:
-        """Judge the pair's calls again: at once when final, else at most every DIAGNOSE_S and never
-        more than DIAGNOSE_SHARE of the engine's time (it takes ~20 µs a call)."""
-        now = time.monotonic()
-        wait = max(DIAGNOSE_S, p.diagnose_cost / DIAGNOSE_SHARE)
-        if not p.diagnosis_dirty or (not final and now - p.diagnosed_at < wait):
-            return
-        p.diagnosis_dirty = False
-        p.diagnosis = diagnose(p.rows)
-        p.diagnosed_at = time.monotonic()
-        p.diagnose_cost = p.diagnosed_at - now
-        self.outbox.put_diagnosis(p.info, p.diagnosis)
 
     def _metric_pool(self) -> MetricPool:
         if self._pool is None:
@@ -590,58 +206,6 @@ class LiveEngine:
 
             self._pool = MetricPool(max(1, self.options.jobs))
         return self._pool
-
-    # -- emitting ------------------------------------------------------------------------------
-    def _placement(self, p: PairState, row: Row) -> tuple[tuple[Seg, ...], StackRecord | None] | None:
-        """Path of the row's call, or ``None`` while it cannot be known yet."""
-        side = p.side_of(row)
-        assert side is not None
-        rec = row.record
-        key = ("npu" if row.npu is not None else "bench", rec.call)
-        found = p.paths.get(key)
-        if found is not None:
-            return found
-        entry = rec.entry
-        chain = side.modules.chains.get(f"{entry.api}_{entry.index}") if entry else None
-        stack = placement_stack(entry, side.stacks)
-        # The dumper writes a call's tensor lines, then its stack line, then its module line:
-        # only the last call of a file may still be missing them.
-        settled = (self._watcher is None or chain is not None or rec.call != side.tail_call
-                   or (stack is not None and not side.modules.chains)
-                   or side.quiet(time.monotonic(), self.options.quiet_s))
-        if not settled:
-            return None
-        found = p.paths[key] = (call_path(entry, rec.name, chain, stack), stack)
-        return found
-
-    def _emit(self, p: PairState) -> None:
-        """Send the rows that are new or changed since the last emit (all of them after a re-match)."""
-        indices = range(len(p.rows)) if p.full_emit else sorted(p.changed | p.unplaced)
-        p.changed.clear()
-        p.unplaced.clear()
-        p.full_emit = False
-        upserts: dict[str, Placed] = {}
-        for i in indices:
-            row, key = p.rows[i], p.keys[i]
-            prev = p.emitted.get(key)
-            if prev is not None and _same(prev, row):
-                continue
-            if prev is None and row.npu is None and row.result is None:
-                continue  # bench-only rows show once final
-            placement = self._placement(p, row)
-            if placement is None:
-                p.unplaced.add(i)  # look again next pass
-                continue
-            upserts[key] = Placed(row, *placement)
-            p.emitted[key] = row
-        removes: set[str] = set()
-        if isinstance(indices, range):
-            keys = set(p.keys)
-            removes = {k for k in p.emitted if k not in keys}
-            for k in removes:
-                del p.emitted[k]
-        if upserts or removes:
-            self.outbox.put_rows(p.info, upserts, removes)
 
     def _progress(self, done: bool) -> None:
         pairs = list(self._pairs.values())

@@ -1,0 +1,69 @@
+"""One rank dump followed by the live engine: its records so far and how fresh they are."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
+from ptdbg_tui.formats.pkl import PklFollower
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
+
+#: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
+#: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
+READ_CHUNK = 1 << 20
+
+
+class SideState:
+    """One pkl being followed, with its stack lines and module sidecar."""
+
+    def __init__(self, dump: RankDump) -> None:
+        self.dump = dump
+        self.follower = PklFollower(dump.pkl, READ_CHUNK)
+        self.modules = ModuleFollower(sidecar_path(dump.pkl))
+        self.tensors: list[TensorRecord] = []
+        self.stacks: dict[str, StackRecord] = {}
+        self.bad: list[BadLine] = []
+        self.reported_bad = 0
+        self.version = 0
+        self.changed_at = _monotonic_mtime(dump.pkl)
+
+    def poll(self, final: bool) -> None:
+        """Read what was appended (``version`` counts the changes)."""
+        changed = False
+        while True:
+            batch = self.follower.read(final)
+            if batch.reset:
+                self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
+                self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
+            if batch:
+                self.tensors += batch.tensors
+                self.stacks.update((s.call, s) for s in batch.stacks)
+                self.bad += batch.bad
+                changed = True
+            if not batch.more:
+                break
+        if self.modules.read(final):
+            changed = True
+        if changed:
+            self.version += 1
+            self.changed_at = _monotonic_mtime(self.dump.pkl)
+
+    def quiet(self, now: float, quiet_s: float) -> bool:
+        return now - self.changed_at >= quiet_s
+
+    @property
+    def tail_call(self) -> str | None:
+        return self.tensors[-1].call if self.tensors else None
+
+
+def _monotonic_mtime(path: Path) -> float:
+    """The file's mtime on the monotonic clock (now for a missing file)."""
+    try:
+        age = max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        age = 0.0
+    return time.monotonic() - age
+
+
