@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from ptdbg_tui.formats.files import file_kind, reason
 
 #: pkl file names by dump mode, in the order preferred when a rank dir holds several.
 PKL_NAMES = {
@@ -66,7 +69,7 @@ class RankDump:
 
     @property
     def has_npy(self) -> bool:
-        return self.npy_dir.is_dir()
+        return os.path.isdir(self.npy_dir)
 
     @property
     def label(self) -> str:
@@ -89,12 +92,38 @@ def _number(regex: re.Pattern[str], name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _pkl_in(rank_dir: Path) -> Path | None:
-    for name in PKL_NAMES.values():
-        if (rank_dir / name).is_file():
-            return rank_dir / name
-    found = sorted(p for p in rank_dir.glob("*.pkl") if p.is_file())
-    return found[0] if found else None
+def _entries(folder: Path, problems: list[str]) -> list[os.DirEntry[str]] | None:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        problems.append(reason(e))
+        return None
+
+
+def _is(entry: os.DirEntry[str], kind: str) -> bool:
+    try:
+        return entry.is_dir() if kind == "dir" else entry.is_file()
+    except OSError:
+        return False
+
+
+def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None:
+    """The folder's pkl: the known names in order of preference, then any ``*.pkl``; one that is
+    there but not a regular file is a problem, not a dump."""
+    by_name = {e.name: e for e in entries}
+    candidates = [by_name[n] for n in PKL_NAMES.values() if n in by_name]
+    candidates += [e for e in entries if e.name.endswith(".pkl") and e.name not in PKL_NAMES.values()]
+    for entry in candidates:
+        if _is(entry, "file"):
+            return Path(entry.path)
+    for entry in candidates:
+        try:
+            mode = os.stat(entry.path).st_mode
+            problems.append(f"{entry.path}: is {file_kind(mode)}, not a pkl file")
+        except OSError as e:
+            problems.append(reason(e))
+    return None
 
 
 def _rank_dump(pkl: Path) -> RankDump:
@@ -102,11 +131,60 @@ def _rank_dump(pkl: Path) -> RankDump:
     return RankDump(pkl, _number(_STEP_RE, rank_dir.parent.name), _number(_RANK_RE, rank_dir.name))
 
 
-def _subdirs(path: Path) -> list[Path]:
+@dataclass
+class Scan:
+    """What a dump path holds: its rank dumps, and what could not be read on the way, in words."""
+
+    dumps: list[RankDump] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def scan(path: str | os.PathLike[str]) -> Scan:
+    """All rank dumps at or below ``path``, sorted by (step, rank); a folder that cannot be read is
+    a problem and the others are still searched.
+
+    Raises :class:`DumpLayoutError` for a path that does not exist or is neither a folder nor a pkl.
+    """
+    root = Path(path)
     try:
-        return sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: p.name)
-    except OSError:
-        return []
+        mode = os.stat(root).st_mode
+    except FileNotFoundError:
+        raise DumpLayoutError(f"{root}: no such file or directory") from None
+    except OSError as e:
+        raise DumpLayoutError(reason(e)) from None
+    if stat.S_ISREG(mode):
+        if root.suffix != ".pkl":
+            raise DumpLayoutError(f"{root}: not a .pkl file or a dump directory")
+        return Scan([_rank_dump(root)])
+    if not stat.S_ISDIR(mode):
+        raise DumpLayoutError(f"{root}: is {file_kind(mode)}, not a dump directory or a .pkl file")
+    found = Scan()
+    frontier = [root]
+    for _depth in range(4):  # root -> tag -> step -> rank
+        nxt: list[Path] = []
+        for d in frontier:
+            entries = _entries(d, found.problems)
+            if entries is None:
+                continue
+            pkl = _pkl_in(entries, found.problems)
+            if pkl is not None:
+                found.dumps.append(_rank_dump(pkl))
+                continue
+            nxt += [Path(e.path) for e in entries if _is(e, "dir") and
+                    (_RANK_RE.match(e.name) or _STEP_RE.match(e.name) or _TAG_RE.match(e.name))]
+        frontier = nxt
+    found.dumps.sort(key=lambda r: (r.step if r.step is not None else -1,
+                                    r.rank if r.rank is not None else -1, str(r.pkl)))
+    return found
+
+
+#: What a dump path is expected to hold, for messages.
+EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl"
+
+
+def no_dump_message(root: str | os.PathLike[str], problems: list[str]) -> str:
+    why = f"; {len(problems)} unreadable: {problems[0]}" if problems else ""
+    return f"{root}: no dump found (expected {EXPECTED} below it){why}"
 
 
 def discover(path: str | os.PathLike[str]) -> list[RankDump]:
@@ -114,32 +192,31 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
 
     Raises :class:`DumpLayoutError` for a path that does not exist or holds no dump.
     """
-    root = Path(path)
-    if not root.exists():
-        raise DumpLayoutError(f"{root}: no such file or directory")
-    if root.is_file():
-        if root.suffix != ".pkl":
-            raise DumpLayoutError(f"{root}: not a .pkl file or a dump directory")
-        return [_rank_dump(root)]
-    found: list[RankDump] = []
-    frontier = [root]
-    for _depth in range(4):  # root -> tag -> step -> rank
-        nxt: list[Path] = []
-        for d in frontier:
-            pkl = _pkl_in(d)
-            if pkl is not None:
-                found.append(_rank_dump(pkl))
-                continue
-            for sub in _subdirs(d):
-                if _RANK_RE.match(sub.name) or _STEP_RE.match(sub.name) or _TAG_RE.match(sub.name):
-                    nxt.append(sub)
-        frontier = nxt
-    if not found:
-        raise DumpLayoutError(
-            f"{root}: no dump found (expected {DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl below it)"
-        )
-    return sorted(found, key=lambda r: (r.step if r.step is not None else -1,
-                                         r.rank if r.rank is not None else -1, str(r.pkl)))
+    found = scan(path)
+    if not found.dumps:
+        raise DumpLayoutError(no_dump_message(path, found.problems))
+    return found.dumps
+
+
+def npy_note(dump: RankDump) -> str | None:
+    """Why a dump has no npy folder, when that looks like a mistake: the path is something else,
+    or the rank folder holds another folder (a renamed one?)."""
+    try:
+        mode = os.stat(dump.npy_dir).st_mode
+    except FileNotFoundError:
+        others = [e.name for e in _entries(dump.rank_dir, []) or [] if _is(e, "dir")]
+        if not others:
+            return None
+        return f"no npy folder {dump.npy_dir.name}/ next to {dump.pkl.name} (found {', '.join(others[:3])}/)"
+    except OSError as e:
+        return f"npy folder {reason(e)}"
+    if stat.S_ISDIR(mode):
+        try:
+            os.scandir(dump.npy_dir).close()
+        except OSError as e:
+            return f"npy folder {reason(e)}"
+        return None
+    return f"npy folder {dump.npy_dir} is {file_kind(mode)}, not a folder"
 
 
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:

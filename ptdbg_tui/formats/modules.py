@@ -34,7 +34,9 @@ def encode_module_line(call_key: str, chain: ModuleChain | list[tuple[str, str]]
 def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
     try:
         key, chain = value
-        return str(key), tuple((str(q), str(c)) for q, c in chain)
+        if not isinstance(key, str) or not all(isinstance(x, str) for item in chain for x in item):
+            return None
+        return key, tuple((q, c) for q, c in chain)
     except (TypeError, ValueError):
         return None
 
@@ -42,7 +44,7 @@ def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
 def _from_text(text: str, line: int) -> tuple[str, ModuleChain] | None:
     try:
         return _from_value(json.loads(text), line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

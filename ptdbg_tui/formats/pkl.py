@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, decode_line, decode_value
 
 T = TypeVar("T")
@@ -42,35 +43,51 @@ class LineFollower:
         self.offset = 0
         self.lines = 0
         self._identity: tuple[int, int] | None = None
+        self._skipping = False  # inside a line longer than the chunk
 
     def read_chunk(self, final: bool = False) -> Chunk:
         """Complete lines added since the last call (``final``: also a last unterminated line).
 
-        A missing file gives an empty chunk: the writer may not have created it yet.
+        A missing file gives an empty chunk: the writer may not have created it yet. Anything
+        else that cannot be read (a directory, a pipe, no permission) raises OSError.
         """
         out = Chunk(first_line=self.lines + 1)
         try:
-            with open(self.path, "rb") as f:
-                st = os.fstat(f.fileno())
-                identity = (st.st_dev, st.st_ino)
-                if self._identity is not None and (identity != self._identity or st.st_size < self.offset):
-                    out.reset = True
-                    self.offset = self.lines = 0
-                    out.first_line = 1
-                self._identity = identity
-                f.seek(self.offset)
-                data = f.read(self.chunk)
+            fd, st = open_regular(self.path)
         except FileNotFoundError:
             return out
+        try:
+            identity = (st.st_dev, st.st_ino)
+            if self._identity is not None and (identity != self._identity or st.st_size < self.offset):
+                out.reset = True
+                self.offset = self.lines = 0
+                self._skipping = False
+                out.first_line = 1
+            self._identity = identity
+            data = os.pread(fd, self.chunk, self.offset)
+        finally:
+            os.close(fd)
         at_eof = self.offset + len(data) >= st.st_size
+        if self._skipping:  # the rest of a line too long to read: drop it, up to its newline
+            cut = data.find(b"\n") + 1
+            if cut == 0:
+                self.offset += len(data)
+                out.more = not at_eof
+                return out
+            self._skipping = False
+            self.offset += cut
+            data = data[cut:]
+            out.first_line = self.lines + 1
         end = data.rfind(b"\n") + 1
         if final and at_eof:
             end = len(data)
         if end == 0:
-            if len(data) == self.chunk:  # one line fills the whole chunk: skip it
+            if len(data) == self.chunk:  # one line fills the whole chunk: skip all of it
                 self.offset += len(data)
                 self.lines += 1
-                out.too_long = out.more = True
+                self._skipping = out.too_long = out.more = True
+            else:  # after a skipped line's end: the next read starts at a line
+                out.more = not at_eof
             return out
         self.offset += end
         out.data = data[:end]
@@ -91,7 +108,7 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
         # (a line holding two values, or a value split over lines) falls back to line by line.
         values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
         return [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for json
         return [from_text(ln, first + i) for i, ln in enumerate(lines)]
 
 
