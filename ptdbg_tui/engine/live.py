@@ -10,10 +10,11 @@ and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the a
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,9 +22,17 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.pair import PairContext, PairState
 from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.updates import Outbox, PairInfo, Progress
+from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
-from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps
+from ptdbg_tui.formats.layout import (
+    DumpLayoutError,
+    RankDump,
+    no_dump_message,
+    npy_note,
+    pair_dumps,
+    scan,
+    steps_and_ranks,
+)
 
 if TYPE_CHECKING:
     from ptdbg_tui.engine.pool import MetricPool
@@ -63,7 +72,12 @@ class LiveEngine:
         self._notice = ""  # the watcher's fallback notice, once reported
         self._watcher = (DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll)
                          if options.watch else None)
-        self._waiting_reported: set[Path] = set()
+        self._npu_status: SideStatus | None = None
+        self._bench_status: SideStatus | None = None
+        self._unpaired: tuple[str, ...] = ()
+        self._noted: set[str] = set()  # notices whose condition still holds
+        self._noted_now: set[str] = set()
+        self._restarts = 0
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
         self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
                                     self._stop.is_set, lambda: self._progress(done=False))
@@ -95,13 +109,30 @@ class LiveEngine:
 
     # -- thread --------------------------------------------------------------------------------
     def _run(self) -> None:
+        """The engine never dies of a fault: whatever escapes a pass is reported, every pair is
+        rebuilt from the records, and the loop starts again (after a pause, so a fault that
+        repeats cannot spin)."""
         try:
             if self._watcher is not None:
                 self._watcher.start()
-            self._loop()
-        except Exception as e:  # the app must learn why updates stopped
+            while not self._stop.is_set():
+                try:
+                    self._loop()
+                    return
+                except Exception as e:
+                    log.exception("live engine: unexpected error; restarting")
+                    self.outbox.notice(f"The comparison engine hit an unexpected error ({_what(e)}) "
+                                       "and restarted.")
+                    self.outbox.flush(force=True)
+                    self._restarts += 1
+                    for key in list(self._pairs):
+                        self._rebuild(key)
+                    if self._watcher is None and self._restarts > 3:
+                        return  # a static run that keeps failing: what was sent stays
+                    self._stop.wait(min(1.0, self.options.rescan_s))
+        except Exception as e:  # the watcher itself failed to start: say why updates stopped
             log.exception("live engine failed")
-            self.outbox.notice(f"The comparison engine stopped: {type(e).__name__}: {e}")
+            self.outbox.notice(f"The comparison engine stopped: {_what(e)}")
             self.outbox.flush(force=True)
         finally:
             if self._watcher is not None:
@@ -113,7 +144,8 @@ class LiveEngine:
         next_rescan = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= next_rescan:
+            rescan = now >= next_rescan
+            if rescan:
                 self._discover()
                 if self._watcher is not None:
                     self._watcher.refresh()
@@ -121,7 +153,7 @@ class LiveEngine:
                         self._notice = self._watcher.notice
                         self.outbox.notice(self._notice)
                 next_rescan = now + self.options.rescan_s
-            due = self._pass()
+            due = self._pass(rescan)
             if self._watcher is None:
                 self.outbox.flush(force=True)
                 return
@@ -134,14 +166,20 @@ class LiveEngine:
                 self._wake.clear()
 
     # -- discovery -----------------------------------------------------------------------------
-    def _find(self, root: Path) -> list[RankDump]:
+    def _find(self, role: str, root: Path) -> tuple[list[RankDump], SideStatus]:
+        """A side's rank dumps and its status; nothing here raises for what is on disk."""
         try:
-            return discover(root)
+            found = scan(root)
         except DumpLayoutError as e:
-            if root not in self._waiting_reported:
-                self._waiting_reported.add(root)
-                self.outbox.notice(f"Waiting for a dump: {e}")
-            return []
+            missing = not os.path.lexists(root)
+            detail = f"waiting for {root} to appear" if missing and self._watcher is not None else str(e)
+            return [], SideStatus(role, str(root), MISSING if missing else NO_DUMP, detail)
+        if not found.dumps:
+            return [], SideStatus(role, str(root), NO_DUMP, no_dump_message(root, found.problems),
+                                  problems=tuple(found.problems))
+        steps, ranks = steps_and_ranks(found.dumps)
+        return found.dumps, SideStatus(role, str(root), FOUND, "", tuple(steps), tuple(ranks),
+                                       problems=tuple(found.problems))
 
     def _side(self, dump: RankDump) -> SideState:
         side = self._sides.get(dump.pkl)
@@ -150,13 +188,21 @@ class LiveEngine:
         return side
 
     def _discover(self) -> None:
-        npu, bench = self._find(self.npu_root), self._find(self.bench_root)
+        npu, self._npu_status = self._find("NPU", self.npu_root)
+        bench, self._bench_status = self._find("bench", self.bench_root)
+        for status in (self._npu_status, self._bench_status):
+            for text in (f"{status.role}: {status.detail}" if status.detail else "", *status.problems):
+                if text:
+                    self._note(text)
         o = self.options
-        pairs: dict[Path, RankDump | None] = {n.pkl: b for n, b in pair_dumps(npu, bench, o.step, o.rank)}
+        paired = pair_dumps(npu, bench, o.step, o.rank)
+        pairs: dict[Path, RankDump | None] = {n.pkl: b for n, b in paired}
         for n in npu:  # NPU dumps without a bench yet: their rows wait as pending
-            wanted = (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank)
-            if wanted and n.pkl not in pairs:
-                pairs[n.pkl] = None
+            if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
+                pairs.setdefault(n.pkl, None)
+        self._unpaired = unpaired_notes(npu, bench, paired, o.step, o.rank)
+        for text in self._unpaired:
+            self._note(text)
         by_pkl = {n.pkl: n for n in npu}
         for key in [k for k in self._pairs if Path(k) not in pairs]:
             del self._pairs[key]
@@ -171,6 +217,10 @@ class LiveEngine:
             if state is not None:  # the bench changed: same tree node, everything recomputed
                 new.emitted = state.emitted
             self._pairs[info.key] = new
+            for d in (n, b):
+                note = npy_note(d) if d is not None and not o.summary else None
+                if note:
+                    self._note(f"{info.label}: statistics only — {note}")
         used = {s.dump.pkl for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
         self._sides = {pkl: side for pkl, side in self._sides.items() if pkl in used}
 
@@ -179,26 +229,76 @@ class LiveEngine:
         summary = self.options.summary or b is None or not (n.has_npy and b.has_npy)
         return PairInfo(str(n.pkl), label, n, b, summary)
 
+    def _rebuild(self, key: str) -> None:
+        """A pair that failed starts over from its sides' records; the app keeps its rows until
+        the new ones replace them."""
+        old = self._pairs.get(key)
+        if old is not None:
+            new = self._pairs[key] = PairState(old.info, old.npu, old.bench)
+            new.emitted = old.emitted
+            new.failed = old.failed
+
+    def _note(self, text: str) -> None:
+        """A notice, once for as long as its condition lasts (it may come back later)."""
+        self._noted_now.add(text)
+        if text not in self._noted:
+            self._noted.add(text)
+            self.outbox.notice(text)
+
     # -- one pass ------------------------------------------------------------------------------
-    def _pass(self) -> float | None:
-        """Read, match, compare, emit. Returns when undecided rows should be looked at again."""
+    def _pass(self, rescan: bool = False) -> float | None:
+        """Read, match, compare, emit. Returns when undecided rows should be looked at again.
+
+        A side that cannot be read, or a pair whose pass fails, is a notice on that pair; the pair
+        is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
         for side in self._sides.values():
-            side.poll(final=static)
+            try:
+                side.poll(final=static)
+            except Exception as e:  # a reader bug: this dump waits for the next change or rescan
+                log.exception("live engine: reading %s failed", side.dump.pkl)
+                side.error = f"reading {side.dump.pkl} failed: {_what(e)}"
+            for problem in side.problems:
+                self._note(problem)
             if len(side.bad) > side.reported_bad:
                 first = side.bad[side.reported_bad]
                 self.outbox.notice(f"{side.dump.pkl}: {len(side.bad) - side.reported_bad} malformed "
                                    f"line(s) skipped (line {first.line}: {first.reason})")
                 side.reported_bad = len(side.bad)
         due: float | None = None
-        for pair in list(self._pairs.values()):
+        for key, pair in list(self._pairs.items()):
             if self._stop.is_set():
                 return None
-            pair_due = pair.update(self._context)
+            versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
+            if pair.failed is not None and pair.failed[0] == versions and not rescan:
+                self._note(pair.failed[1])
+                continue
+            try:
+                pair_due = pair.update(self._context)
+                pair.failed = None
+            except Exception as e:
+                log.exception("live engine: pair %s failed", pair.info.label)
+                self._rebuild(key)
+                text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
+                self._pairs[key].failed = (versions, text)
+                self._note(text)
+                continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
         self._progress(done=due is None)
+        if rescan:  # every condition was looked at: those that ended may be noticed again if they return
+            self._noted &= self._noted_now
+            self._noted_now = set()
         return due
+
+    def _side_status(self, status: SideStatus, pkls: set[Path]) -> SideStatus:
+        """``status`` with whether its dumps are being written and what keeps them from being read."""
+        if status.state != FOUND:
+            return status
+        sides = [s for s in self._sides.values() if s.dump.pkl in pkls]
+        now = time.monotonic()
+        return replace(status, writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
+                       problems=status.problems + tuple(p for s in sides for p in s.problems))
 
     def _metric_pool(self) -> MetricPool:
         if self._pool is None:
@@ -213,5 +313,39 @@ class LiveEngine:
         bench = {p.bench.dump.pkl: len(p.bench.tensors) for p in pairs if p.bench}
         rows = sum(len(p.rows) for p in pairs)
         compared = sum(p.compared for p in pairs)
+        statuses = [self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
+                    for s in (self._npu_status, self._bench_status)]
+        faults = tuple(p.failed[1] for p in pairs if p.failed is not None)
         self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
-                                          self.watching, done))
+                                          self.watching, done, statuses[0], statuses[1], self._unpaired,
+                                          faults))
+
+
+def _what(e: BaseException) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
+                   step: int | None, rank: int | None) -> tuple[str, ...]:
+    """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
+    notes = []
+    if npu and bench and not paired:
+        ns, nr = steps_and_ranks(npu)
+        bs, br = steps_and_ranks(bench)
+        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
+        notes.append(f"no NPU and bench dumps pair up{want and ' for' + want} (NPU: steps {_list(ns)}, "
+                     f"ranks {_list(nr)}; bench: steps {_list(bs)}, ranks {_list(br)})")
+    used = {b.pkl for _, b in paired}
+    paired_npu = {n.pkl for n, _ in paired}
+    for n in npu:
+        if n.pkl not in paired_npu and (step is None or n.step == step) and (rank is None or n.rank == rank):
+            notes.append(f"NPU {n.label}: no bench dump for it (its rows stay unmatched)")
+    for b in bench:
+        if b.pkl not in used and (step is None or b.step == step) and paired:
+            notes.append(f"bench {b.label}: no NPU dump for it, not compared")
+    return tuple(notes)
+
+
+def _list(values: list[int | None]) -> str:
+    return ", ".join("-" if v is None else str(v) for v in values) or "none"

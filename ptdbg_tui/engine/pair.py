@@ -97,6 +97,7 @@ class PairState:
         self.diagnosed_at = 0.0
         self.diagnose_cost = 0.0  # seconds the last diagnosis took
         self.diagnosis_dirty = True
+        self.failed: tuple[tuple[int, int], str] | None = None  # (side versions, notice) of a failed pass
 
     def side_of(self, row: Row) -> SideState | None:
         return self.npu if row.npu is not None else self.bench

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
 from ptdbg_tui.formats.pkl import PklFollower
@@ -16,7 +17,7 @@ READ_CHUNK = 1 << 20
 
 
 class SideState:
-    """One pkl being followed, with its stack lines and module sidecar."""
+    """One pkl being followed, with its stack lines and module sidecar, and what keeps it from being read."""
 
     def __init__(self, dump: RankDump) -> None:
         self.dump = dump
@@ -28,27 +29,43 @@ class SideState:
         self.reported_bad = 0
         self.version = 0
         self.changed_at = _monotonic_mtime(dump.pkl)
+        self.error = ""  # why the pkl cannot be read now
+        self.modules_error = ""  # why the module sidecar cannot be read now
 
     def poll(self, final: bool) -> None:
-        """Read what was appended (``version`` counts the changes)."""
+        """Read what was appended (``version`` counts the changes). A file that cannot be read
+        leaves the records read so far and says why in ``error`` until a later poll succeeds."""
         changed = False
-        while True:
-            batch = self.follower.read(final)
-            if batch.reset:
-                self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
-                self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
-            if batch:
-                self.tensors += batch.tensors
-                self.stacks.update((s.call, s) for s in batch.stacks)
-                self.bad += batch.bad
+        try:
+            while True:
+                batch = self.follower.read(final)
+                if batch.reset:
+                    self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
+                    self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
+                if batch:
+                    self.tensors += batch.tensors
+                    self.stacks.update((s.call, s) for s in batch.stacks)
+                    self.bad += batch.bad
+                    changed = True
+                if not batch.more:
+                    break
+            self.error = ""
+        except OSError as e:
+            self.error = f"cannot read {reason(e)}"
+        try:
+            if self.modules.read(final):
                 changed = True
-            if not batch.more:
-                break
-        if self.modules.read(final):
-            changed = True
+            self.modules_error = ""
+        except OSError as e:
+            self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
         if changed:
             self.version += 1
             self.changed_at = _monotonic_mtime(self.dump.pkl)
+
+    @property
+    def problems(self) -> list[str]:
+        """What is wrong with this dump now, in words."""
+        return [p for p in (self.error, self.modules_error) if p]
 
     def quiet(self, now: float, quiet_s: float) -> bool:
         return now - self.changed_at >= quiet_s

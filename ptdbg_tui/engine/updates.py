@@ -43,6 +43,26 @@ class PairDelta:
     diagnosis: Diagnosis | None = None  # None: unchanged
 
 
+#: What a side's path holds (:attr:`SideStatus.state`).
+MISSING = "missing"  # the path does not exist (yet)
+NO_DUMP = "no dump"  # it exists but holds no dump, or cannot be read
+FOUND = "found"  # rank dumps were found
+
+
+@dataclass(frozen=True)
+class SideStatus:
+    """One side's path as the engine last saw it, with what it lacks in words."""
+
+    role: str  # "NPU" | "bench"
+    path: str
+    state: str = MISSING
+    detail: str = ""  # why there is no dump (MISSING, NO_DUMP)
+    steps: tuple[int | None, ...] = ()
+    ranks: tuple[int | None, ...] = ()
+    writing: bool = False  # one of its dumps grew within the last quiet_s seconds
+    problems: tuple[str, ...] = ()  # folders or files of it that cannot be read now
+
+
 @dataclass(frozen=True)
 class Progress:
     npu_seen: int = 0
@@ -52,6 +72,10 @@ class Progress:
     pairs: int = 0
     watching: str = "static"  # "inotify" | "polling" | "static"
     done: bool = False  # nothing left to compare (for now, when watching)
+    npu: SideStatus | None = None
+    bench: SideStatus | None = None
+    unpaired: tuple[str, ...] = ()  # dumps on one side only, or why no pair formed, in words
+    faults: tuple[str, ...] = ()  # pairs that failed and wait for a change to be tried again
 
     @property
     def pending(self) -> int:
