@@ -26,6 +26,7 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
+from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
@@ -171,8 +172,7 @@ class PtdbgApp(App[None]):
     def _show_progress(self) -> None:
         p = self.model.progress
         counts = self.model.status_counts()
-        parts = [f"NPU {p.npu_seen:,}", f"bench {p.bench_seen:,}", f"compared {p.compared:,}/{p.rows:,}",
-                 f"pending {p.pending:,}"]
+        parts = [sides_text(p), f"compared {p.compared:,}/{p.rows:,}", f"pending {p.pending:,}"]
         if p.pairs > 1:
             parts.insert(0, f"{p.pairs} pairs")
         tally = "  ".join(f"{s.symbol} {counts[s]:,}" for s in
@@ -201,12 +201,15 @@ class PtdbgApp(App[None]):
         bar.set_class(False, "-culprit")
         compared = sum(d.compared for d in self.model.diagnoses.values())
         judged = sum(d.judged for d in self.model.diagnoses.values())
-        if p.done and judged:
+        missing = missing_text(p)
+        if compared and judged and p.done:
             bar.update(f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                       f"({judged:,} calls judged).{original}")
-        elif p.done and compared:
+                       f"({judged:,} calls judged).{caveat_text(p)}{original}")
+        elif compared and p.done:
             bar.update(f"{compared:,} rows compared, but no call has both inputs and outputs compared: "
-                       "no verdict.")
+                       f"no verdict.{caveat_text(p)}")
+        elif missing:
+            bar.update(f"No verdict: {missing}")
         elif p.done:
             bar.update("Nothing compared: no verdict.")
         else:
