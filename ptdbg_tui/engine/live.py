@@ -32,6 +32,7 @@ from ptdbg_tui.formats.layout import (
     pair_dumps,
     scan,
     steps_and_ranks,
+    unpaired_notes,
 )
 
 if TYPE_CHECKING:
@@ -324,28 +325,3 @@ class LiveEngine:
 def _what(e: BaseException) -> str:
     text = str(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
-                   step: int | None, rank: int | None) -> tuple[str, ...]:
-    """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
-    notes = []
-    if npu and bench and not paired:
-        ns, nr = steps_and_ranks(npu)
-        bs, br = steps_and_ranks(bench)
-        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
-        notes.append(f"no NPU and bench dumps pair up{want and ' for' + want} (NPU: steps {_list(ns)}, "
-                     f"ranks {_list(nr)}; bench: steps {_list(bs)}, ranks {_list(br)})")
-    used = {b.pkl for _, b in paired}
-    paired_npu = {n.pkl for n, _ in paired}
-    for n in npu:
-        if n.pkl not in paired_npu and (step is None or n.step == step) and (rank is None or n.rank == rank):
-            notes.append(f"NPU {n.label}: no bench dump for it (its rows stay unmatched)")
-    for b in bench:
-        if b.pkl not in used and (step is None or b.step == step) and paired:
-            notes.append(f"bench {b.label}: no NPU dump for it, not compared")
-    return tuple(notes)
-
-
-def _list(values: list[int | None]) -> str:
-    return ", ".join("-" if v is None else str(v) for v in values) or "none"

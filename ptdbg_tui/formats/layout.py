@@ -251,3 +251,25 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
             candidates = [(d, by_rank[d.rank]) for d in n_side if d.rank in by_rank]
         pairs += [(n, b) for n, b in candidates if rank is None or n.rank == rank]
     return pairs
+
+
+def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
+                   step: int | None, rank: int | None) -> tuple[str, ...]:
+    """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
+    notes = []
+    if npu and bench and not paired:
+        ns, nr = steps_and_ranks(npu)
+        bs, br = steps_and_ranks(bench)
+        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
+        notes.append(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+                     f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
+    used = {b.pkl for _, b in paired}
+    paired_npu = {n.pkl for n, _ in paired}
+    for n in npu:
+        if n.pkl not in paired_npu and (step is None or n.step == step) and (rank is None or n.rank == rank):
+            notes.append(f"NPU {n.label}: no bench dump for it")
+    for b in bench:
+        if b.pkl not in used and (step is None or b.step == step) and paired:
+            notes.append(f"bench {b.label}: no NPU dump for it")
+    return tuple(notes)
+
