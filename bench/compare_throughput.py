@@ -159,6 +159,35 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
     return wall, peak
 
 
+def alternate(commands: list[tuple[list[str], dict[str, str] | None]],
+              repeat: int) -> list[tuple[list[float], int]]:
+    """Run the commands in turn, ``repeat`` rounds: each one's wall seconds and its peak tree RSS."""
+    walls: list[list[float]] = [[] for _ in commands]
+    peaks = [0] * len(commands)
+    for _ in range(repeat):
+        for k, (argv, env) in enumerate(commands):
+            wall, rss = timed(argv, env)
+            walls[k].append(wall)
+            peaks[k] = max(peaks[k], rss)
+    return list(zip(walls, peaks, strict=True))
+
+
+def ours_command(root: Path, jobs: int) -> list[str]:
+    """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it."""
+    return [sys.executable, "-m", "ptdbg_tui", "compare", str(root / "npu"), str(root / "bench"),
+            "-o", str(root / "out"), "--jobs", str(jobs), "--no-progress"]
+
+
+def generated(total: int, since: float, root: Path, what: str) -> str:
+    return (f"generated {total / 1e9:.2f} GB of {what} in {time.perf_counter() - since:.1f} s under {root}; "
+            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+
+
+def speedup(ours: list[float], base: list[float]) -> str:
+    return (f"speed-up: best {min(base) / min(ours):.1f}x, median "
+            f"{statistics.median(base) / statistics.median(ours):.1f}x")
+
+
 def _line(label: str, seconds: list[float], rss: int, total: int) -> str:
     best, median = min(seconds), statistics.median(seconds)
     return (f"{label}: best {best:6.2f} s = {total / best / 1e9:5.2f} GB/s, median {median:6.2f} s = "
@@ -180,26 +209,16 @@ def main() -> None:
     try:
         t = time.perf_counter()
         total = generate(root, scale=args.gb / 2.0)
-        print(f"generated {total / 1e9:.2f} GB of npy in {time.perf_counter() - t:.1f} s under {root}; "
-              f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
-        ours_cmd = [sys.executable, "-m", "ptdbg_tui", "compare", str(root / "npu"), str(root / "bench"),
-                    "-o", str(root / "out"), "--jobs", str(args.jobs), "--no-progress"]
+        print(generated(total, t, root, "npy"), flush=True)
+        ours_cmd = ours_command(root, args.jobs)
         base_cmd = [sys.executable, __file__, "--baseline-only", str(root)]
         # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
         base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-        ours, base, ours_rss, base_rss = [], [], 0, 0
-        for _ in range(args.repeat):
-            wall, rss = timed(ours_cmd)
-            ours.append(wall)
-            ours_rss = max(ours_rss, rss)
-            wall, rss = timed(base_cmd, base_env)
-            base.append(wall)
-            base_rss = max(base_rss, rss)
+        (ours, ours_rss), (base, base_rss) = alternate([(ours_cmd, None), (base_cmd, base_env)], args.repeat)
         print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
         print(_line("baseline (1 process)", base, base_rss, total))
-        print(f"speed-up: best {min(base) / min(ours):.1f}x, median "
-              f"{statistics.median(base) / statistics.median(ours):.1f}x "
-              f"(targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB); load average now {os.getloadavg()[0]:.2f}")
+        print(f"{speedup(ours, base)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB); "
+              f"load average now {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -15,7 +15,8 @@ EXIT_USAGE = 2
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump: dump_path root, step or rank dir, or a .pkl")
+    p.add_argument("npu", metavar="NPU_DIR",
+                   help="NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json")
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
@@ -27,7 +28,10 @@ def _common(p: argparse.ArgumentParser) -> None:
         "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
         "that survives extra/missing calls",
     )
-    p.add_argument("--summary", action="store_true", help="compare statistics only, even if npy files exist")
+    p.add_argument("--summary", action="store_true",
+                   help="compare statistics only, even if tensor files exist")
+    p.add_argument("--format", choices=("ptdbg", "msprobe"), default=None,
+                   help="the CSV's columns: ptdbg_ascend's or msprobe's (default: the NPU dump's format)")
     p.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
     )

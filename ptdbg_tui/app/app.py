@@ -62,10 +62,12 @@ class PtdbgApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None) -> None:
+    def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None,
+                 csv_format: str | None = None) -> None:
         super().__init__()
         self.npu, self.bench = Path(npu), Path(bench)
         self.options = options or LiveOptions()
+        self.csv_format = csv_format  # the export's columns (None: the NPU dump's format)
         self.model = TreeModel()
         self.engine = LiveEngine(self.npu, self.bench, self.options, self._engine_news)
         self.call_tree = CallTree(self.model, id="calls")
@@ -328,7 +330,7 @@ class PtdbgApp(App[None]):
         pairs = self.engine.pairs()
         pending = sum(1 for _, rows in pairs for r in rows if r.result is None)
         try:
-            written = export_pairs(pairs, request.path, request.stack)
+            written = export_pairs(pairs, request.path, request.stack, self.csv_format)
         except (OSError, ValueError) as e:
             self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8)
             return

@@ -122,7 +122,9 @@ class CallTree(Tree[object]):
             return f"{dtype} {shape}{side}"
         parts = []
         if self.flat and n.kind == "call":
-            parts.append(n.key.rsplit("_", 1)[-1])  # forward/backward: no direction branch in flat view
+            first = next((c.row for c in n.children if c.row is not None), None)
+            if first is not None and first.record.entry is not None:  # no direction branch in flat view
+                parts.append(first.record.entry.direction)
             site = stack_site(n.site)
             if site is not None:
                 parts.append(frame_site(site))

@@ -20,6 +20,7 @@ from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.csv_export import header
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import user_frames
+from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 Styles = Mapping[str, Style]
@@ -178,8 +179,8 @@ def call_detail(call: Node, model: TreeModel, styles: Styles) -> RenderableType:
         parts.append(Text(verdict, style=styles.get("fail" if evidence.introduces else "head", Style())))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics
-    inputs = [r for r in rows if r.record.entry and r.record.entry.kind == "input"]
-    outputs = [r for r in rows if r not in inputs]
+    outputs = [r for r in rows if r.record.entry is None or r.record.entry.kind in OUTPUT_KINDS]
+    inputs = [r for r in rows if r not in outputs]
     for title, group in (("Inputs", inputs), ("Outputs", outputs)):
         if group:
             parts.append(Text(title, style=styles.get("head", Style())))

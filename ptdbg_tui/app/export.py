@@ -6,9 +6,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.engine.batch import pair_suffix
+from ptdbg_tui.engine.batch import pair_suffix, write_pair_csv
 from ptdbg_tui.engine.updates import PairInfo
 
 
@@ -16,8 +15,10 @@ def default_path(now: float | None = None) -> str:
     return f"./compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now))}.csv"
 
 
-def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool) -> list[Path]:
-    """One CSV per pair, written by the compare engine's writer and moved to ``path``.
+def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool,
+                 fmt: str | None = None) -> list[Path]:
+    """One CSV per pair, written by the compare engine's writer (in ``fmt``, by default the NPU
+    dump's format, as ``ptdbg-tui compare``) and moved to ``path``.
 
     A directory (or a path ending in ``/``) receives the writer's own ``compare_result_<ts>.csv``.
     """
@@ -29,7 +30,8 @@ def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, 
     written = []
     for info, rows in pairs:
         suffix = pair_suffix(info.npu, info.bench) if several else ""
-        csv = write_csv(rows, out_dir, stack_mode=stack, summary=info.summary, suffix=suffix)
+        csv = write_pair_csv(rows, out_dir, info.npu, fmt, stack_mode=stack, summary=info.summary,
+                             suffix=suffix)
         if not to_dir:
             csv = csv.replace(path.with_name(f"{path.stem}{suffix}{path.suffix or '.csv'}"))
         written.append(csv)

@@ -32,7 +32,7 @@ def run_app(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
     from ptdbg_tui.app.app import PtdbgApp
 
-    app = PtdbgApp(args.npu, args.bench, options_from(args))
+    app = PtdbgApp(args.npu, args.bench, options_from(args), args.format)
     if not set_theme(app, args.theme):
         return EXIT_USAGE
     app.run()

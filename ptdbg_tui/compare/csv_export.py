@@ -100,11 +100,19 @@ def write_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, stack_mod
 
     A file of the same second is never overwritten: ``_1``, ``_2`` … are appended instead.
     """
+    return write_table(header(stack_mode, summary), [csv_row(r, stack_mode, summary) for r in rows], out_dir,
+                       suffix)
+
+
+def write_table(columns: Sequence[str], cells: Sequence[Sequence[object]], out_dir: str | os.PathLike[str],
+                suffix: str = "") -> Path:
+    """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these cells, printed by pandas,
+    written under a temporary name and then given the first free name."""
     import pandas as pd
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame([csv_row(r, stack_mode, summary) for r in rows], columns=header(stack_mode, summary))
+    frame = pd.DataFrame(list(cells), columns=list(columns))
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
-from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, EntryName
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
-TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "msprobe")
+TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
 #: Frames inside these belong to the framework; the user's call site is further out.
 LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
@@ -88,7 +88,7 @@ class Suspect:
     def text(self) -> str:
         site = self.site
         where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
-        return f"{self.call}: {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
+        return f"{self.call} ({self.direction}): {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
 
 
 @dataclass(slots=True)
@@ -230,8 +230,8 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     entry = calls.entry[key]
     if op_name(_op(entry)) in RANDOM_OPS:
         return "a random op: its draws differ unless the generators match"
-    outs = [r for r in members if r.record.entry.kind == OUTPUT]
-    ins = [r for r in members if r.record.entry.kind != OUTPUT]
+    outs = [r for r in members if r.record.entry.kind in OUTPUT_KINDS]
+    ins = [r for r in members if r.record.entry.kind not in OUTPUT_KINDS]
     outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
     if not outputs:
         return "outputs not compared" if outs else "no outputs recorded"

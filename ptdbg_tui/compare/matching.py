@@ -11,6 +11,16 @@
   later pairing; leftover calls between aligned ones pair by api (a shape change stays visible).
 
 Unlike the original (spec §5.3), unmatched entries of both sides become rows.
+
+**Mixed pairs** (``mixed=True``: each side written by another tool — msprobe, the original
+ptdbg_ascend, this project's dumper) pair by :attr:`~ptdbg_tui.formats.naming.EntryName.key`,
+which both grammars share, and only entries of equal shapes pair: the tools record different
+tensors under the same argument path (the original and msprobe take a backward's gradients in
+its autograd node's order, ours by forward argument, so linear's bias gradient is ``output.0``
+there and ``output.2`` here, batch_norm's weight/bias ``.1/.2`` against ``.3/.4``; an LSTM's
+inner node against the whole op). Entries of two paired calls left over then pair by kind and
+shape, in order. The original's own ``Tensor_detach`` calls (its hooks detach every value they
+record) are marked :attr:`~ptdbg_tui.compare.model.Row.noise`.
 """
 
 from __future__ import annotations
@@ -55,22 +65,65 @@ def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -
 
 
 def _fuzzy_keys(records: Sequence[TensorRecord]) -> list[Hashable]:
-    """``(api, direction, k, kind, path)`` with k the ordinal of the call among its api/direction calls."""
-    ordinal: dict[tuple[str, int, str], int] = {}
-    per_api: Counter[tuple[str, str]] = Counter()
+    """``(prefix, op, direction, k, kind, path)`` with k the ordinal of the call among its
+    api/direction calls (the normalised key without the call index)."""
+    ordinal: dict[Hashable, int] = {}
+    per_api: Counter[Hashable] = Counter()
     keys: list[Hashable] = []
     for r in records:
         e = r.entry
         if e is None:
             keys.append(r.name)
             continue
-        call = (e.api, e.index, e.direction)
+        prefix, op, index, direction, kind, path = e.key
+        call = (prefix, op, index, direction)
         k = ordinal.get(call)
         if k is None:
-            k = ordinal[call] = per_api[(e.api, e.direction)]
-            per_api[(e.api, e.direction)] += 1
-        keys.append((e.api, e.direction, k, e.kind, e.path))
+            k = ordinal[call] = per_api[(prefix, op, direction)]
+            per_api[(prefix, op, direction)] += 1
+        keys.append((prefix, op, direction, k, kind, path))
     return keys
+
+
+def _shape(rec: TensorRecord) -> Hashable:
+    shape = rec.shape_raw
+    return tuple(shape) if isinstance(shape, list) else shape
+
+
+def _call_of(rec: TensorRecord) -> Hashable:
+    """A call's identity in both grammars: (prefix, op, index, direction)."""
+    return rec.entry.key[:4] if rec.entry is not None else ("?", rec.name)
+
+
+def _kind_of(rec: TensorRecord) -> str:
+    return rec.entry.kind if rec.entry is not None else ""
+
+
+def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs) -> Pairs:
+    """Mixed pairs: keep the pairs of equal shapes; then, within calls that were paired, pair the
+    entries left over by kind and shape, k-th with k-th."""
+    call_pair: dict[Hashable, Hashable] = {}
+    for i, j in pairs.items():
+        call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
+    kept = {i: j for i, j in pairs.items() if _shape(npu[i]) == _shape(bench[j])}
+    used = set(kept.values())
+    waiting: dict[Hashable, deque[int]] = defaultdict(deque)
+    for j, rec in enumerate(bench):
+        if j not in used:
+            waiting[(_call_of(rec), _kind_of(rec), _shape(rec))].append(j)
+    for i, rec in enumerate(npu):
+        if i in kept:
+            continue
+        other = call_pair.get(_call_of(rec))
+        queue = waiting.get((other, _kind_of(rec), _shape(rec))) if other is not None else None
+        if queue:
+            kept[i] = queue.popleft()
+    return kept
+
+
+def _is_noise(rec: TensorRecord) -> bool:
+    """The original ptdbg_ascend records its own hooks' ``detach`` calls."""
+    return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
 
 
 # --- alignment ------------------------------------------------------------------------------
@@ -198,14 +251,14 @@ class _Calls:
         self.members: dict[Hashable, list[int]] = {}
         self.args: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}  # (argument path, shape)
         self.order: dict[str, list[Hashable]] = defaultdict(list)
-        self.api: dict[Hashable, str] = {}
+        self.api: dict[Hashable, Hashable] = {}
         for i, r in enumerate(records):
             e = r.entry
             if e is None:
                 call, arg, api, direction = ("?", r.name), r.name, r.name, ""
             else:
-                call, arg = (e.api, e.index, e.direction), (e.kind, e.path)
-                api, direction = e.api, e.direction
+                key = e.key
+                call, arg, api, direction = key[:4], key[4:], key[:2], e.direction
             members = self.members.get(call)
             if members is None:
                 members = self.members[call] = []
@@ -245,7 +298,7 @@ def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[Tensor
             if i1 < len(na):
                 _pair_calls(npu, bench, na[i1], nb[j1], pairs, same=True)
             # calls left between two aligned ones: same api, k-th with k-th (shape changes stay visible)
-            waiting: dict[str, list[Hashable]] = defaultdict(list)
+            waiting: dict[Hashable, list[Hashable]] = defaultdict(list)
             for c in reversed(nb[j0 + 1:j1]):
                 waiting[bench.api[c]].append(c)
             for c in na[i0 + 1:i1]:
@@ -258,14 +311,19 @@ def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[Tensor
 # --- rows -----------------------------------------------------------------------------------
 
 
-def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs) -> list[Row]:
+def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
+          mixed: bool = False) -> list[Row]:
     """NPU order; each bench-only row right after the row of the bench entry preceding it."""
     rows = [Row(rec, None) for rec in npu]
     row_of_bench: dict[int, int] = {}
     for i, j in pairs.items():
         row, other = rows[i], bench[j]
         row.bench = other
-        row.fuzzy = other.name != npu[i].name
+        if mixed:  # the names differ by grammar: what counts is whether they name the same tensor
+            row.fuzzy = (other.entry.key if other.entry else other.name) != (
+                npu[i].entry.key if npu[i].entry else npu[i].name)
+        else:
+            row.fuzzy = other.name != npu[i].name
         row_of_bench[j] = i
     after: dict[int, list[Row]] = defaultdict(list)
     anchor = -1
@@ -283,13 +341,15 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
             out += after.get(i, [])
     for seq, row in enumerate(out):
         row.seq = seq
+        if mixed and not row.matched and _is_noise(row.record):
+            row.noise = True
     return out
 
 
 def match_records(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                  mode: str = "exact") -> list[Row]:
+                  mode: str = "exact", mixed: bool = False) -> list[Row]:
     """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes."""
-    return choose_match(npu, bench, mode).rows
+    return choose_match(npu, bench, mode, mixed).rows
 
 
 @dataclass(slots=True)
@@ -309,15 +369,17 @@ def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     return npu_only, bench_only, shapes
 
 
-def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str = "auto") -> Matching:
-    """Match in ``mode``; ``auto`` picks exact or align as the module doc says."""
+def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str = "auto",
+                 mixed: bool = False) -> Matching:
+    """Match in ``mode`` (``mixed``: the sides come from different tools); ``auto`` picks exact or
+    align as the module doc says."""
     if mode != "auto":
-        return Matching(_match(npu, bench, mode), mode)
-    rows = _match(npu, bench, "exact")
+        return Matching(_match(npu, bench, mode, mixed), mode)
+    rows = _match(npu, bench, "exact", mixed)
     npu_only, bench_only, shapes = _misfits(rows)
     if not ((npu_only and bench_only) or shapes):
         return Matching(rows, "exact")
-    aligned = _match(npu, bench, "align")
+    aligned = _match(npu, bench, "align", mixed)
     if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
         return Matching(rows, "exact")
     why = (f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries"
@@ -325,8 +387,11 @@ def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mod
     return Matching(aligned, "align", f"calls aligned automatically ({why})")
 
 
-def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str) -> list[Row]:
-    if mode == "exact":
+def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str, mixed: bool) -> list[Row]:
+    if mode == "exact" and mixed:
+        pairs = _keyed_pairs([r.entry.key if r.entry else r.name for r in npu],
+                             [r.entry.key if r.entry else r.name for r in bench])
+    elif mode == "exact":
         pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
     elif mode == "fuzzy":
         pairs = _keyed_pairs(_fuzzy_keys(npu), _fuzzy_keys(bench))
@@ -334,7 +399,9 @@ def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str
         pairs = _aligned_pairs(npu, bench)
     else:
         raise ValueError(f"unknown match mode {mode!r} (expected one of {', '.join(MODES)})")
-    return _rows(npu, bench, pairs)
+    if mixed:
+        pairs = _same_shapes(npu, bench, pairs)
+    return _rows(npu, bench, pairs, mixed)
 
 
 def attach_stacks(rows: Sequence[Row], npu_stacks: Mapping[str, StackRecord]) -> None:

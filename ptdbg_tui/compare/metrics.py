@@ -158,7 +158,7 @@ class MetricAccumulator:
             self.max_abs = top
             self.worst_flat = self.offset + i
             self.worst_npu, self.worst_bench = float(x[i]), float(y[i])
-        self._trim(d, t, top, dd)
+        self._trim(d, top, dd, self._mask[:k])
         self._relative(d, y, t, self._mask[:k])
         if self.histogram is not None and self._bits is not None:
             bits = self._bits[:k]
@@ -167,16 +167,20 @@ class MetricAccumulator:
             self.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
         self.offset += k
 
-    def _trim(self, d: np.ndarray, t: np.ndarray, top: float, dd: float) -> None:
-        """Set aside the chunk's few largest (npu - bench)² for the robust error, where they could matter:
+    def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> None:
+        """Set aside the chunk's few largest |npu - bench| for the robust error, where they could matter:
         only when they may hold half the chunk's Σ(npu - bench)² (outliers), so ordinary data never pays
-        for the selection and the robust error is then at most √2 times too large."""
+        for the selection and the robust error is then at most √2 times too large. Only elements within
+        a factor 256 of the largest are candidates (the rest could change the sum by 1/65,536 of it)."""
         keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
         if keep == 0 or keep * top * top < 0.5 * dd:
             return
-        np.multiply(d, d, out=t)
-        t.partition(t.size - keep)
-        self.trimmed += float(t[t.size - keep:].sum())
+        np.greater_equal(d, top / 256, out=mask)
+        largest = d[mask]
+        if largest.size > keep:
+            largest.partition(largest.size - keep)
+            largest = largest[largest.size - keep:]
+        self.trimmed += float(np.dot(largest, largest))
 
     def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
         """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
@@ -256,7 +260,8 @@ class MetricAccumulator:
                        cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
                        worst_index=worst, worst_npu=self.worst_npu if worst else None,
                        worst_bench=self.worst_bench if worst else None,
-                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors)
+                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors,
+                       euc_dist=math.sqrt(self.dd))
 
 
 def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,

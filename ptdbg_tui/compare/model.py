@@ -98,6 +98,7 @@ class Result:
     histogram: tuple[int, ...] = ()  # element counts of |npu - bench| per bin (16× wide; see the edges)
     histogram_edges: tuple[float, ...] = ()
     errors: ErrorMeasures | None = None  # None when nothing was compared (shapes differ, unreadable …)
+    euc_dist: float | None = None  # ‖npu − bench‖₂ (msprobe's EucDist), when the tensors were compared
 
 
 @dataclass(slots=True, eq=False)
@@ -110,6 +111,7 @@ class Row:
     stack: StackRecord | None = None  # NPU stack printed on this row (first row of a call)
     result: Result | None = None  # None while pending
     seq: int = 0  # position in output (execution) order
+    noise: bool = False  # a mixed pair's unmatched entry that is a tool's own doing (the original's detach)
 
     @property
     def record(self) -> TensorRecord:

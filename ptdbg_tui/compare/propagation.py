@@ -18,9 +18,10 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
   max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
 
 The call introduces error when an output's error exceeds ``MARGIN`` times that allowance. Errors are
-measured over positions finite on both sides, the output's with the robust variant (a handful of
-elements flipped at a ReLU or max boundary are not a fault); a call whose outputs gain NaN/Inf from
-finite inputs is the NaN origin, whatever the magnitudes.
+measured over positions finite on both sides; a threshold op's output with the robust variant (a
+handful of elements flipped at a ReLU or max boundary is no fault), any other op's whole (a continuous
+op cannot flip, so a few wrong elements there are a fault: a mishandled last tile). A call whose
+outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitudes.
 """
 
 from __future__ import annotations
@@ -107,8 +108,9 @@ def op_name(op: str) -> str:
 
 
 def flip_allowance(op: str, e_in: float) -> float:
-    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops)."""
-    return math.sqrt(2 * e_in) if op_name(op) in DISCONTINUOUS else 0.0
+    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops, and
+    a tiny positive value for a threshold op with exact inputs: its output is then judged robustly)."""
+    return math.sqrt(2 * e_in) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
 
 
 def amplification(op: str, inputs: Sequence[Operand]) -> float:
@@ -133,7 +135,7 @@ def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
     their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
     relative = max(kappa * e_in, ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32), flips)
     if y.bench_norm > 0:
-        return y.robust, relative + additive / y.bench_norm
+        return (y.robust if flips else y.rel), relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
     return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
 

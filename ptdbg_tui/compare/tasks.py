@@ -1,8 +1,10 @@
 """One row's comparison as a picklable task, and the Results that need no tensor data.
 
-:func:`run_task` is what worker processes execute: it reads both ``.npy`` files chunk by chunk
-through :mod:`ptdbg_tui.formats.npy` and never raises — a missing, truncated or odd file becomes
-an ERROR result whose message lands in Err_message.
+:func:`run_task` is what worker processes execute: it reads both tensor files (``.npy`` or
+``.pt``) chunk by chunk through :mod:`ptdbg_tui.formats.tensorfile` and never raises — a missing,
+truncated or odd file becomes an ERROR result whose message lands in Err_message.
+:func:`settled_result` gives every other row its result in-process: unmatched rows, statistics,
+checksums (msprobe's md5/xor modes) and Python values, which have no file.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from ptdbg_tui.compare.cells import (
     MSG_DTYPE,
@@ -20,13 +24,13 @@ from ptdbg_tui.compare.cells import (
     NAN,
     join_messages,
 )
-from ptdbg_tui.compare.errors import stats_errors
-from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, precheck
-from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.errors import floor_of, stats_errors
+from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, compare_scalar, precheck
+from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
 from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
-from ptdbg_tui.formats.npy import NpyError, iter_chunks, load_npy, npy_path, read_npy
-from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.records import TensorRecord, stat_value
+from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, iter_chunks, load_tensor, read_tensor
 
 #: Elements read per file access in a task (the metric pass splits them further).
 READ_CHUNK = 1 << 18
@@ -62,13 +66,13 @@ def _itemsize(dtype: str) -> int:
 
 def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
              histogram: bool = True) -> CompareTask:
-    """The task comparing a matched row's two npy files (``None`` dirs: a summary-only dump)."""
+    """The task comparing a matched row's two tensor files (``None`` dirs: a summary-only dump)."""
     npu, bench = row.npu, row.bench
     if npu is None or bench is None:
         raise ValueError(f"row {row.name} is not matched; use unmatched_result()")
     return CompareTask(
-        npu_path=None if npu_dir is None else npy_path(npu_dir, npu.name),
-        bench_path=None if bench_dir is None else npy_path(bench_dir, bench.name),
+        npu_path=None if npu_dir is None else data_path(npu_dir, npu),
+        bench_path=None if bench_dir is None else data_path(bench_dir, bench),
         npu_dtype=npu.dtype, bench_dtype=bench.dtype, npu_shape=npu.shape, bench_shape=bench.shape,
         fuzzy=row.fuzzy, histogram=histogram,
         nbytes=npu.numel * _itemsize(npu.dtype) + bench.numel * _itemsize(bench.dtype),
@@ -80,23 +84,27 @@ def error_result(message: str, summary: bool = False) -> Result:
                   Status.ERROR, message)
 
 
+class ShapeMismatch(Exception):
+    """A tensor file holds another shape than its record says."""
+
+
 def _check_shape(path: str, header_shape: tuple[int, ...], pkl_shape: tuple[int, ...]) -> None:
     if header_shape != pkl_shape:
-        raise NpyError(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the pkl "
-                       f"records {list(pkl_shape)}.")
+        raise ShapeMismatch(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the dump "
+                            f"records {list(pkl_shape)}.")
 
 
 def _compare_files(task: CompareTask) -> Result:
     if task.npu_path is None or task.bench_path is None:
-        return error_result("No npy data directory for this dump, so tensors cannot be compared.")
-    hn, n = read_npy(task.npu_path, WHOLE_BYTES)
-    hb, b = read_npy(task.bench_path, WHOLE_BYTES)
+        return error_result("No tensor data directory for this dump, so tensors cannot be compared.")
+    hn, n = read_tensor(task.npu_path, WHOLE_BYTES)
+    hb, b = read_tensor(task.bench_path, WHOLE_BYTES)
     _check_shape(task.npu_path, hn.shape, task.npu_shape)
     _check_shape(task.bench_path, hb.shape, task.bench_shape)
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order
-        return compare_arrays(load_npy(task.npu_path), load_npy(task.bench_path), task.npu_dtype,
+        return compare_arrays(load_tensor(task.npu_path), load_tensor(task.bench_path), task.npu_dtype,
                               task.bench_dtype, histogram=task.histogram)
     pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
     if isinstance(pre, Result):
@@ -123,7 +131,7 @@ def run_task(task: CompareTask) -> Result:
     """Compare one row's tensors; never raises (problems become an ERROR result)."""
     try:
         result = _compare_files(task)
-    except NpyError as e:
+    except (*FILE_ERRORS, ShapeMismatch) as e:
         result = error_result(str(e))
     except MemoryError:
         result = error_result("Out of memory while comparing this tensor.")
@@ -172,3 +180,73 @@ def unmatched_result(row: Row, summary: bool = False) -> Result:
     return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
                   Status.UNMATCHED, reason)
 
+
+
+def _checksum_errors(npu: TensorRecord, bench: TensorRecord, same: bool) -> ErrorMeasures | None:
+    """What checksums alone say: no error, or an error of unknown size in data that must agree."""
+    if npu.is_scalar or bench.is_scalar or npu.shape != bench.shape:
+        return None
+    return ErrorMeasures(0.0 if same else 1.0, 0.0 if same else 1.0, 1.0, 1.0, max(1, npu.numel),
+                         floor_of(npu.dtype, bench.dtype), exact=True, from_stats=True)
+
+
+def checksum_result(row: Row) -> Result:
+    """msprobe's md5/xor modes: equal checksums pass. Different ones fail, unless statistics were
+    recorded too and agree within tolerance: then the data differs by rounding only (a warning)."""
+    npu, bench = row.npu, row.bench
+    assert npu is not None and bench is not None
+    result = summary_result(row)
+    if npu.md5 == bench.md5:
+        if result.status is not Status.FAIL:  # a shape or dtype caveat stays
+            result.status, result.reason = Status.PASS, "checksums are equal"
+        return result
+    has_stats = any(v is not None for v in npu.stats) and any(v is not None for v in bench.stats)
+    if not has_stats:
+        result.status, result.reason = Status.FAIL, f"checksums differ ({npu.md5} vs {bench.md5})"
+        result.errors = _checksum_errors(npu, bench, same=False)
+    elif result.status is Status.PASS:
+        result.status, result.reason = Status.WARN, f"checksums differ, but {result.reason}"
+    return result
+
+
+def _value(record: TensorRecord) -> object:
+    return record.stats[0] if record.stats else None
+
+
+def value_result(row: Row) -> Result:
+    """A pair without tensor files on a side: Python values (msprobe records no file for them)
+    compared by value, ``null`` against ``null``, or an error naming the missing file."""
+    npu, bench = row.npu, row.bench
+    assert npu is not None and bench is not None
+    if npu.is_none or bench.is_none:
+        if npu.is_none and bench.is_none:
+            return Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "no value on either side")
+        side = "NPU" if npu.is_none else "bench"
+        message = f"The {side} side records no value here."
+        return Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
+    if not (npu.is_scalar and bench.is_scalar):
+        side = "NPU" if npu.data_file is None else "Bench"
+        return error_result(f"{side} does not have data file.")
+    x, y = stat_value(_value(npu)), stat_value(_value(bench))
+    if x is not None and y is not None:
+        result = compare_scalar(np.array(x), np.array(y), npu.dtype, bench.dtype)
+    elif _value(npu) == _value(bench):
+        result = Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "values are equal")
+    else:
+        message = f"Values differ: NPU {_value(npu)!r}, bench {_value(bench)!r}."
+        result = Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
+    return _add_fuzzy(result) if row.fuzzy else result
+
+
+def settled_result(row: Row, summary: bool) -> Result | None:
+    """The result of a row that needs no tensor file (``summary``: statistics only), or ``None``
+    when its two tensor files must be compared (see :func:`task_for`)."""
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None:
+        return unmatched_result(row, summary)
+    if summary:
+        checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar)
+        return checksum_result(row) if checksums else summary_result(row)
+    if npu.data_file is None or bench.data_file is None:
+        return value_result(row)
+    return None

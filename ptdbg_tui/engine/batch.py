@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
+from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
-from ptdbg_tui.compare.tasks import CompareTask, summary_result, task_for, unmatched_result
+from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
@@ -38,7 +39,7 @@ from ptdbg_tui.formats.layout import (
     scan,
     unpaired_notes,
 )
-from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine
 
 EXIT_OK = 0
@@ -81,25 +82,23 @@ class PairOutcome:
 
 def _read(dump: RankDump, side: str) -> Any:
     try:
-        return read_pkl(dump.pkl)
+        return read_dump(dump)
     except FileNotFoundError:
-        raise CompareInputError(f"{side} pkl {dump.pkl} does not exist") from None
+        raise CompareInputError(f"{side} dump file {dump.pkl} does not exist") from None
     except OSError as e:
-        raise CompareInputError(f"cannot read {side} pkl {reason(e)}") from None
+        raise CompareInputError(f"cannot read {side} dump file {reason(e)}") from None
 
 
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    matching = choose_match(n.tensors, b.tensors, match)
+    mixed = mixed_pair(producer(npu.format, n.stacks), producer(bench.format, b.stacks))
+    matching = choose_match(n.tensors, b.tensors, match, mixed)
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None
     for row in rows:
-        if not row.matched:
-            row.result = unmatched_result(row, summary=not full)
-        elif not full:
-            row.result = summary_result(row)
+        row.result = settled_result(row, summary=not full)
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
                        stack_mode=bool(n.stacks), npu_npy=npu_npy if full else None,
                        bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
@@ -275,15 +274,18 @@ def summary_text(o: PairOutcome) -> str:
     """The short report of one pair: counts, culprits, skipped pkl lines, the CSV."""
     c = o.counts()
     mode = "statistics only" if o.summary else "tensors"
+    noise = sum(1 for r in o.rows if r.noise)
+    of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
-             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched, {c[Status.ERROR]} errors"]
+             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     lines += diagnosis_lines(o.diagnosis)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
-            lines.append(f"  {side} pkl: {len(bad)} unreadable line(s) skipped, first: line {bad[0].line}: "
-                         f"{bad[0].reason}")
+            where = f"line {bad[0].line}: " if bad[0].line else ""
+            lines.append(f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
+                         f"{where}{bad[0].reason}")
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
         lines.append(f"  suspects: {suspects_path(o.csv)}")
@@ -340,6 +342,14 @@ class _Bar:
             self.stream.flush()
 
 
+def write_pair_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], npu: RankDump, fmt: str | None, *,
+                   stack_mode: bool = False, summary: bool = False, suffix: str = "") -> Path:
+    """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
+    if (fmt or npu.format) == CSV_MSPROBE:
+        return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)
+    return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix)
+
+
 def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
@@ -369,8 +379,9 @@ def run_cli(args: argparse.Namespace) -> int:
         bar.close()
     try:
         for o in outcomes:
-            o.csv = write_csv(o.rows, args.output, stack_mode=args.stack, summary=o.summary,
-                              suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
+            o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
+                                   summary=o.summary,
+                                   suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
             write_suspects(o.diagnosis, o.csv)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)

@@ -19,6 +19,7 @@ from ptdbg_tui.formats.records import Frame, StackRecord
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
+NOISE_LABEL = "noise · the other tool's own detach calls, not the model's"
 
 _FOREIGN = (*TOOL_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
 
@@ -40,24 +41,23 @@ def frame_site(frame: Frame) -> str:
     return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
-def forward_call(entry: EntryName) -> str:
-    return f"{entry.api}_{entry.index}_{FORWARD}"
-
-
 def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
     """The stack that says where a call was made: the forward one for both directions."""
     if entry is None:
         return None
-    return stacks.get(forward_call(entry)) or stacks.get(entry.call)
+    return stacks.get(entry.forward_call) or stacks.get(entry.call)
 
 
 def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
-              stack: StackRecord | None) -> tuple[Seg, ...]:
-    """Path of the call of one entry, from its direction down to the call node itself."""
+              stack: StackRecord | None, noise: bool = False) -> tuple[Seg, ...]:
+    """Path of the call of one entry, from its direction down to the call node itself; a noise
+    call (the other tool's own, in a mixed pair) goes into one group of its direction."""
     direction = entry.direction if entry else OTHER
     segs = [Seg("direction", direction, DIRECTION_LABELS[direction])]
-    if chain:
-        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}") for qual, cls in chain]
+    if noise:
+        segs.append(Seg("noise", "noise", NOISE_LABEL))
+    elif chain:
+        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}" if cls else qual) for qual, cls in chain]
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)
@@ -65,5 +65,5 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     if entry is None:
         segs.append(Seg("call", name, name))
     else:
-        segs.append(Seg("call", entry.call, f"{entry.api}_{entry.index}"))
+        segs.append(Seg("call", entry.call, entry.label))
     return tuple(segs)

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
 from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.tasks import summary_result, task_for, unmatched_result
+from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import Outbox, PairInfo, Placed
+from ptdbg_tui.formats.reader import mixed_pair
 from ptdbg_tui.formats.records import StackRecord
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode)
+        mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []
@@ -183,11 +185,9 @@ class PairState:
         static = ctx.static
         tasks_at: list[int] = []
         for i in todo:
-            row = self.rows[i]
-            if not row.matched:
-                self.set(i, unmatched_result(row, summary=self.info.summary))
-            elif self.info.summary:
-                self.set(i, summary_result(row))
+            result = settled_result(self.rows[i], self.info.summary)
+            if result is not None:
+                self.set(i, result)
             else:
                 tasks_at.append(i)
         if not tasks_at:
@@ -247,16 +247,16 @@ class PairState:
         if found is not None:
             return found
         entry = rec.entry
-        chain = side.modules.chains.get(f"{entry.api}_{entry.index}") if entry else None
+        chain = side.reader.module_chain(entry) if entry else None
         stack = placement_stack(entry, side.stacks)
         # The dumper writes a call's tensor lines, then its stack line, then its module line:
         # only the last call of a file may still be missing them.
         settled = (ctx.static or chain is not None or rec.call != side.tail_call
-                   or (stack is not None and not side.modules.chains)
+                   or (stack is not None and not side.reader.has_modules)
                    or side.quiet(time.monotonic(), ctx.options.quiet_s))
         if not settled:
             return None
-        found = self.paths[key] = (call_path(entry, rec.name, chain, stack), stack)
+        found = self.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
         return found
 
     def emit(self, ctx: PairContext) -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
-from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
-from ptdbg_tui.formats.pkl import PklFollower
+from ptdbg_tui.formats.reader import open_reader
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 
 #: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
@@ -17,12 +16,12 @@ READ_CHUNK = 1 << 20
 
 
 class SideState:
-    """One pkl being followed, with its stack lines and module sidecar, and what keeps it from being read."""
+    """One rank dump being followed (any format), with its stacks and module structure, and what
+    keeps it from being read."""
 
     def __init__(self, dump: RankDump) -> None:
         self.dump = dump
-        self.follower = PklFollower(dump.pkl, READ_CHUNK)
-        self.modules = ModuleFollower(sidecar_path(dump.pkl))
+        self.reader = open_reader(dump, READ_CHUNK)
         self.tensors: list[TensorRecord] = []
         self.stacks: dict[str, StackRecord] = {}
         self.bad: list[BadLine] = []
@@ -38,10 +37,9 @@ class SideState:
         changed = False
         try:
             while True:
-                batch = self.follower.read(final)
+                batch = self.reader.read(final)
                 if batch.reset:
                     self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
-                    self.modules = ModuleFollower(sidecar_path(self.dump.pkl))
                 if batch:
                     self.tensors += batch.tensors
                     self.stacks.update((s.call, s) for s in batch.stacks)
@@ -53,7 +51,7 @@ class SideState:
         except OSError as e:
             self.error = f"cannot read {reason(e)}"
         try:
-            if self.modules.read(final):
+            if self.reader.read_modules(final):
                 changed = True
             self.modules_error = ""
         except OSError as e:

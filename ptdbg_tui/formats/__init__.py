@@ -1,4 +1,4 @@
-"""Reading and writing ptdbg v4 dumps: no UI, no torch."""
+"""Reading ptdbg v4 and msprobe dumps, writing ptdbg v4 ones: no UI, no torch."""
 
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, rank_dir_path
 from ptdbg_tui.formats.naming import EntryName, entry_name, parse_name

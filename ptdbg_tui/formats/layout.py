@@ -1,7 +1,8 @@
 """Dump folder layout (spec §2): finding rank dumps under any level of a dump tree, pairing sides.
 
-``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named like
-the pkl without ``.pkl``. A user may point at any of these levels or at the pkl itself.
+ptdbg: ``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named
+like the pkl without ``.pkl``. msprobe: ``{dump_path}/[step{N}/]rank{R}|rank|proc{pid}/dump.json``
+plus ``dump_tensor_data/``. A user may point at any of these levels or at the pkl/dump.json itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptdbg_tui.formats.files import file_kind, reason
+from ptdbg_tui.formats.msprobe import DATA_DIR, DUMP_JSON
+from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
 
 #: pkl file names by dump mode, in the order preferred when a rank dir holds several.
 PKL_NAMES = {
@@ -31,6 +34,8 @@ DUMP_TAG = "ptdbg_dump"
 VERSION = "4.0"
 
 _RANK_RE = re.compile(r"^rank(\d+)$")
+#: Rank folders without a rank number: msprobe's ``rank`` (not distributed) and ``proc<pid>`` (CPU).
+_RANKLESS_RE = re.compile(r"^(?:rank|proc\d+)$")
 _STEP_RE = re.compile(r"^step(\d+)$")
 _TAG_RE = re.compile(r"^.+_v\d[\w.]*$")
 
@@ -41,11 +46,17 @@ class DumpLayoutError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RankDump:
-    """One rank's dump of one step: its pkl and npy dir (which may not exist)."""
+    """One rank's dump of one step: its metadata file (a pkl, or msprobe's dump.json) and its
+    tensor data dir (which may not exist)."""
 
     pkl: Path
     step: int | None
     rank: int | None
+
+    @property
+    def format(self) -> str:
+        """``ptdbg`` or ``msprobe`` (the naming style of its entries)."""
+        return STYLE_MSPROBE if self.pkl.name == DUMP_JSON else STYLE_PTDBG
 
     @property
     def rank_dir(self) -> Path:
@@ -53,6 +64,9 @@ class RankDump:
 
     @property
     def npy_dir(self) -> Path:
+        """The tensor data dir: npy files (ptdbg), pt files (msprobe)."""
+        if self.format == STYLE_MSPROBE:
+            return self.rank_dir / DATA_DIR
         return self.pkl.with_suffix("")
 
     @property
@@ -109,10 +123,11 @@ def _is(entry: os.DirEntry[str], kind: str) -> bool:
 
 
 def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None:
-    """The folder's pkl: the known names in order of preference, then any ``*.pkl``; one that is
+    """The folder's dump file (msprobe's dump.json, or a pkl: the known names in order of
+    preference, then any ``*.pkl``); one that is
     there but not a regular file is a problem, not a dump."""
     by_name = {e.name: e for e in entries}
-    candidates = [by_name[n] for n in PKL_NAMES.values() if n in by_name]
+    candidates = [by_name[n] for n in (DUMP_JSON, *PKL_NAMES.values()) if n in by_name]
     candidates += [e for e in entries if e.name.endswith(".pkl") and e.name not in PKL_NAMES.values()]
     for entry in candidates:
         if _is(entry, "file"):
@@ -120,7 +135,7 @@ def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None
     for entry in candidates:
         try:
             mode = os.stat(entry.path).st_mode
-            problems.append(f"{entry.path}: is {file_kind(mode)}, not a pkl file")
+            problems.append(f"{entry.path}: is {file_kind(mode)}, not a dump file")
         except OSError as e:
             problems.append(reason(e))
     return None
@@ -153,14 +168,14 @@ def scan(path: str | os.PathLike[str]) -> Scan:
     except OSError as e:
         raise DumpLayoutError(reason(e)) from None
     if stat.S_ISREG(mode):
-        if root.suffix != ".pkl":
-            raise DumpLayoutError(f"{root}: not a .pkl file or a dump directory")
+        if root.suffix != ".pkl" and root.name != DUMP_JSON:
+            raise DumpLayoutError(f"{root}: not a .pkl file, an msprobe {DUMP_JSON} or a dump directory")
         return Scan([_rank_dump(root)])
     if not stat.S_ISDIR(mode):
         raise DumpLayoutError(f"{root}: is {file_kind(mode)}, not a dump directory or a .pkl file")
     found = Scan()
     frontier = [root]
-    for _depth in range(4):  # root -> tag -> step -> rank
+    for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
         nxt: list[Path] = []
         for d in frontier:
             entries = _entries(d, found.problems)
@@ -171,7 +186,7 @@ def scan(path: str | os.PathLike[str]) -> Scan:
                 found.dumps.append(_rank_dump(pkl))
                 continue
             nxt += [Path(e.path) for e in entries if _is(e, "dir") and
-                    (_RANK_RE.match(e.name) or _STEP_RE.match(e.name) or _TAG_RE.match(e.name))]
+                    any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
         frontier = nxt
     found.dumps.sort(key=lambda r: (r.step if r.step is not None else -1,
                                     r.rank if r.rank is not None else -1, str(r.pkl)))
@@ -179,7 +194,7 @@ def scan(path: str | os.PathLike[str]) -> Scan:
 
 
 #: What a dump path is expected to hold, for messages.
-EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl"
+EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's [stepN/]rankR|proc<pid>/{DUMP_JSON},"
 
 
 def no_dump_message(root: str | os.PathLike[str], problems: list[str]) -> str:

@@ -1,8 +1,18 @@
-"""Entry-name grammar of ptdbg v4: ``{Prefix}_{op}_{idx}_{forward|backward}_{kind}{(.k)*}``.
+"""Entry names: the grammar of ptdbg v4 and msprobe's, behind one :class:`EntryName`.
 
-Names are parsed from the right because op names contain ``_``, ``.`` and even the word
-``forward`` (``multi_head_attention_forward``). The same module builds names for the dumper,
-so both sides share one grammar.
+ptdbg v4: ``{Prefix}_{op}_{idx}_{forward|backward}_{kind}{(.k)*}``. Names are parsed from the
+right because op names contain ``_``, ``.`` and even the word ``forward``
+(``multi_head_attention_forward``). The same module builds names for the dumper, so both sides
+share one grammar.
+
+msprobe (``STYLE_MSPROBE``): ``{Prefix}.{op}.{idx}.{forward|backward}.{kind}.{path}`` for APIs,
+``Module.{path}.{Class}.{forward|backward}.{idx}.{kind}.{path}`` for modules and
+``Module.{path}.{Class}.parameters_grad.{idx}.{param}`` for parameter gradients. Its reader builds
+the EntryName from dump.json's structure, so these names are only ever printed, never parsed.
+A parameter gradient belongs to its module's backward call.
+
+:attr:`EntryName.key` is the same on both grammars for the same tensor, so mixed pairs (one tool
+per side) pair by it.
 """
 
 from __future__ import annotations
@@ -15,6 +25,13 @@ BACKWARD = "backward"
 INPUT = "input"
 OUTPUT = "output"
 STACK_INFO = "stack_info"
+PARAMETERS = "parameters"  # msprobe: a module's parameters, recorded with its forward call
+PARAMS_GRAD = "parameters_grad"  # msprobe: a parameter's gradient, part of its module's backward call
+#: Kinds a call produces (the rest are what it consumes).
+OUTPUT_KINDS = (OUTPUT, PARAMS_GRAD)
+
+STYLE_PTDBG = "ptdbg"
+STYLE_MSPROBE = "msprobe"
 
 #: Prefixes of the wrapped namespaces; anything else is a module_dump user name.
 KNOWN_PREFIXES = ("Tensor", "Torch", "Functional", "VF", "NPU", "Distributed", "Aten", "Module")
@@ -27,36 +44,79 @@ _NAME_RE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class EntryName:
-    """One parsed entry name. ``api`` is ``prefix_op`` as written in the file."""
+    """One entry name. ``api`` is ``prefix_op`` (msprobe: ``Prefix.op``, ``Module.path.Class``) as
+    written in the file; ``path`` holds list indices and, in msprobe, dict keys (kwargs, parameters)."""
 
     api: str
     index: int
     direction: str
     kind: str
-    path: tuple[int, ...] = ()
+    path: tuple[int | str, ...] = ()
+    style: str = STYLE_PTDBG
+
+    @property
+    def _sep(self) -> str:
+        return "." if self.style == STYLE_MSPROBE else "_"
+
+    def _split(self) -> tuple[str, str]:
+        """(prefix, op); a ptdbg module_dump name is all prefix (msprobe names always have one)."""
+        head, sep, rest = self.api.partition(self._sep)
+        if sep and (head in KNOWN_PREFIXES or self.style == STYLE_MSPROBE):
+            return head, rest
+        return self.api, ""
 
     @property
     def prefix(self) -> str:
-        head, sep, _ = self.api.partition("_")
-        return head if sep and head in KNOWN_PREFIXES else self.api
+        return self._split()[0]
 
     @property
     def op(self) -> str:
-        head, sep, rest = self.api.partition("_")
-        return rest if sep and head in KNOWN_PREFIXES else ""
+        return self._split()[1]
+
+    def _call(self, direction: str) -> str:
+        if self.style != STYLE_MSPROBE:
+            return f"{self.api}_{self.index}_{direction}"
+        if self.api.startswith("Module."):
+            return f"{self.api}.{direction}.{self.index}"
+        return f"{self.api}.{self.index}.{direction}"
 
     @property
     def call(self) -> str:
-        """The call this entry belongs to, e.g. ``Torch_add_0_forward``."""
-        return f"{self.api}_{self.index}_{self.direction}"
+        """The call this entry belongs to, e.g. ``Torch_add_0_forward``, ``Torch.add.0.forward``."""
+        return self._call(self.direction)
+
+    @property
+    def forward_call(self) -> str:
+        """The forward call of the same index (for a backward entry: the call it differentiates)."""
+        return self._call(FORWARD)
+
+    @property
+    def label(self) -> str:
+        """The call without its direction, e.g. ``Torch_add_0`` (the module sidecar's key)."""
+        return f"{self.api}{self._sep}{self.index}"
 
     @property
     def arg(self) -> str:
         """The argument part after the call, e.g. ``input.0.1`` or ``output``."""
         return self.kind + "".join(f".{k}" for k in self.path)
 
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What names the same tensor in both grammars: (prefix, op, index, direction, kind, path).
+
+        ptdbg names a single forward output ``output``, msprobe ``output.0``.
+        """
+        path = self.path
+        if not path and self.kind == OUTPUT and self.style != STYLE_MSPROBE:
+            path = (0,)
+        return (*self._split(), self.index, self.direction, self.kind, path)
+
     def __str__(self) -> str:
-        return f"{self.call}_{self.arg}"
+        if self.style != STYLE_MSPROBE:
+            return f"{self.call}_{self.arg}"
+        if self.kind == PARAMS_GRAD:
+            return f"{self.api}.{PARAMS_GRAD}.{self.index}" + "".join(f".{k}" for k in self.path)
+        return f"{self.call}.{self.arg}"
 
 
 def parse_name(name: str) -> EntryName | None:

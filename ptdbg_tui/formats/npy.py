@@ -53,6 +53,15 @@ def npy_path(npy_dir: str | os.PathLike[str], name: str) -> str:
     return os.path.join(npy_dir, f"{name}.npy")
 
 
+def open_error(e: OSError, name: str) -> str:
+    """Why a dump file could not be opened, for the user (tensor file readers share it)."""
+    if isinstance(e, FileNotFoundError):
+        return f"Dump file: {name} not found."
+    if isinstance(e, IsADirectoryError):
+        return f"Dump file: {name} is a directory."
+    return f"Dump file {name} cannot be read ({e.strerror})."
+
+
 def _name(path: str | os.PathLike[str]) -> str:
     return os.path.basename(os.fspath(path))
 
@@ -94,12 +103,8 @@ def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHe
             return _read_fd(fd, st.st_size, path, data_limit)
         finally:
             os.close(fd)
-    except FileNotFoundError:
-        raise NpyError(f"Dump file: {_name(path)} not found.") from None
-    except IsADirectoryError:
-        raise NpyError(f"Dump file: {_name(path)} is a directory.") from None
     except OSError as e:
-        raise NpyError(f"Dump file {_name(path)} cannot be read ({e.strerror}).") from None
+        raise NpyError(open_error(e, _name(path))) from None
 
 
 def _read_fd(fd: int, size: int, path: str | os.PathLike[str],

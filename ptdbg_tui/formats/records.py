@@ -15,6 +15,9 @@ from typing import Any
 from ptdbg_tui.formats.files import safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
+#: dtype of a record that holds no value (msprobe's ``null``).
+NONE_DTYPE = "None"
+
 #: One stack frame: file, line number (a string, as the original writes it), function, source.
 Frame = tuple[str, str, str, "str | None"]
 
@@ -26,15 +29,20 @@ class TensorRecord:
     name: str
     dump_step: int
     dtype: str
-    shape_raw: Any  # JSON list for tensors; the string "[]" for Python scalars
+    shape_raw: Any  # JSON list for tensors; a string for Python values ("[]"); None for no value
     stats: list[Any]  # raw JSON values, 3 (legacy) or 4 elements
     entry: EntryName | None
     line: int = 0  # 1-based line number in its pkl
     order: int = 0  # position among the tensor records of its file
+    #: The tensor file's name in the dump's data folder: ``None`` for ptdbg's ``name + ".npy"``,
+    #: ``""`` when there is none (msprobe records Python values, and statistics only, without one).
+    data_name: str | None = None
+    requires_grad: bool | None = None  # msprobe records it; ptdbg does not
+    md5: str | None = None  # msprobe's checksum of the data (CRC-32, or xor in its xor mode)
 
     @property
     def is_scalar(self) -> bool:
-        return isinstance(self.shape_raw, str) or self.dtype.startswith("<class")
+        return not isinstance(self.shape_raw, list) or self.dtype.startswith("<class")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -60,6 +68,18 @@ class TensorRecord:
     @property
     def call(self) -> str:
         return self.entry.call if self.entry else self.name
+
+    @property
+    def data_file(self) -> str | None:
+        """File name of the tensor data in the dump's data folder; ``None`` when there is none."""
+        if self.data_name is None:
+            return f"{self.name}.npy"
+        return self.data_name or None
+
+    @property
+    def is_none(self) -> bool:
+        """A ``null`` where a value could be (msprobe: a backward input that takes no gradient)."""
+        return self.dtype == NONE_DTYPE
 
 
 @dataclass(slots=True)

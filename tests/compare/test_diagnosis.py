@@ -41,7 +41,8 @@ def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
     # the backward stack shows loss.backward(); the forward call's site is what the user needs
     assert culprit.site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
-    assert "model.py:43" in culprit.text and diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT}:")
+    assert "model.py:43" in culprit.text
+    assert diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT} (backward):")
 
 
 def test_advisor_names_the_culprit_with_its_csv_line(tmp_path):
@@ -52,7 +53,7 @@ def test_advisor_names_the_culprit_with_its_csv_line(tmp_path):
     assert worst.name.startswith("VF_lstm_0_backward_output.")
     line = next(i for i, r in enumerate(rows) if r is worst) + 2
     assert lines[:2] == [f"Line: {line}", f"Suspect Nodes: {worst.name}"]
-    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward: introduces error — inputs ")
+    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward (backward): introduces error — inputs ")
 
 
 def _rows(record, statuses: dict[str, Status]) -> list[Row]:

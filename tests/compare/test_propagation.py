@@ -202,3 +202,13 @@ def test_dtype_floors_and_trim_counts():
     assert unit_roundoff("torch.float32") == 2.0**-24 and unit_roundoff("torch.int32") == 0
     assert floor_of("torch.bfloat16", "torch.float32") == 2.0**-8
     assert trim_count(8) == 0 and trim_count(64) == 4 and trim_count(1 << 20) == 8 + 1024
+
+
+def test_a_few_wrong_elements_of_a_continuous_op_are_a_fault(calls):
+    x = RNG.standard_normal(4096).astype(np.float32)
+    y = np.tanh(x)
+    bad = y.copy()
+    bad[-5:] = 0  # the last partial tile left unwritten
+    calls.call("Torch_tanh", 0, "forward", [(_noisy(x), x)], [(bad, y)])
+    assert calls.row("Torch_tanh_0_forward_output.0").result.errors.robust < 1e-6  # trimming would hide it
+    assert calls.suspects() == [("Torch_tanh_0_forward", GROWTH)]

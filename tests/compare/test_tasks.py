@@ -54,7 +54,7 @@ def test_missing_npy_is_an_error_row(record, dirs):
 @pytest.mark.parametrize(("damage", "words"), [
     (lambda p: p.write_bytes(p.read_bytes()[:-8]), "truncated"),
     (lambda p: p.write_bytes(b"\x00garbage" * 20), "not a valid npy"),
-    (lambda p: np.save(p, np.ones(4, np.float32)), "holds shape [4] but the pkl records [3]"),
+    (lambda p: np.save(p, np.ones(4, np.float32)), "holds shape [4] but the dump records [3]"),
 ])
 def test_bad_npy_is_an_error_row(record, dirs, damage, words):
     row = _row(record, np.ones(3, np.float32), np.ones(3, np.float32), dirs)
@@ -66,7 +66,7 @@ def test_bad_npy_is_an_error_row(record, dirs, damage, words):
 def test_no_npy_dir_is_an_error(record, dirs):
     row = _row(record, np.ones(3, np.float32), np.ones(3, np.float32), dirs)
     r = run_task(task_for(row, dirs[0], None))
-    assert r.status is Status.ERROR and "No npy data directory" in r.message
+    assert r.status is Status.ERROR and "No tensor data directory" in r.message
 
 
 def test_big_chunked_file_with_nan_mismatch(record, dirs):

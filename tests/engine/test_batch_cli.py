@@ -40,7 +40,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
     first = out.splitlines()[0]
     assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
     assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
-    assert "Culprit: VF_lstm_0_backward: introduces error — inputs " in out
+    assert "Culprit: VF_lstm_0_backward (backward): introduces error — inputs " in out
     assert f"CSV: {path}" in out
     suspects = path.with_name(path.name.replace("compare_result", "suspects"))
     assert f"suspects: {suspects}" in out
@@ -83,7 +83,7 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
     (["{tmp}/missing", "{bench}"], "no such file or directory"),
     (["{npu}", "{bench}", "--step", "4"], "no NPU and bench rank dumps pair up for step 4"),
     (["{npu}", "{bench}", "--jobs", "0"], "--jobs must be at least 1"),
-    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file or a dump directory"),
+    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file, an msprobe dump.json or a dump directory"),
 ])
 def test_unusable_inputs_exit_2_with_one_line(seed, tmp_path, capsys, args, words):
     (tmp_path / "notadump.txt").write_text("x")

@@ -1,0 +1,109 @@
+"""Throughput of ``ptdbg-tui compare`` on an msprobe tensor dump pair, against msprobe's own compare,
+measured in the same run (target: >= 10x).
+
+Writes a pair in msprobe's layout (``step0/proc<pid>/dump.json`` + ``dump_tensor_data/*.pt``, the tensors
+saved with ``torch.save`` as msprobe saves them: fp32, fp16, bf16, from a few elements to 32M; >= 1 GB of
+``.pt`` in total) into a temporary folder, then times, alternately, from a warm page cache:
+
+* ours: ``ptdbg-tui compare NPU BENCH --jobs N`` (start-up, dump.json, the metric pool and the CSV);
+* msprobe: ``msprobe compare -tp NPU/step0 -gp BENCH/step0 -o OUT`` with its defaults, where the
+  ``msprobe`` command is found (``--msprobe PATH``, else on PATH). Where it is not, that baseline is
+  skipped and the script says so.
+
+Needs torch (the ``dump`` extra) to write the files; peak RSS is sampled over each process tree.
+
+    python bench/msprobe_throughput.py [--jobs 2] [--gb 1.1] [--repeat 2] [--msprobe PATH] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from compare_throughput import _line, alternate, generated, ours_command, speedup
+
+#: (elements, torch dtype name, count) for about 0.55 GB per side at --gb 1.1.
+MIX = [
+    (32 << 20, "float32", 1),
+    (8 << 20, "float32", 4),
+    (8 << 20, "bfloat16", 4),
+    (4 << 20, "float16", 8),
+    (512 << 10, "float32", 64),
+]
+SMALL = 1000  # tensors of 1..4096 elements
+
+
+def _leaf(t, data_name: str) -> dict[str, object]:
+    x = t.float()
+    return {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape), "Max": x.max().item(),
+            "Min": x.min().item(), "Mean": x.mean().item(), "Norm": x.norm().item(), "requires_grad": False,
+            "data_name": data_name}
+
+
+def generate(root: Path, scale: float, seed: int = 0) -> int:
+    """Write the pair under ``root/npu`` and ``root/bench``; returns the .pt bytes of both sides."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    sides = {side: root / side / "step0" / f"proc{1000 + i}" for i, side in enumerate(("npu", "bench"))}
+    data: dict[str, dict[str, object]] = {side: {} for side in sides}
+    for d in sides.values():
+        (d / "dump_tensor_data").mkdir(parents=True)
+    sizes = [(n, dt) for n, dt, count in MIX for _ in range(max(1, round(count * scale)))]
+    sizes += [(int(torch.randint(1, 4097, (1,), generator=gen)), "float32") for _ in range(SMALL)]
+    for i, (n, dtype) in enumerate(sizes):
+        bench = torch.randn(n, generator=gen)
+        # NPU = bench × (1 + 1e-3·noise): relative errors straddle the 0.001/0.005 ratio thresholds.
+        npu = bench * (1 + 1e-3 * torch.randn(n, generator=gen))
+        entry = f"Functional.linear.{i}.forward"
+        name = f"{entry}.output.0.pt"
+        for side, t in (("npu", npu), ("bench", bench)):
+            t = t.to(getattr(torch, dtype))
+            torch.save(t, sides[side] / "dump_tensor_data" / name)
+            data[side][entry] = {"input_args": [], "input_kwargs": {}, "output": [_leaf(t, name)]}
+    for side, d in sides.items():
+        header = {"task": "tensor", "level": "L1", "framework": "pytorch",
+                  "dump_data_dir": str(d / "dump_tensor_data")}
+        (d / "dump.json").write_text(json.dumps({**header, "data": data[side]}, indent=1))
+        (d / "stack.json").write_text("{}")
+        (d / "construct.json").write_text("{}")
+    return sum(f.stat().st_size for d in sides.values() for f in (d / "dump_tensor_data").iterdir())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--gb", type=float, default=1.1, help=".pt bytes of both sides, about (default 1.1)")
+    p.add_argument("--repeat", type=int, default=2, help="alternate runs of each (default 2)")
+    p.add_argument("--msprobe", default=shutil.which("msprobe"), help="msprobe's command (default: on PATH)")
+    p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
+    args = p.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_msprobe_bench_"))
+    try:
+        t = time.perf_counter()
+        total = generate(root, scale=args.gb / 1.1)
+        print(generated(total, t, root, ".pt"), flush=True)
+        commands = [(ours_command(root, args.jobs), None)]
+        if args.msprobe:
+            commands.append(([args.msprobe, "compare", "-tp", str(root / "npu" / "step0"), "-gp",
+                              str(root / "bench" / "step0"), "-o", str(root / "msprobe_out")], None))
+        (ours, ours_rss), *rest = alternate(commands, args.repeat)
+        print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
+        if not rest:
+            print("msprobe's compare: skipped (no msprobe command found; pass --msprobe PATH)")
+            return
+        ((theirs, theirs_rss),) = rest
+        print(_line("msprobe compare", theirs, theirs_rss, total))
+        print(f"{speedup(ours, theirs)} (target >= 10x); load average now {os.getloadavg()[0]:.2f}")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

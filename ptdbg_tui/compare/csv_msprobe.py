@@ -1,0 +1,182 @@
+"""msprobe's compare CSV (``msprobe compare``, 26.x): its columns and cell formats in its three modes,
+so that a user can diff ours against theirs (msprobe_report.md §2.4–2.8, §9).
+
+- tensors: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, the two thousandth ratios and Data_name;
+- statistics: the four ``… diff`` and ``…RelativeErr`` (``"x%"``) columns;
+- md5 (its md5 and xor modes): NPU MD5 and BENCH MD5.
+
+Every mode has the name/dtype/shape/requires_grad head, the recorded statistics (except md5),
+``Requires_grad Consistent``, ``Result``, ``Err_message`` and ``NPU_Stack_Info``. ``Result`` is
+our verdict in msprobe's words (pass, warning, error) and ``Err_message`` says why; msprobe's own
+Result uses other rules (input-against-output ratios), so these two columns may differ from its.
+Bench-only rows, which msprobe drops, are written with ``N/A`` NPU fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from ptdbg_tui.compare.cells import MSG_PENDING, MSG_SCALAR, NAN, UNSUPPORTED
+from ptdbg_tui.compare.csv_export import write_table
+from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.formats.records import Frame, TensorRecord
+
+#: The name of this CSV flavour (``--format``), the same as the dump format it follows by default.
+CSV_MSPROBE = "msprobe"
+NA = "N/A"
+NO_FILE = "-1"
+_HEAD = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+         "NPU Requires_grad", "Bench Requires_grad"]
+_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
+          "Bench l2norm"]
+_TAIL = ["Requires_grad Consistent", "Result", "Err_message", "NPU_Stack_Info"]
+TENSOR_HEADER = [*_HEAD, "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+                 "Five Thousandths Err Ratio", *_STATS, *_TAIL, "Data_name"]
+STATISTICS_HEADER = [*_HEAD, "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr",
+                     "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", *_STATS, *_TAIL]
+MD5_HEADER = [*_HEAD, "NPU MD5", "BENCH MD5", *_TAIL]
+TENSOR, STATISTICS, MD5 = "tensor", "statistics", "md5"
+_RESULT = {Status.PASS: "pass", Status.FAIL: "error"}  # the rest: warning
+
+
+def mode_of(rows: Sequence[Row], summary: bool) -> str:
+    """msprobe's mode: tensors unless statistics only; md5 when both sides recorded checksums."""
+    if not summary:
+        return TENSOR
+    md5 = any(r.matched and not r.npu.is_scalar and r.npu.md5 and r.bench.md5 for r in rows)
+    return MD5 if md5 else STATISTICS
+
+
+def header(mode: str) -> list[str]:
+    return {TENSOR: TENSOR_HEADER, STATISTICS: STATISTICS_HEADER, MD5: MD5_HEADER}[mode]
+
+
+def _text(value: object) -> str:
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _shape(rec: TensorRecord) -> str:
+    if rec.is_none:
+        return NA
+    return str(rec.shape_raw)
+
+
+def _grad(rec: TensorRecord | None) -> str:
+    return NA if rec is None or rec.requires_grad is None else str(rec.requires_grad)
+
+
+def _head(row: Row) -> list[str]:
+    n, b = row.npu, row.bench
+    return [n.name if n else NA, b.name if b else NA,
+            NA if n is None or n.is_none else n.dtype, NA if b is None or b.is_none else b.dtype,
+            _shape(n) if n else NA, _shape(b) if b else NA, _grad(n), _grad(b)]
+
+
+def _four(rec: TensorRecord) -> list[object]:
+    """Max, Min, Mean, Norm as recorded (``None`` where absent)."""
+    return [*rec.stats[:4], *[None] * (4 - len(rec.stats[:4]))]
+
+
+def _stats(rec: TensorRecord | None) -> list[str]:
+    return [NA] * 4 if rec is None else [_text(v) for v in _four(rec)]
+
+
+def _number(cell: str) -> str:
+    """A metric cell as msprobe prints it: the float, not its 12 decimals; ``unsupported`` for none."""
+    if cell in ("", NAN):
+        return UNSUPPORTED
+    try:
+        return repr(float(cell))
+    except ValueError:
+        return cell
+
+
+def _tensor_cells(row: Row) -> list[str]:
+    r = row.result
+    n, b = row.npu, row.bench
+    if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
+        return [UNSUPPORTED] * 6
+    cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
+    euc = repr(r.euc_dist) if r.euc_dist is not None and cos != UNSUPPORTED else UNSUPPORTED
+    return [cos, euc, mae, rel, r1, r5]
+
+
+def _diff(n: object, b: object) -> tuple[str, str]:
+    """``npu - bench`` and ``|diff / bench| × 100 %`` as msprobe prints them."""
+    if n is None and b is None:
+        return "0", "0"
+    if not (isinstance(n, (int, float)) and isinstance(b, (int, float))):
+        return NA, NA
+    diff = n - b
+    if diff != diff:  # NaN
+        return "Nan", "Nan"
+    if diff == 0:
+        return "0", "0"
+    rel = NA if b == 0 else f"{abs(diff / b) * 100!r}%"
+    return _text(float(diff)), rel
+
+
+def _statistics_cells(row: Row) -> list[str]:
+    n, b = row.npu, row.bench
+    if n is None or b is None:
+        return [NA] * 8
+    pairs = [_diff(x, y) for x, y in zip(_four(n), _four(b), strict=True)]
+    return [d for d, _ in pairs] + [r for _, r in pairs]
+
+
+def _frame_text(frame: Frame) -> str:
+    path, line, func, source = frame
+    if not line:
+        return path
+    return f"File {path}, line {line}, in {func}, \n {source or ''}"
+
+
+def _stack(row: Row) -> str:
+    return str([_frame_text(f) for f in row.stack.frames]) if row.stack is not None else NA
+
+
+def _result(row: Row) -> tuple[str, str, str]:
+    """Requires_grad Consistent, Result, Err_message."""
+    n, b, r = row.npu, row.bench, row.result
+    grads = (n.requires_grad if n else None, b.requires_grad if b else None)
+    consistent = grads[0] == grads[1] or (row.matched and None in grads)  # a side that does not say agrees
+    if r is None:
+        return str(consistent), "", json.dumps([MSG_PENDING])
+    word = _RESULT.get(r.status, "warning")
+    messages = [m for m in r.message.split("; ") if m and m != MSG_SCALAR]
+    if r.status is not Status.PASS and r.reason:
+        messages.insert(0, f"{word}: {r.reason}")
+    return str(consistent), word, json.dumps(messages, ensure_ascii=False)
+
+
+def _data_name(rec: TensorRecord | None) -> str:
+    if rec is None:
+        return NA
+    return rec.data_file or NO_FILE
+
+
+def csv_row(row: Row, mode: str) -> list[str]:
+    """One line in :func:`header` order."""
+    cells = _head(row)
+    if mode == TENSOR:
+        cells += _tensor_cells(row)
+    elif mode == STATISTICS:
+        cells += _statistics_cells(row)
+    else:
+        cells += [(rec.md5 or NA) if rec else NA for rec in (row.npu, row.bench)]
+    if mode != MD5:
+        cells += _stats(row.npu) + _stats(row.bench)
+    cells += [*_result(row), _stack(row)]
+    if mode == TENSOR:
+        cells.append(str([_data_name(row.npu), _data_name(row.bench)]))
+    return cells
+
+
+def write_msprobe_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, summary: bool = False,
+                      suffix: str = "") -> Path:
+    """Write ``compare_result<suffix>_<ts>.csv`` in msprobe's columns and return its path."""
+    mode = mode_of(rows, summary)
+    return write_table(header(mode), [csv_row(r, mode) for r in rows], out_dir, suffix)

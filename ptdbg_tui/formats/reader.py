@@ -1,0 +1,97 @@
+"""One way to read a rank dump whatever its format: what the engine and the batch compare use.
+
+A :class:`DumpReader` follows one rank folder: :meth:`~DumpReader.read` returns the records added
+since the last call (``reset`` when earlier ones are void), :meth:`~DumpReader.read_modules` picks
+up the module structure (ptdbg-tui's sidecar, msprobe's construct.json),
+:meth:`~DumpReader.module_chain` says which ``nn.Module``s a call ran in, and
+:attr:`~DumpReader.producer` which tool wrote the dump, as far as it shows (two tools record some
+tensors differently: see :mod:`ptdbg_tui.compare.matching`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Protocol
+
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
+from ptdbg_tui.formats.msprobe import MsprobeFollower
+from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG, EntryName
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch, PklFollower
+from ptdbg_tui.formats.records import StackRecord
+
+#: The original ptdbg_ascend: its stack lines start in its own hook module.
+ORIGINAL_PTDBG = "ptdbg_ascend"
+_ORIGINAL_FRAME = "/ptdbg_ascend/hook_module/"
+
+
+def producer(fmt: str, stacks: Iterable[StackRecord]) -> str | None:
+    """The tool that wrote a dump of format ``fmt`` with these stacks: ``msprobe``,
+    ``ptdbg_ascend``, ``ptdbg`` (this project's dumper, or the original without stack lines), or
+    ``None`` while no stack says (a pkl without stack lines so far)."""
+    if fmt == STYLE_MSPROBE:
+        return STYLE_MSPROBE
+    for stack in stacks:
+        if stack.frames:
+            return ORIGINAL_PTDBG if _ORIGINAL_FRAME in stack.frames[0][0].replace("\\", "/") else STYLE_PTDBG
+    return None
+
+
+class DumpReader(Protocol):
+    def read(self, final: bool = False) -> PklBatch: ...
+
+    def read_modules(self, final: bool = False) -> bool: ...
+
+    def module_chain(self, entry: EntryName) -> ModuleChain | None: ...
+
+    @property
+    def has_modules(self) -> bool: ...
+
+    @property
+    def producer(self) -> str | None: ...
+
+
+class PklReader:
+    """A ptdbg pkl and, when the project's dumper wrote one, its module sidecar."""
+
+    def __init__(self, dump: RankDump, chunk: int = DEFAULT_CHUNK) -> None:
+        self._pkl = PklFollower(dump.pkl, chunk)
+        self._modules = ModuleFollower(sidecar_path(dump.pkl))
+        self.producer: str | None = None
+
+    def read(self, final: bool = False) -> PklBatch:
+        batch = self._pkl.read(final)
+        if batch.reset:  # a restarted dump: its sidecar starts over too
+            self._modules = ModuleFollower(self._modules.path)
+            self.producer = None
+        if self.producer is None:
+            self.producer = producer(STYLE_PTDBG, batch.stacks)
+        return batch
+
+    def read_modules(self, final: bool = False) -> bool:
+        return bool(self._modules.read(final))
+
+    def module_chain(self, entry: EntryName) -> ModuleChain | None:
+        return self._modules.chains.get(entry.label)
+
+    @property
+    def has_modules(self) -> bool:
+        return bool(self._modules.chains)
+
+
+def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:
+    """The reader for a rank dump's format (``chunk``: bytes a read decodes at most, about)."""
+    return MsprobeFollower(dump.pkl, chunk) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
+
+
+def read_dump(dump: RankDump) -> PklBatch:
+    """Every record of a finished rank dump."""
+    if dump.format == STYLE_MSPROBE:
+        return MsprobeFollower(dump.pkl, math.inf).read(final=True)
+    return PklFollower(dump.pkl).read_all()
+
+
+def mixed_pair(npu: str | None, bench: str | None) -> bool:
+    """Whether two dumps' producers differ (a pkl whose stacks do not say counts as ptdbg's)."""
+    return (npu or STYLE_PTDBG) != (bench or STYLE_PTDBG)
