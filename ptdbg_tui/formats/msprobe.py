@@ -12,8 +12,10 @@ key per level; the row named by its ``data_name`` without the extension where th
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import math
 import os
 import re
 import zlib
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptdbg_tui.formats.files import open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
     BACKWARD,
@@ -33,7 +36,16 @@ from ptdbg_tui.formats.naming import (
     EntryName,
 )
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
-from ptdbg_tui.formats.records import NONE_DTYPE, BadLine, Frame, StackRecord, TensorRecord
+from ptdbg_tui.formats.records import (
+    MAX_DIMS,
+    MAX_NUMEL,
+    NONE_DTYPE,
+    BadLine,
+    Frame,
+    StackRecord,
+    TensorRecord,
+    valid_stat,
+)
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -51,6 +63,8 @@ _API_RE = re.compile(r"^(.+)\.(\d+)\.(forward|backward)$")
 _FRAME_RE = re.compile(r"^File (.*), line (\d+), in (.*?), \n ?(.*)$", re.DOTALL)
 #: Nesting deeper than this is refused (msprobe itself stops at 400 levels).
 MAX_DEPTH = 400
+#: A json file larger than this is refused: it is read whole.
+MAX_JSON_BYTES = 4 << 30
 
 
 def parse_entry(name: str) -> tuple[str, int, str, bool] | None:
@@ -93,9 +107,17 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
     shape = leaf.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
         shape = None
+    elif len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
+        raise ValueError(f"{name}: shape {shape[:8]} is too large to be a tensor's")
+    bad = next((v for v in _stats(leaf) if not valid_stat(v)), None)
+    if bad is not None:
+        raise ValueError(f"{name}: statistic {str(bad)[:40]!r} is not a number")
     data_name = leaf.get("data_name")
+    if isinstance(data_name, str) and data_name and not safe_name(data_name):
+        raise ValueError(f"{name}: data_name {data_name[:80]!r} would lie outside the dump folder")
     grad = leaf.get("requires_grad")
     return TensorRecord(name, 0, str(leaf.get("dtype")), shape, _stats(leaf), entry,
                         data_name=data_name if isinstance(data_name, str) else "",
@@ -259,16 +281,19 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
     """The file's text and identity, ``None`` if it has not changed since ``last`` (or is absent).
 
     Raises :class:`HalfWritten` while the writer holds its lock, OSError for a file that cannot be
-    read.
+    read (not a regular file, or larger than :data:`MAX_JSON_BYTES`).
     """
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the with below; a missing file is no error
+        fd, st = open_regular(path)
     except FileNotFoundError:
         return None
-    with f:
-        ident = _identity(os.fstat(f.fileno()))
+    with os.fdopen(fd, "rb") as f:
+        ident = _identity(st)
         if ident == last:
             return None
+        if st.st_size > MAX_JSON_BYTES:
+            raise OSError(errno.EFBIG, f"is {st.st_size / 2**30:.1f} GiB, more than the "
+                          f"{MAX_JSON_BYTES / 2**30:.0f} GiB read whole", str(path))
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -285,6 +310,8 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
 def parse_json(text: str, name: str) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{name}: JSON nested too deeply to read") from None
     except ValueError as e:
         raise HalfWritten(f"{name} is not complete JSON ({e})") from None
 
@@ -314,13 +341,16 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
                 entries.append((name, value[:-1] if value.endswith(",") else value))
             if isinstance(header, dict):
                 return header, entries
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     data = parse_json(text, DUMP_JSON)
     if not isinstance(data, dict) or not isinstance(data.get("data", {}), dict):
         raise ValueError(f"{DUMP_JSON}: expected an object with a 'data' object")
     header = {k: v for k, v in data.items() if k != "data"}
-    return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
+    try:
+        return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
+    except RecursionError:
+        raise ValueError(f"{DUMP_JSON}: JSON nested too deeply to read") from None
 
 
 class MsprobeFollower:
@@ -338,6 +368,7 @@ class MsprobeFollower:
         self.chains: dict[str, ModuleChain] = {}
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
+        self._errors: dict[str, str] = {}  # the last error of each file that could not be read
 
     def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
         """The new text of one of the folder's files, or ``None`` if unchanged or not ready."""
@@ -348,8 +379,14 @@ class MsprobeFollower:
                 bad.append(BadLine(0, str(e)))
             return None
         except OSError as e:
-            bad.append(BadLine(0, f"{name} cannot be read: {e}"))
+            if name == DUMP_JSON:  # the dump itself: the caller says why it cannot be read
+                raise
+            text = f"{name} cannot be read: {reason(e)}"
+            if self._errors.get(name) != text:  # said once, until it changes
+                self._errors[name] = text
+                bad.append(BadLine(0, text))
             return None
+        self._errors.pop(name, None)
         if got is None:
             return None
         text, self._idents[name] = got
@@ -426,7 +463,7 @@ class MsprobeFollower:
             return
         try:
             values = json.loads("[" + ",".join(text for _, text in take) + "]")
-        except ValueError:  # one is malformed: the others still count
+        except (ValueError, RecursionError):  # one is malformed: the others still count
             values = [_loads(name, text, batch.bad) for name, text in take]
         for (name, _), value in zip(take, values, strict=True):
             if value is _MALFORMED:
@@ -460,6 +497,10 @@ _MALFORMED = object()
 def _loads(name: str, text: str, bad: list[BadLine]) -> Any:
     try:
         return json.loads(text)
-    except ValueError as e:
+    except RecursionError:
+        bad.append(BadLine(0, f"entry {name}: JSON nested too deeply to read"))
+    except json.JSONDecodeError as e:
         bad.append(BadLine(0, f"entry {name}: not valid JSON ({e.msg} at column {e.colno})"))
-        return _MALFORMED
+    except ValueError as e:
+        bad.append(BadLine(0, f"entry {name}: not readable JSON ({e})"))
+    return _MALFORMED

@@ -112,7 +112,10 @@ def stat_value(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an integer beyond float's range
+            return math.copysign(math.inf, v)
     return None
 
 
@@ -122,11 +125,17 @@ MAX_NUMEL = (1 << 63) - 1
 MAX_DIMS = 64
 
 
-def _stat_ok(v: Any) -> bool:
-    """The stat values the original writes (spec §3.4): numbers, ``"Nan"``, ``[]`` (empty or bool
-    tensors); ``null`` where a dumper had none. A number must also fit a float."""
-    if v is None or v == [] or v == "Nan" or isinstance(v, (bool, float)):
+#: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
+_STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+
+
+def valid_stat(v: Any) -> bool:
+    """The stat values dumps hold (spec §3.4): numbers, ``"Nan"`` (and msprobe's non-finite words),
+    ``[]`` (empty or bool tensors); ``null`` where a dumper had none. A number must also fit a float."""
+    if v is None or v == [] or isinstance(v, (bool, float)):
         return True
+    if isinstance(v, str):
+        return v.lower() in _STAT_WORDS
     return isinstance(v, int) and abs(v) <= 1.7976931348623157e308
 
 
@@ -166,7 +175,7 @@ def decode_value(value: Any, line: int = 0) -> Record:
             return BadLine(line, "shape must hold non-negative integers", _short(value))
         if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
             return BadLine(line, f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name))
-    bad_stat = next((v for v in stats if not _stat_ok(v)), None)
+    bad_stat = next((v for v in stats if not valid_stat(v)), None)
     if bad_stat is not None or len(stats) > 4:
         what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
         return BadLine(line, f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value))
