@@ -44,6 +44,8 @@ from ptdbg_tui.formats.records import (
     Frame,
     StackRecord,
     TensorRecord,
+    shown,
+    undecodable,
     valid_stat,
 )
 
@@ -61,6 +63,8 @@ _MODULE_RE = re.compile(r"^(Module\..+)\.(forward|backward)\.(\d+)$")
 _PARAMS_GRAD_RE = re.compile(r"^(Module\..+)\.parameters_grad(?:\.(\d+))?$")
 _API_RE = re.compile(r"^(.+)\.(\d+)\.(forward|backward)$")
 _FRAME_RE = re.compile(r"^File (.*), line (\d+), in (.*?), \n ?(.*)$", re.DOTALL)
+#: Surrogate escapes: bytes of a file that were not UTF-8.
+_ESCAPED = re.compile("[\udc80-\udcff]")
 #: Nesting deeper than this is refused (msprobe itself stops at 400 levels).
 MAX_DEPTH = 400
 #: A json file larger than this is refused: it is read whole.
@@ -304,7 +308,10 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
             data = f.read()
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-    return data.decode("utf-8", errors="replace"), ident
+    try:
+        return data.decode("utf-8"), ident
+    except UnicodeDecodeError:  # kept byte-exact as surrogate escapes; shown with U+FFFD (see undecodable)
+        return data.decode("utf-8", errors="surrogateescape"), ident
 
 
 def parse_json(text: str, name: str) -> Any:
@@ -415,7 +422,7 @@ class MsprobeFollower:
         batch.more = bool(self._pending)
         stacks = self._json(STACK_JSON, final, batch.bad)
         if stacks is not None:
-            new = {s.name: s for s in decode_stacks(stacks)}
+            new = {s.name: s for s in map(undecodable, decode_stacks(stacks))}
             batch.stacks = [s for name, s in new.items() if self._stacks.get(name) != s]
             self._stacks = new
         return batch
@@ -425,7 +432,7 @@ class MsprobeFollower:
         data = self._json(CONSTRUCT_JSON, final, [])
         if data is None:
             return False
-        chains = module_chains(data)
+        chains = {shown(k): tuple((shown(q), shown(c)) for q, c in v) for k, v in module_chains(data).items()}
         changed = chains != self.chains
         self.chains = chains
         return changed
@@ -465,10 +472,12 @@ class MsprobeFollower:
             values = json.loads("[" + ",".join(text for _, text in take) + "]")
         except (ValueError, RecursionError):  # one is malformed: the others still count
             values = [_loads(name, text, batch.bad) for name, text in take]
-        for (name, _), value in zip(take, values, strict=True):
+        for (name, text), value in zip(take, values, strict=True):
             if value is _MALFORMED:
                 continue
             records, bad = decode_entry(name, value)
+            if _ESCAPED.search(name) or _ESCAPED.search(text):
+                records = [undecodable(r) for r in records]
             for rec in records:
                 rec.order = self.tensor_count
                 self.tensor_count += 1

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ptdbg_tui.formats.files import open_regular
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, decode_line, decode_value
+from ptdbg_tui.formats.records import (
+    BadLine,
+    StackRecord,
+    TensorRecord,
+    decode_line,
+    decode_value,
+    undecodable,
+)
 
 T = TypeVar("T")
 
@@ -97,9 +104,19 @@ class LineFollower:
 
 
 def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
-                 from_text: Callable[[str, int], T | None]) -> list[T | None]:
-    """Decode complete JSON lines; ``first`` is the 1-based number of the first line."""
-    lines = data.decode("utf-8", errors="replace").split("\n")
+                 from_text: Callable[[str, int], T | None],
+                 repair: Callable[[T], T] | None = None) -> list[T | None]:
+    """Decode complete JSON lines; ``first`` is the 1-based number of the first line.
+
+    Bytes that are not UTF-8 are kept as surrogate escapes, and ``repair`` then makes each result
+    safe to show while what names files keeps the exact bytes (see :func:`records.undecodable`)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="surrogateescape" if repair else "replace")
+    else:
+        repair = None
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     numbers = [first + i for i, ln in enumerate(lines) if ln.strip()]
@@ -107,9 +124,10 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
         values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
-        return [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
+        out = [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        return [from_text(ln, first + i) for i, ln in enumerate(lines)]
+        out = [from_text(ln, first + i) for i, ln in enumerate(lines)]
+    return out if repair is None else [None if r is None else repair(r) for r in out]
 
 
 @dataclass
@@ -150,7 +168,7 @@ class PklFollower:
         if chunk.too_long:
             batch.bad.append(BadLine(chunk.first_line,
                                      f"line longer than {self._lines.chunk} bytes, skipped"))
-        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line):
+        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count
                 self.tensor_count += 1

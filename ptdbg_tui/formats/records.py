@@ -201,6 +201,37 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     return decode_value(value, line)
 
 
+def shown(text: str) -> str:
+    """A text read with surrogate escapes as it can be shown: each undecodable byte as U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def undecodable(record: Record) -> Record:
+    """A record from bytes that are not UTF-8 (read with surrogate escapes): every text as it can be
+    shown, while a tensor's data file keeps the exact bytes of the name it was saved under."""
+    if isinstance(record, TensorRecord):
+        name = shown(record.name)
+        if name != record.name:
+            if record.data_name is None:
+                record.data_name = f"{record.name}.npy"
+            record.name, record.entry = name, parse_name(name)
+        record.dtype = shown(record.dtype)
+        if isinstance(record.shape_raw, str):
+            record.shape_raw = shown(record.shape_raw)
+        record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
+    elif isinstance(record, StackRecord):
+        record.name = shown(record.name)
+        record.frames = [(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+                         for f, n, fn, src in record.frames]
+    else:
+        record.reason, record.text = shown(record.reason), shown(record.text)
+    return record
+
+
 def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any]) -> str:
     """One tensor line, byte-compatible with the original's ``json.dumps`` output."""
     return json.dumps([name, dump_step, [], dtype, shape, stats])
