@@ -34,9 +34,9 @@ from ptdbg_tui.formats.layout import (
     RankDump,
     discover,
     no_dump_message,
-    npy_note,
     pair_dumps,
     scan,
+    statistics_only_note,
     unpaired_notes,
 )
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
@@ -168,7 +168,7 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
     pairs, notes = _pairs(npu_path, bench_path, step, rank)
     if not summary:
         notes += [f"{n.label} vs {b.label}: statistics only — {note}" for n, b in pairs
-                  for note in (npy_note(n), npy_note(b)) if note]
+                  if (note := statistics_only_note(n, b))]
     outcomes = _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
                                for n, b in pairs], match, summary, jobs, progress)
     outcomes.notes[:0] = notes
@@ -187,6 +187,7 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
         for n, b, nn, bn in pairs:
             try:
                 outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
             except Exception as e:  # one pair's fault must not lose the others' rows
                 outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
         if not outcomes:
@@ -198,6 +199,12 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {_fault(e)}")
     return outcomes
+
+
+def _empty_sides(o: PairOutcome) -> list[str]:
+    return [f"the {role} dump file {dump.pkl} holds no entries" for role, dump, count in
+            (("NPU", o.npu, sum(r.npu is not None for r in o.rows)),
+             ("bench", o.bench, sum(r.bench is not None for r in o.rows))) if not count]
 
 
 def _fault(e: Exception) -> str:

@@ -28,9 +28,9 @@ from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
     no_dump_message,
-    npy_note,
     pair_dumps,
     scan,
+    statistics_only_note,
     steps_and_ranks,
     unpaired_notes,
 )
@@ -218,10 +218,9 @@ class LiveEngine:
             if state is not None:  # the bench changed: same tree node, everything recomputed
                 new.emitted = state.emitted
             self._pairs[info.key] = new
-            for d in (n, b):
-                note = npy_note(d) if d is not None and not o.summary else None
-                if note:
-                    self._note(f"{info.label}: statistics only — {note}")
+            note = None if o.summary else statistics_only_note(n, b)
+            if note:
+                self._note(f"{info.label}: statistics only — {note}")
         used = {s.dump.pkl for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
         self._sides = {pkl: side for pkl, side in self._sides.items() if pkl in used}
 
@@ -286,6 +285,11 @@ class LiveEngine:
                 continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
+            now = time.monotonic()
+            for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
+                if side is not None and not side.tensors and not side.error and (
+                        static or side.quiet(now, self.options.quiet_s)):
+                    self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
         self._progress(done=due is None)
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
             self._noted &= self._noted_now

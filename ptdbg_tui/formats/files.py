@@ -16,13 +16,14 @@ import stat
 #: file name can hold.
 _NOT_IN_NAMES = ("/", "\\", "\0")
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
 def file_kind(mode: int) -> str:
-    """What a non-regular file is, in words."""
-    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
+    """What a file is, in words."""
+    return next((word for test, word in _KINDS if test(mode)), "an unknown kind of file")
 
 
 def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:

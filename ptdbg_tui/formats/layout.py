@@ -234,6 +234,17 @@ def npy_note(dump: RankDump) -> str | None:
     return f"npy folder {dump.npy_dir} is {file_kind(mode)}, not a folder"
 
 
+def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
+    """Why a pair can compare statistics only when that looks unintended: a data folder that is
+    something else or named otherwise, or one side without the data folder the other has."""
+    notes = [f"{role}: {note}" for role, d in (("NPU", npu), ("bench", bench))
+             if d is not None and (note := npy_note(d))]
+    if not notes and bench is not None and npu.has_npy != bench.has_npy:
+        role, missing = ("bench", bench) if npu.has_npy else ("NPU", npu)
+        notes.append(f"the {role} dump has no data folder {missing.npy_dir}")
+    return "; ".join(notes) or None
+
+
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:
     steps = sorted({d.step for d in dumps}, key=lambda s: -1 if s is None else s)
     ranks = sorted({d.rank for d in dumps}, key=lambda r: -1 if r is None else r)
