@@ -72,8 +72,8 @@ class PtdbgApp(App[None]):
         self.engine = LiveEngine(self.npu, self.bench, self.options, self._engine_news)
         self.call_tree = CallTree(self.model, id="calls")
         self.detail = DetailPanel(self.model, id="detail")
-        self.progress_line = Static(id="progress")
-        self.diagnosis_bar = Static(id="diagnosis")
+        self.progress_line = Static(id="progress", markup=False)  # paths and names, never markup
+        self.diagnosis_bar = Static(id="diagnosis", markup=False)
         self.search_box = Input(placeholder="search entry names (Enter: next match, Esc: close)", id="search")
         self.filter_index = 0
         self._draining = False
@@ -152,7 +152,7 @@ class PtdbgApp(App[None]):
                 return
             self.model.load(update)
             for text in update.notices:
-                self.notify(text, severity="warning", timeout=6)
+                self.notify(text, severity="warning", timeout=6, markup=False)  # paths, JSON: not markup
         start = time.perf_counter()
         more = True
         while more and time.perf_counter() - start < SLICE_S:
@@ -253,10 +253,10 @@ class PtdbgApp(App[None]):
             return
         node, count = self.model.search(text, self._position())
         if node is None:
-            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3)
+            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3, markup=False)
             return
         self._go(node)
-        self.notify(f"{count:,} entries match {text!r}.", timeout=2)
+        self.notify(f"{count:,} entries match {text!r}.", timeout=2, markup=False)
 
     def on_key(self, event) -> None:
         box = self.search_box
@@ -298,7 +298,8 @@ class PtdbgApp(App[None]):
         target = self.call_tree.cursor_node
         if target is not None and target.allow_expand and not target.is_expanded:
             target.expand()
-        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3)
+        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3,
+                    markup=False)
 
     def action_culprit(self) -> None:
         self._walk_suspects(1)
@@ -332,11 +333,12 @@ class PtdbgApp(App[None]):
         try:
             written = export_pairs(pairs, request.path, request.stack, self.csv_format)
         except (OSError, ValueError) as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8)
+            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8,
+                                  markup=False)
             return
         note = f" ({pending:,} rows not compared yet)" if pending else ""
         names = ", ".join(str(p) for p in written)
-        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6)
+        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6, markup=False)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
