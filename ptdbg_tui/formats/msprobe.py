@@ -179,27 +179,40 @@ def _suffix(path: Path_) -> str:
 
 
 def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | None]:
-    """The records of one dump.json entry (and why not, for an entry that cannot be read)."""
+    """The records of one dump.json entry (and why not, for an entry or a value that cannot be read:
+    a bad value costs only its own record)."""
     if not isinstance(value, dict):
         return [], BadLine(0, f"entry {name}: expected an object, got {type(value).__name__}")
     parsed = parse_entry(name)
     out: list[TensorRecord] = []
+    refused: list[str] = []
+
+    def add(built: str, leaf: dict[str, Any] | None, entry: EntryName | None) -> None:
+        try:
+            out.append(_record(built, leaf, entry))
+        except ValueError as e:
+            refused.append(str(e))
+
     try:
         if parsed is None:  # not a call: keep its values, unplaced
-            out += [_record(name + _suffix(path), leaf, None) for path, leaf in _leaves(value)]
+            for path, leaf in _leaves(value):
+                add(name + _suffix(path), leaf, None)
         elif parsed[3]:  # parameter gradients: {param: [tensor]}, the list not indexed
             api, index, direction, _ = parsed
             for path, leaf in _leaves(value, index_lists=False):
-                entry = EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE)
-                out.append(_record(name + _suffix(path), leaf, entry))
+                add(name + _suffix(path), leaf,
+                    EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE))
         else:
             api, index, direction, _ = parsed
             for section, kind in _SECTIONS:
                 for path, leaf in _leaves(value.get(section)) if section in value else ():
-                    entry = EntryName(api, index, direction, kind, path, STYLE_MSPROBE)
-                    out.append(_record(f"{name}.{kind}{_suffix(path)}", leaf, entry))
+                    add(f"{name}.{kind}{_suffix(path)}", leaf,
+                        EntryName(api, index, direction, kind, path, STYLE_MSPROBE))
     except (ValueError, RecursionError) as e:
-        return out, BadLine(0, f"entry {name}: {e}")
+        refused.append(str(e))
+    if refused:
+        more = f" (+{len(refused) - 1} more values)" if len(refused) > 1 else ""
+        return out, BadLine(0, f"entry {name}: {refused[0]}{more}")
     return out, None
 
 

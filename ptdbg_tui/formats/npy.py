@@ -112,7 +112,9 @@ def _read_fd(fd: int, size: int, path: str | os.PathLike[str],
     head = os.read(fd, size if size <= _PREFIX + data_limit else _PREFIX)  # one read for a small file
     try:
         shape, fortran, dtype, offset, head = _parse(head, lambda n: os.read(fd, n))
-    except (ValueError, EOFError, SyntaxError, TypeError) as e:
+    except OSError:
+        raise
+    except Exception as e:  # numpy's header parser raises many kinds (tokenize's TokenError too)
         raise NpyError(f"Dump file {_name(path)} is not a valid npy file ({e}).") from None
     header = NpyHeader(shape, dtype, fortran, offset)
     if dtype.hasobject:
