@@ -8,7 +8,8 @@ fault), compares each pair with ``compare_dumps`` (default match mode) and print
 the ground truth, our first suspect and the original advisor's pick (the call of the first row
 whose ``Accuracy Reached or Not`` is ``No``), each right or wrong. A fault scenario is right when
 the first suspect is a ground-truth call; a no-fault scenario when nothing is named. For wrong
-ones the top three suspects are printed with their evidence. ``--seeds`` repeats everything with
+ones the top three suspects are printed with their evidence; for a no-fault one, the call that came
+closest to being named (the highest score of any call judged: 1 names it). ``--seeds`` repeats everything with
 other noise seeds; ``--keep DIR`` keeps the dumps (``ptdbg-tui DIR/seedS/NAME/npu DIR/seedS/NAME/bench``).
 """
 
@@ -30,6 +31,7 @@ import torch
 from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
 
 from ptdbg_tui.compare.cells import NO
+from ptdbg_tui.compare.diagnosis import CallEvidence
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
 
@@ -53,6 +55,8 @@ class Verdict:
     scenario: Scenario
     seed: int
     suspects: list[Named]
+    closest: Named | None  # the call judged with the highest score, named or not
+    truth: list[Named]  # the verdicts on the ground-truth calls
     advisor: str | None
     seconds: float
     problem: str = ""  # the scenario itself is broken (its ground truth is not in the dump)
@@ -79,6 +83,22 @@ def suspects_of(outcome: PairOutcome) -> list[Named]:
     return [Named(s.call, s.score, f"[{s.kind}] {s.evidence}") for s in outcome.diagnosis.suspects]
 
 
+def _named(evidence: CallEvidence) -> Named:
+    return Named(evidence.call, evidence.judgement.score if evidence.judgement else math.nan, evidence.text)
+
+
+def closest_of(outcome: PairOutcome) -> Named | None:
+    """The call whose score is highest (a no-fault run's margin: how near the rule came to naming it)."""
+    scored = [_named(e) for e in outcome.diagnosis.calls.values()
+              if e.judgement is not None and not math.isnan(e.judgement.score)]
+    return max(scored, key=lambda n: n.score, default=None)
+
+
+def truth_of(outcome: PairOutcome, scenario: Scenario) -> list[Named]:
+    calls = outcome.diagnosis.calls
+    return [_named(calls[c]) for c in sorted(scenario.truth) if c in calls]
+
+
 def advisor_pick(rows: Sequence[Row]) -> str | None:
     """The original advisor (spec §5.9): the call of the first row, in CSV order, whose
     ``Accuracy Reached or Not`` is ``No``."""
@@ -92,8 +112,8 @@ def run_one(scenario: Scenario, seed: int, root: Path) -> Verdict:
     calls = {row.npu.call for row in outcome.rows if row.npu is not None}
     missing = sorted(c for c in scenario.truth if c not in calls)
     problem = f"ground truth {', '.join(missing)} not in the NPU dump" if missing else ""
-    return Verdict(scenario, seed, suspects_of(outcome), advisor_pick(outcome.rows),
-                   time.perf_counter() - start, problem)
+    return Verdict(scenario, seed, suspects_of(outcome), closest_of(outcome), truth_of(outcome, scenario),
+                   advisor_pick(outcome.rows), time.perf_counter() - start, problem)
 
 
 def _mark(ok: bool) -> str:
@@ -105,13 +125,16 @@ def _short(call: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _fmt(score: float) -> str:
+    return "inf" if math.isinf(score) else f"{score:.3g}"
+
+
 def _score(v: Verdict) -> str:
-    """The first suspect's score (the margin: times the allowed error) and how many more there are."""
+    """The first suspect's score (the margin: times the allowed error) and how many more there are;
+    with none named, the highest score of any call in parentheses."""
     if not v.suspects:
-        return ""
-    score = v.suspects[0].score
-    text = "inf" if math.isinf(score) else f"{score:.3g}"
-    return text + (f" +{len(v.suspects) - 1}" if len(v.suspects) > 1 else "")
+        return f"({_fmt(v.closest.score)})" if v.closest else ""
+    return _fmt(v.suspects[0].score) + (f" +{len(v.suspects) - 1}" if len(v.suspects) > 1 else "")
 
 
 def print_verdict(v: Verdict) -> None:
@@ -125,6 +148,11 @@ def print_verdict(v: Verdict) -> None:
             print(f"    {i}. {s.call} (score {s.score:.3g}): {s.evidence}")
         if len(v.suspects) > TOP:
             print(f"    ... {len(v.suspects) - TOP} more suspect(s)")
+    if not v.ours_right:
+        for t in v.truth:
+            print(f"    truth {t.call} (score {t.score:.3g}): {t.evidence}")
+    if not v.scenario.faulty and v.closest is not None:
+        print(f"    closest: {v.closest.call} (score {v.closest.score:.3g}): {v.closest.evidence}")
 
 
 def header() -> None:
@@ -142,6 +170,20 @@ def summary(verdicts: Sequence[Verdict], label: str) -> str:
     return (f"{label}: faults named right: ours {ours}/{len(faults)}, advisor {adv}/{len(faults)}; "
             f"no-fault runs with a false suspect: ours {ours_false}/{len(clean)}, "
             f"advisor {adv_false}/{len(clean)}")
+
+
+def closest_table(verdicts: Sequence[Verdict], seeds: Sequence[int]) -> None:
+    """Per no-fault scenario, the highest score of any call for each seed (1 names it)."""
+    clean = [v for v in verdicts if not v.scenario.faulty]
+    if not clean:
+        return
+    print(f"\n{'no-fault: highest call score per seed':40s} " + " ".join(f"{f'seed {s}':>8s}" for s in seeds))
+    by_name: dict[str, dict[int, Verdict]] = {}
+    for v in clean:
+        by_name.setdefault(v.scenario.name, {})[v.seed] = v
+    for name, runs in by_name.items():
+        cells = (_fmt(c.score) if (c := runs[s].closest) else NONE for s in seeds)
+        print(f"{name:40s} " + " ".join(f"{c:>8s}" for c in cells))
 
 
 def matrix(verdicts: Sequence[Verdict], seeds: Sequence[int]) -> None:
@@ -197,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             runs.append(v)
         print(summary(runs, f"seed {seed}"))
         verdicts += runs
+    closest_table(verdicts, args.seeds)
     if len(args.seeds) > 1:
         matrix(verdicts, args.seeds)
         print(summary(verdicts, f"\nall seeds ({len(args.seeds)})"))

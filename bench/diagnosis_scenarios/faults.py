@@ -30,6 +30,13 @@ def install(owner: Any, attr: str, make: Make) -> Callable[[], AbstractContextMa
     return lambda: replaced(owner, attr, make)
 
 
+def _showing(out: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``out`` with the values of ``value`` and the gradients of ``out``."""
+    with torch.no_grad():
+        delta = value - out.detach()
+    return out + delta
+
+
 def forward(corrupt: Corrupt) -> Make:
     """The API's output replaced by ``corrupt(output)``; gradients stay those of the true op."""
 
@@ -37,10 +44,26 @@ def forward(corrupt: Corrupt) -> Make:
         def wrong(*args: Any, **kwargs: Any) -> Any:
             out = fn(*args, **kwargs)
             with torch.no_grad():
-                delta = corrupt(out.detach()) - out.detach()
-            return out + delta
+                value = corrupt(out.detach())
+            return _showing(out, value)
 
         return wrong
+
+    return make
+
+
+def recomputed(wrong: Callable[..., torch.Tensor]) -> Make:
+    """The API's output replaced by ``wrong(fn, *args, **kwargs)`` (a wrong formula on the same
+    arguments, ``fn`` the true API); gradients stay those of the true op."""
+
+    def make(fn: Api) -> Api:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            with torch.no_grad():
+                value = wrong(fn, *args, **kwargs)
+            return _showing(out, value)
+
+        return call
 
     return make
 
@@ -72,35 +95,45 @@ def only(make: Make, nth: int | None = None, when: Callable[..., bool] | None = 
 
 
 def scaled(factor: float) -> Make:
-    return forward(lambda out: out * factor)
+    return forward(lambda out: torch.mul(out, factor))  # not `*`: Tensor.__mul__ may be the API replaced
 
 
 def zeros() -> Make:
     return forward(torch.zeros_like)
 
 
-def noisy(scale: float, seed: int = 7) -> Make:
-    """Each output element off by a factor ``1 + scale * u``, ``u`` uniform in [-1, 1]."""
+def jitter(scale: float, seed: int = 7) -> Corrupt:
+    """Each element off by a factor ``1 + scale * u``, ``u`` uniform in [-1, 1]."""
 
     def corrupt(out: torch.Tensor) -> torch.Tensor:
         u = torch.rand(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32)
         return out * (1 + scale * (2 * u - 1)).to(out.dtype)
 
-    return forward(corrupt)
+    return corrupt
 
 
-def softmax_without_max_shift(fn: Api) -> Api:
+def noisy(scale: float, seed: int = 7) -> Make:
+    return forward(jitter(scale, seed))
+
+
+def part(corrupt: Corrupt, index: Any) -> Corrupt:
+    """``corrupt`` on ``out[index]`` only (some channels, some positions); the rest exact."""
+
+    def some(out: torch.Tensor) -> torch.Tensor:
+        wrong = out.clone()
+        wrong[index] = corrupt(out[index])
+        return wrong
+
+    return some
+
+
+@recomputed
+def softmax_without_max_shift(fn: Api, x: torch.Tensor, dim: int | None = None, *args: Any,
+                              **kwargs: Any) -> torch.Tensor:
     """``exp(x) / sum(exp(x))`` without subtracting the row maximum first: a row holding a logit
     above ~88 overflows to inf/inf = NaN in float32."""
-
-    def naive(x: torch.Tensor, dim: int | None = None, *args: Any, **kwargs: Any) -> torch.Tensor:
-        true = fn(x, dim, *args, **kwargs)
-        with torch.no_grad():
-            e = torch.exp(x.detach())
-            delta = e / e.sum(dim=dim, keepdim=True) - true.detach()
-        return true + delta
-
-    return naive
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
 
 
 def mean_over_n_minus_1(fn: Api) -> Api:
@@ -125,17 +158,11 @@ def inplace_not_written(fn: Api) -> Api:
     return lost
 
 
-def affine_dropped(fn: Api) -> Api:
+@recomputed
+def affine_dropped(fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None,
+                   eps: float = 1e-5) -> torch.Tensor:
     """``layer_norm`` that ignores its weight and bias (a fused kernel dropping the affine step)."""
-
-    def plain(x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
-              ) -> torch.Tensor:
-        true = fn(x, shape, weight, bias, eps)
-        with torch.no_grad():
-            delta = fn(x.detach(), shape, None, None, eps) - true.detach()
-        return true + delta
-
-    return plain
+    return fn(x, shape, None, None, eps)
 
 
 def ignore_index_ignored(fn: Api) -> Api:
@@ -144,6 +171,90 @@ def ignore_index_ignored(fn: Api) -> Api:
 
     def wrong(*args: Any, **kwargs: Any) -> torch.Tensor:
         kwargs.pop("ignore_index", None)
+        return fn(*args, **kwargs)
+
+    return wrong
+
+
+def tanh_approximation(fn: Api) -> Api:
+    """``gelu`` computed with the tanh approximation whatever ``approximate`` asks for (a fast-GELU
+    kernel standing in for the erf one): forward and backward follow the approximation, off by
+    up to 4.7e-4 (absolute) in the forward."""
+
+    def fast(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+        return fn(x, approximate="tanh")
+
+    return fast
+
+
+def zero_row(token: int) -> Make:
+    """``embedding`` returning zeros for one token id (a range check that drops the first id of a
+    vocabulary shard)."""
+    return recomputed(lambda fn, tokens, weight, *args, **kwargs:
+                      fn(tokens, weight, *args, **kwargs) * (tokens != token).unsqueeze(-1))
+
+
+def carry_dropped(tile: int) -> Make:
+    """``cumsum`` whose last, partial tile does not add the carry of the tiles before it: the
+    last ``n % tile`` elements along ``dim`` hold the running sum of their own tile only."""
+
+    def wrong(fn: Api, x: torch.Tensor, dim: int, **kwargs: Any) -> torch.Tensor:
+        n = x.shape[dim]
+        start = n - n % tile
+        out = fn(x, dim, **kwargs)
+        out.narrow(dim, start, n - start).copy_(fn(x.narrow(dim, start, n - start), dim, **kwargs))
+        return out
+
+    return recomputed(wrong)
+
+
+def _per_channel_affine(out: torch.Tensor, weight: Any, bias: Any) -> torch.Tensor:
+    """A norm's affine step on dimension 1 (channels)."""
+    shape = [1, -1] + [1] * (out.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+@recomputed
+def unbiased_variance(fn: Api, x: torch.Tensor, running_mean: Any, running_var: Any, weight: Any = None,
+                      bias: Any = None, training: bool = False, momentum: float = 0.1,
+                      eps: float = 1e-5) -> torch.Tensor:
+    """Training-mode ``batch_norm`` normalising by the unbiased batch variance (n - 1) instead of
+    the biased one: every output (before the affine step) smaller by about 1/(2n)."""
+    dims = [d for d in range(x.dim()) if d != 1]
+    mean = x.mean(dims, keepdim=True)
+    var = x.var(dims, unbiased=True, keepdim=True)
+    return _per_channel_affine((x - mean) / torch.sqrt(var + eps), weight, bias)
+
+
+@recomputed
+def interleaved_groups(fn: Api, x: torch.Tensor, groups: int, weight: Any = None, bias: Any = None,
+                       eps: float = 1e-5) -> torch.Tensor:
+    """``group_norm`` whose groups take every ``groups``-th channel (c, c + G, c + 2G, ...) instead
+    of contiguous channels: a channel-blocked layout (Ascend's NC1HWC0) read with the wrong stride."""
+    channels = x.shape[1]
+    order = torch.arange(channels).reshape(-1, groups).t().flatten()
+    normed = fn(x[:, order], groups, None, None, eps)[:, torch.argsort(order)]
+    return _per_channel_affine(normed, weight, bias)
+
+
+@recomputed
+def last_index_off_by_one(fn: Api, x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """``index_select`` reading the row after the one its last index names (a tail off by one)."""
+    shifted = index.clone()
+    shifted[-1] = (shifted[-1] + 1) % x.shape[dim]
+    return fn(x, dim, shifted)
+
+
+def label_smoothing_ignored(fn: Api) -> Api:
+    """``cross_entropy`` that drops ``label_smoothing`` (forward and backward follow this wrong
+    function)."""
+
+    def wrong(*args: Any, **kwargs: Any) -> torch.Tensor:
+        kwargs.pop("label_smoothing", None)
         return fn(*args, **kwargs)
 
     return wrong
@@ -198,3 +309,12 @@ def embedding_last_write_wins(position: int, g: torch.Tensor, tensors: Sequence[
     wrong = torch.zeros_like(g)
     wrong[tokens] = g_out.reshape(len(tokens), -1)
     return wrong
+
+
+def nearest_not_accumulated(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
+                            incoming: Grads) -> torch.Tensor:
+    """Backward of a 2x nearest upsampling that writes instead of adding: each input pixel keeps
+    the gradient of the top-left of its four output pixels instead of their sum."""
+    (g_out,) = incoming
+    assert g_out is not None
+    return g_out[..., ::2, ::2].contiguous()

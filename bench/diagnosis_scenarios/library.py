@@ -13,17 +13,24 @@ arithmetic (BN removes the channel mean; softmax ignores a per-query shift), so 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from diagnosis_scenarios import faults
-from diagnosis_scenarios.faults import backward, install, on_argument, only
+from diagnosis_scenarios.faults import backward, forward, install, on_argument, only, part
 from diagnosis_scenarios.models import (
+    AnchorPicker,
     BiasMlp,
+    CausalMeanPool,
     ConvBnNet,
+    GroupNormNet,
+    GruTagger,
     Mlp,
     Pooler,
+    ResConvNet,
     ResMlp,
     RmsNormNet,
     TinyLm,
@@ -34,6 +41,7 @@ from dumper.faults import faulty, perturbation
 from ptdbg_tui import demo
 
 VOCAB = 40
+LAST_TWO_CHANNELS = (slice(None), [14, 15])  # of 16
 
 
 # --- training steps ------------------------------------------------------------------------------
@@ -50,6 +58,24 @@ def aux_regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> N
 
 def classify(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
     F.cross_entropy(model(x), labels).backward()
+
+
+def classify_smoothed(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
+    F.cross_entropy(model(x), labels, label_smoothing=0.1).backward()
+
+
+def classify_log_softmax_by_hand(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
+    """``log(softmax(logits))`` written out, the loss scaled by a static 1024 (fp16 training)."""
+    logp = torch.log(F.softmax(model(x), dim=-1))
+    (1024.0 * F.nll_loss(logp, labels)).backward()
+
+
+def tagging(model: nn.Module, tokens: torch.Tensor, tags: torch.Tensor) -> None:
+    F.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
+
+
+def picking(model: nn.Module, x: torch.Tensor, anchors: torch.Tensor, labels: torch.Tensor) -> None:
+    F.cross_entropy(model(x, anchors), labels).backward()
 
 
 def language_model(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> None:
@@ -79,8 +105,8 @@ def rmsnorm_net(side: str) -> Workload:
     return Workload(RmsNormNet(), (torch.randn(16, 64), torch.randn(16, 8)), regression)
 
 
-def tiny_lm(side: str, **block: object) -> Workload:
-    tokens = torch.randint(1, VOCAB, (4, 13))
+def tiny_lm(side: str, batch: int = 4, **block: object) -> Workload:
+    tokens = torch.randint(1, VOCAB, (batch, 13))
     tokens[:, -3:] = 0  # padded tail
     return Workload(TinyLm(VOCAB, **block), (tokens[:, :-1], tokens[:, 1:]), language_model)
 
@@ -93,8 +119,8 @@ def res_mlp(side: str) -> Workload:
     return Workload(ResMlp(32, blocks=4), (torch.randn(16, 32), torch.randn(16, 32)), regression)
 
 
-def conv_net(bias_before_bn: bool) -> Workload:
-    return Workload(ConvBnNet(bias_before_bn), (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))), classify)
+def conv_net(bias_before_bn: bool, step: Callable[..., None] = classify) -> Workload:
+    return Workload(ConvBnNet(bias_before_bn), (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))), step)
 
 
 def centernet(side: str) -> Workload:
@@ -118,9 +144,42 @@ def fused_npu_gelu(side: str) -> Workload:
     return tiny_lm(side, depth=2, fused_gelu=side != BENCH)
 
 
+def causal_pool(side: str) -> Workload:
+    return Workload(CausalMeanPool(), (torch.randn(4, 40, 16), torch.randn(4, 40, 4)), regression)
+
+
+def group_norm_net(side: str) -> Workload:
+    return Workload(GroupNormNet(), (torch.randn(2, 3, 8, 8), torch.randint(0, 5, (2,))), classify)
+
+
+def anchor_picker(side: str) -> Workload:
+    return Workload(AnchorPicker(), (torch.randn(4, 12, 16), torch.tensor([0, 3, 7, 10]),
+                                     torch.randint(0, 3, (4,))), picking)
+
+
+def res_conv_net(side: str) -> Workload:
+    return Workload(ResConvNet(), (torch.randn(1, 3, 8, 8), torch.randint(0, 5, (1,))), classify)
+
+
+def gru_tagger(side: str) -> Workload:
+    tokens, tags = torch.randint(0, VOCAB, (2, 10)), torch.randint(0, 6, (2, 10))
+    return Workload(GruTagger(VOCAB), (tokens, tags), tagging)
+
+
+def confident_classifier(side: str) -> Workload:
+    """Logits up to ~±10: the target class of a few samples has a probability of ~3e-4."""
+    model = Mlp([32, 64, 10], nn.ReLU(), gain=3.0)
+    return Workload(model, (torch.randn(16, 32), torch.randint(0, 10, (16,))), classify_log_softmax_by_hand)
+
+
 def is_broadcast_bias(x: object, other: object) -> bool:
     """``x + b`` with a 1-d ``b`` broadcast over a batch of rows."""
     return isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor) and other.dim() == 1 < x.dim()
+
+
+def is_scaling(x: object, other: object) -> bool:
+    """``tensor * number``: attention's score scaling."""
+    return isinstance(x, torch.Tensor) and isinstance(other, float)
 
 
 def _truth(*calls: str) -> frozenset[str]:
@@ -156,6 +215,12 @@ _softmax_nan = Scenario(
     "softmax without the max shift: rows with an attention logit > 88 overflow to inf/inf = NaN",
     lambda side: tiny_lm(side, q_gain=80.0), _truth("Functional_softmax_0_forward"),
     install(F, "softmax", faults.softmax_without_max_shift))
+
+_fp16_softmax = Scenario(
+    "fp16_softmax_backward_5pct",
+    "whole NPU run in fp16; attention softmax's backward perturbed (5%)",
+    tiny_lm, _truth("Functional_softmax_0_backward"),
+    install(F, "softmax", backward(perturbation(0.05, 8))), npu_dtype=torch.float16)
 
 _deep = Scenario(
     "deep_mlp_64_noise",
@@ -241,6 +306,88 @@ FAULTS = [
              "whole NPU run in bf16; GELU's backward drops the x*phi(x) term",
              tiny_lm, _truth("Functional_gelu_0_backward"),
              install(F, "gelu", backward(faults.gelu_without_x_term)), npu_dtype=torch.bfloat16),
+    # approximate, partial and subtle kernels
+    Scenario("gelu_tanh_approximation",
+             "F.gelu computed with the tanh approximation (a fast-GELU kernel) where the bench uses erf: "
+             "forward and backward off by up to 4.7e-4 (absolute), ~2e-4 relative to the tensor",
+             tiny_lm, _truth("Functional_gelu_0_forward", "Functional_gelu_0_backward"),
+             install(F, "gelu", faults.tanh_approximation)),
+    Scenario("conv_two_channels_off",
+             "2nd conv's forward: 2 of its 16 output channels 5% too large (a per-channel scale wrong for "
+             "the last channel block); the BatchNorm after it cancels the error downstream",
+             lambda side: conv_net(False), _truth("Functional_conv2d_1_forward"),
+             install(F, "conv2d", only(forward(part(lambda out: out * 1.05, LAST_TWO_CHANNELS)), nth=1))),
+    Scenario("embedding_zero_token",
+             "embedding forward returns zeros for token id 10 (a vocabulary shard's range check drops its "
+             "first id): 1 of the 48 tokens hit",
+             tiny_lm, _truth("Functional_embedding_0_forward"),
+             install(F, "embedding", faults.zero_row(10))),
+    Scenario("cumsum_last_tile",
+             "cumsum over 40 tokens in tiles of 16: the last 8 positions miss the carry of the first 32",
+             causal_pool, _truth("Torch_cumsum_0_forward"),
+             install(torch, "cumsum", faults.carry_dropped(16))),
+    Scenario("batch_norm_unbiased_variance",
+             "2nd BatchNorm's training forward normalises by the unbiased variance of n = 64 values: every "
+             "normalised output ~0.8% small",
+             lambda side: conv_net(False), _truth("Functional_batch_norm_1_forward"),
+             install(F, "batch_norm", only(faults.unbiased_variance, nth=1))),
+    Scenario("group_norm_interleaved_groups",
+             "2nd group_norm gathers its 4 groups with the wrong channel stride (c, c+4, c+8, c+12 "
+             "instead of 4 neighbours)",
+             group_norm_net, _truth("Functional_group_norm_1_forward"),
+             install(F, "group_norm", only(faults.interleaved_groups, nth=1))),
+    Scenario("attention_scale_by_d",
+             "attention scores multiplied by 1/d instead of 1/sqrt(d) (d = 16) in the one tensor * float "
+             "call: exactly 0.25x, cosine 1.0",
+             tiny_lm, _truth("Tensor___mul___0_forward"),
+             install(torch.Tensor, "__mul__", only(faults.scaled(0.25), when=is_scaling))),
+    Scenario("interpolate_backward_not_accumulated",
+             "backward of a 2x nearest F.interpolate writes instead of adding: each input pixel keeps one "
+             "of its four output gradients",
+             upsampler, _truth("Functional_interpolate_0_backward"),
+             install(F, "interpolate", backward(faults.nearest_not_accumulated))),
+    Scenario("index_select_one_wrong_index",
+             "index_select of 4 anchor tokens reads token 11 for the last anchor (10): the integer index "
+             "is identical on both sides, a quarter of the output wrong",
+             anchor_picker, _truth("Torch_index_select_0_forward"),
+             install(torch, "index_select", faults.last_index_off_by_one)),
+    Scenario("sdpa_backward_key_grad",
+             "fused attention (F.scaled_dot_product_attention, flash attention on the NPU): its backward "
+             "perturbs the key gradient (10%), the query and value gradients exact",
+             lambda side: tiny_lm(side, fused_attention=True),
+             _truth("Functional_scaled_dot_product_attention_0_backward"),
+             install(F, "scaled_dot_product_attention", backward(on_argument(1, perturbation(0.1, 9))))),
+    # the first and the last calls
+    Scenario("first_call_linear_forward",
+             "the model's first call (F.linear on the input) off by up to 1% per element; its inputs "
+             "carry only the noise",
+             res_mlp, _truth("Functional_linear_0_forward"),
+             install(F, "linear", only(faults.noisy(0.01), nth=0))),
+    Scenario("mse_loss_backward_doubled",
+             "mse_loss's backward (the first backward call) returns 2x the gradient; its forward exact",
+             res_mlp, _truth("Functional_mse_loss_0_backward"),
+             install(F, "mse_loss", backward(faults.divided(0.5)))),
+    Scenario("cross_entropy_label_smoothing_ignored",
+             "the loss, the forward's last call, drops label_smoothing=0.1: loss and gradient both wrong",
+             lambda side: conv_net(False, classify_smoothed),
+             _truth("Functional_cross_entropy_0_forward", "Functional_cross_entropy_0_backward"),
+             install(F, "cross_entropy", faults.label_smoothing_ignored)),
+    # whole-run fp16 / bf16
+    Scenario("fp16_attention_exp_overflow",
+             "whole NPU run in fp16; hand-written attention softmax exp(s) / sum exp(s): logits up to ~26 "
+             "overflow exp in fp16 (above 11.1): the Inf origin",
+             lambda side: tiny_lm(side, naive_softmax=True, q_gain=20.0), _truth("Torch_exp_0_forward"),
+             npu_dtype=torch.float16),
+    Scenario("fp16_log_backward_overflow",
+             "whole NPU run in fp16, loss scaled by 1024, log(softmax) by hand: log's backward g/p "
+             "overflows where a target's p is ~3e-4 (the forward finite): the Inf origin is in backward",
+             confident_classifier, _truth("Torch_log_0_backward"), npu_dtype=torch.float16),
+    Scenario("bf16_linear_forward_20pct",
+             "whole NPU run of two transformer blocks in bf16; the 2nd block's output projection (10th "
+             "F.linear) off by up to 20% per element",
+             lambda side: tiny_lm(side, depth=2), _truth("Functional_linear_9_forward"),
+             install(F, "linear", only(faults.noisy(0.2), nth=9)), npu_dtype=torch.bfloat16),
+    _fp16_softmax,
 ]
 
 NO_FAULTS = [
@@ -254,6 +401,15 @@ NO_FAULTS = [
     _lstm.switched_off("the CenterNet-like model (its convs have biases before BatchNorm), noise only"),
     _fused.switched_off("fused F.gelu against its decomposition, no real fault"),
     _softmax_nan.switched_off("attention logits up to ~100 (a saturated softmax), noise only"),
+    Scenario("bf16_transformer_3_layers",
+             "whole NPU run of three transformer blocks, batch 2, in bf16, no fault",
+             lambda side: tiny_lm(side, batch=2, depth=3), npu_dtype=torch.bfloat16),
+    Scenario("resnet_batch1",
+             "a small ResNet with batch 1 (its BatchNorms over 64 and 16 values), fp32, noise only",
+             res_conv_net),
+    _fp16_softmax.switched_off("whole NPU run of a transformer block in fp16, no fault"),
+    Scenario("fp16_gru", "whole NPU run of an embedding-GRU tagger in fp16, no fault", gru_tagger,
+             npu_dtype=torch.float16),
 ]
 
 #: Every scenario by name, faults first.

@@ -138,10 +138,13 @@ class Block(nn.Module):
 
     ``fused_gelu=False`` writes GELU out as ``0.5 * x * (1 + erf(x / sqrt 2))`` (a decomposition
     the other side's fused kernel replaces); ``q_gain`` scales the query projection (large
-    attention logits).
+    attention logits); ``naive_softmax`` writes the attention softmax out as ``exp(s) / sum exp(s)``
+    without the max shift, as hand-written attention code does; ``fused_attention`` calls
+    ``F.scaled_dot_product_attention`` instead (a flash-attention kernel on the NPU).
     """
 
-    def __init__(self, dim: int = 16, fused_gelu: bool = True, q_gain: float = 1.0) -> None:
+    def __init__(self, dim: int = 16, fused_gelu: bool = True, q_gain: float = 1.0,
+                 naive_softmax: bool = False, fused_attention: bool = False) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(dim)
         self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
@@ -150,6 +153,8 @@ class Block(nn.Module):
         self.up = nn.Linear(dim, 2 * dim)
         self.down = nn.Linear(2 * dim, dim)
         self.fused_gelu = fused_gelu
+        self.naive_softmax = naive_softmax
+        self.fused_attention = fused_attention
         self.scale = 1 / math.sqrt(dim)
         for ln in (self.ln1, self.ln2):
             trained_affine(ln)
@@ -161,10 +166,20 @@ class Block(nn.Module):
             return F.gelu(x)
         return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.ln1(x)
+    def softmax(self, scores: torch.Tensor) -> torch.Tensor:
+        if not self.naive_softmax:
+            return F.softmax(scores, dim=-1)
+        e = torch.exp(scores)
+        return e / e.sum(-1, keepdim=True)
+
+    def attention(self, h: torch.Tensor) -> torch.Tensor:
+        if self.fused_attention:
+            return F.scaled_dot_product_attention(self.q(h), self.k(h), self.v(h))
         scores = torch.matmul(self.q(h), self.k(h).transpose(-2, -1)) * self.scale
-        x = x + self.o(torch.matmul(F.softmax(scores, dim=-1), self.v(h)))
+        return torch.matmul(self.softmax(scores), self.v(h))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.o(self.attention(self.ln1(x)))
         return x + self.down(self.gelu(self.up(self.ln2(x))))
 
 
@@ -196,3 +211,104 @@ class BiasMlp(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(torch.tanh(self.fc(x) + self.bias))
+
+
+class CausalMeanPool(nn.Module):
+    """Token features, their running mean over the sequence (``cumsum`` / position, as a causal or
+    streaming encoder pools), a per-token head."""
+
+    def __init__(self, dim: int = 16, out: int = 4) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.proj(x))  # (batch, tokens, dim)
+        counts = torch.arange(1, h.shape[1] + 1, dtype=h.dtype).unsqueeze(-1)
+        return self.head(torch.cumsum(h, dim=1) / counts)
+
+
+class GroupNormNet(nn.Module):
+    """Two conv-GroupNorm-SiLU stages (a diffusion U-Net's ResBlock), average pool, linear."""
+
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.gn1 = nn.GroupNorm(4, 16, eps=1e-6)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.gn2 = nn.GroupNorm(4, 16, eps=1e-6)
+        self.fc = nn.Linear(16, classes)
+        for gn in (self.gn1, self.gn2):
+            trained_affine(gn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.silu(self.gn1(self.conv1(x)))
+        x = F.silu(self.gn2(self.conv2(x)))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class AnchorPicker(nn.Module):
+    """Token features, the features of chosen anchor tokens picked with ``index_select`` (a span
+    or keypoint head), a classifier over the concatenated anchors."""
+
+    def __init__(self, dim: int = 16, anchors: int = 4, classes: int = 3) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.fc = nn.Linear(anchors * dim, classes)
+
+    def forward(self, x: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.proj(x))  # (batch, tokens, dim)
+        return self.fc(torch.index_select(h, 1, anchors).flatten(1))
+
+
+class BasicBlock(nn.Module):
+    """ResNet's basic block: conv-BN-ReLU-conv-BN plus the identity, then ReLU."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        for bn in (self.bn1, self.bn2):
+            trained_affine(bn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(h)))
+
+
+class ResConvNet(nn.Module):
+    """A small ResNet: conv-BN-ReLU stem, a basic block, a strided conv-BN down to half the
+    resolution, another basic block, average pool, linear."""
+
+    def __init__(self, width: int = 8, classes: int = 5) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(width)
+        self.block1 = BasicBlock(width)
+        self.down = nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=False)
+        self.bn_down = nn.BatchNorm2d(2 * width)
+        self.block2 = BasicBlock(2 * width)
+        self.fc = nn.Linear(2 * width, classes)
+        for bn in (self.bn, self.bn_down):
+            trained_affine(bn)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.block1(F.relu(self.bn(self.stem(x))))
+        x = self.block2(F.relu(self.bn_down(self.down(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class GruTagger(nn.Module):
+    """Token embedding, a GRU, a per-token classifier (a sequence tagger)."""
+
+    def __init__(self, vocab: int = 40, dim: int = 16, hidden: int = 32, tags: int = 6) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.gru = nn.GRU(dim, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, tags)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.gru(self.embed(tokens))
+        return self.head(out)

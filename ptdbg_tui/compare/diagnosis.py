@@ -34,6 +34,9 @@ RANDOM_OPS = frozenset({
     "gumbel_softmax",
 })
 MODULE_PREFIX = "Module"
+#: Ops whose gradient is their output times (a function of) the incoming gradient: softmax y·(g − Σg·y),
+#: sigmoid y·(1 − y)·g, exp y·g.
+OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
 _KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output"}
@@ -236,13 +239,30 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     if not outputs:
         return "outputs not compared" if outs else "no outputs recorded"
     operands, missing = _operands(ins, same_kind=True)
+    gains = None
     if entry.direction == BACKWARD:
-        saved, missing_saved = _operands(calls.forward_of(key), same_kind=False)
+        forward = calls.forward_of(key)
+        saved, missing_saved = _operands(forward, same_kind=False)
         operands += saved
         missing = missing or missing_saved
+        gains = _gains(_op(entry), outs, forward)
     if missing and not operands:
         return "inputs not compared"
-    return judge(outputs, operands, _op(entry), partial=missing)
+    return judge(outputs, operands, _op(entry), partial=missing, backward=entry.direction == BACKWARD,
+                 gains=gains)
+
+
+def _gains(op: str, grads: Sequence[Row], forward: Sequence[Row]) -> dict[str, float] | None:
+    """For an op whose gradient is its output times the incoming gradient (:data:`OUTPUT_SCALED`): the
+    forward output's RMS, the size the incoming gradients come out at (softmax's gradient is small because
+    its probabilities are, not because terms cancel)."""
+    if op_name(op) not in OUTPUT_SCALED:
+        return None
+    outputs = [e for r in forward if r.record.entry.kind in OUTPUT_KINDS and (e := _errors(r)) is not None]
+    if len(outputs) != 1 or outputs[0].numel <= 0:
+        return None
+    rms = outputs[0].bench_norm / math.sqrt(outputs[0].numel)
+    return {r.name: rms for r in grads} if rms > 0 and math.isfinite(rms) else None
 
 
 def _call_name(rows: Sequence[Row]) -> str:

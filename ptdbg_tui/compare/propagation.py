@@ -27,7 +27,7 @@ outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitud
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import ErrorMeasures
@@ -85,6 +85,13 @@ EXPONENTIAL = frozenset({
     "binary_cross_entropy_with_logits", "sigmoid", "logsigmoid", "softplus", "pow", "float_power", "elu",
     "selu", "celu", "cosh", "sinh", "tan", "erfinv",
 })
+#: Of those, the ops whose gradient evaluates the exponential again from the saved *input*; the others'
+#: gradients use their saved output, whose error was measured (softmax: y·(g − Σg·y)), so their
+#: backward amplifies nothing more.
+EXPONENTIAL_BACKWARD = frozenset({
+    "cross_entropy", "binary_cross_entropy_with_logits", "logsumexp", "logsigmoid", "softplus", "pow",
+    "float_power", "elu", "selu", "celu", "cosh", "sinh", "tan", "erfinv",
+})
 
 
 #: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
@@ -113,9 +120,9 @@ def flip_allowance(op: str, e_in: float) -> float:
     return math.sqrt(2 * e_in) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
 
 
-def amplification(op: str, inputs: Sequence[Operand]) -> float:
+def amplification(op: str, inputs: Sequence[Operand], backward: bool = False) -> float:
     """κ: how much the op (``softmax``, ``exp_`` …) may amplify its inputs' relative error (1 for most)."""
-    if op_name(op) not in EXPONENTIAL:
+    if op_name(op) not in (EXPONENTIAL_BACKWARD if backward else EXPONENTIAL):
         return 1.0
     sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
     return max(1.0, *sizes)
@@ -151,8 +158,12 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
 
 
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
-          partial: bool = False) -> Judgement | None:
-    """The verdict on one call from its compared outputs and inputs (``None`` without outputs)."""
+          partial: bool = False, backward: bool = False,
+          gains: Mapping[str, float] | None = None) -> Judgement | None:
+    """The verdict on one call from its compared outputs and inputs (``None`` without outputs).
+
+    ``gains``: for a backward call, per output, the factor the op multiplies the incoming gradients by
+    (softmax: its probabilities), at which their absolute error is weighed."""
     if not outputs:
         return None
     e_in = 0.0
@@ -167,14 +178,15 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
-    kappa = amplification(op, inputs)
+    kappa = amplification(op, inputs, backward)
     flips = flip_allowance(op, e_in)
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
-            err, allowed = judge_output(y, e_in, _additive(inputs, y), kappa, flips)
+            gain = gains.get(name, 1.0) if gains else 1.0
+            err, allowed = judge_output(y, e_in, _additive(inputs, y) * gain, kappa, flips)
         score = _score(err, allowed * MARGIN)
         if score > best[0]:
             best = (score, err, allowed * MARGIN, name, y)

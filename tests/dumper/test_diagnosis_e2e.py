@@ -1,7 +1,7 @@
-"""End to end: dump two fault scenarios of ``bench/diagnosis.py`` and check the diagnosis names the
-faulty call (a forward fault and a backward one).
+"""End to end: dump three fault scenarios of ``bench/diagnosis.py`` and check the diagnosis names the
+faulty call (a forward fault, a backward one, and an Inf that starts in a backward call of an fp16 run).
 
-The scenarios are the benchmark's own (``bench/diagnosis_scenarios``); these two are fast (~0.2 s
+The scenarios are the benchmark's own (``bench/diagnosis_scenarios``); these three are fast (~0.2 s
 a pair).
 """
 
@@ -22,6 +22,7 @@ from diagnosis_scenarios import SCENARIOS, dump_pair
 @pytest.mark.parametrize(("name", "direction"), [
     ("interpolate_zeros", "forward"),  # all-zero output: no cosine, the original thresholds see no "No"
     ("conv_weight_grad_only", "backward"),  # only the weight gradient of the 2nd conv is wrong
+    ("fp16_log_backward_overflow", "backward"),  # log's backward overflows in fp16, its forward finite
 ])
 def test_the_diagnosis_names_the_faulty_call(tmp_path: Path, name: str, direction: str) -> None:
     scenario = SCENARIOS[name]
