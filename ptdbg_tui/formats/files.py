@@ -12,10 +12,6 @@ import errno
 import os
 import stat
 
-#: Characters that would make a recorded name a path of its own (``../x``, ``/etc/x``) or that no
-#: file name can hold.
-_NOT_IN_NAMES = ("/", "\\", "\0")
-
 _KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
           (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
@@ -43,8 +39,10 @@ def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
 
 
 def safe_name(name: str) -> bool:
-    """Whether ``name`` can be a file name inside a folder, and only there."""
-    return bool(name) and name not in (".", "..") and not any(c in name for c in _NOT_IN_NAMES)
+    """Whether ``name`` can be a file name inside a folder, and only there: no separator that would
+    make it a path of its own (``../x``, ``/etc/x``), no NUL that no file name can hold."""
+    return (bool(name) and "/" not in name and "\\" not in name and "\0" not in name
+            and name not in (".", ".."))
 
 
 def reason(e: OSError) -> str:
