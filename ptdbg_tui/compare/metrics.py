@@ -146,6 +146,7 @@ class MetricState:
     worst_npu: float = 0.0
     worst_bench: float = 0.0
     histogram: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)  # what the files themselves call for (first part's)
 
     def merge(self, later: MetricState) -> None:
         """Take in the state of the elements that follow this one's."""

@@ -60,11 +60,10 @@ class RankVerdict:
 
 @dataclass(slots=True)
 class CrossRank:
-    """The ranks' verdicts (in the order given), the first divergent one, and notices."""
+    """The ranks' verdicts (in the order given) and the first divergent one."""
 
     verdicts: list[RankVerdict] = field(default_factory=list)
     first: RankVerdict | None = None
-    notices: list[str] = field(default_factory=list)
 
     @property
     def headline(self) -> str:
@@ -81,8 +80,8 @@ class CrossRank:
         return "first divergent rank: none (no rank has a suspect)"
 
     def lines(self) -> list[str]:
-        """The headline, each rank's verdict and the notices, for the report."""
-        return [self.headline, *(f"  {v.text}" for v in self.verdicts), *self.notices]
+        """The headline and each rank's verdict, for the report."""
+        return [self.headline, *(f"  {v.text}" for v in self.verdicts)]
 
 
 def is_collective(api: str) -> bool:
@@ -124,12 +123,9 @@ def _order(v: RankVerdict) -> tuple[int, int, int, int]:
     return (step, v.epoch, v.offset, rank)
 
 
-def cross_rank(views: Sequence[RankView], npu_only: Sequence[str] = (),
-               bench_only: Sequence[str] = ()) -> CrossRank:
-    """Each rank's first suspect and the first divergent rank; ``npu_only``/``bench_only``: labels of
-    rank dumps present on one side only (compared with nothing: a notice each)."""
+def cross_rank(views: Sequence[RankView]) -> CrossRank:
+    """Each rank's first suspect and the first divergent rank (ranks on one side only are not here:
+    the layout's notes name them)."""
     verdicts = [verdict_of(v) for v in views]
     own = [v for v in verdicts if v.suspect is not None and not v.received]
-    notices = [f"  notice: {label} is in the NPU dump only; not compared" for label in npu_only]
-    notices += [f"  notice: {label} is in the bench dump only; not compared" for label in bench_only]
-    return CrossRank(verdicts, min(own, key=_order, default=None), notices)
+    return CrossRank(verdicts, min(own, key=_order, default=None))

@@ -45,6 +45,7 @@ from ptdbg_tui.formats.tensorfile import (
     iter_chunks,
     load_tensor,
     read_tensor,
+    stored_dtypes,
 )
 
 #: Elements read per file access in a task (the metric pass splits them further).
@@ -126,6 +127,32 @@ def _compare_files(task: CompareTask) -> Result:
     if task.npu_path is None or task.bench_path is None:
         return _no_dirs()
     hn, n, hb, b = _headers(task)
+    return _with_notes(_compare_data(task, hn, n, hb, b), _dtype_notes(task, hn, hb))
+
+
+def _dtype_notes(task: CompareTask, hn: TensorHeader, hb: TensorHeader) -> list[str]:
+    assert task.npu_path is not None and task.bench_path is not None
+    return [note for note in (_dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
+                              _dtype_note(task.bench_path, hb.dtype, task.bench_dtype)) if note]
+
+
+def _with_notes(result: Result, notes: Sequence[str]) -> Result:
+    if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
+        result.message = join_messages([result.message, *notes])
+        result.status, result.reason = with_caveat(result.status, result.reason,
+                                                   "a tensor file's dtype differs from the recorded one")
+    return result
+
+
+def _dtype_note(path: str, held: np.dtype, recorded: str) -> str:
+    expected = stored_dtypes(recorded)
+    if expected is None or held.name in expected:
+        return ""
+    return f"Dump file {Path(path).name} holds {held.name} data but the dump records {recorded}."
+
+
+def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader,
+                  b: np.ndarray | None) -> Result:
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order
@@ -179,8 +206,13 @@ def run_part(task: CompareTask, start: int, stop: int) -> PartOutcome:
         whole = (n is not None and b is not None) or hn.fortran or hb.fortran
         pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
         if whole or isinstance(pre, Result):
-            return (run_task(task) if whole else _settle(task, pre)) if start == 0 else None
-        return _accumulate(task, hn, hb, start, stop)
+            if start > 0:
+                return None
+            return run_task(task) if whole else _settle(task, _with_notes(pre, _dtype_notes(task, hn, hb)))
+        state = _accumulate(task, hn, hb, start, stop)
+        if start == 0:
+            state.notes = _dtype_notes(task, hn, hb)
+        return state
     except Exception as e:
         return _settle(task, _failure(e))
 
@@ -197,7 +229,8 @@ def finish_parts(task: CompareTask, parts: Sequence[PartOutcome]) -> Result:
     for later in states[1:]:
         merged.merge(later)
     caveats = dtype_caveats(task.npu_dtype, task.bench_dtype)
-    return _settle(task, merged.result(task.npu_shape, task.npu_dtype, task.bench_dtype, caveats))
+    result = merged.result(task.npu_shape, task.npu_dtype, task.bench_dtype, caveats)
+    return _settle(task, _with_notes(result, merged.notes))
 
 
 def _add_fuzzy(result: Result) -> Result:

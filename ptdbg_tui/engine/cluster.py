@@ -20,7 +20,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from ptdbg_tui.compare.tasks import (
     run_task,
 )
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
-from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
+from ptdbg_tui.formats.layout import RankDump, Scan
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -111,15 +111,9 @@ def probe(dirs: Sequence[str]) -> list[bool]:
     return [readable(d) for d in dirs]
 
 
-def discover_here(roots: Sequence[str]) -> list[list[RankDump] | str]:
-    """Per root: the rank dumps this worker serves, or why there is none."""
-    out: list[list[RankDump] | str] = []
-    for root in roots:
-        try:
-            out.append([d for d in discover(root) if readable(str(d.rank_dir))])
-        except DumpLayoutError as e:
-            out.append(str(e))
-    return out
+def _order(dump: RankDump) -> tuple[int, int, str]:
+    return (dump.step if dump.step is not None else -1, dump.rank if dump.rank is not None else -1,
+            str(dump.pkl))
 
 
 def _where() -> str:
@@ -264,25 +258,28 @@ class ClusterPool:
         return {dirs: sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
                 for dirs in groups}
 
-    def discover(self, roots: Sequence[str]) -> tuple[list[list[RankDump]], list[str]]:
-        """The rank dumps under each root as the workers see them, and, per root nobody serves a dump
-        of, the workers' reasons (empty when found)."""
-        answers: dict[str, list[list[RankDump] | str]] = self.client.run(discover_here, list(roots))
-        found: list[dict[str, RankDump]] = [{} for _ in roots]
-        reasons: list[str] = []
-        for k in range(len(roots)):
-            why = ""
+    def scan(self, roots: Sequence[str],
+             scan_roots: Callable[[Sequence[str]], list[Scan | str]]) -> list[Scan]:
+        """What the workers find below each root (``scan_roots`` runs on every worker: a list of a
+        :class:`~ptdbg_tui.formats.layout.Scan` or the reason for none, per root), merged: every rank
+        dump some worker serves, and the problems met. Raises :class:`ClusterError` when no worker
+        answers."""
+        answers: dict[str, list[Scan | str]] = self.client.run(scan_roots, list(roots), on_error="ignore")
+        if not answers:
+            raise ClusterError(f"no worker of the cluster at {self.address} answered")
+        merged: list[Scan] = []
+        for k, root in enumerate(roots):
+            dumps: dict[str, RankDump] = {}
+            problems: list[str] = []
             for worker in sorted(answers):
                 got = answers[worker][k]
-                if isinstance(got, str):
-                    why = why or got
-                    continue
-                found[k].update((str(d.pkl), d) for d in got)
-            reasons.append("" if found[k] else why or f"{roots[k]}: no worker serves a dump below it")
-        dumps = [sorted(f.values(), key=lambda r: (r.step if r.step is not None else -1,
-                                                   r.rank if r.rank is not None else -1, str(r.pkl)))
-                 for f in found]
-        return dumps, reasons
+                found = Scan([], [got]) if isinstance(got, str) else got
+                dumps.update((str(d.pkl), d) for d in found.dumps)
+                problems += [p for p in found.problems if p not in problems]
+            if not dumps and not problems:
+                problems.append(f"{root}: no worker serves a dump below it")
+            merged.append(Scan(sorted(dumps.values(), key=_order), [] if dumps else problems))
+        return merged
 
     def submit(self, fn: Any, *args: Any, dirs: Sequence[str]) -> Call | None:
         """Run ``fn(*args)`` on a worker that can read every folder of ``dirs`` (a step of the caller's,
@@ -298,10 +295,10 @@ class ClusterPool:
                                          allow_other_workers=False, pure=False)
 
     def gather(self, calls: Sequence[Call]) -> list[Any]:
-        """The values of :meth:`submit`'s calls, in order (a worker's exception is raised here). A call
+        """The values of :meth:`submit`'s calls, in order; a call that raised gives its exception. A call
         whose workers are all lost goes to those that can read its folders now; with none for
         ``reconnect_s``, :class:`ClusterError`."""
-        out = []
+        out: list[Any] = []
         for call in calls:
             orphaned: float | None = None
             while True:
@@ -311,8 +308,9 @@ class ClusterPool:
                     break
                 except TimeoutError:
                     pass
-                except _distributed().KilledWorker as e:
-                    raise ClusterError(f"the workers reading {' and '.join(call.dirs)} died: {e}") from None
+                except Exception as e:  # raised on the worker, or the workers running it died
+                    worker, value = "", e
+                    break
                 with contextlib.suppress(OSError, TimeoutError):  # reconnecting: look again next time
                     if self._live() & set(call.workers):
                         orphaned = None
@@ -327,7 +325,8 @@ class ClusterPool:
                 if time.monotonic() - orphaned >= self.reconnect_s:
                     where = " and ".join(call.dirs)
                     raise ClusterError(f"no worker of the cluster can read {where} any more")
-            self.placements[worker] += 1
+            if worker:
+                self.placements[worker] += 1
             out.append(value)
         return out
 

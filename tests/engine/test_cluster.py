@@ -15,7 +15,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.compare.tasks import CompareTask, run_task  # noqa: E402
-from ptdbg_tui.engine.batch import compare_run, report_text  # noqa: E402
+from ptdbg_tui.engine.batch import compare_dumps, report_text, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
 from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402
@@ -56,13 +56,13 @@ def _workers(cluster) -> dict[str, str]:
 
 
 def _cells(run):
-    return [[(r.name, r.result.cells, r.result.message) for r in o.rows] for o in run.outcomes]
+    return [[(r.name, r.result.cells, r.result.message) for r in o.rows] for o in run]
 
 
 def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
     _, npu, bench = dumps
-    local = compare_run(npu, bench, jobs=1)
-    remote = compare_run(npu, bench, cluster=cluster.scheduler_address)
+    local = compare_dumps(npu, bench, jobs=1)
+    remote = compare_dumps(npu, bench, cluster=cluster.scheduler_address)
     assert _cells(remote) == _cells(local)
     assert remote.ranks.first is not None and remote.ranks.first.view.rank == 1
     assert remote.ranks.headline == local.ranks.headline
@@ -75,7 +75,7 @@ def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
 def test_a_worker_that_cannot_see_a_rank_gets_none_of_its_tasks(cluster, dumps):
     _, npu, bench = dumps
     with ClusterPool(cluster.scheduler_address) as pool:
-        (found, _), _ = pool.discover([str(npu), str(bench)])
+        found = pool.scan([str(npu), str(bench)], scan_roots)[0].dumps
         workers = _workers(cluster)
         rank1 = [str(rank_dir_path(side, 1, step=0)) for side in (npu, bench)]
         assert pool.eligible(rank1) == [workers["far"]]
@@ -159,6 +159,6 @@ def test_the_live_engine_computes_on_the_cluster_and_names_the_rank(cluster, dum
     assert f"Comparing tensors on the Dask cluster {cluster.scheduler_address}." in notices
     head = "First divergent rank: rank1 (step0): Functional_linear_1_forward"
     assert any(n.startswith(head) for n in notices)
-    local = compare_run(npu, bench, jobs=1)
-    for (_, rows), o in zip(engine.pairs(), local.outcomes, strict=True):
+    local = compare_dumps(npu, bench, jobs=1)
+    for (_, rows), o in zip(engine.pairs(), local, strict=True):
         assert [(r.name, r.result.cells) for r in rows] == [(r.name, r.result.cells) for r in o.rows]
