@@ -103,6 +103,8 @@ def _sum_squares(a: np.ndarray) -> float:
     The whole slices go through one stacked ``matmul`` of (1 × n) by (n × 1) rows, which numpy hands to
     the same BLAS dot product slice by slice (the very same floats, a third less time than a Python
     loop of ``np.dot`` calls)."""
+    if a.size <= DOT_SLICE:  # one slice: the same single dot product, without the stacking
+        return float(np.dot(a, a))
     whole = a.size - a.size % DOT_SLICE
     rows = a[:whole].reshape(-1, DOT_SLICE)
     parts = np.matmul(rows[:, None, :], rows[:, :, None]).ravel().tolist()
@@ -110,6 +112,21 @@ def _sum_squares(a: np.ndarray) -> float:
         tail = a[whole:]
         parts.append(float(np.dot(tail, tail)))
     return float(sum(parts))
+
+
+#: Element types :func:`~ptdbg_tui.compare.kernel.fused_pass` reads as they are (float16 as its bits).
+_KERNEL_READS = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
+                 np.dtype(np.float16): np.uint16}
+
+
+def _readable(a: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """``a`` as the fused pass reads it; any other dtype or layout (ints, bool, big-endian, strided)
+    is cast into ``buffer`` first, which the pass then reads and rewrites in place."""
+    kind = _KERNEL_READS.get(a.dtype)
+    if kind is not None and a.flags.c_contiguous:
+        return a.view(kind)
+    np.copyto(buffer, a, casting="unsafe")
+    return buffer
 
 
 def _same_nonfinite(x: np.ndarray, y: np.ndarray) -> bool:
@@ -228,11 +245,11 @@ class MetricAccumulator:
                                  histogram=np.zeros(_N_BINS, dtype=np.int64) if histogram else None)
         self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
         n = max(1, min(chunk, size))
-        self._raw = borrow(n * (8 * 5 + 1))
-        self._x, self._y, self._d, self._t, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
-                                                    for k in range(5))
+        self._raw = borrow(n * (8 * 4 + 1))
+        self._x, self._y, self._d, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
+                                           for k in range(4))
         self._bits = bits.view(np.uint64) if histogram else None
-        self._mask = self._raw[5 * n * 8:5 * n * 8 + n].view(bool)
+        self._mask = self._raw[4 * n * 8:4 * n * 8 + n].view(bool)
         self.offset = offset
 
     def add(self, npu: np.ndarray, bench: np.ndarray) -> None:
@@ -245,24 +262,25 @@ class MetricAccumulator:
     def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
         k = npu.size
         st = self.state
-        x, y, d, t = self._x[:k], self._y[:k], self._d[:k], self._t[:k]
-        np.copyto(x, npu, casting="unsafe")
-        np.copyto(y, bench, casting="unsafe")
-        xx, yy = _sum_squares(x), _sum_squares(y)
-        if not (math.isfinite(xx) and math.isfinite(yy)):  # rare: only now build the masks
+        x, y, d = self._x[:k], self._y[:k], self._d[:k]
+        from ptdbg_tui.compare.kernel import fused_pass  # numba's import takes ~0.3 s: only where used
+
+        bad, top, rel_top, below_1e3, below_5e3 = fused_pass(_readable(npu, x), _readable(bench, y), x, y, d,
+                                                             st.eps, THOUSANDTH, FIVE_THOUSANDTHS)
+        if bad:  # rare: zero the NaN/Inf (counting them) and pass again
             self._zero_nonfinite(x, y)
-            xx, yy = _sum_squares(x), _sum_squares(y)
-        np.subtract(x, y, out=d)
-        dd = _sum_squares(d)
-        np.abs(d, out=d)
-        i = int(d.argmax())
-        top = float(d[i])
+            _, top, rel_top, below_1e3, below_5e3 = fused_pass(x, y, x, y, d, st.eps, THOUSANDTH,
+                                                               FIVE_THOUSANDTHS)
+        xx, yy, dd = _sum_squares(x), _sum_squares(y), _sum_squares(d)  # d = |x - y|: the same squares
         if top > st.max_abs:
+            i = int(d.argmax())
             st.max_abs = top
             st.worst_flat = self.offset + i
             st.worst_npu, st.worst_bench = float(x[i]), float(y[i])
         st.sums.append((xx, yy, dd, self._trim(d, top, dd, self._mask[:k])))
-        self._relative(d, y, t, self._mask[:k])
+        st.max_rel = max(st.max_rel, rel_top)
+        st.pass_1e3 += below_1e3
+        st.pass_5e3 += below_5e3
         if st.histogram is not None and self._bits is not None:
             bits = self._bits[:k]
             np.right_shift(d.view(np.uint64), 52, out=bits)
@@ -285,31 +303,6 @@ class MetricAccumulator:
             largest.partition(largest.size - keep)
             largest = largest[largest.size - keep:]
         return float(np.dot(largest, largest))
-
-    def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
-        """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
-        st = self.state
-        np.abs(y, out=t)
-        np.divide(d, t, out=t)
-        top = float(t.max())
-        if not math.isfinite(top):  # a bench zero (or 0/0): redo with the eps denominator
-            np.abs(y, out=t)
-            np.copyto(t, st.eps, where=t == 0)
-            np.divide(d, t, out=t)
-            top = float(t.max())
-        st.max_rel = max(st.max_rel, top)
-        # Counting passes only where the maximum leaves the answer open (matching data: never).
-        if top < FIVE_THOUSANDTHS:
-            below = t.size
-        else:
-            np.less(t, FIVE_THOUSANDTHS, out=mask)
-            below = int(np.count_nonzero(mask))
-        st.pass_5e3 += below
-        if top < THOUSANDTH:
-            st.pass_1e3 += t.size
-        elif below:
-            np.less(t, THOUSANDTH, out=mask)
-            st.pass_1e3 += int(np.count_nonzero(mask))
 
     def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> None:
         """Zero every position non-finite on either side, counting where they agree and where not."""
@@ -337,6 +330,13 @@ class MetricAccumulator:
                caveats: Sequence[str] = ()) -> Result:
         """The Result once every element was fed (see :meth:`MetricState.result`)."""
         return self.finish().result(shape, npu_dtype, bench_dtype, caveats)
+
+
+def warm_up() -> None:
+    """Load (on a machine's first run: compile) the fused pass for the common dtypes now."""
+    for dtype in (np.float32, np.float16):
+        ones = np.ones(2, dtype)
+        compare_arrays(ones, ones, "torch.float32", "torch.float32", histogram=False)
 
 
 def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,

@@ -9,6 +9,7 @@ checksums (msprobe's md5/xor modes) and Python values, which have no file.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -145,10 +146,17 @@ def _with_notes(result: Result, notes: Sequence[str]) -> Result:
 
 
 def _dtype_note(path: str, held: np.dtype, recorded: str) -> str:
-    expected = stored_dtypes(recorded)
-    if expected is None or held.name in expected:
+    if _holds_recorded(held, recorded):
         return ""
     return f"Dump file {Path(path).name} holds {held.name} data but the dump records {recorded}."
+
+
+@functools.lru_cache(maxsize=256)
+def _holds_recorded(held: np.dtype, recorded: str) -> bool:
+    """Whether a file of ``held`` data may stand for a tensor recorded as ``recorded`` (asked twice a
+    tensor: a dtype's name alone costs microseconds)."""
+    expected = stored_dtypes(recorded)
+    return expected is None or held.name in expected
 
 
 def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader,

@@ -1,0 +1,97 @@
+"""The fused metric pass (numba) against numpy's element-wise operations: the very same floats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ptdbg_tui.compare.kernel import fused_pass
+from ptdbg_tui.compare.metrics import FIVE_THOUSANDTHS, THOUSANDTH, compare_arrays
+
+EPS = 1.1920928955078125e-07
+
+
+def _pair(dtype_n, dtype_b, size=70_001, seed=0):
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(size) * 10.0 ** rng.integers(-3, 4, size)
+    n = b * (1 + 4e-3 * rng.standard_normal(size))  # relative errors on both sides of 1e-3 and 5e-3
+    b[::97] = 0.0  # bench zeros: the eps denominator
+    n[::89] = b[::89]
+    return n.astype(dtype_n), b.astype(dtype_b)
+
+
+def _as_read(a):
+    return a.view(np.uint16) if a.dtype == np.float16 else a
+
+
+def _run(n, b):
+    x, y, d = (np.empty(n.size) for _ in range(3))
+    return fused_pass(_as_read(n), _as_read(b), x, y, d, EPS, THOUSANDTH, FIVE_THOUSANDTHS), x, y, d
+
+
+@pytest.mark.parametrize(("dn", "db"), [(np.float32, np.float32), (np.float16, np.float16),
+                                        (np.float64, np.float64), (np.float16, np.float32)])
+def test_the_pass_gives_numpys_values(dn, db):
+    n, b = _pair(dn, db)
+    (bad, top, rel_top, low, high), x, y, d = _run(n, b)
+    wx, wy = n.astype(np.float64), b.astype(np.float64)
+    wd = np.abs(wx - wy)
+    denominator = np.abs(wy)
+    denominator[denominator == 0] = EPS
+    rel = wd / denominator
+    assert not bad
+    for got, want in ((x, wx), (y, wy), (d, wd)):
+        assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    assert (top, rel_top) == (wd.max(), rel.max())
+    assert (low, high) == (np.count_nonzero(rel < THOUSANDTH), np.count_nonzero(rel < FIVE_THOUSANDTHS))
+    assert 0 < low < high < n.size
+
+
+def test_every_float16_widens_exactly():
+    """All 65,536 float16 bit patterns: zeros, subnormals, normals, infinities and NaN payloads."""
+    h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    (bad, *_), x, _, _ = _run(h, h)
+    assert bad
+    assert np.array_equal(x.view(np.int64), h.astype(np.float64).view(np.int64))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("side", [0, 1])
+def test_any_nan_or_inf_is_found(dtype, value, side):
+    arrays = [np.linspace(-1, 1, 1001).astype(dtype) for _ in range(2)]
+    assert not _run(*arrays)[0][0]
+    arrays[side][517] = value
+    assert _run(*arrays)[0][0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a.astype(np.int32),
+    lambda a: a.astype(">f4"),  # big-endian
+    lambda a: np.repeat(a, 2)[::2],  # strided
+    lambda a: a > 0,
+])
+def test_other_dtypes_and_layouts_are_cast_first(make):
+    n, b = _pair(np.float64, np.float64, size=5_000, seed=1)
+    n, b = make(n * 100), make(b * 100)
+    got = compare_arrays(n, b, "torch.float32", "torch.float32", histogram=False)
+    want = compare_arrays(_direct(n), _direct(b), "torch.float32", "torch.float32", histogram=False)
+    assert (got.cells, got.errors, got.worst_index) == (want.cells, want.errors, want.worst_index)
+
+
+def _direct(a):
+    """The same values as the pass reads them directly: contiguous, native floats (same eps)."""
+    if a.dtype.kind == "f":
+        return np.ascontiguousarray(a, a.dtype.newbyteorder("="))
+    return a.astype(np.float64)
+
+
+def test_nan_and_inf_at_the_same_places_are_set_aside_as_before():
+    n, b = _pair(np.float32, np.float32, size=10_000)
+    n[[3, 50]] = b[[3, 50]] = np.nan
+    n[7] = b[7] = np.inf
+    clean_n, clean_b = n.copy(), b.copy()
+    clean_n[[3, 7, 50]] = clean_b[[3, 7, 50]] = 0
+    got = compare_arrays(n, b, "torch.float32", "torch.float32", histogram=False)
+    want = compare_arrays(clean_n, clean_b, "torch.float32", "torch.float32", histogram=False)
+    assert got.cells == want.cells and "NaN/Inf at the same 3 position(s)" in got.message
