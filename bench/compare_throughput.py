@@ -9,18 +9,24 @@ and bf16-stored-as-fp32) with the format's own RankWriter into a temporary folde
   float64 and computes each metric in its own pass;
 * the read bound: ``np.load`` of every file and nothing else, in as many processes as ours has
   workers (``--jobs``); ours should reach 70% of it;
-* with ``--old REV``: ours at an older commit (a temporary git worktree of it), e.g. ``15e9299``, the
-  last before the diagnosis measures joined the metric pass, to price them (issue 7 allows 10%).
+* with ``--old REV [REV ...]``: ours at older commits (temporary git worktrees), e.g. ``15e9299``, the
+  last before the diagnosis measures joined the metric pass, to price them (issue 7 allows 10%), and
+  ``main`` before the fused pass;
+* the metric pass alone, in one process (one BLAS thread) over every tensor pair already in memory,
+  ours and at each ``--old`` commit, alternately: what the fused numba pass earns (>= 1.5x to carry
+  numba as a dependency);
+* numba's compile time on a first run (an empty cache folder) and its load time from the cache.
 
-Both read the same files from a warm page cache. Peak RSS is sampled from /proc over each
+All read the same files from a warm page cache. Peak RSS is sampled from /proc over each
 process tree (parent + workers summed). The folder is deleted at the end.
 
-    python bench/compare_throughput.py [--jobs 2] [--gb 2.0] [--repeat 3] [--keep DIR] [--old REV]
+    python bench/compare_throughput.py [--jobs 2] [--gb 2.0] [--repeat 3] [--keep DIR] [--old REV ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -116,6 +122,41 @@ def baseline(root: Path) -> None:
         float(np.max(rel))
         float(np.sum(rel < 0.001) / rel.size)
         float(np.sum(rel < 0.005) / rel.size)
+
+
+def metric_pass(root: Path, repeat: int = 2) -> None:
+    """Print the CPU seconds of the metric pass over every tensor pair of ``root``, read into memory
+    first (the best of ``repeat``)."""
+    from ptdbg_tui.compare.metrics import compare_arrays
+
+    npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
+    pairs = [(np.load(npu.npy_dir / f"{rec.name}.npy"), np.load(bench.npy_dir / f"{rec.name}.npy"), rec.dtype)
+             for rec in read_pkl(npu.pkl).tensors]
+    compare_arrays(*pairs[0][:2], pairs[0][2], pairs[0][2], histogram=False)  # numba: load the kernel
+    best = math.inf
+    for _ in range(repeat):
+        start = time.process_time()
+        for n, b, dtype in pairs:
+            compare_arrays(n, b, dtype, dtype, histogram=False)
+        best = min(best, time.process_time() - start)
+    print(best)
+
+
+def _seconds_of(argv: list[str], env: dict[str, str]) -> float:
+    return float(subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout.split()[-1])
+
+
+JIT_PROBE = ("import time; t = time.perf_counter(); from ptdbg_tui.compare.metrics import warm_up; "
+             "warm_up(); print(time.perf_counter() - t)")
+
+
+def jit_costs() -> tuple[float, float]:
+    """Seconds to import numba and get the fused pass ready: compiled (a first run on a machine, an
+    empty cache folder), then loaded from that cache."""
+    with tempfile.TemporaryDirectory(prefix="ptdbg_numba_") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        argv = [sys.executable, "-c", JIT_PROBE]
+        return _seconds_of(argv, env), _seconds_of(argv, env)
 
 
 def _load(path: Path) -> int:
@@ -217,6 +258,21 @@ def generated(total: int, since: float, root: Path, what: str) -> str:
             f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
 
 
+def _pass_times(root: Path, trees: dict[str, Path], repeat: int) -> dict[str, list[float]]:
+    """CPU seconds of the metric pass in each tree, alternately."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    argv = [sys.executable, __file__, "--pass-only", str(root)]
+    out: dict[str, list[float]] = {label: [] for label in trees}
+    for _ in range(repeat):
+        for label, tree in trees.items():
+            out[label].append(_seconds_of(argv, {**env, "PYTHONPATH": str(tree)}))
+    return out
+
+
+def _ratio(old: list[float], new: list[float]) -> str:
+    return f"best {min(old) / min(new):.2f}x, median {statistics.median(old) / statistics.median(new):.2f}x"
+
+
 def speedup(ours: list[float], base: list[float]) -> str:
     return (f"speed-up: best {min(base) / min(ours):.1f}x, median "
             f"{statistics.median(base) / statistics.median(ours):.1f}x")
@@ -234,9 +290,11 @@ def main() -> None:
     p.add_argument("--gb", type=float, default=2.0, help="npy bytes of both sides, at least (default 2.0)")
     p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3)")
     p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
-    p.add_argument("--old", default=None, metavar="REV", help="also time ours at this commit (e.g. 15e9299)")
+    p.add_argument("--old", nargs="+", default=[], metavar="REV",
+                   help="also time ours at these commits (e.g. 15e9299 main)")
     p.add_argument("--baseline-only", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--load-only", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--pass-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.baseline_only is not None:
         baseline(args.baseline_only)
@@ -244,40 +302,64 @@ def main() -> None:
     if args.load_only is not None:
         load_only(args.load_only, args.jobs)
         return
+    if args.pass_only is not None:
+        metric_pass(args.pass_only)
+        return
     root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_bench_"))
     try:
         with ExitStack() as stack:
-            t = time.perf_counter()
-            total = generate(root, scale=args.gb / 2.0)
-            print(generated(total, t, root, "npy"), flush=True)
-            # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
-            base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-            commands = [
-                (f"ours (--jobs {args.jobs})", ours_command(root, args.jobs), None),
-                ("baseline (1 process)", [sys.executable, __file__, "--baseline-only", str(root)], base_env),
-                (f"np.load only ({args.jobs} processes)",
-                 [sys.executable, __file__, "--load-only", str(root), "--jobs", str(args.jobs)], None),
-            ]
-            if args.old is not None:
-                tree = stack.enter_context(old_checkout(args.old))
-                commands.append((f"ours at {args.old}", ours_command(root, args.jobs),
-                                 {**os.environ, "PYTHONPATH": str(tree)}))
-            results = alternate([(argv, env) for _, argv, env in commands], args.repeat)
-            for (label, _, _), (walls, rss) in zip(commands, results, strict=True):
-                print(_line(label, walls, rss, total))
-            (ours, _), (base, _), (bound, _) = results[:3]
-            print(f"{speedup(ours, base)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB)")
-            print(f"read bound reached: best {min(bound) / min(ours):.0%}, median "
-                  f"{statistics.median(bound) / statistics.median(ours):.0%} (target >= 70%)")
-            if args.old is not None:
-                old = results[3][0]
-                change = statistics.median(ours) / statistics.median(old) - 1
-                print(f"ours now against {args.old}: median {change:+.0%} time, best "
-                      f"{min(ours) / min(old) - 1:+.0%} (the diagnosis measures may cost <= 10%)")
+            if (root / "npu").is_dir() and (root / "bench").is_dir():
+                total = sum(f.stat().st_size for f in root.rglob("*.npy"))
+                print(f"reusing {total / 1e9:.2f} GB of npy under {root}", flush=True)
+            else:
+                t = time.perf_counter()
+                total = generate(root, scale=args.gb / 2.0)
+                print(generated(total, t, root, "npy"), flush=True)
+            trees = {rev: stack.enter_context(old_checkout(rev)) for rev in args.old}
+            whole_commands(root, total, args.jobs, args.repeat, trees)
+            metric_passes(root, total, args.repeat, trees)
             print(f"load average now {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def whole_commands(root: Path, total: int, jobs: int, repeat: int, trees: dict[str, Path]) -> None:
+    """Ours, the baseline, the read bound and ours at older commits, alternately."""
+    # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
+    base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    commands = [
+        (f"ours (--jobs {jobs})", ours_command(root, jobs), None),
+        ("baseline (1 process)", [sys.executable, __file__, "--baseline-only", str(root)], base_env),
+        (f"np.load only ({jobs} processes)",
+         [sys.executable, __file__, "--load-only", str(root), "--jobs", str(jobs)], None),
+    ]
+    commands += [(f"ours at {rev}", ours_command(root, jobs), {**os.environ, "PYTHONPATH": str(tree)})
+                 for rev, tree in trees.items()]
+    results = alternate([(argv, env) for _, argv, env in commands], repeat)
+    for (label, _, _), (walls, rss) in zip(commands, results, strict=True):
+        print(_line(label, walls, rss, total))
+    (ours, _), (base, _), (bound, _) = results[:3]
+    print(f"{speedup(ours, base)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB)")
+    print(f"read bound reached: best {min(bound) / min(ours):.0%}, median "
+          f"{statistics.median(bound) / statistics.median(ours):.0%} (target >= 70%)")
+    for rev, (old, _) in zip(trees, results[3:], strict=True):
+        print(f"ours now against {rev}: median {statistics.median(ours) / statistics.median(old) - 1:+.0%} "
+              f"time, best {min(ours) / min(old) - 1:+.0%}")
+
+
+def metric_passes(root: Path, total: int, repeat: int, trees: dict[str, Path]) -> None:
+    """The metric pass alone, ours and at older commits; numba's compile and cache-load times."""
+    passes = _pass_times(root, {"ours": Path(__file__).resolve().parent.parent, **trees}, repeat)
+    for label, seconds in passes.items():
+        print(f"metric pass {label}: best {min(seconds):.2f} s = {total / min(seconds) / 1e9:.2f} GB/s "
+              f"a core, median {statistics.median(seconds):.2f} s")
+    for rev in trees:
+        print(f"metric pass, ours against {rev}: {_ratio(passes[rev], passes['ours'])} faster "
+              "(numba must earn >= 1.5x on the numpy pass; the diagnosis measures may cost <= 10%)")
+    first, cached = jit_costs()
+    print(f"numba: the fused pass compiled in {first:.2f} s on a first run, loaded from its cache in "
+          f"{cached:.2f} s (numba's import included; once per run, in the workers' fork server)")
 
 
 if __name__ == "__main__":

@@ -93,9 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv else ""
     if command == "compare":
+        args = compare_parser().parse_args(argv[1:])
+        if args.cluster is None and not args.summary and (args.jobs is None or args.jobs > 1):
+            from ptdbg_tui.engine.pool import prestart
+
+            prestart()  # the workers' fork server loads numpy, numba and the kernel while we import and read
         from ptdbg_tui.engine.batch import run_cli
 
-        return run_cli(compare_parser().parse_args(argv[1:]))
+        return run_cli(args)
     if command == "demo":
         from ptdbg_tui.demo import run_demo
 

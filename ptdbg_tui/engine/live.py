@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.ranks import RankView, cross_rank
 from ptdbg_tui.engine.pair import PairContext, PairState
+from ptdbg_tui.engine.pool import prestart
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
@@ -87,9 +88,9 @@ class LiveEngine:
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
         self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
                                     self._stop.is_set, lambda: self._progress(done=False))
-        if options.jobs > 1:
-            # Worker processes need multiprocessing's resource tracker, which is spawned with
-            # sys.stderr's descriptor: start it now, before a UI replaces sys.stderr.
+        # Worker processes need multiprocessing's resource tracker (which the fork server starts),
+        # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr.
+        if options.jobs > 1 and (options.cluster is not None or not prestart()):
             resource_tracker.ensure_running()
 
     # -- control -------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Small tasks travel in batches (one pool round trip per batch, not per tensor); at most a few
 batches per worker are in flight, so memory stays bounded by the workers' chunk buffers whatever
-the dump size. Workers are started with ``spawn`` (the app has threads: never fork). A worker
+the dump size. Workers are forked from a fork server (a fresh single-threaded process that has
+imported what they need once: :mod:`~ptdbg_tui.engine.worker_preload`), or spawned where there is
+none; the app has threads, so never from the caller's own process. A worker
 that dies takes only its own tasks down: they are retried one by one in a fresh pool and report
 an ERROR if they kill it again.
 """
@@ -18,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
+from multiprocessing import forkserver
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,13 +41,31 @@ def _init_worker() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
 
 
+def _context() -> multiprocessing.context.BaseContext:
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # Windows
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["ptdbg_tui.engine.worker_preload"])  # effective when the server starts
+    return ctx
+
+
+def prestart() -> bool:
+    """Start the fork server now, without waiting for it: it loads what the workers need while the
+    caller does its own preparation (call it before replacing ``sys.stderr``: the server and the
+    resource tracker inherit it). False where there is no fork server."""
+    if _context().get_start_method() != "forkserver":
+        return False
+    forkserver.ensure_running()
+    return True
+
+
 @contextmanager
 def _main_hidden() -> Iterator[None]:
     """Start workers without re-running the caller's ``__main__``.
 
-    ``spawn`` re-imports the main script in every child; the original's users call ``compare()``
-    at the top level of a plain script (no ``if __name__ == "__main__"`` guard), which would run
-    the whole comparison again inside each worker. Workers need nothing from ``__main__``.
+    ``spawn`` and the fork server re-import the main script in every child; the original's users call
+    ``compare()`` at the top level of a plain script (no ``if __name__ == "__main__"`` guard), which
+    would run the whole comparison again inside each worker. Workers need nothing from ``__main__``.
     """
     main = sys.modules.get("__main__")
     sys.modules["__main__"] = types.ModuleType("__main__")  # no __file__, no __spec__: nothing to re-run
@@ -100,9 +121,10 @@ class MetricPool:
         self.close()
 
     def start(self) -> None:
-        """Start the workers now, so that their imports overlap the caller's own preparation."""
-        if self.jobs > 1 and self._executor is None:
-            for _ in range(self.jobs):  # each submit starts one process while none is idle
+        """Start the workers (or the fork server that forks them) now, so that their imports overlap
+        the caller's own preparation."""
+        if self.jobs > 1 and self._executor is None and not prestart():
+            for _ in range(self.jobs):  # each submit spawns one process while none is idle
                 self._submit([])
 
     def close(self) -> None:
@@ -119,8 +141,7 @@ class MetricPool:
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_init_worker)
+            self._executor = ProcessPoolExecutor(self.jobs, mp_context=_context(), initializer=_init_worker)
         return self._executor
 
     def _submit(self, tasks: list[CompareTask]) -> tuple[Future[list[Result]], ProcessPoolExecutor]:
