@@ -126,6 +126,12 @@ class SeenTensors:
         if len(self._items) > self.size:
             self._items.popitem(last=False)
 
+    def forget(self, value: Any) -> None:
+        """Drop the tensors of an argument: changed in a way their version does not show (a
+        collective writes into its arguments without bumping it)."""
+        for _, t in tensor_leaves(value):
+            self._items.pop(id(t), None)
+
     def clear(self) -> None:
         self._items.clear()
 

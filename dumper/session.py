@@ -231,10 +231,13 @@ class DumpSession:
         TLS.inside = True
         try:
             plan = self._guarded(target, self._plan, target, args, kwargs)
-            if plan is None:
-                return fn(*args, **kwargs)
-            out = fn(*plan.args, **kwargs)
-            self._guarded(target, self._finish, plan, args, out)
+            out = fn(*(args if plan is None else plan.args), **kwargs)
+            if target.comm:  # it wrote into its arguments without bumping their version: copies are stale
+                self._seen.forget(args)
+            if plan is not None:
+                self._guarded(target, self._finish, plan, args, out)
+                if target.comm:  # an async collective may still write into them (recorded as they are now)
+                    self._seen.forget(args)
             return out
         finally:
             TLS.inside = False
