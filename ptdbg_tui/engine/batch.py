@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
@@ -29,7 +29,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
-from ptdbg_tui.engine.pool import MetricPool
+from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
@@ -44,9 +44,6 @@ from ptdbg_tui.formats.layout import (
 )
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine
-
-if TYPE_CHECKING:
-    from ptdbg_tui.engine.cluster import ClusterPool
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -110,8 +107,7 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
                        bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
 
 
-def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool | ClusterPool,
-                 progress: ProgressFn | None) -> None:
+def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: ProgressFn | None) -> None:
     where: list[Row] = []
     tasks: list[CompareTask] = []
     for o in outcomes:

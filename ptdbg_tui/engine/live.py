@@ -38,8 +38,7 @@ from ptdbg_tui.formats.layout import (
 )
 
 if TYPE_CHECKING:
-    from ptdbg_tui.engine.cluster import ClusterPool
-    from ptdbg_tui.engine.pool import MetricPool
+    from ptdbg_tui.engine.pool import TaskPool
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,8 @@ class LiveEngine:
         self._stop = threading.Event()
         self._sides: dict[Path, SideState] = {}
         self._pairs: dict[str, PairState] = {}
-        self._pool: MetricPool | ClusterPool | None = None
+        self._pool: TaskPool | None = None
+        self._pool_said = ""  # the last notice on where tensors are compared
         self._headline = ""  # the cross-rank verdict last reported
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         self._notice = ""  # the watcher's fallback notice, once reported
@@ -337,23 +337,31 @@ class LiveEngine:
             self._headline = headline
             self.outbox.notice(headline[0].upper() + headline[1:])
 
-    def _metric_pool(self) -> MetricPool | ClusterPool:
+    def _metric_pool(self) -> TaskPool:
         if self._pool is None:
             from ptdbg_tui.engine.pool import MetricPool
 
             if self.options.cluster is not None:
-                from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
-
-                try:
-                    self._pool = ClusterPool(self.options.cluster)
-                    self._pool.start()
-                    self.outbox.notice(f"Comparing tensors on the Dask cluster {self.options.cluster}.")
-                except ClusterError as e:
-                    self.outbox.notice(f"{e}; comparing here instead.")
-                    self._pool = None
+                self._pool = self._cluster_pool(self.options.cluster)
             if self._pool is None:
                 self._pool = MetricPool(max(1, self.options.jobs))
         return self._pool
+
+    def _cluster_pool(self, address: str) -> TaskPool | None:
+        """The Dask cluster's pool, or ``None`` when it cannot be used; said once, not at every
+        reconnection (a static run lets go of its pool between passes)."""
+        from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
+
+        pool: ClusterPool | None = ClusterPool(address)
+        try:
+            pool.start()
+            said = f"Comparing tensors on the Dask cluster {address}."
+        except ClusterError as e:
+            pool, said = None, f"{e}; comparing here instead."
+        if said != self._pool_said:
+            self._pool_said = said
+            self.outbox.notice(said)
+        return pool
 
     def _progress(self, done: bool) -> None:
         pairs = list(self._pairs.values())

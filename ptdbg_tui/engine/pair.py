@@ -32,7 +32,7 @@ from ptdbg_tui.formats.records import StackRecord
 
 if TYPE_CHECKING:
     from ptdbg_tui.engine.live import LiveOptions
-    from ptdbg_tui.engine.pool import MetricPool
+    from ptdbg_tui.engine.pool import TaskPool
 
 #: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
 RETRY_S = 0.5
@@ -49,7 +49,7 @@ class PairContext:
     options: LiveOptions
     static: bool  # not watching: everything is final at once
     outbox: Outbox
-    pool: Callable[[], MetricPool]
+    pool: Callable[[], TaskPool]  # here or on a Dask cluster
     stopping: Callable[[], bool]
     progress: Callable[[], None]  # the engine's progress, sent between two rounds of work
 

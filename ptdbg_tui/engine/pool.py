@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from multiprocessing import forkserver
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Result
@@ -103,6 +103,16 @@ def batches(tasks: Sequence[CompareTask], order: Sequence[int], batch_bytes: int
         size += nbytes
     if batch:
         yield batch
+
+
+class TaskPool(Protocol):
+    """What runs compare tasks: a :class:`MetricPool` here, a
+    :class:`~ptdbg_tui.engine.cluster.ClusterPool` on a Dask cluster."""
+
+    def map(self, tasks: Sequence[CompareTask], *,
+            largest_first: bool = False) -> Iterator[tuple[int, Result]]: ...
+
+    def close(self) -> None: ...
 
 
 class MetricPool:
