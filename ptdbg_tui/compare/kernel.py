@@ -12,7 +12,7 @@ is exact in any order); NaN/Inf inputs are found by ``v - v != 0`` (kept without
 caller passes again over cleaned copies.
 
 Compiled once per machine and input dtypes, and cached beside this file (``cache=True``; numba
-falls back to its user cache folder where that is not writable).
+falls back to its user cache folder where that is not writable, or to ``NUMBA_CACHE_DIR``).
 """
 
 from __future__ import annotations
@@ -92,7 +92,17 @@ def _widen_impl(value):  # type: ignore[no-untyped-def]  # numba: no annotations
     return None
 
 
-@njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
+def _jit(fn: Any) -> Any:
+    """Compiled once per machine (cached); where no cache folder can be written (a read-only install
+    and no writable home), once per process."""
+    options = {"nogil": True, "error_model": "numpy", "boundscheck": False}
+    try:
+        return njit(cache=True, **options)(fn)
+    except RuntimeError:  # numba: "cannot cache function …: no locator available"
+        return njit(**options)(fn)
+
+
+@_jit
 def fused_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray, eps: float,
                low: float, high: float) -> tuple[bool, float, float, int, int]:
     """``x``, ``y`` ← the float64 values of ``npu`` and ``bench`` (float32, float64, or float16 viewed

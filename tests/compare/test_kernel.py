@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -95,3 +99,15 @@ def test_nan_and_inf_at_the_same_places_are_set_aside_as_before():
     got = compare_arrays(n, b, "torch.float32", "torch.float32", histogram=False)
     want = compare_arrays(clean_n, clean_b, "torch.float32", "torch.float32", histogram=False)
     assert got.cells == want.cells and "NaN/Inf at the same 3 position(s)" in got.message
+
+
+def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
+    """No cache locator applies (as a read-only install without a writable home): still compiled."""
+    probe = ("import numpy as np; from ptdbg_tui.compare.kernel import fused_pass; "
+             "from ptdbg_tui.compare.metrics import compare_arrays; "
+             "a = np.arange(5, dtype=np.float32); r = compare_arrays(a, a + 1, 'f', 'f'); "
+             "print(type(fused_pass._cache).__name__, r.cells[1])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+           "NUMBA_CACHE_LOCATOR_CLASSES": "numba.core.caching.IPythonCacheLocator"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["NullCache", "1.000000000000"]
