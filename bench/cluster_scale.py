@@ -81,8 +81,8 @@ def main() -> None:
         for _, argv in commands:
             _check(root, argv)
         results = alternate([(argv, None) for _, argv in commands], args.repeat)
-        for (label, _), (walls, rss) in zip(commands, results, strict=True):
-            print(_line(label, walls, rss, total))
+        for (label, _), timing in zip(commands, results, strict=True):
+            print(_line(label, timing, total))
         print(f"on {os.cpu_count()} cores; load average now {os.getloadavg()[0]:.2f} (peak RSS: the compare "
               "command's own process tree; a standing cluster's workers are not in it)")
     finally:

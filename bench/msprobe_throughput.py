@@ -92,14 +92,15 @@ def main() -> None:
         if args.msprobe:
             commands.append(([args.msprobe, "compare", "-tp", str(root / "npu" / "step0"), "-gp",
                               str(root / "bench" / "step0"), "-o", str(root / "msprobe_out")], None))
-        (ours, ours_rss), *rest = alternate(commands, args.repeat)
-        print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
+        ours, *rest = alternate(commands, args.repeat)
+        print(_line(f"ours (--jobs {args.jobs})", ours, total))
         if not rest:
             print("msprobe's compare: skipped (no msprobe command found; pass --msprobe PATH)")
             return
-        ((theirs, theirs_rss),) = rest
-        print(_line("msprobe compare", theirs, theirs_rss, total))
-        print(f"{speedup(ours, theirs)} (target >= 10x); load average now {os.getloadavg()[0]:.2f}")
+        (theirs,) = rest
+        print(_line("msprobe compare", theirs, total))
+        print(f"{speedup(ours.walls, theirs.walls)} (target >= 10x); load average now "
+              f"{os.getloadavg()[0]:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
