@@ -26,6 +26,7 @@ process tree (parent + workers summed). The folder is deleted at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import math
 import os
@@ -230,17 +231,33 @@ def adopt_orphans() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
-def _reap() -> None:
-    while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            return
+def _children() -> set[int]:
+    """This process's children (from /proc; empty elsewhere)."""
+    me, out = os.getpid(), set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return out
+
+
+def _reap(keep: set[int]) -> None:
+    """Wait for the orphans a command left to us (children not in ``keep``, which were ours before:
+    a standing local cluster's processes)."""
+    while adopted := _children() - keep:
+        for pid in adopted:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
     """Wall seconds, peak tree RSS and tree CPU seconds of a subprocess (fails loudly if it fails)."""
     peak = 0
+    ours = _children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -257,7 +274,7 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
     wall = time.perf_counter() - start
     done.set()
     sampler.join()
-    _reap()
+    _reap(ours)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:3]} failed ({proc.returncode}):\n{out}\n{err}")
