@@ -11,7 +11,7 @@ import gc
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from platformdirs import user_downloads_path
 from rich.style import Style
@@ -29,12 +29,13 @@ from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
 from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
-from ptdbg_tui.app.overview import OverviewScreen
-from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+
+if TYPE_CHECKING:
+    from ptdbg_tui.app.screens import ExportRequest
 
 #: Seconds of UI-thread work per slice when applying a large update.
 SLICE_S = 0.02
@@ -180,7 +181,13 @@ class PtdbgApp(App[None]):
         self._show_progress()
         self._show_diagnosis()
         self.detail.show(None)
-        self.engine.start()
+        # The engine's first reads hold the GIL for long stretches (a pkl chunk is one json call):
+        # it starts once the first frame is out.
+        self.call_after_refresh(self._start_engine)
+
+    def _start_engine(self) -> None:
+        if self.call_tree.is_attached:  # not when the app already closed
+            self.engine.start()
 
     def on_unmount(self) -> None:
         self.engine.stop()
@@ -389,6 +396,8 @@ class PtdbgApp(App[None]):
         if len(self.model.root.children) < 2:
             self.notify("One rank/step pair only: its tree is the overview.", timeout=3)
             return
+        from ptdbg_tui.app.overview import OverviewScreen  # screens load when first asked for
+
         self.push_screen(OverviewScreen(self.model, self.header_bar.styles_map()), self._open_pair)
 
     def _open_pair(self, key: str | None) -> None:
@@ -411,6 +420,8 @@ class PtdbgApp(App[None]):
         self._show_progress()
 
     def action_help(self) -> None:
+        from ptdbg_tui.app.screens import HelpScreen  # Markdown and its parser: ~0.1 s off the start-up
+
         self.push_screen(HelpScreen())
 
     def action_export(self) -> None:
@@ -418,6 +429,8 @@ class PtdbgApp(App[None]):
         if not pairs:
             self.notify("Nothing to export yet.", severity="warning", timeout=3)
             return
+        from ptdbg_tui.app.screens import ExportScreen
+
         self.push_screen(ExportScreen(default_path(), len(pairs)), self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
