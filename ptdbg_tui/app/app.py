@@ -216,7 +216,7 @@ class PtdbgApp(App[None]):
                 return
             self.model.load(update)
             for text in update.notices:
-                self.notify(text, severity="warning", timeout=6)
+                self.notify(text, severity="warning", timeout=6, markup=False)  # paths, JSON: not markup
         start = time.perf_counter()
         more = True
         while more and time.perf_counter() - start < SLICE_S:
@@ -247,7 +247,8 @@ class PtdbgApp(App[None]):
         self.header_bar.redraw()
         hint = self.model.match_hint()
         if hint and hint != self._hinted:  # said once as a toast too; the header keeps it
-            self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=8)
+            self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=8,
+                        markup=False)
         self._hinted = hint
 
     def _show_diagnosis(self) -> None:
@@ -305,7 +306,7 @@ class PtdbgApp(App[None]):
         hits = self.model.search(text)
         if not hits:
             self._show_search_count(None)
-            self.notify(f"Nothing matches {text!r}.", severity="warning", timeout=3)
+            self.notify(f"Nothing matches {text!r}.", severity="warning", timeout=3, markup=False)
             return
         index = self.model.next_hit(hits, self.call_tree.cursor_model_node, backward)
         self._go(hits[index])
@@ -390,7 +391,7 @@ class PtdbgApp(App[None]):
         mode = mode or MODES[(MODES.index(current) + 1) % len(MODES)]
         self.engine.set_match(mode)
         self._show_progress()
-        self.notify(f"Matching: {mode} — re-matching every pair.", timeout=3)
+        self.notify(f"Matching: {mode} — re-matching every pair.", timeout=3, markup=False)
 
     def action_overview(self) -> None:
         if len(self.model.root.children) < 2:
@@ -444,11 +445,12 @@ class PtdbgApp(App[None]):
         try:
             written = export_pairs(pairs, request.path, request.stack, self.csv_format)
         except (OSError, ValueError) as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8)
+            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8,
+                                  markup=False)
             return
         note = f" ({pending:,} rows not compared yet)" if pending else ""
         names = ", ".join(str(p) for p in written)
-        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6)
+        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6, markup=False)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

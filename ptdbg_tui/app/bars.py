@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
+from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.diagnosis import Suspect
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.engine.updates import FOUND
 
 Styles = Mapping[str, Style]
 SEP = "  │  "
@@ -159,7 +161,9 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"match {modes}", 3))
     watching = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
     out.append(seg(watching, 4))
-    out.append(seg(f"NPU {p.npu_seen:,} · bench {p.bench_seen:,}", 5))
+    lacking = any(s is not None and (s.state != FOUND or s.problems) for s in (p.npu, p.bench))
+    out.append(seg(sides_text(p), 0 if lacking else 5, styles.get("warn", Style()) if lacking else "",
+                   shrink=24 if lacking else 0))
     out.append(seg("flat" if view.flat else "tree", 6))
     out.append(seg(view.title, 7, styles.get("muted", Style())))
     return out
@@ -205,22 +209,24 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
     suspects = model.suspects()
     if suspects:
         return flow(_suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
-    return flow([seg(text, i) for i, text in enumerate(no_suspect_texts(model))], width)
+    texts = no_suspect_texts(model)
+    return flow([seg(text, 0) for text in texts[:-1]] + [seg(texts[-1], int(len(texts) > 1))], width)
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
     """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
-    and calls judged, and no entry fails."""
+    and calls judged, and no entry fails. All but a last optional text must stay on screen."""
     p = model.progress
     diagnoses = model.diagnoses
-    if not p.done:
-        return ["Diagnosis: waiting for results…"]
+    lacking = missing_text(p)  # what the sides lack, in words
+    if not p.done or not model.infos:
+        if lacking:
+            return [f"No verdict: {lacking}"]
+        return ["Diagnosis: waiting for results…" if not p.done else "Nothing to compare yet: no verdict."]
     missing = [info.label for key, info in model.infos.items()
                if key not in diagnoses or not diagnoses[key].judged]
     judged = sum(d.judged for d in diagnoses.values())
     compared = sum(d.compared for d in diagnoses.values())
-    if not model.infos:
-        return ["Nothing to compare yet: no verdict."]
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
@@ -228,15 +234,13 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
                  f"yet no call judged introduces an error beyond rounding ({judged:,} judged)"]
     elif judged and not missing:
         texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                 f"({judged:,} calls judged)."]
+                 f"({judged:,} calls judged).", caveat_text(p).strip()]  # the caveat may wrap
     elif judged:
         texts = [f"No suspect in {judged:,} calls judged; no verdict for {', '.join(missing)} "
                  "(nothing compared there)."]
     elif compared:
         texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
     else:
-        texts = ["Nothing compared: no verdict."]
+        texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
     originals = [d.original for d in diagnoses.values() if d.original]
-    if originals:
-        texts.append(f"original: first No row {originals[0]}")
-    return texts
+    return [*filter(None, texts), f"original: first No row {originals[0]}" if originals else ""]
