@@ -29,6 +29,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
+from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
@@ -275,19 +276,20 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
     their start-up overlaps the pkl reading. A pair that cannot be read or compared is a note and
     the others go on; :class:`CompareInputError` when none could be."""
     outcomes = Outcomes()
-    with MetricPool(jobs or os.cpu_count() or 1) as pool:
-        if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
-            pool.start()
-        for n, b, nn, bn in pairs:
-            try:
-                outcomes.append(_outcome(n, b, nn, bn, match, summary))
-                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
-            except Exception as e:  # one pair's fault must not lose the others' rows
-                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
-        if not outcomes:
-            raise CompareInputError("; ".join(outcomes.notes))
-        _run_metrics(outcomes, pool, progress)
-    _diagnose(outcomes)
+    with fewer_collections():  # the diagnosis too: it builds an object per call
+        with MetricPool(jobs or os.cpu_count() or 1) as pool:
+            if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
+                pool.start()
+            for n, b, nn, bn in pairs:
+                try:
+                    outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                    outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
+                except Exception as e:  # one pair's fault must not lose the others' rows
+                    outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
+            if not outcomes:
+                raise CompareInputError("; ".join(outcomes.notes))
+            _run_metrics(outcomes, pool, progress)
+        _diagnose(outcomes)
     return outcomes
 
 
