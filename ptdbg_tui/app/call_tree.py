@@ -117,6 +117,9 @@ class CallTree(Tree[object]):
         extra = self._extra(data)
         if extra:
             text.append(f"  {extra}", style=self._style("extra"))
+        rank = self.model.suspect_rank(data) if data.kind == "call" else None
+        if rank is not None:  # its entries may all pass the thresholds: the diagnosis says otherwise
+            text.append("  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}", style=self._style("fail"))
         if self.highlight:
             text.highlight_words([self.highlight], self._style("match"), case_sensitive=False)
         return text

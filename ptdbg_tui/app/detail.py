@@ -199,7 +199,7 @@ def _row_line(row: Row, metric: str, styles: Styles) -> Text:
     entry = row.record.entry
     label = entry.arg if entry else row.name
     text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
-    if row.result is not None and row.result.cells:
+    if row.result is not None and row.result.cells and not not_compared(row):
         text.append(f"  {metric} {short_cell(row.result.cells[0])}", style=styles.get("muted", Style()))
     return text
 

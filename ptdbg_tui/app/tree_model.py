@@ -146,6 +146,7 @@ class TreeModel:
         self._queue: deque[Iterator[None]] = deque()  # updates being applied
         self.version = 0  # counts changes of the tree's shape and contents (search caches by it)
         self._hits: tuple[tuple[str, int], list[Node]] | None = None
+        self._ranks: dict[int, int] | None = None  # suspect_rank by node id (None: to be worked out)
 
     # -- applying engine updates ---------------------------------------------------------------
     def load(self, update: EngineUpdate) -> None:
@@ -169,7 +170,10 @@ class TreeModel:
                 self._upsert(pair_key, key, placed)
                 yield
             if delta.diagnosis is not None:
+                self._mark_suspects()  # their tags in the tree change: before and after
                 self.diagnoses[pair_key] = delta.diagnosis
+                self._ranks = None
+                self._mark_suspects()
             if delta.match is not None:
                 self.matches[pair_key] = delta.match
         if update.progress is not None:
@@ -220,6 +224,7 @@ class TreeModel:
         self.infos.pop(key, None)
         self.flat.pop(key, None)
         self.diagnoses.pop(key, None)
+        self._ranks = None
         self.matches.pop(key, None)
 
     def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
@@ -263,6 +268,7 @@ class TreeModel:
             self.moved.add(node)
             if seg.kind == "call":
                 self.calls[(parent.pair, seg.key)] = node
+                self._ranks = None
                 calls = self.flat[parent.pair]
                 if not calls or calls[-1].order <= order:
                     calls.append(node)
@@ -293,6 +299,7 @@ class TreeModel:
         self.moved.add(node)
         if node.kind == "call":
             self.calls.pop((node.pair, node.key), None)
+            self._ranks = None
             calls = self.flat.get(node.pair)
             if calls is not None:
                 calls.remove(node)
@@ -403,6 +410,15 @@ class TreeModel:
         """Every pair's ranked suspects, pairs in tree order, with their call nodes."""
         return [(s, self.calls.get((pair.key, s.call))) for pair in self.root.children
                 for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())]
+
+    def _mark_suspects(self) -> None:
+        self.changed.update(node for _, node in self.suspects() if node is not None)
+
+    def suspect_rank(self, call: Node) -> int | None:
+        """Where a call node stands among all suspects (0: the culprit), as c/C walks them; else None."""
+        if self._ranks is None:
+            self._ranks = {node.id: i for i, (_, node) in enumerate(self.suspects()) if node is not None}
+        return self._ranks.get(call.id)
 
     def first_culprit(self) -> tuple[Suspect, Node | None] | None:
         found = self.suspects()
