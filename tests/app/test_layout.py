@@ -4,6 +4,7 @@ all-clear, the help screen's scrolling."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from rich.text import Text
 
@@ -11,6 +12,10 @@ from ptdbg_tui.app.bars import fit, flow, seg
 from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HelpScreen
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.naming import entry_name
+from ptdbg_tui.formats.synthetic import write_array
+from ptdbg_tui.formats.writer import RankWriter
 
 SIZES = [(80, 24), (160, 45)]
 
@@ -163,3 +168,28 @@ async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_du
         await ui.wait_until(pilot, lambda: any(tmp_path.glob("*.svg")))
     (shot,) = tmp_path.glob("*.svg")
     assert "<svg" in shot.read_text()
+
+
+async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
+    """A 1% scale of a multiplication's output passes the original's thresholds (cosine 1, tiny
+    MaxAbsErr) but is far beyond rounding: the tree says which call the diagnosis names."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((8, 16)) * 0.01).astype(np.float32)
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for side in sides:
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        y = x * 2 * (np.float32(1.01) if side.name == "npu" else np.float32(1))
+        for index, (inp, out) in enumerate(((x, x + 1), (x + 1, x + 1), (x, y), (y, y + 1))):
+            api = "Torch_mul" if index == 2 else "Torch_add"
+            write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
+            write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
+        writer.close()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        assert app.model.status_counts()[Status.FAIL] == 0, "every entry passes the thresholds"
+        await pilot.press("c")
+        screen = ui.screen_text(app)
+        assert "Culprit Torch_mul_2_forward" in screen
+        (line,) = [line for line in screen.splitlines() if "Torch_mul_2" in line and "◀" in line]
+        assert "✔" in line and "◀ culprit" in line
