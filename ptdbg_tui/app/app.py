@@ -26,6 +26,7 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
+from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
@@ -71,8 +72,8 @@ class PtdbgApp(App[None]):
         self.engine = LiveEngine(self.npu, self.bench, self.options, self._engine_news)
         self.call_tree = CallTree(self.model, id="calls")
         self.detail = DetailPanel(self.model, id="detail")
-        self.progress_line = Static(id="progress")
-        self.diagnosis_bar = Static(id="diagnosis")
+        self.progress_line = Static(id="progress", markup=False)  # paths and names, never markup
+        self.diagnosis_bar = Static(id="diagnosis", markup=False)
         self.search_box = Input(placeholder="search entry names (Enter: next match, Esc: close)", id="search")
         self.filter_index = 0
         self._draining = False
@@ -151,7 +152,7 @@ class PtdbgApp(App[None]):
                 return
             self.model.load(update)
             for text in update.notices:
-                self.notify(text, severity="warning", timeout=6)
+                self.notify(text, severity="warning", timeout=6, markup=False)  # paths, JSON: not markup
         start = time.perf_counter()
         more = True
         while more and time.perf_counter() - start < SLICE_S:
@@ -173,8 +174,7 @@ class PtdbgApp(App[None]):
     def _show_progress(self) -> None:
         p = self.model.progress
         counts = self.model.status_counts()
-        parts = [f"NPU {p.npu_seen:,}", f"bench {p.bench_seen:,}", f"compared {p.compared:,}/{p.rows:,}",
-                 f"pending {p.pending:,}"]
+        parts = [sides_text(p), f"compared {p.compared:,}/{p.rows:,}", f"pending {p.pending:,}"]
         if p.pairs > 1:
             parts.insert(0, f"{p.pairs} pairs")
         tally = "  ".join(f"{s.symbol} {counts[s]:,}" for s in
@@ -203,12 +203,15 @@ class PtdbgApp(App[None]):
         bar.set_class(False, "-culprit")
         compared = sum(d.compared for d in self.model.diagnoses.values())
         judged = sum(d.judged for d in self.model.diagnoses.values())
-        if p.done and judged:
+        missing = missing_text(p)
+        if compared and judged and p.done:
             bar.update(f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                       f"({judged:,} calls judged).{original}")
-        elif p.done and compared:
+                       f"({judged:,} calls judged).{caveat_text(p)}{original}")
+        elif compared and p.done:
             bar.update(f"{compared:,} rows compared, but no call has both inputs and outputs compared: "
-                       "no verdict.")
+                       f"no verdict.{caveat_text(p)}")
+        elif missing:
+            bar.update(f"No verdict: {missing}")
         elif p.done:
             bar.update("Nothing compared: no verdict.")
         else:
@@ -250,10 +253,10 @@ class PtdbgApp(App[None]):
             return
         node, count = self.model.search(text, self._position())
         if node is None:
-            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3)
+            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3, markup=False)
             return
         self._go(node)
-        self.notify(f"{count:,} entries match {text!r}.", timeout=2)
+        self.notify(f"{count:,} entries match {text!r}.", timeout=2, markup=False)
 
     def on_key(self, event) -> None:
         box = self.search_box
@@ -295,7 +298,8 @@ class PtdbgApp(App[None]):
         target = self.call_tree.cursor_node
         if target is not None and target.allow_expand and not target.is_expanded:
             target.expand()
-        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3)
+        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3,
+                    markup=False)
 
     def action_culprit(self) -> None:
         self._walk_suspects(1)
@@ -329,11 +333,12 @@ class PtdbgApp(App[None]):
         try:
             written = export_pairs(pairs, request.path, request.stack, self.csv_format)
         except (OSError, ValueError) as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8)
+            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8,
+                                  markup=False)
             return
         note = f" ({pending:,} rows not compared yet)" if pending else ""
         names = ", ".join(str(p) for p in written)
-        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6)
+        self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6, markup=False)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

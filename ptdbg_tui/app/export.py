@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import pair_suffix, write_pair_csv
-from ptdbg_tui.engine.live import PairInfo
+from ptdbg_tui.engine.updates import PairInfo
 
 
 def default_path(now: float | None = None) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from ptdbg_tui.compare.diagnosis import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import Seg
-from ptdbg_tui.engine.live import EngineUpdate, PairInfo, Placed, Progress
+from ptdbg_tui.engine.updates import EngineUpdate, PairInfo, Placed, Progress
 
 STATUSES = list(Status)
 _INDEX = {s: i for i, s in enumerate(STATUSES)}

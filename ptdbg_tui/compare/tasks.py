@@ -30,7 +30,15 @@ from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
 from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
 from ptdbg_tui.formats.records import TensorRecord, stat_value
-from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, iter_chunks, load_tensor, read_tensor
+from ptdbg_tui.formats.tensorfile import (
+    FILE_ERRORS,
+    TensorHeader,
+    data_path,
+    iter_chunks,
+    load_tensor,
+    read_tensor,
+    stored_dtypes,
+)
 
 #: Elements read per file access in a task (the metric pass splits them further).
 READ_CHUNK = 1 << 18
@@ -101,6 +109,25 @@ def _compare_files(task: CompareTask) -> Result:
     hb, b = read_tensor(task.bench_path, WHOLE_BYTES)
     _check_shape(task.npu_path, hn.shape, task.npu_shape)
     _check_shape(task.bench_path, hb.shape, task.bench_shape)
+    notes = [note for note in (_dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
+                               _dtype_note(task.bench_path, hb.dtype, task.bench_dtype)) if note]
+    result = _compare_data(task, hn, n, hb, b)
+    if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
+        result.message = join_messages([result.message, *notes])
+        result.status, result.reason = with_caveat(result.status, result.reason,
+                                                   "a tensor file's dtype differs from the recorded one")
+    return result
+
+
+def _dtype_note(path: str, held: np.dtype, recorded: str) -> str:
+    expected = stored_dtypes(recorded)
+    if expected is None or held.name in expected:
+        return ""
+    return f"Dump file {Path(path).name} holds {held.name} data but the dump records {recorded}."
+
+
+def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader,
+                  b: np.ndarray | None) -> Result:
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order

@@ -28,11 +28,22 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
-from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps, steps_and_ranks
+from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.layout import (
+    DumpLayoutError,
+    RankDump,
+    discover,
+    no_dump_message,
+    pair_dumps,
+    scan,
+    statistics_only_note,
+    unpaired_notes,
+)
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine
 
 EXIT_OK = 0
+EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -71,11 +82,11 @@ class PairOutcome:
 
 def _read(dump: RankDump, side: str) -> Any:
     try:
-        if not dump.pkl.is_file():
-            raise CompareInputError(f"{side} dump file {dump.pkl} does not exist")
         return read_dump(dump)
+    except FileNotFoundError:
+        raise CompareInputError(f"{side} dump file {dump.pkl} does not exist") from None
     except OSError as e:
-        raise CompareInputError(f"cannot read {side} dump file {dump.pkl}: {e.strerror or e}") from None
+        raise CompareInputError(f"cannot read {side} dump file {reason(e)}") from None
 
 
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
@@ -115,20 +126,34 @@ def _check_match(match: str) -> None:
         raise CompareInputError(f"unknown match mode {match!r} (expected one of {', '.join(MODES)})")
 
 
+class Outcomes(list[PairOutcome]):
+    """The compared pairs, and what was not compared or not read, in words (the report prints it)."""
+
+    def __init__(self, outcomes: Sequence[PairOutcome] = (), notes: Sequence[str] = ()) -> None:
+        super().__init__(outcomes)
+        self.notes = list(notes)
+
+
 def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
-           rank: int | None) -> list[tuple[RankDump, RankDump]]:
-    try:
-        npu, bench = discover(npu_path), discover(bench_path)
-    except DumpLayoutError as e:
-        raise CompareInputError(str(e)) from None
+           rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
+    """The pairs to compare and notes on what stays out: unreadable folders, dumps on one side only."""
+    sides = []
+    notes: list[str] = []
+    for role, path in (("NPU", npu_path), ("bench", bench_path)):
+        try:
+            found = scan(path)
+        except DumpLayoutError as e:
+            raise CompareInputError(str(e)) from None
+        if not found.dumps:
+            raise CompareInputError(no_dump_message(path, found.problems))
+        sides.append(found.dumps)
+        notes += [f"{role}: {problem}" for problem in found.problems]
+    npu, bench = sides
     pairs = pair_dumps(npu, bench, step, rank)
+    unpaired = unpaired_notes(npu, bench, pairs, step, rank)
     if not pairs:
-        ns, nr = steps_and_ranks(npu)
-        bs, br = steps_and_ranks(bench)
-        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
-        raise CompareInputError(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
-                                f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
-    return pairs
+        raise CompareInputError(unpaired[0])
+    return pairs, [*notes, *unpaired]
 
 
 def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
@@ -140,23 +165,54 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
     Raises :class:`CompareInputError` for inputs that cannot be compared.
     """
     _check_match(match)
-    pairs = _pairs(npu_path, bench_path, step, rank)
-    return _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
-                           for n, b in pairs], match, summary, jobs, progress)
+    pairs, notes = _pairs(npu_path, bench_path, step, rank)
+    if not summary:
+        notes += [f"{n.label} vs {b.label}: statistics only — {note}" for n, b in pairs
+                  if (note := statistics_only_note(n, b))]
+    outcomes = _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
+                               for n, b in pairs], match, summary, jobs, progress)
+    outcomes.notes[:0] = notes
+    return outcomes
 
 
 def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]], match: str,
-                   summary: bool, jobs: int | None, progress: ProgressFn | None) -> list[PairOutcome]:
+                   summary: bool, jobs: int | None, progress: ProgressFn | None) -> Outcomes:
     """Outcomes of (npu, bench, npu npy dir, bench npy dir) pairs; the workers start first so
-    their start-up overlaps the pkl reading."""
+    their start-up overlaps the pkl reading. A pair that cannot be read or compared is a note and
+    the others go on; :class:`CompareInputError` when none could be."""
+    outcomes = Outcomes()
     with MetricPool(jobs or os.cpu_count() or 1) as pool:
         if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
             pool.start()
-        outcomes = [_outcome(n, b, nn, bn, match, summary) for n, b, nn, bn in pairs]
+        for n, b, nn, bn in pairs:
+            try:
+                outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
+            except Exception as e:  # one pair's fault must not lose the others' rows
+                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
+        if not outcomes:
+            raise CompareInputError("; ".join(outcomes.notes))
         _run_metrics(outcomes, pool, progress)
     for o in outcomes:
-        o.diagnosis = diagnose(o.rows)
+        try:
+            o.diagnosis = diagnose(o.rows)
+        except Exception as e:  # the rows and their CSV still count
+            outcomes.notes.append(f"{o.label}: no diagnosis — {_fault(e)}")
     return outcomes
+
+
+def _empty_sides(o: PairOutcome) -> list[str]:
+    return [f"the {role} dump file {dump.pkl} holds no entries" for role, dump, count in
+            (("NPU", o.npu, sum(r.npu is not None for r in o.rows)),
+             ("bench", o.bench, sum(r.bench is not None for r in o.rows))) if not count]
+
+
+def _fault(e: Exception) -> str:
+    if isinstance(e, CompareInputError):
+        return str(e)
+    if isinstance(e, OSError):
+        return reason(e)
+    return f"{type(e).__name__}: {e}"
 
 
 def _import_in_background(module: str) -> None:
@@ -323,6 +379,9 @@ def run_cli(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: one line, not a traceback over the user's terminal
+        print(f"{prog}: internal error (please report it): {_fault(e)}", file=sys.stderr)
+        return EXIT_INTERNAL
     finally:
         bar.close()
     try:
@@ -334,8 +393,9 @@ def run_cli(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
+    report = [summary_text(o) for o in outcomes] + [f"note: {n}" for n in outcomes.notes]
     try:
-        print("\n".join(summary_text(o) for o in outcomes), flush=True)
+        print("\n".join(report), flush=True)
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK

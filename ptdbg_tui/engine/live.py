@@ -1,58 +1,44 @@
 """The live engine: follows two dump folders and compares entries as both sides arrive.
 
-One thread owns all state. Each pass it (re)discovers rank dumps, reads new pkl lines from
-byte offsets, re-matches a pair whose records grew (cheap), reuses results cached by
-(NPU name, bench name), computes the missing ones (statistics in-process, tensors in the
-:class:`~ptdbg_tui.engine.pool.MetricPool`), and puts row deltas into an :class:`Outbox` that
-the app drains at its own pace — never one message per row.
-
-When a row without counterpart becomes "unmatched" (the rule, also in the README):
-
-* while the other side is still growing the row stays pending;
-* it becomes unmatched once the other side has moved past it (a matched row comes after it in
-  execution order), or the other side is quiet: its pkl has not grown for ``quiet_s`` seconds
-  (an absent bench dump counts as quiet once the NPU side itself is quiet);
-* with ``watch=False`` everything is final at once.
-
-Bench-only rows are shown only once final, so a bench run that is ahead of the NPU run does
-not fill the tree with rows that are about to be matched.
+One thread owns all state. Each pass it (re)discovers rank dumps, reads new records of every
+followed side (:mod:`~ptdbg_tui.engine.side`), and runs each pair's pass
+(:mod:`~ptdbg_tui.engine.pair`): re-match when records grew, reuse cached results, compute the
+missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.pool.MetricPool`),
+and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the app drains.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
-from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.tasks import settled_result, task_for
-from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.pair import PairContext, PairState
+from ptdbg_tui.engine.side import SideState
+from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
-from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover, pair_dumps
-from ptdbg_tui.formats.reader import mixed_pair, open_reader
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
+from ptdbg_tui.formats.layout import (
+    DumpLayoutError,
+    RankDump,
+    no_dump_message,
+    pair_dumps,
+    scan,
+    statistics_only_note,
+    steps_and_ranks,
+    unpaired_notes,
+)
 
 if TYPE_CHECKING:
     from ptdbg_tui.engine.pool import MetricPool
 
 log = logging.getLogger(__name__)
-
-#: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
-RETRY_S = 0.5
-#: Least seconds between two diagnoses of a pair while results arrive, and the largest share of the
-#: engine's time they may take.
-DIAGNOSE_S = 0.5
-DIAGNOSE_SHARE = 0.2
-#: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
-#: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
-READ_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -68,262 +54,6 @@ class LiveOptions:
     quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
     flush_s: float = 0.1  # least time between two notifications of the app
     chunk: int = 512  # compare tasks per pool round between two flushes
-
-
-@dataclass(frozen=True, slots=True)
-class PairInfo:
-    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU pkl)."""
-
-    key: str
-    label: str
-    npu: RankDump
-    bench: RankDump | None
-    summary: bool  # statistics only: asked for, or a side has no npy dir (as ``ptdbg-tui compare``)
-
-
-@dataclass(slots=True)
-class Placed:
-    """A row and where it goes in the tree (``site``: the stack that placed its call)."""
-
-    row: Row
-    path: tuple[Seg, ...]
-    site: StackRecord | None
-
-
-@dataclass
-class PairDelta:
-    info: PairInfo
-    upserts: dict[str, Placed] = field(default_factory=dict)
-    removes: set[str] = field(default_factory=set)
-    diagnosis: Diagnosis | None = None  # None: unchanged
-
-
-@dataclass(frozen=True)
-class Progress:
-    npu_seen: int = 0
-    bench_seen: int = 0
-    rows: int = 0
-    compared: int = 0
-    pairs: int = 0
-    watching: str = "static"  # "inotify" | "polling" | "static"
-    done: bool = False  # nothing left to compare (for now, when watching)
-
-    @property
-    def pending(self) -> int:
-        return self.rows - self.compared
-
-
-@dataclass
-class EngineUpdate:
-    """Everything that changed since the app last drained the outbox."""
-
-    pairs: dict[str, PairDelta] = field(default_factory=dict)
-    dropped: set[str] = field(default_factory=set)
-    progress: Progress | None = None
-    notices: list[str] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.pairs or self.dropped or self.progress or self.notices)
-
-
-class Outbox:
-    """Deltas merged until the app takes them; at most one notification in flight."""
-
-    def __init__(self, notify: Callable[[], None], flush_s: float) -> None:
-        self._notify = notify
-        self._flush_s = flush_s
-        self._lock = threading.Lock()
-        self._update = EngineUpdate()
-        self._posted = False
-        self._last = 0.0
-
-    def put_rows(self, info: PairInfo, upserts: dict[str, Placed], removes: set[str]) -> None:
-        with self._lock:
-            delta = self._delta(info)
-            for key in removes:
-                delta.upserts.pop(key, None)
-            delta.removes |= removes
-            delta.removes -= upserts.keys()
-            delta.upserts.update(upserts)
-
-    def put_diagnosis(self, info: PairInfo, diagnosis: Diagnosis) -> None:
-        with self._lock:
-            self._delta(info).diagnosis = diagnosis
-
-    def drop_pair(self, key: str) -> None:
-        with self._lock:
-            self._update.pairs.pop(key, None)
-            self._update.dropped.add(key)
-
-    def put_progress(self, progress: Progress) -> None:
-        with self._lock:
-            self._update.progress = progress
-
-    def notice(self, text: str) -> None:
-        with self._lock:
-            self._update.notices.append(text)
-
-    def _delta(self, info: PairInfo) -> PairDelta:
-        delta = self._update.pairs.get(info.key)
-        if delta is None:
-            delta = self._update.pairs[info.key] = PairDelta(info)
-            self._update.dropped.discard(info.key)
-        delta.info = info
-        return delta
-
-    def flush(self, force: bool = False) -> bool:
-        """Notify the app if there is news and the last notification is old enough.
-
-        Returns whether the caller should come back soon (news held back by the rate limit);
-        news merged while a notification is pending is taken with it.
-        """
-        with self._lock:
-            if not self._update or self._posted:
-                return False
-            now = time.monotonic()
-            if not force and now - self._last < self._flush_s:
-                return True
-            self._posted, self._last = True, now
-        self._notify()
-        return False
-
-    def take(self) -> EngineUpdate | None:
-        """Called by the app: everything merged so far (``None`` if nothing)."""
-        with self._lock:
-            update, self._update = self._update, EngineUpdate()
-            self._posted = False
-        return update or None
-
-
-class SideState:
-    """One rank dump being followed (any format), with its stacks and module structure."""
-
-    def __init__(self, dump: RankDump) -> None:
-        self.dump = dump
-        self.reader = open_reader(dump, READ_CHUNK)
-        self.tensors: list[TensorRecord] = []
-        self.stacks: dict[str, StackRecord] = {}
-        self.bad: list[BadLine] = []
-        self.reported_bad = 0
-        self.version = 0
-        self.changed_at = _monotonic_mtime(dump.pkl)
-
-    def poll(self, final: bool) -> None:
-        """Read what was appended (``version`` counts the changes)."""
-        changed = False
-        while True:
-            batch = self.reader.read(final)
-            if batch.reset:
-                self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
-            if batch:
-                self.tensors += batch.tensors
-                self.stacks.update((s.call, s) for s in batch.stacks)
-                self.bad += batch.bad
-                changed = True
-            if not batch.more:
-                break
-        if self.reader.read_modules(final):
-            changed = True
-        if changed:
-            self.version += 1
-            self.changed_at = _monotonic_mtime(self.dump.pkl)
-
-    def quiet(self, now: float, quiet_s: float) -> bool:
-        return now - self.changed_at >= quiet_s
-
-    @property
-    def tail_call(self) -> str | None:
-        return self.tensors[-1].call if self.tensors else None
-
-
-def _monotonic_mtime(path: Path) -> float:
-    """The file's mtime on the monotonic clock (now for a missing file)."""
-    try:
-        age = max(0.0, time.time() - path.stat().st_mtime)
-    except OSError:
-        age = 0.0
-    return time.monotonic() - age
-
-
-def row_key(row: Row) -> str:
-    """A row's identity in the tree; stable when a pending NPU row finds its bench."""
-    return row.npu.name if row.npu is not None else "bench:" + row.name
-
-
-def _same(a: Row, b: Row) -> bool:
-    return (a.npu is b.npu and a.bench is b.bench and a.result is b.result and a.seq == b.seq
-            and a.stack is b.stack and a.fuzzy == b.fuzzy)
-
-
-def _is_retryable(result: Result) -> bool:
-    """A missing npy of a live dump: the original tool writes its pkl lines before all data."""
-    return result.status is Status.ERROR and "not found" in result.message
-
-
-class PairState:
-    """Rows of one pair, what the app was sent, and the results cache."""
-
-    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None) -> None:
-        self.info = info
-        self.npu = npu
-        self.bench = bench
-        self.rows: list[Row] = []
-        self.keys: list[str] = []  # row_key of each row, made unique
-        self.versions: tuple[int, int] = (-1, -1)
-        self.cache: dict[tuple[str | None, str | None], Result] = {}
-        self.retry: dict[tuple[str | None, str | None], float] = {}
-        self.emitted: dict[str, Row] = {}
-        self.paths: dict[tuple[str, str], tuple[tuple[Seg, ...], StackRecord | None]] = {}
-        self.full_emit = True  # rows were re-matched: diff them all against what the app has
-        self.changed: set[int] = set()  # rows whose result arrived since the last emit
-        self.unplaced: set[int] = set()  # rows whose call's place is not known yet
-        self.open: set[int] = set()  # rows without a result
-        self.last_matched = -1  # seq of the last matched row
-        self.compared = 0
-        self.diagnosis: Diagnosis | None = None
-        self.matching: Matching | None = None
-        self.diagnosed_at = 0.0
-        self.diagnose_cost = 0.0  # seconds the last diagnosis took
-        self.diagnosis_dirty = True
-
-    def side_of(self, row: Row) -> SideState | None:
-        return self.npu if row.npu is not None else self.bench
-
-    def settling(self, now: float, quiet_s: float) -> bool:
-        """Whether either side may still grow (a missing npy may still come)."""
-        return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
-
-    def rematch(self, mode: str) -> None:
-        mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
-        rows = self.matching.rows
-        attach_stacks(rows, self.npu.stacks)
-        keys: list[str] = []
-        seen: set[str] = set()
-        self.open = set()
-        self.last_matched = -1
-        for i, row in enumerate(rows):
-            row.result = self.cache.get(_cache_key(row))
-            if row.result is None:
-                self.open.add(i)
-            if row.matched:
-                self.last_matched = row.seq
-            key = row_key(row)
-            if key in seen:  # duplicate names (module dumps): keep every row
-                n = 1
-                while f"{key}#{n}" in seen:
-                    n += 1
-                key = f"{key}#{n}"
-            seen.add(key)
-            keys.append(key)
-        self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
-        self.full_emit = self.diagnosis_dirty = True
-        self.changed.clear()
-        self.unplaced.clear()
-
-
-def _cache_key(row: Row) -> tuple[str | None, str | None]:
-    return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
 
 
 class LiveEngine:
@@ -343,8 +73,15 @@ class LiveEngine:
         self._notice = ""  # the watcher's fallback notice, once reported
         self._watcher = (DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll)
                          if options.watch else None)
-        self._waiting_reported: set[Path] = set()
+        self._npu_status: SideStatus | None = None
+        self._bench_status: SideStatus | None = None
+        self._unpaired: tuple[str, ...] = ()
+        self._noted: set[str] = set()  # notices whose condition still holds
+        self._noted_now: set[str] = set()
+        self._restarts = 0
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
+        self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
+                                    self._stop.is_set, lambda: self._progress(done=False))
         if options.jobs > 1:
             # Worker processes need multiprocessing's resource tracker, which is spawned with
             # sys.stderr's descriptor: start it now, before a UI replaces sys.stderr.
@@ -373,13 +110,30 @@ class LiveEngine:
 
     # -- thread --------------------------------------------------------------------------------
     def _run(self) -> None:
+        """The engine never dies of a fault: whatever escapes a pass is reported, every pair is
+        rebuilt from the records, and the loop starts again (after a pause, so a fault that
+        repeats cannot spin)."""
         try:
             if self._watcher is not None:
                 self._watcher.start()
-            self._loop()
-        except Exception as e:  # the app must learn why updates stopped
+            while not self._stop.is_set():
+                try:
+                    self._loop()
+                    return
+                except Exception as e:
+                    log.exception("live engine: unexpected error; restarting")
+                    self.outbox.notice(f"The comparison engine hit an unexpected error ({_what(e)}) "
+                                       "and restarted.")
+                    self.outbox.flush(force=True)
+                    self._restarts += 1
+                    for key in list(self._pairs):
+                        self._rebuild(key)
+                    if self._watcher is None and self._restarts > 3:
+                        return  # a static run that keeps failing: what was sent stays
+                    self._stop.wait(min(1.0, self.options.rescan_s))
+        except Exception as e:  # the watcher itself failed to start: say why updates stopped
             log.exception("live engine failed")
-            self.outbox.notice(f"The comparison engine stopped: {type(e).__name__}: {e}")
+            self.outbox.notice(f"The comparison engine stopped: {_what(e)}")
             self.outbox.flush(force=True)
         finally:
             if self._watcher is not None:
@@ -391,7 +145,8 @@ class LiveEngine:
         next_rescan = 0.0
         while not self._stop.is_set():
             now = time.monotonic()
-            if now >= next_rescan:
+            rescan = now >= next_rescan
+            if rescan:
                 self._discover()
                 if self._watcher is not None:
                     self._watcher.refresh()
@@ -399,7 +154,7 @@ class LiveEngine:
                         self._notice = self._watcher.notice
                         self.outbox.notice(self._notice)
                 next_rescan = now + self.options.rescan_s
-            due = self._pass()
+            due = self._pass(rescan)
             if self._watcher is None:
                 self.outbox.flush(force=True)
                 return
@@ -412,14 +167,20 @@ class LiveEngine:
                 self._wake.clear()
 
     # -- discovery -----------------------------------------------------------------------------
-    def _find(self, root: Path) -> list[RankDump]:
+    def _find(self, role: str, root: Path) -> tuple[list[RankDump], SideStatus]:
+        """A side's rank dumps and its status; nothing here raises for what is on disk."""
         try:
-            return discover(root)
+            found = scan(root)
         except DumpLayoutError as e:
-            if root not in self._waiting_reported:
-                self._waiting_reported.add(root)
-                self.outbox.notice(f"Waiting for a dump: {e}")
-            return []
+            missing = not os.path.lexists(root)
+            detail = f"waiting for {root} to appear" if missing and self._watcher is not None else str(e)
+            return [], SideStatus(role, str(root), MISSING if missing else NO_DUMP, detail)
+        if not found.dumps:
+            return [], SideStatus(role, str(root), NO_DUMP, no_dump_message(root, found.problems),
+                                  problems=tuple(found.problems))
+        steps, ranks = steps_and_ranks(found.dumps)
+        return found.dumps, SideStatus(role, str(root), FOUND, "", tuple(steps), tuple(ranks),
+                                       problems=tuple(found.problems))
 
     def _side(self, dump: RankDump) -> SideState:
         side = self._sides.get(dump.pkl)
@@ -428,13 +189,21 @@ class LiveEngine:
         return side
 
     def _discover(self) -> None:
-        npu, bench = self._find(self.npu_root), self._find(self.bench_root)
+        npu, self._npu_status = self._find("NPU", self.npu_root)
+        bench, self._bench_status = self._find("bench", self.bench_root)
+        for status in (self._npu_status, self._bench_status):
+            for text in (f"{status.role}: {status.detail}" if status.detail else "", *status.problems):
+                if text:
+                    self._note(text)
         o = self.options
-        pairs: dict[Path, RankDump | None] = {n.pkl: b for n, b in pair_dumps(npu, bench, o.step, o.rank)}
+        paired = pair_dumps(npu, bench, o.step, o.rank)
+        pairs: dict[Path, RankDump | None] = {n.pkl: b for n, b in paired}
         for n in npu:  # NPU dumps without a bench yet: their rows wait as pending
-            wanted = (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank)
-            if wanted and n.pkl not in pairs:
-                pairs[n.pkl] = None
+            if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
+                pairs.setdefault(n.pkl, None)
+        self._unpaired = unpaired_notes(npu, bench, paired, o.step, o.rank)
+        for text in self._unpaired:
+            self._note(text)
         by_pkl = {n.pkl: n for n in npu}
         for key in [k for k in self._pairs if Path(k) not in pairs]:
             del self._pairs[key]
@@ -449,6 +218,9 @@ class LiveEngine:
             if state is not None:  # the bench changed: same tree node, everything recomputed
                 new.emitted = state.emitted
             self._pairs[info.key] = new
+            note = None if o.summary else statistics_only_note(n, b)
+            if note:
+                self._note(f"{info.label}: statistics only — {note}")
         used = {s.dump.pkl for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
         self._sides = {pkl: side for pkl, side in self._sides.items() if pkl in used}
 
@@ -457,128 +229,81 @@ class LiveEngine:
         summary = self.options.summary or b is None or not (n.has_npy and b.has_npy)
         return PairInfo(str(n.pkl), label, n, b, summary)
 
+    def _rebuild(self, key: str) -> None:
+        """A pair that failed starts over from its sides' records; the app keeps its rows until
+        the new ones replace them."""
+        old = self._pairs.get(key)
+        if old is not None:
+            new = self._pairs[key] = PairState(old.info, old.npu, old.bench)
+            new.emitted = old.emitted
+            new.failed = old.failed
+
+    def _note(self, text: str) -> None:
+        """A notice, once for as long as its condition lasts (it may come back later)."""
+        self._noted_now.add(text)
+        if text not in self._noted:
+            self._noted.add(text)
+            self.outbox.notice(text)
+
     # -- one pass ------------------------------------------------------------------------------
-    def _pass(self) -> float | None:
-        """Read, match, compare, emit. Returns when undecided rows should be looked at again."""
+    def _pass(self, rescan: bool = False) -> float | None:
+        """Read, match, compare, emit. Returns when undecided rows should be looked at again.
+
+        A side that cannot be read, or a pair whose pass fails, is a notice on that pair; the pair
+        is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
         for side in self._sides.values():
-            side.poll(final=static)
+            try:
+                side.poll(final=static)
+            except Exception as e:  # a reader bug: this dump waits for the next change or rescan
+                log.exception("live engine: reading %s failed", side.dump.pkl)
+                side.error = f"reading {side.dump.pkl} failed: {_what(e)}"
+            for problem in side.problems:
+                self._note(problem)
             if len(side.bad) > side.reported_bad:
                 first = side.bad[side.reported_bad]
                 self.outbox.notice(f"{side.dump.pkl}: {len(side.bad) - side.reported_bad} malformed "
                                    f"line(s) skipped (line {first.line}: {first.reason})")
                 side.reported_bad = len(side.bad)
         due: float | None = None
-        for pair in list(self._pairs.values()):
+        for key, pair in list(self._pairs.items()):
             if self._stop.is_set():
                 return None
-            pair_due = self._update_pair(pair)
+            versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
+            if pair.failed is not None and pair.failed[0] == versions and not rescan:
+                self._note(pair.failed[1])
+                continue
+            try:
+                pair_due = pair.update(self._context)
+                pair.failed = None
+            except Exception as e:
+                log.exception("live engine: pair %s failed", pair.info.label)
+                self._rebuild(key)
+                text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
+                self._pairs[key].failed = (versions, text)
+                self._note(text)
+                continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
+            now = time.monotonic()
+            for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
+                if side is not None and not side.tensors and not side.error and (
+                        static or side.quiet(now, self.options.quiet_s)):
+                    self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
         self._progress(done=due is None)
+        if rescan:  # every condition was looked at: those that ended may be noticed again if they return
+            self._noted &= self._noted_now
+            self._noted_now = set()
         return due
 
-    def _update_pair(self, p: PairState) -> float | None:
-        versions = (p.npu.version, p.bench.version if p.bench else -1)
-        if versions != p.versions:
-            p.versions = versions
-            p.rematch(self.options.match)
-        todo, due = self._todo(p, time.monotonic())
-        for _ in self._compute(p, todo):
-            self._emit(p)
-            self._diagnose(p, final=False)
-            self._progress(done=False)
-            self.outbox.flush()
-            if self._stop.is_set():
-                return None
-        self._emit(p)
-        self._diagnose(p, final=True)
-        if p.unplaced:  # some calls wait for their stack line or for quiet
-            soon = time.monotonic() + self.options.quiet_s / 4
-            due = soon if due is None else min(due, soon)
-        return due
-
-    def _todo(self, p: PairState, now: float) -> tuple[list[int], float | None]:
-        """Indices of rows to compare now, and when undecided rows should be looked at again."""
-        static = self._watcher is None
-        quiet_s = self.options.quiet_s
-        todo: list[int] = []
-        due: float | None = None
-        for i in sorted(p.open):
-            row = p.rows[i]
-            if row.matched:
-                at = p.retry.get(_cache_key(row))
-                if at is None or now >= at:
-                    todo.append(i)
-                else:
-                    due = at if due is None else min(due, at)
-                continue
-            other = p.bench if row.npu is not None else p.npu
-            final = static or row.seq < p.last_matched or (
-                p.npu.quiet(now, quiet_s) if other is None else other.quiet(now, quiet_s))
-            if final:
-                todo.append(i)
-            else:
-                wake = (other or p.npu).changed_at + quiet_s
-                due = wake if due is None else min(due, wake)
-        return todo, due
-
-    def _compute(self, p: PairState, todo: list[int]) -> Iterator[None]:
-        """Fill the results of the ``todo`` rows; yields after each round of work."""
-        static = self._watcher is None
-        tasks_at: list[int] = []
-        for i in todo:
-            result = settled_result(p.rows[i], p.info.summary)
-            if result is not None:
-                self._set(p, i, result)
-            else:
-                tasks_at.append(i)
-        if not tasks_at:
-            return
-        yield
-        pool = self._metric_pool()
-        npu_dir = p.info.npu.npy_dir
-        bench_dir = p.info.bench.npy_dir if p.info.bench else None
-        for start in range(0, len(tasks_at), self.options.chunk):
-            part = tasks_at[start:start + self.options.chunk]
-            tasks = [task_for(p.rows[i], npu_dir, bench_dir) for i in part]
-            for k, result in pool.map(tasks):
-                i = part[k]
-                now = time.monotonic()
-                if not static and _is_retryable(result) and p.settling(now, self.options.quiet_s):
-                    p.retry[_cache_key(p.rows[i])] = now + RETRY_S
-                    continue
-                self._set(p, i, result)
-            yield
-            if self._stop.is_set():
-                return
-
-    def _set(self, p: PairState, i: int, result: Result) -> None:
-        row = p.rows[i]
-        key = _cache_key(row)
-        p.cache[key] = result
-        p.retry.pop(key, None)
-        p.compared += row.result is None
-        p.open.discard(i)
-        p.changed.add(i)
-        p.diagnosis_dirty = True
-        if p.emitted.get(p.keys[i]) is row:  # the app holds it: emitted rows are never mutated
-            p.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq)
-        else:
-            row.result = result
-
-    def _diagnose(self, p: PairState, final: bool) -> None:
-        """Judge the pair's calls again: at once when final, else at most every DIAGNOSE_S and never
-        more than DIAGNOSE_SHARE of the engine's time (it takes ~20 µs a call)."""
+    def _side_status(self, status: SideStatus, pkls: set[Path]) -> SideStatus:
+        """``status`` with whether its dumps are being written and what keeps them from being read."""
+        if status.state != FOUND:
+            return status
+        sides = [s for s in self._sides.values() if s.dump.pkl in pkls]
         now = time.monotonic()
-        wait = max(DIAGNOSE_S, p.diagnose_cost / DIAGNOSE_SHARE)
-        if not p.diagnosis_dirty or (not final and now - p.diagnosed_at < wait):
-            return
-        p.diagnosis_dirty = False
-        p.diagnosis = diagnose(p.rows)
-        p.diagnosed_at = time.monotonic()
-        p.diagnose_cost = p.diagnosed_at - now
-        self.outbox.put_diagnosis(p.info, p.diagnosis)
+        return replace(status, writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
+                       problems=status.problems + tuple(p for s in sides for p in s.problems))
 
     def _metric_pool(self) -> MetricPool:
         if self._pool is None:
@@ -587,63 +312,20 @@ class LiveEngine:
             self._pool = MetricPool(max(1, self.options.jobs))
         return self._pool
 
-    # -- emitting ------------------------------------------------------------------------------
-    def _placement(self, p: PairState, row: Row) -> tuple[tuple[Seg, ...], StackRecord | None] | None:
-        """Path of the row's call, or ``None`` while it cannot be known yet."""
-        side = p.side_of(row)
-        assert side is not None
-        rec = row.record
-        key = ("npu" if row.npu is not None else "bench", rec.call)
-        found = p.paths.get(key)
-        if found is not None:
-            return found
-        entry = rec.entry
-        chain = side.reader.module_chain(entry) if entry else None
-        stack = placement_stack(entry, side.stacks)
-        # The dumper writes a call's tensor lines, then its stack line, then its module line:
-        # only the last call of a file may still be missing them.
-        settled = (self._watcher is None or chain is not None or rec.call != side.tail_call
-                   or (stack is not None and not side.reader.has_modules)
-                   or side.quiet(time.monotonic(), self.options.quiet_s))
-        if not settled:
-            return None
-        found = p.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
-        return found
-
-    def _emit(self, p: PairState) -> None:
-        """Send the rows that are new or changed since the last emit (all of them after a re-match)."""
-        indices = range(len(p.rows)) if p.full_emit else sorted(p.changed | p.unplaced)
-        p.changed.clear()
-        p.unplaced.clear()
-        p.full_emit = False
-        upserts: dict[str, Placed] = {}
-        for i in indices:
-            row, key = p.rows[i], p.keys[i]
-            prev = p.emitted.get(key)
-            if prev is not None and _same(prev, row):
-                continue
-            if prev is None and row.npu is None and row.result is None:
-                continue  # bench-only rows show once final
-            placement = self._placement(p, row)
-            if placement is None:
-                p.unplaced.add(i)  # look again next pass
-                continue
-            upserts[key] = Placed(row, *placement)
-            p.emitted[key] = row
-        removes: set[str] = set()
-        if isinstance(indices, range):
-            keys = set(p.keys)
-            removes = {k for k in p.emitted if k not in keys}
-            for k in removes:
-                del p.emitted[k]
-        if upserts or removes:
-            self.outbox.put_rows(p.info, upserts, removes)
-
     def _progress(self, done: bool) -> None:
         pairs = list(self._pairs.values())
         npu = {p.npu.dump.pkl: len(p.npu.tensors) for p in pairs}
         bench = {p.bench.dump.pkl: len(p.bench.tensors) for p in pairs if p.bench}
         rows = sum(len(p.rows) for p in pairs)
         compared = sum(p.compared for p in pairs)
+        statuses = [self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
+                    for s in (self._npu_status, self._bench_status)]
+        faults = tuple(p.failed[1] for p in pairs if p.failed is not None)
         self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
-                                          self.watching, done))
+                                          self.watching, done, statuses[0], statuses[1], self._unpaired,
+                                          faults))
+
+
+def _what(e: BaseException) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

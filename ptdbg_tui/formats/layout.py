@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptdbg_tui.formats.files import file_kind, reason
 from ptdbg_tui.formats.msprobe import DATA_DIR, DUMP_JSON
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
 
@@ -81,7 +83,7 @@ class RankDump:
 
     @property
     def has_npy(self) -> bool:
-        return self.npy_dir.is_dir()
+        return os.path.isdir(self.npy_dir)
 
     @property
     def label(self) -> str:
@@ -104,14 +106,39 @@ def _number(regex: re.Pattern[str], name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _pkl_in(rank_dir: Path) -> Path | None:
-    if (rank_dir / DUMP_JSON).is_file():
-        return rank_dir / DUMP_JSON
-    for name in PKL_NAMES.values():
-        if (rank_dir / name).is_file():
-            return rank_dir / name
-    found = sorted(p for p in rank_dir.glob("*.pkl") if p.is_file())
-    return found[0] if found else None
+def _entries(folder: Path, problems: list[str]) -> list[os.DirEntry[str]] | None:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(it, key=lambda e: e.name)
+    except OSError as e:
+        problems.append(reason(e))
+        return None
+
+
+def _is(entry: os.DirEntry[str], kind: str) -> bool:
+    try:
+        return entry.is_dir() if kind == "dir" else entry.is_file()
+    except OSError:
+        return False
+
+
+def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None:
+    """The folder's dump file (msprobe's dump.json, or a pkl: the known names in order of
+    preference, then any ``*.pkl``); one that is
+    there but not a regular file is a problem, not a dump."""
+    by_name = {e.name: e for e in entries}
+    candidates = [by_name[n] for n in (DUMP_JSON, *PKL_NAMES.values()) if n in by_name]
+    candidates += [e for e in entries if e.name.endswith(".pkl") and e.name not in PKL_NAMES.values()]
+    for entry in candidates:
+        if _is(entry, "file"):
+            return Path(entry.path)
+    for entry in candidates:
+        try:
+            mode = os.stat(entry.path).st_mode
+            problems.append(f"{entry.path}: is {file_kind(mode)}, not a dump file")
+        except OSError as e:
+            problems.append(reason(e))
+    return None
 
 
 def _rank_dump(pkl: Path) -> RankDump:
@@ -119,11 +146,60 @@ def _rank_dump(pkl: Path) -> RankDump:
     return RankDump(pkl, _number(_STEP_RE, rank_dir.parent.name), _number(_RANK_RE, rank_dir.name))
 
 
-def _subdirs(path: Path) -> list[Path]:
+@dataclass
+class Scan:
+    """What a dump path holds: its rank dumps, and what could not be read on the way, in words."""
+
+    dumps: list[RankDump] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def scan(path: str | os.PathLike[str]) -> Scan:
+    """All rank dumps at or below ``path``, sorted by (step, rank); a folder that cannot be read is
+    a problem and the others are still searched.
+
+    Raises :class:`DumpLayoutError` for a path that does not exist or is neither a folder nor a pkl.
+    """
+    root = Path(path)
     try:
-        return sorted((p for p in path.iterdir() if p.is_dir()), key=lambda p: p.name)
-    except OSError:
-        return []
+        mode = os.stat(root).st_mode
+    except FileNotFoundError:
+        raise DumpLayoutError(f"{root}: no such file or directory") from None
+    except OSError as e:
+        raise DumpLayoutError(reason(e)) from None
+    if stat.S_ISREG(mode):
+        if root.suffix != ".pkl" and root.name != DUMP_JSON:
+            raise DumpLayoutError(f"{root}: not a .pkl file, an msprobe {DUMP_JSON} or a dump directory")
+        return Scan([_rank_dump(root)])
+    if not stat.S_ISDIR(mode):
+        raise DumpLayoutError(f"{root}: is {file_kind(mode)}, not a dump directory or a .pkl file")
+    found = Scan()
+    frontier = [root]
+    for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
+        nxt: list[Path] = []
+        for d in frontier:
+            entries = _entries(d, found.problems)
+            if entries is None:
+                continue
+            pkl = _pkl_in(entries, found.problems)
+            if pkl is not None:
+                found.dumps.append(_rank_dump(pkl))
+                continue
+            nxt += [Path(e.path) for e in entries if _is(e, "dir") and
+                    any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+        frontier = nxt
+    found.dumps.sort(key=lambda r: (r.step if r.step is not None else -1,
+                                    r.rank if r.rank is not None else -1, str(r.pkl)))
+    return found
+
+
+#: What a dump path is expected to hold, for messages.
+EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's [stepN/]rankR|proc<pid>/{DUMP_JSON},"
+
+
+def no_dump_message(root: str | os.PathLike[str], problems: list[str]) -> str:
+    why = f"; {len(problems)} unreadable: {problems[0]}" if problems else ""
+    return f"{root}: no dump found (expected {EXPECTED} below it){why}"
 
 
 def discover(path: str | os.PathLike[str]) -> list[RankDump]:
@@ -131,33 +207,42 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
 
     Raises :class:`DumpLayoutError` for a path that does not exist or holds no dump.
     """
-    root = Path(path)
-    if not root.exists():
-        raise DumpLayoutError(f"{root}: no such file or directory")
-    if root.is_file():
-        if root.suffix != ".pkl" and root.name != DUMP_JSON:
-            raise DumpLayoutError(f"{root}: not a .pkl file, an msprobe {DUMP_JSON} or a dump directory")
-        return [_rank_dump(root)]
-    found: list[RankDump] = []
-    frontier = [root]
-    for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
-        nxt: list[Path] = []
-        for d in frontier:
-            pkl = _pkl_in(d)
-            if pkl is not None:
-                found.append(_rank_dump(pkl))
-                continue
-            for sub in _subdirs(d):
-                if any(r.match(sub.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE)):
-                    nxt.append(sub)
-        frontier = nxt
-    if not found:
-        raise DumpLayoutError(
-            f"{root}: no dump found (expected {DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's "
-            f"[stepN/]rankR|proc<pid>/{DUMP_JSON}, below it)"
-        )
-    return sorted(found, key=lambda r: (r.step if r.step is not None else -1,
-                                         r.rank if r.rank is not None else -1, str(r.pkl)))
+    found = scan(path)
+    if not found.dumps:
+        raise DumpLayoutError(no_dump_message(path, found.problems))
+    return found.dumps
+
+
+def npy_note(dump: RankDump) -> str | None:
+    """Why a dump has no npy folder, when that looks like a mistake: the path is something else,
+    or the rank folder holds another folder (a renamed one?)."""
+    try:
+        mode = os.stat(dump.npy_dir).st_mode
+    except FileNotFoundError:
+        others = [e.name for e in _entries(dump.rank_dir, []) or [] if _is(e, "dir")]
+        if not others:
+            return None
+        return f"no npy folder {dump.npy_dir.name}/ next to {dump.pkl.name} (found {', '.join(others[:3])}/)"
+    except OSError as e:
+        return f"npy folder {reason(e)}"
+    if stat.S_ISDIR(mode):
+        try:
+            os.scandir(dump.npy_dir).close()
+        except OSError as e:
+            return f"npy folder {reason(e)}"
+        return None
+    return f"npy folder {dump.npy_dir} is {file_kind(mode)}, not a folder"
+
+
+def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
+    """Why a pair can compare statistics only when that looks unintended: a data folder that is
+    something else or named otherwise, or one side without the data folder the other has."""
+    notes = [f"{role}: {note}" for role, d in (("NPU", npu), ("bench", bench))
+             if d is not None and (note := npy_note(d))]
+    if not notes and bench is not None and npu.has_npy != bench.has_npy:
+        role, missing = ("bench", bench) if npu.has_npy else ("NPU", npu)
+        notes.append(f"the {role} dump has no data folder {missing.npy_dir}")
+    return "; ".join(notes) or None
 
 
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:
@@ -192,3 +277,25 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
             candidates = [(d, by_rank[d.rank]) for d in n_side if d.rank in by_rank]
         pairs += [(n, b) for n, b in candidates if rank is None or n.rank == rank]
     return pairs
+
+
+def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
+                   step: int | None, rank: int | None) -> tuple[str, ...]:
+    """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
+    notes = []
+    if npu and bench and not paired:
+        ns, nr = steps_and_ranks(npu)
+        bs, br = steps_and_ranks(bench)
+        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
+        notes.append(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+                     f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
+    used = {b.pkl for _, b in paired}
+    paired_npu = {n.pkl for n, _ in paired}
+    for n in npu:
+        if n.pkl not in paired_npu and (step is None or n.step == step) and (rank is None or n.rank == rank):
+            notes.append(f"NPU {n.label}: no bench dump for it")
+    for b in bench:
+        if b.pkl not in used and (step is None or b.step == step) and paired:
+            notes.append(f"bench {b.label}: no NPU dump for it")
+    return tuple(notes)
+

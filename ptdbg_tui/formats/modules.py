@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, LineFollower, decode_lines
+from ptdbg_tui.formats.records import shown
 
 SUFFIX = ".modules.jsonl"
 
@@ -34,15 +35,21 @@ def encode_module_line(call_key: str, chain: ModuleChain | list[tuple[str, str]]
 def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
     try:
         key, chain = value
-        return str(key), tuple((str(q), str(c)) for q, c in chain)
+        if not isinstance(key, str) or not all(isinstance(x, str) for item in chain for x in item):
+            return None
+        return key, tuple((q, c) for q, c in chain)
     except (TypeError, ValueError):
         return None
+
+
+def _shown(item: tuple[str, ModuleChain]) -> tuple[str, ModuleChain]:
+    return shown(item[0]), tuple((shown(q), shown(c)) for q, c in item[1])
 
 
 def _from_text(text: str, line: int) -> tuple[str, ModuleChain] | None:
     try:
         return _from_value(json.loads(text), line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -65,7 +72,7 @@ class ModuleFollower:
             if chunk.reset:
                 self.chains.clear()
                 new.clear()
-            for item in decode_lines(chunk.data, chunk.first_line, _from_value, _from_text):
+            for item in decode_lines(chunk.data, chunk.first_line, _from_value, _from_text, _shown):
                 if item is None:
                     self.bad_lines += 1
                 else:

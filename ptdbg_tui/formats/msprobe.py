@@ -12,8 +12,10 @@ key per level; the row named by its ``data_name`` without the extension where th
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import math
 import os
 import re
 import zlib
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptdbg_tui.formats.files import open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
     BACKWARD,
@@ -33,7 +36,18 @@ from ptdbg_tui.formats.naming import (
     EntryName,
 )
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
-from ptdbg_tui.formats.records import NONE_DTYPE, BadLine, Frame, StackRecord, TensorRecord
+from ptdbg_tui.formats.records import (
+    MAX_DIMS,
+    MAX_NUMEL,
+    NONE_DTYPE,
+    BadLine,
+    Frame,
+    StackRecord,
+    TensorRecord,
+    shown,
+    undecodable,
+    valid_stat,
+)
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -49,8 +63,12 @@ _MODULE_RE = re.compile(r"^(Module\..+)\.(forward|backward)\.(\d+)$")
 _PARAMS_GRAD_RE = re.compile(r"^(Module\..+)\.parameters_grad(?:\.(\d+))?$")
 _API_RE = re.compile(r"^(.+)\.(\d+)\.(forward|backward)$")
 _FRAME_RE = re.compile(r"^File (.*), line (\d+), in (.*?), \n ?(.*)$", re.DOTALL)
+#: Surrogate escapes: bytes of a file that were not UTF-8.
+_ESCAPED = re.compile("[\udc80-\udcff]")
 #: Nesting deeper than this is refused (msprobe itself stops at 400 levels).
 MAX_DEPTH = 400
+#: A json file larger than this is refused: it is read whole.
+MAX_JSON_BYTES = 4 << 30
 
 
 def parse_entry(name: str) -> tuple[str, int, str, bool] | None:
@@ -93,9 +111,17 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
     shape = leaf.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
         shape = None
+    elif len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
+        raise ValueError(f"{name}: shape {shape[:8]} is too large to be a tensor's")
+    bad = next((v for v in _stats(leaf) if not valid_stat(v)), None)
+    if bad is not None:
+        raise ValueError(f"{name}: statistic {str(bad)[:40]!r} is not a number")
     data_name = leaf.get("data_name")
+    if isinstance(data_name, str) and data_name and not safe_name(data_name):
+        raise ValueError(f"{name}: data_name {data_name[:80]!r} would lie outside the dump folder")
     grad = leaf.get("requires_grad")
     return TensorRecord(name, 0, str(leaf.get("dtype")), shape, _stats(leaf), entry,
                         data_name=data_name if isinstance(data_name, str) else "",
@@ -153,27 +179,40 @@ def _suffix(path: Path_) -> str:
 
 
 def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | None]:
-    """The records of one dump.json entry (and why not, for an entry that cannot be read)."""
+    """The records of one dump.json entry (and why not, for an entry or a value that cannot be read:
+    a bad value costs only its own record)."""
     if not isinstance(value, dict):
         return [], BadLine(0, f"entry {name}: expected an object, got {type(value).__name__}")
     parsed = parse_entry(name)
     out: list[TensorRecord] = []
+    refused: list[str] = []
+
+    def add(built: str, leaf: dict[str, Any] | None, entry: EntryName | None) -> None:
+        try:
+            out.append(_record(built, leaf, entry))
+        except ValueError as e:
+            refused.append(str(e))
+
     try:
         if parsed is None:  # not a call: keep its values, unplaced
-            out += [_record(name + _suffix(path), leaf, None) for path, leaf in _leaves(value)]
+            for path, leaf in _leaves(value):
+                add(name + _suffix(path), leaf, None)
         elif parsed[3]:  # parameter gradients: {param: [tensor]}, the list not indexed
             api, index, direction, _ = parsed
             for path, leaf in _leaves(value, index_lists=False):
-                entry = EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE)
-                out.append(_record(name + _suffix(path), leaf, entry))
+                add(name + _suffix(path), leaf,
+                    EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE))
         else:
             api, index, direction, _ = parsed
             for section, kind in _SECTIONS:
                 for path, leaf in _leaves(value.get(section)) if section in value else ():
-                    entry = EntryName(api, index, direction, kind, path, STYLE_MSPROBE)
-                    out.append(_record(f"{name}.{kind}{_suffix(path)}", leaf, entry))
+                    add(f"{name}.{kind}{_suffix(path)}", leaf,
+                        EntryName(api, index, direction, kind, path, STYLE_MSPROBE))
     except (ValueError, RecursionError) as e:
-        return out, BadLine(0, f"entry {name}: {e}")
+        refused.append(str(e))
+    if refused:
+        more = f" (+{len(refused) - 1} more values)" if len(refused) > 1 else ""
+        return out, BadLine(0, f"entry {name}: {refused[0]}{more}")
     return out, None
 
 
@@ -259,16 +298,19 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
     """The file's text and identity, ``None`` if it has not changed since ``last`` (or is absent).
 
     Raises :class:`HalfWritten` while the writer holds its lock, OSError for a file that cannot be
-    read.
+    read (not a regular file, or larger than :data:`MAX_JSON_BYTES`).
     """
     try:
-        f = open(path, "rb")  # noqa: SIM115 - closed by the with below; a missing file is no error
+        fd, st = open_regular(path)
     except FileNotFoundError:
         return None
-    with f:
-        ident = _identity(os.fstat(f.fileno()))
+    with os.fdopen(fd, "rb") as f:
+        ident = _identity(st)
         if ident == last:
             return None
+        if st.st_size > MAX_JSON_BYTES:
+            raise OSError(errno.EFBIG, f"is {st.st_size / 2**30:.1f} GiB, more than the "
+                          f"{MAX_JSON_BYTES / 2**30:.0f} GiB read whole", str(path))
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -279,12 +321,17 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
             data = f.read()
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-    return data.decode("utf-8", errors="replace"), ident
+    try:
+        return data.decode("utf-8"), ident
+    except UnicodeDecodeError:  # kept byte-exact as surrogate escapes; shown with U+FFFD (see undecodable)
+        return data.decode("utf-8", errors="surrogateescape"), ident
 
 
 def parse_json(text: str, name: str) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{name}: JSON nested too deeply to read") from None
     except ValueError as e:
         raise HalfWritten(f"{name} is not complete JSON ({e})") from None
 
@@ -314,13 +361,16 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
                 entries.append((name, value[:-1] if value.endswith(",") else value))
             if isinstance(header, dict):
                 return header, entries
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     data = parse_json(text, DUMP_JSON)
     if not isinstance(data, dict) or not isinstance(data.get("data", {}), dict):
         raise ValueError(f"{DUMP_JSON}: expected an object with a 'data' object")
     header = {k: v for k, v in data.items() if k != "data"}
-    return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
+    try:
+        return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
+    except RecursionError:
+        raise ValueError(f"{DUMP_JSON}: JSON nested too deeply to read") from None
 
 
 class MsprobeFollower:
@@ -338,6 +388,7 @@ class MsprobeFollower:
         self.chains: dict[str, ModuleChain] = {}
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
+        self._errors: dict[str, str] = {}  # the last error of each file that could not be read
 
     def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
         """The new text of one of the folder's files, or ``None`` if unchanged or not ready."""
@@ -348,8 +399,14 @@ class MsprobeFollower:
                 bad.append(BadLine(0, str(e)))
             return None
         except OSError as e:
-            bad.append(BadLine(0, f"{name} cannot be read: {e}"))
+            if name == DUMP_JSON:  # the dump itself: the caller says why it cannot be read
+                raise
+            text = f"{name} cannot be read: {reason(e)}"
+            if self._errors.get(name) != text:  # said once, until it changes
+                self._errors[name] = text
+                bad.append(BadLine(0, text))
             return None
+        self._errors.pop(name, None)
         if got is None:
             return None
         text, self._idents[name] = got
@@ -378,7 +435,7 @@ class MsprobeFollower:
         batch.more = bool(self._pending)
         stacks = self._json(STACK_JSON, final, batch.bad)
         if stacks is not None:
-            new = {s.name: s for s in decode_stacks(stacks)}
+            new = {s.name: s for s in map(undecodable, decode_stacks(stacks))}
             batch.stacks = [s for name, s in new.items() if self._stacks.get(name) != s]
             self._stacks = new
         return batch
@@ -388,7 +445,7 @@ class MsprobeFollower:
         data = self._json(CONSTRUCT_JSON, final, [])
         if data is None:
             return False
-        chains = module_chains(data)
+        chains = {shown(k): tuple((shown(q), shown(c)) for q, c in v) for k, v in module_chains(data).items()}
         changed = chains != self.chains
         self.chains = chains
         return changed
@@ -426,12 +483,14 @@ class MsprobeFollower:
             return
         try:
             values = json.loads("[" + ",".join(text for _, text in take) + "]")
-        except ValueError:  # one is malformed: the others still count
+        except (ValueError, RecursionError):  # one is malformed: the others still count
             values = [_loads(name, text, batch.bad) for name, text in take]
-        for (name, _), value in zip(take, values, strict=True):
+        for (name, text), value in zip(take, values, strict=True):
             if value is _MALFORMED:
                 continue
             records, bad = decode_entry(name, value)
+            if _ESCAPED.search(name) or _ESCAPED.search(text):
+                records = [undecodable(r) for r in records]
             for rec in records:
                 rec.order = self.tensor_count
                 self.tensor_count += 1
@@ -460,6 +519,10 @@ _MALFORMED = object()
 def _loads(name: str, text: str, bad: list[BadLine]) -> Any:
     try:
         return json.loads(text)
-    except ValueError as e:
+    except RecursionError:
+        bad.append(BadLine(0, f"entry {name}: JSON nested too deeply to read"))
+    except json.JSONDecodeError as e:
         bad.append(BadLine(0, f"entry {name}: not valid JSON ({e.msg} at column {e.colno})"))
-        return _MALFORMED
+    except ValueError as e:
+        bad.append(BadLine(0, f"entry {name}: not readable JSON ({e})"))
+    return _MALFORMED

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npformat
 
+from ptdbg_tui.formats.files import open_regular
+
 #: Files smaller than this are read into memory; larger ones are memory-mapped.
 MMAP_THRESHOLD = 1 << 20
 _MAGIC = b"\x93NUMPY"
@@ -96,21 +98,23 @@ def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int
 def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHeader, np.ndarray | None]:
     """The checked header, and the data too (read-only) when it is at most ``data_limit`` bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd, st = open_regular(path)
         try:
-            return _read_fd(fd, path, data_limit)
+            return _read_fd(fd, st.st_size, path, data_limit)
         finally:
             os.close(fd)
     except OSError as e:
         raise NpyError(open_error(e, _name(path))) from None
 
 
-def _read_fd(fd: int, path: str | os.PathLike[str], data_limit: float) -> tuple[NpyHeader, np.ndarray | None]:
-    size = os.fstat(fd).st_size
+def _read_fd(fd: int, size: int, path: str | os.PathLike[str],
+             data_limit: float) -> tuple[NpyHeader, np.ndarray | None]:
     head = os.read(fd, size if size <= _PREFIX + data_limit else _PREFIX)  # one read for a small file
     try:
         shape, fortran, dtype, offset, head = _parse(head, lambda n: os.read(fd, n))
-    except (ValueError, EOFError, SyntaxError, TypeError) as e:
+    except OSError:
+        raise
+    except Exception as e:  # numpy's header parser raises many kinds (tokenize's TokenError too)
         raise NpyError(f"Dump file {_name(path)} is not a valid npy file ({e}).") from None
     header = NpyHeader(shape, dtype, fortran, offset)
     if dtype.hasobject:
@@ -164,7 +168,7 @@ def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
     else:
         buf = buffer[:n * header.dtype.itemsize].view(header.dtype)
     try:
-        with open(path, "rb", buffering=0) as f:
+        with os.fdopen(open_regular(path)[0], "rb", buffering=0) as f:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
             f.seek(header.data_offset)

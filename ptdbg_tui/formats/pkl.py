@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, decode_line, decode_value
+from ptdbg_tui.formats.files import open_regular
+from ptdbg_tui.formats.records import (
+    BadLine,
+    StackRecord,
+    TensorRecord,
+    decode_line,
+    decode_value,
+    undecodable,
+)
 
 T = TypeVar("T")
 
@@ -42,35 +50,51 @@ class LineFollower:
         self.offset = 0
         self.lines = 0
         self._identity: tuple[int, int] | None = None
+        self._skipping = False  # inside a line longer than the chunk
 
     def read_chunk(self, final: bool = False) -> Chunk:
         """Complete lines added since the last call (``final``: also a last unterminated line).
 
-        A missing file gives an empty chunk: the writer may not have created it yet.
+        A missing file gives an empty chunk: the writer may not have created it yet. Anything
+        else that cannot be read (a directory, a pipe, no permission) raises OSError.
         """
         out = Chunk(first_line=self.lines + 1)
         try:
-            with open(self.path, "rb") as f:
-                st = os.fstat(f.fileno())
-                identity = (st.st_dev, st.st_ino)
-                if self._identity is not None and (identity != self._identity or st.st_size < self.offset):
-                    out.reset = True
-                    self.offset = self.lines = 0
-                    out.first_line = 1
-                self._identity = identity
-                f.seek(self.offset)
-                data = f.read(self.chunk)
+            fd, st = open_regular(self.path)
         except FileNotFoundError:
             return out
+        try:
+            identity = (st.st_dev, st.st_ino)
+            if self._identity is not None and (identity != self._identity or st.st_size < self.offset):
+                out.reset = True
+                self.offset = self.lines = 0
+                self._skipping = False
+                out.first_line = 1
+            self._identity = identity
+            data = os.pread(fd, self.chunk, self.offset)
+        finally:
+            os.close(fd)
         at_eof = self.offset + len(data) >= st.st_size
+        if self._skipping:  # the rest of a line too long to read: drop it, up to its newline
+            cut = data.find(b"\n") + 1
+            if cut == 0:
+                self.offset += len(data)
+                out.more = not at_eof
+                return out
+            self._skipping = False
+            self.offset += cut
+            data = data[cut:]
+            out.first_line = self.lines + 1
         end = data.rfind(b"\n") + 1
         if final and at_eof:
             end = len(data)
         if end == 0:
-            if len(data) == self.chunk:  # one line fills the whole chunk: skip it
+            if len(data) == self.chunk:  # one line fills the whole chunk: skip all of it
                 self.offset += len(data)
                 self.lines += 1
-                out.too_long = out.more = True
+                self._skipping = out.too_long = out.more = True
+            else:  # after a skipped line's end: the next read starts at a line
+                out.more = not at_eof
             return out
         self.offset += end
         out.data = data[:end]
@@ -80,9 +104,19 @@ class LineFollower:
 
 
 def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
-                 from_text: Callable[[str, int], T | None]) -> list[T | None]:
-    """Decode complete JSON lines; ``first`` is the 1-based number of the first line."""
-    lines = data.decode("utf-8", errors="replace").split("\n")
+                 from_text: Callable[[str, int], T | None],
+                 repair: Callable[[T], T] | None = None) -> list[T | None]:
+    """Decode complete JSON lines; ``first`` is the 1-based number of the first line.
+
+    Bytes that are not UTF-8 are kept as surrogate escapes, and ``repair`` then makes each result
+    safe to show while what names files keeps the exact bytes (see :func:`records.undecodable`)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="surrogateescape" if repair else "replace")
+    else:
+        repair = None
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     numbers = [first + i for i, ln in enumerate(lines) if ln.strip()]
@@ -90,9 +124,10 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
         values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
-        return [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
-    except ValueError:
-        return [from_text(ln, first + i) for i, ln in enumerate(lines)]
+        out = [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for json
+        out = [from_text(ln, first + i) for i, ln in enumerate(lines)]
+    return out if repair is None else [None if r is None else repair(r) for r in out]
 
 
 @dataclass
@@ -133,7 +168,7 @@ class PklFollower:
         if chunk.too_long:
             batch.bad.append(BadLine(chunk.first_line,
                                      f"line longer than {self._lines.chunk} bytes, skipped"))
-        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line):
+        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count
                 self.tensor_count += 1

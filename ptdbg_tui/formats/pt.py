@@ -28,6 +28,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
+from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 
 #: Files up to this size are read with one read and unzipped in memory.
@@ -268,8 +269,9 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
     """The file (in memory when small) and its members by name below the archive folder."""
     name = _name(path)
     try:
-        size = os.path.getsize(path)
-        f: BinaryIO = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        fd, st = open_regular(path)
+        size = st.st_size
+        f: BinaryIO = os.fdopen(fd, "rb")  # the caller closes it
     except OSError as e:
         raise PtError(open_error(e, name)) from None
     try:

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptdbg_tui.formats.files import safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
 #: dtype of a record that holds no value (msprobe's ``null``).
@@ -111,18 +112,49 @@ def stat_value(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an integer beyond float's range
+            return math.copysign(math.inf, v)
+    return None
+
+
+#: Largest element count (and dimension) a shape may announce: what an int64 holds.
+MAX_NUMEL = (1 << 63) - 1
+#: Most dimensions a shape may have (torch allows 64).
+MAX_DIMS = 64
+
+
+#: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
+_STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+
+
+def valid_stat(v: Any) -> bool:
+    """The stat values dumps hold (spec §3.4): numbers, ``"Nan"`` (and msprobe's non-finite words),
+    ``[]`` (empty or bool tensors); ``null`` where a dumper had none. A number must also fit a float."""
+    if v is None or v == [] or isinstance(v, (bool, float)):
+        return True
+    if isinstance(v, str):
+        return v.lower() in _STAT_WORDS
+    return isinstance(v, int) and abs(v) <= 1.7976931348623157e308
+
+
+def _dump_step(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer():  # finite and whole (1e400 is inf: refused)
+        return int(v)
     return None
 
 
 def decode_value(value: Any, line: int = 0) -> Record:
-    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not)."""
+    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not); never raises."""
     if not isinstance(value, list):
         return BadLine(line, "a pkl line must be a JSON array", _short(value))
     if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
         frames = []
         for f in value[1]:
-            if not isinstance(f, list) or len(f) < 3:
+            if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
                 return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
             src = f[3] if len(f) > 3 else None
             frames.append((str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
@@ -133,14 +165,23 @@ def decode_value(value: Any, line: int = 0) -> Record:
     name, dump_step, _, dtype, shape, stats = value
     if not isinstance(name, str) or not isinstance(dtype, str):
         return BadLine(line, "name and dtype must be strings", _short(value))
+    if not safe_name(name):
+        return BadLine(line, "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie "
+                       "outside the dump folder", _short(name))
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
         return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
-    if isinstance(shape, list) and not all(isinstance(d, int) and d >= 0 for d in shape):
-        return BadLine(line, "shape must hold non-negative integers", _short(value))
-    try:
-        step = int(dump_step)
-    except (TypeError, ValueError):
-        return BadLine(line, "dump_step must be an integer", _short(value))
+    if isinstance(shape, list):
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            return BadLine(line, "shape must hold non-negative integers", _short(value))
+        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
+            return BadLine(line, f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name))
+    bad_stat = next((v for v in stats if not valid_stat(v)), None)
+    if bad_stat is not None or len(stats) > 4:
+        what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
+        return BadLine(line, f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value))
+    step = _dump_step(dump_step)
+    if step is None:
+        return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
     return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
 
 
@@ -151,9 +192,44 @@ def decode_line(text: str, line: int = 0) -> Record | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError as e:
+    except RecursionError:
+        return BadLine(line, "JSON nested too deeply to read", _short(text))
+    except json.JSONDecodeError as e:
         return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", _short(text))
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        return BadLine(line, f"not readable JSON ({e})", _short(text))
     return decode_value(value, line)
+
+
+def shown(text: str) -> str:
+    """A text read with surrogate escapes as it can be shown: each undecodable byte as U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def undecodable(record: Record) -> Record:
+    """A record from bytes that are not UTF-8 (read with surrogate escapes): every text as it can be
+    shown, while a tensor's data file keeps the exact bytes of the name it was saved under."""
+    if isinstance(record, TensorRecord):
+        name = shown(record.name)
+        if name != record.name:
+            if record.data_name is None:
+                record.data_name = f"{record.name}.npy"
+            record.name, record.entry = name, parse_name(name)
+        record.dtype = shown(record.dtype)
+        if isinstance(record.shape_raw, str):
+            record.shape_raw = shown(record.shape_raw)
+        record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
+    elif isinstance(record, StackRecord):
+        record.name = shown(record.name)
+        record.frames = [(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+                         for f, n, fn, src in record.frames]
+    else:
+        record.reason, record.text = shown(record.reason), shown(record.text)
+    return record
 
 
 def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any]) -> str:
@@ -166,5 +242,8 @@ def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except RecursionError:
+        text = "(nested too deeply to show)"
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -46,3 +46,23 @@ def iter_chunks(path: str | os.PathLike[str], header: TensorHeader, chunk: int,
     if isinstance(header, pt.PtHeader):
         return pt.iter_pt_chunks(path, header, chunk, buffer)
     return npy.iter_chunks(path, header, chunk, buffer)
+
+
+#: torch's other names of dtypes whose numpy name differs.
+_TORCH_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
+                  "short": "int16"}
+
+
+def stored_dtypes(recorded: str) -> tuple[str, ...] | None:
+    """The numpy dtypes a tensor file read for a tensor recorded as ``recorded`` may yield
+    (``None`` for a recorded dtype that says nothing about them, such as a Python scalar's): the
+    same, except bfloat16, saved (ptdbg) or read (msprobe) as float32."""
+    name = recorded.removeprefix("torch.")
+    if name == "bfloat16":
+        return ("float32", "bfloat16")
+    if recorded.startswith("torch."):
+        name = _TORCH_ALIASES.get(name, name)
+    try:
+        return (np.dtype(name).name,)
+    except TypeError:
+        return None

@@ -15,7 +15,8 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis import Diagnosis
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions, Placed, Progress
+from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.updates import Placed, Progress
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name, stack_name
 from ptdbg_tui.formats.stats import array_stats

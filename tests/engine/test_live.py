@@ -63,7 +63,9 @@ def test_engine_rows_write_the_same_csv_as_the_batch_compare(tmp_path, make_dump
 def test_live_waits_for_missing_folders_then_fills(tmp_path, make_dump, follow):
     npu, bench = tmp_path / "later" / "npu", tmp_path / "later" / "bench"
     f = follow(npu, bench, **FAST)
-    f.wait(lambda s: any("Waiting for a dump" in n for n in s.notices))
+    seen = f.wait(lambda s: s.progress.bench is not None and s.progress.bench.state == "missing")
+    assert seen.progress.npu.detail == f"waiting for {npu} to appear"
+    assert f"NPU: waiting for {npu} to appear" in seen.notices
     n = make_dump(npu)
     n.call("Torch_add", 0, site=10)
     n.call("Torch_mul", 0, site=11)

@@ -1,0 +1,290 @@
+"""One compared pair of rank dumps in the live engine: its rows, the results cache, what the app
+was sent, and the pass that reads, matches, compares and emits it.
+
+When a row without counterpart becomes "unmatched" (the rule, also in the README):
+
+* while the other side is still growing the row stays pending;
+* it becomes unmatched once the other side has moved past it (a matched row comes after it in
+  execution order), or the other side is quiet: its pkl has not grown for ``quiet_s`` seconds
+  (an absent bench dump counts as quiet once the NPU side itself is quiet);
+* with ``watch=False`` everything is final at once.
+
+Bench-only rows are shown only once final, so a bench run that is ahead of the NPU run does
+not fill the tree with rows that are about to be matched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
+from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
+from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.tasks import settled_result, task_for
+from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
+from ptdbg_tui.engine.side import SideState
+from ptdbg_tui.engine.updates import Outbox, PairInfo, Placed
+from ptdbg_tui.formats.reader import mixed_pair
+from ptdbg_tui.formats.records import StackRecord
+
+if TYPE_CHECKING:
+    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.pool import MetricPool
+
+#: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
+RETRY_S = 0.5
+#: Least seconds between two diagnoses of a pair while results arrive, and the largest share of the
+#: engine's time they may take.
+DIAGNOSE_S = 0.5
+DIAGNOSE_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class PairContext:
+    """What a pair's pass needs of the engine that runs it."""
+
+    options: LiveOptions
+    static: bool  # not watching: everything is final at once
+    outbox: Outbox
+    pool: Callable[[], MetricPool]
+    stopping: Callable[[], bool]
+    progress: Callable[[], None]  # the engine's progress, sent between two rounds of work
+
+
+def row_key(row: Row) -> str:
+    """A row's identity in the tree; stable when a pending NPU row finds its bench."""
+    return row.npu.name if row.npu is not None else "bench:" + row.name
+
+
+def _same(a: Row, b: Row) -> bool:
+    return (a.npu is b.npu and a.bench is b.bench and a.result is b.result and a.seq == b.seq
+            and a.stack is b.stack and a.fuzzy == b.fuzzy)
+
+
+def _is_retryable(result: Result) -> bool:
+    """A missing npy of a live dump: the original tool writes its pkl lines before all data."""
+    return result.status is Status.ERROR and "not found" in result.message
+
+
+def _cache_key(row: Row) -> tuple[str | None, str | None]:
+    return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
+
+
+class PairState:
+    """Rows of one pair, what the app was sent, and the results cache."""
+
+    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None) -> None:
+        self.info = info
+        self.npu = npu
+        self.bench = bench
+        self.rows: list[Row] = []
+        self.keys: list[str] = []  # row_key of each row, made unique
+        self.versions: tuple[int, int] = (-1, -1)
+        self.cache: dict[tuple[str | None, str | None], Result] = {}
+        self.retry: dict[tuple[str | None, str | None], float] = {}
+        self.emitted: dict[str, Row] = {}
+        self.paths: dict[tuple[str, str], tuple[tuple[Seg, ...], StackRecord | None]] = {}
+        self.full_emit = True  # rows were re-matched: diff them all against what the app has
+        self.changed: set[int] = set()  # rows whose result arrived since the last emit
+        self.unplaced: set[int] = set()  # rows whose call's place is not known yet
+        self.open: set[int] = set()  # rows without a result
+        self.last_matched = -1  # seq of the last matched row
+        self.compared = 0
+        self.diagnosis: Diagnosis | None = None
+        self.matching: Matching | None = None
+        self.diagnosed_at = 0.0
+        self.diagnose_cost = 0.0  # seconds the last diagnosis took
+        self.diagnosis_dirty = True
+        self.failed: tuple[tuple[int, int], str] | None = None  # (side versions, notice) of a failed pass
+
+    def side_of(self, row: Row) -> SideState | None:
+        return self.npu if row.npu is not None else self.bench
+
+    def settling(self, now: float, quiet_s: float) -> bool:
+        """Whether either side may still grow (a missing npy may still come)."""
+        return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
+
+    def rematch(self, mode: str) -> None:
+        mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
+        rows = self.matching.rows
+        attach_stacks(rows, self.npu.stacks)
+        keys: list[str] = []
+        seen: set[str] = set()
+        self.open = set()
+        self.last_matched = -1
+        for i, row in enumerate(rows):
+            row.result = self.cache.get(_cache_key(row))
+            if row.result is None:
+                self.open.add(i)
+            if row.matched:
+                self.last_matched = row.seq
+            key = row_key(row)
+            if key in seen:  # duplicate names (module dumps): keep every row
+                n = 1
+                while f"{key}#{n}" in seen:
+                    n += 1
+                key = f"{key}#{n}"
+            seen.add(key)
+            keys.append(key)
+        self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
+        self.full_emit = self.diagnosis_dirty = True
+        self.changed.clear()
+        self.unplaced.clear()
+
+    def update(self, ctx: PairContext) -> float | None:
+        versions = (self.npu.version, self.bench.version if self.bench else -1)
+        if versions != self.versions:
+            self.versions = versions
+            self.rematch(ctx.options.match)
+        todo, due = self.todo(ctx, time.monotonic())
+        for _ in self.compute(ctx, todo):
+            self.emit(ctx)
+            self.diagnose(ctx, final=False)
+            ctx.progress()
+            ctx.outbox.flush()
+            if ctx.stopping():
+                return None
+        self.emit(ctx)
+        self.diagnose(ctx, final=True)
+        if self.unplaced:  # some calls wait for their stack line or for quiet
+            soon = time.monotonic() + ctx.options.quiet_s / 4
+            due = soon if due is None else min(due, soon)
+        return due
+
+    def todo(self, ctx: PairContext, now: float) -> tuple[list[int], float | None]:
+        """Indices of rows to compare now, and when undecided rows should be looked at again."""
+        static = ctx.static
+        quiet_s = ctx.options.quiet_s
+        todo: list[int] = []
+        due: float | None = None
+        for i in sorted(self.open):
+            row = self.rows[i]
+            if row.matched:
+                at = self.retry.get(_cache_key(row))
+                if at is None or now >= at:
+                    todo.append(i)
+                else:
+                    due = at if due is None else min(due, at)
+                continue
+            other = self.bench if row.npu is not None else self.npu
+            final = static or row.seq < self.last_matched or (
+                self.npu.quiet(now, quiet_s) if other is None else other.quiet(now, quiet_s))
+            if final:
+                todo.append(i)
+            else:
+                wake = (other or self.npu).changed_at + quiet_s
+                due = wake if due is None else min(due, wake)
+        return todo, due
+
+    def compute(self, ctx: PairContext, todo: list[int]) -> Iterator[None]:
+        """Fill the results of the ``todo`` rows; yields after each round of work."""
+        static = ctx.static
+        tasks_at: list[int] = []
+        for i in todo:
+            result = settled_result(self.rows[i], self.info.summary)
+            if result is not None:
+                self.set(i, result)
+            else:
+                tasks_at.append(i)
+        if not tasks_at:
+            return
+        yield
+        pool = ctx.pool()
+        npu_dir = self.info.npu.npy_dir
+        bench_dir = self.info.bench.npy_dir if self.info.bench else None
+        for start in range(0, len(tasks_at), ctx.options.chunk):
+            part = tasks_at[start:start + ctx.options.chunk]
+            tasks = [task_for(self.rows[i], npu_dir, bench_dir) for i in part]
+            for k, result in pool.map(tasks):
+                i = part[k]
+                now = time.monotonic()
+                if not static and _is_retryable(result) and self.settling(now, ctx.options.quiet_s):
+                    self.retry[_cache_key(self.rows[i])] = now + RETRY_S
+                    continue
+                self.set(i, result)
+            yield
+            if ctx.stopping():
+                return
+
+    def set(self, i: int, result: Result) -> None:
+        row = self.rows[i]
+        key = _cache_key(row)
+        self.cache[key] = result
+        self.retry.pop(key, None)
+        self.compared += row.result is None
+        self.open.discard(i)
+        self.changed.add(i)
+        self.diagnosis_dirty = True
+        if self.emitted.get(self.keys[i]) is row:  # the app holds it: emitted rows are never mutated
+            self.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq)
+        else:
+            row.result = result
+
+    def diagnose(self, ctx: PairContext, final: bool) -> None:
+        """Judge the pair's calls again: at once when final, else at most every DIAGNOSE_S and never
+        more than DIAGNOSE_SHARE of the engine's time (it takes ~20 µs a call)."""
+        now = time.monotonic()
+        wait = max(DIAGNOSE_S, self.diagnose_cost / DIAGNOSE_SHARE)
+        if not self.diagnosis_dirty or (not final and now - self.diagnosed_at < wait):
+            return
+        self.diagnosis_dirty = False
+        self.diagnosis = diagnose(self.rows)
+        self.diagnosed_at = time.monotonic()
+        self.diagnose_cost = self.diagnosed_at - now
+        ctx.outbox.put_diagnosis(self.info, self.diagnosis)
+
+    def placement(self, ctx: PairContext, row: Row) -> tuple[tuple[Seg, ...], StackRecord | None] | None:
+        """Path of the row's call, or ``None`` while it cannot be known yet."""
+        side = self.side_of(row)
+        assert side is not None
+        rec = row.record
+        key = ("npu" if row.npu is not None else "bench", rec.call)
+        found = self.paths.get(key)
+        if found is not None:
+            return found
+        entry = rec.entry
+        chain = side.reader.module_chain(entry) if entry else None
+        stack = placement_stack(entry, side.stacks)
+        # The dumper writes a call's tensor lines, then its stack line, then its module line:
+        # only the last call of a file may still be missing them.
+        settled = (ctx.static or chain is not None or rec.call != side.tail_call
+                   or (stack is not None and not side.reader.has_modules)
+                   or side.quiet(time.monotonic(), ctx.options.quiet_s))
+        if not settled:
+            return None
+        found = self.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
+        return found
+
+    def emit(self, ctx: PairContext) -> None:
+        """Send the rows that are new or changed since the last emit (all of them after a re-match)."""
+        indices = range(len(self.rows)) if self.full_emit else sorted(self.changed | self.unplaced)
+        self.changed.clear()
+        self.unplaced.clear()
+        self.full_emit = False
+        upserts: dict[str, Placed] = {}
+        for i in indices:
+            row, key = self.rows[i], self.keys[i]
+            prev = self.emitted.get(key)
+            if prev is not None and _same(prev, row):
+                continue
+            if prev is None and row.npu is None and row.result is None:
+                continue  # bench-only rows show once final
+            placement = self.placement(ctx, row)
+            if placement is None:
+                self.unplaced.add(i)  # look again next pass
+                continue
+            upserts[key] = Placed(row, *placement)
+            self.emitted[key] = row
+        removes: set[str] = set()
+        if isinstance(indices, range):
+            keys = set(self.keys)
+            removes = {k for k in self.emitted if k not in keys}
+            for k in removes:
+                del self.emitted[k]
+        if upserts or removes:
+            ctx.outbox.put_rows(self.info, upserts, removes)
+

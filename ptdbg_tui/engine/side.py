@@ -1,0 +1,84 @@
+"""One rank dump followed by the live engine: its records so far and how fresh they are."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.reader import open_reader
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
+
+#: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
+#: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
+READ_CHUNK = 1 << 20
+
+
+class SideState:
+    """One rank dump being followed (any format), with its stacks and module structure, and what
+    keeps it from being read."""
+
+    def __init__(self, dump: RankDump) -> None:
+        self.dump = dump
+        self.reader = open_reader(dump, READ_CHUNK)
+        self.tensors: list[TensorRecord] = []
+        self.stacks: dict[str, StackRecord] = {}
+        self.bad: list[BadLine] = []
+        self.reported_bad = 0
+        self.version = 0
+        self.changed_at = _monotonic_mtime(dump.pkl)
+        self.error = ""  # why the pkl cannot be read now
+        self.modules_error = ""  # why the module sidecar cannot be read now
+
+    def poll(self, final: bool) -> None:
+        """Read what was appended (``version`` counts the changes). A file that cannot be read
+        leaves the records read so far and says why in ``error`` until a later poll succeeds."""
+        changed = False
+        try:
+            while True:
+                batch = self.reader.read(final)
+                if batch.reset:
+                    self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
+                if batch:
+                    self.tensors += batch.tensors
+                    self.stacks.update((s.call, s) for s in batch.stacks)
+                    self.bad += batch.bad
+                    changed = True
+                if not batch.more:
+                    break
+            self.error = ""
+        except OSError as e:
+            self.error = f"cannot read {reason(e)}"
+        try:
+            if self.reader.read_modules(final):
+                changed = True
+            self.modules_error = ""
+        except OSError as e:
+            self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
+        if changed:
+            self.version += 1
+            self.changed_at = _monotonic_mtime(self.dump.pkl)
+
+    @property
+    def problems(self) -> list[str]:
+        """What is wrong with this dump now, in words."""
+        return [p for p in (self.error, self.modules_error) if p]
+
+    def quiet(self, now: float, quiet_s: float) -> bool:
+        return now - self.changed_at >= quiet_s
+
+    @property
+    def tail_call(self) -> str | None:
+        return self.tensors[-1].call if self.tensors else None
+
+
+def _monotonic_mtime(path: Path) -> float:
+    """The file's mtime on the monotonic clock (now for a missing file)."""
+    try:
+        age = max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        age = 0.0
+    return time.monotonic() - age
+
+

@@ -1,0 +1,54 @@
+"""Opening dump files without ever blocking or leaving the dump: the checks every reader shares.
+
+A named pipe opened for reading blocks until a writer appears, and a device can block or never
+end, so files are opened non-blocking and refused unless they are regular files. A name from a
+dump's metadata becomes a file name inside the dump's data folder only when it cannot point
+anywhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+#: Characters that would make a recorded name a path of its own (``../x``, ``/etc/x``) or that no
+#: file name can hold.
+_NOT_IN_NAMES = ("/", "\\", "\0")
+
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file is, in words."""
+    return next((word for test, word in _KINDS if test(mode)), "an unknown kind of file")
+
+
+def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of a regular file and its status; anything else raises OSError
+    (a directory: ``EISDIR``; a pipe, socket or device: ``EINVAL``, with what it is in words)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
+        raise OSError(code, f"is {file_kind(st.st_mode)}, not a regular file", os.fspath(path))
+    return fd, st
+
+
+def safe_name(name: str) -> bool:
+    """Whether ``name`` can be a file name inside a folder, and only there."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in _NOT_IN_NAMES)
+
+
+def reason(e: OSError) -> str:
+    """An OSError in words, with its path: ``/x/y: permission denied``."""
+    text = e.strerror or str(e) or type(e).__name__
+    text = text[:1].lower() + text[1:]
+    return f"{e.filename}: {text}" if e.filename else text
