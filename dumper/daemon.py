@@ -10,7 +10,10 @@ the training goes on.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
+import os
+import shutil
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -67,6 +70,8 @@ class DumpDaemon:
         self._cv = threading.Condition()
         self._writer: RankWriter | None = None
         self._written: dict[int, tuple[object, Path]] = {}  # last host copies written, by identity
+        self._bugs: dict[str, int] = {}  # unexpected errors by text, and how often each happened
+        self._folder: Path | None = None  # the rank folder being written
         self._thread = threading.Thread(target=self._run, name="ptdbg-dump-daemon", daemon=True)
         self._thread.start()
 
@@ -111,8 +116,8 @@ class DumpDaemon:
                     self._handle(item)
             except OSError as e:
                 self._fail(e)
-            except Exception:  # a bug must not kill the thread and hang the training on put()
-                log.exception("dumper: unexpected error while writing a record; record skipped")
+            except Exception as e:  # a bug must not kill the thread and hang the training on put()
+                self._bug(e)
             finally:
                 with self._cv:
                     self._bytes -= nbytes
@@ -120,6 +125,7 @@ class DumpDaemon:
 
     def _handle(self, item: object) -> None:
         if isinstance(item, _Open):
+            self._folder = item.rank_dir
             self._close()
             self._written.clear()
             self._writer = RankWriter(item.rank_dir, item.mode, item.summary_only, item.fresh)
@@ -143,11 +149,23 @@ class DumpDaemon:
         if len(self._written) > REMEMBERED:
             del self._written[next(iter(self._written))]
 
+    def _bug(self, e: Exception) -> None:
+        """Log a writer bug once with its traceback; the same one again is only counted."""
+        key = f"{type(e).__name__}: {e}"
+        self._bugs[key] = self._bugs.get(key, 0) + 1
+        if self._bugs[key] == 1:
+            log.exception("dumper: unexpected error while writing a record; record skipped (the same "
+                          "error again is counted, not logged)")
+
     def _finish(self) -> None:
         try:
             self._close()
         except OSError as e:
             self._fail(e)
+        for key, count in self._bugs.items():
+            if count > 1:
+                log.error("dumper: the same unexpected error skipped %d records in all: %s", count, key)
+        self._bugs.clear()
         with self._cv:
             self._closed = True
             self._queue.clear()
@@ -159,11 +177,10 @@ class DumpDaemon:
             writer.close()
 
     def _fail(self, e: OSError) -> None:
-        where = f" ({e.filename})" if e.filename else ""
-        log.error("dumper: cannot write the dump%s: %s. Dumping stopped; the training continues.",
-                  where, e.strerror or e)
+        why = write_error(e, self._folder)
+        log.error("dumper: %s. Dumping stopped; the training continues.", why)
         with self._cv:
-            self.failed = f"{e.strerror or e}{where}"
+            self.failed = why
             self._bytes -= sum(n for _, n in self._queue)
             stop = [entry for entry in self._queue if entry[0] is _STOP]  # shutdown() waits for it
             self._queue.clear()
@@ -171,3 +188,37 @@ class DumpDaemon:
             self._cv.notify_all()
         with contextlib.suppress(OSError):
             self._close()
+
+
+#: Free bytes below which a short write is taken for a full disk.
+LOW_SPACE = 1 << 20
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def write_error(e: OSError, folder: Path | None) -> str:
+    """Why a write failed, in words, with the path and the free space where it matters: a full disk
+    (ENOSPC, a quota, or numpy's "N requested and M written" on a nearly full file system), missing
+    permission, a read-only file system."""
+    path = e.filename or folder or "the dump folder"
+    try:
+        free: int | None = shutil.disk_usage(folder).free if folder is not None else None
+    except OSError:
+        free = None
+    space = f"{_size(free)} free on its file system" if free is not None else "free space unknown"
+    short = e.errno is None and "requested and" in str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT) or (short and free is not None and free < LOW_SPACE):
+        quota = " (or the user's quota is used up)" if e.errno == errno.EDQUOT else ""
+        return f"the disk is full{quota}: cannot write {path} ({space})"
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return (f"permission denied: cannot write {path} (user id {os.getuid()} needs write access to "
+                f"{folder or 'the dump folder'})")
+    if e.errno == errno.EROFS:
+        return f"the file system is read-only: cannot write {path}"
+    return f"cannot write {path}: {e.strerror or e} ({space})"

@@ -83,6 +83,7 @@ class PairState:
         self.rows: list[Row] = []
         self.keys: list[str] = []  # row_key of each row, made unique
         self.versions: tuple[int, int] = (-1, -1)
+        self.resets: tuple[int, int] = (npu.resets, bench.resets if bench else -1)
         self.cache: dict[tuple[str | None, str | None], Result] = {}
         self.retry: dict[tuple[str | None, str | None], float] = {}
         self.emitted: dict[str, Row] = {}
@@ -136,6 +137,12 @@ class PairState:
         self.unplaced.clear()
 
     def update(self, ctx: PairContext) -> float | None:
+        resets = (self.npu.resets, self.bench.resets if self.bench else -1)
+        if resets != self.resets:  # a side was rewritten: its files may hold other data now
+            self.resets = resets
+            self.cache.clear()
+            self.retry.clear()
+            self.paths.clear()
         versions = (self.npu.version, self.bench.version if self.bench else -1)
         if versions != self.versions:
             self.versions = versions

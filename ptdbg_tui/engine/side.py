@@ -28,6 +28,7 @@ class SideState:
         self.reported_bad = 0
         self.version = 0
         self.changed_at = _monotonic_mtime(dump.pkl)
+        self.resets = 0  # times the file was replaced or truncated: results of its old records are void
         self.error = ""  # why the pkl cannot be read now
         self.modules_error = ""  # why the module sidecar cannot be read now
 
@@ -40,6 +41,7 @@ class SideState:
                 batch = self.reader.read(final)
                 if batch.reset:
                     self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
+                    self.resets += 1
                 if batch:
                     self.tensors += batch.tensors
                     self.stacks.update((s.call, s) for s in batch.stacks)

@@ -28,6 +28,8 @@ T = TypeVar("T")
 
 #: Bytes read per call while following, so one huge file cannot stall a watcher.
 DEFAULT_CHUNK = 8 << 20
+#: Bytes before the offset compared at each read (see :meth:`LineFollower._rewritten`).
+TAIL = 64
 
 
 @dataclass
@@ -51,6 +53,16 @@ class LineFollower:
         self.lines = 0
         self._identity: tuple[int, int] | None = None
         self._skipping = False  # inside a line longer than the chunk
+        self._tail = b""  # the last bytes consumed, to tell a replaced file from a grown one
+        self._mtime_ns = 0
+
+    def _rewritten(self, fd: int, st: os.stat_result) -> bool:
+        """Whether the same inode holds another file: one that reused the inode number an earlier
+        replacement freed, or a rewrite in place. The bytes before the offset differ, or the file
+        was modified without growing."""
+        if st.st_size == self.offset and st.st_mtime_ns != self._mtime_ns:
+            return True
+        return bool(self._tail) and os.pread(fd, len(self._tail), self.offset - len(self._tail)) != self._tail
 
     def read_chunk(self, final: bool = False) -> Chunk:
         """Complete lines added since the last call (``final``: also a last unterminated line).
@@ -65,18 +77,20 @@ class LineFollower:
             return out
         try:
             identity = (st.st_dev, st.st_ino)
-            if self._identity is not None and (identity != self._identity or st.st_size < self.offset):
+            if self._identity is not None and (identity != self._identity or st.st_size < self.offset
+                                               or self._rewritten(fd, st)):
                 out.reset = True
                 self.offset = self.lines = 0
-                self._skipping = False
+                self._skipping, self._tail = False, b""
                 out.first_line = 1
-            self._identity = identity
+            self._identity, self._mtime_ns = identity, st.st_mtime_ns
             data = os.pread(fd, self.chunk, self.offset)
         finally:
             os.close(fd)
         at_eof = self.offset + len(data) >= st.st_size
         if self._skipping:  # the rest of a line too long to read: drop it, up to its newline
             cut = data.find(b"\n") + 1
+            self._tail = b""  # what is skipped is not kept
             if cut == 0:
                 self.offset += len(data)
                 out.more = not at_eof
@@ -91,6 +105,7 @@ class LineFollower:
         if end == 0:
             if len(data) == self.chunk:  # one line fills the whole chunk: skip all of it
                 self.offset += len(data)
+                self._tail = b""
                 self.lines += 1
                 self._skipping = out.too_long = out.more = True
             else:  # after a skipped line's end: the next read starts at a line
@@ -98,6 +113,7 @@ class LineFollower:
             return out
         self.offset += end
         out.data = data[:end]
+        self._tail = data[max(0, end - TAIL):end]
         out.more = not at_eof
         self.lines += out.data.count(b"\n") + (0 if out.data.endswith(b"\n") else 1)
         return out

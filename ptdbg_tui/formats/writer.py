@@ -51,8 +51,14 @@ class RankWriter:
         """Write ``<name>.npy`` atomically (temporary file, then rename)."""
         final = self.npy_dir / f"{name}.npy"
         tmp = self.npy_dir / f".{name}.npy.tmp"
-        with open(tmp, "wb") as f:
-            np.save(f, np.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, np.asarray(array, order="C"), allow_pickle=False)  # keeps 0-d arrays 0-d
+        except OSError as e:  # numpy's short write names neither the file nor the reason
+            tmp.unlink(missing_ok=True)
+            if e.filename is None:
+                raise OSError(e.errno, e.strerror or str(e), str(final)) from e
+            raise
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, final)
         return final

@@ -584,3 +584,9 @@ def without_dac() -> Iterator[None]:
 def dropped_dac() -> Callable[[], contextlib.AbstractContextManager[None]]:
     """:func:`without_dac`, for the test modules (a conftest cannot be imported)."""
     return without_dac
+
+
+@pytest.fixture
+def clean_rank_writer() -> Callable[[Path], None]:
+    """:func:`write_clean_rank`, for the test modules."""
+    return write_clean_rank

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from dumper import PrecisionDebugger
@@ -97,6 +99,8 @@ def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, mon
     assert len(losses) == 3
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "Dumping stopped; the training continues" in errors[0]
+    assert f"the disk is full: cannot write {tmp_path}" in errors[0]
+    assert " free on its file system" in errors[0]
     assert any("not dumping" in m for m in caplog.messages)
     (dump,) = discover(tmp_path)
     written = [r.name for r in read_pkl(dump.pkl).tensors]
@@ -141,3 +145,50 @@ def test_the_queue_is_bounded(tmp_path: Path) -> None:
     assert not blocked.is_alive() and daemon.shutdown(30)
     assert [s.name for s in read_pkl(tmp_path / "rank0" / "api_stack_dump.pkl").stacks] == \
         ["a_stack_info", "b_stack_info", "c_stack_info"]
+
+
+def _debug_run(tmp_path: Path, caplog, steps: int = 2) -> list[logging.LogRecord]:
+    model, x, target = make_inputs()
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="dumper"):
+        debugger.start()
+        for _ in range(steps):
+            train_step(model, x, target)
+        debugger.stop()
+    return [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_numpys_short_write_on_a_nearly_full_disk_says_disk_full(tmp_path: Path, monkeypatch, caplog) -> None:
+    def short_write(f, array, allow_pickle=False):
+        f.write(b"\x93NUMPY")
+        raise OSError("1024 requested and 992 written")  # what numpy's tofile raises, without errno
+
+    monkeypatch.setattr(np, "save", short_write)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 << 30, 10 << 30, 992))
+    (error,) = _debug_run(tmp_path, caplog)
+    message = error.getMessage()
+    assert message.startswith(f"dumper: the disk is full: cannot write {tmp_path}")
+    assert ".npy (992 bytes free" in message
+    assert not list(tmp_path.rglob("*.tmp"))  # the partial file is gone
+
+
+def test_permission_denied_says_so_with_the_path(tmp_path: Path, monkeypatch, caplog) -> None:
+    def refuse(self, name, array):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self.npy_dir / f"{name}.npy"))
+
+    monkeypatch.setattr(RankWriter, "save_npy", refuse)
+    (error,) = _debug_run(tmp_path, caplog)
+    assert f"permission denied: cannot write {tmp_path}" in error.getMessage()
+    assert f"user id {os.getuid()} needs write access to " in error.getMessage()
+
+
+def test_a_writer_bug_is_logged_once_with_a_count(tmp_path: Path, monkeypatch, caplog) -> None:
+    def broken(self, name, frames):
+        raise ValueError("a bug in the writer")
+
+    monkeypatch.setattr(RankWriter, "write_stack", broken)
+    errors = _debug_run(tmp_path, caplog, steps=3)
+    assert len(errors) == 2, [e.getMessage() for e in errors]
+    assert errors[0].exc_info is not None and "the same error again is counted" in errors[0].getMessage()
+    count = int(errors[1].getMessage().split("skipped ")[1].split()[0])
+    assert count > 10 and "ValueError: a bug in the writer" in errors[1].getMessage()

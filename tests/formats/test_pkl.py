@@ -127,3 +127,35 @@ def test_two_values_on_one_line_fall_back_to_per_line_decoding(tmp_path, v4_line
     assert [t.name for t in batch.tensors] == ["Tensor_eq_0_forward_output"]
     assert len(batch.bad) == 1 and batch.bad[0].line == 1
     assert all(isinstance(t, TensorRecord) for t in batch.tensors)
+
+
+def test_a_file_rewritten_in_place_to_the_same_size_is_read_again(tmp_path, v4_lines):
+    """Same inode, same size (or an inode number reused after a replacement): the bytes before the
+    offset tell that it is another file."""
+    path = _write(tmp_path / "dump.pkl", v4_lines[:2])
+    follower = PklFollower(path)
+    assert len(follower.read().tensors) == 2
+    other = [v4_lines[0], v4_lines[1].replace("add", "sub", 1)]
+    before = path.stat().st_mtime_ns
+    with open(path, "r+", encoding="utf-8") as f:  # in place: the inode stays
+        f.write("\n".join(other) + "\n")
+    os.utime(path, ns=(before + 10**9, before + 10**9))  # a later write (mtime ticks are coarse)
+    batch = follower.read()
+    assert batch.reset and [t.name for t in batch.tensors] == [json.loads(x)[0] for x in other]
+
+
+def test_non_regular_files_and_odd_lines_are_reported_not_raised(tmp_path, v4_lines):
+    os.mkfifo(tmp_path / "pipe.pkl")
+    try:
+        PklFollower(tmp_path / "pipe.pkl").read()
+    except OSError as e:
+        assert "named pipe" in e.strerror
+    else:
+        raise AssertionError("a pipe was read")
+    lines = [v4_lines[0], "[" * 50_000, '["x", Infinity, [], "torch.float32", [1], [1, 1, 1, 1]]',
+             '["../x", 0, [], "torch.float32", [1], [1, 1, 1, 1]]',
+             '["y", 0, [], "torch.float32", [1], ["a"]]']
+    batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
+    assert len(batch.tensors) == 1
+    assert [b.reason[:24] for b in batch.bad] == ["JSON nested too deeply t", "dump_step must be an int",
+                                                  "the name is empty or hol", "stats holds a; expected "]
