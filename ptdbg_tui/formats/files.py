@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 
 #: Characters that would make a recorded name a path of its own (``../x``, ``/etc/x``) or that no
 #: file name can hold.
 _NOT_IN_NAMES = ("/", "\\", "\0")
+#: Surrogates that no byte of a file name decodes to (undecodable bytes become U+DC80..U+DCFF).
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
 _KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
           (stat.S_ISSOCK, "a socket"),
@@ -45,6 +48,12 @@ def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
 def safe_name(name: str) -> bool:
     """Whether ``name`` can be a file name inside a folder, and only there."""
     return bool(name) and name not in (".", "..") and not any(c in name for c in _NOT_IN_NAMES)
+
+
+def holds_lone_surrogate(name: str) -> bool:
+    """Whether ``name`` holds a UTF-16 surrogate (from a JSON ``\\ud800`` escape) that no file name
+    can hold: opening it would raise UnicodeEncodeError."""
+    return _LONE_SURROGATE.search(name) is not None
 
 
 def reason(e: OSError) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptdbg_tui.formats.files import safe_name
+from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
 #: dtype of a record that holds no value (msprobe's ``null``).
@@ -127,6 +128,10 @@ MAX_DIMS = 64
 
 #: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
 _STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+#: Surrogates in decoded text: undecodable bytes (surrogate escapes) or JSON's ``\udcff`` escapes,
+#: which is how Python's json writes a file name that is not UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
@@ -168,6 +173,9 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if not safe_name(name):
         return BadLine(line, "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie "
                        "outside the dump folder", _short(name))
+    if holds_lone_surrogate(name):
+        return BadLine(line, "the name holds a lone UTF-16 surrogate, which no file name can hold",
+                       _short(shown(name)))
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
         return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
     if isinstance(shape, list):
@@ -201,13 +209,14 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     return decode_value(value, line)
 
 
+def may_hold_surrogates(text: str) -> bool:
+    """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
 def shown(text: str) -> str:
-    """A text read with surrogate escapes as it can be shown: each undecodable byte as U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A text that may hold surrogates as it can be shown and written: each as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def undecodable(record: Record) -> Record:

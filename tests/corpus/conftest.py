@@ -277,6 +277,24 @@ def _markup_name(n: Path, b: Path) -> None:
         np.save(npy(r, name), array_for(name))
 
 
+@case("name_json_escaped_not_utf8_both_sides")
+def _escaped_non_utf8(n: Path, b: Path) -> None:
+    """How Python's json (the original's writer) records a file name that is not UTF-8: ``\\udcff``."""
+    name = NON_UTF8.decode("utf-8", "surrogateescape")
+    for r in (n, b):
+        line = tensor_line("PLACEHOLDER").replace('"PLACEHOLDER"', json.dumps(name))  # escaped: "\\udcff"
+        insert_line(r, len(_lines(r)), line.encode())
+        with open(os.fsencode(r / NPY) + b"/" + NON_UTF8 + b".npy", "wb") as f:
+            np.save(f, array_for("PLACEHOLDER"))
+
+
+line_case("name_lone_surrogate", tensor_line(MID, name='"Tensor_add_0_forward_output.\\ud800"'),
+          "lone utf-16 surrogate")
+line_case("dtype_lone_surrogate", tensor_line(MID, dtype='"torch.\\ud800"'), "dtype")
+case("stack_source_lone_surrogate")(lambda n, b: insert_line(
+    n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "x\ud800"]]]).encode()))
+case("second_pkl_in_rank_folder", "holds several dump files")(
+    lambda n, b: shutil.copyfile(n / PKL, n / "dump.pkl"))
 case("stack_source_not_utf8")(lambda n, b: insert_line(
     n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "SRC"]]])
     .encode().replace(b"SRC", b"x = \xe9\xff")))
@@ -427,6 +445,20 @@ def _no_pkl(root: Path):
     return n, b, {}
 
 
+@root_case("same_rank_twice_on_npu", "same step and rank")
+def _same_rank(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0), (0, 1)])
+    shutil.copytree(n / "ptdbg_dump_v4.0" / "step0" / "rank1", n / "ptdbg_dump_v4.0" / "step0" / "rank01")
+    return n, b, {}
+
+
+@root_case("same_ranks_in_two_tag_folders_on_bench", "same step and rank")
+def _two_tags(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0), (0, 1)])
+    shutil.copytree(b / "ptdbg_dump_v4.0", b / "ptdbg_dump_v3.0")
+    return n, b, {}
+
+
 def _msprobe(root: Path) -> tuple[Path, Path]:
     src = FIXTURES / "msprobe" / "tensor"
     for side in ("npu", "bench"):
@@ -467,6 +499,23 @@ def _ms_dotdot(root: Path):
     text = p.read_text()
     first = text.index('"data_name": "') + len('"data_name": "')
     p.write_text(text[:first] + "../../../../etc/hostname" + text[text.index('"', first):])
+    return n, b, {}
+
+
+@root_case("msprobe_data_name_lone_surrogate", "lone utf-16 surrogate", msprobe=True, lost_limit=8)
+def _ms_surrogate(root: Path):
+    n, b = _msprobe(root)
+    p = _dump_json(n)
+    text = p.read_text()
+    first = text.index('"data_name": "') + len('"data_name": "')
+    p.write_text(text[:first] + "x\\ud800.pt" + text[text.index('"', first):])
+    return n, b, {}
+
+
+@root_case("msprobe_dump_json_without_data", "'data' object", msprobe=True, lost_limit=None)
+def _ms_no_data(root: Path):
+    n, b = _msprobe(root)
+    _dump_json(n).write_text('{"task": "tensor", "level": "L1"}')
     return n, b, {}
 
 
