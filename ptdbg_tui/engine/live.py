@@ -274,7 +274,7 @@ class LiveEngine:
                 self._note(pair.failed[1])
                 continue
             try:
-                pair_due = pair.update(self._context)
+                pair_due = pair.update(self._context, rescan)
                 pair.failed = None
             except Exception as e:
                 log.exception("live engine: pair %s failed", pair.info.label)
