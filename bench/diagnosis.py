@@ -105,10 +105,10 @@ def advisor_pick(rows: Sequence[Row]) -> str | None:
     return next((r.record.call for r in rows if r.result is not None and r.result.accuracy == NO), None)
 
 
-def run_one(scenario: Scenario, seed: int, root: Path) -> Verdict:
+def run_one(scenario: Scenario, seed: int, root: Path, summary: bool = False) -> Verdict:
     start = time.perf_counter()
     npu, bench = dump_pair(scenario, root, seed)
-    (outcome,) = compare_dumps(npu, bench, jobs=1)
+    (outcome,) = compare_dumps(npu, bench, jobs=1, summary=summary)
     calls = {row.npu.call for row in outcome.rows if row.npu is not None}
     missing = sorted(c for c in scenario.truth if c not in calls)
     problem = f"ground truth {', '.join(missing)} not in the NPU dump" if missing else ""
@@ -210,6 +210,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", metavar="NAME", help="run these scenarios only")
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps under DIR/seedS/NAME/{npu,bench}")
     p.add_argument("--list", action="store_true", help="list the scenarios and their ground truth, then exit")
+    p.add_argument("--summary", action="store_true",
+                   help="compare the recorded statistics only, as for a summary_only dump")
     return p.parse_args(argv)
 
 
@@ -234,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in scenarios:
             with tempfile.TemporaryDirectory(prefix="ptdbg_diag_") as tmp:
                 root = args.keep / f"seed{seed}" / s.name if args.keep else Path(tmp)
-                v = run_one(s, seed, root)
+                v = run_one(s, seed, root, args.summary)
             print_verdict(v)
             runs.append(v)
         print(summary(runs, f"seed {seed}"))

@@ -14,7 +14,14 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 
 
+def _version(p: argparse.ArgumentParser) -> None:
+    from ptdbg_tui import __version__
+
+    p.add_argument("--version", action="version", version=f"ptdbg-tui {__version__}")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
+    _version(p)
     p.add_argument("npu", metavar="NPU_DIR",
                    help="NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json")
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
@@ -74,6 +81,7 @@ def demo_parser() -> argparse.ArgumentParser:
         "dir", nargs="?", default="./ptdbg_demo", help="where the demo dumps go (default: ./ptdbg_demo)"
     )
     p.add_argument("--no-app", action="store_true", help="write the dumps and print their paths only")
+    _version(p)
     p.add_argument("--theme", default=None, help="Textual theme name")
     return p
 

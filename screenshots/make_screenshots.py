@@ -12,43 +12,48 @@ character grid aligned.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SIZE = (120, 34)
 FONT_FROM = "font-family: Fira Code, monospace;"
 FONT_TO = 'font-family: "DejaVu Sans Mono", monospace;'
 SCALE = 1.0
 
 
-async def _shoot(npu: Path, bench: Path, shots: list[tuple[str, list[str]]]) -> dict[str, str]:
+Shot = tuple[str, tuple[int, int], list[str]]  # name, terminal size, keys
+
+
+async def _shoot(npu: Path, bench: Path, shots: list[Shot]) -> dict[str, str]:
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.engine.live import LiveOptions
 
     svgs = {}
-    for name, keys in shots:
+    for name, size, keys in shots:
         app = PtdbgApp(npu, bench, LiveOptions(watch=False, jobs=1))
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             while not (app.settled and app.model.progress.rows):
                 await pilot.pause(0.05)
             await pilot.press(*keys)
             await pilot.pause(0.2)  # toasts of earlier keys would hide the bottom right corner
             app.clear_notifications()
             await pilot.pause()
-            svgs[name] = app.export_screenshot(title=f"ptdbg-tui {npu.parent.name}")
+            svgs[name] = app.export_screenshot(title="ptdbg-tui ptdbg_demo/npu ptdbg_demo/cpu")
     return svgs
 
 
-SHOTS: list[tuple[str, list[str]]] = [
-    # the culprit revealed: its call expanded, the call's verdict in the detail panel
-    ("tree", ["c"]),
-    # the failing gradient of the LSTM backward: metrics, worst element, histogram, stack
-    ("detail", ["c", "down", "down"]),
+SHOTS: list[Shot] = [
+    # as it opens in an 80x24 terminal: the culprit's call, module and file:line in the bar
+    ("narrow", (80, 24), []),
+    # the culprit revealed: its call expanded, the call's verdict and the error along execution
+    ("tree", (160, 45), ["c"]),
+    # the failing gradient of the LSTM backward: statistics and Δ, metrics, |Δ| histogram, stack
+    ("detail", (160, 45), ["c", "down", "down"]),
     # failures only, cursor on the first failure in execution order
-    ("failures", ["f", "n"]),
+    ("failures", (120, 34), ["f", "n"]),
 ]
 
 
@@ -64,6 +69,7 @@ def main() -> int:
         return 2
     from ptdbg_tui.demo import write_demo
 
+    os.chdir(HERE.parent)  # stack frames are shown relative to it: no machine's paths in the images
     with tempfile.TemporaryDirectory() as tmp:
         npu, bench = write_demo(Path(tmp) / "demo")
         svgs = asyncio.run(_shoot(npu, bench, SHOTS))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import ClassVar
 
+from platformdirs import user_downloads_path
+from rich.style import Style
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -20,16 +23,17 @@ from textual.color import Color
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Static, Tree
+from textual.widgets import Footer, Input, Static, Tree
 
+from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
 from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
+from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
-from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
+from ptdbg_tui.compare.matching import MODES
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.callpath import frame_site
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
 
 #: Seconds of UI-thread work per slice when applying a large update.
@@ -44,22 +48,72 @@ class EngineNews(Message):
     """The engine put something in its outbox."""
 
 
+class FitBar(Static):
+    """A bar whose lines are built for its current width (one or more lines: it takes their height)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        *(f"bar--{s.value}" for s in Status), "bar--muted", "bar--site", "bar--source",
+    }
+    DEFAULT_CSS = """
+    FitBar > .bar--pass { color: $text-success; }
+    FitBar > .bar--fail { color: $text-error; text-style: bold; }
+    FitBar > .bar--warn { color: $text-warning; }
+    FitBar > .bar--error { color: $text-status-error; text-style: bold; }
+    FitBar > .bar--unmatched { color: $text-muted; }
+    FitBar > .bar--pending { }
+    FitBar > .bar--muted { color: $text-muted; }
+    FitBar > .bar--site { color: $text-accent; text-style: bold; }
+    FitBar > .bar--source { color: $text-secondary; }
+    """
+
+    def __init__(self, build: Callable[[int, dict[str, Style]], list[Text]], *, id: str) -> None:
+        super().__init__(id=id)
+        self.build = build
+        self.lines: list[Text] = []
+        self._styles: tuple[str, dict[str, Style]] | None = None
+
+    def styles_map(self) -> dict[str, Style]:
+        """The component styles (cached per theme: resolving them costs ~2 ms, a bar redraws often)."""
+        if self._styles is None or self._styles[0] != self.app.theme:
+            self._styles = (self.app.theme, {name.removeprefix("bar--"): self.get_component_rich_style(
+                name, partial=True) for name in self.COMPONENT_CLASSES})
+        return self._styles[1]
+
+    def redraw(self) -> None:
+        width = self.content_size.width or max(1, self.app.size.width - 2)
+        self.lines = self.build(width, self.styles_map())
+        if self.styles.height is None or self.styles.height.value != len(self.lines):
+            self.styles.height = len(self.lines)
+        self.update(Text("\n").join(self.lines))
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _: self.redraw())
+
+    def on_resize(self) -> None:
+        self.redraw()
+
+
 class PtdbgApp(App[None]):
     """Call tree, detail panel, diagnosis and progress over a :class:`LiveEngine`."""
 
     CSS_PATH = "app.tcss"
+    #: Below 120 columns the tree and the detail panel share the width equally (app.tcss).
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
     TITLE = "ptdbg-tui"
+    # The footer shows these in order and cuts what does not fit: help and quit first.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "search", "Search"),
-        Binding("f", "filter", "Filter"),
-        Binding("n", "next_failure", "Next fail"),
-        Binding("N", "previous_failure", "Prev fail", show=False),
-        Binding("c", "culprit", "Culprit"),
-        Binding("C", "previous_suspect", "Prev suspect", show=False),
-        Binding("e", "export", "Export CSV"),
-        Binding("s", "toggle_view", "Tree/flat"),
         Binding("question_mark,f1", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("c", "culprit", "Suspect"),
+        Binding("C", "previous_suspect", "Prev suspect", show=False),
+        Binding("slash", "search", "Find"),
+        Binding("n", "next_failure", "Fail"),
+        Binding("N", "previous_failure", "Prev fail", show=False),
+        Binding("f", "filter", "Filter"),
+        Binding("m", "match", "Match"),
+        Binding("s", "toggle_view", "View"),
+        Binding("o", "overview", "Overview", show=False),
+        Binding("e", "export", "Export", show=False),
     ]
 
     def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None,
@@ -72,26 +126,30 @@ class PtdbgApp(App[None]):
         self.engine = LiveEngine(self.npu, self.bench, self.options, self._engine_news)
         self.call_tree = CallTree(self.model, id="calls")
         self.detail = DetailPanel(self.model, id="detail")
-        self.progress_line = Static(id="progress", markup=False)  # paths and names, never markup
-        self.diagnosis_bar = Static(id="diagnosis", markup=False)
-        self.search_box = Input(placeholder="search entry names (Enter: next match, Esc: close)", id="search")
+        self.header_bar = FitBar(self._header_lines, id="progress")
+        self.diagnosis_bar = FitBar(self._diagnosis_lines, id="diagnosis")
+        self.search_box = Input(placeholder="entries, calls, modules (Enter/↓ next, shift+Enter/↑ back, Esc)",
+                                id="search")
+        self.search_count = Static(id="search-count")
         self.filter_index = 0
         self._draining = False
         self._shown_at = 0.0
         self._search_text = ""
         self._suspect_index = -1  # the suspect c/C went to last
+        self._hinted = ""  # the matching hint last shown
         self._gc_threshold = gc.get_threshold()
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header(icon="")
-        yield self.progress_line
+        yield self.header_bar
         yield self.diagnosis_bar
         with Horizontal(id="main"):
             yield self.call_tree
             yield self.detail
-        yield self.search_box
-        yield Footer()
+        with Horizontal(id="searchbar"):
+            yield self.search_box
+            yield self.search_count
+        yield Footer(compact=True)
 
     def get_css_variables(self) -> dict[str, str]:
         """Adds ``$text-status-error``: a magenta readable on the theme's background."""
@@ -117,7 +175,6 @@ class PtdbgApp(App[None]):
         # and what is loaded is frozen (refcounting still frees it; only cycles would wait).
         gc.freeze()
         gc.set_threshold(GC_THRESHOLD, *self._gc_threshold[1:])
-        self.sub_title = f"{self.npu.name or self.npu} ↔ {self.bench.name or self.bench}"
         self.call_tree.focus()
         self.call_tree.rebuild()
         self._show_progress()
@@ -165,57 +222,30 @@ class PtdbgApp(App[None]):
                 changed = self.call_tree.apply_changes()
                 self._show_progress()
                 self._show_diagnosis()
-                if self.detail.node is not None and self.detail.node in changed:
-                    self.detail.refresh_detail()
+                if self.detail.node is not None and (self.detail.node in changed or not more):
+                    self.detail.refresh_detail()  # the last slice: the error chart is final too
         # A timer, not call_later: the next slice waits for the event loop, so key presses, the
         # other widgets' queues and repaints get their turn between slices.
         self.set_timer(DRAIN_GAP_S, self._drain, name="drain")
 
+    def _header_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
+        view = ViewState(f"{self.npu.name or self.npu} ↔ {self.bench.name or self.bench}", self.filter_index,
+                         self.call_tree.flat, self.engine.options.match)
+        return [fit(header_segments(self.model, view, styles), width)]
+
+    def _diagnosis_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
+        return diagnosis_lines(self.model, width, styles, max(0, self._suspect_index))
+
     def _show_progress(self) -> None:
-        p = self.model.progress
-        counts = self.model.status_counts()
-        parts = [sides_text(p), f"compared {p.compared:,}/{p.rows:,}", f"pending {p.pending:,}"]
-        if p.pairs > 1:
-            parts.insert(0, f"{p.pairs} pairs")
-        tally = "  ".join(f"{s.symbol} {counts[s]:,}" for s in
-                          (Status.PASS, Status.FAIL, Status.WARN, Status.UNMATCHED, Status.ERROR))
-        mode = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
-        name = FILTERS[self.filter_index][0]
-        view = "flat" if self.call_tree.flat else "tree"
-        self.progress_line.update(
-            f"{' · '.join(parts)}  │  {tally}  │  {mode} · {view} · filter: {name}")
+        self.header_bar.redraw()
+        hint = self.model.match_hint()
+        if hint and hint != self._hinted:  # said once as a toast too; the header keeps it
+            self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=8,
+                        markup=False)
+        self._hinted = hint
 
     def _show_diagnosis(self) -> None:
-        bar = self.diagnosis_bar
-        suspects = self.model.suspects()
-        p = self.model.progress
-        originals = [d.original for d in self.model.diagnoses.values() if d.original]
-        original = f"  │  original: first No row {originals[0]}" if originals else ""
-        if suspects:
-            culprit = suspects[0][0]
-            site = culprit.site
-            where = f" · {frame_site(site)}" if site else ""
-            more = f"  (+{len(suspects) - 1} more; c/C: walk)" if len(suspects) > 1 else "  (c: jump)"
-            bar.update(f"{Status.FAIL.symbol} Culprit: {culprit.call} — {culprit.evidence}{where}{more}"
-                       f"{original}")
-            bar.set_class(True, "-culprit")
-            return
-        bar.set_class(False, "-culprit")
-        compared = sum(d.compared for d in self.model.diagnoses.values())
-        judged = sum(d.judged for d in self.model.diagnoses.values())
-        missing = missing_text(p)
-        if compared and judged and p.done:
-            bar.update(f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                       f"({judged:,} calls judged).{caveat_text(p)}{original}")
-        elif compared and p.done:
-            bar.update(f"{compared:,} rows compared, but no call has both inputs and outputs compared: "
-                       f"no verdict.{caveat_text(p)}")
-        elif missing:
-            bar.update(f"No verdict: {missing}")
-        elif p.done:
-            bar.update("Nothing compared: no verdict.")
-        else:
-            bar.update("Diagnosis: waiting for results…")
+        self.diagnosis_bar.redraw()
 
     # -- tree events ---------------------------------------------------------------------------
     @on(Tree.NodeHighlighted, "#calls")
@@ -240,30 +270,64 @@ class PtdbgApp(App[None]):
 
     # -- actions -------------------------------------------------------------------------------
     def action_search(self) -> None:
-        box = self.search_box
-        box.add_class("-visible")
-        box.value = self._search_text
-        box.focus()
+        self.query_one("#searchbar").add_class("-visible")
+        self.search_box.value = self._search_text
+        self.search_box.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        """Count and highlight as the user types; the cursor moves on Enter."""
+        self._search_text = event.value.strip()
+        self.call_tree.highlight = self._search_text
+        self.call_tree.refresh()
+        self._show_search_count(None)
+
+    def _show_search_count(self, index: int | None) -> None:
+        hits = self.model.search(self._search_text) if self._search_text else []
+        where = f"{index + 1:,}/{len(hits):,}" if index is not None else f"{len(hits):,} match"
+        self.search_count.update(where if self._search_text else "")
 
     @on(Input.Submitted, "#search")
-    def _search_submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        self._search_text = text
+    def _search_submitted(self) -> None:
+        self._search_step(backward=False)
+
+    def _search_step(self, backward: bool) -> None:
+        """Go to the next (previous) match after the cursor, in execution order; shows k/N."""
+        text = self._search_text
         if not text:
             return
-        node, count = self.model.search(text, self._position())
-        if node is None:
-            self.notify(f"No entry name contains {text!r}.", severity="warning", timeout=3, markup=False)
+        hits = self.model.search(text)
+        if not hits:
+            self._show_search_count(None)
+            self.notify(f"Nothing matches {text!r}.", severity="warning", timeout=3, markup=False)
             return
-        self._go(node)
-        self.notify(f"{count:,} entries match {text!r}.", timeout=2, markup=False)
+        index = self.model.next_hit(hits, self.call_tree.cursor_model_node, backward)
+        self._go(hits[index])
+        self._show_search_count(index)
 
     def on_key(self, event) -> None:
-        box = self.search_box
-        if event.key == "escape" and box.has_class("-visible"):
-            box.remove_class("-visible")
-            self.call_tree.focus()
-            event.stop()
+        bar = self.query_one("#searchbar")
+        if not bar.has_class("-visible") or not self.search_box.has_focus:
+            if event.key == "escape" and bar.has_class("-visible"):
+                self._close_search()
+                event.stop()
+            return
+        if event.key == "escape":
+            self._close_search()
+        elif event.key in ("shift+enter", "up"):
+            self._search_step(backward=True)
+        elif event.key == "down":
+            self._search_step(backward=False)
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+
+    def _close_search(self) -> None:
+        self.query_one("#searchbar").remove_class("-visible")
+        self.call_tree.highlight = ""
+        self.call_tree.refresh()
+        self.call_tree.focus()
 
     def _set_filter(self, index: int) -> None:
         self.filter_index = index
@@ -288,24 +352,59 @@ class PtdbgApp(App[None]):
         self._failure(True)
 
     def _walk_suspects(self, step: int) -> None:
-        suspects = [(s, node) for s, node in self.model.suspects() if node is not None]
-        if not suspects:
+        """Every pair's suspects in turn (both directions, all steps and ranks); the bar names the one
+        reached."""
+        suspects = self.model.suspects()
+        shown = [i for i, (_, node) in enumerate(suspects) if node is not None]
+        if not shown:
             self.notify("No suspect found (yet).", timeout=3)
             return
-        self._suspect_index = (self._suspect_index + step) % len(suspects)
-        suspect, node = suspects[self._suspect_index]
+        if self._suspect_index not in shown:
+            i = 0 if step > 0 else len(shown) - 1
+        else:
+            i = (shown.index(self._suspect_index) + step) % len(shown)
+        self._suspect_index = shown[i]
+        node = suspects[self._suspect_index][1]
+        assert node is not None
         self._go(node)
         target = self.call_tree.cursor_node
         if target is not None and target.allow_expand and not target.is_expanded:
             target.expand()
-        self.notify(f"Suspect {self._suspect_index + 1}/{len(suspects)}: {suspect.call}", timeout=3,
-                    markup=False)
+        self._show_diagnosis()
 
     def action_culprit(self) -> None:
         self._walk_suspects(1)
 
     def action_previous_suspect(self) -> None:
         self._walk_suspects(-1)
+
+    def action_match(self, mode: str | None = None) -> None:
+        """Re-match every pair: the next mode of auto → exact → fuzzy → align, or ``mode``."""
+        current = self.engine.options.match
+        mode = mode or MODES[(MODES.index(current) + 1) % len(MODES)]
+        self.engine.set_match(mode)
+        self._show_progress()
+        self.notify(f"Matching: {mode} — re-matching every pair.", timeout=3, markup=False)
+
+    def action_overview(self) -> None:
+        if len(self.model.root.children) < 2:
+            self.notify("One rank/step pair only: its tree is the overview.", timeout=3)
+            return
+        self.push_screen(OverviewScreen(self.model, self.header_bar.styles_map()), self._open_pair)
+
+    def _open_pair(self, key: str | None) -> None:
+        node = self.model.root.child(key) if key else None
+        if node is not None and self._go(node):
+            target = self.call_tree.cursor_node
+            if target is not None and not target.is_expanded:
+                target.expand()
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Textual saves to ~/Downloads; on a server that folder is usually missing: the current one."""
+        if path is None:
+            downloads = user_downloads_path()
+            path = str(downloads) if downloads.is_dir() else "."
+        super().action_screenshot(filename, path)
 
     def action_toggle_view(self) -> None:
         self.call_tree.flat = not self.call_tree.flat
@@ -342,7 +441,8 @@ class PtdbgApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Search by name", "Find an entry by (part of) its name (/)", self.action_search)
+        yield SystemCommand("Find", "Entries, calls and modules by (part of) their name or path (/)",
+                            self.action_search)
         yield SystemCommand("Filter", "Cycle all / failures only / unmatched only (f)", self.action_filter)
         yield SystemCommand("Next failure", "Next failing entry in execution order (n)",
                             self.action_next_failure)
@@ -351,6 +451,11 @@ class PtdbgApp(App[None]):
                             self.action_culprit)
         yield SystemCommand("Previous suspect", "Walk the ranked suspects backwards (C)",
                             self.action_previous_suspect)
+        for mode in MODES:
+            yield SystemCommand(f"Match: {mode}", f"Re-match every pair in {mode} mode (m cycles)",
+                                lambda mode=mode: self.action_match(mode))
+        yield SystemCommand("Rank/step overview", "One line per pair, first divergence first (o)",
+                            self.action_overview)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
                             self.action_export)
         yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",

@@ -19,6 +19,7 @@ from textual.widgets import Tree
 from textual.widgets._tree import TOGGLE_STYLE  # the meta that makes the arrow clickable
 from textual.widgets.tree import TreeNode
 
+from ptdbg_tui.app.detail import NEUTRAL, not_compared, short_dtype
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.diagnosis import stack_site
 from ptdbg_tui.compare.model import Status
@@ -46,6 +47,8 @@ class CallTree(Tree[object]):
         *(f"call-tree--{s.value}" for s in Status),
         "call-tree--extra",
         "call-tree--more",
+        "call-tree--match",
+        "call-tree--neutral",
     }
     DEFAULT_CSS = """
     CallTree > .call-tree--pass { color: $text-success; }
@@ -56,6 +59,8 @@ class CallTree(Tree[object]):
     CallTree > .call-tree--pending { }
     CallTree > .call-tree--extra { color: $text-muted; }
     CallTree > .call-tree--more { color: $text-muted; text-style: italic; }
+    CallTree > .call-tree--match { background: $warning 40%; text-style: bold; }
+    CallTree > .call-tree--neutral { color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -74,6 +79,7 @@ class CallTree(Tree[object]):
         self.show_root = False
         self.guide_depth = 3
         self.flat = False
+        self.highlight = ""  # the search text, marked in the labels
         self._tnodes: dict[int, TreeNode[object]] = {}
         self._windows: dict[int, tuple[int, int]] = {}  # shown slice of a parent's visible children
         self._top: Node = model.root
@@ -104,10 +110,15 @@ class CallTree(Tree[object]):
             return Text(str(data))
         status = data.worst
         style = self._style(status.value)
-        text = Text.assemble((f"{status.symbol} ", style), (data.label, style if data.is_leaf else ""))
+        symbol = status.symbol
+        if data.is_leaf and data.row is not None and not_compared(data.row):
+            style, symbol = self._style(NEUTRAL), "·"
+        text = Text.assemble((f"{symbol} ", style), (data.label, style if data.is_leaf else ""))
         extra = self._extra(data)
         if extra:
             text.append(f"  {extra}", style=self._style("extra"))
+        if self.highlight:
+            text.highlight_words([self.highlight], self._style("match"), case_sensitive=False)
         return text
 
     def _extra(self, n: Node) -> str:
@@ -116,7 +127,7 @@ class CallTree(Tree[object]):
             if row is None:
                 return ""
             rec = row.record
-            dtype = rec.dtype.removeprefix("torch.")
+            dtype = short_dtype(rec.dtype)
             shape = list(rec.shape) if not rec.is_scalar else "scalar"
             side = "" if row.matched else (" · no bench" if row.npu is not None else " · bench only")
             return f"{dtype} {shape}{side}"

@@ -6,6 +6,7 @@ styles come from the widget's component classes so that they follow the theme.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -16,6 +17,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.csv_export import header
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -25,24 +27,52 @@ from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 Styles = Mapping[str, Style]
 STAT_LABELS = ("max", "min", "mean", "l2norm")
-SPARK = " ▁▂▃▄▅▆▇█"
 MAX_FRAMES = 8
+#: Below this many columns the statistics and their differences are two tables, not one.
+WIDE = 56
+NEUTRAL = "neutral"  # style of a row that passes without being compared (a scalar, an int)
+_DTYPES = {"float": "f", "bfloat": "bf", "int": "i", "uint": "u", "complex": "c"}
 
 
-def _fmt(value: object) -> str:
+def short_dtype(dtype: str) -> str:
+    """``torch.float32`` → ``f32``, ``torch.bfloat16`` → ``bf16`` (other names lose ``torch.`` only)."""
+    name = dtype.removeprefix("torch.").removeprefix("numpy.")
+    for word, short in _DTYPES.items():
+        bits = name.removeprefix(word)
+        if bits != name and bits.isdigit():
+            return short + bits
+    return name
+
+
+def _fmt(value: object, digits: int = 6) -> str:
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.{digits}g}"
     if value is None:
         return "—"
     return str(value)
 
 
-def sparkline(counts: tuple[int, ...] | list[int]) -> str:
-    """Block characters scaled to the largest count (a zero count stays blank)."""
-    top = max(counts, default=0)
-    if top <= 0:
-        return ""
-    return "".join(SPARK[0] if c <= 0 else SPARK[max(1, round(c / top * (len(SPARK) - 1)))] for c in counts)
+def short_cell(cell: str, digits: int = 6) -> str:
+    """A CSV cell's number in ``digits`` significant digits (text cells unchanged)."""
+    try:
+        return f"{float(cell):.{digits}g}"
+    except ValueError:
+        return cell
+
+
+def not_compared(row: Row) -> bool:
+    """A pass that compared no data: a scalar or a value without tensor (shown neutral, not green)."""
+    result = row.result
+    return (result is not None and result.status is Status.PASS
+            and (result.errors is None or row.record.is_scalar))
+
+
+def row_style_name(row: Row) -> str:
+    return NEUTRAL if not_compared(row) else (row.result.status if row.result else Status.PENDING).value
+
+
+def row_symbol(row: Row) -> str:
+    return "·" if not_compared(row) else (row.result.status if row.result else Status.PENDING).symbol
 
 
 def status_text(status: Status, styles: Styles, reason: str = "") -> Text:
@@ -52,39 +82,58 @@ def status_text(status: Status, styles: Styles, reason: str = "") -> Text:
     return text
 
 
-def _side_table(row: Row, styles: Styles) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=False, header_style=styles.get("head"))
-    table.add_column("")
-    table.add_column("NPU")
-    table.add_column("Bench")
+def _table(styles: Styles, *columns: str, header: bool = True) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, expand=False, show_header=header,
+                  header_style=styles.get("head"))
+    for i, name in enumerate(columns):
+        table.add_column(name, style=styles.get("muted") if i == 0 else None, overflow="fold")
+    return table
+
+
+def _delta(n: object, b: object, digits: int) -> tuple[str, str]:
+    """NPU − bench and that relative to |bench|."""
+    if not (isinstance(n, (int, float)) and isinstance(b, (int, float))) or isinstance(n, bool):
+        return "—", "—"
+    d = float(n) - float(b)
+    rel = "—" if b == 0 else f"{d / abs(float(b)):+.{max(2, digits - 2)}g}"
+    return f"{d:+.{digits}g}", rel
+
+
+def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
+    """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow."""
+    wide = width >= WIDE
+    digits = 6 if width >= 72 else 4
+    sides = _table(styles, "", "NPU", "Bench", *(("Δ", "rel Δ") if wide else ()))
+    deltas = _table(styles, "", "Δ", "rel Δ")
 
     def cells(rec: TensorRecord | None, attr: str) -> str:
         if rec is None:
             return "—"
         if attr == "shape":
             return "scalar" if rec.is_scalar else str(list(rec.shape))
-        return rec.dtype
+        return short_dtype(rec.dtype)
 
     if row.fuzzy and row.npu and row.bench:
-        table.add_row("name", Text(row.npu.name), Text(row.bench.name))
-    table.add_row("dtype", cells(row.npu, "dtype"), cells(row.bench, "dtype"))
-    table.add_row("shape", cells(row.npu, "shape"), cells(row.bench, "shape"))
+        sides.add_row("name", Text(row.npu.name), Text(row.bench.name))
+    for attr in ("dtype", "shape"):
+        sides.add_row(attr, cells(row.npu, attr), cells(row.bench, attr))
     for i, label in enumerate(STAT_LABELS):
-        n = _fmt(row.npu.stat(i)) if row.npu else "—"
-        b = _fmt(row.bench.stat(i)) if row.bench else "—"
-        table.add_row(label, n, b)
-    return table
+        n = row.npu.stat(i) if row.npu else None
+        b = row.bench.stat(i) if row.bench else None
+        d = _delta(n, b, digits)
+        sides.add_row(label, _fmt(n, digits), _fmt(b, digits), *(d if wide else ()))
+        deltas.add_row(label, *d)
+    return [sides] if wide or not (row.npu and row.bench) else [sides, Text(""), deltas]
 
 
-def _metrics_table(result: Result, summary: bool, styles: Styles) -> Table:
+def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) -> Table:
     names = header(False, summary)[6:6 + len(result.cells)]
-    table = Table(box=None, pad_edge=False, show_edge=False, show_header=False)
-    table.add_column("metric", style=styles.get("muted"))
-    table.add_column("value")
+    table = _table(styles, "metric", "value", header=False)
+    digits = 6 if width >= 48 else 4
     for name, cell in zip(names, result.cells, strict=False):
-        table.add_row(name, cell)
+        table.add_row(name, short_cell(cell, digits))
     if not summary:
-        table.add_row("Accuracy Reached or Not", result.accuracy)
+        table.add_row("Accuracy Reached or Not" if width >= 48 else "Accuracy", result.accuracy)
     return table
 
 
@@ -96,21 +145,15 @@ def _where(result: Result, styles: Styles) -> list[RenderableType]:
         out.append(Text.assemble(("Worst element ", styles.get("head", Style())),
                                  f"{list(result.worst_index)}: NPU {_fmt(result.worst_npu)} vs bench "
                                  f"{_fmt(result.worst_bench)} (|Δ| {_fmt(diff)})"))
-    counts = result.histogram
-    if counts and any(counts):
-        used = [i for i, c in enumerate(counts) if c]
-        lo, hi = used[0], used[-1] + 1
-        edges = result.histogram_edges
-        span = f"  |Δ| in [{_edge(edges, lo)}, {_edge(edges, hi)})" if len(edges) == len(counts) + 1 else ""
-        out.append(Text.assemble(("|Δ| histogram ", styles.get("head", Style())),
-                                 (f"▕{sparkline(counts)}▏", styles.get("spark", Style())),
-                                 (span, styles.get("muted", Style()))))
     return out
 
 
-def _edge(edges: tuple[float, ...], i: int) -> str:
-    value = edges[i]
-    return "∞" if value == float("inf") else f"{value:.3g}"
+def display_path(path: str) -> str:
+    """A frame's file relative to the current folder, or under ``~``: shorter, and no machine's layout."""
+    for root, shown in ((os.getcwd(), ""), (os.path.expanduser("~"), "~/")):
+        if root not in ("", "/") and path.startswith(root.rstrip("/") + "/"):
+            return shown + path[len(root.rstrip("/")) + 1:]
+    return path
 
 
 def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableType]:
@@ -120,7 +163,7 @@ def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableTyp
         return []
     out: list[RenderableType] = [Text("Stack", style=styles.get("head", Style()))]
     for f in frames[:MAX_FRAMES]:
-        out.append(Text.assemble(f"  {f[0]}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
+        out.append(Text.assemble(f"  {display_path(f[0])}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
         if f[3]:
             out.append(Text(f"      {f[3]}", style=styles.get("source", Style())))
     if len(frames) > MAX_FRAMES:
@@ -128,7 +171,7 @@ def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableTyp
     return out
 
 
-def leaf_detail(leaf: Node, model: TreeModel, styles: Styles) -> RenderableType:
+def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) -> RenderableType:
     row = leaf.row
     assert row is not None
     info = model.infos.get(leaf.pair)
@@ -138,45 +181,45 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles) -> RenderableType:
     if result is None:
         reason = "waiting for the bench side" if not row.matched else "not compared yet"
         parts.append(status_text(Status.PENDING, styles, reason))
+    elif not_compared(row):
+        parts.append(Text(f"· not compared — {result.reason or 'no tensor data: nothing to compare'}",
+                          style=styles.get(NEUTRAL, Style())))
     else:
         parts.append(status_text(result.status, styles, result.reason))
-    parts += [Text(""), _side_table(row, styles)]
+    parts += [Text(""), *_side_tables(row, styles, width)]
     if result is not None:
-        parts += [Text(""), _metrics_table(result, summary, styles)]
+        parts += [Text(""), _metrics_table(result, summary, styles, width)]
         if result.message:
             parts.append(Text.assemble(("Err_message ", styles.get("head", Style())), result.message))
         parts += _where(result, styles)
-    call = leaf.parent
-    stack = row.stack or (call.site if call is not None else None)
-    lines = stack_lines(stack, styles)
-    if lines:
-        parts += [Text(""), *lines]
     return Group(*parts)
 
 
 def _row_line(row: Row, metric: str, styles: Styles) -> Text:
-    status = row.result.status if row.result else Status.PENDING
     entry = row.record.entry
     label = entry.arg if entry else row.name
-    text = Text(f"  {status.symbol} {label}", style=styles.get(status.value, Style()))
+    text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
     if row.result is not None and row.result.cells:
-        text.append(f"  {metric} {row.result.cells[0]}", style=styles.get("muted", Style()))
+        text.append(f"  {metric} {short_cell(row.result.cells[0])}", style=styles.get("muted", Style()))
     return text
 
 
-def call_detail(call: Node, model: TreeModel, styles: Styles) -> RenderableType:
+def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) -> RenderableType:
     rows = model.call_rows(call)
     name = rows[0].record.call if rows else call.key
     parts: list[RenderableType] = [Text(name, style=styles.get("title", Style()))]
-    culprit = model.first_culprit()
-    if culprit is not None and culprit[1] is call:
-        parts.append(Text(f"Culprit: {culprit[0].text}", style=styles.get("fail", Style())))
+    suspects = [node for _, node in model.suspects()]
     evidence = model.evidence(call)
     if evidence is not None:
-        head = ("introduces error: " if evidence.introduces else
-                "no error of its own: " if evidence.judgement is not None else "not judged: ")
-        verdict = head + evidence.text
-        parts.append(Text(verdict, style=styles.get("fail" if evidence.introduces else "head", Style())))
+        if call in suspects:
+            k = suspects.index(call)
+            head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
+            head += ": introduces error — "
+        else:
+            head = ("introduces error: " if evidence.introduces else
+                    "no error of its own: " if evidence.judgement is not None else "not judged: ")
+        parts.append(Text(head + evidence.text,
+                          style=styles.get("fail" if evidence.introduces else "head", Style())))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics
     outputs = [r for r in rows if r.record.entry is None or r.record.entry.kind in OUTPUT_KINDS]
@@ -185,9 +228,6 @@ def call_detail(call: Node, model: TreeModel, styles: Styles) -> RenderableType:
         if group:
             parts.append(Text(title, style=styles.get("head", Style())))
             parts += [_row_line(r, metric, styles) for r in group]
-    lines = stack_lines(call.site, styles)
-    if lines:
-        parts += [Text(""), *lines]
     return Group(*parts)
 
 
@@ -226,14 +266,29 @@ def inner_detail(node: Node, model: TreeModel, styles: Styles) -> RenderableType
     return Group(*parts)
 
 
-def detail_for(node: Node | None, model: TreeModel, styles: Styles) -> RenderableType:
+def node_stack(node: Node | None) -> StackRecord | None:
+    """Where an entry's or a call's call was made."""
+    if node is None:
+        return None
+    if node.is_leaf:
+        call = node.parent
+        return (node.row.stack if node.row is not None else None) or (call.site if call is not None else None)
+    return node.site if node.kind == "call" else None
+
+
+def detail_for(node: Node | None, model: TreeModel, styles: Styles, width: int = 100,
+               stack: bool = True) -> RenderableType:
+    """The panel's text for ``node`` (``stack``: with its stack, which the panel shows below its plots)."""
     if node is None:
         return Text("Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted"))
     if node.is_leaf:
-        return leaf_detail(node, model, styles)
-    if node.kind == "call":
-        return call_detail(node, model, styles)
-    return inner_detail(node, model, styles)
+        body = leaf_detail(node, model, styles, width)
+    elif node.kind == "call":
+        body = call_detail(node, model, styles, width)
+    else:
+        return inner_detail(node, model, styles)
+    lines = stack_lines(node_stack(node), styles) if stack else []
+    return Group(body, Text(""), *lines) if lines else body
 
 
 class DetailPanel(VerticalScroll, can_focus=True):
@@ -241,7 +296,7 @@ class DetailPanel(VerticalScroll, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         *(f"detail--{s.value}" for s in Status),
-        "detail--title", "detail--head", "detail--muted", "detail--source", "detail--spark",
+        "detail--title", "detail--head", "detail--muted", "detail--source", f"detail--{NEUTRAL}",
     }
     DEFAULT_CSS = """
     DetailPanel > .detail--pass { color: $text-success; }
@@ -254,7 +309,7 @@ class DetailPanel(VerticalScroll, can_focus=True):
     DetailPanel > .detail--head { color: $text-accent; text-style: bold; }
     DetailPanel > .detail--muted { color: $text-muted; }
     DetailPanel > .detail--source { color: $text-secondary; }
-    DetailPanel > .detail--spark { color: $text-warning; }
+    DetailPanel > .detail--neutral { color: $text-muted; }
     """
 
     def __init__(self, model: TreeModel, *, id: str | None = None) -> None:
@@ -264,6 +319,9 @@ class DetailPanel(VerticalScroll, can_focus=True):
 
     def compose(self):
         yield Static(id="detail-body")
+        yield DeltaHistogram(id="histogram")
+        yield ErrorChart(id="along")
+        yield Static(id="detail-stack")
 
     def styles_map(self) -> dict[str, Style]:
         return {name.removeprefix("detail--"): self.get_component_rich_style(name, partial=True)
@@ -276,4 +334,10 @@ class DetailPanel(VerticalScroll, can_focus=True):
     def refresh_detail(self) -> None:
         body = self.query_one("#detail-body", Static)
         node = self.node if self.node is None or self.node.alive else None
-        body.update(detail_for(node, self.model, self.styles_map()))
+        width = self.scrollable_content_region.width or 100
+        styles = self.styles_map()
+        body.update(detail_for(node, self.model, styles, width, stack=False))
+        self.query_one("#detail-stack", Static).update(Group(*stack_lines(node_stack(node), styles)))
+        row = node.row if node is not None and node.is_leaf else None
+        self.query_one(DeltaHistogram).draw(histogram_bins(row.result if row is not None else None))
+        self.query_one(ErrorChart).show_node(self.model, node)

@@ -8,7 +8,7 @@ from typing import ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Markdown
 
@@ -21,18 +21,25 @@ HELP = """\
 | → ← / `l` `h` | expand / collapse (or go to the parent) |
 | Enter, Space | expand or collapse; Enter on "… more" shows the next chunk |
 | `g` `G` (Home End) | top / bottom |
-| `/` | search by name (Enter again: next match) |
-| `f` | filter: all → failures only → unmatched only |
+| `c` / `C` | next / previous suspect: the culprit, then those of every direction, step and rank |
+| `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ previous (k/N) |
 | `n` / `N` | next / previous failure in execution order |
-| `c` | jump to the culprit found by the diagnosis |
-| `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `f` | filter: all → failures only → unmatched only |
+| `m` | matching: auto → exact → fuzzy → align (every pair re-matched) |
+| `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
 | `s` | switch between the call tree and the flat execution-order view |
-| `?` | this help |
-| ctrl+p | command palette (every action above) |
+| `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `?` | this help (↑ ↓ PgUp PgDn scroll, Esc closes) |
+| ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
 
-Symbols: ✔ pass · ✘ fail · ! warning · ⚠ error (could not compare) · ∅ unmatched · … pending.
+Symbols: ✔ pass · ✘ fail · ! warning · ⚠ error (could not compare) · ∅ unmatched · … pending ·
+· passed without comparing data (a scalar, a value without tensor).
 An inner node shows the worst state under it and its number of failing entries.
+
+The bar under the header names the culprit: its call, module (path · class), the step/rank when
+there are several, and where the user's code called it (file:line and the source line), with the
+evidence: the relative error of its inputs and outputs against what rounding allows.
 """
 
 
@@ -40,13 +47,16 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 80; height: auto; max-height: 90%; border: thick $primary;
-                            background: $surface; padding: 0 1; }
+    HelpScreen > VerticalScroll { width: 100%; max-width: 100; height: auto; max-height: 100%;
+                                  border: thick $primary; background: $surface; padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
-        with Vertical():
+        with VerticalScroll():
             yield Markdown(HELP)
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 from ptdbg_tui.compare.diagnosis import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import Seg
-from ptdbg_tui.engine.updates import EngineUpdate, PairInfo, Placed, Progress
+from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 
 STATUSES = list(Status)
+#: Inner nodes that search looks at (besides the entries): by key (path, call name) and label.
+SEARCHED = frozenset({"module", "frame", "call", "noise"})
 _INDEX = {s: i for i, s in enumerate(STATUSES)}
 
 #: Filters the ``f`` key cycles through: (name, statuses shown or None for all).
@@ -132,6 +134,7 @@ class TreeModel:
         self.calls: dict[tuple[str, str], Node] = {}  # (pair, call name) -> call node
         self.flat: dict[str, list[Node]] = {}  # per pair: calls in execution order
         self.diagnoses: dict[str, Diagnosis] = {}
+        self.matches: dict[str, MatchNote] = {}
         self.failing: set[Node] = set()
         self.progress = Progress()
         self.filter: frozenset[Status] | None = None
@@ -141,6 +144,8 @@ class TreeModel:
         self._last_path: tuple[Seg, ...] | None = None
         self._last_call: Node | None = None
         self._queue: deque[tuple[Callable[..., object], tuple[object, ...]]] = deque()
+        self.version = 0  # counts changes of the tree's shape and contents (search caches by it)
+        self._hits: tuple[tuple[str, int], list[Node]] | None = None
 
     # -- applying engine updates ---------------------------------------------------------------
     def load(self, update: EngineUpdate) -> None:
@@ -155,6 +160,8 @@ class TreeModel:
             ops.extend((self._upsert, (pair_key, key, placed)) for key, placed in delta.upserts.items())
             if delta.diagnosis is not None:
                 ops.append((self.diagnoses.__setitem__, (pair_key, delta.diagnosis)))
+            if delta.match is not None:
+                ops.append((self.matches.__setitem__, (pair_key, delta.match)))
         if update.progress is not None:
             ops.append((setattr, (self, "progress", update.progress)))
 
@@ -200,6 +207,7 @@ class TreeModel:
         self.infos.pop(key, None)
         self.flat.pop(key, None)
         self.diagnoses.pop(key, None)
+        self.matches.pop(key, None)
 
     def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
         pair = self.root.child(pair_key)
@@ -208,6 +216,7 @@ class TreeModel:
         status = shown_status(row)
         leaf = self.leaves.get((pair.key, key))
         self._ordered = None
+        self.version += 1
         if leaf is not None:
             leaf.row = row
             self.changed.add(leaf)
@@ -253,6 +262,7 @@ class TreeModel:
         if leaf is None:
             return
         self._ordered = None
+        self.version += 1
         self._count(leaf, leaf.status, -1)
         self.failing.discard(leaf)
         node = leaf
@@ -341,17 +351,40 @@ class TreeModel:
         i = bisect.bisect_right(keys, after)
         return fails[i % len(fails)]
 
-    def search(self, text: str, after: tuple[int, int] | None) -> tuple[Node | None, int]:
-        """First leaf after ``after`` whose name contains ``text`` (case-insensitive), and the count."""
+    def search(self, text: str) -> list[Node]:
+        """Every node whose name contains ``text`` (case-insensitive) in execution order: entries (NPU
+        and bench names), calls, and modules or call sites (path and class); an inner node comes
+        before what it holds."""
         needle = text.lower()
-        hits = [n for n in self.ordered_leaves() if n.row is not None and needle in _names(n.row)]
-        if not hits:
-            return None, 0
-        if after is not None:
-            for n in hits:
-                if self.position(n) > after:
-                    return n, len(hits)
-        return hits[0], len(hits)
+        if self._hits is not None and self._hits[0] == (needle, self.version):
+            return self._hits[1]
+        found: list[tuple[tuple[int, int], int, Node]] = []
+        stack = [(n, 0) for n in self.root.children]
+        while stack:
+            n, depth = stack.pop()
+            if n.is_leaf:
+                if n.row is not None and needle in _names(n.row):
+                    found.append((self.position(n), depth, n))
+                continue
+            if n.kind in SEARCHED and (needle in n.key.lower() or needle in n.label.lower()):
+                found.append((self.position(n), depth, n))
+            stack.extend((c, depth + 1) for c in n.children)
+        found.sort(key=lambda t: (t[0], t[1]))
+        hits = [n for _, _, n in found]
+        self._hits = ((needle, self.version), hits)
+        return hits
+
+    def next_hit(self, hits: list[Node], after: Node | None, backward: bool = False) -> int:
+        """Index of the hit after (or before) ``after`` in execution order, wrapping around."""
+        if after is None or not after.alive:
+            return len(hits) - 1 if backward else 0
+        if after in hits:
+            i = hits.index(after)
+            return (i + (-1 if backward else 1)) % len(hits)
+        key = self.position(after)
+        keys = [self.position(n) for n in hits]
+        i = bisect.bisect_left(keys, key) - 1 if backward else bisect.bisect_right(keys, key)
+        return i % len(hits)
 
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
         """Every pair's ranked suspects, pairs in tree order, with their call nodes."""
@@ -368,6 +401,18 @@ class TreeModel:
         if diagnosis is None or not call.children or call.children[0].row is None:
             return None
         return diagnosis.calls.get(call.children[0].row.record.call)
+
+    def match_modes(self) -> str:
+        """The matching in use, e.g. ``align (auto)``; pairs matched differently are all named."""
+        used = {m.used if m.asked == m.used else f"{m.used} ({m.asked})" for m in self.matches.values()}
+        return ", ".join(sorted(used))
+
+    def match_hint(self) -> str:
+        """A suggestion to switch the matching when the current one pairs badly (first pair that does)."""
+        for m in self.matches.values():
+            if m.advice:
+                return f"m → align? ({m.advice})"
+        return ""
 
     def call_rows(self, call: Node) -> list[Row]:
         return [n.row for n in call.children if n.row is not None]

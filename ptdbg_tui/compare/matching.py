@@ -361,6 +361,19 @@ class Matching:
     note: str = ""
 
 
+def match_advice(matching: Matching) -> str:
+    """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
+    by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
+    "" when neither."""
+    if matching.mode == "align":
+        return ""
+    npu_only, bench_only, shapes = _misfits([r for r in matching.rows if not r.noise])  # not a tool's own
+    parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
+    if shapes:
+        parts.append(f"{shapes:,} shapes differ")
+    return ", ".join(parts)
+
+
 def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
     npu_only = sum(1 for r in rows if r.bench is None)

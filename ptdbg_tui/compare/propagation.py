@@ -35,6 +35,9 @@ from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
 MARGIN = 4.0
+#: Statistics-only dumps: the error estimated from one max or min element (a single draw of the noise)
+#: or from a mean or norm (which average it away) scatters by this factor either way.
+STATS_SCATTER = 2.0
 #: Roundings of its output's dtype an op may add on its own: one to store its result, one more for a
 #: composite op or another libm. (A rounding leaves a relative RMS error of about u/√3.)
 ROUNDINGS = 2.0
@@ -55,6 +58,12 @@ class Operand:
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
     bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """Its argument path (``(1,)`` for the second argument)."""
+        entry = self.bench.entry if self.bench is not None else None
+        return entry.path if entry is not None else ()
 
     @property
     def magnitude(self) -> float | None:
@@ -147,6 +156,36 @@ def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
     return (math.inf if y.npu_norm > 0 else 0.0), (math.inf if additive > 0 else 0.0)
 
 
+#: Products whose output element sums ``k`` products of their two arguments (input 0 and 1), by how ``k``
+#: follows from the shapes: ``last`` (linear, matmul: the first argument's last dimension), ``kernel``
+#: (conv: the weight's elements per output channel), ``one`` (an elementwise product). Only their bias
+#: (input 2) adds to the output.
+CONTRACTIONS = {"linear": "last", "matmul": "last", "mm": "last", "bmm": "last", "conv1d": "kernel",
+                "conv2d": "kernel", "conv3d": "kernel", "mul": "one", "multiply": "one"}
+_BIAS = (2,)
+
+
+def _rms(e: ErrorMeasures) -> float:
+    return e.bench_norm / math.sqrt(e.numel) if e.numel > 0 else 0.0
+
+
+def contraction_kappa(kind: str, inputs: Sequence[Operand], y: ErrorMeasures) -> float | None:
+    """κ of a product from the data: ``rms(a)·rms(b)·√k / rms(y)`` — 1 when the ``k`` terms of an output
+    element add up like independent ones, more when they cancel. ``None`` when the arguments are not
+    both there."""
+    args = {o.path: o for o in inputs if o.path in ((0,), (1,))}
+    a, b = args.get((0,)), args.get((1,))
+    rms_y = _rms(y)
+    if a is None or b is None or rms_y <= 0:
+        return None
+    k = 1
+    if kind == "last" and a.bench is not None and a.bench.shape:
+        k = a.bench.shape[-1]
+    elif kind == "kernel" and b.bench is not None:
+        k = math.prod(b.bench.shape[1:])
+    return _rms(a.errors) * _rms(b.errors) * math.sqrt(k) / rms_y
+
+
 def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
     """The absolute error the same-kind inputs may add to ``y``, rounding at their scale included."""
     out = 0.0
@@ -180,13 +219,20 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs, backward)
     flips = flip_allowance(op, e_in)
+    product = None if backward else CONTRACTIONS.get(op_name(op))
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
         else:
             gain = gains.get(name, 1.0) if gains else 1.0
-            err, allowed = judge_output(y, e_in, _additive(inputs, y) * gain, kappa, flips)
+            k, adders = kappa, inputs
+            cancel = contraction_kappa(product, inputs, y) if product else None
+            if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
+                k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
+            err, allowed = judge_output(y, e_in, _additive(adders, y) * gain, k, flips)
+        if y.from_stats:
+            allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)
         if score > best[0]:
             best = (score, err, allowed * MARGIN, name, y)

@@ -159,10 +159,11 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
 def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
                   step: int | None = None, rank: int | None = None, match: str = "auto",
                   summary: bool = False, jobs: int | None = None,
-                  progress: ProgressFn | None = None) -> list[PairOutcome]:
+                  progress: ProgressFn | None = None) -> Outcomes:
     """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl).
 
-    Raises :class:`CompareInputError` for inputs that cannot be compared.
+    What was not compared or not read is in the result's ``notes``. Raises
+    :class:`CompareInputError` for inputs of which nothing can be compared.
     """
     _check_match(match)
     pairs, notes = _pairs(npu_path, bench_path, step, rank)

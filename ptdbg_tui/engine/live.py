@@ -104,6 +104,12 @@ class LiveEngine:
     def watching(self) -> str:
         return self._watcher.mode if self._watcher else "static"
 
+    def set_match(self, mode: str) -> None:
+        """Re-match every pair in ``mode`` (any thread): results already computed are kept."""
+        self.options = replace(self.options, match=mode)
+        self._context = replace(self._context, options=self.options)
+        self.wake()
+
     def pairs(self) -> list[tuple[PairInfo, list[Row]]]:
         """The current rows of every pair in execution order (for export)."""
         return [(p.info, list(p.rows)) for p in list(self._pairs.values())]
@@ -157,7 +163,12 @@ class LiveEngine:
             due = self._pass(rescan)
             if self._watcher is None:
                 self.outbox.flush(force=True)
-                return
+                if self._pool is not None:  # no idle worker processes while nothing is asked
+                    self._pool.close()
+                    self._pool = None
+                self._wake.wait()
+                self._wake.clear()
+                continue
             timeout = next_rescan - time.monotonic()
             if due is not None:
                 timeout = min(timeout, due - time.monotonic())

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match
+from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match, match_advice
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.updates import Outbox, PairInfo, Placed
+from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.formats.reader import mixed_pair
 from ptdbg_tui.formats.records import StackRecord
 
@@ -126,6 +126,7 @@ class PairState:
         self.compared = 0
         self.diagnosis: Diagnosis | None = None
         self.matching: Matching | None = None
+        self.match_asked = ""  # the mode of the last re-match
         self.diagnosed_at = 0.0
         self.diagnose_cost = 0.0  # seconds the last diagnosis took
         self.diagnosis_dirty = True
@@ -145,6 +146,7 @@ class PairState:
     def rematch(self, mode: str) -> None:
         mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
         self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
+        self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []
@@ -179,11 +181,12 @@ class PairState:
             self.paths.clear()
             self.errored.clear()
         versions = (self.npu.version, self.bench.version if self.bench else -1)
-        if rescan and self.errored and self.recheck():
-            versions = (-1, -1)  # results were dropped: match again to reopen their rows
-        if versions != self.versions:
+        reopened = rescan and bool(self.errored) and self.recheck()  # match again to reopen their rows
+        if reopened or versions != self.versions or self.match_asked != ctx.options.match:
             self.versions = versions
             self.rematch(ctx.options.match)
+            m = self.matching
+            ctx.outbox.put_match(self.info, MatchNote(self.match_asked, m.mode, m.note, match_advice(m)))
         todo, due = self.todo(ctx, time.monotonic())
         for _ in self.compute(ctx, todo):
             self.emit(ctx)

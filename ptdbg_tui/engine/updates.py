@@ -35,12 +35,24 @@ class Placed:
     site: StackRecord | None
 
 
+@dataclass(frozen=True, slots=True)
+class MatchNote:
+    """How a pair was matched: the mode asked for, the mode used, why ``auto`` chose it, and why
+    another mode may pair better (:func:`~ptdbg_tui.compare.matching.match_advice`)."""
+
+    asked: str
+    used: str
+    note: str = ""
+    advice: str = ""
+
+
 @dataclass
 class PairDelta:
     info: PairInfo
     upserts: dict[str, Placed] = field(default_factory=dict)
     removes: set[str] = field(default_factory=set)
     diagnosis: Diagnosis | None = None  # None: unchanged
+    match: MatchNote | None = None  # None: unchanged
 
 
 #: What a side's path holds (:attr:`SideStatus.state`).
@@ -118,6 +130,10 @@ class Outbox:
     def put_diagnosis(self, info: PairInfo, diagnosis: Diagnosis) -> None:
         with self._lock:
             self._delta(info).diagnosis = diagnosis
+
+    def put_match(self, info: PairInfo, match: MatchNote) -> None:
+        with self._lock:
+            self._delta(info).match = match
 
     def drop_pair(self, key: str) -> None:
         with self._lock:

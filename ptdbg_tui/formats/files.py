@@ -13,9 +13,6 @@ import os
 import re
 import stat
 
-#: Characters that would make a recorded name a path of its own (``../x``, ``/etc/x``) or that no
-#: file name can hold.
-_NOT_IN_NAMES = ("/", "\\", "\0")
 #: Surrogates that no byte of a file name decodes to (undecodable bytes become U+DC80..U+DCFF).
 _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
@@ -46,8 +43,10 @@ def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
 
 
 def safe_name(name: str) -> bool:
-    """Whether ``name`` can be a file name inside a folder, and only there."""
-    return bool(name) and name not in (".", "..") and not any(c in name for c in _NOT_IN_NAMES)
+    """Whether ``name`` can be a file name inside a folder, and only there: no separator that would
+    make it a path of its own (``../x``, ``/etc/x``), no NUL that no file name can hold."""
+    return (bool(name) and "/" not in name and "\\" not in name and "\0" not in name
+            and name not in (".", ".."))
 
 
 def holds_lone_surrogate(name: str) -> bool:

@@ -179,15 +179,15 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
         return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
     if isinstance(shape, list):
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
             return BadLine(line, "shape must hold non-negative integers", _short(value))
         if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
             return BadLine(line, f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name))
-    bad_stat = next((v for v in stats if not valid_stat(v)), None)
+    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
     if bad_stat is not None or len(stats) > 4:
         what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
         return BadLine(line, f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value))
-    step = _dump_step(dump_step)
+    step = dump_step if type(dump_step) is int else _dump_step(dump_step)
     if step is None:
         return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
     return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)

@@ -4,6 +4,7 @@ for snapshots, and helpers that wait on the app's own state instead of sleeping.
 from __future__ import annotations
 
 import io
+import shutil
 import time
 from pathlib import Path
 
@@ -24,6 +25,20 @@ def demo_dumps(tmp_path_factory) -> tuple[Path, Path]:
     from ptdbg_tui.demo import write_demo
 
     return write_demo(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def steps_dumps(tmp_path_factory, small_dumps) -> tuple[Path, Path]:
+    """Three steps of the small pair: steps 0 and 2 carry its fault, step 1 is the bench against itself."""
+    root = tmp_path_factory.mktemp("steps")
+    npu, bench = root / "npu", root / "bench"
+    for side, source in ((npu, small_dumps[0]), (bench, small_dumps[1])):
+        shutil.copytree(source, side)
+    for step, source in ((1, small_dumps[1]), (2, small_dumps[0])):
+        for side, src in ((npu, source), (bench, small_dumps[1])):
+            (step0,) = src.rglob("step0")
+            shutil.copytree(step0, next(side.rglob("step0")).with_name(f"step{step}"))
+    return npu, bench
 
 
 @pytest.fixture(scope="session")
@@ -58,6 +73,15 @@ class Ui:
 
     async def settle(self, pilot) -> None:
         await self.wait_until(pilot, lambda: self.settled(pilot.app))
+
+    @staticmethod
+    def screen_text(app: PtdbgApp) -> str:
+        """What the terminal shows, as plain text (the composited screen, modal screens included)."""
+        width, height = app.size
+        console = Console(width=width, height=height, file=io.StringIO(), record=True, color_system=None,
+                          legacy_windows=False)
+        console.print(app.screen._compositor.render_update(full=True))
+        return console.export_text()
 
     @staticmethod
     def detail_text(app: PtdbgApp, width: int = 100) -> str:

@@ -19,14 +19,18 @@ async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-        assert "VF_lstm_0_backward" in str(app.query_one("#diagnosis").render())
+        bar = str(app.query_one("#diagnosis").render())
+        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", "demo.py:47",
+                         "out, _ = self.lstm(seq)", "inputs 3e-06"):
+            assert expected in bar, expected
         await pilot.press("c")
         call = _cursor(app)
         assert (call.kind, call.key, call.parent.key) == ("call", "VF_lstm_0_backward", "track.lstm")
         assert app.call_tree.cursor_node.is_expanded
         text = ui.detail_text(app)
-        assert "introduces error: inputs " in text and ", allowed " in text
-        assert "Culprit:" in text and "demo.py:" in text
+        assert "Culprit: introduces error — inputs " in text and ", allowed " in text
+        assert text.count("allowed") == 1, "the verdict once"
+        assert "demo.py:47" in text
 
 
 async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):
@@ -37,11 +41,12 @@ async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):
         leaf = _cursor(app)
         assert leaf.key == "VF_lstm_0_backward_output.0" and leaf.status is Status.FAIL
         text = ui.detail_text(app)
-        for expected in ("NPU", "Bench", "torch.float32", "l2norm", "Cosine", "MaxAbsErr",
-                         "Accuracy Reached or Not", "Worst element", "|Δ| histogram", "Stack",
-                         "out, _ = self.lstm(seq)"):
+        for expected in ("NPU", "Bench", "f32", "l2norm", "Δ", "rel Δ", "Cosine", "MaxAbsErr",
+                         "Accuracy Reached or Not", "Worst element", "Stack", "out, _ = self.lstm(seq)"):
             assert expected in text, expected
         assert "✘ fail — Cosine" in text and "< 0.99" in text, "the reason names the threshold"
+        histogram = app.detail.query_one("#histogram")
+        assert histogram.display and histogram.plt is not None
 
 
 async def test_filter_cycles_failures_unmatched_all(demo_dumps, ui):
@@ -76,6 +81,29 @@ async def test_search_by_name(demo_dumps, ui):
         assert app.call_tree.has_focus is False  # the search box keeps focus: Enter again = next match
         await pilot.press("escape")
         assert app.call_tree.has_focus
+
+
+async def test_search_finds_modules_and_calls_and_counts_k_of_n(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("slash", *"lstm")
+        count = app.query_one("#search-count")
+        hits = app.model.search("lstm")
+        assert str(count.render()) == f"{len(hits)} match"
+        assert [n.label for n in hits[:2]] == ["track · LstmHead", "track.lstm · LSTM"], "modules first"
+        assert {n.kind for n in hits} >= {"module", "call", "leaf"}
+        assert "lstm" in app.call_tree.highlight
+        await pilot.press("enter")
+        assert _cursor(app) is hits[0] and str(count.render()) == f"1/{len(hits)}"
+        await pilot.press("enter", "enter")
+        assert _cursor(app) is hits[2] and str(count.render()) == f"3/{len(hits)}"
+        await pilot.press("shift+enter")
+        assert _cursor(app) is hits[1] and str(count.render()) == f"2/{len(hits)}"
+        await pilot.press("up", "up")
+        assert _cursor(app) is hits[-1], "wraps around backwards"
+        await pilot.press("escape")
+        assert app.call_tree.highlight == "" and app.call_tree.has_focus
 
 
 async def test_next_and_previous_failure_in_execution_order(demo_dumps, ui):
@@ -121,8 +149,8 @@ async def test_help_and_palette_commands(demo_dumps, ui):
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Search by name", "Filter", "Next failure", "Previous failure", "Next suspect",
-                      "Export CSV", "Toggle tree / flat view", "Help"):
+        for title in ("Find", "Filter", "Next failure", "Previous failure", "Next suspect",
+                      "Export CSV", "Toggle tree / flat view", "Help", "Match: align", "Rank/step overview"):
             assert title in titles
 
 

@@ -59,3 +59,14 @@ def test_export_to_a_directory_keeps_the_writer_s_name(tmp_path):
     (path,) = export_pairs([_pair(0)], tmp_path, stack=True)
     assert path.parent == tmp_path and path.name.startswith("compare_result_")
     assert "NPU_Stack_Info" in path.read_text().splitlines()[0]
+
+
+def test_version(capsys):
+    import pytest
+
+    from ptdbg_tui import __version__
+    from ptdbg_tui.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"ptdbg-tui {__version__}"

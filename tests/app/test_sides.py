@@ -7,7 +7,8 @@ from ptdbg_tui.compare.model import Status
 
 
 def _texts(app) -> tuple[str, str]:
-    return str(app.progress_line.render()), str(app.diagnosis_bar.render())
+    """What the header and the diagnosis bar show now, as plain text."""
+    return tuple("\n".join(line.plain for line in bar.lines) for bar in (app.header_bar, app.diagnosis_bar))
 
 
 async def test_a_mistyped_bench_path_is_named_and_no_all_clear_is_shown(small_dumps, tmp_path, ui):

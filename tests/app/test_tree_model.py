@@ -102,11 +102,16 @@ def test_next_failure_and_search_follow_execution_order():
     assert second.key == "Torch_mul_0_backward_input.0"
     assert model.next_failure(model.position(second)) is first, "wraps around"
     assert model.next_failure(model.position(first), backward=True) is second
-    hit, count = model.search("MUL_0_f", None)
-    assert count == 2 and hit.key == "Torch_mul_0_forward_input.0"
-    hit, _ = model.search("mul_0_f", model.position(hit))
-    assert hit.key == "Torch_mul_0_forward_output"
-    assert model.search("nothing", None) == (None, 0)
+    hits = model.search("MUL_0_f")
+    assert [n.key for n in hits] == ["Torch_mul_0_forward", "Torch_mul_0_forward_input.0",
+                                     "Torch_mul_0_forward_output"], "the call first, then its entries"
+    assert model.next_hit(hits, None) == 0 and model.next_hit(hits, hits[0]) == 1
+    assert model.next_hit(hits, hits[0], backward=True) == 2, "wraps around"
+    add = model.leaves[("p0", "Torch_add_0_forward_output")]
+    assert model.next_hit(hits, add) == 0, "from a node that is no hit: the next one after it"
+    assert model.next_hit(hits, second) == 0 and model.next_hit(hits, add, backward=True) == 2
+    assert [n.parent.label for n in model.search("head")] == ["Forward", "Backward"], "modules by path"
+    assert model.search("nothing") == []
 
 
 def test_updates_apply_in_slices():

@@ -189,3 +189,13 @@ def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
     assert ("Torch_relu_0_forward_output", "Torch_relu_0_forward_output") in _pairs(auto.rows)
     same = choose_match(npu, npu)
     assert (same.mode, same.note) == ("exact", "")
+
+
+def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
+    from ptdbg_tui.compare.matching import match_advice
+
+    npu = [record("Torch_add_0_forward_output"), record("Torch_add_1_forward_output", shape=[3])]
+    bench = [record("Torch_add_0_forward_output")]
+    assert match_advice(choose_match(npu, bench, "exact")) == "1 unpaired"
+    assert match_advice(choose_match(npu, bench, "align")) == "", "align is what it suggests"
+    assert match_advice(choose_match(bench, bench, "exact")) == ""

@@ -212,3 +212,18 @@ def test_a_few_wrong_elements_of_a_continuous_op_are_a_fault(calls):
     calls.call("Torch_tanh", 0, "forward", [(_noisy(x), x)], [(bad, y)])
     assert calls.row("Torch_tanh_0_forward_output.0").result.errors.robust < 1e-6  # trimming would hide it
     assert calls.suspects() == [("Torch_tanh_0_forward", GROWTH)]
+
+
+def test_a_product_whose_terms_cancel_may_amplify_its_inputs_error(calls):
+    # w nearly orthogonal to every row of a: each output sums 64 terms that cancel to ~1e-3 of their size
+    a = RNG.standard_normal((16, 64))
+    w = RNG.standard_normal((64, 8))
+    w = (w - a.T @ np.linalg.solve(a @ a.T, a @ w) + 1e-3 * w).astype(np.float32)
+    a = a.astype(np.float32)
+    an = _noisy(a)
+    y, yn = a @ w, an @ w
+    calls.call("Torch_matmul", 0, "forward", [(an, a), (w, w)], [(yn, y)])
+    growth = calls.row("Torch_matmul_0_forward_output.0").result.errors.rel / 1e-6
+    assert growth > 100 and calls.suspects() == []  # the noise grew a hundredfold, honestly
+    calls.call("Torch_matmul", 1, "forward", [(an, a), (w, w)], [(yn * 1.05, y)])
+    assert calls.suspects() == [("Torch_matmul_1_forward", GROWTH)]

@@ -22,6 +22,11 @@ SIZE = (140, 40)
 #: What only a fault of the engine itself would say.
 ENGINE_FAULTS = ("engine stopped", "unexpected error", "traceback", "comparing failed")
 
+def shown(bar) -> str:
+    """What a bar of the app shows now, as plain text."""
+    return "\n".join(line.plain for line in bar.lines)
+
+
 
 class Session:
     """One app run: what it noticed and shows, and the engine's rows per pair."""
@@ -41,11 +46,11 @@ class Session:
         app = self.app
         async with app.run_test(size=SIZE) as pilot:
             deadline = time.monotonic() + WAIT_S
-            while not (app.model.progress.done and app.settled and not app.engine._thread.is_alive()):
+            while not (app.model.progress.done and app.settled):
                 assert time.monotonic() < deadline, "the app did not settle"
                 await pilot.pause(0.02)
             await pilot.press("down", "down", "down", "enter", "down", "down")  # the detail panel too
-            self.shown = [str(app.progress_line.render()), str(app.diagnosis_bar.render())]
+            self.shown = [shown(app.header_bar), shown(app.diagnosis_bar)]
             p = app.model.progress
             self.shown += [*p.unpaired, *p.faults] + [q for s in (p.npu, p.bench) if s for q in s.problems]
             self.shown += [f"{s.role}: {s.detail}" for s in (p.npu, p.bench) if s and s.detail]

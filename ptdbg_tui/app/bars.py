@@ -1,0 +1,195 @@
+"""The header line and the diagnosis bar as prioritised segments that fit any terminal width.
+
+A line is a list of :class:`Segment`\\ s in display order; each has a priority (0: must stay). When the
+line is too wide the least important segments go first, and what is left is cut with an ellipsis,
+so that at 80 columns the failure counts, the culprit's api and its ``file:line`` stay on screen.
+These builders are plain functions of the model (testable without a screen).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+
+from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
+from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
+from ptdbg_tui.compare.diagnosis import Suspect
+from ptdbg_tui.compare.model import Status
+from ptdbg_tui.engine.updates import FOUND
+
+Styles = Mapping[str, Style]
+SEP = "  │  "
+#: The diagnosis bar takes one line when everything fits, else two.
+MAX_BAR_LINES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    text: Text
+    priority: int = 0  # 0 stays longest; the highest number is dropped first
+    shrink: int = 0  # > 0: may be cut with an ellipsis down to this many cells instead of dropped
+
+
+def seg(text: str | Text, priority: int = 0, style: Style | str = "", shrink: int = 0) -> Segment:
+    return Segment(text if isinstance(text, Text) else Text(text, style=style), priority, shrink)
+
+
+def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
+    """The segments joined by ``sep``: while too wide, the least important one is cut (when it may
+    shrink that far) or dropped; the last one left is cut with an ellipsis."""
+    kept = [s for s in segments if s.text.cell_len]
+    while len(kept) > 1 and (excess := _width(kept, sep) - width) > 0:
+        i = max(range(len(kept)), key=lambda i: (kept[i].priority, i))
+        victim = kept[i]
+        if victim.shrink and victim.text.cell_len - excess >= victim.shrink:
+            text = victim.text.copy()
+            text.truncate(text.cell_len - excess, overflow="ellipsis")
+            kept[i] = Segment(text, victim.priority)
+            break
+        del kept[i]
+    line = Text(sep).join(s.text for s in kept)
+    line.truncate(max(0, width), overflow="ellipsis")
+    return line
+
+
+def _width(segments: Sequence[Segment], sep: str) -> int:
+    return sum(s.text.cell_len for s in segments) + len(sep) * (len(segments) - 1)
+
+
+def fits(segments: Sequence[Segment], width: int, sep: str = SEP) -> bool:
+    return _width([s for s in segments if s.text.cell_len], sep) <= width
+
+
+# -- header ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """What the app adds to the model's figures in the header."""
+
+    title: str
+    filter_index: int = 0
+    flat: bool = False
+    match: str = ""  # the matching the user asked for ("auto" …)
+
+
+def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[Segment]:
+    """Failures and progress first; then the match mode, the filter, counts of the other states,
+    pairs, the watch mode and the view; the dumps' names last."""
+    p = model.progress
+    counts = model.status_counts()
+    out: list[Segment] = []
+    bad = Text()
+    for status in (Status.FAIL, Status.ERROR):
+        if counts[status] or status is Status.FAIL:
+            bad.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
+    bad.rstrip()
+    out.append(Segment(bad, 0))
+    if p.done and p.rows and not p.pending:
+        out.append(seg(f"all {p.rows:,} compared", 0))
+    else:
+        out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
+    hint = model.match_hint()
+    if hint:
+        out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
+    if view.filter_index:
+        out.append(seg(f"filter: {FILTERS[view.filter_index][0]}", 1, styles.get("warn", Style())))
+    others = Text()
+    for status in (Status.PASS, Status.WARN, Status.UNMATCHED):
+        others.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
+    others.rstrip()
+    out.append(Segment(others, 2))
+    if p.pairs > 1:
+        out.append(seg(f"{p.pairs} pairs (o: overview)", 2))
+    modes = model.match_modes()
+    if modes:
+        out.append(seg(f"match {modes}", 3))
+    watching = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
+    out.append(seg(watching, 4))
+    lacking = any(s is not None and (s.state != FOUND or s.problems) for s in (p.npu, p.bench))
+    out.append(seg(sides_text(p), 0 if lacking else 5, styles.get("warn", Style()) if lacking else "",
+                   shrink=24 if lacking else 0))
+    out.append(seg("flat" if view.flat else "tree", 6))
+    out.append(seg(view.title, 7, styles.get("muted", Style())))
+    return out
+
+
+# -- diagnosis bar ---------------------------------------------------------------------------------
+def module_of(call: Node | None) -> str:
+    """The innermost module around a call node (``path · Class``), or ``""``."""
+    if call is None:
+        return ""
+    return next((n.label for n in call.ancestors() if n.kind == "module"), "")
+
+
+def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int,
+                      styles: Styles) -> tuple[list[Segment], list[Segment]]:
+    """(what, where): the suspect's names; its call site and evidence."""
+    suspect, node = suspects[index]
+    fail = styles.get("fail", Style())
+    total = len(suspects)
+    head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
+    what = [seg(Text.assemble((head + " ", fail), (suspect.call, fail + Style(bold=True))), 0)]
+    module = module_of(node)
+    if module:
+        what.append(seg(module, 2, shrink=10))
+    if len(model.infos) > 1 and node is not None and node.pair in model.infos:
+        what.append(seg(model.infos[node.pair].label, 1))
+    rest = total - 1 if index == 0 else total
+    if rest:
+        more = f"+{rest} more (c/C)" if index == 0 else f"of {total} (c/C)"
+        what.append(seg(more, 0, styles.get("muted", Style())))
+    where: list[Segment] = []
+    site = suspect.site
+    if site is not None:
+        text = Text(f"{os.path.basename(site[0])}:{site[1]}", style=styles.get("site", Style()))
+        if site[3]:
+            text.append(f"  {site[3].strip()}", style=styles.get("source", Style()))
+        where.append(Segment(text, 0))
+    where.append(seg(suspect.evidence, 1, styles.get("muted", Style()), shrink=12))
+    return what, where
+
+
+def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0) -> list[Text]:
+    """The bar's text for ``width`` columns: one line when it all fits, else two.
+
+    ``index`` is the suspect the user walked to with c/C (0: the culprit)."""
+    suspects = model.suspects()
+    if suspects:
+        what, where = _suspect_segments(model, suspects, min(index, len(suspects) - 1), styles)
+        if fits([*what, *where], width):
+            return [fit([*what, *where], width)]
+        return [fit(what, width), fit([seg("  ", 0), *where], width, sep="  ")]
+    return [fit([seg(text, i) for i, text in enumerate(no_suspect_texts(model))], width)]
+
+
+def no_suspect_texts(model: TreeModel) -> list[str]:
+    """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
+    and calls judged."""
+    p = model.progress
+    diagnoses = model.diagnoses
+    lacking = missing_text(p)  # what the sides lack, in words
+    if not p.done or not model.infos:
+        if lacking:
+            return [f"No verdict: {lacking}"]
+        return ["Diagnosis: waiting for results…" if not p.done else "Nothing to compare yet: no verdict."]
+    missing = [info.label for key, info in model.infos.items()
+               if key not in diagnoses or not diagnoses[key].judged]
+    judged = sum(d.judged for d in diagnoses.values())
+    compared = sum(d.compared for d in diagnoses.values())
+    if judged and not missing:
+        texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
+                 f"({judged:,} calls judged).{caveat_text(p)}"]
+    elif judged:
+        texts = [f"No suspect in {judged:,} calls judged; no verdict for {', '.join(missing)} "
+                 "(nothing compared there)."]
+    elif compared:
+        texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
+    else:
+        texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
+    originals = [d.original for d in diagnoses.values() if d.original]
+    if originals:
+        texts.append(f"original: first No row {originals[0]}")
+    return texts

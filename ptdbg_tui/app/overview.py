@@ -1,0 +1,102 @@
+"""The rank/step overview: one line per compared pair, the pair that diverges first on top.
+
+With many ranks or steps the tree's top level is a long list of ``stepS/rankR`` nodes; this table
+says at once which pair to open: its counts, its worst state, its first suspect and where in its
+execution that suspect (else its first failure) sits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label
+
+from ptdbg_tui.app.bars import module_of
+from ptdbg_tui.app.tree_model import TreeModel
+from ptdbg_tui.compare.model import Status
+
+COUNTED = (Status.FAIL, Status.ERROR, Status.UNMATCHED, Status.PENDING, Status.PASS)
+
+
+@dataclass(frozen=True, slots=True)
+class PairLine:
+    key: str
+    label: str
+    worst: Status
+    counts: tuple[int, ...]  # per COUNTED status
+    suspect: str  # the first suspect's call and module, or ""
+    suspects: int
+    divergence: int | None  # execution position of the first suspect, else of the first failure
+
+
+def overview(model: TreeModel) -> list[PairLine]:
+    """Every pair, sorted by first divergence (pairs that do not diverge last, in tree order)."""
+    first: dict[str, tuple[str, int, int]] = {}
+    for suspect, node in model.suspects():
+        if node is None:
+            continue
+        name, count, seq = first.get(node.pair, ("", 0, suspect.seq))
+        if not name:
+            module = module_of(node)
+            name = suspect.call + (f" · {module}" if module else "")
+        first[node.pair] = (name, count + 1, seq)
+    fails: dict[str, int] = {}
+    for leaf in model.failing:
+        if leaf.row is not None:
+            fails[leaf.pair] = min(fails.get(leaf.pair, leaf.row.seq), leaf.row.seq)
+    lines = []
+    for pair in model.root.children:
+        name, count, seq = first.get(pair.key, ("", 0, None))
+        divergence = seq if name else fails.get(pair.key)
+        lines.append(PairLine(pair.key, pair.label, pair.worst, tuple(pair.count(s) for s in COUNTED), name,
+                              count, divergence))
+    order = {p.key: p.order for p in model.root.children}
+    return sorted(lines, key=lambda p: (p.divergence is None, p.divergence or 0, order[p.key]))
+
+
+class OverviewScreen(ModalScreen["str | None"]):
+    """The pairs as a table; Enter dismisses with the chosen pair's key."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,o,q", "dismiss(None)", "Close")]
+    DEFAULT_CSS = """
+    OverviewScreen { align: center middle; }
+    OverviewScreen > Vertical { width: 100%; max-width: 140; height: auto; max-height: 100%;
+                                border: thick $primary; background: $surface; padding: 0 1; }
+    OverviewScreen DataTable { height: auto; max-height: 100%; }
+    """
+
+    def __init__(self, model: TreeModel, styles: dict[str, object]) -> None:
+        super().__init__()
+        self.model = model
+        self.lines = overview(model)
+        self.row_styles = styles
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"{len(self.lines)} rank/step pairs, first divergence first — Enter opens one, "
+                        "Esc closes")
+            yield DataTable(cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("pair", "state", *(s.symbol for s in COUNTED), "at", "first suspect")
+        for line in self.lines:
+            style = self.row_styles.get(line.worst.value, "")
+            more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
+            table.add_row(line.label, Text(f"{line.worst.symbol} {line.worst.value}", style=style),
+                          *(f"{c:,}" for c in line.counts),
+                          "" if line.divergence is None else f"#{line.divergence:,}", line.suspect + more,
+                          key=line.key)
+        table.focus()
+
+    @on(DataTable.RowSelected)
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(event.row_key.value)
+

@@ -1,0 +1,165 @@
+"""The engineer's view at 80x24 and 160x45: what the header, the diagnosis bar and the footer keep,
+walking every suspect of several steps, the overview, the matching switch and its hint, no false
+all-clear, the help screen's scrolling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.text import Text
+
+from ptdbg_tui.app.bars import fit, seg
+from ptdbg_tui.app.overview import OverviewScreen
+from ptdbg_tui.app.screens import HelpScreen
+from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.naming import entry_name
+from ptdbg_tui.formats.synthetic import write_array
+from ptdbg_tui.formats.writer import RankWriter
+
+SIZES = [(80, 24), (160, 45)]
+
+
+def test_fit_drops_the_least_important_segments_then_cuts():
+    line = [seg("✘ 3", 0), seg("compared 10/10", 0), seg("tree", 5), seg("npu ↔ cpu", 7)]
+    assert fit(line, 80).plain == "✘ 3  │  compared 10/10  │  tree  │  npu ↔ cpu"
+    assert fit(line, 31).plain == "✘ 3  │  compared 10/10  │  tree"
+    assert fit(line, 22).plain == "✘ 3  │  compared 10/10"
+    assert fit(line, 10).plain == "✘ 3"
+    assert fit([seg("compared 10/10")], 8).plain == "compare…", "the last one left is cut"
+    shrinking = [seg("a.py:3  y = f(x)", 0), seg("inputs 3e-06, outputs 0.21, allowed 2e-05", 1, shrink=12)]
+    assert fit(shrinking, 40).plain == "a.py:3  y = f(x)  │  inputs 3e-06, outp…"
+    assert fit(shrinking, 30).plain == "a.py:3  y = f(x)", "dropped when it would be cut too short"
+    assert isinstance(fit([], 10), Text)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.pause()
+        screen = ui.screen_text(app).splitlines()
+        header, bar = screen[0], "\n".join(screen[1:3])
+        assert "✘ 11" in header and "all 178 compared" in header
+        assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
+        assert "demo.py:47" in bar and "out, _ = self.lstm(seq)" in bar
+        assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)
+        footer = screen[-1]
+        assert "? Help" in footer and "q Quit" in footer
+        assert all(len(line) <= size[0] for line in screen)
+
+
+async def test_a_narrow_detail_panel_splits_its_tables_and_abbreviates(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "down", "down")
+        await pilot.pause()
+        screen = ui.screen_text(app)
+        assert "f32" in screen and "torch.f" not in screen
+        assert "rel Δ" in screen and "0.003376" in screen, "four digits, never cut"
+        assert app.query_one("#detail").size.width >= 36, "below 120 columns the panel gets half"
+
+
+async def test_c_walks_every_suspect_of_every_step_and_the_overview_opens_a_pair(steps_dumps, ui):
+    app = ui.app(*steps_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        suspects = app.model.suspects()
+        assert [app.model.infos[n.pair].label for _, n in suspects] == ["step0/rank0", "step2/rank0"]
+        await pilot.press("c")
+        assert app.call_tree.cursor_model_node is suspects[0][1]
+        await pilot.press("c")
+        assert app.call_tree.cursor_model_node is suspects[1][1]
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "Suspect 2/2 VF_lstm_0_backward" in bar and "step2/rank0" in bar
+        await pilot.press("c")
+        assert app.call_tree.cursor_model_node is suspects[0][1], "wraps around"
+        await pilot.press("C")
+        assert app.call_tree.cursor_model_node is suspects[1][1]
+
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        assert [line.label for line in app.screen.lines] == ["step0/rank0", "step2/rank0", "step1/rank0"]
+        clean = app.screen.lines[-1]
+        assert clean.worst is Status.PASS and clean.divergence is None and not clean.suspect
+        assert app.screen.lines[0].suspect.startswith("VF_lstm_0_backward")
+        await pilot.press("down", "down", "enter")
+        assert not isinstance(app.screen, OverviewScreen)
+        node = app.call_tree.cursor_model_node
+        assert node.kind == "pair" and node.label == "step1/rank0" and app.call_tree.cursor_node.is_expanded
+
+
+def _extra_call_pair(root: Path) -> tuple[Path, Path]:
+    """Six adds of distinct shapes; the NPU runs one more add of the third's shape after it."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((4, 6 + i)).astype(np.float32) for i in range(6)]
+    sides = root / "npu", root / "bench"
+    for side in sides:
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        calls = [*xs[:3], xs[2], *xs[3:]] if side.name == "npu" else xs
+        for index, x in enumerate(calls):
+            write_array(writer, entry_name("Torch_add", index, "forward", "input", (0,)), x)
+            write_array(writer, entry_name("Torch_add", index, "forward", "output", (0,)), x * 2)
+        writer.close()
+    return sides
+
+
+async def test_the_hint_names_align_and_m_rematches_every_pair(tmp_path, ui):
+    app = ui.app(*_extra_call_pair(tmp_path), match="exact")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        assert app.model.status_counts()[Status.FAIL] > 0
+        header = ui.screen_text(app).splitlines()[0]
+        assert "m → align" in header and "unpaired" in header
+        assert any("m → align" in n.message for n in app._notifications), "said once as a toast"
+        await pilot.press("m")  # exact → fuzzy: the same shifted pairing
+        await ui.wait_until(pilot, lambda: app.model.match_modes() == "fuzzy" and ui.settled(app))
+        await pilot.press("m")  # → align
+        await ui.wait_until(pilot, lambda: app.model.match_modes() == "align" and ui.settled(app))
+        counts = app.model.status_counts()
+        assert counts[Status.FAIL] == 0 and counts[Status.UNMATCHED] == 2, "only the extra call is left"
+        assert "m → align" not in ui.screen_text(app).splitlines()[0]
+        commands = {c.title: c for c in app.get_system_commands(app.screen)}
+        commands["Match: exact"].callback()
+        await ui.wait_until(pilot, lambda: app.model.match_modes() == "exact" and ui.settled(app))
+        assert app.model.status_counts()[Status.FAIL] > 0
+
+
+async def test_no_all_clear_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path):
+    app = ui.app(demo_dumps[0], tmp_path / "nothing")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "No operator" not in bar and "no verdict" in bar.lower()
+
+
+async def test_help_scrolls_at_80x24(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        scroll = app.screen.query_one("VerticalScroll")
+        await pilot.pause()
+        assert scroll.max_scroll_y > 0, "more than fits: it scrolls"
+        await pilot.press("end")
+        await pilot.pause()
+        assert scroll.scroll_y == scroll.max_scroll_y
+        assert "q " in ui.screen_text(app) and "quit" in ui.screen_text(app)
+
+
+async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_dumps, ui, tmp_path,
+                                                                        monkeypatch):
+    from ptdbg_tui.app import app as app_module
+
+    monkeypatch.setattr(app_module, "user_downloads_path", lambda: tmp_path / "no" / "Downloads")
+    monkeypatch.chdir(tmp_path)
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.action_screenshot()
+        await ui.wait_until(pilot, lambda: any(tmp_path.glob("*.svg")))
+    (shot,) = tmp_path.glob("*.svg")
+    assert "<svg" in shot.read_text()
