@@ -310,7 +310,7 @@ case("pkl_dangling_symlink", "no such file", cli_fails=True)(
 
 # npy files
 case("npy_missing", "not found")(lambda n, b: lose({MID}, npy(n, MID).unlink()))
-case("npy_zero_bytes", "not a valid npy")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(b"")))
+case("npy_zero_bytes", "empty: 0 bytes")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(b"")))
 case("npy_truncated", "truncated")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy(n, MID).read_bytes()[:-10])))
 case("npy_header_only", "truncated")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6)))))
@@ -319,13 +319,15 @@ case("npy_wrong_shape", "holds shape")(
 case("npy_wrong_dtype", "holds float64 data")(
     lambda n, b: lose({MID}, np.save(npy(n, MID), array_for(MID).astype(np.float64))))
 case("npy_is_a_directory", "is a directory")(lambda n, b: lose({MID}, replace_file(npy(n, MID), Path.mkdir)))
-case("npy_symlink_loop", "too many levels of symbolic links")(
+case("npy_symlink_loop", "symbolic link loop")(
     lambda n, b: lose({MID}, replace_file(npy(n, MID), symlink_loop)))
-case("npy_is_a_fifo", "named pipe")(lambda n, b: lose({MID}, replace_file(npy(n, MID), fifo)))
+case("npy_is_a_fifo", "named pipe (fifo)")(lambda n, b: lose({MID}, replace_file(npy(n, MID), fifo)))
 case("npy_object_array", "python objects")(
     lambda n, b: lose({MID}, np.save(npy(n, MID), np.full((4, 6), {"a": 1}, object), allow_pickle=True)))
 case("npy_pickle_file", "not a valid npy")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(pickle.dumps([1, 2]))))
+case("npy_header_expression", "string on line 1: an expression")(  # never run, never shown as an ast repr
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("__import__('os').getpid()") + b"\0" * 96)))
 case("npy_bad_header", "not a valid npy")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("{{{{{") + b"\0" * 96)))
 case("npy_huge_shape", "truncated")(
