@@ -40,7 +40,7 @@ from ptdbg_tui.formats.layout import (
     unpaired_notes,
 )
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
-from ptdbg_tui.formats.records import BadLine
+from ptdbg_tui.formats.records import BadLine, repeated_names
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -188,7 +188,7 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
         for n, b, nn, bn in pairs:
             try:
                 outcomes.append(_outcome(n, b, nn, bn, match, summary))
-                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
+                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
             except Exception as e:  # one pair's fault must not lose the others' rows
                 outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
         if not outcomes:
@@ -202,10 +202,16 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
     return outcomes
 
 
-def _empty_sides(o: PairOutcome) -> list[str]:
-    return [f"the {role} dump file {dump.pkl} holds no entries" for role, dump, count in
-            (("NPU", o.npu, sum(r.npu is not None for r in o.rows)),
-             ("bench", o.bench, sum(r.bench is not None for r in o.rows))) if not count]
+def _side_notes(o: PairOutcome) -> list[str]:
+    """A side without entries, or with names that repeat."""
+    notes = []
+    for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
+                                ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
+        if not records:
+            notes.append(f"the {role} dump file {dump.pkl} holds no entries")
+        elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
+            notes.append(f"{role} dump {dump.pkl}: {repeats}")
+    return notes
 
 
 def _fault(e: Exception) -> str:

@@ -298,9 +298,12 @@ class LiveEngine:
                 due = pair_due if due is None else min(due, pair_due)
             now = time.monotonic()
             for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
-                if side is not None and not side.tensors and not side.error and (
-                        static or side.quiet(now, self.options.quiet_s)):
+                if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
+                    continue
+                if not side.tensors:
                     self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
+                elif repeats := side.repeats():
+                    self._note(f"{pair.info.label}: {role} dump {side.dump.pkl}: {repeats}")
         self._progress(done=due is None)
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
             self._noted &= self._noted_now

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +192,25 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if step is None:
         return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
     return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+
+
+def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
+    """Entry names that occur more than once in one dump, in words (a line written twice, or two runs
+    into one file); ``None`` when every name is unique. Each occurrence stays a row of its own."""
+    first: dict[str, TensorRecord] = {}
+    again: list[tuple[TensorRecord, TensorRecord]] = []
+    for rec in tensors:
+        seen = first.setdefault(rec.name, rec)
+        if seen is not rec:
+            again.append((seen, rec))
+    if not again:
+        return None
+    a, b = again[0]
+    where = (f"lines {a.line} and {b.line}" if a.line and b.line
+             else f"entries {a.order + 1} and {b.order + 1}")
+    more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
+    return (f"{len(again)} duplicate entry name(s): {_short(a.name, 80)} at {where}{more}; each is a row "
+            "of its own")
 
 
 def decode_line(text: str, line: int = 0) -> Record | None:

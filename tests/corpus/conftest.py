@@ -207,9 +207,9 @@ case("pkl_all_nul", "not valid json")(lambda n, b: lose(ALL, (n / PKL).write_byt
 case("pkl_empty", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"")))
 case("pkl_blank_lines_only", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"\n \n\t\n")))
 case("pkl_crlf_line_ends")(lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes().replace(b"\n", b"\r\n")))
-case("pkl_duplicate_line", "no bench data matched")(
+case("pkl_duplicate_line", "duplicate entry name")(
     lambda n, b: insert_line(n, _line_of(n, MID), _lines(n)[_line_of(n, MID)].rstrip(b"\n")))
-case("pkl_whole_file_twice", "no bench data matched")(
+case("pkl_whole_file_twice", "duplicate entry name")(
     lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes() * 2))
 case("pkl_line_10mib_long", "longer than")(lambda n, b: insert_line(n, 4, b'["' + b"x" * (9 << 20) + b'"]'))
 
