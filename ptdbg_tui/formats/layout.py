@@ -185,12 +185,17 @@ def scan(path: str | os.PathLike[str]) -> Scan:
             entries = _entries(d, found.problems)
             if entries is None:
                 continue
+            known = len(found.problems)
             pkl = _pkl_in(entries, found.problems)
             if pkl is not None:
                 found.dumps.append(_rank_dump(pkl))
                 continue
-            nxt += [Path(e.path) for e in entries if _is(e, "dir") and
-                    any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+            subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
+                       any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+            if (not subdirs and len(found.problems) == known and d != root
+                    and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
+                found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
+            nxt += subdirs
         frontier = nxt
     found.dumps.sort(key=_order)
     return found

@@ -447,6 +447,13 @@ def _no_pkl(root: Path):
     return n, b, {}
 
 
+@root_case("empty_rank_folder_on_bench", "a rank folder without a dump file")
+def _empty_rank(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0)])
+    (b / "ptdbg_dump_v4.0" / "step0" / "rank1").mkdir()
+    return n, b, {}
+
+
 @root_case("same_rank_twice_on_npu", "same step and rank")
 def _same_rank(root: Path):
     n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0), (0, 1)])
