@@ -6,12 +6,16 @@ and bf16-stored-as-fp32) with the format's own RankWriter into a temporary folde
 * ours: ``ptdbg-tui compare NPU BENCH --jobs N`` as a subprocess (start-up, pkl parsing, the
   metric pool and the CSV included);
 * baseline: one process that, like the original, ``np.load``s both files whole, casts them to
-  float64 and computes each metric in its own pass.
+  float64 and computes each metric in its own pass;
+* the read bound: ``np.load`` of every file and nothing else, in as many processes as ours has
+  workers (``--jobs``); ours should reach 70% of it;
+* with ``--old REV``: ours at an older commit (a temporary git worktree of it), e.g. ``15e9299``, the
+  last before the diagnosis measures joined the metric pass, to price them (issue 7 allows 10%).
 
 Both read the same files from a warm page cache. Peak RSS is sampled from /proc over each
 process tree (parent + workers summed). The folder is deleted at the end.
 
-    python bench/compare_throughput.py [--jobs 2] [--gb 2.0] [--repeat 3] [--keep DIR]
+    python bench/compare_throughput.py [--jobs 2] [--gb 2.0] [--repeat 3] [--keep DIR] [--old REV]
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +116,34 @@ def baseline(root: Path) -> None:
         float(np.max(rel))
         float(np.sum(rel < 0.001) / rel.size)
         float(np.sum(rel < 0.005) / rel.size)
+
+
+def _load(path: Path) -> int:
+    return np.load(path).nbytes
+
+
+def load_only(root: Path, jobs: int) -> None:
+    """The read bound: ``np.load`` of every npy of both sides, in ``jobs`` processes."""
+    import multiprocessing
+
+    files = sorted(root.rglob("*.npy"), key=lambda f: -f.stat().st_size)
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        sum(pool.imap_unordered(_load, files, chunksize=16))
+
+
+@contextmanager
+def old_checkout(rev: str) -> Iterator[Path]:
+    """A temporary git worktree of this repository at ``rev``."""
+    repo = Path(__file__).resolve().parent.parent
+    where = Path(tempfile.mkdtemp(prefix="ptdbg_old_")) / "tree"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(where), rev], check=True,
+                   capture_output=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(where)], check=False,
+                       capture_output=True)
+        shutil.rmtree(where.parent, ignore_errors=True)
 
 
 def _tree_rss(pid: int) -> int:
@@ -200,25 +234,47 @@ def main() -> None:
     p.add_argument("--gb", type=float, default=2.0, help="npy bytes of both sides, at least (default 2.0)")
     p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3)")
     p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
+    p.add_argument("--old", default=None, metavar="REV", help="also time ours at this commit (e.g. 15e9299)")
     p.add_argument("--baseline-only", type=Path, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--load-only", type=Path, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.baseline_only is not None:
         baseline(args.baseline_only)
         return
+    if args.load_only is not None:
+        load_only(args.load_only, args.jobs)
+        return
     root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_bench_"))
     try:
-        t = time.perf_counter()
-        total = generate(root, scale=args.gb / 2.0)
-        print(generated(total, t, root, "npy"), flush=True)
-        ours_cmd = ours_command(root, args.jobs)
-        base_cmd = [sys.executable, __file__, "--baseline-only", str(root)]
-        # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
-        base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-        (ours, ours_rss), (base, base_rss) = alternate([(ours_cmd, None), (base_cmd, base_env)], args.repeat)
-        print(_line(f"ours (--jobs {args.jobs})", ours, ours_rss, total))
-        print(_line("baseline (1 process)", base, base_rss, total))
-        print(f"{speedup(ours, base)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB); "
-              f"load average now {os.getloadavg()[0]:.2f}")
+        with ExitStack() as stack:
+            t = time.perf_counter()
+            total = generate(root, scale=args.gb / 2.0)
+            print(generated(total, t, root, "npy"), flush=True)
+            # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
+            base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+            commands = [
+                (f"ours (--jobs {args.jobs})", ours_command(root, args.jobs), None),
+                ("baseline (1 process)", [sys.executable, __file__, "--baseline-only", str(root)], base_env),
+                (f"np.load only ({args.jobs} processes)",
+                 [sys.executable, __file__, "--load-only", str(root), "--jobs", str(args.jobs)], None),
+            ]
+            if args.old is not None:
+                tree = stack.enter_context(old_checkout(args.old))
+                commands.append((f"ours at {args.old}", ours_command(root, args.jobs),
+                                 {**os.environ, "PYTHONPATH": str(tree)}))
+            results = alternate([(argv, env) for _, argv, env in commands], args.repeat)
+            for (label, _, _), (walls, rss) in zip(commands, results, strict=True):
+                print(_line(label, walls, rss, total))
+            (ours, _), (base, _), (bound, _) = results[:3]
+            print(f"{speedup(ours, base)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB)")
+            print(f"read bound reached: best {min(bound) / min(ours):.0%}, median "
+                  f"{statistics.median(bound) / statistics.median(ours):.0%} (target >= 70%)")
+            if args.old is not None:
+                old = results[3][0]
+                change = statistics.median(ours) / statistics.median(old) - 1
+                print(f"ours now against {args.old}: median {change:+.0%} time, best "
+                      f"{min(ours) / min(old) - 1:+.0%} (the diagnosis measures may cost <= 10%)")
+            print(f"load average now {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

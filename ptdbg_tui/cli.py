@@ -42,6 +42,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
     )
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="compare on a Dask cluster: a scheduler's tcp://host:port, or local:N for N local "
+                   'worker processes (needs pip install "ptdbg-tui[cluster]")')
 
 
 def compare_parser() -> argparse.ArgumentParser:

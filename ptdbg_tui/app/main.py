@@ -18,11 +18,19 @@ EXIT_USAGE = 2
 
 def options_from(args: argparse.Namespace) -> LiveOptions:
     return LiveOptions(step=args.step, rank=args.rank, match=args.match, summary=args.summary,
-                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll)
+                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll, cluster=args.cluster)
 
 
 def run_app(args: argparse.Namespace) -> int:
     """Open the app; with ``--no-watch`` both dumps must already exist."""
+    if args.cluster is not None:
+        from ptdbg_tui.engine.cluster import ClusterError, require
+
+        try:
+            require(args.cluster)
+        except ClusterError as e:
+            print(f"ptdbg-tui: {e}", file=sys.stderr)
+            return EXIT_USAGE
     if args.no_watch:
         for path in (args.npu, args.bench):
             try:

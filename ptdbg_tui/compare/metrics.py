@@ -12,8 +12,8 @@ maps or of file reads (see :mod:`ptdbg_tui.compare.tasks`).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,9 +43,12 @@ from ptdbg_tui.compare.verdict import accuracy_rule, is_close, status_for
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
 CHUNK = 1 << 18
-#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread; longer ones go to its
-#: threads unless it was limited to one (as the metric pool's workers are), when slicing only costs.
-DOT_SLICE = CHUNK if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else 8192
+#: OpenBLAS runs a dot product of up to 10,000 elements on the calling thread, whatever its threads; a
+#: longer one is split across them, which changes the order of the additions. Slices of this length
+#: everywhere make the sums, and so the CSV cells, the same to the last bit in-process, in the pool and
+#: on a cluster's workers however they were started (and keep BLAS threads off the workers' cores);
+#: the slicing costs ~8% of the pass against whole-chunk dots.
+DOT_SLICE = 8192
 #: Norms at or below this count as zero for the cosine (the original's FLOAT_EPSILON).
 FLOAT_EPS = float(np.finfo(np.float64).eps)
 THOUSANDTH = 0.001
@@ -72,6 +75,11 @@ def _result(cells: tuple[str, ...], messages: Sequence[str], caveats: Sequence[s
     return Result(cells, accuracy, join_messages(list(messages)), status, reason, **fields)
 
 
+def dtype_caveats(npu_dtype: str, bench_dtype: str) -> list[str]:
+    """The messages a comparable pair carries into its result (recorded dtypes that differ)."""
+    return [MSG_DTYPE] if npu_dtype != bench_dtype else []
+
+
 def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: np.dtype, bench_np: np.dtype,
              npu_dtype: str, bench_dtype: str) -> Result | list[str]:
     """Decide what needs no data: a final Result (shape mismatch, empty, unusable dtype) or the
@@ -83,16 +91,25 @@ def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: n
     if tuple(npu_shape) != tuple(bench_shape):
         return Result((SHAPE_UNMATCHED,) * 5, accuracy_rule(SHAPE_UNMATCHED, SHAPE_UNMATCHED)[0], MSG_SHAPE,
                       Status.FAIL, f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}")
-    caveats = [MSG_DTYPE] if npu_dtype != bench_dtype else []
+    caveats = dtype_caveats(npu_dtype, bench_dtype)
     if math.prod(npu_shape) == 0 and npu_shape:
         return _result((UNSUPPORTED, "0", "0", "0", "0"), [MSG_EMPTY, *caveats], caveats, close=True)
     return caveats
 
 
 def _sum_squares(a: np.ndarray) -> float:
-    """Σa² in float64, by BLAS dot products on slices short enough that OpenBLAS keeps them on
-    the calling thread (its threads would fight the worker processes for the cores)."""
-    return float(sum(np.dot(s, s) for s in (a[i:i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
+    """Σa² in float64: the BLAS dot products of DOT_SLICE-element slices, added in order.
+
+    The whole slices go through one stacked ``matmul`` of (1 × n) by (n × 1) rows, which numpy hands to
+    the same BLAS dot product slice by slice (the very same floats, a third less time than a Python
+    loop of ``np.dot`` calls)."""
+    whole = a.size - a.size % DOT_SLICE
+    rows = a[:whole].reshape(-1, DOT_SLICE)
+    parts = np.matmul(rows[:, None, :], rows[:, :, None]).ravel().tolist()
+    if whole < a.size:
+        tail = a[whole:]
+        parts.append(float(np.dot(tail, tail)))
+    return float(sum(parts))
 
 
 def _same_nonfinite(x: np.ndarray, y: np.ndarray) -> bool:
@@ -104,149 +121,82 @@ def _nonfinite_note(count: int) -> str:
     return f"NaN/Inf at the same {count} position(s) in NPU and bench Tensor, set to 0 for the metrics."
 
 
-class MetricAccumulator:
-    """Running sums of one tensor pair, fed in order by :meth:`add` (any lengths, same on both sides)."""
+@dataclass(slots=True)
+class MetricState:
+    """The running sums of one tensor pair, or of a run of its elements: what a worker sends back
+    for a part of a big tensor (a few numbers per chunk, never data).
 
-    def __init__(self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK) -> None:
-        self.size = size
-        self.eps = rel_eps(bench_np)
-        self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
-        n = max(1, min(chunk, size))
-        self._raw = borrow(n * (8 * 5 + 1))
-        self._x, self._y, self._d, self._t, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
-                                                    for k in range(5))
-        self._bits = bits.view(np.uint64) if histogram else None
-        self._mask = self._raw[5 * n * 8:5 * n * 8 + n].view(bool)
-        self.histogram = np.zeros(_N_BINS, dtype=np.int64) if histogram else None
-        self.xx = self.yy = self.dd = 0.0  # sums of npu², bench², (npu - bench)²
-        self.max_abs = -1.0
-        self.max_rel = 0.0
-        self.pass_1e3 = self.pass_5e3 = 0
-        self.nonfinite = 0  # NaN/Inf at the same positions on both sides
-        self.new_nonfinite = self.lost_nonfinite = 0  # NaN/Inf on the NPU (bench) side only
-        self.mismatch = False  # NaN/Inf positions differ: the CSV metrics are N/A
-        self.trimmed = 0.0  # Σ(npu - bench)² of the elements the robust error leaves out
-        self.offset = 0
-        self.worst_flat: int | None = None
-        self.worst_npu = self.worst_bench = 0.0
+    Σnpu², Σbench², Σ(npu - bench)² and the trimmed share are kept per chunk and added up in order at
+    the end, so that states of consecutive parts merged in order give the very same floats as one
+    pass over the whole tensor (the CSV cells do not depend on how the work was split).
+    """
 
-    def add(self, npu: np.ndarray, bench: np.ndarray) -> None:
-        """Feed the next flat slices (any lengths, the same on both sides)."""
-        step = self._x.size
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for start in range(0, npu.size, step):
-                self._add(npu[start:start + step], bench[start:start + step])
+    size: int
+    eps: float
+    sums: list[tuple[float, float, float, float]] = field(default_factory=list)  # xx, yy, dd, trimmed
+    max_abs: float = -1.0
+    max_rel: float = 0.0
+    pass_1e3: int = 0
+    pass_5e3: int = 0
+    nonfinite: int = 0  # NaN/Inf at the same positions on both sides
+    new_nonfinite: int = 0  # NaN/Inf on the NPU side only
+    lost_nonfinite: int = 0  # NaN/Inf on the bench side only
+    mismatch: bool = False  # NaN/Inf positions differ: the CSV metrics are N/A
+    worst_flat: int | None = None
+    worst_npu: float = 0.0
+    worst_bench: float = 0.0
+    histogram: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)  # what the files themselves call for (first part's)
 
-    def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
-        k = npu.size
-        x, y, d, t = self._x[:k], self._y[:k], self._d[:k], self._t[:k]
-        np.copyto(x, npu, casting="unsafe")
-        np.copyto(y, bench, casting="unsafe")
-        xx, yy = _sum_squares(x), _sum_squares(y)
-        if not (math.isfinite(xx) and math.isfinite(yy)):  # rare: only now build the masks
-            self._zero_nonfinite(x, y)
-            xx, yy = _sum_squares(x), _sum_squares(y)
-        np.subtract(x, y, out=d)
-        dd = _sum_squares(d)
-        self.xx += xx
-        self.yy += yy
-        self.dd += dd
-        np.abs(d, out=d)
-        i = int(d.argmax())
-        top = float(d[i])
-        if top > self.max_abs:
-            self.max_abs = top
-            self.worst_flat = self.offset + i
-            self.worst_npu, self.worst_bench = float(x[i]), float(y[i])
-        self._trim(d, top, dd, self._mask[:k])
-        self._relative(d, y, t, self._mask[:k])
-        if self.histogram is not None and self._bits is not None:
-            bits = self._bits[:k]
-            np.right_shift(d.view(np.uint64), 52, out=bits)
-            per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
-            self.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
-        self.offset += k
+    def merge(self, later: MetricState) -> None:
+        """Take in the state of the elements that follow this one's."""
+        self.sums += later.sums
+        if later.max_abs > self.max_abs:
+            self.max_abs, self.worst_flat = later.max_abs, later.worst_flat
+            self.worst_npu, self.worst_bench = later.worst_npu, later.worst_bench
+        self.max_rel = max(self.max_rel, later.max_rel)
+        self.pass_1e3 += later.pass_1e3
+        self.pass_5e3 += later.pass_5e3
+        self.nonfinite += later.nonfinite
+        self.new_nonfinite += later.new_nonfinite
+        self.lost_nonfinite += later.lost_nonfinite
+        self.mismatch = self.mismatch or later.mismatch
+        if self.histogram is not None and later.histogram is not None:
+            self.histogram += later.histogram
 
-    def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> None:
-        """Set aside the chunk's few largest |npu - bench| for the robust error, where they could matter:
-        only when they may hold half the chunk's Σ(npu - bench)² (outliers), so ordinary data never pays
-        for the selection and the robust error is then at most √2 times too large. Only elements within
-        a factor 256 of the largest are candidates (the rest could change the sum by 1/65,536 of it)."""
-        keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
-        if keep == 0 or keep * top * top < 0.5 * dd:
-            return
-        np.greater_equal(d, top / 256, out=mask)
-        largest = d[mask]
-        if largest.size > keep:
-            largest.partition(largest.size - keep)
-            largest = largest[largest.size - keep:]
-        self.trimmed += float(np.dot(largest, largest))
+    def _totals(self) -> tuple[float, float, float, float]:
+        xx = yy = dd = trimmed = 0.0
+        for a, b, c, t in self.sums:  # in order: the same floats as one running sum
+            xx += a
+            yy += b
+            dd += c
+            trimmed += t
+        return xx, yy, dd, trimmed
 
-    def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
-        """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
-        np.abs(y, out=t)
-        np.divide(d, t, out=t)
-        top = float(t.max())
-        if not math.isfinite(top):  # a bench zero (or 0/0): redo with the eps denominator
-            np.abs(y, out=t)
-            np.copyto(t, self.eps, where=t == 0)
-            np.divide(d, t, out=t)
-            top = float(t.max())
-        self.max_rel = max(self.max_rel, top)
-        # Counting passes only where the maximum leaves the answer open (matching data: never).
-        if top < FIVE_THOUSANDTHS:
-            below = t.size
-        else:
-            np.less(t, FIVE_THOUSANDTHS, out=mask)
-            below = int(np.count_nonzero(mask))
-        self.pass_5e3 += below
-        if top < THOUSANDTH:
-            self.pass_1e3 += t.size
-        elif below:
-            np.less(t, THOUSANDTH, out=mask)
-            self.pass_1e3 += int(np.count_nonzero(mask))
-
-    def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> None:
-        """Zero every position non-finite on either side, counting where they agree and where not."""
-        bx, by = ~np.isfinite(x), ~np.isfinite(y)
-        either = np.flatnonzero(bx | by)
-        nx, ny = bx[either], by[either]
-        both = nx & ny
-        same = both & ((x[either] == y[either]) | (np.isnan(x[either]) & np.isnan(y[either])))
-        n_same = int(np.count_nonzero(same))
-        self.nonfinite += n_same
-        self.new_nonfinite += int(np.count_nonzero(nx & ~ny))
-        self.lost_nonfinite += int(np.count_nonzero(ny & ~nx))
-        # anywhere else they differ: one side only, or +Inf against -Inf, NaN against Inf
-        self.mismatch = self.mismatch or n_same < either.size
-        x[either] = 0.0
-        y[either] = 0.0
-
-    def _cosine(self) -> tuple[str, str, float | None]:
+    def _cosine(self, xx: float, yy: float, dd: float) -> tuple[str, str, float | None]:
         if self.size == 1:
             return UNSUPPORTED, MSG_COS_ONE, None
-        na, nb = math.sqrt(self.xx), math.sqrt(self.yy)
+        na, nb = math.sqrt(xx), math.sqrt(yy)
         if na <= FLOAT_EPS and nb <= FLOAT_EPS:
             return "1.0", "", 1.0
         if na <= FLOAT_EPS:
             return NAN, MSG_COS_NPU_ZERO, None
         if nb <= FLOAT_EPS:
             return NAN, MSG_COS_BENCH_ZERO, None
-        cos = (self.xx + self.yy - self.dd) / (2 * na * nb)  # npu·bench = (|n|² + |b|² - |n - b|²) / 2
+        cos = (xx + yy - dd) / (2 * na * nb)  # npu·bench = (|n|² + |b|² - |n - b|²) / 2
         if math.isnan(cos):
             return NAN, MSG_COS_NAN, None
         return cosine_cell(cos), "", cos
 
     def result(self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str,
                caveats: Sequence[str] = ()) -> Result:
-        """The Result once every element was fed (``npu_dtype``/``bench_dtype``: the recorded dtypes);
-        the accumulator cannot be fed after this."""
-        give_back(self._raw)
-        errors = measures(self.xx, self.yy, self.dd, self.trimmed, self.size, npu_dtype, bench_dtype,
-                          self.new_nonfinite, self.lost_nonfinite)
+        """The Result once every element was fed (``npu_dtype``/``bench_dtype``: the recorded dtypes)."""
+        xx, yy, dd, trimmed = self._totals()
+        errors = measures(xx, yy, dd, trimmed, self.size, npu_dtype, bench_dtype, self.new_nonfinite,
+                          self.lost_nonfinite)
         if self.mismatch:
             return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats, errors=errors)
-        cos_cell, cos_msg, cos = self._cosine()
+        cos_cell, cos_msg, cos = self._cosine(xx, yy, dd)
         r1, r5 = self.pass_1e3 / self.size, self.pass_5e3 / self.size
         cells = (cos_cell, fmt12(self.max_abs), fmt12(self.max_rel), fmt12(r1), fmt12(r5))
         notes = list(caveats)
@@ -261,7 +211,132 @@ class MetricAccumulator:
                        worst_index=worst, worst_npu=self.worst_npu if worst else None,
                        worst_bench=self.worst_bench if worst else None,
                        histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors,
-                       euc_dist=math.sqrt(self.dd))
+                       euc_dist=math.sqrt(dd))
+
+
+class MetricAccumulator:
+    """Running sums of one tensor pair, fed in order by :meth:`add` (any lengths, same on both sides).
+
+    ``offset``: the flat index of the first element fed (a part of a tensor split into tasks; a part
+    must start at a multiple of ``chunk`` for its sums to merge into those of one whole pass).
+    """
+
+    def __init__(self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK,
+                 offset: int = 0) -> None:
+        self.size = size
+        self.state = MetricState(size, rel_eps(bench_np),
+                                 histogram=np.zeros(_N_BINS, dtype=np.int64) if histogram else None)
+        self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
+        n = max(1, min(chunk, size))
+        self._raw = borrow(n * (8 * 5 + 1))
+        self._x, self._y, self._d, self._t, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
+                                                    for k in range(5))
+        self._bits = bits.view(np.uint64) if histogram else None
+        self._mask = self._raw[5 * n * 8:5 * n * 8 + n].view(bool)
+        self.offset = offset
+
+    def add(self, npu: np.ndarray, bench: np.ndarray) -> None:
+        """Feed the next flat slices (any lengths, the same on both sides)."""
+        step = self._x.size
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for start in range(0, npu.size, step):
+                self._add(npu[start:start + step], bench[start:start + step])
+
+    def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
+        k = npu.size
+        st = self.state
+        x, y, d, t = self._x[:k], self._y[:k], self._d[:k], self._t[:k]
+        np.copyto(x, npu, casting="unsafe")
+        np.copyto(y, bench, casting="unsafe")
+        xx, yy = _sum_squares(x), _sum_squares(y)
+        if not (math.isfinite(xx) and math.isfinite(yy)):  # rare: only now build the masks
+            self._zero_nonfinite(x, y)
+            xx, yy = _sum_squares(x), _sum_squares(y)
+        np.subtract(x, y, out=d)
+        dd = _sum_squares(d)
+        np.abs(d, out=d)
+        i = int(d.argmax())
+        top = float(d[i])
+        if top > st.max_abs:
+            st.max_abs = top
+            st.worst_flat = self.offset + i
+            st.worst_npu, st.worst_bench = float(x[i]), float(y[i])
+        st.sums.append((xx, yy, dd, self._trim(d, top, dd, self._mask[:k])))
+        self._relative(d, y, t, self._mask[:k])
+        if st.histogram is not None and self._bits is not None:
+            bits = self._bits[:k]
+            np.right_shift(d.view(np.uint64), 52, out=bits)
+            per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
+            st.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
+        self.offset += k
+
+    def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> float:
+        """Σ(npu - bench)² of the chunk's few largest |npu - bench|, which the robust error sets aside,
+        where they could matter: only when they may hold half the chunk's Σ(npu - bench)² (outliers), so
+        ordinary data never pays for the selection and the robust error is then at most √2 times too
+        large. Only elements within a factor 256 of the largest are candidates (the rest could change the
+        sum by 1/65,536 of it)."""
+        keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
+        if keep == 0 or keep * top * top < 0.5 * dd:
+            return 0.0
+        np.greater_equal(d, top / 256, out=mask)
+        largest = d[mask]
+        if largest.size > keep:
+            largest.partition(largest.size - keep)
+            largest = largest[largest.size - keep:]
+        return float(np.dot(largest, largest))
+
+    def _relative(self, d: np.ndarray, y: np.ndarray, t: np.ndarray, mask: np.ndarray) -> None:
+        """|npu - bench| / |bench|, a bench zero replaced by eps; max and the two pass counts."""
+        st = self.state
+        np.abs(y, out=t)
+        np.divide(d, t, out=t)
+        top = float(t.max())
+        if not math.isfinite(top):  # a bench zero (or 0/0): redo with the eps denominator
+            np.abs(y, out=t)
+            np.copyto(t, st.eps, where=t == 0)
+            np.divide(d, t, out=t)
+            top = float(t.max())
+        st.max_rel = max(st.max_rel, top)
+        # Counting passes only where the maximum leaves the answer open (matching data: never).
+        if top < FIVE_THOUSANDTHS:
+            below = t.size
+        else:
+            np.less(t, FIVE_THOUSANDTHS, out=mask)
+            below = int(np.count_nonzero(mask))
+        st.pass_5e3 += below
+        if top < THOUSANDTH:
+            st.pass_1e3 += t.size
+        elif below:
+            np.less(t, THOUSANDTH, out=mask)
+            st.pass_1e3 += int(np.count_nonzero(mask))
+
+    def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Zero every position non-finite on either side, counting where they agree and where not."""
+        st = self.state
+        bx, by = ~np.isfinite(x), ~np.isfinite(y)
+        either = np.flatnonzero(bx | by)
+        nx, ny = bx[either], by[either]
+        both = nx & ny
+        same = both & ((x[either] == y[either]) | (np.isnan(x[either]) & np.isnan(y[either])))
+        n_same = int(np.count_nonzero(same))
+        st.nonfinite += n_same
+        st.new_nonfinite += int(np.count_nonzero(nx & ~ny))
+        st.lost_nonfinite += int(np.count_nonzero(ny & ~nx))
+        # anywhere else they differ: one side only, or +Inf against -Inf, NaN against Inf
+        st.mismatch = st.mismatch or n_same < either.size
+        x[either] = 0.0
+        y[either] = 0.0
+
+    def finish(self) -> MetricState:
+        """The state once every element was fed; the accumulator cannot be fed after this."""
+        give_back(self._raw)
+        return self.state
+
+    def result(self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str,
+               caveats: Sequence[str] = ()) -> Result:
+        """The Result once every element was fed (see :meth:`MetricState.result`)."""
+        return self.finish().result(shape, npu_dtype, bench_dtype, caveats)
 
 
 def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,

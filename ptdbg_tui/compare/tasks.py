@@ -10,6 +10,7 @@ checksums (msprobe's md5/xor modes) and Python values, which have no file.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,14 @@ from ptdbg_tui.compare.cells import (
     join_messages,
 )
 from ptdbg_tui.compare.errors import floor_of, stats_errors
-from ptdbg_tui.compare.metrics import MetricAccumulator, compare_arrays, compare_scalar, precheck
+from ptdbg_tui.compare.metrics import (
+    MetricAccumulator,
+    MetricState,
+    compare_arrays,
+    compare_scalar,
+    dtype_caveats,
+    precheck,
+)
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.scratch import borrow, give_back
 from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
@@ -102,16 +110,33 @@ def _check_shape(path: str, header_shape: tuple[int, ...], pkl_shape: tuple[int,
                             f"records {list(pkl_shape)}.")
 
 
-def _compare_files(task: CompareTask) -> Result:
-    if task.npu_path is None or task.bench_path is None:
-        return error_result("No tensor data directory for this dump, so tensors cannot be compared.")
+def _headers(task: CompareTask) -> tuple[TensorHeader, np.ndarray | None, TensorHeader, np.ndarray | None]:
+    assert task.npu_path is not None and task.bench_path is not None
     hn, n = read_tensor(task.npu_path, WHOLE_BYTES)
     hb, b = read_tensor(task.bench_path, WHOLE_BYTES)
     _check_shape(task.npu_path, hn.shape, task.npu_shape)
     _check_shape(task.bench_path, hb.shape, task.bench_shape)
-    notes = [note for note in (_dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
-                               _dtype_note(task.bench_path, hb.dtype, task.bench_dtype)) if note]
-    result = _compare_data(task, hn, n, hb, b)
+    return hn, n, hb, b
+
+
+def _no_dirs() -> Result:
+    return error_result("No tensor data directory for this dump, so tensors cannot be compared.")
+
+
+def _compare_files(task: CompareTask) -> Result:
+    if task.npu_path is None or task.bench_path is None:
+        return _no_dirs()
+    hn, n, hb, b = _headers(task)
+    return _with_notes(_compare_data(task, hn, n, hb, b), _dtype_notes(task, hn, hb))
+
+
+def _dtype_notes(task: CompareTask, hn: TensorHeader, hb: TensorHeader) -> list[str]:
+    assert task.npu_path is not None and task.bench_path is not None
+    return [note for note in (_dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
+                              _dtype_note(task.bench_path, hb.dtype, task.bench_dtype)) if note]
+
+
+def _with_notes(result: Result, notes: Sequence[str]) -> Result:
     if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
         result.message = join_messages([result.message, *notes])
         result.status, result.reason = with_caveat(result.status, result.reason,
@@ -136,15 +161,76 @@ def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb:
     pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
     if isinstance(pre, Result):
         return pre
-    acc = MetricAccumulator(math.prod(hn.shape), hb.dtype, task.histogram)
+    return _accumulate(task, hn, hb, 0, math.prod(hn.shape)).result(hn.shape, task.npu_dtype,
+                                                                     task.bench_dtype, pre)
+
+
+def _accumulate(task: CompareTask, hn: TensorHeader, hb: TensorHeader, start: int, stop: int) -> MetricState:
+    """The metric state of the elements ``[start, stop)`` (``start`` a multiple of READ_CHUNK)."""
+    assert task.npu_path is not None and task.bench_path is not None
+    acc = MetricAccumulator(math.prod(hn.shape), hb.dtype, task.histogram, offset=start)
     bn, bb = borrow(READ_CHUNK * hn.dtype.itemsize), borrow(READ_CHUNK * hb.dtype.itemsize)
     try:
-        for n_chunk, b_chunk in zip(iter_chunks(task.npu_path, hn, READ_CHUNK, bn),
-                                    iter_chunks(task.bench_path, hb, READ_CHUNK, bb), strict=True):
+        for n_chunk, b_chunk in zip(iter_chunks(task.npu_path, hn, READ_CHUNK, bn, start, stop),
+                                    iter_chunks(task.bench_path, hb, READ_CHUNK, bb, start, stop),
+                                    strict=True):
             acc.add(n_chunk, b_chunk)
     finally:
         give_back(bn, bb)
-    return acc.result(hn.shape, task.npu_dtype, task.bench_dtype, pre)
+    return acc.finish()
+
+
+def part_bounds(task: CompareTask, part_bytes: int) -> list[tuple[int, int]]:
+    """Element ranges splitting a big task into parts of about ``part_bytes`` of both files (one
+    range for a small one); each starts at a multiple of READ_CHUNK so that the parts' states merge
+    into exactly one pass's (:meth:`~ptdbg_tui.compare.metrics.MetricState.merge`)."""
+    size = math.prod(task.npu_shape)
+    per = max(1, task.nbytes // max(1, size))
+    step = max(READ_CHUNK, part_bytes // per // READ_CHUNK * READ_CHUNK)
+    if size <= step or task.npu_shape != task.bench_shape:
+        return [(0, size)]
+    return [(a, min(a + step, size)) for a in range(0, size, step)]
+
+
+#: What a part of a task gives: the final Result (an error, a small or odd file compared whole by the
+#: first part), the part's metric state, or nothing (a later part of a task the first part settled).
+PartOutcome = Result | MetricState | None
+
+
+def run_part(task: CompareTask, start: int, stop: int) -> PartOutcome:
+    """Compare the elements ``[start, stop)`` of a task split by :func:`part_bounds`; never raises."""
+    try:
+        if task.npu_path is None or task.bench_path is None:
+            return _no_dirs() if start == 0 else None
+        hn, n, hb, b = _headers(task)
+        whole = (n is not None and b is not None) or hn.fortran or hb.fortran
+        pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
+        if whole or isinstance(pre, Result):
+            if start > 0:
+                return None
+            return run_task(task) if whole else _settle(task, _with_notes(pre, _dtype_notes(task, hn, hb)))
+        state = _accumulate(task, hn, hb, start, stop)
+        if start == 0:
+            state.notes = _dtype_notes(task, hn, hb)
+        return state
+    except Exception as e:
+        return _settle(task, _failure(e))
+
+
+def finish_parts(task: CompareTask, parts: Sequence[PartOutcome]) -> Result:
+    """The task's Result from its parts' outcomes, in order (the first final Result wins)."""
+    final = next((p for p in parts if isinstance(p, Result)), None)
+    if final is not None:
+        return final
+    states = [p for p in parts if isinstance(p, MetricState)]
+    if not states:
+        return _settle(task, error_result("No part of this tensor pair was compared."))
+    merged = states[0]
+    for later in states[1:]:
+        merged.merge(later)
+    caveats = dtype_caveats(task.npu_dtype, task.bench_dtype)
+    result = merged.result(task.npu_shape, task.npu_dtype, task.bench_dtype, caveats)
+    return _settle(task, _with_notes(result, merged.notes))
 
 
 def _add_fuzzy(result: Result) -> Result:
@@ -154,17 +240,25 @@ def _add_fuzzy(result: Result) -> Result:
     return result
 
 
+def _failure(e: Exception) -> Result:
+    if isinstance(e, (*FILE_ERRORS, ShapeMismatch)):
+        return error_result(str(e))
+    if isinstance(e, MemoryError):
+        return error_result("Out of memory while comparing this tensor.")
+    return error_result(f"Comparison failed: {type(e).__name__}: {e}")
+
+
+def _settle(task: CompareTask, result: Result) -> Result:
+    return _add_fuzzy(result) if task.fuzzy else result
+
+
 def run_task(task: CompareTask) -> Result:
     """Compare one row's tensors; never raises (problems become an ERROR result)."""
     try:
         result = _compare_files(task)
-    except (*FILE_ERRORS, ShapeMismatch) as e:
-        result = error_result(str(e))
-    except MemoryError:
-        result = error_result("Out of memory while comparing this tensor.")
     except Exception as e:  # a worker must report, not die: the run goes on with the other rows
-        result = error_result(f"Comparison failed: {type(e).__name__}: {e}")
-    return _add_fuzzy(result) if task.fuzzy else result
+        result = _failure(e)
+    return _settle(task, result)
 
 
 def stats4(record: TensorRecord | None) -> list[object]:

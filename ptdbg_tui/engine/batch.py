@@ -1,8 +1,9 @@
 """One-shot comparison of two dumps: the ``ptdbg-tui compare`` command and the ``compare()`` API.
 
-All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.pool.MetricPool`, largest
-first; statistics and unmatched rows are settled in-process. Results stay in memory and each
-pair's CSV is written once at the end.
+All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.pool.MetricPool` (or, with
+``--cluster``, a :class:`~ptdbg_tui.engine.cluster.ClusterPool`), largest first; statistics and
+unmatched rows are settled where the pkls are read. Results stay in memory and each pair's CSV is
+written once at the end; several ranks also get the first divergent rank.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
 from ptdbg_tui.engine.pool import MetricPool
@@ -32,6 +34,7 @@ from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
+    Scan,
     discover,
     no_dump_message,
     pair_dumps,
@@ -41,6 +44,9 @@ from ptdbg_tui.formats.layout import (
 )
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
+
+if TYPE_CHECKING:
+    from ptdbg_tui.engine.cluster import ClusterPool
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -104,7 +110,8 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
                        bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
 
 
-def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool, progress: ProgressFn | None) -> None:
+def _run_metrics(outcomes: Sequence[PairOutcome], pool: MetricPool | ClusterPool,
+                 progress: ProgressFn | None) -> None:
     where: list[Row] = []
     tasks: list[CompareTask] = []
     for o in outcomes:
@@ -127,23 +134,34 @@ def _check_match(match: str) -> None:
 
 
 class Outcomes(list[PairOutcome]):
-    """The compared pairs, and what was not compared or not read, in words (the report prints it)."""
+    """The compared pairs, and what was not compared or not read, in words (the report prints it);
+    the cross-rank verdict, and on a cluster the Dask tasks each worker ran."""
 
     def __init__(self, outcomes: Sequence[PairOutcome] = (), notes: Sequence[str] = ()) -> None:
         super().__init__(outcomes)
         self.notes = list(notes)
+        self.ranks = CrossRank()
+        self.cluster: str | None = None
+        self.placements: Counter[str] = Counter()
 
 
 def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
            rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
     """The pairs to compare and notes on what stays out: unreadable folders, dumps on one side only."""
-    sides = []
-    notes: list[str] = []
-    for role, path in (("NPU", npu_path), ("bench", bench_path)):
+    found = []
+    for path in (npu_path, bench_path):
         try:
-            found = scan(path)
+            found.append(scan(path))
         except DumpLayoutError as e:
             raise CompareInputError(str(e)) from None
+    return _paired(found[0], found[1], (npu_path, bench_path), step, rank)
+
+
+def _paired(npu_scan: Scan, bench_scan: Scan, paths: Sequence[str | os.PathLike[str]], step: int | None,
+            rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
+    sides = []
+    notes: list[str] = []
+    for role, path, found in (("NPU", paths[0], npu_scan), ("bench", paths[1], bench_scan)):
         if not found.dumps:
             raise CompareInputError(no_dump_message(path, found.problems))
         sides.append(found.dumps)
@@ -158,21 +176,96 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
 
 def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
                   step: int | None = None, rank: int | None = None, match: str = "auto",
-                  summary: bool = False, jobs: int | None = None,
+                  summary: bool = False, jobs: int | None = None, cluster: str | None = None,
                   progress: ProgressFn | None = None) -> Outcomes:
-    """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl).
+    """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl), here or
+    on the Dask cluster at ``cluster`` (``tcp://host:port`` or ``local:N``), and find the first
+    divergent rank (``ranks``).
 
     What was not compared or not read is in the result's ``notes``. Raises
-    :class:`CompareInputError` for inputs of which nothing can be compared.
+    :class:`CompareInputError` for inputs of which nothing can be compared, and
+    :class:`~ptdbg_tui.engine.cluster.ClusterError` for a cluster that cannot be used.
     """
     _check_match(match)
-    pairs, notes = _pairs(npu_path, bench_path, step, rank)
-    if not summary:
-        notes += [f"{n.label} vs {b.label}: statistics only — {note}" for n, b in pairs
-                  if (note := statistics_only_note(n, b))]
-    outcomes = _compare_pairs([(n, b, n.npy_dir if n.has_npy else None, b.npy_dir if b.has_npy else None)
-                               for n, b in pairs], match, summary, jobs, progress)
-    outcomes.notes[:0] = notes
+    if cluster is not None:
+        outcomes = _compare_on_cluster(npu_path, bench_path, step, rank, match, summary, cluster, progress)
+    else:
+        pairs, notes = _pairs(npu_path, bench_path, step, rank)
+        if not summary:
+            notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
+        outcomes = _compare_pairs([(n, b, _npy_dir(n), _npy_dir(b)) for n, b in pairs], match, summary,
+                                  jobs, progress)
+        outcomes.notes[:0] = notes
+    outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
+                                 for o in outcomes])
+    return outcomes
+
+
+def _statistics_only(n: RankDump, b: RankDump) -> str | None:
+    note = statistics_only_note(n, b)
+    return f"{n.label} vs {b.label}: statistics only — {note}" if note else None
+
+
+def _npy_dir(dump: RankDump) -> Path | None:
+    return dump.npy_dir if dump.has_npy else None
+
+
+def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> tuple[PairOutcome, list[str]]:
+    """A pair read and matched where its files are (a cluster worker), tensors not compared yet, and
+    the notes on it that need its folders."""
+    o = _outcome(npu, bench, _npy_dir(npu), _npy_dir(bench), match, summary)
+    note = None if summary else _statistics_only(npu, bench)
+    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _empty_sides(o))]
+
+
+def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
+    """Per root: what a cluster worker finds below it (its own disks), or why nothing."""
+    from ptdbg_tui.engine.cluster import readable
+
+    out: list[Scan | str] = []
+    for root in roots:
+        try:
+            found = scan(root)
+        except DumpLayoutError as e:
+            out.append(str(e))
+            continue
+        out.append(Scan([d for d in found.dumps if readable(str(d.rank_dir))], found.problems))
+    return out
+
+
+def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
+                        step: int | None, rank: int | None, match: str, summary: bool, address: str,
+                        progress: ProgressFn | None) -> Outcomes:
+    """The workers find the rank dumps (they may live on the workers' own disks), read and match each
+    pair where both its folders can be read, and compare the tensors; only rows and metrics come back.
+    A pair that cannot be read or compared is a note and the others go on."""
+    from ptdbg_tui.engine.cluster import ClusterPool
+
+    roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
+    with ClusterPool(address) as pool:
+        npu_scan, bench_scan = pool.scan(roots, scan_roots)
+        pairs, notes = _paired(npu_scan, bench_scan, roots, step, rank)
+        outcomes = Outcomes(notes=notes)
+        calls = []
+        for n, b in pairs:
+            call = pool.submit(pair_outcome, n, b, match, summary, dirs=(str(n.rank_dir), str(b.rank_dir)))
+            if call is None:  # e.g. the NPU folder on one node's disk, the bench one on another's
+                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — no worker of the cluster "
+                                      "can read both its folders")
+            else:
+                calls.append(call)
+        for call, got in zip(calls, pool.gather(calls), strict=True):
+            if isinstance(got, Exception):
+                n, b = call.args[0], call.args[1]
+                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(got)}")
+                continue
+            outcomes.append(got[0])
+            outcomes.notes += got[1]
+        if not outcomes:
+            raise CompareInputError("; ".join(outcomes.notes))
+        _run_metrics(outcomes, pool, progress)
+        outcomes.cluster, outcomes.placements = address, Counter(pool.placements)
+    _diagnose(outcomes)
     return outcomes
 
 
@@ -194,12 +287,16 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
         if not outcomes:
             raise CompareInputError("; ".join(outcomes.notes))
         _run_metrics(outcomes, pool, progress)
+    _diagnose(outcomes)
+    return outcomes
+
+
+def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
         try:
             o.diagnosis = diagnose(o.rows)
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {_fault(e)}")
-    return outcomes
 
 
 def _side_notes(o: PairOutcome) -> list[str]:
@@ -369,18 +466,45 @@ def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
 
 
+def cluster_lines(outcomes: Outcomes) -> list[str]:
+    """Where the work ran: Dask tasks per worker."""
+    if outcomes.cluster is None:
+        return []
+    total = sum(outcomes.placements.values())
+    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(outcomes.placements.items()))
+    workers = len(outcomes.placements)
+    return [f"cluster {outcomes.cluster}: {total:,} Dask tasks on {workers} worker(s) ({per})"]
+
+
+def report_text(outcomes: Outcomes) -> str:
+    """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
+    lines = [summary_text(o) for o in outcomes]
+    if len(outcomes) > 1:
+        lines += outcomes.ranks.lines()
+    lines += [f"note: {n}" for n in outcomes.notes]
+    return "\n".join(lines + cluster_lines(outcomes))
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    from ptdbg_tui.engine.cluster import ClusterError, require
+
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
         print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.cluster is not None:
+            require(args.cluster)
+    except ClusterError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
     _import_in_background("pandas")
     try:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
-                                 summary=args.summary, jobs=args.jobs, progress=bar)
-    except CompareInputError as e:
+                                 summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
+    except (CompareInputError, ClusterError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -400,9 +524,8 @@ def run_cli(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
-    report = [summary_text(o) for o in outcomes] + [f"note: {n}" for n in outcomes.notes]
     try:
-        print("\n".join(report), flush=True)
+        print(report_text(outcomes), flush=True)
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.ranks import RankView, cross_rank
 from ptdbg_tui.engine.pair import PairContext, PairState
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
@@ -36,6 +37,7 @@ from ptdbg_tui.formats.layout import (
 )
 
 if TYPE_CHECKING:
+    from ptdbg_tui.engine.cluster import ClusterPool
     from ptdbg_tui.engine.pool import MetricPool
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ class LiveOptions:
     quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
     flush_s: float = 0.1  # least time between two notifications of the app
     chunk: int = 512  # compare tasks per pool round between two flushes
+    cluster: str | None = None  # a Dask scheduler (or local:N) for the metric work
 
 
 class LiveEngine:
@@ -69,7 +72,9 @@ class LiveEngine:
         self._stop = threading.Event()
         self._sides: dict[Path, SideState] = {}
         self._pairs: dict[str, PairState] = {}
-        self._pool: MetricPool | None = None
+        self._pool: MetricPool | ClusterPool | None = None
+        self._headline = ""  # the cross-rank verdict last reported
+        self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         self._notice = ""  # the watcher's fallback notice, once reported
         self._watcher = (DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll)
                          if options.watch else None)
@@ -305,6 +310,7 @@ class LiveEngine:
                 elif repeats := side.repeats():
                     self._note(f"{pair.info.label}: {role} dump {side.dump.pkl}: {repeats}")
         self._progress(done=due is None)
+        self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
             self._noted &= self._noted_now
             self._noted_now = set()
@@ -319,11 +325,36 @@ class LiveEngine:
         return replace(status, writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
                        problems=status.problems + tuple(p for s in sides for p in s.problems))
 
-    def _metric_pool(self) -> MetricPool:
+    def _cross_rank(self) -> None:
+        """Several ranks: tell the app which one diverges first, whenever that changes."""
+        pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
+        seen = tuple(id(p.diagnosis) for p in pairs)
+        if len({p.info.npu.rank for p in pairs}) < 2 or seen == self._judged:
+            return
+        self._judged = seen
+        views = [RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
+                 for p in pairs if p.diagnosis is not None]
+        headline = cross_rank(views).headline
+        if headline != self._headline:
+            self._headline = headline
+            self.outbox.notice(headline[0].upper() + headline[1:])
+
+    def _metric_pool(self) -> MetricPool | ClusterPool:
         if self._pool is None:
             from ptdbg_tui.engine.pool import MetricPool
 
-            self._pool = MetricPool(max(1, self.options.jobs))
+            if self.options.cluster is not None:
+                from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
+
+                try:
+                    self._pool = ClusterPool(self.options.cluster)
+                    self._pool.start()
+                    self.outbox.notice(f"Comparing tensors on the Dask cluster {self.options.cluster}.")
+                except ClusterError as e:
+                    self.outbox.notice(f"{e}; comparing here instead.")
+                    self._pool = None
+            if self._pool is None:
+                self._pool = MetricPool(max(1, self.options.jobs))
         return self._pool
 
     def _progress(self, done: bool) -> None:

@@ -30,12 +30,11 @@ BATCH_TASKS = 64
 #: Batches in flight per worker.
 INFLIGHT = 2
 #: numpy's BLAS would start threads of its own in every worker; one each is what we want.
-_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+THREAD_ENV = {var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
 def _init_worker() -> None:
-    for var in _THREAD_VARS:  # read by the BLAS when numpy is first imported, just after this
-        os.environ[var] = "1"
+    os.environ.update(THREAD_ENV)  # read by the BLAS when numpy is first imported, just after this
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
 
 
@@ -66,6 +65,23 @@ def _crashed(message: str) -> Result:
     from ptdbg_tui.compare.tasks import error_result
 
     return error_result(message)
+
+
+def batches(tasks: Sequence[CompareTask], order: Sequence[int], batch_bytes: int = BATCH_BYTES,
+            batch_tasks: int = BATCH_TASKS) -> Iterator[list[int]]:
+    """Indices of ``tasks`` in ``order``, cut into batches of at most ``batch_bytes`` (a bigger task
+    alone) or ``batch_tasks`` tasks."""
+    batch: list[int] = []
+    size = 0
+    for i in order:
+        nbytes = tasks[i].nbytes
+        if batch and (size + nbytes > batch_bytes or len(batch) >= batch_tasks):
+            yield batch
+            batch, size = [], 0
+        batch.append(i)
+        size += nbytes
+    if batch:
+        yield batch
 
 
 class MetricPool:
@@ -118,17 +134,7 @@ class MetricPool:
                 return pool.submit(_run_batch, tasks), pool
 
     def _batches(self, tasks: Sequence[CompareTask], order: Sequence[int]) -> Iterator[list[int]]:
-        batch: list[int] = []
-        size = 0
-        for i in order:
-            nbytes = tasks[i].nbytes
-            if batch and (size + nbytes > self.batch_bytes or len(batch) >= self.batch_tasks):
-                yield batch
-                batch, size = [], 0
-            batch.append(i)
-            size += nbytes
-        if batch:
-            yield batch
+        return batches(tasks, order, self.batch_bytes, self.batch_tasks)
 
     def map(self, tasks: Sequence[CompareTask], *,
             largest_first: bool = False) -> Iterator[tuple[int, Result]]:

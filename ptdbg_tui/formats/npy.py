@@ -158,15 +158,17 @@ def load_npy(path: str | os.PathLike[str], mmap: bool | None = None) -> np.ndarr
 
 
 def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
-                buffer: np.ndarray | None = None) -> Iterator[np.ndarray]:
+                buffer: np.ndarray | None = None, start: int = 0,
+                stop: int | None = None) -> Iterator[np.ndarray]:
     """The data in file order, ``chunk`` elements at a time, read into one reused buffer.
 
     Each yielded array is overwritten by the next one. Reading a file instead of mapping it keeps
     the resident memory at one buffer however large the tensor (a map's touched pages count).
     ``buffer``: a uint8 array of at least ``chunk`` elements' bytes to read into (else a new one).
+    ``start``/``stop``: the elements ``[start, stop)`` only (a part of a tensor split into tasks).
     """
-    total = math.prod(header.shape)
-    n = max(1, min(chunk, total))
+    total = math.prod(header.shape) if stop is None else min(stop, math.prod(header.shape))
+    n = max(1, min(chunk, total - start))
     if buffer is None:
         buf = np.empty(n, dtype=header.dtype)
     else:
@@ -175,9 +177,9 @@ def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
         with os.fdopen(open_regular(path)[0], "rb", buffering=0) as f:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-            f.seek(header.data_offset)
-            for start in range(0, total, buf.size):
-                view = buf[: min(buf.size, total - start)]
+            f.seek(header.data_offset + start * header.dtype.itemsize)
+            for at in range(start, total, buf.size):
+                view = buf[: min(buf.size, total - at)]
                 raw = memoryview(view.view(np.uint8).reshape(-1))
                 got = 0
                 while got < raw.nbytes:

@@ -344,17 +344,18 @@ def load_pt(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def iter_pt_chunks(path: str | os.PathLike[str], header: PtHeader, chunk: int,
-                   buffer: np.ndarray | None = None) -> Iterator[np.ndarray]:
-    """The elements in order, ``chunk`` at a time, each yield overwriting the previous one, read as
-    an npy's (:func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of ``chunk``
-    yielded elements."""
+                   buffer: np.ndarray | None = None, start: int = 0,
+                   stop: int | None = None) -> Iterator[np.ndarray]:
+    """The elements ``[start, stop)`` in order, ``chunk`` at a time, each yield overwriting the previous
+    one, read as an npy's (:func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of
+    ``chunk`` yielded elements."""
     raw = NpyHeader(header.shape, header.raw, False, header.data_offset)
     if header.dtype == header.raw:
-        yield from iter_chunks(path, raw, chunk, buffer)
+        yield from iter_chunks(path, raw, chunk, buffer, start, stop)
         return
     n = max(1, min(chunk, math.prod(header.shape)))
     if buffer is None:
         buffer = np.empty(n * header.dtype.itemsize, np.uint8)
     out = buffer[:n * header.dtype.itemsize].view(header.dtype)
-    for part in iter_chunks(path, raw, chunk):
+    for part in iter_chunks(path, raw, chunk, None, start, stop):
         yield _widen(part, out)

@@ -93,3 +93,52 @@ def write_seed_pair(root: str | os.PathLike[str], seed: int = 0, noise: float = 
     for writer in writers:
         writer.close()
     return roots
+
+
+def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int = 3,
+                     faulty_rank: int | None = 3, faulty_layer: int = 1, width: int = 32, rows: int = 8,
+                     seed: int = 0, noise: float = 1e-7) -> tuple[Path, Path]:
+    """A tensor-parallel job dumped on both sides (``root/npu``, ``root/bench``; step 0, ``ranks`` ranks).
+
+    Each layer: every rank multiplies the same input by its own weight shard
+    (``Functional_linear_L``), the partial results are summed across ranks (``Distributed_all_reduce_L``)
+    and the sum goes through ``Torch_tanh_L`` into the next layer. On the NPU side every tensor carries
+    ``noise``; on ``faulty_rank`` the linear of ``faulty_layer`` is 5% off, which every rank then
+    receives through that layer's all_reduce. Returns the two dump roots.
+    """
+    rng = np.random.default_rng(seed)
+    roots = Path(root) / "npu", Path(root) / "bench"
+    writers = [[RankWriter(rank_dir_path(side, r, step=0)) for r in range(ranks)] for side in roots]
+    weights = [[rng.standard_normal((width, width)).astype(np.float32) / np.float32(np.sqrt(width * ranks))
+                for _ in range(ranks)] for _ in range(layers)]
+    x = rng.standard_normal((rows, width)).astype(np.float32)
+
+    def put(r: int, name: str, bench: np.ndarray, npu: np.ndarray | None = None) -> None:
+        if npu is None:
+            npu = bench + (noise * rng.standard_normal(bench.shape)).astype(np.float32)
+        write_array(writers[0][r], name, npu.astype(np.float32))
+        write_array(writers[1][r], name, bench.astype(np.float32))
+
+    npu_x = x.copy()
+    for layer in range(layers):
+        partial = [x @ weights[layer][r] for r in range(ranks)]
+        npu_partial = [npu_x @ weights[layer][r] for r in range(ranks)]
+        if faulty_rank is not None and layer == faulty_layer:
+            npu_partial[faulty_rank] = npu_partial[faulty_rank] * np.float32(1.05)
+        total, npu_total = np.sum(partial, axis=0), np.sum(npu_partial, axis=0)
+        out, npu_out = np.tanh(total), np.tanh(npu_total)
+        lin, red, act = (f"Functional_linear_{layer}_forward", f"Distributed_all_reduce_{layer}_forward",
+                         f"Torch_tanh_{layer}_forward")
+        for r in range(ranks):
+            put(r, f"{lin}_input.0", x, npu_x)
+            put(r, f"{lin}_input.1", weights[layer][r])
+            put(r, f"{lin}_output", partial[r], npu_partial[r])
+            put(r, f"{red}_input.0", partial[r], npu_partial[r])
+            put(r, f"{red}_output.0", total, npu_total)
+            put(r, f"{act}_input.0", total, npu_total)
+            put(r, f"{act}_output", out, npu_out)
+        x, npu_x = out, npu_out
+    for side in writers:
+        for w in side:
+            w.close()
+    return roots

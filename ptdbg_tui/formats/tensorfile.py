@@ -41,11 +41,12 @@ def load_tensor(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def iter_chunks(path: str | os.PathLike[str], header: TensorHeader, chunk: int,
-                buffer: np.ndarray | None = None) -> Iterator[np.ndarray]:
-    """The elements in file order, ``chunk`` at a time, into one reused buffer."""
+                buffer: np.ndarray | None = None, start: int = 0,
+                stop: int | None = None) -> Iterator[np.ndarray]:
+    """The elements ``[start, stop)`` in file order, ``chunk`` at a time, into one reused buffer."""
     if isinstance(header, pt.PtHeader):
-        return pt.iter_pt_chunks(path, header, chunk, buffer)
-    return npy.iter_chunks(path, header, chunk, buffer)
+        return pt.iter_pt_chunks(path, header, chunk, buffer, start, stop)
+    return npy.iter_chunks(path, header, chunk, buffer, start, stop)
 
 
 #: torch's other names of dtypes whose numpy name differs.

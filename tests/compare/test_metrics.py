@@ -243,3 +243,14 @@ def test_large_magnitudes_do_not_overflow():
     b = np.full(10, 3e38, np.float32)
     r = compare_arrays(b, b, F32, F32)
     assert r.cells[0] == "1.0" and r.max_abs == 0.0
+
+
+@pytest.mark.parametrize("size", [1, 8191, 8192, 3 * 8192 + 77, 1 << 18])
+def test_sums_of_squares_are_the_sliced_dot_products_added_in_order(size):
+    """The stacked matmul gives the very floats of one np.dot per slice: the cells do not move."""
+    from ptdbg_tui.compare.metrics import DOT_SLICE, _sum_squares
+
+    rng = np.random.default_rng(size)
+    a = rng.standard_normal(size) * 10.0 ** rng.uniform(-6, 6, size)
+    want = float(sum(np.dot(s, s) for s in (a[i:i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
+    assert _sum_squares(a) == want

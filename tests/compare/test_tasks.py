@@ -141,3 +141,37 @@ def test_fortran_ordered_file_against_c_ordered(record, dirs):
     row = _row(record, np.asfortranarray(n), b, dirs)
     r = run_task(task_for(row, *dirs))
     assert r.max_abs == 1.0 and r.worst_index == (2, 1)
+
+
+def _in_parts(task, part_bytes: int):
+    from ptdbg_tui.compare.tasks import finish_parts, part_bounds, run_part
+
+    bounds = part_bounds(task, part_bytes)
+    return len(bounds), finish_parts(task, [run_part(task, a, z) for a, z in bounds])
+
+
+def test_a_tensor_split_into_parts_gives_the_whole_result(record, dirs):
+    """Parts merge in order into the very floats of one pass: cells, errors, worst element, histogram."""
+    rng = np.random.default_rng(5)
+    b = rng.standard_normal((9, READ_CHUNK // 3 + 7)).astype(np.float16)
+    n = (b * (1 + 1e-2 * rng.standard_normal(b.shape))).astype(np.float16)
+    n[7, 11], b[7, 11] = np.inf, np.inf
+    n[8, 3] = 9.0
+    task = task_for(_row(record, n, b, dirs, bench_name="Torch_add_1_forward_output"), *dirs)
+    count, got = _in_parts(task, READ_CHUNK * 4)
+    want = run_task(task)
+    assert count == 4  # 3 full parts of READ_CHUNK elements and a short one
+    for field in ("cells", "message", "status", "errors", "worst_index", "histogram", "euc_dist"):
+        assert getattr(got, field) == getattr(want, field), field
+    assert got.worst_index == (8, 3) and "fuzzy" in got.message.lower()
+
+
+def test_a_part_that_cannot_be_read_settles_the_task(record, dirs):
+    n = np.arange(3 * READ_CHUNK, dtype=np.float32)
+    row = _row(record, n, n.copy(), dirs)
+    task = task_for(row, *dirs)
+    path = dirs[1] / f"{NAME}.npy"
+    path.write_bytes(path.read_bytes()[:-100])  # truncated
+    count, got = _in_parts(task, READ_CHUNK * 8)
+    assert count == 3 and got.status is Status.ERROR and "truncated" in got.message
+    assert got.cells == run_task(task).cells

@@ -122,3 +122,14 @@ def test_a_payload_behind_allowed_names_never_runs(tmp_path):
     with pytest.raises(PtError, match="refusing to unpickle"):
         read_tensor(path, float("inf"))
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_chunks_of_an_element_range(tmp_path, dtype):
+    """A part of a tensor (cluster tasks split big ones) reads exactly its elements, bf16 widened."""
+    t = torch.randn(3, 1000).to(getattr(torch, dtype))
+    path = _save(tmp_path, dtype, t)
+    header, _ = read_tensor(path)
+    want = t.float().numpy().reshape(-1)
+    got = np.concatenate([c.copy() for c in iter_chunks(path, header, 256, None, 512, 2100)])
+    assert np.array_equal(got, want[512:2100])

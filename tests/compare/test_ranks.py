@@ -1,0 +1,57 @@
+"""Cross-rank diagnosis on real multi-rank dumps: the first divergent rank through the collectives."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from ptdbg_tui.compare.ranks import is_collective
+from ptdbg_tui.engine.batch import compare_dumps, report_text
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.synthetic import write_ranks_pair
+
+
+@pytest.mark.parametrize(("faulty_rank", "faulty_layer"), [(3, 1), (0, 2), (5, 0)])
+def test_the_faulty_rank_is_named_first(tmp_path, faulty_rank, faulty_layer):
+    npu, bench = write_ranks_pair(tmp_path, ranks=6, faulty_rank=faulty_rank, faulty_layer=faulty_layer)
+    run = compare_dumps(npu, bench, jobs=1)
+    first = run.ranks.first
+    assert first is not None and first.view.rank == faulty_rank
+    assert first.suspect is not None and first.suspect.call == f"Functional_linear_{faulty_layer}_forward"
+    assert first.epoch == faulty_layer  # one all_reduce per earlier layer
+    others = [v for v in run.ranks.verdicts if v.view.rank != faulty_rank]
+    assert len(others) == 5 and all(v.received for v in others)
+    assert all(v.suspect.call == f"Distributed_all_reduce_{faulty_layer}_forward" for v in others)
+    head = f"first divergent rank: rank{faulty_rank} (step0): Functional_linear_{faulty_layer}_forward"
+    assert head in report_text(run)
+
+
+def test_one_sided_ranks_are_notices(tmp_path):
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=2)
+    shutil.rmtree(rank_dir_path(bench, 3, step=0))
+    run = compare_dumps(npu, bench, jobs=1)
+    assert [o.npu.rank for o in run] == [0, 1, 2]
+    assert run.ranks.first is not None and run.ranks.first.view.rank == 2
+    assert "note: NPU step0/rank3: no bench dump for it" in report_text(run)
+
+
+def test_no_fault_no_rank(tmp_path):
+    run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=None), jobs=1)
+    assert run.ranks.first is None
+    assert run.ranks.headline == "first divergent rank: none (no rank has a suspect)"
+
+
+def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
+    """The faulty rank was not dumped: every dumped rank only receives the error."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=1)
+    for side in (npu, bench):
+        shutil.rmtree(rank_dir_path(side, 1, step=0))
+    run = compare_dumps(npu, bench, jobs=1)
+    assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
+    assert "Distributed_all_reduce_1_forward on rank0 (step0)" in run.ranks.headline
+
+
+def test_collectives_of_both_grammars():
+    assert is_collective("Distributed_all_reduce") and is_collective("Distributed.all_gather")
+    assert not is_collective("Functional_linear") and not is_collective("DistributedSampler")
