@@ -215,7 +215,7 @@ def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> t
     the notes on it that need its folders."""
     o = _outcome(npu, bench, _npy_dir(npu), _npy_dir(bench), match, summary)
     note = None if summary else _statistics_only(npu, bench)
-    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _empty_sides(o))]
+    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _side_notes(o))]
 
 
 def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
