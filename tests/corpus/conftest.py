@@ -501,24 +501,24 @@ def _ms_fifo(root: Path):
     return n, b, {}
 
 
-@root_case("msprobe_data_name_parent_dirs", "outside the dump folder", msprobe=True, lost_limit=8)
-def _ms_dotdot(root: Path):
+def _first_data_name(root: Path, value: str):
+    """An msprobe pair whose NPU dump.json gives its first tensor the data_name ``value`` (JSON text)."""
     n, b = _msprobe(root)
     p = _dump_json(n)
     text = p.read_text()
     first = text.index('"data_name": "') + len('"data_name": "')
-    p.write_text(text[:first] + "../../../../etc/hostname" + text[text.index('"', first):])
+    p.write_text(text[:first] + value + text[text.index('"', first):])
     return n, b, {}
+
+
+@root_case("msprobe_data_name_parent_dirs", "outside the dump folder", msprobe=True, lost_limit=8)
+def _ms_dotdot(root: Path):
+    return _first_data_name(root, "../../../../etc/hostname")
 
 
 @root_case("msprobe_data_name_lone_surrogate", "lone utf-16 surrogate", msprobe=True, lost_limit=8)
 def _ms_surrogate(root: Path):
-    n, b = _msprobe(root)
-    p = _dump_json(n)
-    text = p.read_text()
-    first = text.index('"data_name": "') + len('"data_name": "')
-    p.write_text(text[:first] + "x\\ud800.pt" + text[text.index('"', first):])
-    return n, b, {}
+    return _first_data_name(root, "x\\ud800.pt")
 
 
 @root_case("msprobe_dump_json_without_data", "'data' object", msprobe=True, lost_limit=None)
