@@ -113,7 +113,10 @@ class CallTree(Tree[object]):
         symbol = status.symbol
         if data.is_leaf and data.row is not None and not_compared(data.row):
             style, symbol = self._style(NEUTRAL), "·"
-        text = Text.assemble((f"{symbol} ", style), (data.label, style if data.is_leaf else ""))
+        text = Text.assemble((f"{symbol} ", style))
+        if not data.is_leaf and self.model.holds_suspect(data):  # as the error chart's red dots
+            text.append("● ", style=self._style("fail"))
+        text.append(data.label, style=style if data.is_leaf else "")
         extra = self._extra(data)
         if extra:
             text.append(f"  {extra}", style=self._style("extra"))

@@ -146,7 +146,7 @@ class TreeModel:
         self._queue: deque[Iterator[None]] = deque()  # updates being applied
         self.version = 0  # counts changes of the tree's shape and contents (search caches by it)
         self._hits: tuple[tuple[str, int], list[Node]] | None = None
-        self._ranks: dict[int, int] | None = None  # suspect_rank by node id (None: to be worked out)
+        self._ranks: tuple[dict[int, int], set[int]] | None = None  # see _suspect_ranks (None: stale)
 
     # -- applying engine updates ---------------------------------------------------------------
     def load(self, update: EngineUpdate) -> None:
@@ -411,14 +411,32 @@ class TreeModel:
         return [(s, self.calls.get((pair.key, s.call))) for pair in self.root.children
                 for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())]
 
+    def _suspect_chains(self) -> Iterator[Node]:
+        """Every suspect's call node and its ancestors."""
+        for _, node in self.suspects():
+            if node is not None:
+                yield node
+                yield from node.ancestors()
+
     def _mark_suspects(self) -> None:
-        self.changed.update(node for _, node in self.suspects() if node is not None)
+        self.changed.update(self._suspect_chains())
 
     def suspect_rank(self, call: Node) -> int | None:
         """Where a call node stands among all suspects (0: the culprit), as c/C walks them; else None."""
+        return self._suspect_ranks()[0].get(call.id)
+
+    def holds_suspect(self, node: Node) -> bool:
+        """Whether a suspect's call is this node or below it."""
+        return node.id in self._suspect_ranks()[1]
+
+    def _suspect_ranks(self) -> tuple[dict[int, int], set[int]]:
+        """Suspects' ranks by node id, and the ids of their nodes and ancestors (worked out once per
+        change of the diagnoses or of the calls)."""
         if self._ranks is None:
-            self._ranks = {node.id: i for i, (_, node) in enumerate(self.suspects()) if node is not None}
-        return self._ranks.get(call.id)
+            ranks = {node.id: i for i, (_, node) in enumerate(self.suspects()) if node is not None}
+            holders = {n.id for n in self._suspect_chains()}
+            self._ranks = (ranks, holders)
+        return self._ranks
 
     def first_culprit(self) -> tuple[Suspect, Node | None] | None:
         found = self.suspects()

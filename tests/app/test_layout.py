@@ -192,4 +192,7 @@ async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
         screen = ui.screen_text(app)
         assert "Culprit Torch_mul_2_forward" in screen
         (line,) = [line for line in screen.splitlines() if "Torch_mul_2" in line and "◀" in line]
-        assert "✔" in line and "◀ culprit" in line
+        assert "✔ ● Torch_mul_2" in line and "◀ culprit" in line
+        (forward,) = [line for line in screen.splitlines() if "Forward" in line]
+        assert "✔ ● Forward" in forward, "a branch holding a suspect is marked too"
+        assert not [line for line in screen.splitlines() if "Torch_add_3" in line and "●" in line]
