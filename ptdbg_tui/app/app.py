@@ -108,7 +108,9 @@ class PtdbgApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("c", "culprit", "Suspect"),
         Binding("C", "previous_suspect", "Prev suspect", show=False),
-        Binding("slash", "search", "Find"),
+        # A priority binding: handled by the app as the key arrives, so the keys typed right after
+        # it go to the search box instead of waiting in the tree's queue (see check_action).
+        Binding("slash", "search", "Find", priority=True),
         Binding("n", "next_failure", "Fail"),
         Binding("N", "previous_failure", "Prev fail", show=False),
         Binding("f", "filter", "Filter"),
@@ -285,10 +287,17 @@ class PtdbgApp(App[None]):
         return True
 
     # -- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``/`` opens the search only from the main screen and outside a text box (where it is a
+        character: a path in the search or in the export dialog)."""
+        if action == "search":
+            return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        return True
+
     def action_search(self) -> None:
         self.query_one("#searchbar").add_class("-visible")
         self.search_box.value = self._search_text
-        self.search_box.focus()
+        self.screen.set_focus(self.search_box)  # at once: focus() waits for the queued messages
 
     @on(Input.Changed, "#search")
     def _search_changed(self, event: Input.Changed) -> None:
