@@ -35,7 +35,10 @@ _DTYPES = {"float": "f", "bfloat": "bf", "int": "i", "uint": "u", "complex": "c"
 
 
 def short_dtype(dtype: str) -> str:
-    """``torch.float32`` → ``f32``, ``torch.bfloat16`` → ``bf16`` (other names lose ``torch.`` only)."""
+    """``torch.float32`` → ``f32``, ``torch.bfloat16`` → ``bf16``, ``<class 'int'>`` (a Python
+    value's type, as the dumpers record it) → ``int``; other names lose ``torch.`` only."""
+    if dtype.startswith("<class '") and dtype.endswith("'>"):
+        return dtype[8:-2]
     name = dtype.removeprefix("torch.").removeprefix("numpy.")
     for word, short in _DTYPES.items():
         bits = name.removeprefix(word)

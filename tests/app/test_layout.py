@@ -9,6 +9,7 @@ import pytest
 from rich.text import Text
 
 from ptdbg_tui.app.bars import fit, flow, seg
+from ptdbg_tui.app.detail import short_dtype
 from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HelpScreen
 from ptdbg_tui.compare.model import Status
@@ -68,6 +69,11 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         footer = screen[-1]
         assert "? Help" in footer and "q Quit" in footer
         assert all(len(line) <= size[0] for line in screen)
+
+
+def test_dtypes_are_abbreviated():
+    dtypes = ("torch.float32", "torch.bfloat16", "torch.int64", "<class 'float'>", "torch.bool")
+    assert [short_dtype(d) for d in dtypes] == ["f32", "bf16", "i64", "float", "bool"]
 
 
 async def test_a_narrow_detail_panel_splits_its_tables_and_abbreviates(demo_dumps, ui):
