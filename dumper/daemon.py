@@ -207,8 +207,11 @@ def write_error(e: OSError, folder: Path | None) -> str:
     (ENOSPC, a quota, or numpy's "N requested and M written" on a nearly full file system), missing
     permission, a read-only file system."""
     path = e.filename or folder or "the dump folder"
+    where = folder
+    while where is not None and not where.exists() and where != where.parent:
+        where = where.parent  # a folder that could not be made: the free space where it would be
     try:
-        free: int | None = shutil.disk_usage(folder).free if folder is not None else None
+        free: int | None = shutil.disk_usage(where).free if where is not None else None
     except OSError:
         free = None
     space = f"{_size(free)} free on its file system" if free is not None else "free space unknown"
@@ -218,7 +221,7 @@ def write_error(e: OSError, folder: Path | None) -> str:
         return f"the disk is full{quota}: cannot write {path} ({space})"
     if e.errno in (errno.EACCES, errno.EPERM):
         return (f"permission denied: cannot write {path} (user id {os.getuid()} needs write access to "
-                f"{folder or 'the dump folder'})")
+                f"{folder or 'the dump folder'}; {space})")
     if e.errno == errno.EROFS:
         return f"the file system is read-only: cannot write {path}"
     return f"cannot write {path}: {e.strerror or e} ({space})"

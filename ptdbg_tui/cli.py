@@ -89,8 +89,18 @@ def demo_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _never_unprintable() -> None:
+    """A name or path the terminal's encoding cannot show (an ASCII or GBK console, a surrogate from
+    a damaged dump) prints escaped instead of ending the run with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _never_unprintable()
     command = argv[0] if argv else ""
     if command == "compare":
         args = compare_parser().parse_args(argv[1:])

@@ -11,7 +11,7 @@ import gc
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from platformdirs import user_downloads_path
 from rich.style import Style
@@ -29,19 +29,21 @@ from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
 from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
-from ptdbg_tui.app.overview import OverviewScreen
-from ptdbg_tui.app.screens import ExportRequest, ExportScreen, HelpScreen
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching import MODES
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+
+if TYPE_CHECKING:
+    from ptdbg_tui.app.screens import ExportRequest
 
 #: Seconds of UI-thread work per slice when applying a large update.
 SLICE_S = 0.02
 SLICE_ROWS = 400  # rows applied between two clock checks
 SHOW_S = 0.1  # least time between two refreshes of the widgets while a big update is applied
 DRAIN_GAP_S = 0.001  # pause between two slices, for the event loop
-GC_THRESHOLD = 50_000  # allocations between two young-generation collections
+FREEZE_S = 0.05
 
 
 class EngineNews(Message):
@@ -106,7 +108,9 @@ class PtdbgApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("c", "culprit", "Suspect"),
         Binding("C", "previous_suspect", "Prev suspect", show=False),
-        Binding("slash", "search", "Find"),
+        # A priority binding: handled by the app as the key arrives, so the keys typed right after
+        # it go to the search box instead of waiting in the tree's queue (see check_action).
+        Binding("slash", "search", "Find", priority=True),
         Binding("n", "next_failure", "Fail"),
         Binding("N", "previous_failure", "Prev fail", show=False),
         Binding("f", "filter", "Filter"),
@@ -175,12 +179,26 @@ class PtdbgApp(App[None]):
         # and what is loaded is frozen (refcounting still frees it; only cycles would wait).
         gc.freeze()
         gc.set_threshold(GC_THRESHOLD, *self._gc_threshold[1:])
+        # While the engine reads and compares, what it and the model build is frozen every
+        # FREEZE_S (freezing costs nothing): a collection never scans more than that much new
+        # work. Left alone, the middle generation of a 100k-row load stopped both threads ~0.2 s.
+        self.set_interval(FREEZE_S, self._freeze_while_busy, name="gc freeze")
         self.call_tree.focus()
         self.call_tree.rebuild()
         self._show_progress()
         self._show_diagnosis()
         self.detail.show(None)
-        self.engine.start()
+        # The engine's first reads hold the GIL for long stretches (a pkl chunk is one json call):
+        # it starts once the first frame is out.
+        self.call_after_refresh(self._start_engine)
+
+    def _start_engine(self) -> None:
+        if self.call_tree.is_attached:  # not when the app already closed
+            self.engine.start()
+
+    def _freeze_while_busy(self) -> None:
+        if not self.settled:
+            gc.freeze()
 
     def on_unmount(self) -> None:
         self.engine.stop()
@@ -269,10 +287,17 @@ class PtdbgApp(App[None]):
         return True
 
     # -- actions -------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``/`` opens the search only from the main screen and outside a text box (where it is a
+        character: a path in the search or in the export dialog)."""
+        if action == "search":
+            return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        return True
+
     def action_search(self) -> None:
         self.query_one("#searchbar").add_class("-visible")
         self.search_box.value = self._search_text
-        self.search_box.focus()
+        self.screen.set_focus(self.search_box)  # at once: focus() waits for the queued messages
 
     @on(Input.Changed, "#search")
     def _search_changed(self, event: Input.Changed) -> None:
@@ -390,6 +415,8 @@ class PtdbgApp(App[None]):
         if len(self.model.root.children) < 2:
             self.notify("One rank/step pair only: its tree is the overview.", timeout=3)
             return
+        from ptdbg_tui.app.overview import OverviewScreen  # screens load when first asked for
+
         self.push_screen(OverviewScreen(self.model, self.header_bar.styles_map()), self._open_pair)
 
     def _open_pair(self, key: str | None) -> None:
@@ -412,6 +439,8 @@ class PtdbgApp(App[None]):
         self._show_progress()
 
     def action_help(self) -> None:
+        from ptdbg_tui.app.screens import HelpScreen  # Markdown and its parser: ~0.1 s off the start-up
+
         self.push_screen(HelpScreen())
 
     def action_export(self) -> None:
@@ -419,6 +448,8 @@ class PtdbgApp(App[None]):
         if not pairs:
             self.notify("Nothing to export yet.", severity="warning", timeout=3)
             return
+        from ptdbg_tui.app.screens import ExportScreen
+
         self.push_screen(ExportScreen(default_path(), len(pairs)), self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:

@@ -23,6 +23,8 @@ from ptdbg_tui.engine.updates import FOUND
 
 Styles = Mapping[str, Style]
 SEP = "  │  "
+NARROW_SEP = " │ "  # when the segments do not fit with SEP
+INDENT = "  "  # before a bar's second line
 #: The diagnosis bar takes one line when everything fits, else two.
 MAX_BAR_LINES = 2
 
@@ -39,21 +41,72 @@ def seg(text: str | Text, priority: int = 0, style: Style | str = "", shrink: in
 
 
 def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
-    """The segments joined by ``sep``: while too wide, the least important one is cut (when it may
-    shrink that far) or dropped; the last one left is cut with an ellipsis."""
+    """The segments joined by ``sep`` (the narrow one when they do not fit): while too wide, the least
+    important one is cut (when it may shrink that far) or dropped; the last one left is cut with an
+    ellipsis."""
     kept = [s for s in segments if s.text.cell_len]
+    if not fits(kept, width, sep):
+        sep = NARROW_SEP
     while len(kept) > 1 and (excess := _width(kept, sep) - width) > 0:
-        i = max(range(len(kept)), key=lambda i: (kept[i].priority, i))
+        i = _least_important(kept)
         victim = kept[i]
         if victim.shrink and victim.text.cell_len - excess >= victim.shrink:
-            text = victim.text.copy()
-            text.truncate(text.cell_len - excess, overflow="ellipsis")
-            kept[i] = Segment(text, victim.priority)
+            kept[i] = _cut(victim, victim.text.cell_len - excess)
             break
         del kept[i]
     line = Text(sep).join(s.text for s in kept)
     line.truncate(max(0, width), overflow="ellipsis")
     return line
+
+
+def flow(segments: Sequence[Segment], width: int, lines: int = MAX_BAR_LINES) -> list[Text]:
+    """The segments on one line when they fit, else wrapped in order onto at most ``lines`` lines
+    (the later ones indented), dropping the least important ones until they fit; a segment that
+    may shrink is cut to end the last line."""
+    kept = [s for s in segments if s.text.cell_len]
+    if fits(kept, width, NARROW_SEP):
+        return [fit(kept, width)]
+    while True:
+        rows = _wrap(kept, width, lines)
+        if rows is not None:
+            return [Text(NARROW_SEP).join(s.text for s in row) if i == 0 else
+                    Text(INDENT).append_text(Text(NARROW_SEP).join(s.text for s in row))
+                    for i, row in enumerate(rows)]
+        if all(s.priority == 0 for s in kept) or len(kept) == 1:  # nothing may go: cut what is too long
+            rest = [Text(INDENT).append_text(fit(kept[1:], width - len(INDENT)))] if kept[1:] else []
+            return [fit(kept[:1], width), *rest][:lines]
+        del kept[_least_important(kept)]
+
+
+def _wrap(segments: Sequence[Segment], width: int, lines: int) -> list[list[Segment]] | None:
+    """The segments on at most ``lines`` lines (the later ones ``INDENT`` narrower), each on the first
+    line with room for it (order kept within a line); one that may shrink and fits nowhere is cut
+    to end the last line. None when they do not fit."""
+    rows: list[list[Segment]] = [[] for _ in range(lines)]
+    used = [len(INDENT) if i else 0 for i in range(lines)]
+
+    def room(i: int) -> int:
+        return width - used[i] - (len(NARROW_SEP) if rows[i] else 0)
+
+    for s in segments:
+        i = next((i for i in range(lines) if s.text.cell_len <= room(i)), None)
+        if i is None and s.shrink and room(lines - 1) >= s.shrink:
+            i, s = lines - 1, _cut(s, room(lines - 1))
+        if i is None:
+            return None
+        used[i] = width - room(i) + s.text.cell_len
+        rows[i].append(s)
+    return [row for row in rows if row]
+
+
+def _least_important(segments: Sequence[Segment]) -> int:
+    return max(range(len(segments)), key=lambda i: (segments[i].priority, i))
+
+
+def _cut(segment: Segment, cells: int) -> Segment:
+    text = segment.text.copy()
+    text.truncate(cells, overflow="ellipsis")
+    return Segment(text, segment.priority)
 
 
 def _width(segments: Sequence[Segment], sep: str) -> int:
@@ -125,31 +178,28 @@ def module_of(call: Node | None) -> str:
 
 
 def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int,
-                      styles: Styles) -> tuple[list[Segment], list[Segment]]:
-    """(what, where): the suspect's names; its call site and evidence."""
+                      styles: Styles) -> list[Segment]:
+    """The suspect's call, module, pair and rank among the suspects; its call site and evidence."""
     suspect, node = suspects[index]
     fail = styles.get("fail", Style())
     total = len(suspects)
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
-    what = [seg(Text.assemble((head + " ", fail), (suspect.call, fail + Style(bold=True))), 0)]
+    out = [seg(Text.assemble((head + " ", fail), (suspect.call, fail + Style(bold=True))), 0)]
     module = module_of(node)
     if module:
-        what.append(seg(module, 2, shrink=10))
+        out.append(seg(module, 1))
     if len(model.infos) > 1 and node is not None and node.pair in model.infos:
-        what.append(seg(model.infos[node.pair].label, 1))
-    rest = total - 1 if index == 0 else total
-    if rest:
-        more = f"+{rest} more (c/C)" if index == 0 else f"of {total} (c/C)"
-        what.append(seg(more, 0, styles.get("muted", Style())))
-    where: list[Segment] = []
+        out.append(seg(model.infos[node.pair].label, 1))
+    if index == 0 and total > 1:  # the others say "Suspect k/N" in their head
+        out.append(seg(f"+{total - 1} more (c/C)", 0, styles.get("muted", Style())))
     site = suspect.site
     if site is not None:
         text = Text(f"{os.path.basename(site[0])}:{site[1]}", style=styles.get("site", Style()))
         if site[3]:
             text.append(f"  {site[3].strip()}", style=styles.get("source", Style()))
-        where.append(Segment(text, 0))
-    where.append(seg(suspect.evidence, 1, styles.get("muted", Style()), shrink=12))
-    return what, where
+        out.append(Segment(text, 0))
+    out.append(seg(suspect.evidence, 2, styles.get("muted", Style()), shrink=12))
+    return out
 
 
 def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0) -> list[Text]:
@@ -158,16 +208,14 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
     ``index`` is the suspect the user walked to with c/C (0: the culprit)."""
     suspects = model.suspects()
     if suspects:
-        what, where = _suspect_segments(model, suspects, min(index, len(suspects) - 1), styles)
-        if fits([*what, *where], width):
-            return [fit([*what, *where], width)]
-        return [fit(what, width), fit([seg("  ", 0), *where], width, sep="  ")]
-    return [fit([seg(text, i) for i, text in enumerate(no_suspect_texts(model))], width)]
+        return flow(_suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
+    texts = no_suspect_texts(model)
+    return flow([seg(text, 0) for text in texts[:-1]] + [seg(texts[-1], int(len(texts) > 1))], width)
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
     """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
-    and calls judged."""
+    and calls judged, and no entry fails. All but a last optional text must stay on screen."""
     p = model.progress
     diagnoses = model.diagnoses
     lacking = missing_text(p)  # what the sides lack, in words
@@ -179,9 +227,14 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
                if key not in diagnoses or not diagnoses[key].judged]
     judged = sum(d.judged for d in diagnoses.values())
     compared = sum(d.compared for d in diagnoses.values())
-    if judged and not missing:
+    counts = model.status_counts()
+    failing = counts[Status.FAIL] + counts[Status.ERROR]
+    if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
+        texts = [f"{failing:,} entries fail (n: next failure)",
+                 f"yet no call judged introduces an error beyond rounding ({judged:,} judged)"]
+    elif judged and not missing:
         texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                 f"({judged:,} calls judged).{caveat_text(p)}"]
+                 f"({judged:,} calls judged).", caveat_text(p).strip()]  # the caveat may wrap
     elif judged:
         texts = [f"No suspect in {judged:,} calls judged; no verdict for {', '.join(missing)} "
                  "(nothing compared there)."]
@@ -190,6 +243,4 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     else:
         texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
     originals = [d.original for d in diagnoses.values() if d.original]
-    if originals:
-        texts.append(f"original: first No row {originals[0]}")
-    return texts
+    return [*filter(None, texts), f"original: first No row {originals[0]}" if originals else ""]

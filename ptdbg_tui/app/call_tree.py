@@ -113,10 +113,16 @@ class CallTree(Tree[object]):
         symbol = status.symbol
         if data.is_leaf and data.row is not None and not_compared(data.row):
             style, symbol = self._style(NEUTRAL), "·"
-        text = Text.assemble((f"{symbol} ", style), (data.label, style if data.is_leaf else ""))
+        text = Text.assemble((f"{symbol} ", style))
+        if not data.is_leaf and self.model.holds_suspect(data):  # as the error chart's red dots
+            text.append("● ", style=self._style("fail"))
+        text.append(data.label, style=style if data.is_leaf else "")
         extra = self._extra(data)
         if extra:
             text.append(f"  {extra}", style=self._style("extra"))
+        rank = self.model.suspect_rank(data) if data.kind == "call" else None
+        if rank is not None:  # its entries may all pass the thresholds: the diagnosis says otherwise
+            text.append("  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}", style=self._style("fail"))
         if self.highlight:
             text.highlight_words([self.highlight], self._style("match"), case_sensitive=False)
         return text

@@ -35,7 +35,10 @@ _DTYPES = {"float": "f", "bfloat": "bf", "int": "i", "uint": "u", "complex": "c"
 
 
 def short_dtype(dtype: str) -> str:
-    """``torch.float32`` → ``f32``, ``torch.bfloat16`` → ``bf16`` (other names lose ``torch.`` only)."""
+    """``torch.float32`` → ``f32``, ``torch.bfloat16`` → ``bf16``, ``<class 'int'>`` (a Python
+    value's type, as the dumpers record it) → ``int``; other names lose ``torch.`` only."""
+    if dtype.startswith("<class '") and dtype.endswith("'>"):
+        return dtype[8:-2]
     name = dtype.removeprefix("torch.").removeprefix("numpy.")
     for word, short in _DTYPES.items():
         bits = name.removeprefix(word)
@@ -199,7 +202,7 @@ def _row_line(row: Row, metric: str, styles: Styles) -> Text:
     entry = row.record.entry
     label = entry.arg if entry else row.name
     text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
-    if row.result is not None and row.result.cells:
+    if row.result is not None and row.result.cells and not not_compared(row):
         text.append(f"  {metric} {short_cell(row.result.cells[0])}", style=styles.get("muted", Style()))
     return text
 

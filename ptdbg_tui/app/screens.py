@@ -36,6 +36,8 @@ HELP = """\
 Symbols: ✔ pass · ✘ fail · ! warning · ⚠ error (could not compare) · ∅ unmatched · … pending ·
 · passed without comparing data (a scalar, a value without tensor).
 An inner node shows the worst state under it and its number of failing entries.
+`◀ culprit`, `◀ suspect k`: the calls the diagnosis names (their entries may still pass); a red ●
+marks the branches that lead to them.
 
 The bar under the header names the culprit: its call, module (path · class), the step/rank when
 there are several, and where the user's code called it (file:line and the source line), with the

@@ -29,6 +29,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
 from ptdbg_tui.compare.tasks import CompareTask, settled_result, task_for
+from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
@@ -43,7 +44,7 @@ from ptdbg_tui.formats.layout import (
     unpaired_notes,
 )
 from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
-from ptdbg_tui.formats.records import BadLine
+from ptdbg_tui.formats.records import BadLine, repeated_names
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -211,7 +212,7 @@ def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> t
     the notes on it that need its folders."""
     o = _outcome(npu, bench, _npy_dir(npu), _npy_dir(bench), match, summary)
     note = None if summary else _statistics_only(npu, bench)
-    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _empty_sides(o))]
+    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _side_notes(o))]
 
 
 def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
@@ -271,19 +272,20 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
     their start-up overlaps the pkl reading. A pair that cannot be read or compared is a note and
     the others go on; :class:`CompareInputError` when none could be."""
     outcomes = Outcomes()
-    with MetricPool(jobs or os.cpu_count() or 1) as pool:
-        if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
-            pool.start()
-        for n, b, nn, bn in pairs:
-            try:
-                outcomes.append(_outcome(n, b, nn, bn, match, summary))
-                outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _empty_sides(outcomes[-1])]
-            except Exception as e:  # one pair's fault must not lose the others' rows
-                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
-        if not outcomes:
-            raise CompareInputError("; ".join(outcomes.notes))
-        _run_metrics(outcomes, pool, progress)
-    _diagnose(outcomes)
+    with fewer_collections():  # the diagnosis too: it builds an object per call
+        with MetricPool(jobs or os.cpu_count() or 1) as pool:
+            if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
+                pool.start()
+            for n, b, nn, bn in pairs:
+                try:
+                    outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                    outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
+                except Exception as e:  # one pair's fault must not lose the others' rows
+                    outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")
+            if not outcomes:
+                raise CompareInputError("; ".join(outcomes.notes))
+            _run_metrics(outcomes, pool, progress)
+        _diagnose(outcomes)
     return outcomes
 
 
@@ -295,10 +297,16 @@ def _diagnose(outcomes: Outcomes) -> None:
             outcomes.notes.append(f"{o.label}: no diagnosis — {_fault(e)}")
 
 
-def _empty_sides(o: PairOutcome) -> list[str]:
-    return [f"the {role} dump file {dump.pkl} holds no entries" for role, dump, count in
-            (("NPU", o.npu, sum(r.npu is not None for r in o.rows)),
-             ("bench", o.bench, sum(r.bench is not None for r in o.rows))) if not count]
+def _side_notes(o: PairOutcome) -> list[str]:
+    """A side without entries, or with names that repeat."""
+    notes = []
+    for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
+                                ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
+        if not records:
+            notes.append(f"the {role} dump file {dump.pkl} holds no entries")
+        elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
+            notes.append(f"{role} dump {dump.pkl}: {repeats}")
+    return notes
 
 
 def _fault(e: Exception) -> str:

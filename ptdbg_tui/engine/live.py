@@ -291,7 +291,7 @@ class LiveEngine:
                 self._note(pair.failed[1])
                 continue
             try:
-                pair_due = pair.update(self._context)
+                pair_due = pair.update(self._context, rescan)
                 pair.failed = None
             except Exception as e:
                 log.exception("live engine: pair %s failed", pair.info.label)
@@ -304,9 +304,12 @@ class LiveEngine:
                 due = pair_due if due is None else min(due, pair_due)
             now = time.monotonic()
             for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
-                if side is not None and not side.tensors and not side.error and (
-                        static or side.quiet(now, self.options.quiet_s)):
+                if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
+                    continue
+                if not side.tensors:
                     self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
+                elif repeats := side.repeats():
+                    self._note(f"{pair.info.label}: {role} dump {side.dump.pkl}: {repeats}")
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return

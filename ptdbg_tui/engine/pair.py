@@ -15,6 +15,7 @@ not fill the tree with rows that are about to be matched.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,35 @@ RETRY_S = 0.5
 #: engine's time they may take.
 DIAGNOSE_S = 0.5
 DIAGNOSE_SHARE = 0.2
+#: Rows whose data files failed to read that one rescan looks at again (a fixed file is compared
+#: again; a dump whose data folder is empty must not cost a stat per tensor every rescan).
+RECHECK_MAX = 2048
+
+#: What a data file was when it failed to read: ``stat`` fields, or the errno that stat gave.
+FileState = tuple[int, ...] | None
+Paths = tuple[str | None, str | None]  # a row's NPU and bench data files
+TIME_SLACK_NS = 50_000_000
+
+
+def file_state(path: str | None) -> FileState:
+    """Enough of a file's status to see that it changed (rewritten, replaced, chmod-ed, created)."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return (-1, e.errno or 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def _states(paths: Paths) -> tuple[FileState, FileState]:
+    return file_state(paths[0]), file_state(paths[1])
+
+
+def _changed_since(state: FileState, t_ns: int) -> bool:
+    """Whether a file's status changed since shortly before ``t_ns``, when its read began: the read
+    may have seen it half done (file times may lag the clock by a tick; a future time is skew)."""
+    return state is not None and state[0] != -1 and t_ns - TIME_SLACK_NS <= state[3] <= time.time_ns()
 
 
 @dataclass(frozen=True)
@@ -101,6 +131,10 @@ class PairState:
         self.diagnose_cost = 0.0  # seconds the last diagnosis took
         self.diagnosis_dirty = True
         self.failed: tuple[tuple[int, int], str] | None = None  # (side versions, notice) of a failed pass
+        #: Rows whose data files could not be compared, with the files and their states then: a
+        #: rescan compares them again once a file changed (restored, made readable, rewritten).
+        self.errored: dict[tuple[str | None, str | None], tuple[Paths, tuple[FileState, FileState]]] = {}
+        self._recheck_at = 0  # where the next rescan's look at ``errored`` starts
 
     def side_of(self, row: Row) -> SideState | None:
         return self.npu if row.npu is not None else self.bench
@@ -138,15 +172,17 @@ class PairState:
         self.changed.clear()
         self.unplaced.clear()
 
-    def update(self, ctx: PairContext) -> float | None:
+    def update(self, ctx: PairContext, rescan: bool = False) -> float | None:
         resets = (self.npu.resets, self.bench.resets if self.bench else -1)
         if resets != self.resets:  # a side was rewritten: its files may hold other data now
             self.resets = resets
             self.cache.clear()
             self.retry.clear()
             self.paths.clear()
+            self.errored.clear()
         versions = (self.npu.version, self.bench.version if self.bench else -1)
-        if versions != self.versions or self.match_asked != ctx.options.match:
+        reopened = rescan and bool(self.errored) and self.recheck()  # match again to reopen their rows
+        if reopened or versions != self.versions or self.match_asked != ctx.options.match:
             self.versions = versions
             self.rematch(ctx.options.match)
             m = self.matching
@@ -165,6 +201,18 @@ class PairState:
             soon = time.monotonic() + ctx.options.quiet_s / 4
             due = soon if due is None else min(due, soon)
         return due
+
+    def recheck(self) -> bool:
+        """Forget the results of failed rows whose data files changed since; whether any was."""
+        keys = list(self.errored)
+        start = self._recheck_at % len(keys)
+        look = (keys[start:] + keys[:start])[:RECHECK_MAX]
+        self._recheck_at = start + len(look)
+        changed = [k for k in look if self.errored[k][1] != _states(self.errored[k][0])]
+        for k in changed:
+            del self.errored[k]
+            self.cache.pop(k, None)
+        return bool(changed)
 
     def todo(self, ctx: PairContext, now: float) -> tuple[list[int], float | None]:
         """Indices of rows to compare now, and when undecided rows should be looked at again."""
@@ -210,12 +258,19 @@ class PairState:
         for start in range(0, len(tasks_at), ctx.options.chunk):
             part = tasks_at[start:start + ctx.options.chunk]
             tasks = [task_for(self.rows[i], npu_dir, bench_dir) for i in part]
+            started = time.time_ns()
             for k, result in pool.map(tasks):
                 i = part[k]
                 now = time.monotonic()
-                if not static and _is_retryable(result) and self.settling(now, ctx.options.quiet_s):
-                    self.retry[_cache_key(self.rows[i])] = now + RETRY_S
-                    continue
+                key = _cache_key(self.rows[i])
+                if not static and result.status is Status.ERROR:
+                    paths = (tasks[k].npu_path, tasks[k].bench_path)
+                    states = _states(paths)
+                    if any(_changed_since(st, started) for st in states) or (
+                            _is_retryable(result) and self.settling(now, ctx.options.quiet_s)):
+                        self.retry[key] = now + RETRY_S  # being written, or changed while read
+                        continue
+                    self.errored[key] = (paths, states)
                 self.set(i, result)
             yield
             if ctx.stopping():

@@ -8,7 +8,7 @@ from pathlib import Path
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import open_reader
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, repeated_names
 
 #: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
 #: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
@@ -31,6 +31,7 @@ class SideState:
         self.resets = 0  # times the file was replaced or truncated: results of its old records are void
         self.error = ""  # why the pkl cannot be read now
         self.modules_error = ""  # why the module sidecar cannot be read now
+        self._repeats: tuple[int, str | None] = (-1, None)  # (version, repeated_names of it)
 
     def poll(self, final: bool) -> None:
         """Read what was appended (``version`` counts the changes). A file that cannot be read
@@ -66,6 +67,12 @@ class SideState:
     def problems(self) -> list[str]:
         """What is wrong with this dump now, in words."""
         return [p for p in (self.error, self.modules_error) if p]
+
+    def repeats(self) -> str | None:
+        """:func:`repeated_names` of the records so far (looked at once per change)."""
+        if self._repeats[0] != self.version:
+            self._repeats = (self.version, repeated_names(self.tensors))
+        return self._repeats[1]
 
     def quiet(self, now: float, quiet_s: float) -> bool:
         return now - self.changed_at >= quiet_s

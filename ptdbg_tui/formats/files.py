@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 
-_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"),
-          (stat.S_ISSOCK, "a socket"),
+#: Surrogates that no byte of a file name decodes to (undecodable bytes become U+DC80..U+DCFF).
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
@@ -45,8 +49,20 @@ def safe_name(name: str) -> bool:
             and name not in (".", ".."))
 
 
+def holds_lone_surrogate(name: str) -> bool:
+    """Whether ``name`` holds a UTF-16 surrogate (from a JSON ``\\ud800`` escape) that no file name
+    can hold: opening it would raise UnicodeEncodeError."""
+    return _LONE_SURROGATE.search(name) is not None
+
+
+def describe(e: OSError) -> str:
+    """An OSError's reason in words (a symlink loop named as such: ELOOP's own words do not)."""
+    text = e.strerror or str(e) or type(e).__name__
+    return text + " (a symbolic link loop?)" if e.errno == errno.ELOOP else text
+
+
 def reason(e: OSError) -> str:
     """An OSError in words, with its path: ``/x/y: permission denied``."""
-    text = e.strerror or str(e) or type(e).__name__
+    text = describe(e)
     text = text[:1].lower() + text[1:]
     return f"{e.filename}: {text}" if e.filename else text

@@ -129,9 +129,13 @@ def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None
     by_name = {e.name: e for e in entries}
     candidates = [by_name[n] for n in (DUMP_JSON, *PKL_NAMES.values()) if n in by_name]
     candidates += [e for e in entries if e.name.endswith(".pkl") and e.name not in PKL_NAMES.values()]
-    for entry in candidates:
-        if _is(entry, "file"):
-            return Path(entry.path)
+    files = [e for e in candidates if _is(e, "file")]
+    if files:
+        if len(files) > 1:  # e.g. two dump modes into one dump_path: the others are not compared
+            others = ", ".join(e.name for e in files[1:])
+            problems.append(f"{Path(files[0].path).parent}: holds several dump files; {files[0].name} is "
+                            f"read, not {others}")
+        return Path(files[0].path)
     for entry in candidates:
         try:
             mode = os.stat(entry.path).st_mode
@@ -181,15 +185,19 @@ def scan(path: str | os.PathLike[str]) -> Scan:
             entries = _entries(d, found.problems)
             if entries is None:
                 continue
+            known = len(found.problems)
             pkl = _pkl_in(entries, found.problems)
             if pkl is not None:
                 found.dumps.append(_rank_dump(pkl))
                 continue
-            nxt += [Path(e.path) for e in entries if _is(e, "dir") and
-                    any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+            subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
+                       any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+            if (not subdirs and len(found.problems) == known and d != root
+                    and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
+                found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
+            nxt += subdirs
         frontier = nxt
-    found.dumps.sort(key=lambda r: (r.step if r.step is not None else -1,
-                                    r.rank if r.rank is not None else -1, str(r.pkl)))
+    found.dumps.sort(key=_order)
     return found
 
 
@@ -272,11 +280,24 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
         b_side = [d for d in bench if d.step == s]
         if len(n_side) == 1 and len(b_side) == 1:
             candidates = [(n_side[0], b_side[0])]
-        else:
-            by_rank = {d.rank: d for d in b_side}
-            candidates = [(d, by_rank[d.rank]) for d in n_side if d.rank in by_rank]
+        else:  # by rank number; of two dumps with one step and rank (rank1, rank01) one pairs
+            by_rank = {d.rank: d for d in sorted(b_side, key=_canonical_last, reverse=True)}
+            candidates = []
+            for d in sorted(n_side, key=_canonical_last):
+                b = by_rank.pop(d.rank, None)
+                if b is not None:
+                    candidates.append((d, b))
         pairs += [(n, b) for n, b in candidates if rank is None or n.rank == rank]
-    return pairs
+    return sorted(pairs, key=lambda p: _order(p[0]))
+
+
+def _order(d: RankDump) -> tuple[int, int, str]:
+    return (d.step if d.step is not None else -1, d.rank if d.rank is not None else -1, str(d.pkl))
+
+
+def _canonical_last(d: RankDump) -> tuple[bool, str]:
+    """Sort key that puts the dump whose folder is named as a writer names it (``rank1``) first."""
+    return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.pkl))
 
 
 def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
@@ -289,13 +310,19 @@ def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tupl
         want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
         notes.append(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
                      f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
-    used = {b.pkl for _, b in paired}
-    paired_npu = {n.pkl for n, _ in paired}
-    for n in npu:
-        if n.pkl not in paired_npu and (step is None or n.step == step) and (rank is None or n.rank == rank):
-            notes.append(f"NPU {n.label}: no bench dump for it")
-    for b in bench:
-        if b.pkl not in used and (step is None or b.step == step) and paired:
-            notes.append(f"bench {b.label}: no NPU dump for it")
+    for role, dumps, other, side in (("NPU", npu, "bench", 0), ("bench", bench, "NPU", 1)):
+        compared = {p[side].label: p[side] for p in paired}
+        done = {p[side].pkl for p in paired}
+        for d in dumps:
+            if d.pkl in done or (step is not None and d.step != step):
+                continue
+            if (side == 0 and rank is not None and d.rank != rank) or (side == 1 and not paired):
+                continue  # the rank option picks NPU dumps; bench dumps are news only beside pairs
+            twin = compared.get(d.label)
+            if twin is not None:
+                notes.append(f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "
+                             f"same step and rank and is compared")
+            else:
+                notes.append(f"{role} {d.label}: no {other} dump for it")
     return tuple(notes)
 

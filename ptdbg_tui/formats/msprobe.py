@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ptdbg_tui.formats.files import open_regular, reason, safe_name
+from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
     BACKWARD,
@@ -44,6 +44,7 @@ from ptdbg_tui.formats.records import (
     Frame,
     StackRecord,
     TensorRecord,
+    may_hold_surrogates,
     shown,
     undecodable,
     valid_stat,
@@ -63,8 +64,6 @@ _MODULE_RE = re.compile(r"^(Module\..+)\.(forward|backward)\.(\d+)$")
 _PARAMS_GRAD_RE = re.compile(r"^(Module\..+)\.parameters_grad(?:\.(\d+))?$")
 _API_RE = re.compile(r"^(.+)\.(\d+)\.(forward|backward)$")
 _FRAME_RE = re.compile(r"^File (.*), line (\d+), in (.*?), \n ?(.*)$", re.DOTALL)
-#: Surrogate escapes: bytes of a file that were not UTF-8.
-_ESCAPED = re.compile("[\udc80-\udcff]")
 #: Nesting deeper than this is refused (msprobe itself stops at 400 levels).
 MAX_DEPTH = 400
 #: A json file larger than this is refused: it is read whole.
@@ -122,6 +121,8 @@ def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> 
     data_name = leaf.get("data_name")
     if isinstance(data_name, str) and data_name and not safe_name(data_name):
         raise ValueError(f"{name}: data_name {data_name[:80]!r} would lie outside the dump folder")
+    if isinstance(data_name, str) and holds_lone_surrogate(data_name):
+        raise ValueError(f"{name}: data_name holds a lone UTF-16 surrogate, which no file name can hold")
     grad = leaf.get("requires_grad")
     return TensorRecord(name, 0, str(leaf.get("dtype")), shape, _stats(leaf), entry,
                         data_name=data_name if isinstance(data_name, str) else "",
@@ -364,7 +365,7 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
         except (ValueError, RecursionError):
             pass
     data = parse_json(text, DUMP_JSON)
-    if not isinstance(data, dict) or not isinstance(data.get("data", {}), dict):
+    if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
         raise ValueError(f"{DUMP_JSON}: expected an object with a 'data' object")
     header = {k: v for k, v in data.items() if k != "data"}
     try:
@@ -489,8 +490,9 @@ class MsprobeFollower:
             if value is _MALFORMED:
                 continue
             records, bad = decode_entry(name, value)
-            if _ESCAPED.search(name) or _ESCAPED.search(text):
+            if may_hold_surrogates(name) or may_hold_surrogates(text):
                 records = [undecodable(r) for r in records]
+                bad = None if bad is None else undecodable(bad)
             for rec in records:
                 rec.order = self.tensor_count
                 self.tensor_count += 1

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npformat
 
-from ptdbg_tui.formats.files import open_regular
+from ptdbg_tui.formats.files import describe, open_regular
 
 #: Files smaller than this are read into memory; larger ones are memory-mapped.
 MMAP_THRESHOLD = 1 << 20
 _MAGIC = b"\x93NUMPY"
 _PREFIX = 256  # header bytes read first (np.save pads its headers to 128 bytes)
+_ADDRESS = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
 _SAVED_HEADER = re.compile(
     rb"\{'descr': '([<>|=]?[A-Za-z]\d*)', 'fortran_order': (True|False), 'shape': \(([\d, ]*)\), \}\s*$"
 )
@@ -59,7 +60,7 @@ def open_error(e: OSError, name: str) -> str:
         return f"Dump file: {name} not found."
     if isinstance(e, IsADirectoryError):
         return f"Dump file: {name} is a directory."
-    return f"Dump file {name} cannot be read ({e.strerror})."
+    return f"Dump file {name} cannot be read ({describe(e)})."
 
 
 def _name(path: str | os.PathLike[str]) -> str:
@@ -68,6 +69,8 @@ def _name(path: str | os.PathLike[str]) -> str:
 
 def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int, bytes]:
     """``(shape, fortran, dtype, data offset, bytes read)``; ValueError/EOFError when invalid."""
+    if not head:
+        raise ValueError("the file is empty: 0 bytes")
     if len(head) < 10 or not head.startswith(_MAGIC):
         raise ValueError("no npy magic string")
     major = head[6]
@@ -115,7 +118,8 @@ def _read_fd(fd: int, size: int, path: str | os.PathLike[str],
     except OSError:
         raise
     except Exception as e:  # numpy's header parser raises many kinds (tokenize's TokenError too)
-        raise NpyError(f"Dump file {_name(path)} is not a valid npy file ({e}).") from None
+        detail = _ADDRESS.sub("an expression", str(e))  # ast's repr of a node is no help to anyone
+        raise NpyError(f"Dump file {_name(path)} is not a valid npy file ({detail}).") from None
     header = NpyHeader(shape, dtype, fortran, offset)
     if dtype.hasobject:
         raise NpyError(f"Dump file {_name(path)} holds Python objects; refusing to unpickle it.")

@@ -21,6 +21,7 @@ from ptdbg_tui.formats.records import (
     TensorRecord,
     decode_line,
     decode_value,
+    may_hold_surrogates,
     undecodable,
 )
 
@@ -124,14 +125,16 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
                  repair: Callable[[T], T] | None = None) -> list[T | None]:
     """Decode complete JSON lines; ``first`` is the 1-based number of the first line.
 
-    Bytes that are not UTF-8 are kept as surrogate escapes, and ``repair`` then makes each result
-    safe to show while what names files keeps the exact bytes (see :func:`records.undecodable`)."""
+    Bytes that are not UTF-8 are kept as surrogate escapes (as are JSON's escapes of them), and
+    ``repair`` then makes each result safe to show while what names files keeps the exact bytes
+    (see :func:`records.undecodable`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = data.decode("utf-8", errors="surrogateescape" if repair else "replace")
     else:
-        repair = None
+        if not may_hold_surrogates(text):
+            repair = None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

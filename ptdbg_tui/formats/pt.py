@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from ptdbg_tui.formats.files import open_regular
+from ptdbg_tui.formats.files import describe, open_regular
 from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 
 #: Files up to this size are read with one read and unzipped in memory.
@@ -291,7 +291,7 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
         raise PtError(f"Dump file {name} is not a torch.save zip file (truncated or corrupt).") from None
     except OSError as e:
         f.close()
-        raise PtError(f"Dump file {name} cannot be read ({e.strerror or e}).") from None
+        raise PtError(f"Dump file {name} cannot be read ({describe(e)}).") from None
 
 
 def _widen(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

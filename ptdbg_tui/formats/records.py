@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptdbg_tui.formats.files import safe_name
+from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
 #: dtype of a record that holds no value (msprobe's ``null``).
@@ -127,6 +129,10 @@ MAX_DIMS = 64
 
 #: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
 _STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+#: Surrogates in decoded text: undecodable bytes (surrogate escapes) or JSON's ``\udcff`` escapes,
+#: which is how Python's json writes a file name that is not UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
@@ -168,6 +174,9 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if not safe_name(name):
         return BadLine(line, "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie "
                        "outside the dump folder", _short(name))
+    if holds_lone_surrogate(name):
+        return BadLine(line, "the name holds a lone UTF-16 surrogate, which no file name can hold",
+                       _short(shown(name)))
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
         return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
     if isinstance(shape, list):
@@ -183,6 +192,25 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if step is None:
         return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
     return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+
+
+def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
+    """Entry names that occur more than once in one dump, in words (a line written twice, or two runs
+    into one file); ``None`` when every name is unique. Each occurrence stays a row of its own."""
+    first: dict[str, TensorRecord] = {}
+    again: list[tuple[TensorRecord, TensorRecord]] = []
+    for rec in tensors:
+        seen = first.setdefault(rec.name, rec)
+        if seen is not rec:
+            again.append((seen, rec))
+    if not again:
+        return None
+    a, b = again[0]
+    where = (f"lines {a.line} and {b.line}" if a.line and b.line
+             else f"entries {a.order + 1} and {b.order + 1}")
+    more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
+    return (f"{len(again)} duplicate entry name(s): {_short(a.name, 80)} at {where}{more}; each is a row "
+            "of its own")
 
 
 def decode_line(text: str, line: int = 0) -> Record | None:
@@ -201,13 +229,14 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     return decode_value(value, line)
 
 
+def may_hold_surrogates(text: str) -> bool:
+    """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
 def shown(text: str) -> str:
-    """A text read with surrogate escapes as it can be shown: each undecodable byte as U+FFFD."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A text that may hold surrogates as it can be shown and written: each as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def undecodable(record: Record) -> Record:

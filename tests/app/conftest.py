@@ -8,13 +8,17 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.app.detail import detail_for
 from ptdbg_tui.engine.live import LiveOptions
-from ptdbg_tui.formats.synthetic import write_seed_pair
+from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.naming import entry_name
+from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
+from ptdbg_tui.formats.writer import RankWriter
 
 SIZE = (120, 36)
 WAIT_S = 60.0
@@ -45,6 +49,23 @@ def steps_dumps(tmp_path_factory, small_dumps) -> tuple[Path, Path]:
 def small_dumps(tmp_path_factory) -> tuple[Path, Path]:
     """The seed guide's case as a small synthetic pair: fixed numbers, faulty LSTM backward."""
     return write_seed_pair(tmp_path_factory.mktemp("small"))
+
+
+@pytest.fixture(scope="session")
+def shifted_dumps(tmp_path_factory) -> tuple[Path, Path]:
+    """Six adds of distinct shapes; the NPU runs one more add of the third's shape after it."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((4, 6 + i)).astype(np.float32) for i in range(6)]
+    root = tmp_path_factory.mktemp("shifted")
+    sides = root / "npu", root / "bench"
+    for side in sides:
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        calls = [*xs[:3], xs[2], *xs[3:]] if side.name == "npu" else xs
+        for index, x in enumerate(calls):
+            write_array(writer, entry_name("Torch_add", index, "forward", "input", (0,)), x)
+            write_array(writer, entry_name("Torch_add", index, "forward", "output", (0,)), x * 2)
+        writer.close()
+    return sides
 
 
 class Ui:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from textual.events import Key
+
 from ptdbg_tui.app.call_tree import More
 from ptdbg_tui.app.screens import HelpScreen
 from ptdbg_tui.app.tree_model import Node
@@ -166,6 +168,9 @@ async def test_export_writes_the_cli_csv(demo_dumps, ui, tmp_path):
         await pilot.press("e")
         box = app.screen.query_one("#export-path")
         assert box.value.startswith("./compare_result_") and box.value.endswith(".csv")
+        box.value = ""
+        await pilot.press(*"a/b")
+        assert box.value == "a/b" and not app.query_one("#searchbar").has_class("-visible"), "/ is typed"
         box.value = str(target)
         await pilot.press("enter")
         await ui.wait_until(pilot, target.exists)
@@ -205,3 +210,16 @@ async def test_worker_processes_compare_inside_the_running_app(demo_dumps, ui):
         await ui.settle(pilot)
         assert app.model.status_counts()[Status.FAIL] == 11
         assert app.model.first_culprit()[0].call == "VF_lstm_0_backward"
+
+
+async def test_what_is_typed_right_after_slash_goes_to_the_search_box(demo_dumps, ui):
+    """A fast typist (or a paste): the keys after / are already queued when it is handled."""
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        cursor = app.call_tree.cursor_line
+        for key in ("slash", *"lstm"):
+            app._driver.send_message(Key(key, "/" if key == "slash" else key))  # a burst, no waiting
+        await ui.wait_until(pilot, lambda: app.search_box.value == "lstm")
+        assert app.call_tree.cursor_line == cursor and not app.call_tree.flat, "l, s: not the tree"
+        assert app.engine.options.match == "auto", "nor m the app"

@@ -4,13 +4,12 @@ all-clear, the help screen's scrolling."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from rich.text import Text
 
-from ptdbg_tui.app.bars import fit, seg
+from ptdbg_tui.app.bars import fit, flow, seg
+from ptdbg_tui.app.detail import short_dtype
 from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HelpScreen
 from ptdbg_tui.compare.model import Status
@@ -25,14 +24,34 @@ SIZES = [(80, 24), (160, 45)]
 def test_fit_drops_the_least_important_segments_then_cuts():
     line = [seg("✘ 3", 0), seg("compared 10/10", 0), seg("tree", 5), seg("npu ↔ cpu", 7)]
     assert fit(line, 80).plain == "✘ 3  │  compared 10/10  │  tree  │  npu ↔ cpu"
-    assert fit(line, 31).plain == "✘ 3  │  compared 10/10  │  tree"
-    assert fit(line, 22).plain == "✘ 3  │  compared 10/10"
+    assert fit(line, 38).plain == "✘ 3 │ compared 10/10 │ tree", "narrow separators first"
+    assert fit(line, 27).plain == "✘ 3 │ compared 10/10 │ tree"
+    assert fit(line, 20).plain == "✘ 3 │ compared 10/10"
     assert fit(line, 10).plain == "✘ 3"
     assert fit([seg("compared 10/10")], 8).plain == "compare…", "the last one left is cut"
     shrinking = [seg("a.py:3  y = f(x)", 0), seg("inputs 3e-06, outputs 0.21, allowed 2e-05", 1, shrink=12)]
-    assert fit(shrinking, 40).plain == "a.py:3  y = f(x)  │  inputs 3e-06, outp…"
-    assert fit(shrinking, 30).plain == "a.py:3  y = f(x)", "dropped when it would be cut too short"
+    assert fit(shrinking, 40).plain == "a.py:3  y = f(x) │ inputs 3e-06, output…"
+    assert fit(shrinking, 28).plain == "a.py:3  y = f(x)", "dropped when it would be cut too short"
     assert isinstance(fit([], 10), Text)
+
+
+def test_flow_wraps_onto_two_lines_and_drops_the_least_important():
+    bar = [seg("✘ Culprit Functional_layer_norm_3_backward", 0), seg("encoder.layers.1.norm1 · LayerNorm", 1),
+           seg("step1/rank0", 1), seg("+4 more (c/C)", 0), seg("train.py:56  x = self.norm1(x)", 0),
+           seg("inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000", 2, shrink=12)]
+    assert [t.plain for t in flow(bar, 250)] == ["  │  ".join(s.text.plain for s in bar)]
+    assert [t.plain for t in flow(bar, 120)] == [
+        "✘ Culprit Functional_layer_norm_3_backward │ encoder.layers.1.norm1 · LayerNorm │ step1/rank0 │ "
+        "+4 more (c/C)",
+        "  train.py:56  x = self.norm1(x) │ inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000"]
+    assert [t.plain for t in flow(bar, 78)] == [
+        "✘ Culprit Functional_layer_norm_3_backward │ step1/rank0 │ +4 more (c/C)",
+        "  encoder.layers.1.norm1 · LayerNorm │ train.py:56  x = self.norm1(x)"], "the first line with room"
+    assert [t.plain for t in flow(bar, 60)] == [
+        "✘ Culprit Functional_layer_norm_3_backward │ +4 more (c/C)",
+        "  train.py:56  x = self.norm1(x)"], "the evidence, then the less important names go"
+    assert [t.plain for t in flow(bar, 30)] == ["✘ Culprit Functional_layer_no…", "  +4 more (c/C)"], \
+        "what must stay is cut, not dropped"
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -50,6 +69,11 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         footer = screen[-1]
         assert "? Help" in footer and "q Quit" in footer
         assert all(len(line) <= size[0] for line in screen)
+
+
+def test_dtypes_are_abbreviated():
+    dtypes = ("torch.float32", "torch.bfloat16", "torch.int64", "<class 'float'>", "torch.bool")
+    assert [short_dtype(d) for d in dtypes] == ["f32", "bf16", "i64", "float", "bool"]
 
 
 async def test_a_narrow_detail_panel_splits_its_tables_and_abbreviates(demo_dumps, ui):
@@ -93,29 +117,16 @@ async def test_c_walks_every_suspect_of_every_step_and_the_overview_opens_a_pair
         assert node.kind == "pair" and node.label == "step1/rank0" and app.call_tree.cursor_node.is_expanded
 
 
-def _extra_call_pair(root: Path) -> tuple[Path, Path]:
-    """Six adds of distinct shapes; the NPU runs one more add of the third's shape after it."""
-    rng = np.random.default_rng(0)
-    xs = [rng.standard_normal((4, 6 + i)).astype(np.float32) for i in range(6)]
-    sides = root / "npu", root / "bench"
-    for side in sides:
-        writer = RankWriter(rank_dir_path(side, 0, 0))
-        calls = [*xs[:3], xs[2], *xs[3:]] if side.name == "npu" else xs
-        for index, x in enumerate(calls):
-            write_array(writer, entry_name("Torch_add", index, "forward", "input", (0,)), x)
-            write_array(writer, entry_name("Torch_add", index, "forward", "output", (0,)), x * 2)
-        writer.close()
-    return sides
-
-
-async def test_the_hint_names_align_and_m_rematches_every_pair(tmp_path, ui):
-    app = ui.app(*_extra_call_pair(tmp_path), match="exact")
+async def test_the_hint_names_align_and_m_rematches_every_pair(shifted_dumps, ui):
+    app = ui.app(*shifted_dumps, match="exact")
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
         assert app.model.status_counts()[Status.FAIL] > 0
         header = ui.screen_text(app).splitlines()[0]
         assert "m → align" in header and "unpaired" in header
         assert any("m → align" in n.message for n in app._notifications), "said once as a toast"
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "No operator" not in bar and "6 entries fail" in bar and "3 judged" in bar, "no all-clear"
         await pilot.press("m")  # exact → fuzzy: the same shifted pairing
         await ui.wait_until(pilot, lambda: app.model.match_modes() == "fuzzy" and ui.settled(app))
         await pilot.press("m")  # → align
@@ -163,3 +174,31 @@ async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_du
         await ui.wait_until(pilot, lambda: any(tmp_path.glob("*.svg")))
     (shot,) = tmp_path.glob("*.svg")
     assert "<svg" in shot.read_text()
+
+
+async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
+    """A 1% scale of a multiplication's output passes the original's thresholds (cosine 1, tiny
+    MaxAbsErr) but is far beyond rounding: the tree says which call the diagnosis names."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((8, 16)) * 0.01).astype(np.float32)
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for side in sides:
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        y = x * 2 * (np.float32(1.01) if side.name == "npu" else np.float32(1))
+        for index, (inp, out) in enumerate(((x, x + 1), (x + 1, x + 1), (x, y), (y, y + 1))):
+            api = "Torch_mul" if index == 2 else "Torch_add"
+            write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
+            write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
+        writer.close()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        assert app.model.status_counts()[Status.FAIL] == 0, "every entry passes the thresholds"
+        await pilot.press("c")
+        screen = ui.screen_text(app)
+        assert "Culprit Torch_mul_2_forward" in screen
+        (line,) = [line for line in screen.splitlines() if "Torch_mul_2" in line and "◀" in line]
+        assert "✔ ● Torch_mul_2" in line and "◀ culprit" in line
+        (forward,) = [line for line in screen.splitlines() if "Forward" in line]
+        assert "✔ ● Forward" in forward, "a branch holding a suspect is marked too"
+        assert not [line for line in screen.splitlines() if "Torch_add_3" in line and "●" in line]

@@ -10,19 +10,23 @@ SHOTS = {
     "failures": ("small", ["f", "n"]),
     "search": ("small", ["slash", *"lstm", "enter"]),  # k/N and highlighting
     "help": ("small", ["question_mark"]),
-    "overview": ("steps", ["o"]),
+    "overview": ("steps", ["o"]),  # and the bar naming the step of the culprit
+    "hint": ("shifted", ["n"]),  # exact matching of a run with one extra call: the header says m → align
 }
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("shot", SHOTS)
-def test_view(shot, size, small_dumps, steps_dumps, ui, snap_compare):
+def test_view(shot, size, small_dumps, steps_dumps, shifted_dumps, ui, snap_compare):
     dumps, keys = SHOTS[shot]
 
     async def run_before(pilot) -> None:
         await ui.settle(pilot)
         await pilot.press(*keys)
         await pilot.pause()
+        pilot.app.clear_notifications()  # toasts time out: not part of a snapshot
+        await pilot.pause()
 
-    app = ui.app(*(small_dumps if dumps == "small" else steps_dumps))
+    paths = {"small": small_dumps, "steps": steps_dumps, "shifted": shifted_dumps}[dumps]
+    app = ui.app(*paths, **({"match": "exact"} if dumps == "shifted" else {}))
     assert snap_compare(app, terminal_size=size, run_before=run_before)

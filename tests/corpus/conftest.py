@@ -207,9 +207,9 @@ case("pkl_all_nul", "not valid json")(lambda n, b: lose(ALL, (n / PKL).write_byt
 case("pkl_empty", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"")))
 case("pkl_blank_lines_only", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"\n \n\t\n")))
 case("pkl_crlf_line_ends")(lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes().replace(b"\n", b"\r\n")))
-case("pkl_duplicate_line", "no bench data matched")(
+case("pkl_duplicate_line", "duplicate entry name")(
     lambda n, b: insert_line(n, _line_of(n, MID), _lines(n)[_line_of(n, MID)].rstrip(b"\n")))
-case("pkl_whole_file_twice", "no bench data matched")(
+case("pkl_whole_file_twice", "duplicate entry name")(
     lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes() * 2))
 case("pkl_line_10mib_long", "longer than")(lambda n, b: insert_line(n, 4, b'["' + b"x" * (9 << 20) + b'"]'))
 
@@ -277,6 +277,24 @@ def _markup_name(n: Path, b: Path) -> None:
         np.save(npy(r, name), array_for(name))
 
 
+@case("name_json_escaped_not_utf8_both_sides")
+def _escaped_non_utf8(n: Path, b: Path) -> None:
+    """How Python's json (the original's writer) records a file name that is not UTF-8: ``\\udcff``."""
+    name = NON_UTF8.decode("utf-8", "surrogateescape")
+    for r in (n, b):
+        line = tensor_line("PLACEHOLDER").replace('"PLACEHOLDER"', json.dumps(name))  # escaped: "\\udcff"
+        insert_line(r, len(_lines(r)), line.encode())
+        with open(os.fsencode(r / NPY) + b"/" + NON_UTF8 + b".npy", "wb") as f:
+            np.save(f, array_for("PLACEHOLDER"))
+
+
+line_case("name_lone_surrogate", tensor_line(MID, name='"Tensor_add_0_forward_output.\\ud800"'),
+          "lone utf-16 surrogate")
+line_case("dtype_lone_surrogate", tensor_line(MID, dtype='"torch.\\ud800"'), "dtype")
+case("stack_source_lone_surrogate")(lambda n, b: insert_line(
+    n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "x\ud800"]]]).encode()))
+case("second_pkl_in_rank_folder", "holds several dump files")(
+    lambda n, b: shutil.copyfile(n / PKL, n / "dump.pkl"))
 case("stack_source_not_utf8")(lambda n, b: insert_line(
     n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "SRC"]]])
     .encode().replace(b"SRC", b"x = \xe9\xff")))
@@ -292,7 +310,7 @@ case("pkl_dangling_symlink", "no such file", cli_fails=True)(
 
 # npy files
 case("npy_missing", "not found")(lambda n, b: lose({MID}, npy(n, MID).unlink()))
-case("npy_zero_bytes", "not a valid npy")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(b"")))
+case("npy_zero_bytes", "empty: 0 bytes")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(b"")))
 case("npy_truncated", "truncated")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy(n, MID).read_bytes()[:-10])))
 case("npy_header_only", "truncated")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6)))))
@@ -301,13 +319,15 @@ case("npy_wrong_shape", "holds shape")(
 case("npy_wrong_dtype", "holds float64 data")(
     lambda n, b: lose({MID}, np.save(npy(n, MID), array_for(MID).astype(np.float64))))
 case("npy_is_a_directory", "is a directory")(lambda n, b: lose({MID}, replace_file(npy(n, MID), Path.mkdir)))
-case("npy_symlink_loop", "too many levels of symbolic links")(
+case("npy_symlink_loop", "symbolic link loop")(
     lambda n, b: lose({MID}, replace_file(npy(n, MID), symlink_loop)))
-case("npy_is_a_fifo", "named pipe")(lambda n, b: lose({MID}, replace_file(npy(n, MID), fifo)))
+case("npy_is_a_fifo", "named pipe (fifo)")(lambda n, b: lose({MID}, replace_file(npy(n, MID), fifo)))
 case("npy_object_array", "python objects")(
     lambda n, b: lose({MID}, np.save(npy(n, MID), np.full((4, 6), {"a": 1}, object), allow_pickle=True)))
 case("npy_pickle_file", "not a valid npy")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(pickle.dumps([1, 2]))))
+case("npy_header_expression", "string on line 1: an expression")(  # never run, never shown as an ast repr
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("__import__('os').getpid()") + b"\0" * 96)))
 case("npy_bad_header", "not a valid npy")(
     lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("{{{{{") + b"\0" * 96)))
 case("npy_huge_shape", "truncated")(
@@ -427,6 +447,27 @@ def _no_pkl(root: Path):
     return n, b, {}
 
 
+@root_case("empty_rank_folder_on_bench", "a rank folder without a dump file")
+def _empty_rank(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0)])
+    (b / "ptdbg_dump_v4.0" / "step0" / "rank1").mkdir()
+    return n, b, {}
+
+
+@root_case("same_rank_twice_on_npu", "same step and rank")
+def _same_rank(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0), (0, 1)])
+    shutil.copytree(n / "ptdbg_dump_v4.0" / "step0" / "rank1", n / "ptdbg_dump_v4.0" / "step0" / "rank01")
+    return n, b, {}
+
+
+@root_case("same_ranks_in_two_tag_folders_on_bench", "same step and rank")
+def _two_tags(root: Path):
+    n, b = _pair(root, npu=[(0, 0), (0, 1)], bench=[(0, 0), (0, 1)])
+    shutil.copytree(b / "ptdbg_dump_v4.0", b / "ptdbg_dump_v3.0")
+    return n, b, {}
+
+
 def _msprobe(root: Path) -> tuple[Path, Path]:
     src = FIXTURES / "msprobe" / "tensor"
     for side in ("npu", "bench"):
@@ -460,13 +501,30 @@ def _ms_fifo(root: Path):
     return n, b, {}
 
 
-@root_case("msprobe_data_name_parent_dirs", "outside the dump folder", msprobe=True, lost_limit=8)
-def _ms_dotdot(root: Path):
+def _first_data_name(root: Path, value: str):
+    """An msprobe pair whose NPU dump.json gives its first tensor the data_name ``value`` (JSON text)."""
     n, b = _msprobe(root)
     p = _dump_json(n)
     text = p.read_text()
     first = text.index('"data_name": "') + len('"data_name": "')
-    p.write_text(text[:first] + "../../../../etc/hostname" + text[text.index('"', first):])
+    p.write_text(text[:first] + value + text[text.index('"', first):])
+    return n, b, {}
+
+
+@root_case("msprobe_data_name_parent_dirs", "outside the dump folder", msprobe=True, lost_limit=8)
+def _ms_dotdot(root: Path):
+    return _first_data_name(root, "../../../../etc/hostname")
+
+
+@root_case("msprobe_data_name_lone_surrogate", "lone utf-16 surrogate", msprobe=True, lost_limit=8)
+def _ms_surrogate(root: Path):
+    return _first_data_name(root, "x\\ud800.pt")
+
+
+@root_case("msprobe_dump_json_without_data", "'data' object", msprobe=True, lost_limit=None)
+def _ms_no_data(root: Path):
+    n, b = _msprobe(root)
+    _dump_json(n).write_text('{"task": "tensor", "level": "L1"}')
     return n, b, {}
 
 

@@ -86,14 +86,14 @@ def test_cli(case, corpus, baselines, tmp_path, capsys, dropped_dac):
     check_rows(rows, clean, built.lost, case.lost_limit if built.rank is None else 0)
 
 
-def _process(*argv: str, privileged: bool = False) -> subprocess.CompletedProcess[str]:
+def _process(*argv: str, privileged: bool = False, **env: str) -> subprocess.CompletedProcess[str]:
     prefix = []
     if privileged and os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("runs as root and setpriv is missing: cannot drop the DAC capabilities")
         prefix = [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
     return subprocess.run([*prefix, sys.executable, "-m", "ptdbg_tui", "compare", *argv, "--jobs", "1",
                            "--no-progress"], capture_output=True, text=True, timeout=HANG_S, env=env,
                           check=False)
@@ -111,3 +111,11 @@ def test_cli_process(name, corpus, tmp_path):
     assert "traceback" not in text, text
     assert done.returncode == (2 if built.case.cli_fails else 0), text
     assert any(e in text for e in built.case.expect), text
+
+
+def test_cli_on_a_terminal_that_cannot_show_the_text(corpus, tmp_path):
+    """An ASCII (or GBK) console: a name or a dash it cannot encode prints escaped, not a traceback."""
+    built = corpus.built["npy_folder_is_a_file"]
+    done = _process(str(built.npu), str(built.bench), "-o", str(tmp_path), PYTHONIOENCODING="ascii")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "\\u2014" in done.stdout  # "statistics only — ...": the dash, escaped

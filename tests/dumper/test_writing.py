@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from dumper import PrecisionDebugger
@@ -26,6 +27,7 @@ from ptdbg_tui.formats.writer import RankWriter
 
 from .conftest import make_inputs, train_step
 
+DUMP_DIR = "ptdbg_dump_v4.0/rank0/api_stack_dump"
 CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, {tests!r})
@@ -106,6 +108,55 @@ def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, mon
     written = [r.name for r in read_pkl(dump.pkl).tensors]
     assert refused == [refused[0]] and refused[0] not in written and len(written) >= 20
     assert sorted(written) == sorted(p.stem for p in dump.npy_dir.glob("*.npy"))  # each line has its npy
+
+
+FULL_AND_LOCKED = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from conftest import make_inputs, train_step
+    from dumper import PrecisionDebugger
+
+    model, x, target = make_inputs()
+    for path in ("locked/dump", "full/dump"):
+        debugger = PrecisionDebugger(dump_path=path)
+        debugger.start()
+        losses = [train_step(model, x, target).item() for _ in range(3)]
+        debugger.stop()
+        print("trained", len(losses), flush=True)
+
+    from ptdbg_tui.formats.layout import discover  # the tmpfs goes with the namespace: look now
+    from ptdbg_tui.formats.pkl import read_pkl
+
+    (dump,) = discover("full/dump")
+    written = sorted(r.name for r in read_pkl(dump.pkl).tensors)
+    print(written == sorted(p.stem for p in dump.npy_dir.glob("*.npy")), len(written),
+          len(list(dump.npy_dir.glob(".*"))))
+""")
+#: In a user and mount namespace: a 64 KiB tmpfs, a folder nobody may write, and the child without
+#: root's DAC override (so that the folder's mode holds for it).
+NAMESPACE = ("mkdir full locked && mount -t tmpfs -o size=64k tmpfs full && chmod 555 locked && exec setpriv "
+             "--inh-caps=-all --bounding-set=-dac_override,-dac_read_search \"$0\" child.py")
+
+
+def test_a_real_full_disk_and_a_folder_without_permission_say_so(tmp_path: Path) -> None:
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs tmpfs /mnt && setpriv "
+                            "--bounding-set=-dac_override true"], capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"no user/mount namespace with a tmpfs here: {probe.stderr.strip()}")
+    (tmp_path / "child.py").write_text(FULL_AND_LOCKED.format(tests=str(Path(__file__).parent)))
+    child = subprocess.run(["unshare", "-Urm", "sh", "-c", NAMESPACE, sys.executable], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+    lines = child.stdout.splitlines()
+    assert child.returncode == 0 and lines[:2] == ["trained 3"] * 2, child.stderr
+    errors = [line for line in child.stderr.splitlines() if "Dumping stopped" in line]
+    assert len(errors) == 2 and "Traceback" not in child.stderr, child.stderr
+    locked, full = errors
+    assert locked.startswith("dumper: permission denied: cannot write locked/dump"), locked
+    assert "free on its file system" in locked
+    assert f"the disk is full: cannot write full/dump/{DUMP_DIR}" in full, full
+    assert "(0 bytes free on its file system)" in full, full
+    consistent, written, partial = lines[2].split()  # what fitted is a valid dump: each line has its npy
+    assert consistent == "True" and int(written) > 0 and partial == "0", lines[2]
 
 
 def test_stop_waits_for_the_daemon(tmp_path: Path) -> None:

@@ -187,3 +187,30 @@ def test_summary_mode_without_npy(tmp_path, make_dump, follow):
     assert info.summary
     out = seen.rows[info.key]["Torch_add_0_forward_output.0"].row.result
     assert out.status is Status.FAIL and len(out.cells) == 4
+
+
+def test_a_data_file_fixed_later_is_compared_again_without_a_change_of_the_pkl(tmp_path, make_dump, follow):
+    """A tensor file that is a folder, then cut short, then whole again: each time the row shows
+    what the file is now; the pkl is never touched (a rescan looks at failed rows' files)."""
+    npu, bench = _two_sides(tmp_path, make_dump, wrong_call=None)
+    npy = rank_dir_path(npu, 0, 0) / "api_stack_dump" / "Torch_add_1_forward_output.0.npy"
+    good = npy.read_bytes()
+    npy.unlink()
+    npy.mkdir()
+    f = follow(npu, bench, quiet_s=0.2, rescan_s=0.2)
+    name = "Torch_add_1_forward_output.0"
+
+    def shows(status: Status, text: str = ""):
+        def holds(s) -> bool:
+            placed = s.rows and next(iter(s.rows.values())).get(name)
+            return bool(placed) and placed.row.status is status and text in placed.row.result.message
+        return holds
+
+    f.wait(shows(Status.ERROR, "is a directory"))
+    npy.rmdir()
+    npy.write_bytes(good[:-8])
+    f.wait(shows(Status.ERROR, "truncated"))
+    with npy.open("r+b") as out:  # rewritten in place: same file, other size
+        out.write(good)
+    seen = f.wait(shows(Status.PASS))
+    assert all(st is Status.PASS for st in seen.statuses().values())

@@ -159,3 +159,17 @@ def test_non_regular_files_and_odd_lines_are_reported_not_raised(tmp_path, v4_li
     assert len(batch.tensors) == 1
     assert [b.reason[:24] for b in batch.bad] == ["JSON nested too deeply t", "dump_step must be an int",
                                                   "the name is empty or hol", "stats holds a; expected "]
+
+
+def test_names_escaped_by_json_keep_their_bytes_and_show_replaced(tmp_path):
+    """Python's json writes a file name that is not UTF-8 as ``\\udcff``: its data file is the
+    exact bytes; a surrogate no byte decodes to names no file and makes a bad line."""
+    lines = [json.dumps(["Torch_x_0_forward_output.\udcff", 0, [], "torch.float\ud800", [1], [1, 1, 1, 1]]),
+             json.dumps(["Torch_x_0_forward_output.\ud800", 0, [], "torch.float32", [1], [1, 1, 1, 1]])]
+    assert "\\udcff" in lines[0]  # escaped: the file itself is UTF-8
+    batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
+    (rec,) = batch.tensors
+    assert rec.name == "Torch_x_0_forward_output.\ufffd" and rec.dtype == "torch.float\ufffd"
+    assert os.fsencode(rec.data_name) == b"Torch_x_0_forward_output.\xff.npy"
+    (bad,) = batch.bad
+    assert "lone UTF-16 surrogate" in bad.reason and bad.text.encode("utf-8")  # printable
