@@ -62,6 +62,8 @@ def main() -> None:
     args = p.parse_args()
     import distributed
 
+    logging.getLogger("distributed").setLevel(logging.CRITICAL)  # closing the clusters is not news
+
     root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_cluster_"))
     clusters = []
     try:
