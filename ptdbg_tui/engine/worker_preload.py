@@ -2,6 +2,7 @@
 numpy with one BLAS thread, the compare code and the compiled kernel (numba's import and cache load
 cost ~0.5 s, which each spawned worker would pay again)."""
 
+import atexit
 import os
 
 from ptdbg_tui.engine.pool import THREAD_ENV
@@ -12,3 +13,8 @@ from ptdbg_tui.compare.metrics import warm_up
 from ptdbg_tui.compare.tasks import run_task  # noqa: F401
 
 warm_up()
+
+# The server's own exit ran numba's and llvmlite's teardown (~0.3 s) while it still held the
+# command's stdout and stderr: a piped compare seemed to end that much later. It has nothing to
+# flush; its workers leave by os._exit and never run this.
+atexit.register(os._exit, 0)
