@@ -1,6 +1,6 @@
 """How often does the diagnosis name the faulty call? Fault scenarios with ground truth.
 
-    python bench/diagnosis.py [--seeds 0 1 2] [--only NAME ...] [--keep DIR] [--list]
+    python bench/diagnosis.py [--seeds 0 1 2] [--heldout] [--only NAME ...] [--keep DIR] [--list]
 
 Builds every scenario of ``bench/diagnosis_scenarios`` (a real torch model dumped twice on CPU
 with the project's dumper: bench, and NPU = bench + 1e-6 noise [+ fp16/bf16] + one injected
@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
 from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
+from diagnosis_scenarios.heldout import HELDOUT
 
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.diagnosis import CallEvidence
@@ -209,6 +210,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="noise seeds (default: 0)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run these scenarios only")
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps under DIR/seedS/NAME/{npu,bench}")
+    p.add_argument("--heldout", action="store_true",
+                   help="the held-out scenarios (diagnosis_scenarios/heldout.py) instead of the library")
     p.add_argument("--list", action="store_true", help="list the scenarios and their ground truth, then exit")
     p.add_argument("--summary", action="store_true",
                    help="compare the recorded statistics only, as for a summary_only dump")
@@ -217,11 +220,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    unknown = [n for n in args.only or () if n not in SCENARIOS]
+    pool = HELDOUT if args.heldout else SCENARIOS
+    unknown = [n for n in args.only or () if n not in pool]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; --list shows them", file=sys.stderr)
         return 2
-    scenarios = [SCENARIOS[n] for n in args.only] if args.only else list(SCENARIOS.values())
+    scenarios = [pool[n] for n in args.only] if args.only else list(pool.values())
     if args.list:
         list_scenarios(scenarios)
         return 0
