@@ -104,16 +104,18 @@ def _jit(fn: Any) -> Any:
 
 @_jit
 def fused_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray, eps: float,
-               low: float, high: float) -> tuple[bool, float, float, int, int]:
+               low: float, high: float) -> tuple[bool, float, float, int, int, int]:
     """``x``, ``y`` ← the float64 values of ``npu`` and ``bench`` (float32, float64, or float16 viewed
     as uint16), ``d`` ← |x − y|. Returns whether any is NaN/Inf (then the rest is void), max |x − y|,
-    max |x − y| / |y| (a zero |y| replaced by ``eps``), and the counts of that ratio below ``low``
-    and below ``high``."""
+    max |x − y| / |y| (a zero |y| replaced by ``eps``), the counts of that ratio below ``low``
+    and below ``high``, and the count of elements positive on one side only (where a ReLU's mask
+    differs)."""
     bad = False
     top = 0.0
     rel_top = 0.0
     below_low = 0
     below_high = 0
+    sign_flips = 0
     for i in range(npu.size):
         a = _widen(npu[i])
         b = _widen(bench[i])
@@ -128,4 +130,5 @@ def fused_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray,
         rel_top = _maxnum(rel_top, r)
         below_low += r < low
         below_high += r < high
-    return bad, top, rel_top, below_low, below_high
+        sign_flips += (a > 0.0) != (b > 0.0)
+    return bad, top, rel_top, below_low, below_high, sign_flips

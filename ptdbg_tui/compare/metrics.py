@@ -159,6 +159,7 @@ class MetricState:
     new_nonfinite: int = 0  # NaN/Inf on the NPU side only
     lost_nonfinite: int = 0  # NaN/Inf on the bench side only
     mismatch: bool = False  # NaN/Inf positions differ: the CSV metrics are N/A
+    sign_flips: int = 0  # elements positive on one side only
     worst_flat: int | None = None
     worst_npu: float = 0.0
     worst_bench: float = 0.0
@@ -177,6 +178,7 @@ class MetricState:
         self.nonfinite += later.nonfinite
         self.new_nonfinite += later.new_nonfinite
         self.lost_nonfinite += later.lost_nonfinite
+        self.sign_flips += later.sign_flips
         self.mismatch = self.mismatch or later.mismatch
         if self.histogram is not None and later.histogram is not None:
             self.histogram += later.histogram
@@ -210,7 +212,7 @@ class MetricState:
         """The Result once every element was fed (``npu_dtype``/``bench_dtype``: the recorded dtypes)."""
         xx, yy, dd, trimmed = self._totals()
         errors = measures(xx, yy, dd, trimmed, self.size, npu_dtype, bench_dtype, self.new_nonfinite,
-                          self.lost_nonfinite)
+                          self.lost_nonfinite, self.sign_flips)
         if self.mismatch:
             return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats, errors=errors)
         cos_cell, cos_msg, cos = self._cosine(xx, yy, dd)
@@ -265,12 +267,12 @@ class MetricAccumulator:
         x, y, d = self._x[:k], self._y[:k], self._d[:k]
         from ptdbg_tui.compare.kernel import fused_pass  # numba's import takes ~0.3 s: only where used
 
-        bad, top, rel_top, below_1e3, below_5e3 = fused_pass(_readable(npu, x), _readable(bench, y), x, y, d,
-                                                             st.eps, THOUSANDTH, FIVE_THOUSANDTHS)
+        bad, top, rel_top, below_1e3, below_5e3, flips = fused_pass(
+            _readable(npu, x), _readable(bench, y), x, y, d, st.eps, THOUSANDTH, FIVE_THOUSANDTHS)
         if bad:  # rare: zero the NaN/Inf (counting them) and pass again
             self._zero_nonfinite(x, y)
-            _, top, rel_top, below_1e3, below_5e3 = fused_pass(x, y, x, y, d, st.eps, THOUSANDTH,
-                                                               FIVE_THOUSANDTHS)
+            _, top, rel_top, below_1e3, below_5e3, flips = fused_pass(x, y, x, y, d, st.eps, THOUSANDTH,
+                                                                      FIVE_THOUSANDTHS)
         xx, yy, dd = _sum_squares(x), _sum_squares(y), _sum_squares(d)  # d = |x - y|: the same squares
         if top > st.max_abs:
             i = int(d.argmax())
@@ -281,6 +283,7 @@ class MetricAccumulator:
         st.max_rel = max(st.max_rel, rel_top)
         st.pass_1e3 += below_1e3
         st.pass_5e3 += below_5e3
+        st.sign_flips += flips
         if st.histogram is not None and self._bits is not None:
             bits = self._bits[:k]
             np.right_shift(d.view(np.uint64), 52, out=bits)

@@ -63,6 +63,7 @@ class ErrorMeasures:
     lost_nonfinite: int = 0  # NaN/Inf on the bench where the NPU is finite
     exact: bool = False  # integer or bool data: any difference is a real one
     from_stats: bool = False  # estimated from the recorded statistics (no tensor data)
+    sign_flips: int = 0  # elements positive on one side only (where a ReLU's mask differs); 0 unknown
 
     @property
     def npu_zero(self) -> bool:

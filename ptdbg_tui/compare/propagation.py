@@ -14,14 +14,17 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
   relative error of its output: ``(e_i + u_i) · ‖x_i‖``, the input's size spread over the output's
   elements when it is broadcast. For a backward call the inputs of the same kind are the incoming
   gradients; its saved forward tensors count in ``max e_i`` only.
-* an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a
-  max picks) flips about a fraction ``e`` of its elements for an argument error ``e``: ``√(2e)``.
+* an op whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, a sign, a
+  ``where``) flips about a fraction ``e`` of its elements for an argument error ``e`` — or, measured,
+  the fraction whose sign differs, when values sit exactly at 0: ``√(2e)``. A threshold op whose
+  forward result does not jump (relu, clamp, max: they move no more than their arguments) flips
+  nothing that its inputs' absolute error does not already cover.
 
 The call introduces error when an output's error exceeds ``MARGIN`` times that allowance. Errors are
-measured over positions finite on both sides; a threshold op's output with the robust variant (a
-handful of elements flipped at a ReLU or max boundary is no fault), any other op's whole (a continuous
-op cannot flip, so a few wrong elements there are a fault: a mishandled last tile). A call whose
-outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitudes.
+measured over positions finite on both sides; a jumping op's output with the robust variant (a
+handful of elements flipped at a ReLU mask or a sign is no fault), any other op's whole (a continuous
+op cannot flip, so a few wrong elements there are a fault: a mishandled last tile, a bound ignored).
+A call whose outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitudes.
 """
 
 from __future__ import annotations
@@ -103,19 +106,36 @@ EXPONENTIAL_BACKWARD = frozenset({
 })
 
 
+_MAX_POOLS = ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+              "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+              "max_pool3d_with_indices", "fractional_max_pool2d")
 #: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
 #: picks, a rounding step): an error ``e`` in that argument flips a fraction of about ``e`` of the elements,
 #: each by its whole size, so the output may carry a relative error of about ``√(2e)`` — more than any
 #: margin on ``e`` — with no fault at all.
 DISCONTINUOUS = frozenset({
     "relu", "relu6", "leaky_relu", "rrelu", "prelu", "hardtanh", "threshold", "hardsigmoid", "hardswish",
-    "elu", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
-    "fractional_max_pool2d", "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
+    "elu", *_MAX_POOLS, "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
     "clamp_max", "where", "masked_fill", "abs", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac",
     "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "heaviside", "gt", "lt",
     "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal",
 })
+
+
+#: Of those, the ops whose forward result moves at most ``L`` times as far as their arguments do
+#: (|relu(a) − relu(b)| ≤ |a − b|; a max or a sort picks another element only where the two are within
+#: the error of each other): their forward output's absolute error is bounded by their inputs', flips
+#: included, so it is judged whole — a few wrong elements there are a fault (a tile left out, a bound
+#: ignored), not rounding. ``L``: √2 where two arguments compete elementwise (maximum, a clamp by a
+#: tensor); 3 for a max pool, whose overlapping windows (3×3, stride 1) may pick the same element;
+#: hardswish's steepest slope 1.5. Their gradients do jump: a backward call keeps the flip allowance.
+LIPSCHITZ = {
+    **dict.fromkeys(("relu", "relu6", "leaky_relu", "hardtanh", "hardsigmoid", "elu", "abs", "sort", "topk",
+                     "kthvalue", "median", "nanmedian"), 1.0),
+    **dict.fromkeys(("max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
+                     "clamp_max", "hardswish"), 1.5),
+    **dict.fromkeys(_MAX_POOLS, 3.0),
+}
 
 
 def op_name(op: str) -> str:
@@ -123,10 +143,26 @@ def op_name(op: str) -> str:
     return op.lower().strip("_")
 
 
-def flip_allowance(op: str, e_in: float) -> float:
-    """The relative error a threshold op may show from its inputs' error ``e_in`` (0 for other ops, and
-    a tiny positive value for a threshold op with exact inputs: its output is then judged robustly)."""
-    return math.sqrt(2 * e_in) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
+def flip_allowance(op: str, flipped: float) -> float:
+    """The relative error a threshold op may show when a fraction ``flipped`` of its elements flip (0 for
+    other ops, and a tiny positive value for a threshold op with exact inputs: its output is then judged
+    robustly)."""
+    return math.sqrt(2 * flipped) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
+
+
+def flip_fraction(inputs: Sequence[Operand], backward: bool) -> float:
+    """The fraction of elements a threshold may flip: its arguments' relative error ``e`` (values spread
+    smoothly around a threshold: about that fraction lie within the error of it), or the measured
+    fraction of elements positive on one side only, whichever is larger (values that sit exactly at a
+    threshold of 0 — a ReLU after a cancellation to exact zeros — flip by half whatever ``e``). For a
+    backward call the threshold is applied to its saved forward tensors, not to the incoming gradients."""
+    out = 0.0
+    for o in inputs:
+        e = o.errors
+        out = max(out, e.rel)
+        if e.numel > 0 and not (backward and o.same_kind):
+            out = max(out, e.sign_flips / e.numel)
+    return out
 
 
 def amplification(op: str, inputs: Sequence[Operand], backward: bool = False) -> float:
@@ -218,7 +254,8 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs, backward)
-    flips = flip_allowance(op, e_in)
+    lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
+    flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(inputs, backward))
     product = None if backward else CONTRACTIONS.get(op_name(op))
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
@@ -230,7 +267,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
             cancel = contraction_kappa(product, inputs, y) if product else None
             if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
                 k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
-            err, allowed = judge_output(y, e_in, _additive(adders, y) * gain, k, flips)
+            err, allowed = judge_output(y, e_in, _additive(adders, y) * gain * (lipschitz or 1.0), k, flips)
         if y.from_stats:
             allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)

@@ -37,7 +37,7 @@ def _run(n, b):
                                         (np.float64, np.float64), (np.float16, np.float32)])
 def test_the_pass_gives_numpys_values(dn, db):
     n, b = _pair(dn, db)
-    (bad, top, rel_top, low, high), x, y, d = _run(n, b)
+    (bad, top, rel_top, low, high, flips), x, y, d = _run(n, b)
     wx, wy = n.astype(np.float64), b.astype(np.float64)
     wd = np.abs(wx - wy)
     denominator = np.abs(wy)
@@ -49,6 +49,7 @@ def test_the_pass_gives_numpys_values(dn, db):
     assert (top, rel_top) == (wd.max(), rel.max())
     assert (low, high) == (np.count_nonzero(rel < THOUSANDTH), np.count_nonzero(rel < FIVE_THOUSANDTHS))
     assert 0 < low < high < n.size
+    assert flips == np.count_nonzero((wx > 0) != (wy > 0))
 
 
 def test_every_float16_widens_exactly():
@@ -111,3 +112,12 @@ def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
            "NUMBA_CACHE_LOCATOR_CLASSES": "numba.core.caching.IPythonCacheLocator"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["NullCache", "1.000000000000"]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_elements_positive_on_one_side_only_are_counted(dtype):
+    """Where a ReLU's mask differs: a sign flip, or 0 against a positive value (0 against a negative
+    one does not flip a ReLU)."""
+    b = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 2.0, -3.0, 1e-3], dtype)
+    n = np.array([1.0, 1.0, 1e-3, -1e-3, 0.0, -2.0, -3.0, 0.0], dtype)
+    assert _run(n, b)[0][5] == 4

@@ -227,3 +227,36 @@ def test_a_product_whose_terms_cancel_may_amplify_its_inputs_error(calls):
     assert growth > 100 and calls.suspects() == []  # the noise grew a hundredfold, honestly
     calls.call("Torch_matmul", 1, "forward", [(an, a), (w, w)], [(yn * 1.05, y)])
     assert calls.suspects() == [("Torch_matmul_1_forward", GROWTH)]
+
+
+def test_a_relu_or_clamp_that_leaves_a_few_elements_wrong_is_a_fault(calls):
+    """relu and clamp move no more than their input: a few wrong elements are no flip, whatever the
+    robust error (which leaves them out) says."""
+    x = RNG.standard_normal(1040).astype(np.float32)
+    xn = _noisy(x)
+    y = np.maximum(xn, 0)
+    y[-6:] = xn[-6:]  # the last partial tile never processed
+    calls.call("Functional_relu", 0, "forward", [(xn, x)], [(y, np.maximum(x, 0))])
+    assert calls.row("Functional_relu_0_forward_output.0").result.errors.robust < 1e-5
+    z = (3 * RNG.standard_normal(320)).astype(np.float32)
+    z[:2] = [-6.5, -7.0]
+    zn = _noisy(z)
+    # the NPU clamp ignores its lower bound
+    calls.call("Torch_clamp", 0, "forward", [(zn, z)], [(np.minimum(zn, 5), np.clip(z, -5, 5))])
+    assert calls.suspects() == [("Functional_relu_0_forward", GROWTH), ("Torch_clamp_0_forward", GROWTH)]
+
+
+def test_values_sitting_exactly_at_a_relu_threshold_may_flip_by_half(calls):
+    """Centred features that are constant over the batch are exactly 0 on the bench and ±1e-7 on the
+    NPU: half of them flip the ReLU's gradient mask, whatever the input's relative error."""
+    x = RNG.standard_normal((64, 32)).astype(np.float32)
+    x[:, :4] = 0.0
+    xn = _noisy(x)
+    xn[:, :4] = (1e-7 * RNG.standard_normal((64, 4))).astype(np.float32)
+    g = RNG.standard_normal((64, 32)).astype(np.float32)
+    calls.call("Functional_relu", 0, "forward", [(xn, x)], [(np.maximum(xn, 0), np.maximum(x, 0))])
+    calls.call("Functional_relu", 0, "backward", [(g, g)], [(g * (xn > 0), g * (x > 0))])
+    out = calls.row("Functional_relu_0_backward_output.0").result.errors
+    assert out.robust > 0.1  # too many flips for the robust error to set aside
+    assert calls.row("Functional_relu_0_forward_input.0").result.errors.sign_flips > 64
+    assert calls.suspects() == []
