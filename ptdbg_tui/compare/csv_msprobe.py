@@ -94,12 +94,28 @@ def _number(cell: str) -> str:
         return cell
 
 
+#: msprobe rounds a Cosine above this to 6 decimals (``CompareConst.COSINE_THRESHOLD``); below it
+#: keeps 12. ptdbg's rule, a Cosine above 0.99999 printed as 1.0, would hide a 0.999996.
+MSPROBE_COS_ROUND_ABOVE = 0.9999
+
+
+def _cosine(cell: str, cos: float | None) -> str:
+    """msprobe's Cosine cell: 12 decimals, or 6 above 0.9999 (``alg_cosine_similarity``)."""
+    if cos is None or cell in ("", NAN, UNSUPPORTED):
+        return _number(cell)
+    value = float(f"{cos:.12f}")
+    if value > MSPROBE_COS_ROUND_ABOVE:
+        value = round(value, 6)
+    return repr(value)
+
+
 def _tensor_cells(row: Row) -> list[str]:
     r = row.result
     n, b = row.npu, row.bench
     if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
         return [UNSUPPORTED] * 6
     cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
+    cos = _cosine(r.cells[0], r.cosine)
     euc = repr(r.euc_dist) if r.euc_dist is not None and cos != UNSUPPORTED else UNSUPPORTED
     return [cos, euc, mae, rel, r1, r5]
 

@@ -32,6 +32,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.naming import BACKWARD, OUTPUT
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 MODES = ("auto", "exact", "fuzzy", "align")
@@ -99,14 +100,46 @@ def _kind_of(rec: TensorRecord) -> str:
     return rec.entry.kind if rec.entry is not None else ""
 
 
+def _gradients(records: Sequence[TensorRecord]) -> dict[Hashable, list[int]]:
+    """Per backward call, its recorded gradients (top-level ``output`` entries with a value), in order."""
+    out: dict[Hashable, list[int]] = defaultdict(list)
+    for i, rec in enumerate(records):
+        e = rec.entry
+        if e is not None and e.direction == BACKWARD and e.kind == OUTPUT and len(e.path) <= 1 \
+                and not rec.is_none:
+            out[_call_of(rec)].append(i)
+    return out
+
+
+def _gradient_ordinals(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
+                       call_pair: Mapping[Hashable, Hashable]) -> Pairs:
+    """Mixed pairs: the gradients of two paired backward calls, k-th present with k-th present, where
+    their shapes agree. msprobe and the original number a backward's gradients in its autograd
+    node's order, ours by forward argument position, and for most ops both orders list the
+    differentiable arguments alike: layer_norm's weight/bias gradients are ``.1/.2`` there and
+    ``.2/.3`` here (``normalized_shape`` is an argument, not a gradient), so pairing by path would
+    put the bias against the weight (both ``[C]``)."""
+    npu_grads, bench_grads = _gradients(npu), _gradients(bench)
+    pairs: Pairs = {}
+    for nc, bc in call_pair.items():
+        for i, j in zip(npu_grads.get(nc, ()), bench_grads.get(bc, ()), strict=False):
+            if _shape(npu[i]) == _shape(bench[j]):
+                pairs[i] = j
+    return pairs
+
+
 def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs) -> Pairs:
     """Mixed pairs: keep the pairs of equal shapes; then, within calls that were paired, pair the
     entries left over by kind and shape, k-th with k-th."""
     call_pair: dict[Hashable, Hashable] = {}
     for i, j in pairs.items():
         call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
-    kept = {i: j for i, j in pairs.items() if _shape(npu[i]) == _shape(bench[j])}
+    kept = _gradient_ordinals(npu, bench, call_pair)
     used = set(kept.values())
+    for i, j in pairs.items():
+        if i not in kept and j not in used and _shape(npu[i]) == _shape(bench[j]):
+            kept[i] = j
+            used.add(j)
     waiting: dict[Hashable, deque[int]] = defaultdict(deque)
     for j, rec in enumerate(bench):
         if j not in used:

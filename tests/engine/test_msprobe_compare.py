@@ -140,3 +140,39 @@ def test_msprobe_against_ours_pairs_by_the_normalised_key(match):
     assert len(pairs) == 54
     assert o.diagnosis.culprit.call == CULPRIT
     assert not any(r.fuzzy for r in o.rows if r.matched and r.npu.entry.key == r.bench.entry.key)
+
+
+# --- real dumps of other models (tests/fixtures/msprobe/make_realdumps.py: a faulty gelu forward) ---
+
+
+def test_custom_function_and_inplace_ops_every_cell_of_msprobes_csv(tmp_path):
+    """A custom autograd.Function and in-place ops (``mul_``, ``add_``, ``relu_``); the gelu scales by
+    1.01 on the NPU. Cosines just below 1 (0.999996) print as msprobe prints them, not as ptdbg's 1.0."""
+    out = tmp_path / "out"
+    base = MSPROBE / "custom_inplace"
+    assert main(["compare", str(base / "npu"), str(base / "bench"), "-o", str(out), "--jobs", "1",
+                 "--no-progress"]) == 0
+    (path,) = out.glob("compare_result_*.csv")
+    ours = {r["NPU Name"]: r for r in _csv(path)}
+    theirs = _csv(base / "msprobe_compare.csv")
+    assert any(r["Cosine"] == "0.999996" for r in theirs)
+    for row in theirs:
+        mine = ours[row["NPU Name"]]
+        assert {c: mine[c] for c in SAME["tensor"]} == {c: row[c] for c in SAME["tensor"]}, row["NPU Name"]
+    (o,) = compare_dumps(base / "npu", base / "bench", jobs=1)
+    assert o.diagnosis.culprit.call == "Functional.gelu.0.forward"
+
+
+@pytest.mark.parametrize("match", ["exact", "align", "fuzzy", "auto"])
+def test_msprobe_against_ours_pairs_layer_norms_weight_and_bias_gradients(match):
+    """msprobe numbers layer_norm's gradients (input, weight, bias) .0/.1/.2, ours by argument
+    position .0/.2/.3: the bias must not pair with the weight (both [8])."""
+    base = MSPROBE / "mixed_layer_norm"
+    (o,) = compare_dumps(base / "npu", base / "bench", jobs=1, match=match)
+    pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched}
+    assert pairs["Functional.layer_norm.0.backward.output.1"] == "Functional_layer_norm_0_backward_output.2"
+    assert pairs["Functional.layer_norm.0.backward.output.2"] == "Functional_layer_norm_0_backward_output.3"
+    assert pairs["Functional.conv1d.0.backward.output.1"] == "Functional_conv1d_0_backward_output.1"
+    assert pairs["Functional.linear.0.backward.output.0"] == "Functional_linear_0_backward_output.2"  # bias
+    assert o.diagnosis.culprit.call == "Functional.gelu.0.forward"
+    assert "Functional.layer_norm.0.backward" not in {s.call for s in o.diagnosis.suspects}
