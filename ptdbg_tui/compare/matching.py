@@ -128,9 +128,21 @@ def _gradient_ordinals(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord
     return pairs
 
 
+#: Ops whose backward msprobe and the original record at their last autograd node rather than the op's
+#: own gradient: cross_entropy's ``output.0`` there is nll_loss's (the log-probabilities' gradient),
+#: ours the logits'. Same shape, different tensors: a mixed pair leaves them unpaired.
+INNER_NODE_BACKWARD = frozenset({"cross_entropy"})
+
+
+def _inner_node_gradient(rec: TensorRecord) -> bool:
+    e = rec.entry
+    return e is not None and e.direction == BACKWARD and e.kind == OUTPUT and e.op in INNER_NODE_BACKWARD
+
+
 def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs) -> Pairs:
     """Mixed pairs: keep the pairs of equal shapes; then, within calls that were paired, pair the
-    entries left over by kind and shape, k-th with k-th."""
+    entries left over by kind and shape, k-th with k-th. Gradients that the tools record at different
+    autograd nodes (:data:`INNER_NODE_BACKWARD`) stay unpaired."""
     call_pair: dict[Hashable, Hashable] = {}
     for i, j in pairs.items():
         call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
@@ -151,7 +163,7 @@ def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pai
         queue = waiting.get((other, _kind_of(rec), _shape(rec))) if other is not None else None
         if queue:
             kept[i] = queue.popleft()
-    return kept
+    return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}
 
 
 def _is_noise(rec: TensorRecord) -> bool:

@@ -176,3 +176,6 @@ def test_msprobe_against_ours_pairs_layer_norms_weight_and_bias_gradients(match)
     assert pairs["Functional.linear.0.backward.output.0"] == "Functional_linear_0_backward_output.2"  # bias
     assert o.diagnosis.culprit.call == "Functional.gelu.0.forward"
     assert "Functional.layer_norm.0.backward" not in {s.call for s in o.diagnosis.suspects}
+    # msprobe's cross_entropy backward output is nll_loss's gradient, ours the logits': never paired
+    assert "Functional.cross_entropy.0.backward.output.0" not in pairs
+    assert "Functional.cross_entropy.0.backward" not in {s.call for s in o.diagnosis.suspects}
