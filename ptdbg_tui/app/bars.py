@@ -19,6 +19,7 @@ from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.diagnosis import Suspect
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.updates import FOUND
 
 Styles = Mapping[str, Style]
@@ -184,7 +185,8 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
     fail = styles.get("fail", Style())
     total = len(suspects)
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
-    out = [seg(Text.assemble((head + " ", fail), (suspect.call, fail + Style(bold=True))), 0)]
+    where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
+    out = [seg(Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True))), 0)]
     module = module_of(node)
     if module:
         out.append(seg(module, 1))

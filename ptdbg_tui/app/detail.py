@@ -211,16 +211,15 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
     rows = model.call_rows(call)
     name = rows[0].record.call if rows else call.key
     parts: list[RenderableType] = [Text(name, style=styles.get("title", Style()))]
-    suspects = [node for _, node in model.suspects()]
+    suspects = model.suspects()
+    mine = [(k, suspect) for k, (suspect, node) in enumerate(suspects) if node == call]
+    for k, suspect in mine:  # an error that entered before the call may come with one of its own
+        head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
+        parts.append(Text(f"{head}: {suspect.finding}", style=styles.get("fail", Style())))
     evidence = model.evidence(call)
-    if evidence is not None:
-        if call in suspects:
-            k = suspects.index(call)
-            head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
-            head += ": introduces error — "
-        else:
-            head = ("introduces error: " if evidence.introduces else
-                    "no error of its own: " if evidence.judgement is not None else "not judged: ")
+    if evidence is not None and not (mine and evidence.introduces):
+        head = ("introduces error: " if evidence.introduces else
+                "no error of its own: " if evidence.judgement is not None else "not judged: ")
         parts.append(Text(head + evidence.text,
                           style=styles.get("fail" if evidence.introduces else "head", Style())))
     info = model.infos.get(call.pair)

@@ -17,8 +17,18 @@ from dataclasses import dataclass, field
 
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS, Judgement, Operand, judge, op_name
-from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS, EntryName
+from ptdbg_tui.compare.propagation import (
+    ENTERS,
+    GROWTH,
+    NAN_ORIGIN,
+    ZEROS,
+    Judgement,
+    Operand,
+    judge,
+    judge_entry,
+    op_name,
+)
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
@@ -39,7 +49,8 @@ MODULE_PREFIX = "Module"
 OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
-_KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output"}
+_KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output",
+               ENTERS: "error enters before it, outside the dumped calls"}
 
 CallKey = tuple[str, int, str]  # (api, index, direction)
 
@@ -69,7 +80,7 @@ class Suspect:
     call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
     api: str
     direction: str
-    kind: str  # GROWTH, NAN_ORIGIN or ZEROS
+    kind: str  # GROWTH, NAN_ORIGIN, ZEROS, or ENTERS (its input got the error before the call)
     score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
     evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
     judgement: Judgement
@@ -88,10 +99,15 @@ class Suspect:
         return next(named, self.rows[0] if self.rows else None)
 
     @property
+    def finding(self) -> str:
+        """What it did and the numbers: "introduces error — inputs …"."""
+        return f"{_KIND_WORDS[self.kind]} — {self.evidence}"
+
+    @property
     def text(self) -> str:
         site = self.site
         where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
-        return f"{self.call} ({self.direction}): {_KIND_WORDS[self.kind]} — {self.evidence}{where}"
+        return f"{self.call} ({self.direction}): {self.finding}{where}"
 
 
 @dataclass(slots=True)
@@ -163,6 +179,9 @@ def evidence_text(j: Judgement) -> str:
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
     if j.kind == ZEROS:
         return f"{j.output} is all zeros where the bench is not: {head}"
+    if j.kind == ENTERS:
+        return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
+                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: {_times(j.score)}")
     return f"{head}, allowed {fmt_error(j.allowed)}: {_times(j.score)}"
 
 
@@ -270,14 +289,46 @@ def _call_name(rows: Sequence[Row]) -> str:
     return first.record.call
 
 
+def _entering(members: Sequence[Row], before: float) -> Judgement | None:
+    """The worst activation of a forward call (its first argument) whose error entered before it."""
+    worst = None
+    for row in members:
+        entry, errors = _entry(row), _errors(row)
+        if entry is None or errors is None or entry.kind != INPUT or entry.path[:1] != (0,):
+            continue
+        j = judge_entry(row.name, errors, before)
+        if j is not None and (worst is None or j.score > worst.score):
+            worst = j
+    return worst
+
+
+def _largest_error(members: Sequence[Row], before: float) -> float:
+    for row in members:
+        errors = _errors(row)
+        if errors is not None and not errors.exact and math.isfinite(errors.rel):
+            before = max(before, errors.rel)
+    return before
+
+
 def diagnose(rows: Sequence[Row]) -> Diagnosis:
     """Judge every call of one pair's rows (in execution order) and rank the suspects."""
     calls = _Calls(rows)
     diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None))
     found: list[Suspect] = []
+    before = 0.0  # the largest error of the forward tensors dumped so far
+    previous = ""  # the forward call dumped last
     for key, members in calls.rows.items():
         entry = calls.entry[key]
         name = _call_name(members)
+        if entry.direction == FORWARD and op_name(_op(entry)) not in RANDOM_OPS:
+            entering = _entering(members, before)
+            if entering is not None:
+                after = f"; it entered after {previous}" if previous else "; it entered before the first call"
+                found.append(Suspect(name, entry.api, entry.direction, ENTERS, entering.score,
+                                     evidence_text(entering) + after, entering, list(members),
+                                     _stack(members), min(r.seq for r in members)))
+            before = _largest_error(members, before)
+            previous = name
         verdict = _judge_call(calls, key)
         if not isinstance(verdict, Judgement):
             diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")

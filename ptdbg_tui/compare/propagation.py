@@ -52,6 +52,12 @@ U_FP32 = 2.0**-24
 GROWTH = "growth"
 NAN_ORIGIN = "nan"
 ZEROS = "zeros"
+ENTERS = "enters"
+#: An activation that carries this many times more error than every tensor dumped before it (and its
+#: dtype's rounding) got it outside the dumped calls. Larger than ``MARGIN``: what an undumped honest
+#: step may do there (slice out the part where the error sits, subtract near-equal values) is not
+#: measured.
+ENTRY_MARGIN = MARGIN * MARGIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +282,18 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     score, err, allowed, name, y = best
     kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
     return Judgement(e_in, err, allowed, score, kind, name, partial)
+
+
+def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:
+    """Error that enters between dumped calls: ``x`` (an activation a forward call takes) against
+    ``before``, the largest relative error of every tensor dumped before it in this step. ``None``
+    unless it introduces error (the undumped code before the call — a dump at module level, a dump
+    of a few APIs, a fault in code no hook sees)."""
+    if x.exact or x.from_stats or x.new_nonfinite or not math.isfinite(x.rel):
+        return None
+    allowed = ENTRY_MARGIN * (before + ROUNDINGS * x.floor + ACCUMULATION * min(x.floor, U_FP32))
+    score = _score(x.rel, allowed)
+    return Judgement(before, x.rel, allowed, score, ENTERS, name) if score > 1 else None
 
 
 def _score(err: float, allowed: float) -> float:

@@ -12,7 +12,7 @@ from ptdbg_tui.compare.diagnosis import diagnose
 from ptdbg_tui.compare.errors import floor_of, trim_count, unit_roundoff
 from ptdbg_tui.compare.metrics import compare_arrays
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.propagation import GROWTH, NAN_ORIGIN, ZEROS
+from ptdbg_tui.compare.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS
 from ptdbg_tui.compare.tasks import summary_result
 from ptdbg_tui.formats.stats import array_stats
 
@@ -260,3 +260,21 @@ def test_values_sitting_exactly_at_a_relu_threshold_may_flip_by_half(calls):
     assert out.robust > 0.1  # too many flips for the robust error to set aside
     assert calls.row("Functional_relu_0_forward_input.0").result.errors.sign_flips > 64
     assert calls.suspects() == []
+
+
+def test_error_that_enters_between_dumped_calls_is_named_at_the_call_it_reaches(calls):
+    """A module-level dump, or a fault in code no hook sees: the activation a call takes carries far
+    more error than anything dumped before it. A few times more (what undumped honest steps do) is
+    not a fault."""
+    x = RNG.standard_normal(4096).astype(np.float32)
+    y = np.tanh(x)
+    yn = _noisy(y)
+    calls.call("Module_conv", 0, "forward", [(_noisy(x), x)], [(yn, y)])
+    grown = _noisy(y, rel=5e-6)  # undumped steps made the noise grow fivefold
+    calls.call("Module_norm", 0, "forward", [(grown, y)], [(np.tanh(grown), np.tanh(y))])
+    assert calls.suspects() == []
+    wrong = (1.01 * y).astype(np.float32)  # a 1% fault between the dumped calls
+    calls.call("Module_head", 0, "forward", [(wrong, y)], [(np.tanh(wrong), np.tanh(y))])
+    (suspect,) = diagnose(calls.rows).suspects
+    assert (suspect.call, suspect.kind) == ("Module_head_0_forward", ENTERS)
+    assert "after Module_norm_0_forward" in suspect.evidence

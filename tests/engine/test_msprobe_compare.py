@@ -13,6 +13,7 @@ import pytest
 
 from ptdbg_tui.cli import main
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -179,3 +180,15 @@ def test_msprobe_against_ours_pairs_layer_norms_weight_and_bias_gradients(match)
     # msprobe's cross_entropy backward output is nll_loss's gradient, ours the logits': never paired
     assert "Functional.cross_entropy.0.backward.output.0" not in pairs
     assert "Functional.cross_entropy.0.backward" not in {s.call for s in o.diagnosis.suspects}
+
+
+def test_a_module_level_dump_names_where_the_error_enters_between_modules():
+    """msprobe L0 dumps modules only; the faulty gelu runs in the root module's forward, between the
+    conv and the norm: no dumped call introduces the error, it enters before the norm."""
+    base = MSPROBE / "l0_between_modules"
+    (o,) = compare_dumps(base / "npu", base / "bench", jobs=1)
+    culprit = o.diagnosis.culprit
+    assert culprit is not None and culprit.kind == ENTERS
+    assert culprit.call == "Module.norm.LayerNorm.forward.0"
+    assert "after Module.conv.Conv1d.forward.0" in culprit.evidence
+    assert culprit.site is not None and culprit.site[1:2] == ("33",)  # h = self.norm(h.transpose(1, 2))
