@@ -1,6 +1,6 @@
 """How often does the diagnosis name the faulty call? Fault scenarios with ground truth.
 
-    python bench/diagnosis.py [--seeds 0 1 2] [--heldout] [--only NAME ...] [--keep DIR] [--list]
+    python bench/diagnosis.py [--seeds 0 1 2] [--heldout | --heldout2] [--only NAME ...] [--keep DIR] [--list]
 
 Builds every scenario of ``bench/diagnosis_scenarios`` (a real torch model dumped twice on CPU
 with the project's dumper: bench, and NPU = bench + 1e-6 noise [+ fp16/bf16] + one injected
@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
 from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
 from diagnosis_scenarios.heldout import HELDOUT
+from diagnosis_scenarios.heldout2 import HELDOUT2
 
 from ptdbg_tui.compare.cells import NO
 from ptdbg_tui.compare.diagnosis import CallEvidence
@@ -212,6 +213,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps under DIR/seedS/NAME/{npu,bench}")
     p.add_argument("--heldout", action="store_true",
                    help="the held-out scenarios (diagnosis_scenarios/heldout.py) instead of the library")
+    p.add_argument("--heldout2", action="store_true",
+                   help="the second held-out set (diagnosis_scenarios/heldout2.py) instead of the library")
     p.add_argument("--list", action="store_true", help="list the scenarios and their ground truth, then exit")
     p.add_argument("--summary", action="store_true",
                    help="compare the recorded statistics only, as for a summary_only dump")
@@ -220,7 +223,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    pool = HELDOUT if args.heldout else SCENARIOS
+    pool = HELDOUT2 if args.heldout2 else HELDOUT if args.heldout else SCENARIOS
     unknown = [n for n in args.only or () if n not in pool]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)}; --list shows them", file=sys.stderr)
