@@ -89,6 +89,13 @@ def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
 
+def _all_finite(stats: list[float | None]) -> bool:
+    """No NaN/Inf among the elements, as far as the statistics tell: max and min are elements (a mean
+    or a norm of finite values may overflow, e.g. over many ``finfo.min``); without them, all four."""
+    extremes = [v for v in stats[:2] if v is not None]
+    return all(_finite(v) for v in extremes or [v for v in stats if v is not None])
+
+
 def stats_errors(npu: TensorRecord, bench: TensorRecord) -> ErrorMeasures | None:
     """Statistics mode: the error estimated from max, min, mean and l2norm.
 
@@ -101,8 +108,7 @@ def stats_errors(npu: TensorRecord, bench: TensorRecord) -> ErrorMeasures | None
     n = [npu.stat(i) for i in range(4)]
     b = [bench.stat(i) for i in range(4)]
     numel = max(1, npu.numel)
-    n_ok = all(_finite(v) for v in n if v is not None)
-    b_ok = all(_finite(v) for v in b if v is not None)
+    n_ok, b_ok = _all_finite(n), _all_finite(b)
     magnitude = max((abs(v) for v in b[:3] if _finite(v)), default=0.0)
     rel = 0.0
     for i, (nv, bv) in enumerate(zip(n, b, strict=True)):

@@ -9,7 +9,7 @@ import pytest
 
 from ptdbg_tui.compare.cells import NO, YES
 from ptdbg_tui.compare.diagnosis import diagnose
-from ptdbg_tui.compare.errors import floor_of, trim_count, unit_roundoff
+from ptdbg_tui.compare.errors import floor_of, stats_errors, trim_count, unit_roundoff
 from ptdbg_tui.compare.metrics import compare_arrays
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS
@@ -278,3 +278,14 @@ def test_error_that_enters_between_dumped_calls_is_named_at_the_call_it_reaches(
     (suspect,) = diagnose(calls.rows).suspects
     assert (suspect.call, suspect.kind) == ("Module_head_0_forward", ENTERS)
     assert "after Module_norm_0_forward" in suspect.evidence
+
+
+def test_statistics_see_a_new_inf_though_the_bench_mean_overflows(record):
+    """Masked scores filled with finfo.min: the bench's mean and norm overflow, its max and min do not;
+    the NPU's -inf minimum is a new non-finite value all the same."""
+    big = float(np.finfo(np.float32).min)
+    name = "Tensor_masked_fill_0_forward_output"
+    bench = record(name, shape=[4, 148], stats=[0.89, big, -math.inf, math.inf])
+    npu = record(name, shape=[4, 148], stats=[0.89, -math.inf, -math.inf, math.inf])
+    assert stats_errors(npu, bench).new_nonfinite == 1
+    assert stats_errors(bench, bench).new_nonfinite == 0
