@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ptdbg_tui.compare.diagnosis import Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.propagation import ENTERS
 
 COLLECTIVE_PREFIX = "Distributed"
 
@@ -42,8 +43,9 @@ class RankVerdict:
 
     @property
     def received(self) -> bool:
-        """The rank's first suspect is a collective: the error came from another rank."""
-        return self.suspect is not None and is_collective(self.suspect.api)
+        """The rank's first suspect is a collective, or error entering outside the dumped calls (a
+        collective no hook saw): the error came from another rank, or from code not dumped."""
+        return self.suspect is not None and (is_collective(self.suspect.api) or self.suspect.kind == ENTERS)
 
     @property
     def name(self) -> str:
@@ -53,6 +55,8 @@ class RankVerdict:
     def text(self) -> str:
         if self.suspect is None:
             return f"{self.name}: no suspect"
+        if self.suspect.kind == ENTERS:
+            return f"{self.name}: the error enters outside the dumped calls, before {self.suspect.call}"
         if self.received:
             return f"{self.name}: receives the error through {self.suspect.call}"
         return f"{self.name}: {self.suspect.text}"

@@ -97,14 +97,15 @@ def write_seed_pair(root: str | os.PathLike[str], seed: int = 0, noise: float = 
 
 def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int = 3,
                      faulty_rank: int | None = 3, faulty_layer: int = 1, width: int = 32, rows: int = 8,
-                     seed: int = 0, noise: float = 1e-7) -> tuple[Path, Path]:
+                     seed: int = 0, noise: float = 1e-7, collectives: bool = True) -> tuple[Path, Path]:
     """A tensor-parallel job dumped on both sides (``root/npu``, ``root/bench``; step 0, ``ranks`` ranks).
 
     Each layer: every rank multiplies the same input by its own weight shard
     (``Functional_linear_L``), the partial results are summed across ranks (``Distributed_all_reduce_L``)
     and the sum goes through ``Torch_tanh_L`` into the next layer. On the NPU side every tensor carries
     ``noise``; on ``faulty_rank`` the linear of ``faulty_layer`` is 5% off, which every rank then
-    receives through that layer's all_reduce. Returns the two dump roots.
+    receives through that layer's all_reduce (dumped unless ``collectives`` is False). Returns the two
+    dump roots.
     """
     rng = np.random.default_rng(seed)
     roots = Path(root) / "npu", Path(root) / "bench"
@@ -133,8 +134,9 @@ def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int =
             put(r, f"{lin}_input.0", x, npu_x)
             put(r, f"{lin}_input.1", weights[layer][r])
             put(r, f"{lin}_output", partial[r], npu_partial[r])
-            put(r, f"{red}_input.0", partial[r], npu_partial[r])
-            put(r, f"{red}_output.0", total, npu_total)
+            if collectives:
+                put(r, f"{red}_input.0", partial[r], npu_partial[r])
+                put(r, f"{red}_output.0", total, npu_total)
             put(r, f"{act}_input.0", total, npu_total)
             put(r, f"{act}_output", out, npu_out)
         x, npu_x = out, npu_out

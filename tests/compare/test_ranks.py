@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.compare.ranks import is_collective
 from ptdbg_tui.engine.batch import compare_dumps, report_text
 from ptdbg_tui.formats.layout import rank_dir_path
@@ -50,6 +51,18 @@ def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
     run = compare_dumps(npu, bench, jobs=1)
     assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
     assert "Distributed_all_reduce_1_forward on rank0 (step0)" in run.ranks.headline
+
+
+def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp_path):
+    """Without dumped all_reduces the other ranks' error enters outside the dumped calls: they
+    received it, and the faulty rank is still the first divergent one."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=2, collectives=False)
+    run = compare_dumps(npu, bench, jobs=1)
+    assert run.ranks.first is not None and run.ranks.first.view.rank == 2
+    others = [v for v in run.ranks.verdicts if v.view.rank != 2]
+    assert all(v.received and v.suspect.kind == ENTERS for v in others)
+    assert "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward" in \
+        report_text(run)
 
 
 def test_collectives_of_both_grammars():
