@@ -289,12 +289,13 @@ def _call_name(rows: Sequence[Row]) -> str:
     return first.record.call
 
 
-def _entering(members: Sequence[Row], before: float) -> Judgement | None:
-    """The worst activation of a forward call (its first argument) whose error entered before it."""
+def _entering(members: Sequence[Row], before: float, backward: bool) -> Judgement | None:
+    """The worst input of a call whose error entered before it: a forward call's activation (its first
+    argument), a backward call's incoming gradients."""
     worst = None
     for row in members:
         entry, errors = _entry(row), _errors(row)
-        if entry is None or errors is None or entry.kind != INPUT or entry.path[:1] != (0,):
+        if entry is None or errors is None or entry.kind != INPUT or not (backward or entry.path[:1] == (0,)):
             continue
         j = judge_entry(row.name, errors, before)
         if j is not None and (worst is None or j.score > worst.score):
@@ -315,20 +316,23 @@ def diagnose(rows: Sequence[Row]) -> Diagnosis:
     calls = _Calls(rows)
     diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None))
     found: list[Suspect] = []
-    before = 0.0  # the largest error of the forward tensors dumped so far
-    previous = ""  # the forward call dumped last
+    before = {FORWARD: 0.0, BACKWARD: 0.0}  # per direction, the largest error dumped so far
+    previous = {FORWARD: "", BACKWARD: ""}  # per direction, the call dumped last
     for key, members in calls.rows.items():
         entry = calls.entry[key]
         name = _call_name(members)
-        if entry.direction == FORWARD and op_name(_op(entry)) not in RANDOM_OPS:
-            entering = _entering(members, before)
+        way = entry.direction
+        if op_name(_op(entry)) not in RANDOM_OPS:
+            entering = _entering(members, before[way], way == BACKWARD)
             if entering is not None:
-                after = f"; it entered after {previous}" if previous else "; it entered before the first call"
-                found.append(Suspect(name, entry.api, entry.direction, ENTERS, entering.score,
+                after = (f"; it entered after {previous[way]}" if previous[way] else
+                         f"; it entered before the first {way} call")
+                found.append(Suspect(name, entry.api, way, ENTERS, entering.score,
                                      evidence_text(entering) + after, entering, list(members),
-                                     _stack(members), min(r.seq for r in members)))
-            before = _largest_error(members, before)
-            previous = name
+                                     _stack(calls.forward_of(key)) or _stack(members),
+                                     min(r.seq for r in members)))
+            before[way] = _largest_error(members, before[way])
+            previous[way] = name
         verdict = _judge_call(calls, key)
         if not isinstance(verdict, Judgement):
             diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")
