@@ -289,3 +289,20 @@ def test_statistics_see_a_new_inf_though_the_bench_mean_overflows(record):
     npu = record(name, shape=[4, 148], stats=[0.89, -math.inf, -math.inf, math.inf])
     assert stats_errors(npu, bench).new_nonfinite == 1
     assert stats_errors(bench, bench).new_nonfinite == 0
+
+
+def test_a_gradient_that_no_dumped_backward_explains_entered_between_them(calls):
+    """An op no hook sees (msprobe does not hook _VF.lstm on CPU) gets its gradient wrong: the next
+    dumped backward call's incoming gradient carries error no dumped gradient before it had."""
+    x = RNG.standard_normal(2048).astype(np.float32)
+    y = np.tanh(x)
+    calls.call("Torch_tanh", 0, "forward", [(_noisy(x), x)], [(_noisy(y), y)])
+    calls.call("Torch_exp", 0, "forward", [(_noisy(y), y)], [(_noisy(np.exp(y)), np.exp(y))])
+    g = RNG.standard_normal(2048).astype(np.float32)
+    gx = (g * np.exp(y)).astype(np.float32)
+    calls.call("Torch_exp", 0, "backward", [(_noisy(g), g)], [(_noisy(gx), gx)])
+    wrong = (1.3 * gx).astype(np.float32)  # the undumped op between them
+    calls.call("Torch_tanh", 0, "backward", [(wrong, gx)], [(wrong * (1 - y**2), gx * (1 - y**2))])
+    (suspect,) = diagnose(calls.rows).suspects
+    assert (suspect.call, suspect.kind, suspect.direction) == ("Torch_tanh_0_backward", ENTERS, "backward")
+    assert "after Torch_exp_0_backward" in suspect.evidence
