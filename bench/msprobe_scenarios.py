@@ -10,7 +10,7 @@ ground truth: the msprobe call names (``Functional.gelu.1.forward``) where the e
 Compare them with ``bench/msprobe_diagnosis.py DIR`` (the project's venv).
 
 This script only dumps: it needs torch and msprobe, never ptdbg_tui (msprobe is no dependency of
-the project). The models are copies of a few of ``bench/diagnosis_scenarios``.
+the project). The models and training steps are ``bench/diagnosis_scenarios/models.py``'s.
 
 A fault keeps the autograd graph of the true op (a plain ``lambda x: 1.01 * F.gelu(x)`` would add
 a ``mul`` node, and msprobe records the backward of the node the output hangs from): a forward
@@ -34,6 +34,7 @@ wrapped them: msprobe records an API called outside any other API (a backward) a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import math
@@ -45,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -61,169 +63,26 @@ NOISE = 1e-6
 MODEL_SEED = 0
 VOCAB = 40
 
-# --- models (copies of bench/diagnosis_scenarios/models.py) ---------------------------------------
+# --- models: bench/diagnosis_scenarios/models.py (torch only), loaded by path: the package itself
+# imports the project's dumper, which this venv does not have
+
+def _load_models() -> ModuleType:
+    path = Path(__file__).resolve().parent / "diagnosis_scenarios" / "models.py"
+    spec = importlib.util.spec_from_file_location("scenario_models", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
-def trained_affine(norm: nn.Module) -> None:
-    with torch.no_grad():
-        norm.weight.uniform_(0.5, 1.5)
-        norm.bias.uniform_(-0.2, 0.2)
-
-
-class Mlp(nn.Module):
-    def __init__(self, widths: list[int], act: nn.Module, gain: float = 1.0) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
-        self.act = act
-        with torch.no_grad():
-            for layer in self.layers:
-                layer.weight.mul_(gain)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i < len(self.layers) - 1:
-                x = self.act(x)
-        return x
-
-
-class ResMlp(nn.Module):
-    def __init__(self, width: int, blocks: int) -> None:
-        super().__init__()
-        self.fc1 = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
-        self.fc2 = nn.ModuleList(nn.Linear(width, width) for _ in range(blocks))
-        self.relu = nn.ReLU(inplace=True)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for fc1, fc2 in zip(self.fc1, self.fc2, strict=True):
-            x = x + fc2(self.relu(fc1(x)))
-        return x
-
-
-class ConvBnNet(nn.Module):
-    def __init__(self, classes: int = 5) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(8)
-        self.pool = nn.MaxPool2d(2)
-        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.bn2 = nn.BatchNorm2d(16)
-        self.relu = nn.ReLU(inplace=True)
-        self.fc = nn.Linear(16, classes)
-        for bn in (self.bn1, self.bn2):
-            trained_affine(bn)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.pool(self.relu(self.bn1(self.conv1(x))))
-        x = self.relu(self.bn2(self.conv2(x)))
-        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
-
-
-class Upsampler(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(4, 8, 3, padding=1)
-        self.conv2 = nn.Conv2d(8, 2, 3, padding=1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.tanh(self.conv1(x))
-        return self.conv2(F.interpolate(x, scale_factor=2.0, mode="nearest"))
-
-
-class Block(nn.Module):
-    """A pre-LN transformer block: attention (matmul, softmax, matmul, or sdpa) and a GELU MLP."""
-
-    def __init__(self, dim: int = 16, fused_attention: bool = False) -> None:
-        super().__init__()
-        self.ln1 = nn.LayerNorm(dim)
-        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
-        self.o = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.up = nn.Linear(dim, 2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
-        self.fused_attention = fused_attention
-        self.scale = 1 / math.sqrt(dim)
-        for ln in (self.ln1, self.ln2):
-            trained_affine(ln)
-
-    def attention(self, h: torch.Tensor) -> torch.Tensor:
-        if self.fused_attention:
-            return F.scaled_dot_product_attention(self.q(h), self.k(h), self.v(h), is_causal=True)
-        scores = torch.matmul(self.q(h), self.k(h).transpose(-2, -1)) * self.scale
-        return torch.matmul(F.softmax(scores, dim=-1), self.v(h))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.o(self.attention(self.ln1(x)))
-        return x + self.down(F.gelu(self.up(self.ln2(x))))
-
-
-class TinyLm(nn.Module):
-    def __init__(self, vocab: int = VOCAB, dim: int = 16, depth: int = 1, **block: Any) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.blocks = nn.ModuleList(Block(dim, **block) for _ in range(depth))
-        self.head = nn.Linear(dim, vocab)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
-
-
-class LstmTagger(nn.Module):
-    def __init__(self, vocab: int = VOCAB, dim: int = 16, hidden: int = 24, tags: int = 6) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.lstm = nn.LSTM(dim, hidden, batch_first=True)
-        self.head = nn.Linear(hidden, tags)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        out, _ = self.lstm(self.embed(tokens))
-        return self.head(out)
-
-
-class PositiveHead(nn.Module):
-    """Features, a softplus (a positive rate, as in a Poisson or variance head), its log."""
-
-    def __init__(self, dim: int = 16) -> None:
-        super().__init__()
-        self.fc = nn.Linear(dim, dim)
-        self.head = nn.Linear(dim, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rate = F.softplus(self.fc(x))
-        return self.head(torch.log(rate))
-
-
-# --- training steps -------------------------------------------------------------------------------
-
-
-def regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
-    F.mse_loss(model(x), target).backward()
-
-
-def aux_regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
-    (0.03 * F.mse_loss(model(x), target)).backward()
-
-
-def classify(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
-    F.cross_entropy(model(x), labels).backward()
-
-
-def language_model(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> None:
-    F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten(), ignore_index=0).backward()
-
-
-def tagging(model: nn.Module, tokens: torch.Tensor, tags: torch.Tensor) -> None:
-    F.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
-
-
-@dataclass
-class Workload:
-    model: nn.Module
-    inputs: tuple[torch.Tensor, ...]
-    step: Callable[..., None]
+_models = _load_models()
+VOCAB, Workload, nudge = _models.VOCAB, _models.Workload, _models.nudge
+Mlp, ResMlp, ConvBnNet = _models.Mlp, _models.ResMlp, _models.ConvBnNet
+Upsampler, TinyLm = _models.Upsampler, _models.TinyLm
+LstmTagger, PositiveHead = _models.LstmTagger, _models.PositiveHead
+regression, aux_regression, classify = _models.regression, _models.aux_regression, _models.classify
+language_model, tagging = _models.language_model, _models.tagging
 
 
 def tiny_lm(depth: int = 1, **block: Any) -> Workload:
@@ -252,7 +111,8 @@ def deep_mlp() -> Workload:
 
 
 def conv_net() -> Workload:
-    return Workload(ConvBnNet(), (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))), classify)
+    net = ConvBnNet(bias_before_bn=True)
+    return Workload(net, (torch.randn(4, 3, 8, 8), torch.randint(0, 5, (4,))), classify)
 
 
 def upsampler() -> Workload:
@@ -261,7 +121,7 @@ def upsampler() -> Workload:
 
 def lstm_tagger() -> Workload:
     tokens, tags = torch.randint(0, VOCAB, (2, 10)), torch.randint(0, 6, (2, 10))
-    return Workload(LstmTagger(), (tokens, tags), tagging)
+    return Workload(LstmTagger(hidden=24, layers=1), (tokens, tags), tagging)
 
 
 def positive_head() -> Workload:
@@ -597,14 +457,6 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 # --- dumping --------------------------------------------------------------------------------------
 
 
-def _nudge(w: Workload, seed: int) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for t in [*w.inputs, *w.model.parameters()]:
-            if t.is_floating_point():
-                t.mul_(1 + NOISE * torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
-
-
 def dump_side(scenario: Scenario, out: Path, side: str) -> None:
     from msprobe.pytorch import PrecisionDebugger
 
@@ -612,7 +464,7 @@ def dump_side(scenario: Scenario, out: Path, side: str) -> None:
     torch.manual_seed(MODEL_SEED)
     w = scenario.build()
     if npu:
-        _nudge(w, zlib.crc32(scenario.name.encode()))
+        nudge([*w.inputs, *w.model.parameters()], zlib.crc32(scenario.name.encode()), NOISE)
         if scenario.npu_dtype is not None:
             w = Workload(w.model.to(scenario.npu_dtype),
                          tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in w.inputs),

@@ -31,13 +31,21 @@ from torch import nn
 
 from diagnosis_scenarios import faults
 from diagnosis_scenarios.faults import Api, Grads, backward, install, on_argument, only, recomputed
-from diagnosis_scenarios.library import classify, language_model, regression, tagging
-from diagnosis_scenarios.models import Mlp, ResConvNet, ResMlp, TinyLm, trained_affine
-from diagnosis_scenarios.scenario import Scenario, Workload
+from diagnosis_scenarios.models import (
+    VOCAB,
+    LstmTagger,
+    Mlp,
+    ResConvNet,
+    ResMlp,
+    TinyLm,
+    classify,
+    language_model,
+    regression,
+    tagging,
+    trained_affine,
+)
+from diagnosis_scenarios.scenario import Scenario, Workload, truth
 from dumper.faults import perturbation
-
-VOCAB = 40
-
 
 # --- models --------------------------------------------------------------------------------------
 
@@ -151,22 +159,6 @@ class TwoBranch(nn.Module):
         return self.head(torch.cat([torch.tanh(self.a(x)), F.relu(self.b(x))], dim=1))
 
 
-class AvgPoolNet(nn.Module):
-    """conv, a 3x3 stride-1 average pool that excludes the padding from the count, conv, mean, linear."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
-        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
-        self.fc = nn.Linear(8, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.tanh(self.conv1(x))
-        x = F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False)
-        x = F.relu(self.conv2(x))
-        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
-
-
 class CosineClassifier(nn.Module):
     """Features and class prototypes both L2-normalised (``F.normalize``), cosine logits times 10."""
 
@@ -228,16 +220,21 @@ class LayerScaleMlp(nn.Module):
 
 
 class ConvPoolNet(nn.Module):
-    """conv-ReLU, 2x2 max pool, conv-ReLU, average pool, linear (no BatchNorm)."""
+    """conv, a pool, conv-ReLU, average pool, linear (no BatchNorm). ``avg``: tanh and a 3x3 stride-1
+    average pool that excludes the padding from the count; else ReLU and a 2x2 max pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, avg: bool = False) -> None:
         super().__init__()
+        self.avg = avg
         self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
         self.fc = nn.Linear(8, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        if self.avg:
+            x = F.avg_pool2d(torch.tanh(self.conv1(x)), 3, stride=1, padding=1, count_include_pad=False)
+        else:
+            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.relu(self.conv2(x))
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
@@ -253,20 +250,6 @@ class ResTanh(nn.Module):
         for fc in self.fc:
             x = x + torch.tanh(fc(x))
         return x
-
-
-class LstmTagger(nn.Module):
-    """Token embedding, a 2-layer LSTM, a per-token classifier."""
-
-    def __init__(self, vocab: int = VOCAB, dim: int = 16, hidden: int = 32, tags: int = 6) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab, dim)
-        self.lstm = nn.LSTM(dim, hidden, num_layers=2, batch_first=True)
-        self.head = nn.Linear(hidden, tags)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        out, _ = self.lstm(self.embed(tokens))
-        return self.head(out)
 
 
 class Centered(nn.Module):
@@ -377,7 +360,7 @@ def two_branch(side: str) -> Workload:
 
 
 def avg_pool_net(side: str) -> Workload:
-    return _w(AvgPoolNet(), torch.randn(2, 3, 8, 8), torch.randint(0, 5, (2,)), step=classify)
+    return _w(ConvPoolNet(avg=True), torch.randn(2, 3, 8, 8), torch.randint(0, 5, (2,)), step=classify)
 
 
 def cosine_classifier(side: str) -> Workload:
@@ -568,100 +551,96 @@ def round_up_bf16(fn: Api, *args: Any, **kwargs: Any) -> torch.Tensor:
     return torch.where(near.float() < exact, up, near)
 
 
-def _truth(*calls: str) -> frozenset[str]:
-    return frozenset(calls)
-
-
 # --- the scenarios -------------------------------------------------------------------------------
 
 FAULTS = [
     Scenario("ho_addmm_bias_dropped",
              "2nd of 3 torch.addmm calls drops its bias (beta=0; biases ~U(-0.5, 0.5))",
-             addmm_mlp, _truth("Torch_addmm_1_forward"),
+             addmm_mlp, truth("Torch_addmm_1_forward"),
              install(torch, "addmm", only(addmm_bias_dropped, nth=1))),
     Scenario("ho_baddbmm_query_grad",
              "attention scores with torch.baddbmm(position bias, q, kᵀ): backward perturbs q's gradient "
              "(10%)",
-             biased_attention, _truth("Torch_baddbmm_0_backward"),
+             biased_attention, truth("Torch_baddbmm_0_backward"),
              install(torch, "baddbmm", backward(on_argument(1, perturbation(0.1, 21))))),
     Scenario("ho_layer_norm_eps_1e-3",
              "layer_norm on activations of variance ~1e-2 uses eps 1e-3 instead of 1e-5: outputs ~4% small",
-             small_variance_ln, _truth("Functional_layer_norm_0_forward"),
+             small_variance_ln, truth("Functional_layer_norm_0_forward"),
              install(F, "layer_norm", layer_norm_eps_1e3)),
     Scenario("ho_tanh_2nd_scaled_1e-3",
              "2nd of 3 torch.tanh calls returns 1.001x its value",
-             tanh_mlp, _truth("Torch_tanh_1_forward"),
+             tanh_mlp, truth("Torch_tanh_1_forward"),
              install(torch, "tanh", only(faults.scaled(1.001), nth=1))),
     Scenario("ho_conv1d_input_grad_10pct",
              "2nd (dilated) conv1d's backward perturbs its input gradient (10%), weight/bias grads exact",
-             tcn, _truth("Functional_conv1d_1_backward"),
+             tcn, truth("Functional_conv1d_1_backward"),
              install(F, "conv1d", only(backward(on_argument(0, perturbation(0.1, 22))), nth=1))),
     Scenario("ho_exp_poisson_loss",
              "torch.exp in a hand-written Poisson NLL: each element off by up to 0.3% (a fast-exp kernel)",
-             poisson_mlp, _truth("Torch_exp_0_forward"),
+             poisson_mlp, truth("Torch_exp_0_forward"),
              install(torch, "exp", faults.noisy(0.003))),
     Scenario("ho_softplus_backward_beta",
              "softplus(beta=2)'s backward ignores beta: sigmoid(x) instead of sigmoid(2x)",
-             softplus_head, _truth("Functional_softplus_0_backward"),
+             softplus_head, truth("Functional_softplus_0_backward"),
              install(F, "softplus", backward(softplus_backward_beta_1))),
     Scenario("ho_masked_fill_zero",
              "causal mask's Tensor.masked_fill writes 0 instead of -1e4: the future is attended",
-             causal_attention, _truth("Tensor_masked_fill_0_forward"),
+             causal_attention, truth("Tensor_masked_fill_0_forward"),
              install(torch.Tensor, "masked_fill", fill_with_zero)),
     Scenario("ho_cat_swapped",
              "torch.cat of two 16-feature branches returns them in the wrong order",
-             two_branch, _truth("Torch_cat_0_forward"),
+             two_branch, truth("Torch_cat_0_forward"),
              install(torch, "cat", cat_swapped)),
     Scenario("ho_avg_pool_count_include_pad",
              "avg_pool2d(3, stride 1, pad 1) ignores count_include_pad=False: border windows divide by 9",
-             avg_pool_net, _truth("Functional_avg_pool2d_0_forward"),
+             avg_pool_net, truth("Functional_avg_pool2d_0_forward"),
              install(F, "avg_pool2d", pad_counted)),
     Scenario("ho_normalize_eps_in_sqrt",
              "F.normalize as x / sqrt(|x|^2 + 1e-4) on features of norm ~0.3 (and on prototypes of norm ~6)",
-             cosine_classifier, _truth("Functional_normalize_0_forward", "Functional_normalize_1_forward"),
+             cosine_classifier, truth("Functional_normalize_0_forward", "Functional_normalize_1_forward"),
              install(F, "normalize", normalize_eps_in_sqrt)),
     Scenario("ho_clamp_min_ignored",
              "torch.clamp(logits, -5, 5) applies the upper bound only: the cap binds rarely, 2-3 of 320 "
              "logits below -5 come out unclamped (off by up to 1.7)",
-             lambda side: capped_logits(5.0), _truth("Torch_clamp_0_forward"),
+             lambda side: capped_logits(5.0), truth("Torch_clamp_0_forward"),
              install(torch, "clamp", clamp_min_ignored)),
     Scenario("ho_clamp_min_ignored_often",
              "torch.clamp(logits, -1.5, 1.5) applies the upper bound only: ~20% of the logits unclamped",
-             lambda side: capped_logits(1.5), _truth("Torch_clamp_0_forward"),
+             lambda side: capped_logits(1.5), truth("Torch_clamp_0_forward"),
              install(torch, "clamp", clamp_min_ignored)),
     Scenario("ho_bmm_weight_grad_only",
              "grouped linear with torch.bmm: backward perturbs the weight gradient (5%), input grad exact",
-             grouped_linear, _truth("Torch_bmm_0_backward"),
+             grouped_linear, truth("Torch_bmm_0_backward"),
              install(torch, "bmm", backward(on_argument(1, perturbation(0.05, 23))))),
     Scenario("ho_silu_3rd_of_5_2pct",
              "3rd of 5 F.silu calls off by up to 2% per element",
-             silu_mlp5, _truth("Functional_silu_2_forward"),
+             silu_mlp5, truth("Functional_silu_2_forward"),
              install(F, "silu", only(faults.noisy(0.02), nth=2))),
     Scenario("ho_layer_scale_mul_1.001",
              "2nd of 3 layer-scale torch.mul calls returns 1.001x (a scalar scale off by 0.1%)",
-             layer_scale, _truth("Torch_mul_1_forward"),
+             layer_scale, truth("Torch_mul_1_forward"),
              install(torch, "mul", only(faults.scaled(1.001), nth=1))),
     Scenario("ho_max_pool_backward_top_left",
              "max_pool2d(2)'s backward routes every window's gradient to its top-left element",
-             conv_pool_net, _truth("Functional_max_pool2d_0_backward"),
+             conv_pool_net, truth("Functional_max_pool2d_0_backward"),
              install(F, "max_pool2d", backward(max_pool_to_top_left))),
     Scenario("ho_residual_branch_input_grad_zero",
              "2nd block's fc2 (4th linear) returns a zero input gradient; its weight/bias grads exact and "
              "the skip connection carries most of the gradient on",
-             res_mlp, _truth("Functional_linear_3_backward"),
+             res_mlp, truth("Functional_linear_3_backward"),
              install(F, "linear", only(backward(on_argument(0, faults.zero_grad)), nth=3))),
     Scenario("ho_fp16_silu_3rd_of_5_2pct",
              "whole NPU run in fp16; 3rd of 5 F.silu calls off by up to 2% per element (~40 fp16 ulps)",
-             silu_mlp5, _truth("Functional_silu_2_forward"),
+             silu_mlp5, truth("Functional_silu_2_forward"),
              install(F, "silu", only(faults.noisy(0.02), nth=2)), npu_dtype=torch.float16),
     Scenario("ho_relu_last_tile_unprocessed",
              "1st F.relu (1,040 elements, tiles of 256) never processes its last partial tile: 16 elements "
              "keep their input, ~8 negative ones pass through",
-             wide_relu_mlp, _truth("Functional_relu_0_forward"),
+             wide_relu_mlp, truth("Functional_relu_0_forward"),
              install(F, "relu", only(tail_unprocessed(256), nth=0))),
     Scenario("ho_topk_router_drops_second",
              "MoE router's torch.topk(k=2) returns the 1st and 3rd largest logits and their experts",
-             moe, _truth("Torch_topk_0_forward", "Torch_topk_0_backward"),
+             moe, truth("Torch_topk_0_forward", "Torch_topk_0_backward"),
              install(torch, "topk", topk_skips_second)),
 ]
 

@@ -50,9 +50,8 @@ from diagnosis_scenarios.faults import (
     part,
     recomputed,
 )
-from diagnosis_scenarios.library import classify, regression
-from diagnosis_scenarios.models import ConvBnNet, Mlp, trained_affine
-from diagnosis_scenarios.scenario import NPU, Scenario, Workload
+from diagnosis_scenarios.models import ConvBnNet, Mlp, classify, regression, trained_affine
+from diagnosis_scenarios.scenario import NPU, Scenario, Workload, truth
 from dumper.faults import perturbation
 
 VOCAB = 50
@@ -729,103 +728,99 @@ def group_weight_grad_zero(group: int, groups: int) -> faults.GradFix:
     return fix
 
 
-def _truth(*calls: str) -> frozenset[str]:
-    return frozenset(calls)
-
-
 # --- the scenarios -------------------------------------------------------------------------------
 
 FAULTS = [
     Scenario("h2_depthwise_conv_one_channel",
              "MobileNet block: the depthwise conv2d (groups=16) returns channel 5 (one group) 1.03x",
-             mobile_block, _truth("Functional_conv2d_1_forward"),
+             mobile_block, truth("Functional_conv2d_1_forward"),
              install(F, "conv2d", only(channel_scaled(5, 1.03), nth=1))),
     Scenario("h2_grouped_conv_weight_grad_one_group",
              "ResNeXt-style grouped conv2d (4 groups): backward returns a zero weight gradient for group 2",
-             grouped_conv, _truth("Functional_conv2d_1_backward"),
+             grouped_conv, truth("Functional_conv2d_1_backward"),
              install(F, "conv2d", only(backward(group_weight_grad_zero(2, 4)), nth=1))),
     Scenario("h2_conv_transpose_weight_grad_halved",
              "decoder's stride-2 conv_transpose2d: backward halves the weight gradient (input grad exact)",
-             transpose_decoder, _truth("Functional_conv_transpose2d_0_backward"),
+             transpose_decoder, truth("Functional_conv_transpose2d_0_backward"),
              install(F, "conv_transpose2d", backward(on_argument(1, faults.divided(2.0))))),
     Scenario("h2_einsum_reversed_contraction",
              "2nd of 3 torch.einsum calls (probs @ V) pairs key k with value 9-k",
-             einsum_attention, _truth("Torch_einsum_1_forward"),
+             einsum_attention, truth("Torch_einsum_1_forward"),
              install(torch, "einsum", only(v_reversed, nth=1))),
     Scenario("h2_std_unbiased_flipped",
              "hand-written standardisation's torch.std divides by n = 64 instead of n - 1 (0.8% small)",
-             standardized, _truth("Torch_std_0_forward"),
+             standardized, truth("Torch_std_0_forward"),
              install(torch, "std", std_biased)),
     Scenario("h2_cumprod_last_factor",
              "survival curve torch.cumprod over 12 intervals: the last element misses its factor",
-             survival, _truth("Torch_cumprod_0_forward"),
+             survival, truth("Torch_cumprod_0_forward"),
              install(torch, "cumprod", last_factor_skipped)),
     Scenario("h2_fp16_logsumexp_overflow",
              "whole NPU run in fp16; torch.logsumexp without the max shift on logits up to ~20: exp "
              "overflows, the loss is inf (the Inf origin)",
-             energy_classifier, _truth("Torch_logsumexp_0_forward"),
+             energy_classifier, truth("Torch_logsumexp_0_forward"),
              install(torch, "logsumexp", logsumexp_unshifted), npu_dtype=torch.float16),
     Scenario("h2_interpolate_align_corners",
              "bilinear F.interpolate computed with align_corners=True where False is asked",
-             bilinear_up, _truth("Functional_interpolate_0_forward"),
+             bilinear_up, truth("Functional_interpolate_0_forward"),
              install(F, "interpolate", align_corners_flipped)),
     Scenario("h2_grid_sample_grid_grad_zero",
              "spatial transformer: F.grid_sample's backward returns a zero gradient for the grid (the input "
              "gradient exact): the localisation net learns nothing",
-             spatial_transformer, _truth("Functional_grid_sample_0_backward"),
+             spatial_transformer, truth("Functional_grid_sample_0_backward"),
              install(F, "grid_sample", backward(on_argument(1, faults.zero_grad)))),
     Scenario("h2_smooth_l1_backward_beta",
              "F.smooth_l1_loss(beta=0.5)'s backward forgets 1/beta in the quadratic zone",
-             smooth_l1_mlp, _truth("Functional_smooth_l1_loss_0_backward"),
+             smooth_l1_mlp, truth("Functional_smooth_l1_loss_0_backward"),
              install(F, "smooth_l1_loss", backward(smooth_l1_without_beta))),
     Scenario("h2_kl_div_backward_mean",
              "distillation F.kl_div(batchmean)'s backward divides by all 160 elements, not the batch of 16 "
              "(gradient 10x small, cosine 1)",
-             student, _truth("Functional_kl_div_0_backward"),
+             student, truth("Functional_kl_div_0_backward"),
              install(F, "kl_div", backward(on_argument(0, faults.divided(10.0))))),
     Scenario("h2_embedding_padding_idx_grad",
              "F.embedding(padding_idx=0)'s backward does not zero the padding row: it gets the summed "
              "gradient of 28 padding tokens",
-             bag_of_tokens, _truth("Functional_embedding_0_backward"),
+             bag_of_tokens, truth("Functional_embedding_0_backward"),
              install(F, "embedding", backward(padding_row_not_zeroed))),
     Scenario("h2_batch_norm_eval_stats",
              "2nd BatchNorm's training forward normalises with its running statistics (eval mode)",
-             bn_net, _truth("Functional_batch_norm_1_forward"),
+             bn_net, truth("Functional_batch_norm_1_forward"),
              install(F, "batch_norm", only(eval_mode_stats, nth=1))),
     Scenario("h2_rms_norm_eps",
              "F.rms_norm on activations of mean square ~1e-3 uses eps 1e-5 instead of 1e-6 (~0.5% small)",
-             rms_mlp, _truth("Functional_rms_norm_0_forward"),
+             rms_mlp, truth("Functional_rms_norm_0_forward"),
              install(F, "rms_norm", rms_norm_eps_1e5)),
     Scenario("h2_masked_fill_neg_inf",
              "causal + left-padding mask: Tensor.masked_fill writes -inf instead of finfo.min, so the 5 "
              "fully masked query rows are NaN after softmax (uniform on the bench)",
-             padded_attention, _truth("Tensor_masked_fill_0_forward"),
+             padded_attention, truth("Tensor_masked_fill_0_forward"),
              install(torch.Tensor, "masked_fill", fill_neg_inf)),
     Scenario("h2_bf16_matmul_bf16_accumulation",
              "whole NPU run in bf16; torch.matmul with k = 4096 accumulates in bf16 instead of fp32 (a "
              "precision fault: error grows with k)",
-             wide_projection, _truth("Torch_matmul_0_forward"),
+             wide_projection, truth("Torch_matmul_0_forward"),
              install(torch, "matmul", bf16_accumulation), npu_dtype=torch.bfloat16),
     Scenario("h2_fp16_sum_fp16_accumulation",
              "whole NPU run in fp16; torch.sum over 25,600 pixels per sample accumulates in fp16 (stalls)",
-             pixel_head, _truth("Torch_sum_0_forward"),
+             pixel_head, truth("Torch_sum_0_forward"),
              install(torch, "sum", fp16_accumulation), npu_dtype=torch.float16),
     Scenario("h2_tanh_17th_of_20",
              "hand-written 20-step RNN: the 17th torch.tanh call off by up to 1% per element",
-             hand_rnn, _truth("Torch_tanh_16_forward"),
+             hand_rnn, truth("Torch_tanh_16_forward"),
              install(torch, "tanh", only(faults.noisy(0.01), nth=16))),
     Scenario("h2_sigmoid_backward_tiny_grads",
              "gate's torch.sigmoid backward perturbed (20%); loss weight 1e-5, gradients ~1e-7",
-             gated_tiny, _truth("Torch_sigmoid_0_backward"),
+             gated_tiny, truth("Torch_sigmoid_0_backward"),
              install(torch, "sigmoid", backward(perturbation(0.2, 31)))),
     Scenario("h2_second_iteration_gelu",
              "two training iterations in the dumped step; only the 2nd iteration's first F.gelu is off by up "
              "to 1% (the 3rd of 4 gelu calls)",
-             two_step_mlp, _truth("Functional_gelu_2_forward"),
+             two_step_mlp, truth("Functional_gelu_2_forward"),
              install(F, "gelu", only(faults.noisy(0.01), nth=2))),
     Scenario("h2_scatter_add_not_atomic",
              "GNN message passing: torch.scatter_add writes instead of adding (one message per node kept)",
-             graph, _truth("Torch_scatter_add_0_forward"),
+             graph, truth("Torch_scatter_add_0_forward"),
              install(torch, "scatter_add", no_atomic_add)),
 ]
 

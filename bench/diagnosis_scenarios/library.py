@@ -22,6 +22,7 @@ from torch import nn
 from diagnosis_scenarios import faults
 from diagnosis_scenarios.faults import backward, forward, install, on_argument, only, part
 from diagnosis_scenarios.models import (
+    VOCAB,
     AnchorPicker,
     BiasMlp,
     CausalMeanPool,
@@ -35,29 +36,20 @@ from diagnosis_scenarios.models import (
     RmsNormNet,
     TinyLm,
     Upsampler,
+    aux_regression,
+    classify,
+    language_model,
+    regression,
+    tagging,
 )
 from diagnosis_scenarios.scenario import BENCH, Scenario, Workload
 from dumper.faults import faulty, perturbation
 from ptdbg_tui import demo
 
-VOCAB = 40
 LAST_TWO_CHANNELS = (slice(None), [14, 15])  # of 16
 
 
 # --- training steps ------------------------------------------------------------------------------
-
-
-def regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
-    F.mse_loss(model(x), target).backward()
-
-
-def aux_regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
-    """An auxiliary loss weighted 0.03: every gradient of the model is small (~1e-4)."""
-    (0.03 * F.mse_loss(model(x), target)).backward()
-
-
-def classify(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
-    F.cross_entropy(model(x), labels).backward()
 
 
 def classify_smoothed(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
@@ -70,18 +62,8 @@ def classify_log_softmax_by_hand(model: nn.Module, x: torch.Tensor, labels: torc
     (1024.0 * F.nll_loss(logp, labels)).backward()
 
 
-def tagging(model: nn.Module, tokens: torch.Tensor, tags: torch.Tensor) -> None:
-    F.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
-
-
 def picking(model: nn.Module, x: torch.Tensor, anchors: torch.Tensor, labels: torch.Tensor) -> None:
     F.cross_entropy(model(x, anchors), labels).backward()
-
-
-def language_model(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> None:
-    """Next-token loss; target 0 is padding and is ignored."""
-    logits = model(tokens)
-    F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0).backward()
 
 
 def centernet_step(model: nn.Module, x: torch.Tensor, heat: torch.Tensor, size: torch.Tensor,

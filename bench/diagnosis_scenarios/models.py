@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -312,3 +315,79 @@ class GruTagger(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         out, _ = self.gru(self.embed(tokens))
         return self.head(out)
+
+
+#: Token ids of the language and tagging models.
+VOCAB = 40
+
+
+@dataclass
+class Workload:
+    """A model, its inputs and one training step (forward, loss, backward)."""
+
+    model: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    step: Callable[..., Any]  # step(model, *inputs)
+
+
+def nudge(tensors: Iterable[torch.Tensor], seed: int, noise: float) -> None:
+    """The NPU run's inputs and weights: each float tensor times ``1 + noise * randn`` (seeded)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for t in tensors:
+            if t.is_floating_point():
+                t.mul_(1 + noise * torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
+
+
+class LstmTagger(nn.Module):
+    """Token embedding, an LSTM of ``layers`` layers, a per-token classifier."""
+
+    def __init__(self, vocab: int = VOCAB, dim: int = 16, hidden: int = 32, tags: int = 6,
+                 layers: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, tags)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        out, _ = self.lstm(self.embed(tokens))
+        return self.head(out)
+
+
+class PositiveHead(nn.Module):
+    """Features, a softplus (a positive rate, as in a Poisson or variance head), its log."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.head = nn.Linear(dim, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rate = F.softplus(self.fc(x))
+        return self.head(torch.log(rate))
+
+
+# --- training steps -------------------------------------------------------------------------------
+
+
+def regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
+    F.mse_loss(model(x), target).backward()
+
+
+def aux_regression(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> None:
+    """An auxiliary loss weighted 0.03: every gradient of the model is small (~1e-4)."""
+    (0.03 * F.mse_loss(model(x), target)).backward()
+
+
+def classify(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> None:
+    F.cross_entropy(model(x), labels).backward()
+
+
+def tagging(model: nn.Module, tokens: torch.Tensor, tags: torch.Tensor) -> None:
+    F.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
+
+
+def language_model(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> None:
+    """Next-token loss; target 0 is padding and is ignored."""
+    logits = model(tokens)
+    F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0).backward()

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
+from diagnosis_scenarios.models import Workload, nudge
 from dumper import PrecisionDebugger
 
 #: Relative noise of the NPU run: far below every pass threshold.
@@ -20,15 +20,6 @@ NOISE = 1e-6
 #: Seed of the model weights and inputs, the same on both sides.
 MODEL_SEED = 0
 NPU, BENCH = "npu", "bench"
-
-
-@dataclass
-class Workload:
-    """A model, its inputs and one training step (forward, loss, backward)."""
-
-    model: nn.Module
-    inputs: tuple[torch.Tensor, ...]
-    step: Callable[..., Any]  # step(model, *inputs)
 
 
 @dataclass(frozen=True)
@@ -56,12 +47,13 @@ class Scenario:
         return replace(self, name=f"{self.name}_off", what=what, truth=frozenset(), fault=None)
 
 
+def truth(*calls: str) -> frozenset[str]:
+    """The ground truth: the calls (as the NPU dump names them) where the error starts."""
+    return frozenset(calls)
+
+
 def _nudge(w: Workload, seed: int) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for t in [*w.inputs, *w.model.parameters()]:
-            if t.is_floating_point():
-                t.mul_(1 + NOISE * torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.dtype))
+    nudge([*w.inputs, *w.model.parameters()], seed, NOISE)
 
 
 def _cast(w: Workload, dtype: torch.dtype) -> Workload:
