@@ -39,6 +39,7 @@ from ptdbg_tui.formats.layout import (
     discover,
     no_dump_message,
     pair_dumps,
+    same_dump_note,
     scan,
     statistics_only_note,
     unpaired_notes,
@@ -306,6 +307,8 @@ def _side_notes(o: PairOutcome) -> list[str]:
             notes.append(f"the {role} dump file {dump.pkl} holds no entries")
         elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
             notes.append(f"{role} dump {dump.pkl}: {repeats}")
+    if same := same_dump_note(o.npu, o.bench):
+        notes.append(same)
     return notes
 
 

@@ -31,6 +31,7 @@ from ptdbg_tui.formats.layout import (
     RankDump,
     no_dump_message,
     pair_dumps,
+    same_dump_note,
     scan,
     statistics_only_note,
     steps_and_ranks,
@@ -310,6 +311,9 @@ class LiveEngine:
                     self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
                 elif repeats := side.repeats():
                     self._note(f"{pair.info.label}: {role} dump {side.dump.pkl}: {repeats}")
+            if pair.npu is not None and pair.bench is not None and (
+                    same := same_dump_note(pair.npu.dump, pair.bench.dump)):
+                self._note(f"{pair.info.label}: {same}")
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return

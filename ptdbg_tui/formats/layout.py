@@ -253,6 +253,19 @@ def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
     return "; ".join(notes) or None
 
 
+def same_dump_note(npu: RankDump, bench: RankDump) -> str | None:
+    """The two sides are one and the same dump file (the same path twice, or a link): every row
+    then compares equal to itself, which says nothing about the NPU run."""
+    try:
+        same = os.path.samefile(npu.pkl, bench.pkl)
+    except OSError:
+        return None
+    if not same:
+        return None
+    return (f"the NPU and bench dumps are the same file ({npu.pkl}): each row is compared with itself, "
+            "so every row passes")
+
+
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:
     steps = sorted({d.step for d in dumps}, key=lambda s: -1 if s is None else s)
     ranks = sorted({d.rank for d in dumps}, key=lambda r: -1 if r is None else r)

@@ -254,33 +254,62 @@ def _module_item(call: str) -> tuple[str, str]:
     return (path, cls)
 
 
-def module_chains(construct: Any) -> dict[str, ModuleChain]:
-    """construct.json's parent links as, per node, the chain of modules around it (outermost first).
+class ModuleTree:
+    """construct.json's parent links, and per node, on demand, the chain of modules around it
+    (outermost first). A module's own chain ends with itself. Parents may be ``null``, ``""`` or
+    Megatron's ``[parent, micro step]``; any other value is no parent.
 
-    A module's own chain ends with itself. Parents may be ``null``, ``""`` or Megatron's
-    ``[parent, micro step]``.
+    Chains are computed when asked for, not for every node up front: a parent chain 100k deep (or a
+    cycle) costs at most :data:`MAX_DEPTH` steps per node asked, never nodes × depth at load.
     """
-    if not isinstance(construct, dict):
-        return {}
-    parent: dict[str, str | None] = {}
-    for node, up in construct.items():
-        if isinstance(up, list):
-            up = up[0] if up else None
-        parent[str(node)] = str(up) if up else None
-    chains: dict[str, ModuleChain] = {}
-    for node in parent:
-        chain: list[tuple[str, str]] = []
-        seen = {node}
-        up = parent[node] if not node.startswith("Module.") else node
-        while up is not None and len(chain) < MAX_DEPTH:
-            chain.append(_module_item(up))
-            up = parent.get(up)
+
+    def __init__(self, construct: Any = None, name: Any = str) -> None:
+        self.parent: dict[str, str | None] = {}
+        if isinstance(construct, dict):
+            for node, up in construct.items():
+                if isinstance(up, list):
+                    up = up[0] if up else None
+                self.parent[name(str(node))] = name(str(up)) if isinstance(up, str) and up else None
+        self._chains: dict[str, ModuleChain] = {}
+        self._items: dict[str, tuple[str, str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.parent)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ModuleTree) and self.parent == other.parent
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _item(self, node: str) -> tuple[str, str]:
+        item = self._items.get(node)
+        if item is None:
+            item = self._items[node] = _module_item(node)
+        return item
+
+    def get(self, node: str) -> ModuleChain | None:
+        """The chain of modules around ``node``; ``None`` for a node construct.json does not hold."""
+        chain = self._chains.get(node)
+        if chain is not None or node not in self.parent:
+            return chain
+        items: list[tuple[str, str]] = []
+        up = self.parent[node] if not node.startswith("Module.") else node
+        seen = {node, up}  # each module once, in a cycle too
+        while up is not None and len(items) < MAX_DEPTH:
+            items.append(self._item(up))
+            up = self.parent.get(up)
             if up in seen:
                 break
             if up is not None:
                 seen.add(up)
-        chains[node] = tuple(reversed(chain))
-    return chains
+        chain = self._chains[node] = tuple(reversed(items))
+        return chain
+
+
+def module_chains(construct: Any) -> dict[str, ModuleChain]:
+    """Every node's chain of modules (see :class:`ModuleTree`)."""
+    tree = ModuleTree(construct)
+    return {node: tree.get(node) or () for node in tree.parent}
 
 
 # --- reading files that are rewritten whole ---------------------------------------------------
@@ -322,6 +351,7 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
             data = f.read()
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark (an editor's): not JSON's
     try:
         return data.decode("utf-8"), ident
     except UnicodeDecodeError:  # kept byte-exact as surrogate escapes; shown with U+FFFD (see undecodable)
@@ -386,10 +416,11 @@ class MsprobeFollower:
         self._pending: deque[tuple[str, str]] = deque()
         self._idents: dict[str, tuple[int, int, int, int] | None] = {}
         self._stacks: dict[str, StackRecord] = {}
-        self.chains: dict[str, ModuleChain] = {}
+        self.chains = ModuleTree()
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
         self._errors: dict[str, str] = {}  # the last error of each file that could not be read
+        self._modules_problem = ""  # why construct.json cannot be read now
 
     def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
         """The new text of one of the folder's files, or ``None`` if unchanged or not ready."""
@@ -424,6 +455,9 @@ class MsprobeFollower:
             if final:
                 bad.append(BadLine(0, str(e)))
             return None
+        except ValueError as e:  # nested too deeply: said, and read again only once it changes
+            bad.append(BadLine(0, str(e)))
+            return None
 
     def read(self, final: bool = False) -> PklBatch:
         """What changed since the last call: new records (all of them again after a reset)."""
@@ -442,11 +476,20 @@ class MsprobeFollower:
         return batch
 
     def read_modules(self, final: bool = False) -> bool:
-        """Re-read construct.json if it changed; whether the chains changed."""
-        data = self._json(CONSTRUCT_JSON, final, [])
+        """Re-read construct.json if it changed; whether the chains changed. Raises OSError, with
+        the reason, while construct.json is there but cannot be read (calls are then placed by
+        their stacks)."""
+        bad: list[BadLine] = []
+        data = self._json(CONSTRUCT_JSON, final, bad)
+        if bad:
+            self._modules_problem = bad[-1].reason
+        elif data is not None or not os.path.lexists(self.rank_dir / CONSTRUCT_JSON):
+            self._modules_problem = ""
+        if self._modules_problem:
+            raise OSError(errno.EINVAL, self._modules_problem)
         if data is None:
             return False
-        chains = {shown(k): tuple((shown(q), shown(c)) for q, c in v) for k, v in module_chains(data).items()}
+        chains = ModuleTree(data, shown)
         changed = chains != self.chains
         self.chains = chains
         return changed

@@ -251,16 +251,21 @@ def _parse(f: BinaryIO, members: dict[str, _Member], name: str) -> _Parsed:
     data = members.get(f"data/{obj.storage.key}")
     if data is None:
         raise PtError(f"Dump file {name} lacks the data of its storage {obj.storage.key}.")
-    if len(obj.size) != len(obj.stride) or any(d < 0 for d in obj.size) or obj.offset < 0:
+    if (len(obj.size) != len(obj.stride) or any(d < 0 for d in obj.size) or obj.offset < 0
+            or any(s < 0 for s in obj.stride)):
         raise PtError(f"Dump file {name} describes an impossible tensor (size {list(obj.size)}, "
                       f"stride {list(obj.stride)}).")
     numel = math.prod(obj.size)
     span = 1 + sum((d - 1) * s for d, s in zip(obj.size, obj.stride, strict=True)) if numel else 0
     extent = obj.offset + span
-    if any(s < 0 for s in obj.stride) or extent > obj.storage.numel or data.size < extent * raw.itemsize:
+    if extent > obj.storage.numel or data.size < extent * raw.itemsize:
         raise PtError(f"Dump file {name} is truncated: its storage holds {data.size // raw.itemsize} "
                       f"elements, the tensor needs {extent}.")
     start = _start(f, data, name)
+    end = f.seek(0, os.SEEK_END)
+    if start + data.size > end:  # a size the zip declares but the file does not hold
+        raise PtError(f"Dump file {name} is truncated: its storage's data should be {data.size} bytes, "
+                      f"the file holds {max(0, end - start)} of them.")
     offset = start + obj.offset * raw.itemsize if _c_contiguous(obj.size, obj.stride) else -1
     return _Parsed(PtHeader(obj.size, dtype, raw, offset), obj, start, data.size)
 

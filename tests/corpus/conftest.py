@@ -22,6 +22,7 @@ import os
 import pickle
 import shutil
 import struct
+import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -533,6 +534,92 @@ def _ms_pt_fifo(root: Path):
     n, b = _msprobe(root)
     replace_file(sorted(n.rglob("*.pt"))[0], fifo)
     return n, b, {}
+
+
+def _first_pt(side: Path) -> Path:
+    """The NPU dump's first tensor file (Functional.conv2d.0.forward.input.0.pt, shape [2, 3, 8, 8])."""
+    return next(side.rglob("Functional.conv2d.0.forward.input.0.pt"))
+
+
+def _rezip(path: Path, change: Callable[[str, bytes], bytes]) -> None:
+    """A .pt rewritten with each member's bytes as ``change(name, data)`` makes them, stored."""
+    with zipfile.ZipFile(path) as z:
+        members = [(i.filename, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members:
+            z.writestr(name, change(name, data))
+
+
+@root_case("msprobe_stack_json_nesting", "nested too deeply", msprobe=True, lost_limit=14)
+def _ms_stack_deep(root: Path):
+    """stack.json valid but nested beyond the parser's limit: the stacks are lost (the 14 rows that
+    show one differ in NPU_Stack_Info alone), never the dump."""
+    n, b = _msprobe(root)
+    (_dump_json(n).parent / "stack.json").write_text(
+        '{"0": [["Functional.conv2d.0.forward"], ' + "[" * 5000 + "]" * 5000 + "]}")
+    return n, b, {}
+
+
+@root_case("msprobe_construct_json_nesting", expect_app=("nested too deeply",), msprobe=True)
+def _ms_construct_deep(root: Path):
+    n, b = _msprobe(root)
+    (_dump_json(n).parent / "construct.json").write_text('{"a": ' + "[" * 5000 + "]" * 5000 + "}")
+    return n, b, {}
+
+
+@root_case("msprobe_construct_json_chain_100k_and_cycles", msprobe=True)
+def _ms_construct_chain(root: Path):
+    """Every call inside a 100k-deep chain of modules, beside a two-module cycle and a self-parent:
+    chains are bounded and computed per call asked, never nodes × depth at load."""
+    n, b = _msprobe(root)
+    chain = {f"Module.m{i}.M.forward.0": f"Module.m{i + 1}.M.forward.0" for i in range(100_000)}
+    chain |= {"Module.a.A.forward.0": "Module.b.B.forward.0", "Module.b.B.forward.0": "Module.a.A.forward.0",
+              "Module.s.S.forward.0": "Module.s.S.forward.0"}
+    calls = list(json.loads(_dump_json(n).read_text())["data"])
+    for i, call in enumerate(calls):
+        chain[call] = ("Module.m0.M.forward.0", "Module.a.A.forward.0", "Module.s.S.forward.0", call)[i % 4]
+    (_dump_json(n).parent / "construct.json").write_text(json.dumps(chain))
+    return n, b, {}
+
+
+@root_case("msprobe_dump_json_utf8_bom", msprobe=True)
+def _ms_bom(root: Path):
+    """A byte order mark an editor added: not JSON's, but the dump is whole."""
+    n, b = _msprobe(root)
+    p = _dump_json(n)
+    p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    return n, b, {}
+
+
+@root_case("msprobe_pt_negative_stride", "impossible tensor", msprobe=True, lost_limit=1)
+def _ms_pt_negative_stride(root: Path):
+    n, b = _msprobe(root)
+    stride = b"K\xc0K@K\x08K\x01"  # (192, 64, 8, 1) in the pickle; becomes (-192, 64, 8, 1)
+    negative = b"J\x40\xff\xff\xffK@K\x08K\x01"
+    _rezip(_first_pt(n), lambda name, data: data.replace(stride, negative) if name.endswith("pkl") else data)
+    return n, b, {}
+
+
+@root_case("msprobe_pt_storage_size_past_the_end", "the file holds", msprobe=True, lost_limit=1)
+def _ms_pt_declared_size(root: Path):
+    """The zip's directory declares a 4 GiB storage that the file does not hold."""
+    n, b = _msprobe(root)
+    p = _first_pt(n)
+    data = bytearray(p.read_bytes())
+    at = 0
+    while (at := data.find(b"PK\x01\x02", at + 1)) >= 0:
+        length = struct.unpack_from("<H", data, at + 28)[0]
+        if data[at + 46:at + 46 + length].endswith(b"/data/0"):
+            struct.pack_into("<LL", data, at + 20, 0xFFFFFFF0, 0xFFFFFFF0)  # compressed, uncompressed
+    p.write_bytes(bytes(data))
+    return n, b, {}
+
+
+@root_case("same_dump_on_both_sides", "same file", lost_limit=None)
+def _same_dump(root: Path):
+    """One folder given twice: every row passes, and the user is told why."""
+    n, _ = _pair(root)
+    return n, n, {}
 
 
 # --- building ---------------------------------------------------------------------------------

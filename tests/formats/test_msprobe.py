@@ -239,3 +239,25 @@ def test_one_malformed_entry_is_reported_and_the_others_read(tmp_path):
     assert len(batch.bad) == 1 and "not valid JSON" in batch.bad[0].reason
     assert batch.bad[0].reason.startswith("entry Functional.conv2d.0.forward")
     assert len(batch.tensors) == 75 - 11
+
+
+def test_module_chains_of_a_deep_chain_and_cycles_are_bounded_and_lazy():
+    """A 100k-deep parent chain costs per node asked, not nodes × depth at load; cycles end."""
+    import time
+
+    from ptdbg_tui.formats.msprobe import MAX_DEPTH, ModuleTree
+
+    links = {f"Module.m{i}.M.forward.0": f"Module.m{i + 1}.M.forward.0" for i in range(100_000)}
+    links |= {"Module.a.A.forward.0": "Module.b.B.forward.0", "Module.b.B.forward.0": "Module.a.A.forward.0",
+              "Module.s.S.forward.0": "Module.s.S.forward.0",
+              "Functional.relu.0.forward": "Module.m0.M.forward.0",
+              "Functional.gelu.0.forward": "Module.a.A.forward.0", "Torch.x.0.forward": {"not": "a parent"}}
+    start = time.monotonic()
+    tree = ModuleTree(links)
+    relu = tree.get("Functional.relu.0.forward")
+    assert time.monotonic() - start < 5
+    assert relu is not None and len(relu) == MAX_DEPTH and relu[-1] == ("m0", "M")
+    assert tree.get("Functional.gelu.0.forward") == (("b", "B"), ("a", "A"))
+    assert tree.get("Module.s.S.forward.0") == (("s", "S"),)
+    assert tree.get("Torch.x.0.forward") == () and tree.get("absent") is None
+    assert tree == ModuleTree(dict(links)) and tree != ModuleTree({})
