@@ -1,10 +1,11 @@
-"""The diagnosis on real msprobe dumps: the scenarios ``bench/msprobe_scenarios.py`` dumped.
+"""The diagnosis on real dump-tool dumps: the scenarios ``bench/msprobe_scenarios.py`` (msprobe) or
+``bench/ptdbg_scenarios.py`` (the original ptdbg_ascend) dumped; any directory of that layout.
 
     python bench/msprobe_diagnosis.py DIR [--summary] [--only NAME ...]
 
 For each ``DIR/NAME`` (``npu``, ``bench``, ``truth.json``), compares the pair with
 ``compare_dumps(npu, bench, jobs=1)`` (``--summary``: statistics mode, on the same tensor dumps) and
-prints the ground truth (msprobe call names), our first suspect, right or wrong, the evidence, and
+prints the ground truth (the tool's call names), our first suspect, right or wrong, the evidence, and
 the original advisor's pick (the call of the first row whose ``Accuracy Reached or Not`` is No).
 A fault scenario is right when the first suspect is a ground-truth call; a no-fault one when
 nothing is named. For a wrong one, the top suspects and the verdicts on the ground-truth calls are

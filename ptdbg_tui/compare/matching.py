@@ -19,8 +19,15 @@ tensors under the same argument path (the original and msprobe take a backward's
 its autograd node's order, ours by forward argument, so linear's bias gradient is ``output.0``
 there and ``output.2`` here, batch_norm's weight/bias ``.1/.2`` against ``.3/.4``; an LSTM's
 inner node against the whole op). Entries of two paired calls left over then pair by kind and
-shape, in order. The original's own ``Tensor_detach`` calls (its hooks detach every value they
-record) are marked :attr:`~ptdbg_tui.compare.model.Row.noise`.
+shape, in order.
+
+The original's own ``Tensor_detach`` calls are marked :attr:`~ptdbg_tui.compare.model.Row.noise`:
+its hooks detach every tensor they record, and its max, min, mean and norm, through the wrapped
+``Tensor.detach``, which it records as a forward call wherever no wrapped call is running: in the
+backward, between the backward calls. In a mixed pair every unpaired detach is one; in any pair,
+every detach recorded in the backward (paired too, when both sides are the
+original's: it holds a gradient or a statistic of one, and :func:`model_rows` leaves it out of the
+diagnosis, where it would read as a forward call that error enters).
 """
 
 from __future__ import annotations
@@ -166,9 +173,25 @@ def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pai
     return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}
 
 
-def _is_noise(rec: TensorRecord) -> bool:
-    """The original ptdbg_ascend records its own hooks' ``detach`` calls."""
+def _is_detach(rec: TensorRecord) -> bool:
     return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
+
+
+def _tool_detaches(recs: Sequence[TensorRecord]) -> set[int]:
+    """The ids of the original's own ``detach`` records: the ``Tensor_detach`` calls recorded once
+    the backward has begun (its forward hooks run inside the wrapped call, where nothing is
+    recorded; its backward hooks outside any, where their detaches of each tensor they record and
+    of its statistics are), those of the first backward tensor just before its record included."""
+    backward = (i for i, rec in enumerate(recs) if rec.entry is not None and rec.entry.direction == BACKWARD)
+    start = next(backward, len(recs))
+    while start > 0 and _is_detach(recs[start - 1]):
+        start -= 1
+    return {id(rec) for rec in recs[start:] if _is_detach(rec)}
+
+
+def model_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows of the model's own calls: without a dump tool's (:attr:`Row.noise`)."""
+    return [r for r in rows if not r.noise]
 
 
 # --- alignment ------------------------------------------------------------------------------
@@ -384,9 +407,10 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
         for i, row in enumerate(rows):
             out.append(row)
             out += after.get(i, [])
+    own = _tool_detaches(npu) | _tool_detaches(bench)
     for seq, row in enumerate(out):
         row.seq = seq
-        if mixed and not row.matched and _is_noise(row.record):
+        if id(row.record) in own or (mixed and not row.matched and _is_detach(row.record)):
             row.noise = True
     return out
 

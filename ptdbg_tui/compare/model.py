@@ -112,7 +112,7 @@ class Row:
     stack: StackRecord | None = None  # NPU stack printed on this row (first row of a call)
     result: Result | None = None  # None while pending
     seq: int = 0  # position in output (execution) order
-    noise: bool = False  # a mixed pair's unmatched entry that is a tool's own doing (the original's detach)
+    noise: bool = False  # a dump tool's own doing, not the model's (the original's detach of a statistic)
 
     @property
     def record(self) -> TensorRecord:

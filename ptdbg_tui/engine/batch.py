@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.diagnosis import Diagnosis, advisor_text, diagnose
-from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match
+from ptdbg_tui.compare.matching import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.suspects_csv import suspects_path, write_suspects
@@ -293,7 +293,7 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
 def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
         try:
-            o.diagnosis = diagnose(o.rows)
+            o.diagnosis = diagnose(model_rows(o.rows))
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {_fault(e)}")
 
@@ -386,7 +386,7 @@ def summary_text(o: PairOutcome) -> str:
     """The short report of one pair: counts, culprits, skipped pkl lines, the CSV."""
     c = o.counts()
     mode = "statistics only" if o.summary else "tensors"
-    noise = sum(1 for r in o.rows if r.noise)
+    noise = sum(1 for r in o.rows if r.noise and not r.matched)
     of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]

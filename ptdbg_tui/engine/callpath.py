@@ -19,7 +19,7 @@ from ptdbg_tui.formats.records import Frame, StackRecord
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
-NOISE_LABEL = "noise · the other tool's own detach calls, not the model's"
+NOISE_LABEL = "noise · the dump tool's own detach calls, not the model's"
 
 _FOREIGN = (*TOOL_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
 

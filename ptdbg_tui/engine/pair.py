@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match, match_advice
+from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
@@ -286,7 +286,7 @@ class PairState:
         self.changed.add(i)
         self.diagnosis_dirty = True
         if self.emitted.get(self.keys[i]) is row:  # the app holds it: emitted rows are never mutated
-            self.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq)
+            self.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq, row.noise)
         else:
             row.result = result
 
@@ -298,7 +298,7 @@ class PairState:
         if not self.diagnosis_dirty or (not final and now - self.diagnosed_at < wait):
             return
         self.diagnosis_dirty = False
-        self.diagnosis = diagnose(self.rows)
+        self.diagnosis = diagnose(model_rows(self.rows))
         self.diagnosed_at = time.monotonic()
         self.diagnose_cost = self.diagnosed_at - now
         ctx.outbox.put_diagnosis(self.info, self.diagnosis)

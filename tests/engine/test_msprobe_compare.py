@@ -9,6 +9,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ptdbg_tui.cli import main
@@ -129,6 +130,25 @@ def test_original_ptdbg_against_ours_pairs_every_tensor_both_record():
     assert "VF_lstm_0_backward_output.0" in npu_only  # an inner autograd node's gradient, not the op's
     bench_only = {r.name for r in o.rows if r.npu is None}
     assert {"Torch_zeros_0_forward_output", "VF_lstm_0_backward_output.2.0"} <= bench_only
+
+
+def test_the_originals_own_detach_calls_stay_out_of_the_diagnosis_of_two_original_dumps(tmp_path):
+    """Both sides the original's: its backward hooks' detach calls (of each gradient they record and of
+    its max/min/mean/norm) pair up as forward calls amid the backward; a gradient's error there is no
+    forward error entering. Here the bench's first stats detach (before the first backward record)
+    and a later one differ."""
+    bench = tmp_path / "bench"
+    shutil.copytree(FIXTURES / "mixed" / "npu", bench)
+    (data,) = bench.glob("*/step0/*/api_stack_dump")
+    for name in ("Tensor_detach_0_forward_input.0", "Tensor_detach_40_forward_input.0"):
+        np.save(data / f"{name}.npy", np.load(data / f"{name}.npy") * 3)
+    (o,) = compare_dumps(FIXTURES / "mixed" / "npu", bench, jobs=1)
+    noise = [r for r in o.rows if r.noise]
+    assert len(noise) == 248 and all(r.matched and "Tensor_detach_" in r.name for r in noise)
+    assert {"Tensor_detach_0_forward_input.0", "Tensor_detach_40_forward_input.0"} <= {
+        r.name for r in noise if r.result.errors is not None and r.result.errors.rel > 0.5}
+    assert not [s.call for s in o.diagnosis.suspects if "detach" in s.call]
+    assert "Tensor_detach_0_forward" not in o.diagnosis.calls
 
 
 @pytest.mark.parametrize("match", ["exact", "align", "fuzzy", "auto"])
