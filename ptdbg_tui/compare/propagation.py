@@ -285,13 +285,16 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:
-    """Error that enters between dumped calls: ``x`` (an activation a forward call takes) against
-    ``before``, the largest relative error of every tensor dumped before it in this step. ``None``
-    unless it introduces error (the undumped code before the call — a dump at module level, a dump
-    of a few APIs, a fault in code no hook sees)."""
-    if x.exact or x.from_stats or x.new_nonfinite or not math.isfinite(x.rel):
+    """Error that enters between dumped calls: ``x`` (an activation a forward call takes, an
+    incoming gradient) against ``before``, the largest relative error of every tensor dumped before
+    it in this direction. ``None`` unless it introduces error (the undumped code before the call — a
+    dump at module level, a dump of a few APIs, a fault in code no hook sees). From statistics the
+    margin is squared again: they may show one tensor's error and hide an earlier one's (an error
+    spread over small elements moves no max, min or norm: seen 57× too low)."""
+    if x.exact or x.new_nonfinite or not math.isfinite(x.rel):
         return None
-    allowed = ENTRY_MARGIN * (before + ROUNDINGS * x.floor + ACCUMULATION * min(x.floor, U_FP32))
+    margin = ENTRY_MARGIN * ENTRY_MARGIN if x.from_stats else ENTRY_MARGIN
+    allowed = margin * (before + ROUNDINGS * x.floor + ACCUMULATION * min(x.floor, U_FP32))
     score = _score(x.rel, allowed)
     return Judgement(before, x.rel, allowed, score, ENTERS, name) if score > 1 else None
 

@@ -306,3 +306,17 @@ def test_a_gradient_that_no_dumped_backward_explains_entered_between_them(calls)
     (suspect,) = diagnose(calls.rows).suspects
     assert (suspect.call, suspect.kind, suspect.direction) == ("Torch_tanh_0_backward", ENTERS, "backward")
     assert "after Torch_exp_0_backward" in suspect.evidence
+
+
+def test_from_statistics_error_entering_between_calls_needs_a_far_larger_jump(calls):
+    """Statistics may show one tensor's error and hide an earlier one's: only a jump far beyond
+    the tensor margin names where the error entered."""
+    x = RNG.standard_normal(4096).astype(np.float32)
+    y = np.tanh(x)
+    calls.call("Module_conv", 0, "forward", [(_noisy(x), x)], [(_noisy(y), y)], summary=True)
+    shifted = (y + 3e-4).astype(np.float32)  # ~1e3 times the noise: enough for tensors, not statistics
+    calls.call("Module_norm", 0, "forward", [(shifted, y)], [(np.tanh(shifted), np.tanh(y))], summary=True)
+    assert calls.suspects() == []
+    wrong = (1.3 * y).astype(np.float32)
+    calls.call("Module_head", 0, "forward", [(wrong, y)], [(np.tanh(wrong), np.tanh(y))], summary=True)
+    assert calls.suspects() == [("Module_head_0_forward", ENTERS)]
