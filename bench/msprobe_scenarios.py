@@ -1,6 +1,7 @@
 """Fault scenarios dumped with the real msprobe (mindstudio-probe), level L1, task tensor.
 
     <msprobe venv>/bin/python bench/msprobe_scenarios.py DIR [--only NAME ...] [--jobs N] [--list]
+    PYTHONPATH=<repo> python bench/msprobe_scenarios.py DIR --tool ours   # the bench runs, our dumper
 
 For each scenario, dumps one training step of the bench run into ``DIR/NAME/bench`` and of the NPU
 run (inputs and weights times ``1 + 1e-6 * randn``, maybe the whole model in fp16/bf16, and at
@@ -8,6 +9,11 @@ most one injected fault) into ``DIR/NAME/npu``, each side in a process of its ow
 the APIs once, when its ``PrecisionDebugger`` is created). ``DIR/NAME/truth.json`` holds the
 ground truth: the msprobe call names (``Functional.gelu.1.forward``) where the error starts.
 Compare them with ``bench/msprobe_diagnosis.py DIR`` (the project's venv).
+
+``--tool ours`` (the project's venv, the repository on ``PYTHONPATH``) dumps only the bench run, with
+the project's dumper (mode api_stack, full npy), into ``DIR/NAME/bench``: the bench side of a mixed
+pair, whose NPU side is msprobe's or the original ptdbg_ascend's ``npu`` dump of the same scenario
+(the bench run has no noise and no fault, so it is the same for both tools' scenarios).
 
 This script only dumps: it needs torch and msprobe, never ptdbg_tui (msprobe is no dependency of
 the project). The models and training steps are ``bench/diagnosis_scenarios/models.py``'s.
@@ -251,21 +257,41 @@ def dump_side(scenario: Scenario, out: Path, side: str) -> None:
     debugger.step()
 
 
+def dump_ours(scenario: Scenario, out: Path, side: str) -> None:
+    """The bench run dumped with the project's dumper (``--tool ours``): the other side of a mixed pair."""
+    from dumper import PrecisionDebugger
+
+    assert side == "bench", "--tool ours dumps the bench run only"
+    torch.manual_seed(MODEL_SEED)
+    w = scenario.build()
+    debugger = PrecisionDebugger(dump_path=str(out), hook_name="dump", rank=0, step=[0], model=w.model)
+    debugger.configure_hook(mode="api_stack")
+    debugger.start()
+    w.step(w.model, *w.inputs)
+    debugger.stop()
+    debugger.step()
+
+
+TOOLS = {"ours": dump_ours}
+
+
 def run_all(root: Path, names: list[str], jobs: int, by_name: dict[str, Scenario] = BY_NAME,
-            script: str = __file__) -> int:
-    """Dumps each scenario's two sides, each by ``script --side NAME SIDE OUT`` in a process of its own."""
+            script: str = __file__, tool: str | None = None) -> int:
+    """Dumps each scenario's two sides (``tool``: its bench side), each by ``script --side NAME SIDE
+    OUT [TOOL]`` in a process of its own."""
     def one(args: tuple[Scenario, str]) -> tuple[str, str, int, str]:
         scenario, side = args
         d = root / scenario.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "truth.json").write_text(json.dumps({"name": scenario.name, "what": scenario.what,
                                                   "truth": list(scenario.truth)}))
-        p = subprocess.run([sys.executable, script, "--side", scenario.name, side, str(d / side)],
+        p = subprocess.run([sys.executable, script, "--side", scenario.name, side, str(d / side),
+                            *([tool] if tool else [])],
                            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         (d / f"log_{side}.txt").write_text(p.stdout + p.stderr)
         return scenario.name, side, p.returncode, p.stderr[-2000:]
 
-    work = [(by_name[n], side) for n in names for side in ("npu", "bench")]
+    work = [(by_name[n], side) for n in names for side in (("bench",) if tool else ("npu", "bench"))]
     failed = 0
     with ThreadPoolExecutor(jobs) as pool:
         for name, side, rc, err in pool.map(one, work):
@@ -280,21 +306,23 @@ def main(scenarios: list[Scenario] = SCENARIOS, dump: Callable[[Scenario, Path, 
          script: str = __file__, doc: str = __doc__ or "") -> int:
     by_name = {s.name: s for s in scenarios}
     if len(sys.argv) > 1 and sys.argv[1] == "--side":
-        name, side, out = sys.argv[2:5]
+        name, side, out, *tool = sys.argv[2:]
         torch.set_num_threads(1)
-        dump(by_name[name], Path(out), side)
+        (TOOLS[tool[0]] if tool else dump)(by_name[name], Path(out), side)
         return 0
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("dir", type=Path, nargs="?")
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--tool", choices=sorted(TOOLS), default=None,
+                    help="dump only the bench run, with this tool (ours: the project's dumper)")
     a = ap.parse_args()
     if a.list or a.dir is None:
         for s in scenarios:
             print(f"{s.name:32s} {' | '.join(s.truth) or '(no fault)':45s} {s.what}")
         return 0
-    return 1 if run_all(a.dir, a.only or list(by_name), a.jobs, by_name, script) else 0
+    return 1 if run_all(a.dir, a.only or list(by_name), a.jobs, by_name, script, a.tool) else 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from ptdbg_tui.formats.layout import (
     statistics_only_note,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import mixed_pair, producer, read_dump
+from ptdbg_tui.formats.reader import autograd_order, mixed_pair, producer, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 EXIT_OK = 0
@@ -97,8 +97,8 @@ def _read(dump: RankDump, side: str) -> Any:
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    mixed = mixed_pair(producer(npu.format, n.stacks), producer(bench.format, b.stacks))
-    matching = choose_match(n.tensors, b.tensors, match, mixed)
+    tools = producer(npu.format, n.stacks), producer(bench.format, b.stacks)
+    matching = choose_match(n.tensors, b.tensors, match, mixed_pair(*tools), autograd_order(*tools))
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None

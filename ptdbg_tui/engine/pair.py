@@ -28,7 +28,7 @@ from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
-from ptdbg_tui.formats.reader import mixed_pair
+from ptdbg_tui.formats.reader import autograd_order, mixed_pair
 from ptdbg_tui.formats.records import StackRecord
 
 if TYPE_CHECKING:
@@ -144,8 +144,10 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        mixed = self.bench is not None and mixed_pair(self.npu.reader.producer, self.bench.reader.producer)
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed)
+        tools = self.npu.reader.producer, self.bench.reader.producer if self.bench is not None else None
+        mixed = self.bench is not None and mixed_pair(*tools)
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed,
+                                     autograd_order(*tools))
         self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)

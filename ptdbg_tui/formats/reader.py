@@ -95,3 +95,9 @@ def read_dump(dump: RankDump) -> PklBatch:
 def mixed_pair(npu: str | None, bench: str | None) -> bool:
     """Whether two dumps' producers differ (a pkl whose stacks do not say counts as ptdbg's)."""
     return (npu or STYLE_PTDBG) != (bench or STYLE_PTDBG)
+
+
+def autograd_order(npu: str | None, bench: str | None) -> tuple[bool, bool]:
+    """Per side, whether its producer records a backward's gradients in autograd-node order
+    (msprobe, the original) rather than by forward argument (ours)."""
+    return npu in (STYLE_MSPROBE, ORIGINAL_PTDBG), bench in (STYLE_MSPROBE, ORIGINAL_PTDBG)

@@ -199,3 +199,66 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
     assert match_advice(choose_match(npu, bench, "exact")) == "1 unpaired"
     assert match_advice(choose_match(npu, bench, "align")) == "", "align is what it suggests"
     assert match_advice(choose_match(bench, bench, "exact")) == ""
+
+
+# --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------
+
+
+def _mixed(npu, bench, ordered=(True, False)):
+    rows = match_records(npu, bench, "exact", mixed=True, ordered=ordered)
+    return {r.npu.name: r.bench.name for r in rows if r.matched}
+
+
+def _linear_backward(record, theirs, batch=4):
+    """A square linear (4 -> 4) of a batch of 4: the original's gradients (addmm node: bias, input,
+    transposed weight) or ours (input, weight, bias), all but the bias [4, 4]."""
+    call = "Functional_linear_0_backward"
+    shapes = [(4,), (batch, 4), (4, 4)] if theirs else [(batch, 4), (4, 4), (4,)]
+    return [record(f"{call}_input.0", [batch, 4])] + [record(f"{call}_output.{k}", list(s))
+                                                      for k, s in enumerate(shapes)]
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_square_linears_transposed_weight_gradient_never_pairs_with_ours(record, swap):
+    theirs, ours = _linear_backward(record, True), _linear_backward(record, False)
+    if swap:  # ours on the NPU side
+        pairs = {b: n for n, b in _mixed(ours, theirs, ordered=(False, True)).items()}
+    else:
+        pairs = _mixed(theirs, ours)
+    call = "Functional_linear_0_backward"
+    assert pairs == {f"{call}_input.0": f"{call}_input.0",
+                     f"{call}_output.0": f"{call}_output.2",  # bias
+                     f"{call}_output.1": f"{call}_output.0"}  # input; their .2 is W^T: unpaired, ours .1 too
+
+
+def test_two_tools_in_autograd_order_pair_linears_gradients_by_path(record):
+    theirs = _linear_backward(record, True)
+    assert len(_mixed(theirs, _linear_backward(record, True), ordered=(True, True))) == 4
+
+
+def test_an_inner_view_nodes_gradient_does_not_pair_with_one_of_the_ops_own(record):
+    """msprobe and the original record ``matmul`` of 3-D tensors (and CPU sdpa) at its last node, a
+    view: one gradient, the incoming one, here of v's shape ([2, 3, 5]: attn [2, 3, 3] @ v)."""
+    call = "Torch_matmul_0_backward"
+    theirs = [record(f"{call}_input.0", [2, 3, 5]), record(f"{call}_output", [2, 3, 5])]
+    ours = [record(f"{call}_input.0", [2, 3, 5]), record(f"{call}_output.0", [2, 3, 3]),
+            record(f"{call}_output.1", [2, 3, 5])]
+    assert _mixed(theirs, ours) == {f"{call}_input.0": f"{call}_input.0"}
+
+
+def _relu(record, input_stats, output_stats):
+    call = "Functional_relu_0_forward"
+    return [record(f"{call}_input.0", [4], stats=input_stats),
+            record(f"{call}_output", [4], stats=output_stats)]
+
+
+def test_an_inplace_calls_input_the_original_records_after_the_write_stays_unpaired(record):
+    """The original records ``relu(x, inplace=True)``'s input after the call: its output."""
+    x, relu_x = [1.0, -1.0, 0.0, 1.5], [1.0, 0.0, 0.5, 1.2]
+    ours = _relu(record, x, relu_x)
+    assert _mixed(_relu(record, relu_x, relu_x), ours) == {"Functional_relu_0_forward_output":
+                                                           "Functional_relu_0_forward_output"}
+    # a relu that failed to write (its output is its input) is nearer our input: still paired
+    assert len(_mixed(_relu(record, x, x), ours)) == 2
+    # a tool that records the input before the call (ours, msprobe) on both sides: never unpaired
+    assert len(_mixed(_relu(record, relu_x, relu_x), ours, ordered=(False, False))) == 2
