@@ -97,7 +97,7 @@ def _read(dump: RankDump, side: str) -> Any:
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    tools = producer(npu.format, n.stacks), producer(bench.format, b.stacks)
+    tools = producer(npu.format, n.stacks, n.tensors), producer(bench.format, b.stacks, b.tensors)
     matching = choose_match(n.tensors, b.tensors, match, mixed_pair(*tools), autograd_order(*tools))
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})

@@ -17,25 +17,41 @@ from typing import Protocol
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
 from ptdbg_tui.formats.msprobe import MsprobeFollower
-from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG, EntryName
+from ptdbg_tui.formats.naming import BACKWARD, STYLE_MSPROBE, STYLE_PTDBG, EntryName
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch, PklFollower
-from ptdbg_tui.formats.records import StackRecord
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 #: The original ptdbg_ascend: its stack lines start in its own hook module.
 ORIGINAL_PTDBG = "ptdbg_ascend"
 _ORIGINAL_FRAME = "/ptdbg_ascend/hook_module/"
 
 
-def producer(fmt: str, stacks: Iterable[StackRecord]) -> str | None:
-    """The tool that wrote a dump of format ``fmt`` with these stacks: ``msprobe``,
-    ``ptdbg_ascend``, ``ptdbg`` (this project's dumper, or the original without stack lines), or
-    ``None`` while no stack says (a pkl without stack lines so far)."""
+def producer(fmt: str, stacks: Iterable[StackRecord], tensors: Iterable[TensorRecord] = ()) -> str | None:
+    """The tool that wrote a dump of format ``fmt`` with these stacks and records: ``msprobe``,
+    ``ptdbg_ascend``, ``ptdbg`` (this project's dumper), or ``None`` while nothing says (a pkl
+    without stack lines so far)."""
     if fmt == STYLE_MSPROBE:
         return STYLE_MSPROBE
     for stack in stacks:
         if stack.frames:
             return ORIGINAL_PTDBG if _ORIGINAL_FRAME in stack.frames[0][0].replace("\\", "/") else STYLE_PTDBG
-    return None
+    return ORIGINAL_PTDBG if original_detach(tensors)[0] else None
+
+
+def original_detach(tensors: Iterable[TensorRecord], backward: bool = False) -> tuple[bool, bool]:
+    """Whether the records show the original's mark where it writes no stack lines (its mode
+    ``all``): its backward hooks detach each tensor they record through the wrapped
+    ``Tensor.detach``, which it records as a forward call after a backward one. Also whether a
+    backward record was seen (``backward``: one was, in earlier records)."""
+    for rec in tensors:
+        entry = rec.entry
+        if entry is None:
+            continue
+        if entry.direction == BACKWARD:
+            backward = True
+        elif backward and entry.key[:2] == ("Tensor", "detach"):
+            return True, backward
+    return False, backward
 
 
 class DumpReader(Protocol):
@@ -59,14 +75,19 @@ class PklReader:
         self._pkl = PklFollower(dump.pkl, chunk)
         self._modules = ModuleFollower(sidecar_path(dump.pkl))
         self.producer: str | None = None
+        self._backward = False  # a backward record was read (while no stack line says the tool)
 
     def read(self, final: bool = False) -> PklBatch:
         batch = self._pkl.read(final)
         if batch.reset:  # a restarted dump: its sidecar starts over too
             self._modules = ModuleFollower(self._modules.path)
             self.producer = None
+            self._backward = False
         if self.producer is None:
             self.producer = producer(STYLE_PTDBG, batch.stacks)
+        if self.producer is None:
+            original, self._backward = original_detach(batch.tensors, self._backward)
+            self.producer = ORIGINAL_PTDBG if original else None
         return batch
 
     def read_modules(self, final: bool = False) -> bool:

@@ -16,6 +16,8 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.layout import scan
+from ptdbg_tui.formats.reader import ORIGINAL_PTDBG, open_reader
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 MSPROBE = FIXTURES / "msprobe"
@@ -130,6 +132,24 @@ def test_original_ptdbg_against_ours_pairs_every_tensor_both_record():
     assert "VF_lstm_0_backward_output.0" in npu_only  # an inner autograd node's gradient, not the op's
     bench_only = {r.name for r in o.rows if r.npu is None}
     assert {"Torch_zeros_0_forward_output", "VF_lstm_0_backward_output.2.0"} <= bench_only
+
+
+def test_the_original_without_stack_lines_is_known_by_its_own_detach_calls(tmp_path):
+    """Its mode ``all`` writes no stack lines: the detach records amid its backward still say which
+    tool wrote the dump, and the pair is matched as a mixed one."""
+    npu = tmp_path / "npu"
+    shutil.copytree(FIXTURES / "mixed" / "npu", npu)
+    (pkl,) = npu.rglob("*.pkl")
+    lines = pkl.read_text().splitlines(keepends=True)
+    pkl.write_text("".join(line for line in lines if "_stack_info" not in line))
+    (o,) = compare_dumps(npu, FIXTURES / "mixed" / "bench", jobs=1, match="exact")
+    pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched}
+    assert pairs["Functional_linear_0_backward_output.0"] == "Functional_linear_0_backward_output.2"  # bias
+    assert o.diagnosis.culprit.call == "Functional_silu_0_backward"
+    reader = open_reader(scan(npu).dumps[0], chunk=4096)  # the live engine's reader, a few lines a read
+    while reader.producer is None and reader.read():
+        pass
+    assert reader.producer == ORIGINAL_PTDBG
 
 
 def test_the_originals_own_detach_calls_stay_out_of_the_diagnosis_of_two_original_dumps(tmp_path):
