@@ -171,7 +171,8 @@ async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_du
     app = ui.app(*demo_dumps)
     async with app.run_test(size=(80, 24)) as pilot:
         app.action_screenshot()
-        await ui.wait_until(pilot, lambda: any(tmp_path.glob("*.svg")))
+        # a thread writes the file, then the app says "Saved screenshot": only then is it whole
+        await ui.wait_until(pilot, lambda: any(n.title == "Screenshot" for n in app._notifications))
     (shot,) = tmp_path.glob("*.svg")
     assert "<svg" in shot.read_text()
 
