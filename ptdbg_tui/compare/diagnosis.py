@@ -311,6 +311,15 @@ def _largest_error(members: Sequence[Row], before: float) -> float:
     return before
 
 
+def _suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgement, evidence: str) -> Suspect:
+    """The call ``key`` as a suspect of ``judgement``'s kind; located by its forward call's stack."""
+    assert judgement.kind is not None
+    members, entry = calls.rows[key], calls.entry[key]
+    stack = _stack(calls.forward_of(key)) or _stack(members)
+    return Suspect(name, entry.api, entry.direction, judgement.kind, judgement.score, evidence, judgement,
+                   list(members), stack, min(r.seq for r in members))
+
+
 def diagnose(rows: Sequence[Row]) -> Diagnosis:
     """Judge every call of one pair's rows (in execution order) and rank the suspects."""
     calls = _Calls(rows)
@@ -327,24 +336,18 @@ def diagnose(rows: Sequence[Row]) -> Diagnosis:
             if entering is not None:
                 after = (f"; it entered after {previous[way]}" if previous[way] else
                          f"; it entered before the first {way} call")
-                found.append(Suspect(name, entry.api, way, ENTERS, entering.score,
-                                     evidence_text(entering) + after, entering, list(members),
-                                     _stack(calls.forward_of(key)) or _stack(members),
-                                     min(r.seq for r in members)))
+                found.append(_suspect(calls, key, name, entering, evidence_text(entering) + after))
             before[way] = _largest_error(members, before[way])
             previous[way] = name
         verdict = _judge_call(calls, key)
         if not isinstance(verdict, Judgement):
-            diagnosis.calls[name] = CallEvidence(name, entry.direction, None, verdict or "no verdict")
+            diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")
             continue
         diagnosis.judged += 1
-        evidence = diagnosis.calls[name] = CallEvidence(name, entry.direction, verdict)
-        container = entry.prefix == MODULE_PREFIX and calls.api_level[entry.direction]
-        if verdict.kind is None or container:
-            continue
-        stack = _stack(calls.forward_of(key)) or _stack(members)
-        found.append(Suspect(name, entry.api, entry.direction, verdict.kind, verdict.score, evidence.text,
-                             verdict, list(members), stack, min(r.seq for r in members)))
+        evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
+        container = entry.prefix == MODULE_PREFIX and calls.api_level[way]
+        if verdict.kind is not None and not container:
+            found.append(_suspect(calls, key, name, verdict, evidence.text))
     found.sort(key=lambda s: (s.direction != FORWARD, s.seq))
     diagnosis.suspects = found
     first_no = original_pick(rows)

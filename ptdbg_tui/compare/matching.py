@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, STYLE_MSPROBE
+from ptdbg_tui.formats.reader import is_detach
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 MODES = ("auto", "exact", "fuzzy", "align")
@@ -110,13 +111,8 @@ def _kind_of(rec: TensorRecord) -> str:
 
 def _gradients(records: Sequence[TensorRecord]) -> dict[Hashable, list[int]]:
     """Per backward call, its recorded gradients (top-level ``output`` entries with a value), in order."""
-    out: dict[Hashable, list[int]] = defaultdict(list)
-    for i, rec in enumerate(records):
-        e = rec.entry
-        if e is not None and e.direction == BACKWARD and e.kind == OUTPUT and len(e.path) <= 1 \
-                and not rec.is_none:
-            out[_call_of(rec)].append(i)
-    return out
+    return {call: [i for i in ix if not records[i].is_none]
+            for call, ix in _top_entries(records, BACKWARD, OUTPUT).items()}
 
 
 def _gradient_ordinals(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
@@ -279,7 +275,7 @@ def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pai
     unpaired: gradients at different autograd nodes (:data:`INNER_NODE_BACKWARD`,
     :func:`_inner_nodes`), linear's transposed weight gradient of a side in autograd order
     (``ordered``: per side, whether its tool records a backward's gradients in autograd-node order)
-    against one that is not (:func:`_transposed_weight_gradients`), an in-place call's input
+    against one that is not (:func:`_linear_gradients`), an in-place call's input
     recorded after the write (:func:`_written_inputs`)."""
     call_pair: dict[Hashable, Hashable] = {}
     for i, j in pairs.items():
@@ -321,10 +317,6 @@ def _same_shapes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pai
     return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}
 
 
-def _is_detach(rec: TensorRecord) -> bool:
-    return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
-
-
 def _tool_detaches(recs: Sequence[TensorRecord]) -> set[int]:
     """The ids of the original's own ``detach`` records: the ``Tensor_detach`` calls recorded once
     the backward has begun (its forward hooks run inside the wrapped call, where nothing is
@@ -332,9 +324,9 @@ def _tool_detaches(recs: Sequence[TensorRecord]) -> set[int]:
     of its statistics are), those of the first backward tensor just before its record included."""
     backward = (i for i, rec in enumerate(recs) if rec.entry is not None and rec.entry.direction == BACKWARD)
     start = next(backward, len(recs))
-    while start > 0 and _is_detach(recs[start - 1]):
+    while start > 0 and is_detach(recs[start - 1]):
         start -= 1
-    return {id(rec) for rec in recs[start:] if _is_detach(rec)}
+    return {id(rec) for rec in recs[start:] if is_detach(rec)}
 
 
 def model_rows(rows: Sequence[Row]) -> list[Row]:
@@ -558,7 +550,7 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
     own = _tool_detaches(npu) | _tool_detaches(bench)
     for seq, row in enumerate(out):
         row.seq = seq
-        if id(row.record) in own or (mixed and not row.matched and _is_detach(row.record)):
+        if id(row.record) in own or (mixed and not row.matched and is_detach(row.record)):
             row.noise = True
     return out
 

@@ -156,16 +156,16 @@ def flip_allowance(op: str, flipped: float) -> float:
     return math.sqrt(2 * flipped) or math.ulp(0) if op_name(op) in DISCONTINUOUS else 0.0
 
 
-def flip_fraction(inputs: Sequence[Operand], backward: bool) -> float:
-    """The fraction of elements a threshold may flip: its arguments' relative error ``e`` (values spread
-    smoothly around a threshold: about that fraction lie within the error of it), or the measured
-    fraction of elements positive on one side only, whichever is larger (values that sit exactly at a
-    threshold of 0 — a ReLU after a cancellation to exact zeros — flip by half whatever ``e``). For a
-    backward call the threshold is applied to its saved forward tensors, not to the incoming gradients."""
-    out = 0.0
+def flip_fraction(e_in: float, inputs: Sequence[Operand], backward: bool) -> float:
+    """The fraction of elements a threshold may flip: its arguments' largest relative error ``e_in``
+    (values spread smoothly around a threshold: about that fraction lie within the error of it), or
+    the measured fraction of elements positive on one side only, whichever is larger (values that sit
+    exactly at a threshold of 0 — a ReLU after a cancellation to exact zeros — flip by half whatever
+    ``e_in``). For a backward call the threshold is applied to its saved forward tensors, not to the
+    incoming gradients."""
+    out = e_in
     for o in inputs:
         e = o.errors
-        out = max(out, e.rel)
         if e.numel > 0 and not (backward and o.same_kind):
             out = max(out, e.sign_flips / e.numel)
     return out
@@ -187,11 +187,17 @@ def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
     return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
 
 
+def own_rounding(y: ErrorMeasures) -> float:
+    """The relative error an honest op may leave in ``y`` on its own: ``ROUNDINGS`` of its dtype, and
+    ``ACCUMULATION`` of fp32 (fp64's for fp64 data) from another order of summation."""
+    return ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32)
+
+
 def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
                  flips: float = 0.0) -> tuple[float, float]:
     """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
     their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
-    relative = max(kappa * e_in, ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32), flips)
+    relative = max(kappa * e_in, own_rounding(y), flips)
     if y.bench_norm > 0:
         return (y.robust if flips else y.rel), relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
@@ -261,7 +267,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
     kappa = amplification(op, inputs, backward)
     lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
-    flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(inputs, backward))
+    flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(e_in, inputs, backward))
     product = None if backward else CONTRACTIONS.get(op_name(op))
     best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
@@ -294,7 +300,7 @@ def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:
     if x.exact or x.new_nonfinite or not math.isfinite(x.rel):
         return None
     margin = ENTRY_MARGIN * ENTRY_MARGIN if x.from_stats else ENTRY_MARGIN
-    allowed = margin * (before + ROUNDINGS * x.floor + ACCUMULATION * min(x.floor, U_FP32))
+    allowed = margin * (before + own_rounding(x))
     score = _score(x.rel, allowed)
     return Judgement(before, x.rel, allowed, score, ENTERS, name) if score > 1 else None
 

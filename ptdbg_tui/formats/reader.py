@@ -49,9 +49,14 @@ def original_detach(tensors: Iterable[TensorRecord], backward: bool = False) -> 
             continue
         if entry.direction == BACKWARD:
             backward = True
-        elif backward and entry.key[:2] == ("Tensor", "detach"):
+        elif backward and is_detach(rec):
             return True, backward
     return False, backward
+
+
+def is_detach(rec: TensorRecord) -> bool:
+    """A ``Tensor_detach`` call: the original's hooks record their own (see :func:`original_detach`)."""
+    return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
 
 
 class DumpReader(Protocol):
