@@ -131,7 +131,7 @@ def baseline(root: Path) -> None:
 def metric_pass(root: Path, repeat: int = 2) -> None:
     """Print the CPU seconds of the metric pass over every tensor pair of ``root``, read into memory
     first (the best of ``repeat``)."""
-    from ptdbg_tui.compare.metrics import compare_arrays
+    from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
     pairs = [(np.load(npu.npy_dir / f"{rec.name}.npy"), np.load(bench.npy_dir / f"{rec.name}.npy"), rec.dtype)
@@ -150,7 +150,8 @@ def _seconds_of(argv: list[str], env: dict[str, str]) -> float:
     return float(subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout.split()[-1])
 
 
-JIT_PROBE = ("import time; t = time.perf_counter(); from ptdbg_tui.compare.metrics import warm_up; "
+JIT_PROBE = ("import time; t = time.perf_counter(); "
+             "from ptdbg_tui.compare.metrics.accumulator import warm_up; "
              "warm_up(); print(time.perf_counter() - t)")
 
 

@@ -30,7 +30,7 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.matching import MODES
+from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions

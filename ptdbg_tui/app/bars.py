@@ -17,9 +17,9 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis import Suspect
+from ptdbg_tui.compare.diagnosis.diagnose import Suspect
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.updates import FOUND
 
 Styles = Mapping[str, Style]

@@ -19,8 +19,8 @@ from textual.widgets import Static
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
 from ptdbg_tui.app.tree_model import Node, TreeModel
-from ptdbg_tui.compare.csv_export import header
 from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord

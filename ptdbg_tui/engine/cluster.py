@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ptdbg_tui.compare.model import Result
-from ptdbg_tui.compare.tasks import (
+from ptdbg_tui.compare.metrics.tasks import (
     CompareTask,
     PartOutcome,
     error_result,
@@ -34,6 +33,7 @@ from ptdbg_tui.compare.tasks import (
     run_part,
     run_task,
 )
+from ptdbg_tui.compare.model import Result
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
 from ptdbg_tui.formats.layout import RankDump, Scan
 

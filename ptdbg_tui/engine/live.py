@@ -19,8 +19,8 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.ranks import RankView, cross_rank
 from ptdbg_tui.engine.pair import PairContext, PairState
 from ptdbg_tui.engine.pool import prestart
 from ptdbg_tui.engine.side import SideState

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis import Diagnosis, diagnose
-from ptdbg_tui.compare.matching import Matching, attach_stacks, choose_match, match_advice, model_rows
+from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
+from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
+from ptdbg_tui.compare.metrics.tasks import settled_result, task_for
 from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.tasks import settled_result, task_for
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed

@@ -5,7 +5,7 @@ since the last call (``reset`` when earlier ones are void), :meth:`~DumpReader.r
 up the module structure (ptdbg-tui's sidecar, msprobe's construct.json),
 :meth:`~DumpReader.module_chain` says which ``nn.Module``s a call ran in, and
 :attr:`~DumpReader.producer` which tool wrote the dump, as far as it shows (two tools record some
-tensors differently: see :mod:`ptdbg_tui.compare.matching`).
+tensors differently: see :mod:`ptdbg_tui.compare.matching.pairing`).
 """
 
 from __future__ import annotations

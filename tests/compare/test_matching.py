@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ptdbg_tui.compare.matching import align, attach_stacks, choose_match, match_records
+from ptdbg_tui.compare.matching.pairing import align, attach_stacks, choose_match, match_records
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -192,7 +192,7 @@ def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
 
 
 def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
-    from ptdbg_tui.compare.matching import match_advice
+    from ptdbg_tui.compare.matching.pairing import match_advice
 
     npu = [record("Torch_add_0_forward_output"), record("Torch_add_1_forward_output", shape=[3])]
     bench = [record("Torch_add_0_forward_output")]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ptdbg_tui.compare.metrics.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 
 
 @pytest.mark.parametrize(("cos", "mae", "expected"), [

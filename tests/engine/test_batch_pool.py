@@ -9,8 +9,8 @@ import signal
 import numpy as np
 import pytest
 
+from ptdbg_tui.compare.metrics.tasks import CompareTask, run_task
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.tasks import CompareTask, run_task
 from ptdbg_tui.engine.pool import MetricPool
 
 

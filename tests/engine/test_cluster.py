@@ -14,7 +14,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from ptdbg_tui.compare.tasks import CompareTask, run_task  # noqa: E402
+from ptdbg_tui.compare.metrics.tasks import CompareTask, run_task  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, report_text, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402

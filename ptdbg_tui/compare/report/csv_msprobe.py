@@ -19,9 +19,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.cells import MSG_PENDING, MSG_SCALAR, NAN, UNSUPPORTED
-from ptdbg_tui.compare.csv_export import write_table
+from ptdbg_tui.compare.metrics.cells import MSG_PENDING, MSG_SCALAR, NAN, UNSUPPORTED
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.csv_ptdbg import write_table
 from ptdbg_tui.formats.records import Frame, TensorRecord
 
 #: The name of this CSV flavour (``--format``), the same as the dump format it follows by default.

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui.compare.cells import (
+from ptdbg_tui.compare.metrics.accumulator import (
+    MetricAccumulator,
+    MetricState,
+    compare_arrays,
+    compare_scalar,
+    dtype_caveats,
+    precheck,
+)
+from ptdbg_tui.compare.metrics.cells import (
     MSG_DTYPE,
     MSG_FUZZY,
     MSG_NO_BENCH,
@@ -26,18 +34,10 @@ from ptdbg_tui.compare.cells import (
     NAN,
     join_messages,
 )
-from ptdbg_tui.compare.errors import floor_of, stats_errors
-from ptdbg_tui.compare.metrics import (
-    MetricAccumulator,
-    MetricState,
-    compare_arrays,
-    compare_scalar,
-    dtype_caveats,
-    precheck,
-)
+from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors
+from ptdbg_tui.compare.metrics.scratch import borrow, give_back
+from ptdbg_tui.compare.metrics.verdict import stats_verdict, with_caveat
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
-from ptdbg_tui.compare.scratch import borrow, give_back
-from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
 from ptdbg_tui.formats.records import TensorRecord, stat_value
 from ptdbg_tui.formats.tensorfile import (
     FILE_ERRORS,

@@ -16,9 +16,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.cells import MSG_PENDING, NAN
+from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
+from ptdbg_tui.compare.metrics.tasks import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.tasks import FULL_CELLS, SUMMARY_CELLS, stats4
 
 _NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
           "Bench Tensor Shape"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ptdbg_tui.compare.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
+from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.formats.records import TensorRecord
 

@@ -3,7 +3,7 @@ and the texts that name them (the report, the advisor file, the app).
 
 The original's advisor names the first failing row, which is usually downstream noise, and its
 absolute thresholds miss small-magnitude and pure-scale faults while blaming rounding in fp16. Here
-each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.propagation`):
+each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.diagnosis.propagation`):
 a forward call by its inputs, a backward call by its incoming gradients and the tensors its forward
 call saved. Every call that introduces error is a suspect; forward suspects come first, each
 direction in execution order. The first suspect is the culprit.
@@ -15,9 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.cells import NO
-from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.propagation import (
+from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     GROWTH,
     NAN_ORIGIN,
@@ -28,6 +26,8 @@ from ptdbg_tui.compare.propagation import (
     judge_entry,
     op_name,
 )
+from ptdbg_tui.compare.metrics.cells import NO
+from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
 
