@@ -24,13 +24,14 @@ from typing import Any, TextIO
 from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, advisor_text, diagnose
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
-from ptdbg_tui.compare.metrics.tasks import CompareTask, settled_result, task_for
+from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import suspects_path, write_suspects
 from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
+from ptdbg_tui.engine.tasks import CompareTask, task_for
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,

@@ -24,17 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ptdbg_tui.compare.metrics.tasks import (
-    CompareTask,
-    PartOutcome,
-    error_result,
-    finish_parts,
-    part_bounds,
-    run_part,
-    run_task,
-)
+from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
+from ptdbg_tui.engine.tasks import CompareTask, PartOutcome, finish_parts, part_bounds, run_part, run_task
 from ptdbg_tui.formats.layout import RankDump, Scan
 
 if TYPE_CHECKING:

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
-from ptdbg_tui.compare.metrics.tasks import settled_result, task_for
+from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
+from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.formats.reader import autograd_order, mixed_pair
 from ptdbg_tui.formats.records import StackRecord

@@ -8,7 +8,7 @@ from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
 from ptdbg_tui.app.main import run_app
 from ptdbg_tui.cli import app_parser, demo_parser
-from ptdbg_tui.compare.metrics.tasks import summary_result
+from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.updates import PairInfo
 from ptdbg_tui.formats.layout import RankDump

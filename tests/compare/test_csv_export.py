@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
-from ptdbg_tui.compare.metrics.tasks import summary_result, unmatched_result
+from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv
 from ptdbg_tui.formats.records import StackRecord, decode_line

@@ -8,8 +8,8 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import advisor_text, diagnose, stack_site
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records
-from ptdbg_tui.compare.metrics.tasks import run_task, task_for
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.engine.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.records import StackRecord

@@ -12,7 +12,7 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import NO, YES
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors, trim_count, unit_roundoff
-from ptdbg_tui.compare.metrics.tasks import summary_result
+from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.stats import array_stats
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
-from ptdbg_tui.compare.metrics.tasks import FULL_CELLS, SUMMARY_CELLS, stats4
+from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
 
 _NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
