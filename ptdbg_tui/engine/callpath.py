@@ -34,11 +34,11 @@ class Seg(NamedTuple):
 
 def user_frames(frames: list[Frame]) -> list[Frame]:
     """The user's frames, outermost first (pkl frames are innermost first)."""
-    return [f for f in reversed(frames) if not any(part in f[0].replace("\\", "/") for part in _FOREIGN)]
+    return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
 
 
 def frame_site(frame: Frame) -> str:
-    return f"{os.path.basename(frame[0])}:{frame[1]}"
+    return f"{os.path.basename(frame.path)}:{frame.line}"
 
 
 def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
@@ -61,7 +61,7 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)
-            segs.append(Seg("frame", f"{f[0]}:{f[1]}:{f[2]}", f"{f[2]}  {site}"))
+            segs.append(Seg("frame", f"{f.path}:{f.line}:{f.function}", f"{f.function}  {site}"))
     if entry is None:
         segs.append(Seg("call", name, name))
     else:

@@ -222,8 +222,8 @@ def parse_frame(text: Any) -> Frame:
     text = str(text)
     m = _FRAME_RE.match(text)
     if m is None:
-        return (text, "", "", None)
-    return (m.group(1), m.group(2), m.group(3), m.group(4))
+        return Frame(text, "", "", None)
+    return Frame(m.group(1), m.group(2), m.group(3), m.group(4))
 
 
 def decode_stacks(data: Any) -> list[StackRecord]:

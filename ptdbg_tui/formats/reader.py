@@ -34,7 +34,8 @@ def producer(fmt: str, stacks: Iterable[StackRecord], tensors: Iterable[TensorRe
         return STYLE_MSPROBE
     for stack in stacks:
         if stack.frames:
-            return ORIGINAL_PTDBG if _ORIGINAL_FRAME in stack.frames[0][0].replace("\\", "/") else STYLE_PTDBG
+            original = _ORIGINAL_FRAME in stack.frames[0].path.replace("\\", "/")
+            return ORIGINAL_PTDBG if original else STYLE_PTDBG
     return ORIGINAL_PTDBG if original_detach(tensors)[0] else None
 
 

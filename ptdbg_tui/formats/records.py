@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
@@ -20,8 +20,13 @@ from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 #: dtype of a record that holds no value (msprobe's ``null``).
 NONE_DTYPE = "None"
 
-#: One stack frame: file, line number (a string, as the original writes it), function, source.
-Frame = tuple[str, str, str, "str | None"]
+class Frame(NamedTuple):
+    """One stack frame, as the dumps write it."""
+
+    path: str
+    line: str  # a string, as the original writes it
+    function: str
+    source: str | None
 
 
 @dataclass(slots=True)
@@ -91,6 +96,9 @@ class StackRecord:
     name: str
     frames: list[Frame]
     line: int = 0
+
+    def __post_init__(self) -> None:
+        self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
 
     @property
     def call(self) -> str:
@@ -163,7 +171,7 @@ def decode_value(value: Any, line: int = 0) -> Record:
             if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
                 return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
             src = f[3] if len(f) > 3 else None
-            frames.append((str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
+            frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
         return StackRecord(value[0], frames, line)
     if len(value) != 6:
         return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
@@ -254,7 +262,7 @@ def undecodable(record: Record) -> Record:
         record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
     elif isinstance(record, StackRecord):
         record.name = shown(record.name)
-        record.frames = [(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+        record.frames = [Frame(shown(f), shown(n), shown(fn), None if src is None else shown(src))
                          for f, n, fn, src in record.frames]
     else:
         record.reason, record.text = shown(record.reason), shown(record.text)

@@ -106,7 +106,7 @@ class Suspect:
     @property
     def text(self) -> str:
         site = self.site
-        where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
+        where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
         return f"{self.call} ({self.direction}): {self.finding}{where}"
 
 
@@ -150,7 +150,7 @@ def stack_site(stack: StackRecord | None) -> Frame | None:
 
 
 def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:
-    path = frame[0].replace("\\", "/")
+    path = frame.path.replace("\\", "/")
     return not any(m in path for m in marks)
 
 
