@@ -32,6 +32,7 @@ from ptdbg_tui.compare.report.suspects import suspects_path, write_suspects
 from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
+from ptdbg_tui.formats.dialects import dialect_of, producer
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
@@ -45,7 +46,7 @@ from ptdbg_tui.formats.layout import (
     statistics_only_note,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import autograd_order, mixed_pair, producer, read_dump
+from ptdbg_tui.formats.reader import read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 EXIT_OK = 0
@@ -98,8 +99,9 @@ def _read(dump: RankDump, side: str) -> Any:
 def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    tools = producer(npu.format, n.stacks, n.tensors), producer(bench.format, b.stacks, b.tensors)
-    matching = choose_match(n.tensors, b.tensors, match, mixed_pair(*tools), autograd_order(*tools))
+    dialects = (dialect_of(producer(npu.format, n.stacks, n.tensors)),
+                dialect_of(producer(bench.format, b.stacks, b.tensors)))
+    matching = choose_match(n.tensors, b.tensors, match, dialects)
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_npy is not None and bench_npy is not None

@@ -29,7 +29,7 @@ from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
-from ptdbg_tui.formats.reader import autograd_order, mixed_pair
+from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.records import StackRecord
 
 if TYPE_CHECKING:
@@ -145,10 +145,10 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        tools = self.npu.reader.producer, self.bench.reader.producer if self.bench is not None else None
-        mixed = self.bench is not None and mixed_pair(*tools)
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed,
-                                     autograd_order(*tools))
+        npu = dialect_of(self.npu.reader.producer)
+        bench = dialect_of(self.bench.reader.producer) if self.bench is not None else npu
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode,
+                                     (npu, bench))
         self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
