@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, advisor_text, diagnose
+from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.advisor import advisor_text
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import suspects_path, write_suspects

@@ -12,10 +12,11 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
+from ptdbg_tui.formats.dialects import TOOL_PATH_MARKS
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.sites import LIBRARY_PATH_MARKS
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
-from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.records import TensorRecord
 
 #: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or
@@ -134,3 +134,7 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord) -> tuple[Status, str]:
         status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
     return status, why
 
+
+def original_pick(rows: Sequence[Row]) -> Row | None:
+    """What the original's advisor names: the first row whose verdict is No."""
+    return next((r for r in rows if r.result is not None and r.result.accuracy == NO), None)
