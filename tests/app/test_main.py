@@ -6,8 +6,7 @@ from pathlib import Path
 
 from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
-from ptdbg_tui.app.main import run_app
-from ptdbg_tui.cli import app_parser, demo_parser
+from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
 from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.updates import PairInfo
@@ -34,7 +33,7 @@ def test_demo_without_torch_says_how_to_install_it(monkeypatch, tmp_path, capsys
         raise ImportError("No module named 'torch'")
 
     monkeypatch.setattr(demo, "write_demo", no_torch)
-    assert demo.run_demo(demo_parser().parse_args([str(tmp_path)])) == demo.EXIT_MISSING_TORCH
+    assert run_demo(demo_parser().parse_args([str(tmp_path)])) == EXIT_MISSING_TORCH
     assert "pip install" in capsys.readouterr().err
 
 

@@ -12,12 +12,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from ptdbg_tui import compare
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.synthetic import SEED_CULPRIT, write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
+from ptdbg_tui.legacy import compare
 
 
 @pytest.fixture
@@ -145,7 +145,7 @@ def test_compare_at_top_level_of_an_unguarded_script_with_workers(seed, tmp_path
              "npu_dump_data_dir": str(n.npy_dir), "bench_dump_data_dir": str(b.npy_dir)}
     script = tmp_path / "compare_script.py"
     script.write_text(textwrap.dedent(f"""
-        from ptdbg_tui import compare
+        from ptdbg_tui.legacy import compare
         print("RUN")
         compare({json.dumps(param)}, {str(tmp_path / "out")!r}, stack_mode=True, jobs=2)
     """))

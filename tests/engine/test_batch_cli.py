@@ -13,8 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from ptdbg_tui.cli import main
-from ptdbg_tui.engine.batch import _Bar
+from ptdbg_tui.cli import _Bar, main
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter

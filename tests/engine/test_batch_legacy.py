@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui import compare
 from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.legacy import compare
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legacy"
 

@@ -14,7 +14,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from ptdbg_tui.engine.batch import compare_dumps, report_text, scan_roots  # noqa: E402
+from ptdbg_tui.cli import report_text  # noqa: E402
+from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
 from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402

@@ -24,7 +24,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_ptdbg import write_table
 from ptdbg_tui.formats.records import Frame, TensorRecord
 
-#: The name of this CSV flavour (``--format``), the same as the dump format it follows by default.
+#: The name of this CSV dialect (``--format``).
 CSV_MSPROBE = "msprobe"
 NA = "N/A"
 NO_FILE = "-1"

@@ -28,6 +28,8 @@ FULL_HEADER = [*_NAMES, "Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth
                "Five Thousandths Err Ratio", *_STATS, "Accuracy Reached or Not", "Err_message"]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
 STACK_COLUMN = "NPU_Stack_Info"
+#: The name of this CSV dialect (``--format``).
+CSV_PTDBG = "ptdbg"
 FILE_MODE = 0o640
 
 
