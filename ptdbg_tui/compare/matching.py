@@ -10,7 +10,7 @@
   (api, direction, argument paths, shapes), so one extra or missing call does not shift every
   later pairing; leftover calls between aligned ones pair by api (a shape change stays visible).
 
-Unlike the original (spec §5.3), unmatched entries of both sides become rows.
+Unlike the original (docs/compare.md#matching), unmatched entries of both sides become rows.
 
 **Mixed pairs** (``mixed=True``: each side written by another tool — msprobe, the original
 ptdbg_ascend, this project's dumper) pair by :attr:`~ptdbg_tui.formats.naming.EntryName.key`,
