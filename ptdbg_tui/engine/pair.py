@@ -1,7 +1,7 @@
 """One compared pair of rank dumps in the live engine: its rows, the results cache, what the app
 was sent, and the pass that reads, matches, compares and emits it.
 
-When a row without counterpart becomes "unmatched" (the rule, also in the README):
+When a row without counterpart becomes "unmatched" (the rule, also in docs/app.md#live):
 
 * while the other side is still growing the row stays pending;
 * it becomes unmatched once the other side has moved past it (a matched row comes after it in

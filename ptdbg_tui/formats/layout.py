@@ -1,4 +1,4 @@
-"""Dump folder layout (spec §2): finding rank dumps under any level of a dump tree, pairing sides.
+"""Dump layout (docs/formats.md#ptdbg-layout): finding rank dumps at any level of a dump tree, pairing sides.
 
 ptdbg: ``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named
 like the pkl without ``.pkl``. msprobe: ``{dump_path}/[step{N}/]rank{R}|rank|proc{pid}/dump.json``
@@ -27,7 +27,7 @@ PKL_NAMES = {
     "stack": "stack_dump.pkl",
     "acl": "acl_dump.pkl",
 }
-#: Modes whose pkl carries stack lines (the original's stack_mode rule, §5.1).
+#: Modes whose pkl carries stack lines (docs/formats.md#ptdbg-layout).
 STACK_MODES = ("api_stack", "list", "range", "acl", "stack")
 
 DUMP_TAG = "ptdbg_dump"

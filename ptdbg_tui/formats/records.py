@@ -1,4 +1,4 @@
-"""The one definition of a pkl line (spec §3): decoding for readers, encoding for writers.
+"""The one definition of a pkl line (docs/formats.md#pkl-lines): decoding for readers, encoding for writers.
 
 A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
 ``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
@@ -144,7 +144,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
-    """The stat values dumps hold (spec §3.4): numbers, ``"Nan"`` (and msprobe's non-finite words),
+    """Stat values in dumps (docs/formats.md#statistics): numbers, ``"Nan"`` (and msprobe's non-finite words),
     ``[]`` (empty or bool tensors); ``null`` where a dumper had none. A number must also fit a float."""
     if v is None or v == [] or isinstance(v, (bool, float)):
         return True

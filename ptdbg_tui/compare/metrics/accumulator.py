@@ -1,6 +1,6 @@
-"""Tensor metrics of the original compare (spec §5.6), computed chunk by chunk in float64.
+"""Tensor metrics of the original compare (docs/compare.md#metrics), computed chunk by chunk in float64.
 
-Differences from the original, on purpose (see the README): the relative error is computed in
+Differences from the original, on purpose (docs/compare.md): the relative error is computed in
 float64 on copies after the shape and NaN/Inf checks (the original mutates its inputs, works in
 the native dtype and crashes on shape mismatch); NaN/Inf at the same positions are set to 0
 before *every* metric, and +Inf against -Inf counts as a mismatch; every message is kept.

@@ -1,4 +1,4 @@
-"""Verdicts: the original's ``Accuracy Reached or Not`` (spec §5.7) and the row Status the UI shows.
+"""Verdicts: ``Accuracy Reached or Not`` (docs/compare.md#accuracy-reached-or-not) and the UI's row Status.
 
 The CSV keeps the original's absolute rule and values so files stay comparable; the Status adds
 what the original cannot say (a Nan verdict on identical values is a pass, a pass on data with
@@ -32,7 +32,7 @@ STAT_NAMES = ("max", "min", "mean", "l2norm")
 
 
 def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, str]:
-    """``(accuracy, why)``: the first rule of §5.7 that applies, and its threshold in words."""
+    """``(accuracy, why)``: the first rule of docs/compare.md#accuracy-reached-or-not that applies."""
     if cos_cell == SHAPE_UNMATCHED:
         return UNMATCHED, "shapes of NPU and bench differ"
     if NAN in (cos_cell, mae_cell):

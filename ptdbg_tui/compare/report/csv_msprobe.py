@@ -1,5 +1,5 @@
 """msprobe's compare CSV (``msprobe compare``, 26.x): its columns and cell formats in its three modes,
-so that a user can diff ours against theirs (msprobe_report.md §2.4–2.8, §9).
+so that a user can diff ours against theirs (docs/compare.md#the-msprobe-csv).
 
 - tensors: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, the two thousandth ratios and Data_name;
 - statistics: the four ``… diff`` and ``…RelativeErr`` (``"x%"``) columns;

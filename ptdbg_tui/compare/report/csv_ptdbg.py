@@ -1,4 +1,4 @@
-"""``compare_result_<YYYYmmddHHMMSS>.csv`` with the original's columns and cell formatting (spec §5.8).
+"""``compare_result_<YYYYmmddHHMMSS>.csv``: the original's columns and cells (docs/compare.md#the-ptdbg-csv).
 
 Rows are handed to pandas as the original hands them (raw stats values, the list shape, metric
 strings) so that pandas prints every cell the same way: float repr, ``[]`` for empty stats, an
