@@ -188,7 +188,7 @@ class PtdbgApp(App[None]):
         self._show_progress()
         self._show_diagnosis()
         self.detail.show(None)
-        # The engine's first reads hold the GIL for long stretches (a pkl chunk is one json call):
+        # The engine's first reads hold the GIL for long stretches (a chunk of records is one json call):
         # it starts once the first frame is out.
         self.call_after_refresh(self._start_engine)
 

@@ -3,7 +3,7 @@
 
 All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.pool.MetricPool` (or, with
 ``--cluster``, a :class:`~ptdbg_tui.engine.cluster.ClusterPool`), largest first; statistics and
-unmatched rows are settled where the pkls are read. Results stay in memory and each pair's CSV is
+unmatched rows are settled where the records are read. Results stay in memory and each pair's CSV is
 written once at the end; several ranks also get the first divergent rank.
 """
 
@@ -61,8 +61,8 @@ class PairOutcome:
     bad_lines: tuple[list[BadLine], list[BadLine]] = field(default_factory=lambda: ([], []))  # npu, bench
     summary: bool = False  # statistics only (no npy on a side, or asked for)
     stack_mode: bool = False  # the NPU pkl carries stack lines
-    npu_npy: Path | None = None
-    bench_npy: Path | None = None
+    npu_tensors: Path | None = None
+    bench_tensors: Path | None = None
     csv: Path | None = None
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
@@ -79,12 +79,12 @@ def _read(dump: RankDump, side: str) -> Any:
     try:
         return read_dump(dump)
     except FileNotFoundError:
-        raise CompareInputError(f"{side} dump file {dump.pkl} does not exist") from None
+        raise CompareInputError(f"{side} dump file {dump.records} does not exist") from None
     except OSError as e:
         raise CompareInputError(f"cannot read {side} dump file {reason(e)}") from None
 
 
-def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Path | None, match: str,
+def _outcome(npu: RankDump, bench: RankDump, npu_tensors: Path | None, bench_tensors: Path | None, match: str,
              summary: bool) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
     dialects = (dialect_of(producer(npu.format, n.stacks, n.tensors)),
@@ -92,12 +92,13 @@ def _outcome(npu: RankDump, bench: RankDump, npu_npy: Path | None, bench_npy: Pa
     matching = choose_match(n.tensors, b.tensors, match, dialects)
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
-    full = not summary and npu_npy is not None and bench_npy is not None
+    full = not summary and npu_tensors is not None and bench_tensors is not None
     for row in rows:
         row.result = settled_result(row, summary=not full)
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
-                       stack_mode=bool(n.stacks), npu_npy=npu_npy if full else None,
-                       bench_npy=bench_npy if full else None, match=matching.mode, match_note=matching.note)
+                       stack_mode=bool(n.stacks), npu_tensors=npu_tensors if full else None,
+                       bench_tensors=bench_tensors if full else None, match=matching.mode,
+                       match_note=matching.note)
 
 
 def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: ProgressFn | None) -> None:
@@ -107,7 +108,7 @@ def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: Prog
         for row in o.rows:
             if row.result is None:
                 where.append(row)
-                tasks.append(task_for(row, o.npu_npy, o.bench_npy, histogram=False))
+                tasks.append(task_for(row, o.npu_tensors, o.bench_tensors, histogram=False))
     total = sum(t.nbytes + 1 for t in tasks)
     done = 0
     for i, result in pool.map(tasks, largest_first=True):
@@ -182,7 +183,7 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
         pairs, notes = _pairs(npu_path, bench_path, step, rank)
         if not summary:
             notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
-        outcomes = compare_pairs([(n, b, _npy_dir(n), _npy_dir(b)) for n, b in pairs], match, summary,
+        outcomes = compare_pairs([(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary,
                                   jobs, progress)
         outcomes.notes[:0] = notes
     outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
@@ -195,14 +196,14 @@ def _statistics_only(n: RankDump, b: RankDump) -> str | None:
     return f"{n.label} vs {b.label}: statistics only — {note}" if note else None
 
 
-def _npy_dir(dump: RankDump) -> Path | None:
-    return dump.npy_dir if dump.has_npy else None
+def _tensor_dir(dump: RankDump) -> Path | None:
+    return dump.tensor_dir if dump.has_tensors else None
 
 
 def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> tuple[PairOutcome, list[str]]:
     """A pair read and matched where its files are (a cluster worker), tensors not compared yet, and
     the notes on it that need its folders."""
-    o = _outcome(npu, bench, _npy_dir(npu), _npy_dir(bench), match, summary)
+    o = _outcome(npu, bench, _tensor_dir(npu), _tensor_dir(bench), match, summary)
     note = None if summary else _statistics_only(npu, bench)
     return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _side_notes(o))]
 
@@ -260,8 +261,8 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
 
 def compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]], match: str,
                    summary: bool, jobs: int | None, progress: ProgressFn | None) -> Outcomes:
-    """Outcomes of (npu, bench, npu npy dir, bench npy dir) pairs; the workers start first so
-    their start-up overlaps the pkl reading. A pair that cannot be read or compared is a note and
+    """Outcomes of (npu, bench, NPU tensor folder, bench tensor folder) pairs; the workers start first so
+    their start-up overlaps the reading of the records. A pair that cannot be read or compared is a note and
     the others go on; :class:`CompareInputError` when none could be."""
     outcomes = Outcomes()
     with fewer_collections():  # the diagnosis too: it builds an object per call
@@ -295,9 +296,9 @@ def _side_notes(o: PairOutcome) -> list[str]:
     for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
                                 ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
         if not records:
-            notes.append(f"the {role} dump file {dump.pkl} holds no entries")
+            notes.append(f"the {role} dump file {dump.records} holds no entries")
         elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
-            notes.append(f"{role} dump {dump.pkl}: {repeats}")
+            notes.append(f"{role} dump {dump.records}: {repeats}")
     if same := same_dump_note(o.npu, o.bench):
         notes.append(same)
     return notes

@@ -34,7 +34,7 @@ class Seg(NamedTuple):
 
 
 def user_frames(frames: list[Frame]) -> list[Frame]:
-    """The user's frames, outermost first (pkl frames are innermost first)."""
+    """The user's frames, outermost first (recorded frames are innermost first)."""
     return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
 
 

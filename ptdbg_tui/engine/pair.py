@@ -5,7 +5,7 @@ When a row without counterpart becomes "unmatched" (the rule, also in docs/app.m
 
 * while the other side is still growing the row stays pending;
 * it becomes unmatched once the other side has moved past it (a matched row comes after it in
-  execution order), or the other side is quiet: its pkl has not grown for ``quiet_s`` seconds
+  execution order), or the other side is quiet: its records have not grown for ``quiet_s`` seconds
   (an absent bench dump counts as quiet once the NPU side itself is quiet);
 * with ``watch=False`` everything is final at once.
 
@@ -96,8 +96,8 @@ def _same(a: Row, b: Row) -> bool:
 
 
 def _is_retryable(result: Result) -> bool:
-    """A missing npy of a live dump: the original tool writes its pkl lines before all data."""
-    return result.status is Status.ERROR and "not found" in result.message
+    """A missing tensor file of a live dump: the original tool writes its records before all data."""
+    return result.status is Status.ERROR and result.missing_data
 
 
 def _cache_key(row: Row) -> tuple[str | None, str | None]:
@@ -256,8 +256,8 @@ class PairState:
             return
         yield
         pool = ctx.pool()
-        npu_dir = self.info.npu.npy_dir
-        bench_dir = self.info.bench.npy_dir if self.info.bench else None
+        npu_dir = self.info.npu.tensor_dir
+        bench_dir = self.info.bench.tensor_dir if self.info.bench else None
         for start in range(0, len(tasks_at), ctx.options.chunk):
             part = tasks_at[start:start + ctx.options.chunk]
             tasks = [task_for(self.rows[i], npu_dir, bench_dir) for i in part]

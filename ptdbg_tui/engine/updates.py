@@ -17,7 +17,7 @@ from ptdbg_tui.formats.records import StackRecord
 
 @dataclass(frozen=True, slots=True)
 class PairInfo:
-    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU pkl)."""
+    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU records file)."""
 
     key: str
     label: str

@@ -35,13 +35,14 @@ from ptdbg_tui.formats.naming import (
     STYLE_MSPROBE,
     EntryName,
 )
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK
 from ptdbg_tui.formats.records import (
     MAX_DIMS,
     MAX_NUMEL,
     NONE_DTYPE,
     BadLine,
     Frame,
+    RecordBatch,
     StackRecord,
     TensorRecord,
     may_hold_surrogates,
@@ -459,9 +460,9 @@ class MsprobeFollower:
             bad.append(BadLine(0, str(e)))
             return None
 
-    def read(self, final: bool = False) -> PklBatch:
+    def read(self, final: bool = False) -> RecordBatch:
         """What changed since the last call: new records (all of them again after a reset)."""
-        batch = PklBatch()
+        batch = RecordBatch()
         if not self._pending:
             text = self._changed(DUMP_JSON, final, batch.bad)
             if text is not None:
@@ -494,7 +495,7 @@ class MsprobeFollower:
         self.chains = chains
         return changed
 
-    def _update(self, text: str, final: bool, batch: PklBatch) -> None:
+    def _update(self, text: str, final: bool, batch: RecordBatch) -> None:
         try:
             self.header, entries = split_dump(text)
         except HalfWritten as e:
@@ -516,7 +517,7 @@ class MsprobeFollower:
         self._pending.extend(entries[kept:])
         self._entries = entries
 
-    def _decode(self, batch: PklBatch) -> None:
+    def _decode(self, batch: RecordBatch) -> None:
         """Decode pending entries, about ``chunk`` bytes of text, in one JSON call."""
         take: list[tuple[str, str]] = []
         size = 0

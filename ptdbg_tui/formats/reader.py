@@ -18,11 +18,12 @@ from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
 from ptdbg_tui.formats.msprobe import MsprobeFollower
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG, EntryName
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch, PklFollower
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklFollower
+from ptdbg_tui.formats.records import RecordBatch
 
 
 class DumpReader(Protocol):
-    def read(self, final: bool = False) -> PklBatch: ...
+    def read(self, final: bool = False) -> RecordBatch: ...
 
     def read_modules(self, final: bool = False) -> bool: ...
 
@@ -39,12 +40,12 @@ class PklReader:
     """A ptdbg pkl and, when the project's dumper wrote one, its module sidecar."""
 
     def __init__(self, dump: RankDump, chunk: int = DEFAULT_CHUNK) -> None:
-        self._pkl = PklFollower(dump.pkl, chunk)
-        self._modules = ModuleFollower(sidecar_path(dump.pkl))
+        self._pkl = PklFollower(dump.records, chunk)
+        self._modules = ModuleFollower(sidecar_path(dump.records))
         self.producer: str | None = None
         self._backward = False  # a backward record was read (while no stack line says the tool)
 
-    def read(self, final: bool = False) -> PklBatch:
+    def read(self, final: bool = False) -> RecordBatch:
         batch = self._pkl.read(final)
         if batch.reset:  # a restarted dump: its sidecar starts over too
             self._modules = ModuleFollower(self._modules.path)
@@ -70,11 +71,11 @@ class PklReader:
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:
     """The reader for a rank dump's format (``chunk``: bytes a read decodes at most, about)."""
-    return MsprobeFollower(dump.pkl, chunk) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
+    return MsprobeFollower(dump.records, chunk) if dump.format == STYLE_MSPROBE else PklReader(dump, chunk)
 
 
-def read_dump(dump: RankDump) -> PklBatch:
+def read_dump(dump: RankDump) -> RecordBatch:
     """Every record of a finished rank dump."""
     if dump.format == STYLE_MSPROBE:
-        return MsprobeFollower(dump.pkl, math.inf).read(final=True)
-    return PklFollower(dump.pkl).read_all()
+        return MsprobeFollower(dump.records, math.inf).read(final=True)
+    return PklFollower(dump.records).read_all()

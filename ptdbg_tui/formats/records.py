@@ -117,6 +117,20 @@ class BadLine:
 Record = TensorRecord | StackRecord | BadLine
 
 
+@dataclass
+class RecordBatch:
+    """What one read of a rank dump's records produced, whatever its format."""
+
+    tensors: list[TensorRecord] = field(default_factory=list)
+    stacks: list[StackRecord] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    reset: bool = False  # the file was truncated or replaced: earlier records are void
+    more: bool = False  # complete lines remain unread
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors or self.stacks or self.bad or self.reset)
+
+
 def stat_value(v: Any) -> float | None:
     """A raw stat as a float: ``None`` for the ``"Nan"`` sentinel and the empty-list stats."""
     if isinstance(v, bool):

@@ -55,7 +55,8 @@ def test_flow_wraps_onto_two_lines_and_drops_the_least_important():
 
 
 @pytest.mark.parametrize("size", SIZES)
-async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size, demo_lstm_site):
+async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size,
+                                                                         demo_lstm_site):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=size) as pilot:
         await ui.settle(pilot)

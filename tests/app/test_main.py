@@ -44,7 +44,7 @@ def _pair(step: int) -> tuple[PairInfo, list[Row]]:
     row.result = summary_result(row)
     n = RankDump(Path(f"/d/npu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
     b = RankDump(Path(f"/d/cpu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
-    return PairInfo(str(n.pkl), n.label, n, b, True), [row]
+    return PairInfo(str(n.records), n.label, n, b, True), [row]
 
 
 def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):

@@ -23,11 +23,11 @@ LEGACY_ADVISOR = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legac
 def _compared_seed(tmp_path):
     npu_root, bench_root = write_seed_pair(tmp_path)
     npu, bench = discover(npu_root)[0], discover(bench_root)[0]
-    n, b = read_pkl(npu.pkl), read_pkl(bench.pkl)
+    n, b = read_pkl(npu.records), read_pkl(bench.records)
     rows = match_records(n.tensors, b.tensors)
     attach_stacks(rows, {s.call: s for s in n.stacks})
     for row in rows:
-        row.result = run_task(task_for(row, npu.npy_dir, bench.npy_dir))
+        row.result = run_task(task_for(row, npu.tensor_dir, bench.tensor_dir))
     return rows
 
 

@@ -81,7 +81,7 @@ def test_a_worker_that_cannot_see_a_rank_gets_none_of_its_tasks(cluster, dumps):
         rank1 = [str(rank_dir_path(side, 1, step=0)) for side in (npu, bench)]
         assert pool.eligible(rank1) == [workers["far"]]
         assert pool.eligible([str(rank_dir_path(npu, 0, step=0))]) == sorted(workers.values())
-        tasks = _tasks_of(found[1].npy_dir, rank_dir_path(bench, 1, step=0) / found[1].npy_dir.name)
+        tasks = _tasks_of(found[1].tensor_dir, rank_dir_path(bench, 1, step=0) / found[1].tensor_dir.name)
         got = dict(pool.map(tasks))
         assert set(pool.placements) == {workers["far"]}
     assert all(got[i].cells == run_task(t).cells for i, t in enumerate(tasks))
