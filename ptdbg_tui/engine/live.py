@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.engine.pair import PairContext, PairState
+from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import prestart
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
@@ -232,9 +232,9 @@ class LiveEngine:
             if state is not None and state.info.bench == b:
                 continue
             info = self._pair_info(n, b)
-            new = PairState(info, self._side(n), self._side(b) if b is not None else None)
-            if state is not None:  # the bench changed: same tree node, everything recomputed
-                new.emitted = state.emitted
+            # the bench changed: same tree node, everything recomputed
+            sent = state.sent if state is not None else None
+            new = PairState(info, self._side(n), self._side(b) if b is not None else None, sent)
             self._pairs[info.key] = new
             note = None if o.summary else statistics_only_note(n, b)
             if note:
@@ -252,8 +252,7 @@ class LiveEngine:
         the new ones replace them."""
         old = self._pairs.get(key)
         if old is not None:
-            new = self._pairs[key] = PairState(old.info, old.npu, old.bench)
-            new.emitted = old.emitted
+            new = self._pairs[key] = PairState(old.info, old.npu, old.bench, old.sent)
             new.failed = old.failed
 
     def _note(self, text: str) -> None:
@@ -288,8 +287,8 @@ class LiveEngine:
             if self._stop.is_set():
                 return None
             versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
-            if pair.failed is not None and pair.failed[0] == versions and not rescan:
-                self._note(pair.failed[1])
+            if pair.failed is not None and pair.failed.versions == versions and not rescan:
+                self._note(pair.failed.notice)
                 continue
             try:
                 pair_due = pair.update(self._context, rescan)
@@ -298,7 +297,7 @@ class LiveEngine:
                 log.exception("live engine: pair %s failed", pair.info.label)
                 self._rebuild(key)
                 text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
-                self._pairs[key].failed = (versions, text)
+                self._pairs[key].failed = FailedPass(versions, text)
                 self._note(text)
                 continue
             if pair_due is not None:
@@ -379,7 +378,7 @@ class LiveEngine:
         compared = sum(p.compared for p in pairs)
         statuses = [self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
                     for s in (self._npu_status, self._bench_status)]
-        faults = tuple(p.failed[1] for p in pairs if p.failed is not None)
+        faults = tuple(p.failed.notice for p in pairs if p.failed is not None)
         self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
                                           self.watching, done, statuses[0], statuses[1], self._unpaired,
                                           faults))

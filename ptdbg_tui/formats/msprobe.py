@@ -22,7 +22,7 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
@@ -71,17 +71,26 @@ MAX_DEPTH = 400
 MAX_JSON_BYTES = 4 << 30
 
 
-def parse_entry(name: str) -> tuple[str, int, str, bool] | None:
-    """``(api, index, direction, parameter gradients)`` of a dump.json entry name; ``None`` if odd."""
+class ParsedEntry(NamedTuple):
+    """What a dump.json entry's name says."""
+
+    api: str
+    index: int
+    direction: str
+    parameter_gradients: bool  # ``{module}.parameters_grad``: a module's parameters' gradients
+
+
+def parse_entry(name: str) -> ParsedEntry | None:
+    """What a dump.json entry name says; ``None`` if odd."""
     m = _PARAMS_GRAD_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2) or 0), BACKWARD, True
+        return ParsedEntry(m.group(1), int(m.group(2) or 0), BACKWARD, True)
     m = _MODULE_RE.match(name)
     if m:
-        return m.group(1), int(m.group(3)), m.group(2), False
+        return ParsedEntry(m.group(1), int(m.group(3)), m.group(2), False)
     m = _API_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2)), m.group(3), False
+        return ParsedEntry(m.group(1), int(m.group(2)), m.group(3), False)
     return None
 
 
@@ -199,7 +208,7 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
         if parsed is None:  # not a call: keep its values, unplaced
             for path, leaf in _leaves(value):
                 add(name + _suffix(path), leaf, None)
-        elif parsed[3]:  # parameter gradients: {param: [tensor]}, the list not indexed
+        elif parsed.parameter_gradients:  # {param: [tensor]}, the list not indexed
             api, index, direction, _ = parsed
             for path, leaf in _leaves(value, index_lists=False):
                 add(name + _suffix(path), leaf,
