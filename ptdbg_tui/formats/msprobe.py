@@ -205,26 +205,36 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
             refused.append(str(e))
 
     try:
-        if parsed is None:  # not a call: keep its values, unplaced
-            for path, leaf in _leaves(value):
-                add(name + _suffix(path), leaf, None)
-        elif parsed.parameter_gradients:  # {param: [tensor]}, the list not indexed
-            api, index, direction, _ = parsed
-            for path, leaf in _leaves(value, index_lists=False):
-                add(name + _suffix(path), leaf,
-                    EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE))
-        else:
-            api, index, direction, _ = parsed
-            for section, kind in _SECTIONS:
-                for path, leaf in _leaves(value.get(section)) if section in value else ():
-                    add(f"{name}.{kind}{_suffix(path)}", leaf,
-                        EntryName(api, index, direction, kind, path, STYLE_MSPROBE))
+        for built, leaf, entry in _entry_leaves(name, value, parsed):
+            add(built, leaf, entry)
     except (ValueError, RecursionError) as e:
         refused.append(str(e))
     if refused:
         more = f" (+{len(refused) - 1} more values)" if len(refused) > 1 else ""
         return out, BadLine(0, f"entry {name}: {refused[0]}{more}")
     return out, None
+
+
+Leaf = tuple[str, dict[str, Any] | None, EntryName | None]  # record name, its value, its entry name
+
+
+def _entry_leaves(name: str, value: dict[str, Any], parsed: ParsedEntry | None) -> Iterator[Leaf]:
+    """Each value of an entry: its record name, its leaf, its entry name (``None``: not a call, its
+    values kept unplaced). Raises ValueError/RecursionError for a value nested too deeply."""
+    if parsed is None:
+        for path, leaf in _leaves(value):
+            yield name + _suffix(path), leaf, None
+        return
+    api, index, direction, params = parsed
+    if params:  # parameter gradients: {param: [tensor]}, the list not indexed
+        for path, leaf in _leaves(value, index_lists=False):
+            entry = EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE)
+            yield name + _suffix(path), leaf, entry
+        return
+    for section, kind in _SECTIONS:
+        for path, leaf in _leaves(value.get(section)) if section in value else ():
+            entry = EntryName(api, index, direction, kind, path, STYLE_MSPROBE)
+            yield f"{name}.{kind}{_suffix(path)}", leaf, entry
 
 
 def parse_frame(text: Any) -> Frame:
