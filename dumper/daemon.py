@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from dumper.arguments import PendingCall, torch_value
 from dumper.capture import Value
 from dumper.patching import TLS
 from ptdbg_tui.formats.modules import ModuleChain
@@ -34,11 +35,13 @@ REMEMBERED = 32  # host copies whose npy can be linked to (SeenTensors keeps 16)
 
 @dataclass(slots=True)
 class CallRecord:
-    """Everything one call and direction writes, in file order: tensors, then its stack line."""
+    """Everything one call and direction writes, in file order: its call sidecar line, tensors, then
+    its stack line."""
 
     values: list[Value] = field(default_factory=list)
     stack: tuple[str, list[list[str | None]]] | None = None
     modules: tuple[str, ModuleChain] | None = None
+    call: PendingCall | None = None
 
     @property
     def nbytes(self) -> int:
@@ -79,7 +82,7 @@ class DumpDaemon:
         self._put(_Open(rank_dir, mode, summary_only, fresh), 0)
 
     def put(self, record: CallRecord) -> None:
-        if record.values or record.stack or record.modules:
+        if record.values or record.stack or record.modules or record.call:
             self._put(record, record.nbytes)
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -131,6 +134,8 @@ class DumpDaemon:
             self._writer = RankWriter(item.rank_dir, item.mode, item.summary_only, item.fresh)
         elif isinstance(item, CallRecord) and self._writer is not None:
             w = self._writer
+            if item.call is not None:
+                w.write_call(item.call.spec({v.name for v in item.values}), torch_value)
             for v in item.values:
                 # a tensor recorded twice unchanged shares one host copy: link to its first npy
                 done = self._written.get(id(v.array)) if v.array is not None else None

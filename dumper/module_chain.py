@@ -50,6 +50,11 @@ class ModuleTracker:
         self._stack.clear()
         self.chain = ()
 
+    @property
+    def training(self) -> bool | None:
+        """The innermost running module's training flag; None outside modules."""
+        return self._stack[-1][0].training if self._stack else None
+
     def _name(self, module: nn.Module) -> str:
         name = self._names.get(module)
         if name is not None:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from dumper import catalog, patching
+from dumper.arguments import PendingCall, current_state, frozen
 from dumper.backward import hook_outputs, tap_inputs
 from dumper.capture import CallCapture, SeenTensors, leaves, tensor_leaves
 from dumper.config import DumpConfig, ScopeFilter
@@ -50,6 +51,7 @@ class BackwardCall:
     generation: int
     frames: Frames | None
     chain: ModuleChain | None  # written with the backward record when the forward one was not
+    pending: PendingCall | None = None  # the call's sidecar line, likewise
     in_paths: list[tuple[int, ...]] = field(default_factory=list)
     out_paths: list[tuple[int, ...]] = field(default_factory=list)
     selected: bool | None = None
@@ -235,7 +237,7 @@ class DumpSession:
             if target.comm:  # it wrote into its arguments without bumping their version: copies are stale
                 self._seen.forget(args)
             if plan is not None:
-                self._guarded(target, self._finish, plan, args, out)
+                self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)
                     self._seen.forget(args)
             return out
@@ -291,9 +293,12 @@ class DumpSession:
                 cap.add(entry_name(api, index, direction, kind, path), value)
         return cap
 
-    def _finish(self, plan: _Plan, args: tuple[Any, ...], out: Any) -> None:
+    def _finish(self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         cfg, target = self.config, plan.target
         single = isinstance(out, torch.Tensor)
+        pending = PendingCall(target.api, plan.index, target.qualname, frozen(args), frozen(kwargs),
+                              0 if _mutates_first(target, args, kwargs) else None,
+                              current_state(args, self._modules.training))
         bc = plan.backward
         if bc is not None:
             outs = [(p, t) for p, t in tensor_leaves(out, (0,) if single else ())
@@ -301,6 +306,8 @@ class DumpSession:
             if outs:
                 bc.out_paths = [p for p, _ in outs]
                 hook_outputs([t for _, t in outs], bc.on_output_grads)
+                if not plan.forward:  # written with the backward: without holding the tensors till then
+                    bc.pending = pending.unrecorded()
         if not plan.forward:
             return
         capture = plan.capture
@@ -308,12 +315,12 @@ class DumpSession:
             source = args if target.comm else out  # in-place collectives: the args, now mutated
             capture = self._capture(leaves(source), target.api, plan.index, FORWARD, OUTPUT, capture)
         self._ensure_open(args, out)
-        self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain)
+        self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain, pending)
 
     def _put(self, capture: CallCapture | None, call: str, frames: Frames | None,
-             chain: ModuleChain | None) -> None:
+             chain: ModuleChain | None, pending: PendingCall | None) -> None:
         assert self._daemon is not None
-        record = CallRecord(capture.finish() if capture is not None else [])
+        record = CallRecord(capture.finish() if capture is not None else [], call=pending)
         if frames is not None:
             record.stack = (stack_name(call), frames)
         if chain:
@@ -336,7 +343,8 @@ class DumpSession:
                 capture = self._capture(zip(paths, grads, strict=True), bc.api, bc.index, BACKWARD, kind)
             self._ensure_open(grads)
             chain, bc.chain = bc.chain, None
-            self._put(capture, f"{bc.call}_{BACKWARD}", bc.frames if last else None, chain)
+            pending, bc.pending = bc.pending, None
+            self._put(capture, f"{bc.call}_{BACKWARD}", bc.frames if last else None, chain, pending)
         except Exception:
             if f"error:{bc.api}:bwd" not in self._logged:
                 self._logged.add(f"error:{bc.api}:bwd")

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
@@ -555,6 +556,14 @@ class MsprobeFollower:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
         return self.chains.get(entry.call) or self.chains.get(entry.forward_call)
+
+    def read_calls(self, final: bool = False) -> bool:
+        """msprobe keeps a call's arguments in dump.json (``input_args``, ``input_kwargs``); they are
+        not read as call specs yet."""
+        return False
+
+    def call_spec(self, call: str) -> CallSpec | None:
+        return None
 
 
 
