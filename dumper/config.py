@@ -50,19 +50,24 @@ class DumpConfig:
     kinds: frozenset[str] = frozenset((INPUT, OUTPUT))
     summary_only: bool = False
     disable_dropout: bool = True
+    module: list[str] = field(default_factory=list)  # module paths: only calls made inside them
 
     @classmethod
     def build(cls, mode: str = "api_stack", scope: Sequence[str] | None = None,
               api_list: Sequence[str] | None = None, filter_switch: str = "OFF",
               input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
               disable_dropout: bool = True, acl_config: str | None = None,
-              backward_input: Sequence[str] | None = None) -> DumpConfig:
+              backward_input: Sequence[str] | None = None, module: Sequence[str] | None = None) -> DumpConfig:
         if mode == "acl" or acl_config is not None or backward_input is not None:
             raise ConfigError("mode 'acl' (CANN op-level dump) is not supported by this dumper; "
                               f"use one of {', '.join(MODES)}")
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         scope_l = _names(scope, "scope")
+        modules = _names(module, "module")
+        bad = [m for m in modules if m != m.strip(".") or ".." in m or any(c.isspace() for c in m)]
+        if bad:
+            raise ConfigError(f"module: {bad[0]!r} is not a module path such as 'encoder.layers.0'")
         apis = [a.lower() for a in _names(api_list, "api_list")]
         if mode == "list" and not scope_l:
             raise ConfigError("mode 'list' needs scope=[name prefixes], e.g. ['Torch_add_0']")
@@ -86,7 +91,7 @@ class DumpConfig:
             directions, kinds = {FORWARD, BACKWARD}, {INPUT, OUTPUT}
         return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"),
                    frozenset(directions or (FORWARD, BACKWARD)), frozenset(kinds or (INPUT, OUTPUT)),
-                   summary_only, disable_dropout)
+                   summary_only, disable_dropout, modules)
 
     @property
     def writes_tensors(self) -> bool:
