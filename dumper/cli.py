@@ -22,11 +22,11 @@ from torch.utils.hooks import RemovableHandle
 
 from dumper.config import MODES, ConfigError
 from dumper.debugger import PrecisionDebugger
-from ptdbg_tui.formats.dump_options import DumpOptions, OptionsError, read_options
+from ptdbg_tui.formats.dump_options import SUMMARY_MODES, DumpOptions, OptionsError, read_options
 
 _FLAGS = ("--summary-only", "--keep-dropout")
 _OPTIONS = ("--dump-path", "--mode", "--step", "--scope", "--api-list", "--module", "--rank", "--config",
-            *_FLAGS)
+            "--summary-mode", *_FLAGS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", help="a JSON file of options (keys: the long options with underscores)")
     run.add_argument("--summary-only", action="store_true", default=None,
                      help="write the pkl only, no npy files")
+    run.add_argument("--summary-mode", choices=SUMMARY_MODES,
+                     help="md5: also a CRC-32 of each tensor's bytes (implies --summary-only), so that two "
+                          "runs on the same device compare by equality; default: statistics")
     run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
     return p
 
@@ -84,7 +87,7 @@ def _options(ns: argparse.Namespace) -> DumpOptions:
     """The options file's, overridden by those given on the command line."""
     given = DumpOptions(dump_path=ns.dump_path, mode=ns.mode, step=ns.step, rank=ns.rank, scope=ns.scope,
                         api_list=ns.api_list, module=ns.module, summary_only=ns.summary_only,
-                        keep_dropout=ns.keep_dropout)
+                        summary_mode=ns.summary_mode, keep_dropout=ns.keep_dropout)
     return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
 
 
@@ -95,7 +98,7 @@ def _debugger(opts: DumpOptions) -> PrecisionDebugger:
     debugger = PrecisionDebugger(dump_path=opts.dump_path, step=opts.step, rank=rank)
     debugger.configure_hook(mode=opts.mode or "api_stack", scope=opts.scope, api_list=opts.api_list,
                             summary_only=bool(opts.summary_only), disable_dropout=not opts.keep_dropout,
-                            module=opts.module)
+                            module=opts.module, summary_mode=opts.summary_mode or "statistics")
     return debugger
 
 

@@ -73,13 +73,15 @@ class PrecisionDebugger:
                        input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
                        disable_dropout: bool = True, acl_config: str | None = None,
                        backward_input: Sequence[str] | None = None,
-                       module: Sequence[str] | None = None) -> None:
+                       module: Sequence[str] | None = None, summary_mode: str = "statistics") -> None:
         """Choose what to dump; see README "Dumping with the project's dumper" for each switch.
-        ``module=[paths]`` dumps only the calls made inside those modules (and their submodules)."""
+        ``module=[paths]`` dumps only the calls made inside those modules (and their submodules);
+        ``summary_mode="md5"`` adds a CRC-32 of each tensor to its pkl line (no npy files)."""
         if self._session is not None and self._session.active:
             raise ConfigError("configure_hook() must be called before start()")
         self.config = DumpConfig.build(mode, scope, api_list, filter_switch, input_output_mode,
-                                       summary_only, disable_dropout, acl_config, backward_input, module)
+                                       summary_only, disable_dropout, acl_config, backward_input, module,
+                                       summary_mode)
         if self.model is not None and self.config.module:
             names = [n for n, _ in self.model.named_modules() if n]
             missing = [m for m in self.config.module if not any(within(n, m) for n in names)]

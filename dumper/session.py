@@ -237,7 +237,7 @@ class DumpSession:
                 return False
             assert self._daemon is not None and self.rank_dir is not None
             self._daemon.open(self.rank_dir, self.config.mode, not self.config.writes_npy,
-                              fresh=not self._opened_in_step)
+                              fresh=not self._opened_in_step, checksums=self.config.checksums)
             self._writer_open = self._opened_in_step = True
             return True
 
@@ -314,7 +314,8 @@ class DumpSession:
 
     def _capture(self, items: Iterable[tuple[tuple[int, ...], Any]], api: str, index: int,
                  direction: str, kind: str, capture: CallCapture | None = None) -> CallCapture:
-        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen)
+        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen,
+                                     self.config.checksums)
         for path, value in items:
             if value is not None:
                 cap.add(entry_name(api, index, direction, kind, path), value)

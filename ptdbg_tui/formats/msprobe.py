@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +49,7 @@ from ptdbg_tui.formats.records import (
     undecodable,
     valid_stat,
 )
+from ptdbg_tui.formats.stats import checksum
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -106,7 +106,7 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
     else:
         dtype, shape = str(type(value)), "[]"
     return TensorRecord(name, 0, dtype, shape, stats, entry, data_name="",
-                        md5=f"{zlib.crc32(str(value if value is not None else '').encode()):08x}")
+                        md5=checksum(str(value if value is not None else "").encode()))
 
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:

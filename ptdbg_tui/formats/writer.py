@@ -81,7 +81,8 @@ class RankWriter:
         return final
 
     def write_tensor(self, name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                     array: np.ndarray | None = None, same_as: Path | None = None) -> Path | None:
+                     array: np.ndarray | None = None, same_as: Path | None = None,
+                     md5: str | None = None) -> Path | None:
         """One tensor/scalar record; its npy (``array``, or a link to the npy ``same_as`` holding the
         same data) lands first unless summary-only. Returns the npy written, if any."""
         npy = None
@@ -90,7 +91,7 @@ class RankWriter:
                 npy = self.link_npy(name, same_as)
             elif array is not None:
                 npy = self.save_npy(name, array)
-        self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats))
+        self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats, md5))
         return npy
 
     def write_stack(self, name: str, frames: list[Frame]) -> None:

@@ -99,6 +99,14 @@ def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_pa
     assert _calls(dump) == {"Functional_linear_1_forward", "Functional_linear_1_backward"}
 
 
+def test_md5_mode_from_the_config_writes_checksums_and_no_npy(tmp_path: Path) -> None:
+    config = write_options(tmp_path / "c.json", DumpOptions(dump_path=str(tmp_path / "d"), step=[0],
+                                                             summary_mode="md5"))
+    (dump,) = _run(tmp_path, "--config", str(config))
+    tensors = read_pkl(dump.pkl).tensors
+    assert not dump.has_npy and all(r.md5 for r in tensors if not r.is_scalar)
+
+
 @pytest.mark.parametrize(("config", "message"), [
     ({"dump_path": "d", "modules": ["x"]}, "unknown option(s) 'modules'"),
     ({"dump_path": "d", "step": "0"}, "step must be a list"),
