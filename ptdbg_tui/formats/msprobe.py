@@ -18,12 +18,12 @@ import json
 import math
 import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
@@ -50,6 +50,7 @@ from ptdbg_tui.formats.records import (
     undecodable,
     valid_stat,
 )
+from ptdbg_tui.formats.stats import checksum
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -115,7 +116,7 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
     else:
         dtype, shape = str(type(value)), "[]"
     return TensorRecord(name, 0, dtype, shape, stats, entry, data_name="",
-                        md5=f"{zlib.crc32(str(value if value is not None else '').encode()):08x}")
+                        md5=checksum(str(value if value is not None else "").encode()))
 
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
@@ -575,6 +576,14 @@ class MsprobeFollower:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
         return self.chains.get(entry.call) or self.chains.get(entry.forward_call)
+
+    def read_calls(self, final: bool = False) -> bool:
+        """msprobe keeps a call's arguments in dump.json (``input_args``, ``input_kwargs``); they are
+        not read as call specs yet."""
+        return False
+
+    def call_spec(self, call: str) -> CallSpec | None:
+        return None
 
 
 
