@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from ptdbg_tui.formats.dialects import ORIGINAL_PTDBG, original_detach, producer
 from ptdbg_tui.formats.calls import CallFollower, CallSpec, calls_path
+from ptdbg_tui.formats.dialects import ORIGINAL_PTDBG, original_detach, producer
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
 from ptdbg_tui.formats.msprobe import MsprobeFollower

@@ -60,7 +60,7 @@ def _dump(path: Path, step=_step, model: nn.Module | None = None, **hook: object
 @pytest.fixture(scope="module")
 def dumped(tmp_path_factory: pytest.TempPathFactory) -> tuple[RankDump, dict[str, CallSpec]]:
     dump = _dump(tmp_path_factory.mktemp("calls"))
-    follower = read_calls(dump.pkl)
+    follower = read_calls(dump.records)
     assert follower.bad_lines == 0
     return dump, follower.specs
 
@@ -82,7 +82,7 @@ def _tensors(value) -> list[TensorArg]:
 
 def test_every_recorded_call_has_a_spec_that_names_a_real_function(dumped) -> None:
     dump, specs = dumped
-    batch = read_pkl(dump.pkl)
+    batch = read_pkl(dump.records)
     keys = {rec.entry.label for rec in batch.tensors} | {s.call.rsplit("_", 1)[0] for s in batch.stacks}
     assert keys == set(specs)
     for spec in specs.values():
@@ -93,7 +93,7 @@ def test_every_recorded_call_has_a_spec_that_names_a_real_function(dumped) -> No
 
 def test_recorded_tensors_point_at_pkl_entries_and_the_others_say_dtype_and_shape(dumped) -> None:
     dump, specs = dumped
-    names = {rec.name for rec in read_pkl(dump.pkl).tensors}
+    names = {rec.name for rec in read_pkl(dump.records).tensors}
     tensors = [t for s in specs.values() for t in _tensors([s.args, s.kwargs])]
     recorded = [t for t in tensors if t.entry is not None]
     assert len(recorded) > 30 and all(t.entry in names for t in recorded)
@@ -143,7 +143,7 @@ def test_eval_autocast_no_grad_and_determinism_are_recorded(tmp_path: Path) -> N
         finally:
             torch.use_deterministic_algorithms(False)
 
-    specs = read_calls(_dump(tmp_path, step, nn.Sequential(nn.Linear(4, 2))).pkl).specs
+    specs = read_calls(_dump(tmp_path, step, nn.Sequential(nn.Linear(4, 2))).records).specs
     state = _by_fn(specs, "torch.nn.functional.linear").state
     assert state.training is False and state.grad is False and state.deterministic is True
     assert (state.autocast.device, state.autocast.dtype) == ("cpu", "torch.bfloat16")
@@ -151,7 +151,7 @@ def test_eval_autocast_no_grad_and_determinism_are_recorded(tmp_path: Path) -> N
 
 def test_a_call_dumped_backward_only_still_has_its_spec(tmp_path: Path) -> None:
     dump = _dump(tmp_path, mode="list", scope=["Functional_linear_0_backward"])
-    specs = read_calls(dump.pkl).specs
+    specs = read_calls(dump.records).specs
     assert list(specs) == ["Functional_linear_0"]
     assert specs["Functional_linear_0"].args[0] == TensorArg(None, "torch.float32", (2, 8))
 
@@ -182,11 +182,12 @@ def test_the_pkl_and_npy_are_the_same_bytes_with_or_without_the_sidecar(tmp_path
             monkeypatch.setattr(RankWriter, "write_call", lambda self, spec, convert=None: None)
         dumps.append(_dump(tmp_path / name))
     with_sidecar, without = dumps
-    assert calls_path(with_sidecar.pkl).stat().st_size > 0 and not calls_path(without.pkl).exists()
-    assert with_sidecar.pkl.read_bytes() == without.pkl.read_bytes()
-    npys = sorted(p.name for p in with_sidecar.npy_dir.iterdir())
-    assert npys == sorted(p.name for p in without.npy_dir.iterdir())
-    assert all((with_sidecar.npy_dir / n).read_bytes() == (without.npy_dir / n).read_bytes() for n in npys)
+    assert calls_path(with_sidecar.records).stat().st_size > 0 and not calls_path(without.records).exists()
+    assert with_sidecar.records.read_bytes() == without.records.read_bytes()
+    npys = sorted(p.name for p in with_sidecar.tensor_dir.iterdir())
+    assert npys == sorted(p.name for p in without.tensor_dir.iterdir())
+    assert all((with_sidecar.tensor_dir / n).read_bytes() == (without.tensor_dir / n).read_bytes()
+               for n in npys)
 
 
 def test_an_opaque_argument_is_named_by_its_type(tmp_path: Path) -> None:
@@ -194,7 +195,7 @@ def test_an_opaque_argument_is_named_by_its_type(tmp_path: Path) -> None:
         torch.rand(3, generator=torch.Generator().manual_seed(1))
         torch.add(torch.ones(2), torch.ones(2), alpha=2, out=torch.empty(2))
 
-    specs = read_calls(_dump(tmp_path, step).pkl).specs
+    specs = read_calls(_dump(tmp_path, step).records).specs
     assert specs["Torch_rand_0"].kwargs["generator"].type_name == "torch._C.Generator"
     add = specs["Torch_add_0"]
     assert add.kwargs == {"alpha": 2, "out": TensorArg(None, "torch.float32", (2,))}

@@ -35,11 +35,11 @@ def _dump(path: Path, nudge: bool = False) -> RankDump:
 
 def test_each_tensor_line_carries_the_crc_of_its_bytes_and_no_npy_is_written(tmp_path: Path) -> None:
     dump = _dump(tmp_path)
-    assert not dump.has_npy
-    lines = dump.pkl.read_text().splitlines()
+    assert not dump.has_tensors
+    lines = dump.records.read_text().splitlines()
     relu = next(ln for ln in lines if "Torch_relu_0_forward_output" in ln)
     assert relu.startswith('["Torch_relu_0_forward_output", 0, ["')
-    tensors = {r.name: r for r in read_pkl(dump.pkl).tensors}
+    tensors = {r.name: r for r in read_pkl(dump.records).tensors}
     _, x, _ = make_inputs()
     expected = f"{zlib.crc32(np.ascontiguousarray(x.numpy())):08x}"
     assert tensors["Functional_conv2d_0_forward_input.0"].md5 == expected
@@ -55,12 +55,12 @@ def test_bf16_is_checksummed_as_its_own_bytes(tmp_path: Path) -> None:
     torch.neg(t)
     debugger.stop()
     (dump,) = discover(tmp_path)
-    (rec,) = [r for r in read_pkl(dump.pkl).tensors if r.name == "Torch_neg_0_forward_input.0"]
+    (rec,) = [r for r in read_pkl(dump.records).tensors if r.name == "Torch_neg_0_forward_input.0"]
     assert rec.md5 == f"{zlib.crc32(t.view(torch.int16).numpy()):08x}"
 
 
 def test_two_identical_runs_compare_all_equal(tmp_path: Path) -> None:
-    (outcome,) = compare_dumps(_dump(tmp_path / "a").pkl, _dump(tmp_path / "b").pkl, jobs=1)
+    (outcome,) = compare_dumps(_dump(tmp_path / "a").records, _dump(tmp_path / "b").records, jobs=1)
     assert outcome.summary
     counts = outcome.counts()
     assert counts[Status.PASS] > 60 and counts[Status.PASS] == len(outcome.rows)
@@ -68,7 +68,8 @@ def test_two_identical_runs_compare_all_equal(tmp_path: Path) -> None:
 
 
 def test_a_nudged_op_differs_there_and_downstream(tmp_path: Path) -> None:
-    (outcome,) = compare_dumps(_dump(tmp_path / "npu", nudge=True).pkl, _dump(tmp_path / "bench").pkl, jobs=1)
+    npu, bench = _dump(tmp_path / "npu", nudge=True), _dump(tmp_path / "bench")
+    (outcome,) = compare_dumps(npu.records, bench.records, jobs=1)
     rows = sorted((r for r in outcome.rows if not r.npu.is_scalar), key=lambda r: r.npu.order)
     first = next(i for i, r in enumerate(rows) if r.status is not Status.PASS)
     assert rows[first].name == "Torch_relu_0_forward_output"

@@ -70,7 +70,7 @@ def _run(tmp_path: Path, *options: str) -> list:
 
 
 def _calls(dump) -> set[str]:
-    return {r.call for r in read_pkl(dump.pkl).tensors}
+    return {r.call for r in read_pkl(dump.records).tensors}
 
 
 def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: Path) -> None:
@@ -80,9 +80,9 @@ def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: 
                             "VF_lstm_0_forward", "VF_lstm_0_backward"}
     (track,) = _run(tmp_path / "t", "--dump-path", str(tmp_path / "t" / "d"), "--step", "1",
                     "--module", "track", "--module", "head")
-    chains = ModuleFollower(sidecar_path(track.pkl)).read(final=True)
+    chains = ModuleFollower(sidecar_path(track.records)).read(final=True)
     assert chains and all(chain[0][0] in ("track", "head") for chain in chains.values())
-    full_chains = ModuleFollower(sidecar_path(full.pkl)).read(final=True)
+    full_chains = ModuleFollower(sidecar_path(full.records)).read(final=True)
     inside = {k for k, chain in full_chains.items() if chain[0][0] in ("track", "head")}
     # the same calls under the same names as in the full dump: a narrowed dump pairs with it
     assert {c.rsplit("_", 1)[0] for c in _calls(track)} == inside
@@ -95,7 +95,7 @@ def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_pa
     config = write_options(tmp_path / "narrow.json", DumpOptions(
         dump_path=str(tmp_path / "d"), mode="all", step=[0], module=["track.proj"], summary_only=True))
     (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack")
-    assert dump.step == 0 and dump.mode == "api_stack" and not dump.has_npy
+    assert dump.step == 0 and dump.mode == "api_stack" and not dump.has_tensors
     assert _calls(dump) == {"Functional_linear_1_forward", "Functional_linear_1_backward"}
 
 
@@ -103,8 +103,8 @@ def test_md5_mode_from_the_config_writes_checksums_and_no_npy(tmp_path: Path) ->
     config = write_options(tmp_path / "c.json", DumpOptions(dump_path=str(tmp_path / "d"), step=[0],
                                                              summary_mode="md5"))
     (dump,) = _run(tmp_path, "--config", str(config))
-    tensors = read_pkl(dump.pkl).tensors
-    assert not dump.has_npy and all(r.md5 for r in tensors if not r.is_scalar)
+    tensors = read_pkl(dump.records).tensors
+    assert not dump.has_tensors and all(r.md5 for r in tensors if not r.is_scalar)
 
 
 @pytest.mark.parametrize(("config", "message"), [
@@ -180,6 +180,6 @@ def test_rank_under_ptdbg_dump_run_is_judged_once_the_job_is_distributed(tmp_pat
         assert proc.returncode == 0, out
     (dump,) = discover(tmp_path / "d")
     assert dump.rank == 1
-    tensors = {r.name: r for r in read_pkl(dump.pkl).tensors}
+    tensors = {r.name: r for r in read_pkl(dump.records).tensors}
     assert tensors["Distributed_all_reduce_0_forward_input.0"].stats[0] == 2.0  # rank 1's own, alone
-    assert len(tensors) == len(read_pkl(dump.pkl).tensors)
+    assert len(tensors) == len(read_pkl(dump.records).tensors)
