@@ -36,6 +36,7 @@ from ptdbg_tui.formats.naming import (
     EntryName,
 )
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK
+from ptdbg_tui.formats.pkl_line import may_hold_surrogates
 from ptdbg_tui.formats.records import (
     MAX_DIMS,
     MAX_NUMEL,
@@ -45,7 +46,6 @@ from ptdbg_tui.formats.records import (
     RecordBatch,
     StackRecord,
     TensorRecord,
-    may_hold_surrogates,
     shown,
     undecodable,
     valid_stat,

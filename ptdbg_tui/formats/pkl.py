@@ -15,16 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ptdbg_tui.formats.files import open_regular
-from ptdbg_tui.formats.records import (
-    BadLine,
-    RecordBatch,
-    StackRecord,
-    TensorRecord,
-    decode_line,
-    decode_value,
-    may_hold_surrogates,
-    undecodable,
-)
+from ptdbg_tui.formats.pkl_line import decode_line, decode_value, may_hold_surrogates
+from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
 
 T = TypeVar("T")
 

@@ -1,29 +1,23 @@
-"""The one definition of a pkl line (docs/formats.md#pkl-lines): decoding for readers, encoding for writers.
-
-A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
-``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
-so the CSV export can print them exactly as the original does.
-
-A tensor line's third element is always ``[]`` in the original's dumps, and none of its readers
-(compare, parse) looks at it; the project's dumper puts a tensor's checksum there in its md5 mode,
-``["3f9a0c1e"]`` (a CRC-32 of the tensor's bytes, 8 lowercase hex digits, as msprobe's ``md5``),
-where an older ptdbg kept its own checksum list.
+"""The record model every reader returns, whatever the format: tensor records (their name, dtype,
+shape, statistics and where their data is), stack records, lines that could not be read, and the
+batches a read produces. Raw JSON values are kept as read so the CSV export can print them exactly
+as the original does. Formats: :mod:`~ptdbg_tui.formats.pkl_line` (ptdbg),
+:mod:`~ptdbg_tui.formats.msprobe`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
 #: dtype of a record that holds no value (msprobe's ``null``).
 NONE_DTYPE = "None"
+
 
 class Frame(NamedTuple):
     """One stack frame, as the dumps write it."""
@@ -150,18 +144,19 @@ def stat_value(v: Any) -> float | None:
 
 #: Largest element count (and dimension) a shape may announce: what an int64 holds.
 MAX_NUMEL = (1 << 63) - 1
+
+
 #: Most dimensions a shape may have (torch allows 64).
 MAX_DIMS = 64
-#: A checksum in a tensor line's third element: a CRC-32 as 8 hex digits.
-_CRC_RE = re.compile(r"[0-9a-f]{8}")
 
 
 #: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
 _STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+
+
 #: Surrogates in decoded text: undecodable bytes (surrogate escapes) or JSON's ``\udcff`` escapes,
 #: which is how Python's json writes a file name that is not UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
@@ -172,73 +167,6 @@ def valid_stat(v: Any) -> bool:
     if isinstance(v, str):
         return v.lower() in _STAT_WORDS
     return isinstance(v, int) and abs(v) <= 1.7976931348623157e308
-
-
-def _dump_step(v: Any) -> int | None:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, float) and v.is_integer():  # finite and whole (1e400 is inf: refused)
-        return int(v)
-    return None
-
-
-def decode_value(value: Any, line: int = 0) -> Record:
-    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not); never raises."""
-    if not isinstance(value, list):
-        return BadLine(line, "a pkl line must be a JSON array", _short(value))
-    if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
-        return _stack_record(value[0], value[1], line)
-    if len(value) != 6:
-        return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
-                       _short(value))
-    name, dump_step, checksums, dtype, shape, stats = value
-    problem = _name_problem(name, dtype, value) or _value_problem(name, shape, stats, value)
-    if problem is not None:
-        return BadLine(line, *problem)
-    step = dump_step if type(dump_step) is int else _dump_step(dump_step)
-    if step is None:
-        return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
-    md5 = checksums[0] if isinstance(checksums, list) and len(checksums) == 1 \
-        and isinstance(checksums[0], str) and _CRC_RE.fullmatch(checksums[0]) else None
-    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line, md5=md5)
-
-
-def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
-    frames = []
-    for f in raw:
-        if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
-            return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
-        src = f[3] if len(f) > 3 else None
-        frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
-    return StackRecord(name, frames, line)
-
-
-def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | None:
-    """Why a tensor line's name or dtype cannot be taken, and what to show of it; ``None`` if fine."""
-    if not isinstance(name, str) or not isinstance(dtype, str):
-        return "name and dtype must be strings", _short(value)
-    if not safe_name(name):
-        return ("the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
-                "folder", _short(name))
-    if holds_lone_surrogate(name):
-        return "the name holds a lone UTF-16 surrogate, which no file name can hold", _short(shown(name))
-    return None
-
-
-def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[str, str] | None:
-    """Why a tensor line's shape or statistics cannot be taken, and what to show; ``None`` if fine."""
-    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
-        return "shape must be a list or \"[]\" and stats a list", _short(value)
-    if isinstance(shape, list):
-        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
-            return "shape must hold non-negative integers", _short(value)
-        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
-            return f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name)
-    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
-    if bad_stat is not None or len(stats) > 4:
-        what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
-        return f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value)
-    return None
 
 
 def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
@@ -256,29 +184,8 @@ def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
     where = (f"lines {a.line} and {b.line}" if a.line and b.line
              else f"entries {a.order + 1} and {b.order + 1}")
     more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
-    return (f"{len(again)} duplicate entry name(s): {_short(a.name, 80)} at {where}{more}; each is a row "
+    return (f"{len(again)} duplicate entry name(s): {short(a.name, 80)} at {where}{more}; each is a row "
             "of its own")
-
-
-def decode_line(text: str, line: int = 0) -> Record | None:
-    """Decode one text line; ``None`` for a blank line."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        return BadLine(line, "JSON nested too deeply to read", _short(text))
-    except json.JSONDecodeError as e:
-        return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", _short(text))
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return BadLine(line, f"not readable JSON ({e})", _short(text))
-    return decode_value(value, line)
-
-
-def may_hold_surrogates(text: str) -> bool:
-    """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
-    return _SURROGATE_ESCAPE.search(text) is not None
 
 
 def shown(text: str) -> str:
@@ -308,18 +215,7 @@ def undecodable(record: Record) -> Record:
     return record
 
 
-def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                       md5: str | None = None) -> str:
-    """One tensor line, byte-compatible with the original's ``json.dumps`` output (a checksum, when
-    given, in the element the original leaves empty)."""
-    return json.dumps([name, dump_step, [] if md5 is None else [md5], dtype, shape, stats])
-
-
-def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:
-    return json.dumps([name, [list(f) for f in frames]])
-
-
-def _short(value: Any, limit: int = 120) -> str:
+def short(value: Any, limit: int = 120) -> str:
     try:
         text = value if isinstance(value, str) else repr(value)
     except RecursionError:

@@ -7,15 +7,8 @@ import math
 
 import pytest
 
-from ptdbg_tui.formats.records import (
-    BadLine,
-    StackRecord,
-    TensorRecord,
-    decode_line,
-    encode_stack_line,
-    encode_tensor_line,
-    stat_value,
-)
+from ptdbg_tui.formats.pkl_line import decode_line, encode_stack_line, encode_tensor_line
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, stat_value
 
 
 def test_four_stat_tensor_line(v4_lines):
