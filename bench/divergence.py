@@ -82,7 +82,8 @@ KINDS: dict[str, Kind] = {
     RANDOM: Kind("culprit", "random numbers", call="in"),
     ARGUMENTS: Kind("culprit", "different arguments", call="in"),
     PARAMETERS: Kind("culprit", "parameters differ on entry to step {step}", call="in"),
-    UNPAIRED: Kind("culprit", call="in"),
+    # the NPU-only call is the Culprit's CALL: naming it in "it entered after CALL" says the opposite
+    UNPAIRED: Kind("culprit", call="is"),
     RANK: Kind("rank", "first divergent rank: rank{rank} (step{step}): ", call="in"),
     # a rank that only receives another rank's error: no culprit, or the collective it came through
     RECEIVED: Kind("culprit", call="is", absent_ok=True),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from diagnosis_scenarios.checks import Check
 from diagnosis_scenarios.models import nudge
 from diagnosis_scenarios.scenario import BENCH, MODEL_SEED, NOISE, NPU
 from dumper import PrecisionDebugger
@@ -149,7 +150,7 @@ class Training:
     keep_dropout: bool = False  # configure_hook(disable_dropout=False)
     overall: Truth | None = None  # the run over every step and rank: its first divergent rank line
     dumper: Dumper | None = None  # None: in this process (dump_pair)
-    premise: Callable[[Any], Iterator[Any]] | None = None  # checks.py: facts the dumps must show
+    premise: Check | None = None  # facts the dumps must show (divergence.py --check)
     uninitialised: tuple[str, ...] = ()  # entries that hold uninitialised memory (no NaN/Inf check)
 
     @property
