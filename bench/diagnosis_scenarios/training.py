@@ -33,7 +33,7 @@ from torch import nn
 
 from diagnosis_scenarios.checks import Check
 from diagnosis_scenarios.models import nudge
-from diagnosis_scenarios.scenario import BENCH, MODEL_SEED, NOISE, NPU
+from diagnosis_scenarios.scenario import MODEL_SEED, NOISE, NPU, both_sides
 from dumper import PrecisionDebugger
 
 STEPS = 3
@@ -219,5 +219,4 @@ def train(scenario: Training, path: Path, side: str, seed: int = 0, rank: int | 
 
 def dump_pair(scenario: Training, root: Path, seed: int = 0) -> tuple[Path, Path]:
     """``root/npu`` and ``root/bench``, each trained in this process."""
-    root = Path(root)
-    return train(scenario, root / NPU, NPU, seed), train(scenario, root / BENCH, BENCH, seed)
+    return both_sides(train, scenario, root, seed)
