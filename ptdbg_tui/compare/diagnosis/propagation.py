@@ -95,6 +95,7 @@ class Judgement:
     kind: str | None  # GROWTH, NAN_ORIGIN or ZEROS when the call introduces error
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
+    input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (a bench of zeros)
 
 
 class _Worst(NamedTuple):
@@ -271,7 +272,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
     if nonfinite_in:  # NaN/Inf already came in: any output is explained (and its error unmeasurable)
         name, y = outputs[0]
-        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial)
+        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, "nan")
     origin = [(name, y) for name, y in outputs if y.new_nonfinite]
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
@@ -297,7 +298,8 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         if score > best.score:
             best = _Worst(score, err, allowed * MARGIN, name, y)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
-    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial)
+    why = "zeros" if math.isinf(e_in) else ""
+    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:
