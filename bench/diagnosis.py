@@ -32,7 +32,7 @@ from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
 from diagnosis_scenarios.heldout import HELDOUT
 from diagnosis_scenarios.heldout2 import HELDOUT2
 
-from ptdbg_tui.compare.diagnosis.diagnose import CallEvidence
+from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.metrics.cells import NO
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps

@@ -180,17 +180,27 @@ def compare(npu: Path, bench: Path, out: Path, step: int | None, rank: int | Non
     return Report(culprit, rank_line, nans, error)
 
 
-def run_scenario(name: str, seed: int, root: Path, extra: Sequence[str], check: bool) -> Outcome:
-    """Dump one scenario and judge every (step, rank) of it."""
+#: Written beside a scenario's dumps once both are complete (``--reuse`` takes them as they are).
+DUMPED = "dumped"
+
+
+def run_scenario(name: str, seed: int, root: Path, extra: Sequence[str], check: bool,
+                 reuse: bool = False) -> Outcome:
+    """Dump one scenario (``reuse``: unless its dumps are complete under ``root``) and judge every
+    (step, rank) of it."""
     torch.set_num_threads(1)
     scenario = SUITE[name]
     outcome = Outcome(name, seed)
     start = time.perf_counter()
-    try:
-        npu, bench = scenario.dump(root, seed)
-    except Exception as e:  # a broken scenario is reported, the others still run
-        outcome.problem = f"dump failed: {type(e).__name__}: {e}"
-        return outcome
+    if reuse and (root / DUMPED).is_file():
+        npu, bench = root / "npu", root / "bench"
+    else:
+        try:
+            npu, bench = scenario.dump(root, seed)
+        except Exception as e:  # a broken scenario is reported, the others still run
+            outcome.problem = f"dump failed: {type(e).__name__}: {e}"
+            return outcome
+        (root / DUMPED).write_text(f"{npu}\n{bench}\n")
     outcome.dump_s = time.perf_counter() - start
     start = time.perf_counter()
     multi = len(scenario.ranks) > 1
@@ -288,6 +298,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--extra", default="", metavar="ARGS",
                    help='more arguments for every ptdbg-tui compare, e.g. --extra "--replay"')
     p.add_argument("--jobs", type=int, default=1, help="scenarios in parallel processes (default: 1)")
+    p.add_argument("--reuse", action="store_true",
+                   help="with --keep: judge the dumps kept there by an earlier run instead of dumping again")
     return p.parse_args(_extra_joined(sys.argv[1:] if argv is None else list(argv)))
 
 
@@ -320,7 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = args.keep or Path(tmp)
         for seed in args.seeds:
             runs = []
-            for outcome in outcomes_in_order(names, seed, base / f"seed{seed}", extra, args.check, args.jobs):
+            for outcome in outcomes_in_order(names, seed, base / f"seed{seed}", extra, args.check, args.jobs,
+                                             args.reuse and args.keep is not None):
                 print_outcome(outcome)
                 runs.append(outcome)
             print(totals(runs, f"\nseed {seed}"))
@@ -335,14 +348,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def outcomes_in_order(names: Sequence[str], seed: int, base: Path, extra: Sequence[str], check: bool,
-                      jobs: int) -> Iterator[Outcome]:
+                      jobs: int, reuse: bool = False) -> Iterator[Outcome]:
     """Each scenario's outcome, in the order given; ``jobs`` > 1 runs them in spawned processes."""
     if jobs <= 1:
         for n in names:
-            yield run_scenario(n, seed, base / n, extra, check)
+            yield run_scenario(n, seed, base / n, extra, check, reuse)
         return
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_scenario, n, seed, base / n, extra, check) for n in names]
+        futures = [pool.submit(run_scenario, n, seed, base / n, extra, check, reuse) for n in names]
         for f in futures:
             yield f.result()
 

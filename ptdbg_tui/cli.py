@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 if TYPE_CHECKING:
     from textual.app import App
 
-    from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome
     from ptdbg_tui.engine.live import LiveOptions
 

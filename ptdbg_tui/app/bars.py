@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.diagnose import Suspect
+from ptdbg_tui.compare.diagnosis.findings import Suspect
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND

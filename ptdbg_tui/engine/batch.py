@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
@@ -285,7 +286,7 @@ def compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | 
 def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
         try:
-            o.diagnosis = diagnose(model_rows(o.rows))
+            o.diagnosis = diagnose(model_rows(o.rows), o.npu.step)
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
 

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -348,7 +349,7 @@ class PairState:
         if not self.clock.due(now, final):
             return
         self.clock.dirty = False
-        self.clock.diagnosis = diagnose(model_rows(self.rows))
+        self.clock.diagnosis = diagnose(model_rows(self.rows), self.info.npu.step)
         self.clock.at = time.monotonic()
         self.clock.cost = self.clock.at - now
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.formats.layout import RankDump

@@ -332,8 +332,8 @@ def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tupl
         for d in dumps:
             if d.records in done or (step is not None and d.step != step):
                 continue
-            if (side == 0 and rank is not None and d.rank != rank) or (side == 1 and not paired):
-                continue  # the rank option picks NPU dumps; bench dumps are news only beside pairs
+            if (rank is not None and d.rank != rank) or (side == 1 and not paired):
+                continue  # the rank option picks the dumps; bench dumps are news only beside pairs
             twin = compared.get(d.label)
             if twin is not None:
                 notes.append(f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "

@@ -95,7 +95,7 @@ class Judgement:
     kind: str | None  # GROWTH, NAN_ORIGIN or ZEROS when the call introduces error
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
-    input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (a bench of zeros)
+    input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (bench of zeros)
 
 
 class _Worst(NamedTuple):

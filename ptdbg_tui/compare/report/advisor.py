@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row, Status
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."

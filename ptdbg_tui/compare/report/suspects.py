@@ -7,7 +7,7 @@ import csv
 import math
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
 
 HEADER = ["Rank", "NPU Call", "API", "Direction", "Kind", "Score", "Input Error", "Output Error",
           "Allowed Error", "Worst Output", "Evidence", "Call Site", "Source Line"]
