@@ -217,7 +217,8 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
     """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
-    and calls judged, and no entry fails. All but a last optional text must stay on screen."""
+    and calls judged, its sides are two dumps (not one file twice), and no entry fails. All but a last
+    optional text must stay on screen."""
     p = model.progress
     diagnoses = model.diagnoses
     lacking = missing_text(p)  # what the sides lack, in words
@@ -225,21 +226,27 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         if lacking:
             return [f"No verdict: {lacking}"]
         return ["Diagnosis: waiting for results…" if not p.done else "Nothing to compare yet: no verdict."]
+    alike = {key for key, info in model.infos.items() if info.same}
+    same = [model.infos[key].label for key in alike]
+    if len(alike) == len(model.infos):  # every row equals itself: that says nothing about the NPU run
+        return ["No verdict: the NPU and bench dumps are the same file", "each row is compared with itself",
+                ""]
     missing = [info.label for key, info in model.infos.items()
-               if key not in diagnoses or not diagnoses[key].judged]
-    judged = sum(d.judged for d in diagnoses.values())
-    compared = sum(d.compared for d in diagnoses.values())
+               if key not in alike and (key not in diagnoses or not diagnoses[key].judged)]
+    judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
+    compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         texts = [f"{failing:,} entries fail (n: next failure)",
                  f"yet no call judged introduces an error beyond rounding ({judged:,} judged)"]
-    elif judged and not missing:
+    elif judged and not missing and not same:
         texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
                  f"({judged:,} calls judged).", caveat_text(p).strip()]  # the caveat may wrap
     elif judged:
-        texts = [f"No suspect in {judged:,} calls judged; no verdict for {', '.join(missing)} "
-                 "(nothing compared there)."]
+        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + \
+            ([f"{', '.join(same)} (the same dump on both sides)"] if same else [])
+        texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
     elif compared:
         texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
     else:

@@ -203,3 +203,17 @@ async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
         (forward,) = [line for line in screen.splitlines() if "Forward" in line]
         assert "✔ ● Forward" in forward, "a branch holding a suspect is marked too"
         assert not [line for line in screen.splitlines() if "Torch_add_3" in line and "●" in line]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, size):
+    app = ui.app(demo_dumps[0], demo_dumps[0])
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        app.clear_notifications()  # the toast goes: the bar still says it
+        await pilot.pause()
+        screen = ui.screen_text(app).splitlines()
+        bar = "\n".join(screen[1:1 + len(app.diagnosis_bar.lines)])
+        assert "No operator" not in bar and Status.PASS.symbol not in bar
+        assert "No verdict: the NPU and bench dumps are the same file" in bar
+        assert "each row is compared with itself" in bar
