@@ -33,6 +33,10 @@ from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames whose path contains one of these belong to a dumper, not to the user's code.
 TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
+#: Frames of what started the user's script, not of the script: the console scripts ``ptdbg-dump`` and
+#: ``ptdbg-tui`` (the demo), this package's command line, and Python's ``runpy`` (``python -m``).
+LAUNCHER_PATH_MARKS = ("/bin/ptdbg-dump", "/bin/ptdbg-tui", "/Scripts/ptdbg-dump", "/Scripts/ptdbg-tui",
+                       "/ptdbg_tui/cli.py", "/ptdbg_tui/__main__.py", "/runpy.py", "<frozen runpy>")
 #: Frames inside these belong to the framework; the user's call site is further out.
 LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
@@ -144,7 +148,7 @@ def stack_site(stack: StackRecord | None) -> Frame | None:
     outside the framework itself)."""
     if stack is None:
         return None
-    own = [f for f in stack.frames if _useful(f, TOOL_PATH_MARKS)]
+    own = [f for f in stack.frames if _useful(f, TOOL_PATH_MARKS + LAUNCHER_PATH_MARKS)]
     user = [f for f in own if _useful(f, LIBRARY_PATH_MARKS)]
     return (user or own or [None])[0]
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ptdbg_tui.compare.diagnosis import LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
+from ptdbg_tui.compare.diagnosis import LAUNCHER_PATH_MARKS, LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
@@ -21,7 +21,7 @@ OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
 NOISE_LABEL = "noise · the dump tool's own detach calls, not the model's"
 
-_FOREIGN = (*TOOL_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
+_FOREIGN = (*TOOL_PATH_MARKS, *LAUNCHER_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
 
 
 class Seg(NamedTuple):
@@ -33,7 +33,8 @@ class Seg(NamedTuple):
 
 
 def user_frames(frames: list[Frame]) -> list[Frame]:
-    """The user's frames, outermost first (pkl frames are innermost first)."""
+    """The user's frames, outermost first (pkl frames are innermost first): not the dump tool's, not
+    the launcher's that started the script, not the framework's."""
     return [f for f in reversed(frames) if not any(part in f[0].replace("\\", "/") for part in _FOREIGN)]
 
 
