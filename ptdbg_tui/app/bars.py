@@ -135,16 +135,22 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
     p = model.progress
     counts = model.status_counts()
     out: list[Segment] = []
-    bad = Text()
-    for status in (Status.FAIL, Status.ERROR):
-        if counts[status] or status is Status.FAIL:
-            bad.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
-    bad.rstrip()
-    out.append(Segment(bad, 0))
-    if p.done and p.rows and not p.pending:
-        out.append(seg(f"all {p.rows:,} compared", 0))
+    if p.done and p.rows and counts[Status.UNMATCHED] == sum(counts.values()):
+        # no row has both sides (a side missing or empty, or no name in common): no count of
+        # failures or of rows compared; the sides segment or the matching hint says why
+        out.append(seg("nothing compared", 0, styles.get("warn", Style())))
     else:
-        out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
+        bad = Text()
+        for status in (Status.FAIL, Status.ERROR):
+            if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
+                bad.append(f"{status.symbol} {counts[status]:,} ",
+                           style=styles.get(status.value if counts[status] else "muted", Style()))
+        bad.rstrip()
+        out.append(Segment(bad, 0))
+        if p.done and p.rows and not p.pending:
+            out.append(seg(f"all {p.rows:,} compared", 0))
+        else:
+            out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
     hint = model.match_hint()
     if hint:
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))

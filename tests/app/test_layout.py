@@ -140,12 +140,21 @@ async def test_the_hint_names_align_and_m_rematches_every_pair(shifted_dumps, ui
         assert app.model.status_counts()[Status.FAIL] > 0
 
 
-async def test_no_all_clear_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path):
-    app = ui.app(demo_dumps[0], tmp_path / "nothing")
+@pytest.mark.parametrize("watch", [False, True])
+async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path,
+                                                                                 watch):
+    app = ui.app(demo_dumps[0], tmp_path / "nothing", watch=watch)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
-        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        await ui.wait_until(pilot, lambda: ui.settled(app) and app.model.progress.npu_seen == 178)
+        await pilot.pause()
+        screen = ui.screen_text(app).splitlines()
+        header, bar = screen[0], "\n".join(screen[1:3])
         assert "No operator" not in bar and "no verdict" in bar.lower()
+        assert "nothing compared" in header
+        assert ("bench: waiting for" if watch else "bench: no dump at") in header, "the missing side is said"
+        assert "compared 178" not in header and "all 178" not in header and "✘" not in header, header
+        assert "align" not in header, "no matching pairs what is not there"
+        assert not [n for n in app._notifications if "align" in n.message]
 
 
 async def test_help_scrolls_at_80x24(demo_dumps, ui):
@@ -217,3 +226,7 @@ async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, si
         assert "No operator" not in bar and Status.PASS.symbol not in bar
         assert "No verdict: the NPU and bench dumps are the same file" in bar
         assert "each row is compared with itself" in bar
+        header = app.header_bar.lines[0]
+        assert header.plain.lstrip().startswith("✘ 0")
+        fail = app.header_bar.styles_map()["fail"]
+        assert not [s for s in header.spans if s.style == fail], "red means failures"
