@@ -230,3 +230,26 @@ async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, si
         assert header.plain.lstrip().startswith("✘ 0")
         fail = app.header_bar.styles_map()["fail"]
         assert not [s for s in header.spans if s.style == fail], "red means failures"
+
+
+async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
+    """Step 1 fails at its first call, step 0 only at its fifth: step 0 diverged first."""
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(6)]
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for step, wrong in ((0, 4), (1, 0)):
+        for side in sides:
+            writer = RankWriter(rank_dir_path(side, 0, step))
+            for index, x in enumerate(xs):
+                y = x * 2 + (1 if side.name == "npu" and index == wrong else 0)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "input", (0,)), x)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "output", (0,)), y)
+            writer.close()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        lines = app.screen.lines
+        assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
+        assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
