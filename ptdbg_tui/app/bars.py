@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis import Suspect
+from ptdbg_tui.compare.diagnosis import Suspect, times_text
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.updates import FOUND
@@ -192,7 +192,12 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
     total = len(suspects)
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
-    out = [seg(Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True))), 0)]
+    # the score stays with the call's name; the rest of the evidence may be cut
+    score = f": {times_text(suspect.score)}"
+    evidence = suspect.evidence.replace(score, "")
+    score = score[1:] if evidence != suspect.evidence else ""
+    name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
+    out = [seg(name, 0)]
     module = module_of(node)
     if module:
         out.append(seg(module, 1))
@@ -206,7 +211,7 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
         if site[3]:
             text.append(f"  {site[3].strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0))
-    out.append(seg(suspect.evidence, 2, styles.get("muted", Style()), shrink=12))
+    out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 
 

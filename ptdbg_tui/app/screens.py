@@ -73,8 +73,8 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 84; height: auto; border: thick $primary; background: $surface;
-                              padding: 1 2; }
+    ExportScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                              border: thick $primary; background: $surface; padding: 1 2; }
     ExportScreen Horizontal { height: auto; margin-top: 1; }
     ExportScreen Button { margin-right: 2; }
     """

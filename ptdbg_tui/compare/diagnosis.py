@@ -167,7 +167,8 @@ def fmt_error(value: float) -> str:
     return f"{value:.2g}"
 
 
-def _times(score: float) -> str:
+def times_text(score: float) -> str:
+    """A suspect's score as the evidence ends with it: ``×12,728``."""
     if math.isinf(score):
         return "×∞"
     return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
@@ -185,8 +186,9 @@ def evidence_text(j: Judgement) -> str:
         return f"{j.output} is all zeros where the bench is not: {head}"
     if j.kind == ENTERS:
         return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: {_times(j.score)}")
-    return f"{head}, allowed {fmt_error(j.allowed)}: {_times(j.score)}"
+                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
+                f"{times_text(j.score)}")
+    return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
 
 
 def _entry(row: Row) -> EntryName | None:

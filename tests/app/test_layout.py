@@ -253,3 +253,47 @@ async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
         lines = app.screen.lines
         assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
         assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
+
+
+async def test_at_80x24_c_shows_the_suspect_s_row_whole_and_the_bar_its_score(steps_dumps, ui):
+    app = ui.app(*steps_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        tree = app.call_tree
+        for keys, tag in ((["c"], "◀ culprit"), (["c"], "◀ suspect 2"), (["s", "c"], "◀ culprit"),
+                          (["c"], "◀ suspect 2")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            top = int(tree.scroll_y)
+            assert top <= tree.cursor_line < top + tree.scrollable_content_region.height, "in view"
+            row = ui.screen_text(app).splitlines()[tree.region.y + tree.cursor_line - top][:tree.region.width]
+            assert "VF_lstm_0  " in row and row.rstrip().endswith(tag), row
+            bar = "\n".join(line.plain for line in app.diagnosis_bar.lines)
+            assert "VF_lstm_0_backward ×" in bar, "the score stays with the call"
+
+
+async def test_at_80x24_flat_rows_keep_whole_names_and_directions(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        tree = app.call_tree
+        screen = ui.screen_text(app).splitlines()
+        for line in range(tree.scrollable_content_region.height):
+            node = tree.get_node_at_line(line).data
+            row = screen[tree.region.y + line][:tree.region.width]
+            direction = node.children[0].row.record.entry.direction
+            assert f" {node.label}  {direction}" in row and "…" not in row, row
+        assert tree.virtual_size.width <= tree.scrollable_content_region.width, "nothing to scroll sideways"
+
+
+async def test_at_80x24_the_export_dialog_fits(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("e")
+        await pilot.pause()
+        dialog = app.screen.query_one("Vertical")
+        assert dialog.region.x >= 0 and dialog.region.right <= 80
+        assert dialog.region.bottom <= 24
