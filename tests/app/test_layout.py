@@ -4,6 +4,8 @@ all-clear, the help screen's scrolling."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from rich.text import Text
@@ -297,3 +299,20 @@ async def test_at_80x24_the_export_dialog_fits(demo_dumps, ui):
         dialog = app.screen.query_one("Vertical")
         assert dialog.region.x >= 0 and dialog.region.right <= 80
         assert dialog.region.bottom <= 24
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_error_chart_labels_its_whole_range_and_marks_the_selection_apart(demo_dumps, ui, size):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c")  # the culprit's output error 0.3: the highest point
+        await pilot.pause()
+        chart = app.detail.query_one("#along")
+        rows = Text.from_ansi(chart.plt.build()).plain.splitlines()
+        labelled = [i for i, row in enumerate(rows) if re.match(r"\s*\S+┤", row)]
+        drawn = [i for i, row in enumerate(rows) if "•" in row or "●" in row]
+        assert labelled[0] <= drawn[0] and drawn[-1] <= labelled[-1], "every point between two labels"
+        (selected,) = {row.index("┊") for row in rows if "┊" in row}  # the selected call: dotted
+        assert not [row for row in rows if row[selected:selected + 1] == "│"], "unlike the fwd│bwd divider"
+        assert any(row.count("│") > 2 for row in rows), "the divider is drawn"
