@@ -136,6 +136,7 @@ async def test_the_hint_names_align_and_m_rematches_every_pair(shifted_dumps, ui
         counts = app.model.status_counts()
         assert counts[Status.FAIL] == 0 and counts[Status.UNMATCHED] == 2, "only the extra call is left"
         assert "m → align" not in ui.screen_text(app).splitlines()[0]
+        assert not [n for n in app._notifications if "m → align" in n.message], "its toast went with it"
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
         commands["Match: exact"].callback()
         await ui.wait_until(pilot, lambda: app.model.match_modes() == "exact" and ui.settled(app))
@@ -167,6 +168,12 @@ async def test_help_scrolls_at_80x24(demo_dumps, ui):
         scroll = app.screen.query_one("VerticalScroll")
         await pilot.pause()
         assert scroll.max_scroll_y > 0, "more than fits: it scrolls"
+        await pilot.press("j", "j")
+        await pilot.pause()
+        assert scroll.scroll_y == 2, "j scrolls as in the tree"
+        await pilot.press("k")
+        await pilot.pause()
+        assert scroll.scroll_y == 1
         await pilot.press("end")
         await pilot.pause()
         assert scroll.scroll_y == scroll.max_scroll_y
