@@ -107,9 +107,9 @@ def baseline(root: Path) -> None:
     """The original's ``compare_by_op`` steps in one process: whole loads, the relative error in the
     native dtype, NaN/Inf masks, float64 copies, then one pass per metric."""
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
-    for rec in read_pkl(npu.pkl).tensors:
-        n = np.load(npu.npy_dir / f"{rec.name}.npy")
-        b = np.load(bench.npy_dir / f"{rec.name}.npy")
+    for rec in read_pkl(npu.records).tensors:
+        n = np.load(npu.tensor_dir / f"{rec.name}.npy")
+        b = np.load(bench.tensor_dir / f"{rec.name}.npy")
         zero = b == 0
         eps = np.finfo(b.dtype).eps
         b[zero] += eps
@@ -131,11 +131,12 @@ def baseline(root: Path) -> None:
 def metric_pass(root: Path, repeat: int = 2) -> None:
     """Print the CPU seconds of the metric pass over every tensor pair of ``root``, read into memory
     first (the best of ``repeat``)."""
-    from ptdbg_tui.compare.metrics import compare_arrays
+    from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
-    pairs = [(np.load(npu.npy_dir / f"{rec.name}.npy"), np.load(bench.npy_dir / f"{rec.name}.npy"), rec.dtype)
-             for rec in read_pkl(npu.pkl).tensors]
+    pairs = [(np.load(npu.tensor_dir / f"{rec.name}.npy"), np.load(bench.tensor_dir / f"{rec.name}.npy"),
+              rec.dtype)
+             for rec in read_pkl(npu.records).tensors]
     compare_arrays(*pairs[0][:2], pairs[0][2], pairs[0][2], histogram=False)  # numba: load the kernel
     best = math.inf
     for _ in range(repeat):
@@ -150,7 +151,8 @@ def _seconds_of(argv: list[str], env: dict[str, str]) -> float:
     return float(subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout.split()[-1])
 
 
-JIT_PROBE = ("import time; t = time.perf_counter(); from ptdbg_tui.compare.metrics import warm_up; "
+JIT_PROBE = ("import time; t = time.perf_counter(); "
+             "from ptdbg_tui.compare.metrics.accumulator import warm_up; "
              "warm_up(); print(time.perf_counter() - t)")
 
 

@@ -66,7 +66,7 @@ class PrecisionDebugger:
                        input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
                        disable_dropout: bool = True, acl_config: str | None = None,
                        backward_input: Sequence[str] | None = None) -> None:
-        """Choose what to dump; see README "Dumping with the project's dumper" for each switch."""
+        """Choose what to dump; see docs/dumper.md#configure_hook for each switch."""
         if self._session is not None and self._session.active:
             raise ConfigError("configure_hook() must be called before start()")
         self.config = DumpConfig.build(mode, scope, api_list, filter_switch, input_output_mode,

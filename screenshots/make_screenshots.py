@@ -1,4 +1,4 @@
-"""Regenerate the README screenshots from the app's own SVG export.
+"""Regenerate the screenshots of the README and docs/ from the app's own SVG export.
 
     pip install -e ".[dump,screenshots]" && python screenshots/make_screenshots.py
 

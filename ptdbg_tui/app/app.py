@@ -30,7 +30,7 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.matching import MODES
+from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
@@ -190,7 +190,7 @@ class PtdbgApp(App[None]):
         self._show_progress()
         self._show_diagnosis()
         self.detail.show(None)
-        # The engine's first reads hold the GIL for long stretches (a pkl chunk is one json call):
+        # The engine's first reads hold the GIL for long stretches (a chunk of records is one json call):
         # it starts once the first frame is out.
         self.call_after_refresh(self._start_engine)
 

@@ -17,9 +17,9 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis import Suspect, times_text
+from ptdbg_tui.compare.diagnosis.diagnose import Suspect, times_text
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.propagation import ENTERS
 from ptdbg_tui.engine.updates import FOUND
 
 Styles = Mapping[str, Style]
@@ -207,9 +207,9 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
         out.append(seg(f"+{total - 1} more (c/C)", 0, styles.get("muted", Style())))
     site = suspect.site
     if site is not None:
-        text = Text(f"{os.path.basename(site[0])}:{site[1]}", style=styles.get("site", Style()))
-        if site[3]:
-            text.append(f"  {site[3].strip()}", style=styles.get("source", Style()))
+        text = Text(f"{os.path.basename(site.path)}:{site.line}", style=styles.get("site", Style()))
+        if site.source:
+            text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out

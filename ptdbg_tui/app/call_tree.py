@@ -20,9 +20,9 @@ from textual.widgets.tree import TreeNode
 
 from ptdbg_tui.app.detail import NEUTRAL, not_compared, short_dtype
 from ptdbg_tui.app.tree_model import Node, TreeModel
-from ptdbg_tui.compare.diagnosis import stack_site
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
+from ptdbg_tui.formats.sites import stack_site
 
 #: Children created per expand (and per "… more" selection).
 CHUNK = 500

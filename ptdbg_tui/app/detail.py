@@ -19,8 +19,8 @@ from textual.widgets import Static
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
 from ptdbg_tui.app.tree_model import Node, TreeModel
-from ptdbg_tui.compare.csv_export import header
 from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
@@ -166,9 +166,10 @@ def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableTyp
         return []
     out: list[RenderableType] = [Text("Stack", style=styles.get("head", Style()))]
     for f in frames[:MAX_FRAMES]:
-        out.append(Text.assemble(f"  {display_path(f[0])}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
-        if f[3]:
-            out.append(Text(f"      {f[3]}", style=styles.get("source", Style())))
+        muted = styles.get("muted", Style())
+        out.append(Text.assemble(f"  {display_path(f.path)}:{f.line}  ", (f.function, muted)))
+        if f.source:
+            out.append(Text(f"      {f.source}", style=styles.get("source", Style())))
     if len(frames) > MAX_FRAMES:
         out.append(Text(f"  … {len(frames) - MAX_FRAMES} outer frames", style=styles.get("muted", Style())))
     return out

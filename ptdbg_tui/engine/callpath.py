@@ -12,10 +12,11 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ptdbg_tui.compare.diagnosis import LAUNCHER_PATH_MARKS, LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
+from ptdbg_tui.formats.dialects import TOOL_PATH_MARKS
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.sites import LAUNCHER_PATH_MARKS, LIBRARY_PATH_MARKS
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
@@ -33,13 +34,13 @@ class Seg(NamedTuple):
 
 
 def user_frames(frames: list[Frame]) -> list[Frame]:
-    """The user's frames, outermost first (pkl frames are innermost first): not the dump tool's, not
-    the launcher's that started the script, not the framework's."""
-    return [f for f in reversed(frames) if not any(part in f[0].replace("\\", "/") for part in _FOREIGN)]
+    """The user's frames, outermost first (recorded frames are innermost first): not the dump tool's,
+    not the launcher's that started the script, not the framework's."""
+    return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
 
 
 def frame_site(frame: Frame) -> str:
-    return f"{os.path.basename(frame[0])}:{frame[1]}"
+    return f"{os.path.basename(frame.path)}:{frame.line}"
 
 
 def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
@@ -62,7 +63,7 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)
-            segs.append(Seg("frame", f"{f[0]}:{f[1]}:{f[2]}", f"{f[2]}  {site}"))
+            segs.append(Seg("frame", f"{f.path}:{f.line}:{f.function}", f"{f.function}  {site}"))
     if entry is None:
         segs.append(Seg("call", name, name))
     else:

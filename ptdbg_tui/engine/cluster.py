@@ -24,17 +24,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
-from ptdbg_tui.compare.tasks import (
-    CompareTask,
-    PartOutcome,
-    error_result,
-    finish_parts,
-    part_bounds,
-    run_part,
-    run_task,
-)
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
+from ptdbg_tui.engine.tasks import CompareTask, PartOutcome, finish_parts, part_bounds, run_part, run_task
 from ptdbg_tui.formats.layout import RankDump, Scan
 
 if TYPE_CHECKING:
@@ -113,7 +106,7 @@ def probe(dirs: Sequence[str]) -> list[bool]:
 
 def _order(dump: RankDump) -> tuple[int, int, str]:
     return (dump.step if dump.step is not None else -1, dump.rank if dump.rank is not None else -1,
-            str(dump.pkl))
+            str(dump.records))
 
 
 def _where() -> str:
@@ -274,7 +267,7 @@ class ClusterPool:
             for worker in sorted(answers):
                 got = answers[worker][k]
                 found = Scan([], [got]) if isinstance(got, str) else got
-                dumps.update((str(d.pkl), d) for d in found.dumps)
+                dumps.update((str(d.records), d) for d in found.dumps)
                 problems += [p for p in found.problems if p not in problems]
             if not dumps and not problems:
                 problems.append(f"{root}: no worker serves a dump below it")
@@ -283,7 +276,7 @@ class ClusterPool:
 
     def submit(self, fn: Any, *args: Any, dirs: Sequence[str]) -> Call | None:
         """Run ``fn(*args)`` on a worker that can read every folder of ``dirs`` (a step of the caller's,
-        e.g. reading a rank pair's pkls); ``None`` when no worker can. Results via :meth:`gather`."""
+        e.g. reading a rank pair's records); ``None`` when no worker can. Results via :meth:`gather`."""
         call = Call(fn, args, tuple(dirs), self.eligible(dirs))
         if not call.workers:
             return None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Result
-    from ptdbg_tui.compare.tasks import CompareTask
+    from ptdbg_tui.engine.tasks import CompareTask
 
 #: A batch closes at this many bytes of tensor data or this many tasks.
 BATCH_BYTES = 32 << 20
@@ -77,13 +77,13 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _run_batch(tasks: list[CompareTask]) -> list[Result]:
-    from ptdbg_tui.compare.tasks import run_task
+    from ptdbg_tui.engine.tasks import run_task
 
     return [run_task(t) for t in tasks]
 
 
 def _crashed(message: str) -> Result:
-    from ptdbg_tui.compare.tasks import error_result
+    from ptdbg_tui.compare.metrics.settled import error_result
 
     return error_result(message)
 
@@ -178,7 +178,7 @@ class MetricPool:
         if largest_first:
             order = sorted(order, key=lambda i: -tasks[i].nbytes)
         if self.jobs <= 1:
-            from ptdbg_tui.compare.tasks import run_task
+            from ptdbg_tui.engine.tasks import run_task
 
             for i in order:
                 yield i, run_task(tasks[i])

@@ -9,8 +9,8 @@ from ptdbg_tui.engine.pool import THREAD_ENV
 
 os.environ.update(THREAD_ENV)  # read by the BLAS when numpy is first imported, just below
 
-from ptdbg_tui.compare.metrics import warm_up
-from ptdbg_tui.compare.tasks import run_task  # noqa: F401
+from ptdbg_tui.compare.metrics.accumulator import warm_up
+from ptdbg_tui.engine.tasks import run_task  # noqa: F401
 
 warm_up()
 

@@ -22,7 +22,7 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
@@ -35,13 +35,14 @@ from ptdbg_tui.formats.naming import (
     STYLE_MSPROBE,
     EntryName,
 )
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK
 from ptdbg_tui.formats.records import (
     MAX_DIMS,
     MAX_NUMEL,
     NONE_DTYPE,
     BadLine,
     Frame,
+    RecordBatch,
     StackRecord,
     TensorRecord,
     may_hold_surrogates,
@@ -70,17 +71,26 @@ MAX_DEPTH = 400
 MAX_JSON_BYTES = 4 << 30
 
 
-def parse_entry(name: str) -> tuple[str, int, str, bool] | None:
-    """``(api, index, direction, parameter gradients)`` of a dump.json entry name; ``None`` if odd."""
+class ParsedEntry(NamedTuple):
+    """What a dump.json entry's name says."""
+
+    api: str
+    index: int
+    direction: str
+    parameter_gradients: bool  # ``{module}.parameters_grad``: a module's parameters' gradients
+
+
+def parse_entry(name: str) -> ParsedEntry | None:
+    """What a dump.json entry name says; ``None`` if odd."""
     m = _PARAMS_GRAD_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2) or 0), BACKWARD, True
+        return ParsedEntry(m.group(1), int(m.group(2) or 0), BACKWARD, True)
     m = _MODULE_RE.match(name)
     if m:
-        return m.group(1), int(m.group(3)), m.group(2), False
+        return ParsedEntry(m.group(1), int(m.group(3)), m.group(2), False)
     m = _API_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2)), m.group(3), False
+        return ParsedEntry(m.group(1), int(m.group(2)), m.group(3), False)
     return None
 
 
@@ -198,7 +208,7 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
         if parsed is None:  # not a call: keep its values, unplaced
             for path, leaf in _leaves(value):
                 add(name + _suffix(path), leaf, None)
-        elif parsed[3]:  # parameter gradients: {param: [tensor]}, the list not indexed
+        elif parsed.parameter_gradients:  # {param: [tensor]}, the list not indexed
             api, index, direction, _ = parsed
             for path, leaf in _leaves(value, index_lists=False):
                 add(name + _suffix(path), leaf,
@@ -222,8 +232,8 @@ def parse_frame(text: Any) -> Frame:
     text = str(text)
     m = _FRAME_RE.match(text)
     if m is None:
-        return (text, "", "", None)
-    return (m.group(1), m.group(2), m.group(3), m.group(4))
+        return Frame(text, "", "", None)
+    return Frame(m.group(1), m.group(2), m.group(3), m.group(4))
 
 
 def decode_stacks(data: Any) -> list[StackRecord]:
@@ -459,9 +469,9 @@ class MsprobeFollower:
             bad.append(BadLine(0, str(e)))
             return None
 
-    def read(self, final: bool = False) -> PklBatch:
+    def read(self, final: bool = False) -> RecordBatch:
         """What changed since the last call: new records (all of them again after a reset)."""
-        batch = PklBatch()
+        batch = RecordBatch()
         if not self._pending:
             text = self._changed(DUMP_JSON, final, batch.bad)
             if text is not None:
@@ -494,7 +504,7 @@ class MsprobeFollower:
         self.chains = chains
         return changed
 
-    def _update(self, text: str, final: bool, batch: PklBatch) -> None:
+    def _update(self, text: str, final: bool, batch: RecordBatch) -> None:
         try:
             self.header, entries = split_dump(text)
         except HalfWritten as e:
@@ -516,7 +526,7 @@ class MsprobeFollower:
         self._pending.extend(entries[kept:])
         self._entries = entries
 
-    def _decode(self, batch: PklBatch) -> None:
+    def _decode(self, batch: RecordBatch) -> None:
         """Decode pending entries, about ``chunk`` bytes of text, in one JSON call."""
         take: list[tuple[str, str]] = []
         size = 0

@@ -1,4 +1,4 @@
-"""The one definition of a pkl line (spec §3): decoding for readers, encoding for writers.
+"""The one definition of a pkl line (docs/formats.md#pkl-lines): decoding for readers, encoding for writers.
 
 A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
 ``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
@@ -20,8 +20,13 @@ from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 #: dtype of a record that holds no value (msprobe's ``null``).
 NONE_DTYPE = "None"
 
-#: One stack frame: file, line number (a string, as the original writes it), function, source.
-Frame = tuple[str, str, str, "str | None"]
+class Frame(NamedTuple):
+    """One stack frame, as the dumps write it."""
+
+    path: str
+    line: str  # a string, as the original writes it
+    function: str
+    source: str | None
 
 
 @dataclass(slots=True)
@@ -92,6 +97,9 @@ class StackRecord:
     frames: list[Frame]
     line: int = 0
 
+    def __post_init__(self) -> None:
+        self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
+
     @property
     def call(self) -> str:
         return self.name[: -len(STACK_INFO) - 1] if self.name.endswith(STACK_INFO) else self.name
@@ -107,6 +115,20 @@ class BadLine:
 
 
 Record = TensorRecord | StackRecord | BadLine
+
+
+@dataclass
+class RecordBatch:
+    """What one read of a rank dump's records produced, whatever its format."""
+
+    tensors: list[TensorRecord] = field(default_factory=list)
+    stacks: list[StackRecord] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    reset: bool = False  # the file was truncated or replaced: earlier records are void
+    more: bool = False  # complete lines remain unread
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors or self.stacks or self.bad or self.reset)
 
 
 def stat_value(v: Any) -> float | None:
@@ -136,7 +158,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
-    """The stat values dumps hold (spec §3.4): numbers, ``"Nan"`` (and msprobe's non-finite words),
+    """Stat values in dumps (docs/formats.md#statistics): numbers, ``"Nan"`` (and msprobe's non-finite words),
     ``[]`` (empty or bool tensors); ``null`` where a dumper had none. A number must also fit a float."""
     if v is None or v == [] or isinstance(v, (bool, float)):
         return True
@@ -163,7 +185,7 @@ def decode_value(value: Any, line: int = 0) -> Record:
             if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
                 return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
             src = f[3] if len(f) > 3 else None
-            frames.append((str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
+            frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
         return StackRecord(value[0], frames, line)
     if len(value) != 6:
         return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
@@ -254,7 +276,7 @@ def undecodable(record: Record) -> Record:
         record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
     elif isinstance(record, StackRecord):
         record.name = shown(record.name)
-        record.frames = [(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+        record.frames = [Frame(shown(f), shown(n), shown(fn), None if src is None else shown(src))
                          for f, n, fn, src in record.frames]
     else:
         record.reason, record.text = shown(record.reason), shown(record.text)

@@ -1,4 +1,4 @@
-"""The statistics array of a pkl line (spec §3.4), shared by the dumper and the numpy writer.
+"""The statistics array of a pkl line (docs/formats.md#statistics), shared by the dumper and the numpy writer.
 
 The shape of the array depends only on the value's kind; the numbers come from whoever
 computes them (torch on the device in the dumper, numpy here).

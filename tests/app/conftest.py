@@ -27,6 +27,15 @@ WAIT_S = 60.0
 
 
 @pytest.fixture(scope="session")
+def demo_lstm_site() -> str:
+    """``demo.py:N``: where the demo's model calls its LSTM (the culprit's call site)."""
+    import ptdbg_tui.demo
+
+    lines = Path(ptdbg_tui.demo.__file__).read_text().splitlines()
+    return f"demo.py:{lines.index('            out, _ = self.lstm(seq)') + 1}"
+
+
+@pytest.fixture(scope="session")
 def demo_dumps(tmp_path_factory) -> tuple[Path, Path]:
     from ptdbg_tui.demo import write_demo
 

@@ -17,12 +17,12 @@ def _cursor(app) -> Node:
     return node
 
 
-async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
+async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui, demo_lstm_site):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         bar = str(app.query_one("#diagnosis").render())
-        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", "demo.py:47",
+        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", demo_lstm_site,
                          "out, _ = self.lstm(seq)", "inputs 3e-06"):
             assert expected in bar, expected
         await pilot.press("c")
@@ -32,7 +32,7 @@ async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
         text = ui.detail_text(app)
         assert "Culprit: introduces error — inputs " in text and ", allowed " in text
         assert text.count("allowed") == 1, "the verdict once"
-        assert "demo.py:47" in text
+        assert demo_lstm_site in text
 
 
 async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):

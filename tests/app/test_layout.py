@@ -57,7 +57,8 @@ def test_flow_wraps_onto_two_lines_and_drops_the_least_important():
 
 
 @pytest.mark.parametrize("size", SIZES)
-async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size):
+async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size,
+                                                                         demo_lstm_site):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=size) as pilot:
         await ui.settle(pilot)
@@ -66,7 +67,7 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         header, bar = screen[0], "\n".join(screen[1:3])
         assert "✘ 11" in header and "all 178 compared" in header
         assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
-        assert "demo.py:47" in bar and "out, _ = self.lstm(seq)" in bar
+        assert demo_lstm_site in bar and "out, _ = self.lstm(seq)" in bar
         assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)
         footer = screen[-1]
         assert "? Help" in footer and "q Quit" in footer

@@ -6,10 +6,9 @@ from pathlib import Path
 
 from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
-from ptdbg_tui.app.main import run_app
-from ptdbg_tui.cli import app_parser, demo_parser
+from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
+from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.tasks import summary_result
 from ptdbg_tui.engine.updates import PairInfo
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import parse_name
@@ -34,7 +33,7 @@ def test_demo_without_torch_says_how_to_install_it(monkeypatch, tmp_path, capsys
         raise ImportError("No module named 'torch'")
 
     monkeypatch.setattr(demo, "write_demo", no_torch)
-    assert demo.run_demo(demo_parser().parse_args([str(tmp_path)])) == demo.EXIT_MISSING_TORCH
+    assert run_demo(demo_parser().parse_args([str(tmp_path)])) == EXIT_MISSING_TORCH
     assert "pip install" in capsys.readouterr().err
 
 
@@ -45,7 +44,7 @@ def _pair(step: int) -> tuple[PairInfo, list[Row]]:
     row.result = summary_result(row)
     n = RankDump(Path(f"/d/npu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
     b = RankDump(Path(f"/d/cpu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
-    return PairInfo(str(n.pkl), n.label, n, b, True), [row]
+    return PairInfo(str(n.records), n.label, n, b, True), [row]
 
 
 def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):

@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 
-from ptdbg_tui.compare.csv_export import header, write_csv
-from ptdbg_tui.compare.metrics import compare_arrays
+from ptdbg_tui.compare.metrics.accumulator import compare_arrays
+from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.tasks import summary_result, unmatched_result
+from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv
 from ptdbg_tui.formats.records import StackRecord, decode_line
 
 NAMES = "NPU Name,Bench Name,NPU Tensor Dtype,Bench Tensor Dtype,NPU Tensor Shape,Bench Tensor Shape,"

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.kernel import fused_pass
-from ptdbg_tui.compare.metrics import FIVE_THOUSANDTHS, THOUSANDTH, compare_arrays
+from ptdbg_tui.compare.metrics.accumulator import FIVE_THOUSANDTHS, THOUSANDTH, compare_arrays
+from ptdbg_tui.compare.metrics.kernel import fused_pass
 
 EPS = 1.1920928955078125e-07
 
@@ -104,8 +104,8 @@ def test_nan_and_inf_at_the_same_places_are_set_aside_as_before():
 
 def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
     """No cache locator applies (as a read-only install without a writable home): still compiled."""
-    probe = ("import numpy as np; from ptdbg_tui.compare.kernel import fused_pass; "
-             "from ptdbg_tui.compare.metrics import compare_arrays; "
+    probe = ("import numpy as np; from ptdbg_tui.compare.metrics.kernel import fused_pass; "
+             "from ptdbg_tui.compare.metrics.accumulator import compare_arrays; "
              "a = np.arange(5, dtype=np.float32); r = compare_arrays(a, a + 1, 'f', 'f'); "
              "print(type(fused_pass._cache).__name__, r.cells[1])")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),

@@ -7,7 +7,9 @@ import random
 
 import pytest
 
-from ptdbg_tui.compare.matching import align, attach_stacks, choose_match, match_records
+from ptdbg_tui.compare.matching.align import align
+from ptdbg_tui.compare.matching.pairing import attach_stacks, choose_match, match_records
+from ptdbg_tui.formats.dialects import DIALECTS, ORIGINAL_PTDBG, OURS
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -192,7 +194,7 @@ def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
 
 
 def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
-    from ptdbg_tui.compare.matching import match_advice
+    from ptdbg_tui.compare.matching.pairing import match_advice
 
     npu = [record("Torch_add_0_forward_output"), record("Torch_add_1_forward_output", shape=[3])]
     bench = [record("Torch_add_0_forward_output")]
@@ -207,7 +209,8 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
 
 
 def _mixed(npu, bench, ordered=(True, False)):
-    rows = match_records(npu, bench, "exact", mixed=True, ordered=ordered)
+    dialects = tuple(DIALECTS[ORIGINAL_PTDBG if o else OURS] for o in ordered)
+    rows = match_records(npu, bench, "exact", dialects)
     return {r.npu.name: r.bench.name for r in rows if r.matched}
 
 

@@ -1,4 +1,4 @@
-"""Tensor metrics: the spec's formulas and every edge case it lists (§5.6), on real arrays."""
+"""Tensor metrics: the original's formulas and every edge case (docs/compare.md#metrics), on real arrays."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.cells import (
+from ptdbg_tui.compare.metrics.accumulator import CHUNK, HISTOGRAM_EDGES, compare_arrays
+from ptdbg_tui.compare.metrics.cells import (
     MSG_COS_BENCH_ZERO,
     MSG_COS_NPU_ZERO,
     MSG_COS_ONE,
@@ -17,7 +18,6 @@ from ptdbg_tui.compare.cells import (
     MSG_SCALAR,
     MSG_SHAPE,
 )
-from ptdbg_tui.compare.metrics import CHUNK, HISTOGRAM_EDGES, compare_arrays
 from ptdbg_tui.compare.model import Status
 
 F32 = "torch.float32"
@@ -248,7 +248,7 @@ def test_large_magnitudes_do_not_overflow():
 @pytest.mark.parametrize("size", [1, 8191, 8192, 3 * 8192 + 77, 1 << 18])
 def test_sums_of_squares_are_the_sliced_dot_products_added_in_order(size):
     """The stacked matmul gives the very floats of one np.dot per slice: the cells do not move."""
-    from ptdbg_tui.compare.metrics import DOT_SLICE, _sum_squares
+    from ptdbg_tui.compare.metrics.accumulator import DOT_SLICE, _sum_squares
 
     rng = np.random.default_rng(size)
     a = rng.standard_normal(size) * 10.0 ** rng.uniform(-6, 6, size)

@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.cells import NO, YES
-from ptdbg_tui.compare.diagnosis import diagnose
-from ptdbg_tui.compare.errors import floor_of, stats_errors, trim_count, unit_roundoff
-from ptdbg_tui.compare.metrics import compare_arrays
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS
+from ptdbg_tui.compare.metrics.accumulator import compare_arrays
+from ptdbg_tui.compare.metrics.cells import NO, YES
+from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors, trim_count, unit_roundoff
+from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS
-from ptdbg_tui.compare.tasks import summary_result
 from ptdbg_tui.formats.stats import array_stats
 
 RNG = np.random.default_rng(0)

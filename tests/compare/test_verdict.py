@@ -1,11 +1,11 @@
-"""The original's accuracy rule (§5.7), the Status policy on top of it, and the stats verdict."""
+"""The original's accuracy rule (docs/compare.md#accuracy-reached-or-not), our Status, the stats verdict."""
 
 from __future__ import annotations
 
 import pytest
 
+from ptdbg_tui.compare.metrics.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 
 
 @pytest.mark.parametrize(("cos", "mae", "expected"), [

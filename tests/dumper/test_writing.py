@@ -71,9 +71,9 @@ def test_a_killed_dumping_process_leaves_every_written_line_with_its_npy(tmp_pat
         child.stderr.close()
     batch = PklFollower(pkl).read()  # complete lines only, as a live reader sees them
     assert not batch.bad and len(batch.tensors) >= 300
-    npy_dir = pkl.with_suffix("")
+    tensor_dir = pkl.with_suffix("")
     for rec in batch.tensors:
-        array = load_npy(npy_path(npy_dir, rec.name))
+        array = load_npy(npy_path(tensor_dir, rec.name))
         assert rec.is_scalar or array.shape == rec.shape, rec.name
     assert not any(".tmp" in r.name for r in batch.tensors)
 
@@ -105,9 +105,9 @@ def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, mon
     assert " free on its file system" in errors[0]
     assert any("not dumping" in m for m in caplog.messages)
     (dump,) = discover(tmp_path)
-    written = [r.name for r in read_pkl(dump.pkl).tensors]
+    written = [r.name for r in read_pkl(dump.records).tensors]
     assert refused == [refused[0]] and refused[0] not in written and len(written) >= 20
-    assert sorted(written) == sorted(p.stem for p in dump.npy_dir.glob("*.npy"))  # each line has its npy
+    assert sorted(written) == sorted(p.stem for p in dump.tensor_dir.glob("*.npy"))  # each line has its npy
 
 
 FULL_AND_LOCKED = textwrap.dedent("""
@@ -128,9 +128,9 @@ FULL_AND_LOCKED = textwrap.dedent("""
     from ptdbg_tui.formats.pkl import read_pkl
 
     (dump,) = discover("full/dump")
-    written = sorted(r.name for r in read_pkl(dump.pkl).tensors)
-    print(written == sorted(p.stem for p in dump.npy_dir.glob("*.npy")), len(written),
-          len(list(dump.npy_dir.glob(".*"))))
+    written = sorted(r.name for r in read_pkl(dump.records).tensors)
+    print(written == sorted(p.stem for p in dump.tensor_dir.glob("*.npy")), len(written),
+          len(list(dump.tensor_dir.glob(".*"))))
 """)
 #: In a user and mount namespace: a 64 KiB tmpfs, a folder nobody may write, and the child without
 #: root's DAC override (so that the folder's mode holds for it).
@@ -167,8 +167,8 @@ def test_stop_waits_for_the_daemon(tmp_path: Path) -> None:
         torch.relu(big)
     debugger.stop()  # returns only once all of it is on disk
     (dump,) = discover(tmp_path)
-    recs = read_pkl(dump.pkl).tensors
-    assert len(recs) == 40 and all(Path(npy_path(dump.npy_dir, r.name)).is_file() for r in recs)
+    recs = read_pkl(dump.records).tensors
+    assert len(recs) == 40 and all(Path(npy_path(dump.tensor_dir, r.name)).is_file() for r in recs)
 
 
 def test_the_queue_is_bounded(tmp_path: Path) -> None:

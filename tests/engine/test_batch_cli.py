@@ -13,8 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from ptdbg_tui.cli import main
-from ptdbg_tui.engine.batch import _Bar
+from ptdbg_tui.cli import _Bar, main
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
@@ -52,7 +51,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
 
 def test_any_level_of_the_tree_and_summary_flag(seed, tmp_path, capsys):
     npu_rank = discover(seed[0])[0].rank_dir
-    bench_pkl = discover(seed[1])[0].pkl
+    bench_pkl = discover(seed[1])[0].records
     code, out, _ = _run(capsys, npu_rank, bench_pkl, "-o", tmp_path, "--summary", "--jobs", "1")
     assert code == 0 and "(statistics only)" in out
     (path,) = tmp_path.glob("compare_result_*.csv")
@@ -102,7 +101,7 @@ def test_unwritable_output_exits_2(seed, tmp_path, capsys):
 
 
 def test_a_rank_dir_without_a_readable_pkl_exits_2(seed, tmp_path, capsys):
-    pkl = discover(seed[0])[0].pkl
+    pkl = discover(seed[0])[0].records
     pkl.unlink()
     pkl.mkdir()  # a directory where the pkl should be
     code, _, err = _run(capsys, *seed, "-o", tmp_path)

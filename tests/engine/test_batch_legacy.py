@@ -3,7 +3,7 @@
 The legacy CSV compares ``npu_test.pkl`` with itself. Its npy files were never published, so the
 test gives every entry the same random tensor on both sides, which is what "compared with
 itself" means; every column the legacy format has must then read the same. Deliberate
-differences (README): 21 columns instead of 16, MaxAbsErr with 12 decimals instead of 6, and
+differences (docs/compare.md): 21 columns instead of 16, MaxAbsErr with 12 decimals instead of 6, and
 ``Nan`` for the l2norm a 3-stat pkl does not record.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui import compare
 from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.legacy import compare
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legacy"
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.tasks import CompareTask, run_task
 from ptdbg_tui.engine.pool import MetricPool
+from ptdbg_tui.engine.tasks import CompareTask, run_task
 
 
 def _tasks(tmp_path, count: int, size: int = 1000) -> list[CompareTask]:

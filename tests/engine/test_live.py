@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui.compare.csv_export import write_csv
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.writer import RankWriter

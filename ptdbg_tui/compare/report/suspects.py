@@ -7,7 +7,7 @@ import csv
 import math
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis import Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, Suspect
 
 HEADER = ["Rank", "NPU Call", "API", "Direction", "Kind", "Score", "Input Error", "Output Error",
           "Allowed Error", "Worst Output", "Evidence", "Call Site", "Source Line"]
@@ -22,7 +22,7 @@ def suspect_row(rank: int, s: Suspect) -> list[object]:
     site = s.site
     return [rank, s.call, s.api, s.direction, s.kind, _number(s.score), _number(j.input_error),
             _number(j.output_error), _number(j.allowed), j.output, s.evidence,
-            f"{site[0]}:{site[1]}" if site else "", (site[3] or "") if site else ""]
+            f"{site.path}:{site.line}" if site else "", (site.source or "") if site else ""]
 
 
 def suspects_path(compare_csv: Path) -> Path:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.diagnosis import Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.propagation import ENTERS
 
 COLLECTIVE_PREFIX = "Distributed"
 

@@ -1,12 +1,12 @@
-"""Tensor metrics of the original compare (spec §5.6), computed chunk by chunk in float64.
+"""Tensor metrics of the original compare (docs/compare.md#metrics), computed chunk by chunk in float64.
 
-Differences from the original, on purpose (see the README): the relative error is computed in
+Differences from the original, on purpose (docs/compare.md): the relative error is computed in
 float64 on copies after the shape and NaN/Inf checks (the original mutates its inputs, works in
 the native dtype and crashes on shape mismatch); NaN/Inf at the same positions are set to 0
 before *every* metric, and +Inf against -Inf counts as a mismatch; every message is kept.
 
 Memory stays at a few chunk buffers whatever the tensor size: callers feed slices of memory
-maps or of file reads (see :mod:`ptdbg_tui.compare.tasks`).
+maps or of file reads (see :mod:`ptdbg_tui.engine.tasks`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ptdbg_tui.compare.cells import (
+from ptdbg_tui.compare.metrics.cells import (
     MSG_COS_BENCH_ZERO,
     MSG_COS_NAN,
     MSG_COS_NPU_ZERO,
@@ -35,10 +35,10 @@ from ptdbg_tui.compare.cells import (
     fmt12,
     join_messages,
 )
-from ptdbg_tui.compare.errors import measures, scalar_measures, trim_count
+from ptdbg_tui.compare.metrics.errors import measures, scalar_measures, trim_count
+from ptdbg_tui.compare.metrics.scratch import borrow, give_back
+from ptdbg_tui.compare.metrics.verdict import accuracy_rule, is_close, status_for
 from ptdbg_tui.compare.model import Result, Status
-from ptdbg_tui.compare.scratch import borrow, give_back
-from ptdbg_tui.compare.verdict import accuracy_rule, is_close, status_for
 
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
@@ -265,7 +265,9 @@ class MetricAccumulator:
         k = npu.size
         st = self.state
         x, y, d = self._x[:k], self._y[:k], self._d[:k]
-        from ptdbg_tui.compare.kernel import fused_pass  # numba's import takes ~0.3 s: only where used
+        from ptdbg_tui.compare.metrics.kernel import (
+            fused_pass,  # numba's import takes ~0.3 s: only where used
+        )
 
         bad, top, rel_top, below_1e3, below_5e3, flips = fused_pass(
             _readable(npu, x), _readable(bench, y), x, y, d, st.eps, THOUSANDTH, FIVE_THOUSANDTHS)

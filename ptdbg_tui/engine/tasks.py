@@ -1,10 +1,9 @@
-"""One row's comparison as a picklable task, and the Results that need no tensor data.
+"""One row's tensor comparison as a picklable task, run by the worker processes.
 
-:func:`run_task` is what worker processes execute: it reads both tensor files (``.npy`` or
-``.pt``) chunk by chunk through :mod:`ptdbg_tui.formats.tensorfile` and never raises — a missing,
-truncated or odd file becomes an ERROR result whose message lands in Err_message.
-:func:`settled_result` gives every other row its result in-process: unmatched rows, statistics,
-checksums (msprobe's md5/xor modes) and Python values, which have no file.
+:func:`run_task` reads both tensor files (``.npy`` or ``.pt``) chunk by chunk through
+:mod:`ptdbg_tui.formats.tensorfile`, feeds the metric pass of :mod:`ptdbg_tui.compare.metrics` and
+never raises: a missing, truncated or odd file becomes an ERROR result whose message lands in
+Err_message. Rows without tensor files are settled by :mod:`ptdbg_tui.compare.metrics.settled`.
 """
 
 from __future__ import annotations
@@ -17,28 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui.compare.cells import (
-    MSG_DTYPE,
-    MSG_FUZZY,
-    MSG_NO_BENCH,
-    MSG_NO_NPU,
-    MSG_SHAPE,
-    NAN,
-    join_messages,
-)
-from ptdbg_tui.compare.errors import floor_of, stats_errors
-from ptdbg_tui.compare.metrics import (
+from ptdbg_tui.compare.metrics.accumulator import (
     MetricAccumulator,
     MetricState,
     compare_arrays,
-    compare_scalar,
     dtype_caveats,
     precheck,
 )
-from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
-from ptdbg_tui.compare.scratch import borrow, give_back
-from ptdbg_tui.compare.verdict import stats_verdict, with_caveat
-from ptdbg_tui.formats.records import TensorRecord, stat_value
+from ptdbg_tui.compare.metrics.cells import join_messages
+from ptdbg_tui.compare.metrics.scratch import borrow, give_back
+from ptdbg_tui.compare.metrics.settled import add_fuzzy, error_result
+from ptdbg_tui.compare.metrics.verdict import with_caveat
+from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.formats.tensorfile import (
     FILE_ERRORS,
     TensorHeader,
@@ -51,10 +40,10 @@ from ptdbg_tui.formats.tensorfile import (
 
 #: Elements read per file access in a task (the metric pass splits them further).
 READ_CHUNK = 1 << 18
+
+
 #: Files up to this size are read whole, in one go; larger ones chunk by chunk into reused buffers.
 WHOLE_BYTES = 64 << 10
-FULL_CELLS = 5
-SUMMARY_CELLS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,19 +85,14 @@ def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
     )
 
 
-def error_result(message: str, summary: bool = False) -> Result:
-    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
-                  Status.ERROR, message)
-
-
 class ShapeMismatch(Exception):
     """A tensor file holds another shape than its record says."""
 
 
-def _check_shape(path: str, header_shape: tuple[int, ...], pkl_shape: tuple[int, ...]) -> None:
-    if header_shape != pkl_shape:
+def _check_shape(path: str, header_shape: tuple[int, ...], recorded_shape: tuple[int, ...]) -> None:
+    if header_shape != recorded_shape:
         raise ShapeMismatch(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the dump "
-                            f"records {list(pkl_shape)}.")
+                            f"records {list(recorded_shape)}.")
 
 
 def _headers(task: CompareTask) -> tuple[TensorHeader, np.ndarray | None, TensorHeader, np.ndarray | None]:
@@ -241,23 +225,18 @@ def finish_parts(task: CompareTask, parts: Sequence[PartOutcome]) -> Result:
     return _settle(task, _with_notes(result, merged.notes))
 
 
-def _add_fuzzy(result: Result) -> Result:
-    result.message = join_messages([result.message, MSG_FUZZY])
-    result.status, result.reason = with_caveat(result.status, result.reason,
-                                               "names differ (fuzzy or aligned match)")
-    return result
-
-
 def _failure(e: Exception) -> Result:
     if isinstance(e, (*FILE_ERRORS, ShapeMismatch)):
-        return error_result(str(e))
+        result = error_result(str(e))
+        result.missing_data = getattr(e, "missing", False)
+        return result
     if isinstance(e, MemoryError):
         return error_result("Out of memory while comparing this tensor.")
     return error_result(f"Comparison failed: {type(e).__name__}: {e}")
 
 
 def _settle(task: CompareTask, result: Result) -> Result:
-    return _add_fuzzy(result) if task.fuzzy else result
+    return add_fuzzy(result) if task.fuzzy else result
 
 
 def run_task(task: CompareTask) -> Result:
@@ -267,115 +246,3 @@ def run_task(task: CompareTask) -> Result:
     except Exception as e:  # a worker must report, not die: the run goes on with the other rows
         result = _failure(e)
     return _settle(task, result)
-
-
-def stats4(record: TensorRecord | None) -> list[object]:
-    """The four raw stats cells of a record: ``Nan`` where absent (legacy 3-stat, overflow dumps)."""
-    if record is None or not record.has_stats:
-        return [NAN] * 4
-    return [*record.stats[:4], *[NAN] * (4 - len(record.stats[:4]))]
-
-
-def _diff_cell(n: object, b: object) -> str:
-    """The original's summary diff: ``npu - bench`` for numbers (bool too), else ``Nan``; printed
-    as pandas prints it (a float NaN is an empty cell)."""
-    if not (isinstance(n, (int, float)) and isinstance(b, (int, float))):
-        return NAN
-    value = n - b
-    return "" if isinstance(value, float) and math.isnan(value) else str(value)
-
-
-def summary_result(row: Row) -> Result:
-    """Statistics mode: the four stat diffs and a tolerance verdict on the stats; no file access."""
-    if row.npu is None or row.bench is None:
-        return unmatched_result(row, summary=True)
-    cells = tuple(_diff_cell(n, b) for n, b in zip(stats4(row.npu), stats4(row.bench), strict=True))
-    status, reason = stats_verdict(row.npu, row.bench)
-    messages = []
-    if row.npu.shape_raw != row.bench.shape_raw:
-        messages.append(MSG_SHAPE)
-    if row.npu.dtype != row.bench.dtype:
-        messages.append(MSG_DTYPE)
-    result = Result(cells, "", join_messages(messages), status, reason,
-                    errors=stats_errors(row.npu, row.bench))
-    return _add_fuzzy(result) if row.fuzzy else result
-
-
-def unmatched_result(row: Row, summary: bool = False) -> Result:
-    """A row present on one side only."""
-    npu_only = row.npu is not None
-    message = MSG_NO_BENCH if npu_only else MSG_NO_NPU
-    reason = "present in the NPU dump only" if npu_only else "present in the bench dump only"
-    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
-                  Status.UNMATCHED, reason)
-
-
-
-def _checksum_errors(npu: TensorRecord, bench: TensorRecord, same: bool) -> ErrorMeasures | None:
-    """What checksums alone say: no error, or an error of unknown size in data that must agree."""
-    if npu.is_scalar or bench.is_scalar or npu.shape != bench.shape:
-        return None
-    return ErrorMeasures(0.0 if same else 1.0, 0.0 if same else 1.0, 1.0, 1.0, max(1, npu.numel),
-                         floor_of(npu.dtype, bench.dtype), exact=True, from_stats=True)
-
-
-def checksum_result(row: Row) -> Result:
-    """msprobe's md5/xor modes: equal checksums pass. Different ones fail, unless statistics were
-    recorded too and agree within tolerance: then the data differs by rounding only (a warning)."""
-    npu, bench = row.npu, row.bench
-    assert npu is not None and bench is not None
-    result = summary_result(row)
-    if npu.md5 == bench.md5:
-        if result.status is not Status.FAIL:  # a shape or dtype caveat stays
-            result.status, result.reason = Status.PASS, "checksums are equal"
-        return result
-    has_stats = any(v is not None for v in npu.stats) and any(v is not None for v in bench.stats)
-    if not has_stats:
-        result.status, result.reason = Status.FAIL, f"checksums differ ({npu.md5} vs {bench.md5})"
-        result.errors = _checksum_errors(npu, bench, same=False)
-    elif result.status is Status.PASS:
-        result.status, result.reason = Status.WARN, f"checksums differ, but {result.reason}"
-    return result
-
-
-def _value(record: TensorRecord) -> object:
-    return record.stats[0] if record.stats else None
-
-
-def value_result(row: Row) -> Result:
-    """A pair without tensor files on a side: Python values (msprobe records no file for them)
-    compared by value, ``null`` against ``null``, or an error naming the missing file."""
-    npu, bench = row.npu, row.bench
-    assert npu is not None and bench is not None
-    if npu.is_none or bench.is_none:
-        if npu.is_none and bench.is_none:
-            return Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "no value on either side")
-        side = "NPU" if npu.is_none else "bench"
-        message = f"The {side} side records no value here."
-        return Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
-    if not (npu.is_scalar and bench.is_scalar):
-        side = "NPU" if npu.data_file is None else "Bench"
-        return error_result(f"{side} does not have data file.")
-    x, y = stat_value(_value(npu)), stat_value(_value(bench))
-    if x is not None and y is not None:
-        result = compare_scalar(np.array(x), np.array(y), npu.dtype, bench.dtype)
-    elif _value(npu) == _value(bench):
-        result = Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "values are equal")
-    else:
-        message = f"Values differ: NPU {_value(npu)!r}, bench {_value(bench)!r}."
-        result = Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
-    return _add_fuzzy(result) if row.fuzzy else result
-
-
-def settled_result(row: Row, summary: bool) -> Result | None:
-    """The result of a row that needs no tensor file (``summary``: statistics only), or ``None``
-    when its two tensor files must be compared (see :func:`task_for`)."""
-    npu, bench = row.npu, row.bench
-    if npu is None or bench is None:
-        return unmatched_result(row, summary)
-    if summary:
-        checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar)
-        return checksum_result(row) if checksums else summary_result(row)
-    if npu.data_file is None or bench.data_file is None:
-        return value_result(row)
-    return None

@@ -1,9 +1,9 @@
 """Which operator introduced the error: every call judged by the error it adds, the ranked suspects,
-and the texts that name them (the report, the advisor file, the app).
+and the texts that name them (the report, the advisor file and the app show them).
 
 The original's advisor names the first failing row, which is usually downstream noise, and its
 absolute thresholds miss small-magnitude and pure-scale faults while blaming rounding in fp16. Here
-each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.propagation`):
+each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.diagnosis.propagation`):
 a forward call by its inputs, a backward call by its incoming gradients and the tensors its forward
 call saved. Every call that introduces error is a suspect; forward suspects come first, each
 direction in execution order. The first suspect is the culprit.
@@ -15,9 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.cells import NO
-from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.propagation import (
+from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     GROWTH,
     NAN_ORIGIN,
@@ -28,17 +26,12 @@ from ptdbg_tui.compare.propagation import (
     judge_entry,
     op_name,
 )
+from ptdbg_tui.compare.metrics.verdict import original_pick
+from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.sites import stack_site
 
-#: Frames whose path contains one of these belong to a dumper, not to the user's code.
-TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
-#: Frames of what started the user's script, not of the script: the console scripts ``ptdbg-dump`` and
-#: ``ptdbg-tui`` (the demo), this package's command line, and Python's ``runpy`` (``python -m``).
-LAUNCHER_PATH_MARKS = ("/bin/ptdbg-dump", "/bin/ptdbg-tui", "/Scripts/ptdbg-dump", "/Scripts/ptdbg-tui",
-                       "/ptdbg_tui/cli.py", "/ptdbg_tui/__main__.py", "/runpy.py", "<frozen runpy>")
-#: Frames inside these belong to the framework; the user's call site is further out.
-LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
 #: numerical fault of theirs.
 RANDOM_OPS = frozenset({
@@ -52,7 +45,6 @@ MODULE_PREFIX = "Module"
 #: sigmoid y·(1 − y)·g, exp y·g.
 OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
 
-_ALL_PASS = "All data in comparison result meets the accuracy requirements."
 _KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output",
                ENTERS: "error enters before it, outside the dumped calls"}
 
@@ -110,7 +102,7 @@ class Suspect:
     @property
     def text(self) -> str:
         site = self.site
-        where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
+        where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
         return f"{self.call} ({self.direction}): {self.finding}{where}"
 
 
@@ -141,21 +133,6 @@ class Diagnosis:
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
         return f"Culprit: {self.suspects[0].text}{tail}"
-
-
-def stack_site(stack: StackRecord | None) -> Frame | None:
-    """The user's call site: the innermost frame outside the dumper (and, when there is one,
-    outside the framework itself)."""
-    if stack is None:
-        return None
-    own = [f for f in stack.frames if _useful(f, TOOL_PATH_MARKS + LAUNCHER_PATH_MARKS)]
-    user = [f for f in own if _useful(f, LIBRARY_PATH_MARKS)]
-    return (user or own or [None])[0]
-
-
-def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:
-    path = frame[0].replace("\\", "/")
-    return not any(m in path for m in marks)
 
 
 def fmt_error(value: float) -> str:
@@ -359,28 +336,3 @@ def diagnose(rows: Sequence[Row]) -> Diagnosis:
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None
     return diagnosis
-
-
-def original_pick(rows: Sequence[Row]) -> Row | None:
-    """What the original's advisor names: the first row whose verdict is No."""
-    return next((r for r in rows if r.result is not None and r.result.accuracy == NO), None)
-
-
-def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
-    """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
-    culprit as the suspect instead of the first failing row. Lines are CSV line numbers."""
-    line_of = {id(row): i + 2 for i, row in enumerate(rows)}
-    culprit = diagnosis.culprit
-    if culprit is not None:
-        suspect = culprit.worst_row
-        advice = culprit.text
-        if len(diagnosis.suspects) > 1:
-            advice += f" ({len(diagnosis.suspects) - 1} further suspect(s) in suspects_*.csv)"
-    elif diagnosis.compared:
-        suspect = None
-        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
-    else:
-        suspect, advice = None, diagnosis.verdict
-    if suspect is None:
-        return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
-    return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"

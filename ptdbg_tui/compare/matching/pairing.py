@@ -1,0 +1,278 @@
+"""Pairing NPU entries with bench entries, in three modes, reporting what is left on either side.
+
+- ``exact``: by full entry name (the k-th occurrence of a duplicated name pairs with the k-th).
+- ``fuzzy``: call index dropped: the k-th call of an api/direction pairs with the k-th call of the
+  same api/direction on the other side, entries within by argument path.
+- ``auto`` (the default): exact, unless that leaves calls unpaired on both sides or pairs entries of
+  different shapes (one side called a fused op, the other its decomposition: every later index
+  shifts); then ``align``, when it pairs better.
+- ``align``: sequence alignment (:mod:`~ptdbg_tui.compare.matching.align`) of the per-direction call
+  order by an index-free signature (api, direction, argument paths, shapes), so one extra or missing
+  call does not shift every later pairing; leftover calls between aligned ones pair by api (a shape
+  change stays visible).
+
+Unlike the original (docs/compare.md#matching), unmatched entries of both sides become rows.
+
+Each side's :class:`~ptdbg_tui.formats.dialects.Dialect` says how its tool records: when the two
+differ, the pair is mixed (:mod:`~ptdbg_tui.compare.matching.mixed`). A dump tool's own calls
+(:func:`~ptdbg_tui.formats.dialects.tool_noise`) are marked :attr:`~ptdbg_tui.compare.model.Row.noise`:
+in a mixed pair every unpaired one, in any pair those recorded in the backward, where
+:func:`model_rows` leaves them out of the diagnosis.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict, deque
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ptdbg_tui.compare.matching.align import align
+from ptdbg_tui.compare.matching.mixed import Pairs, same_tensors
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, is_detach, tool_noise
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+#: Two sides written by this project's dumper.
+SAME_TOOL = (DIALECTS[OURS], DIALECTS[OURS])
+
+MODES = ("auto", "exact", "fuzzy", "align")
+
+
+
+
+def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -> Pairs:
+    """Pair equal keys, the k-th occurrence on one side with the k-th on the other (O(n))."""
+    first: dict[Hashable, int] = {}
+    later: dict[Hashable, deque[int]] = {}
+    for j, k in enumerate(bench_keys):
+        if k in first:
+            later.setdefault(k, deque()).append(j)
+        else:
+            first[k] = j
+    pairs: Pairs = {}
+    for i, k in enumerate(npu_keys):
+        j = first.pop(k, None)
+        if j is None:
+            continue
+        pairs[i] = j
+        queue = later.get(k)
+        if queue:
+            first[k] = queue.popleft()
+    return pairs
+
+
+def _fuzzy_keys(records: Sequence[TensorRecord]) -> list[Hashable]:
+    """``(prefix, op, direction, k, kind, path)`` with k the ordinal of the call among its
+    api/direction calls (the normalised key without the call index)."""
+    ordinal: dict[Hashable, int] = {}
+    per_api: Counter[Hashable] = Counter()
+    keys: list[Hashable] = []
+    for r in records:
+        e = r.entry
+        if e is None:
+            keys.append(r.name)
+            continue
+        prefix, op, index, direction, kind, path = e.key
+        call = (prefix, op, index, direction)
+        k = ordinal.get(call)
+        if k is None:
+            k = ordinal[call] = per_api[(prefix, op, direction)]
+            per_api[(prefix, op, direction)] += 1
+        keys.append((prefix, op, direction, k, kind, path))
+    return keys
+
+
+def model_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows of the model's own calls: without a dump tool's (:attr:`Row.noise`)."""
+    return [r for r in rows if not r.noise]
+
+
+class _Calls:
+    """One side's records grouped into calls, per direction, in order of first appearance."""
+
+    def __init__(self, records: Sequence[TensorRecord]) -> None:
+        self.members: dict[Hashable, list[int]] = {}
+        self.args: dict[Hashable, list[tuple[Hashable, Hashable]]] = {}  # (argument path, shape)
+        self.order: dict[str, list[Hashable]] = defaultdict(list)
+        self.api: dict[Hashable, Hashable] = {}
+        for i, r in enumerate(records):
+            e = r.entry
+            if e is None:
+                call, arg, api, direction = ("?", r.name), r.name, r.name, ""
+            else:
+                key = e.key
+                call, arg, api, direction = key[:4], key[4:], key[:2], e.direction
+            members = self.members.get(call)
+            if members is None:
+                members = self.members[call] = []
+                self.args[call] = []
+                self.order[direction].append(call)
+                self.api[call] = api
+            members.append(i)
+            shape = r.shape_raw
+            self.args[call].append((arg, tuple(shape) if isinstance(shape, list) else shape))
+
+    def signature(self, call: Hashable) -> Hashable:
+        return (self.api[call], tuple(self.args[call]))
+
+
+def _pair_calls(npu: _Calls, bench: _Calls, nc: Hashable, bc: Hashable, pairs: Pairs, same: bool) -> None:
+    """Pair the entries of two paired calls: in order when their signatures are equal, else by
+    argument path (k-th duplicate with k-th)."""
+    mn, mb = npu.members[nc], bench.members[bc]
+    if same:
+        pairs.update(zip(mn, mb, strict=True))
+        return
+    keyed = _keyed_pairs([a for a, _ in npu.args[nc]], [a for a, _ in bench.args[bc]])
+    pairs.update((mn[i], mb[j]) for i, j in keyed.items())
+
+
+def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[TensorRecord]) -> Pairs:
+    npu, bench = _Calls(npu_recs), _Calls(bench_recs)
+    ids: dict[Hashable, int] = {}
+    pairs: Pairs = {}
+    for direction in dict.fromkeys([*npu.order, *bench.order]):
+        na, nb = npu.order.get(direction, []), bench.order.get(direction, [])
+        sa = [ids.setdefault(npu.signature(c), len(ids)) for c in na]
+        sb = [ids.setdefault(bench.signature(c), len(ids)) for c in nb]
+        matched = align(sa, sb)
+        bounds = [(-1, -1), *matched, (len(na), len(nb))]
+        for (i0, j0), (i1, j1) in itertools.pairwise(bounds):
+            if i1 < len(na):
+                _pair_calls(npu, bench, na[i1], nb[j1], pairs, same=True)
+            # calls left between two aligned ones: same api, k-th with k-th (shape changes stay visible)
+            waiting: dict[Hashable, list[Hashable]] = defaultdict(list)
+            for c in reversed(nb[j0 + 1:j1]):
+                waiting[bench.api[c]].append(c)
+            for c in na[i0 + 1:i1]:
+                left = waiting.get(npu.api[c])
+                if left:
+                    _pair_calls(npu, bench, c, left.pop(), pairs, same=False)
+    return pairs
+
+
+def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
+          mixed: bool = False) -> list[Row]:
+    """NPU order; each bench-only row right after the row of the bench entry preceding it."""
+    rows = [Row(rec, None) for rec in npu]
+    row_of_bench: dict[int, int] = {}
+    for i, j in pairs.items():
+        row, other = rows[i], bench[j]
+        row.bench = other
+        if mixed:  # the names differ by grammar: what counts is whether they name the same tensor
+            row.fuzzy = (other.entry.key if other.entry else other.name) != (
+                npu[i].entry.key if npu[i].entry else npu[i].name)
+        else:
+            row.fuzzy = other.name != npu[i].name
+        row_of_bench[j] = i
+    after: dict[int, list[Row]] = defaultdict(list)
+    anchor = -1
+    for j, rec in enumerate(bench):
+        if j in row_of_bench:
+            anchor = row_of_bench[j]
+        else:
+            after[anchor].append(Row(None, rec))
+    if not after:
+        out = rows
+    else:
+        out = list(after.get(-1, []))
+        for i, row in enumerate(rows):
+            out.append(row)
+            out += after.get(i, [])
+    own = tool_noise(npu) | tool_noise(bench)
+    for seq, row in enumerate(out):
+        row.seq = seq
+        if id(row.record) in own or (mixed and not row.matched and is_detach(row.record)):
+            row.noise = True
+    return out
+
+
+def match_records(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
+                  mode: str = "exact", dialects: tuple[Dialect, Dialect] = SAME_TOOL) -> list[Row]:
+    """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes
+    (``dialects``: :func:`choose_match`)."""
+    return choose_match(npu, bench, mode, dialects).rows
+
+
+@dataclass(slots=True)
+class Matching:
+    """The rows of a matching, the mode that made them, and why ``auto`` chose it."""
+
+    rows: list[Row]
+    mode: str
+    note: str = ""
+
+
+def match_advice(matching: Matching) -> str:
+    """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
+    by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
+    "" when neither, and when a side has no entries at all (no matching pairs what is not there)."""
+    if matching.mode == "align":
+        return ""
+    rows = [r for r in matching.rows if not r.noise]  # not a tool's own
+    if not any(r.npu is not None for r in rows) or not any(r.bench is not None for r in rows):
+        return ""
+    npu_only, bench_only, shapes = _misfits(rows)
+    parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
+    if shapes:
+        parts.append(f"{shapes:,} shapes differ")
+    return ", ".join(parts)
+
+
+def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
+    """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
+    npu_only = sum(1 for r in rows if r.bench is None)
+    bench_only = sum(1 for r in rows if r.npu is None)
+    shapes = sum(1 for r in rows if r.matched and r.npu.shape_raw != r.bench.shape_raw)
+    return npu_only, bench_only, shapes
+
+
+def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str = "auto",
+                 dialects: tuple[Dialect, Dialect] = SAME_TOOL) -> Matching:
+    """Match in ``mode`` (``dialects``: how each side's tool records; two tools make a mixed pair);
+    ``auto`` picks exact or align as the module doc says."""
+    if mode != "auto":
+        return Matching(_match(npu, bench, mode, dialects), mode)
+    rows = _match(npu, bench, "exact", dialects)
+    npu_only, bench_only, shapes = _misfits(rows)
+    if not ((npu_only and bench_only) or shapes):
+        return Matching(rows, "exact")
+    aligned = _match(npu, bench, "align", dialects)
+    if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
+        return Matching(rows, "exact")
+    why = (f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries"
+           + (f" and {shapes} shape mismatches" if shapes else ""))
+    return Matching(aligned, "align", f"calls aligned automatically ({why})")
+
+
+def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str,
+           dialects: tuple[Dialect, Dialect]) -> list[Row]:
+    mixed = dialects[0].tool != dialects[1].tool
+    if mode == "exact" and mixed:
+        pairs = _keyed_pairs([r.entry.key if r.entry else r.name for r in npu],
+                             [r.entry.key if r.entry else r.name for r in bench])
+    elif mode == "exact":
+        pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
+    elif mode == "fuzzy":
+        pairs = _keyed_pairs(_fuzzy_keys(npu), _fuzzy_keys(bench))
+    elif mode == "align":
+        pairs = _aligned_pairs(npu, bench)
+    else:
+        raise ValueError(f"unknown match mode {mode!r} (expected one of {', '.join(MODES)})")
+    if mixed:
+        pairs = same_tensors(npu, bench, pairs, dialects)
+    return _rows(npu, bench, pairs, mixed)
+
+
+def attach_stacks(rows: Sequence[Row], npu_stacks: Mapping[str, StackRecord]) -> None:
+    """Put each NPU call's stack on the first row of that call (the original: first input row)."""
+    seen: set[str] = set()
+    for row in rows:
+        row.stack = None
+        if row.npu is None:
+            continue
+        call = row.npu.call
+        if call not in seen:
+            seen.add(call)
+            row.stack = npu_stacks.get(call)

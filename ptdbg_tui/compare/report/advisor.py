@@ -1,0 +1,32 @@
+"""``advisor_<ts>.txt``: the original's advisor file (``Line``/``Suspect Nodes``/``Expert Advice``),
+naming the culprit instead of the first failing row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+from ptdbg_tui.compare.model import Row, Status
+
+_ALL_PASS = "All data in comparison result meets the accuracy requirements."
+
+
+def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+    """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
+    culprit as the suspect instead of the first failing row. Lines are CSV line numbers."""
+    line_of = {id(row): i + 2 for i, row in enumerate(rows)}
+    culprit = diagnosis.culprit
+    if culprit is not None:
+        suspect = culprit.worst_row
+        advice = culprit.text
+        if len(diagnosis.suspects) > 1:
+            advice += f" ({len(diagnosis.suspects) - 1} further suspect(s) in suspects_*.csv)"
+    elif diagnosis.compared:
+        suspect = None
+        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
+    else:
+        suspect, advice = None, diagnosis.verdict
+    if suspect is None:
+        return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
+    return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"
