@@ -139,9 +139,12 @@ def summary_text(o: PairOutcome) -> str:
     of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
+    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {o.no_verdict}")
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
-    lines += diagnosis_lines(o.diagnosis)
+    if not o.no_verdict:
+        lines += diagnosis_lines(o.diagnosis)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""

@@ -66,6 +66,7 @@ class PairOutcome:
     csv: Path | None = None
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
+    no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -98,7 +99,19 @@ def _outcome(npu: RankDump, bench: RankDump, npu_tensors: Path | None, bench_ten
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
                        stack_mode=bool(n.stacks), npu_tensors=npu_tensors if full else None,
                        bench_tensors=bench_tensors if full else None, match=matching.mode,
-                       match_note=matching.note)
+                       match_note=matching.note, no_verdict=_no_verdict(npu, bench, rows))
+
+
+def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> str:
+    """Why a pair's rows say nothing about the NPU run, in words: both sides are one dump file (every
+    row equals itself), or a side holds no entries (no row is compared); "" when neither."""
+    if same := same_dump_note(npu, bench):
+        return same
+    for role, dump, found in (("NPU", npu, any(r.npu is not None for r in rows)),
+                              ("bench", bench, any(r.bench is not None for r in rows))):
+        if not found:
+            return f"the {role} dump file {dump.records} holds no entries"
+    return ""
 
 
 def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: ProgressFn | None) -> None:
@@ -291,16 +304,13 @@ def _diagnose(outcomes: Outcomes) -> None:
 
 
 def _side_notes(o: PairOutcome) -> list[str]:
-    """A side without entries, or with names that repeat."""
+    """A side with names that repeat (a side without entries, or one dump on both sides, is the pair's
+    ``no_verdict``)."""
     notes = []
     for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
                                 ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
-        if not records:
-            notes.append(f"the {role} dump file {dump.records} holds no entries")
-        elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
+        if records and (repeats := repeated_names(sorted(records, key=lambda t: t.order))):
             notes.append(f"{role} dump {dump.records}: {repeats}")
-    if same := same_dump_note(o.npu, o.bench):
-        notes.append(same)
     return notes
 
 

@@ -149,3 +149,22 @@ def test_progress_bar_draws_on_a_terminal_and_clears_itself():
     off(1, 2)
     off.close()
     assert quiet.getvalue() == ""
+
+
+def test_one_dump_on_both_sides_gets_no_all_clear(seed, tmp_path, capsys):
+    code, out, _ = _run(capsys, seed[1], seed[1], "-o", tmp_path, "--jobs", "1")
+    lines = out.splitlines()
+    assert code == 0 and "30 passed" in lines[0]
+    assert lines[1].startswith("  No verdict: the NPU and bench dumps are the same file"), "said first"
+    assert "each row is compared with itself" in lines[1]
+    assert "No operator introduces" not in out and "meets the accuracy requirements" not in out
+
+
+def test_a_side_without_entries_reads_as_nothing_compared(seed, tmp_path, capsys):
+    pkl = discover(seed[1])[0].records
+    pkl.write_text("")
+    code, out, _ = _run(capsys, *seed, "-o", tmp_path, "--jobs", "1")
+    lines = out.splitlines()
+    assert code == 0 and "0 passed, 0 failed, 0 warnings, 30 unmatched" in lines[0]
+    assert lines[1] == f"  No verdict: the bench dump file {pkl} holds no entries", "the missing side is said"
+    assert "compared" not in out.replace("Nothing was compared", "") and "align" not in out
