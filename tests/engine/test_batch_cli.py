@@ -15,6 +15,7 @@ import pytest
 
 from ptdbg_tui.cli import _Bar, main
 from ptdbg_tui.formats.layout import discover, rank_dir_path
+from ptdbg_tui.formats.naming import entry_name
 from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
 
@@ -168,3 +169,24 @@ def test_a_side_without_entries_reads_as_nothing_compared(seed, tmp_path, capsys
     assert code == 0 and "0 passed, 0 failed, 0 warnings, 30 unmatched" in lines[0]
     assert lines[1] == f"  No verdict: the bench dump file {pkl} holds no entries", "the missing side is said"
     assert "compared" not in out.replace("Nothing was compared", "") and "align" not in out
+
+
+def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, capsys):
+    """bf16 rounding of large values breaks the original's MaxAbsErr ceiling, no call adds error: the
+    report says both (the app's bar does), not an all-clear."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((32, 32)) * 300).astype(np.float32)
+    roots = tmp_path / "npu", tmp_path / "bench"
+    for root in roots:
+        w = RankWriter(rank_dir_path(root, 0))
+        for i in range(3):
+            y = x * 2
+            if root.name == "npu":
+                y = (y * (1 + 1e-3 * rng.standard_normal(y.shape))).astype(np.float32)
+            write_array(w, entry_name("Torch_mul", i, "forward", "input", (0,)), x, dtype="torch.bfloat16")
+            write_array(w, entry_name("Torch_mul", i, "forward", "output", (0,)), y, dtype="torch.bfloat16")
+        w.close()
+    code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "3 failed" in out
+    assert "  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged)." in out
+    assert "No operator introduces" not in out

@@ -27,7 +27,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     op_name,
 )
 from ptdbg_tui.compare.metrics.verdict import original_pick
-from ptdbg_tui.compare.model import ErrorMeasures, Row
+from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
@@ -115,6 +115,7 @@ class Diagnosis:
     compared: int = 0  # rows whose tensors or statistics were compared on both sides
     judged: int = 0  # calls judged
     original: str | None = None  # the row the original's advisor names (its first "No" row)
+    failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
 
     @property
     def culprit(self) -> Suspect | None:
@@ -128,6 +129,9 @@ class Diagnosis:
         if not self.judged:
             return (f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
                     "no verdict.")
+        if not self.suspects and self.failing:  # e.g. bf16 rounding beyond the original's thresholds
+            return (f"{self.failing:,} entries fail, yet no call judged introduces an error beyond rounding "
+                    f"({self.judged:,} calls judged).")
         if not self.suspects:
             return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
         more = len(self.suspects) - 1
@@ -306,7 +310,8 @@ def _suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgement, evide
 def diagnose(rows: Sequence[Row]) -> Diagnosis:
     """Judge every call of one pair's rows (in execution order) and rank the suspects."""
     calls = _Calls(rows)
-    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None))
+    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None),
+                          failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)))
     found: list[Suspect] = []
     before = {FORWARD: 0.0, BACKWARD: 0.0}  # per direction, the largest error dumped so far
     previous = {FORWARD: "", BACKWARD: ""}  # per direction, the call dumped last
