@@ -144,7 +144,7 @@ def summary_text(o: PairOutcome) -> str:
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
-        lines += diagnosis_lines(o.diagnosis)
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -160,9 +160,15 @@ def summary_text(o: PairOutcome) -> str:
 REPORT_SUSPECTS = 5
 
 
-def diagnosis_lines(d: Diagnosis) -> list[str]:
-    """The report's diagnosis: the culprit and the next suspects with their evidence, or the verdict."""
+def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
+    """The report's diagnosis: the culprit (with the ``module`` it ran in and its source line, as the
+    app shows them) and the next suspects with their evidence, or the verdict."""
     lines = [f"  {d.verdict}"]
+    site = d.culprit.site if d.culprit else None
+    if module:
+        lines.append(f"    module: {module}")
+    if site is not None and site.source:
+        lines.append(f"    source: {site.source.strip()}")
     for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.evidence}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:

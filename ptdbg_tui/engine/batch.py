@@ -23,6 +23,7 @@ from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
@@ -39,7 +40,7 @@ from ptdbg_tui.formats.layout import (
     statistics_only_note,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import read_dump
+from ptdbg_tui.formats.reader import module_chain_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
@@ -67,6 +68,7 @@ class PairOutcome:
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
     no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
+    culprit_module: str = ""  # the innermost module the culprit ran in (``track.lstm · LSTM``), if known
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -301,6 +303,22 @@ def _diagnose(outcomes: Outcomes) -> None:
             o.diagnosis = diagnose(model_rows(o.rows))
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
+            continue
+        o.culprit_module = _culprit_module(o)
+
+
+def _culprit_module(o: PairOutcome) -> str:
+    """The module the culprit ran in, as the app shows it; "" without a module structure (or where the
+    NPU folder cannot be read: on a cluster it may be on a worker's disk only)."""
+    culprit = o.diagnosis.culprit
+    entry = next((r.record.entry for r in culprit.rows if r.record.entry), None) if culprit else None
+    if entry is None:
+        return ""
+    try:
+        chain = module_chain_of(o.npu, entry)
+    except OSError:
+        return ""
+    return module_label(*chain[-1]) if chain else ""
 
 
 def _side_notes(o: PairOutcome) -> list[str]:

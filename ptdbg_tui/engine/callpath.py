@@ -39,6 +39,11 @@ def user_frames(frames: list[Frame]) -> list[Frame]:
     return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
 
 
+def module_label(qual: str, cls: str) -> str:
+    """A module as the tree and the report name it: ``track.lstm · LSTM``."""
+    return f"{qual or '(model)'} · {cls}" if cls else qual
+
+
 def frame_site(frame: Frame) -> str:
     return f"{os.path.basename(frame.path)}:{frame.line}"
 
@@ -59,7 +64,7 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     if noise:
         segs.append(Seg("noise", "noise", NOISE_LABEL))
     elif chain:
-        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}" if cls else qual) for qual, cls in chain]
+        segs += [Seg("module", qual, module_label(qual, cls)) for qual, cls in chain]
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)

@@ -41,6 +41,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
     assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
     assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
     assert "Culprit: VF_lstm_0_backward (backward): introduces error — inputs " in out
+    assert "\n    source: y = VF_lstm(x)\n" in out, "the call site's source line, as the app shows it"
     assert f"CSV: {path}" in out
     suspects = path.with_name(path.name.replace("compare_result", "suspects"))
     assert f"suspects: {suspects}" in out
