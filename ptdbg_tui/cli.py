@@ -129,7 +129,7 @@ def _one_blas_thread() -> None:
 
 
 def summary_text(o: PairOutcome) -> str:
-    """The short report of one pair: counts, culprits, skipped lines, the CSV."""
+    """The short report of one pair: counts, culprits, skipped lines, the files written."""
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.report.suspects import suspects_path
 
@@ -153,6 +153,8 @@ def summary_text(o: PairOutcome) -> str:
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
         lines.append(f"  suspects: {suspects_path(o.csv)}")
+    if o.advisor is not None:
+        lines.append(f"  advisor: {o.advisor}")
     return "\n".join(lines)
 
 
@@ -233,6 +235,7 @@ class _Bar:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text, import_in_background
@@ -270,6 +273,7 @@ def run_compare(args: argparse.Namespace) -> int:
                                    summary=o.summary,
                                    suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
             write_suspects(o.diagnosis, o.csv)
+            o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE

@@ -65,6 +65,7 @@ class PairOutcome:
     npu_tensors: Path | None = None
     bench_tensors: Path | None = None
     csv: Path | None = None
+    advisor: Path | None = None  # advisor_<ts>.txt, once written
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
     no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)

@@ -191,3 +191,33 @@ def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, caps
     assert code == 0 and "3 failed" in out
     assert "  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged)." in out
     assert "No operator introduces" not in out
+
+
+def test_every_file_written_is_0640_and_the_advisor_is_one_of_them(seed, tmp_path, capsys):
+    old = os.umask(0o022)  # a usual umask: 0644 unless the writer says otherwise
+    try:
+        code, out, _ = _run(capsys, *seed, "-o", tmp_path / "out", "--jobs", "1")
+    finally:
+        os.umask(old)
+    assert code == 0
+    (path,) = (tmp_path / "out").glob("compare_result_*.csv")
+    stamp = path.name.removeprefix("compare_result_").removesuffix(".csv")
+    advisor = tmp_path / "out" / f"advisor_{stamp}.txt"
+    assert f"  advisor: {advisor}" in out.splitlines()
+    lines = advisor.read_text().splitlines()
+    assert lines[1] == "Suspect Nodes: VF_lstm_0_backward_output.0"
+    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward (backward): introduces error")
+    written = sorted((tmp_path / "out").iterdir())
+    assert [p.name.split("_")[0] for p in written] == ["advisor", "compare", "suspects"]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {p.name: "0o640" for p in written}
+
+
+def test_several_pairs_each_get_their_advisor(tmp_path, capsys):
+    from ptdbg_tui.formats.synthetic import write_ranks_pair
+
+    npu, bench = write_ranks_pair(tmp_path / "ranks", ranks=2, layers=2, faulty_rank=1, faulty_layer=0)
+    code, out, _ = _run(capsys, npu, bench, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0
+    advisors = sorted((tmp_path / "out").glob("advisor*.txt"))
+    assert [p.name.split("_")[1:3] for p in advisors] == [["step0", "rank0-step0"], ["step0", "rank1-step0"]]
+    assert all(f"  advisor: {p}" in out for p in advisors)
