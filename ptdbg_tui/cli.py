@@ -79,6 +79,10 @@ def compare_parser() -> argparse.ArgumentParser:
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
+        # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
+        usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
+              "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+              "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
     )
