@@ -282,7 +282,7 @@ async def test_at_80x24_c_shows_the_suspect_s_row_whole_and_the_bar_its_score(st
             assert "VF_lstm_0_backward ×" in bar, "the score stays with the call"
 
 
-async def test_at_80x24_flat_rows_keep_whole_names_and_directions(demo_dumps, ui):
+async def test_at_80x24_flat_rows_keep_whole_names_and_the_export_dialog_fits(demo_dumps, ui):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
@@ -296,12 +296,6 @@ async def test_at_80x24_flat_rows_keep_whole_names_and_directions(demo_dumps, ui
             direction = node.children[0].row.record.entry.direction
             assert f" {node.label}  {direction}" in row and "…" not in row, row
         assert tree.virtual_size.width <= tree.scrollable_content_region.width, "nothing to scroll sideways"
-
-
-async def test_at_80x24_the_export_dialog_fits(demo_dumps, ui):
-    app = ui.app(*demo_dumps)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
         await pilot.press("e")
         await pilot.pause()
         dialog = app.screen.query_one("Vertical")
