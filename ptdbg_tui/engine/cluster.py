@@ -1,7 +1,7 @@
 """Metric work on a Dask distributed cluster (``--cluster ADDRESS``), behind the pool's ``map``.
 
 Tensors never travel: a task carries two file paths and sends back a Result, or for a part of a
-big tensor a few sums per chunk (:func:`~ptdbg_tui.compare.tasks.run_part`). A task may only run on
+big tensor a few sums per chunk (:func:`~ptdbg_tui.engine.tasks.run_part`). A task may only run on
 workers that can read both its folders: every worker is asked which folders it can read, and one
 started with ``PTDBG_TUI_DUMP_ROOTS=ROOT[:ROOT...]`` serves only dumps under those roots (node-local
 disks); without it, any folder it can see (shared storage).

@@ -213,15 +213,25 @@ class LiveEngine:
             for text in (f"{status.role}: {status.detail}" if status.detail else "", *status.problems):
                 if text:
                     self._note(text)
+        self._refresh_pairs(npu, self._wanted_pairs(npu, bench))
+        used = {s.dump.records for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
+        self._sides = {path: side for path, side in self._sides.items() if path in used}
+
+    def _wanted_pairs(self, npu: list[RankDump], bench: list[RankDump]) -> dict[Path, RankDump | None]:
+        """Each NPU dump's bench, by the NPU records file (``None``: its rows wait as pending)."""
         o = self.options
         paired = pair_dumps(npu, bench, o.step, o.rank)
         pairs: dict[Path, RankDump | None] = {n.records: b for n, b in paired}
-        for n in npu:  # NPU dumps without a bench yet: their rows wait as pending
+        for n in npu:
             if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
                 pairs.setdefault(n.records, None)
         self._unpaired = unpaired_notes(npu, bench, paired, o.step, o.rank)
         for text in self._unpaired:
             self._note(text)
+        return pairs
+
+    def _refresh_pairs(self, npu: list[RankDump], pairs: dict[Path, RankDump | None]) -> None:
+        """Drop the pairs that went, start those that came or whose bench changed."""
         by_records = {n.records: n for n in npu}
         for key in [k for k in self._pairs if Path(k) not in pairs]:
             del self._pairs[key]
@@ -234,13 +244,11 @@ class LiveEngine:
             info = self._pair_info(n, b)
             # the bench changed: same tree node, everything recomputed
             sent = state.sent if state is not None else None
-            new = PairState(info, self._side(n), self._side(b) if b is not None else None, sent)
-            self._pairs[info.key] = new
-            note = None if o.summary else statistics_only_note(n, b)
+            bench_side = self._side(b) if b is not None else None
+            self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
+            note = None if self.options.summary else statistics_only_note(n, b)
             if note:
                 self._note(f"{info.label}: statistics only — {note}")
-        used = {s.dump.records for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
-        self._sides = {path: side for path, side in self._sides.items() if path in used}
 
     def _pair_info(self, n: RankDump, b: RankDump | None) -> PairInfo:
         label = n.label if b is None or b.label == n.label else f"{n.label} ↔ {b.label}"
@@ -271,56 +279,70 @@ class LiveEngine:
         is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
         for side in self._sides.values():
-            try:
-                side.poll(final=static)
-            except Exception as e:  # a reader bug: this dump waits for the next change or rescan
-                log.exception("live engine: reading %s failed", side.dump.records)
-                side.error = f"reading {side.dump.records} failed: {_what(e)}"
-            for problem in side.problems:
-                self._note(problem)
-            if len(side.bad) > side.reported_bad:
-                first = side.bad[side.reported_bad]
-                self.outbox.notice(f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
-                                   f"line(s) skipped (line {first.line}: {first.reason})")
-                side.reported_bad = len(side.bad)
+            self._poll(side, static)
         due: float | None = None
         for key, pair in list(self._pairs.items()):
             if self._stop.is_set():
                 return None
-            versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
-            if pair.failed is not None and pair.failed.versions == versions and not rescan:
-                self._note(pair.failed.notice)
-                continue
-            try:
-                pair_due = pair.update(self._context, rescan)
-                pair.failed = None
-            except Exception as e:
-                log.exception("live engine: pair %s failed", pair.info.label)
-                self._rebuild(key)
-                text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
-                self._pairs[key].failed = FailedPass(versions, text)
-                self._note(text)
+            ran, pair_due = self._update(key, pair, rescan)
+            if not ran:
                 continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
-            now = time.monotonic()
-            for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
-                if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
-                    continue
-                if not side.tensors:
-                    self._note(f"{pair.info.label}: the {role} dump file {side.dump.records} holds no "
-                               "entries")
-                elif repeats := side.repeats():
-                    self._note(f"{pair.info.label}: {role} dump {side.dump.records}: {repeats}")
-            if pair.npu is not None and pair.bench is not None and (
-                    same := same_dump_note(pair.npu.dump, pair.bench.dump)):
-                self._note(f"{pair.info.label}: {same}")
+            self._pair_notes(pair, static)
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
             self._noted &= self._noted_now
             self._noted_now = set()
         return due
+
+    def _poll(self, side: SideState, static: bool) -> None:
+        """Read what a side added; what it cannot read is a notice."""
+        try:
+            side.poll(final=static)
+        except Exception as e:  # a reader bug: this dump waits for the next change or rescan
+            log.exception("live engine: reading %s failed", side.dump.records)
+            side.error = f"reading {side.dump.records} failed: {_what(e)}"
+        for problem in side.problems:
+            self._note(problem)
+        if len(side.bad) > side.reported_bad:
+            first = side.bad[side.reported_bad]
+            self.outbox.notice(f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
+                               f"line(s) skipped (line {first.line}: {first.reason})")
+            side.reported_bad = len(side.bad)
+
+    def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:
+        """One pair's pass: whether it ran, and when to look again. A pass that fails is rebuilt and
+        waits for a change (or a rescan)."""
+        versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
+        if pair.failed is not None and pair.failed.versions == versions and not rescan:
+            self._note(pair.failed.notice)
+            return False, None
+        try:
+            due = pair.update(self._context, rescan)
+            pair.failed = None
+            return True, due
+        except Exception as e:
+            log.exception("live engine: pair %s failed", pair.info.label)
+            self._rebuild(key)
+            text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
+            self._pairs[key].failed = FailedPass(versions, text)
+            self._note(text)
+            return False, None
+
+    def _pair_notes(self, pair: PairState, static: bool) -> None:
+        """A settled side without entries or with names that repeat; the same dump on both sides."""
+        now = time.monotonic()
+        for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
+            if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
+                continue
+            if not side.tensors:
+                self._note(f"{pair.info.label}: the {role} dump file {side.dump.records} holds no entries")
+            elif repeats := side.repeats():
+                self._note(f"{pair.info.label}: {role} dump {side.dump.records}: {repeats}")
+        if pair.bench is not None and (same := same_dump_note(pair.npu.dump, pair.bench.dump)):
+            self._note(f"{pair.info.label}: {same}")
 
     def _side_status(self, status: SideStatus, records: set[Path]) -> SideStatus:
         """``status`` with whether its dumps are being written and what keeps them from being read."""

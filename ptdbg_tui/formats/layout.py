@@ -180,25 +180,27 @@ def scan(path: str | os.PathLike[str]) -> Scan:
     found = Scan()
     frontier = [root]
     for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
-        nxt: list[Path] = []
-        for d in frontier:
-            entries = _entries(d, found.problems)
-            if entries is None:
-                continue
-            known = len(found.problems)
-            pkl = _pkl_in(entries, found.problems)
-            if pkl is not None:
-                found.dumps.append(_rank_dump(pkl))
-                continue
-            subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
-                       any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
-            if (not subdirs and len(found.problems) == known and d != root
-                    and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
-                found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
-            nxt += subdirs
-        frontier = nxt
+        frontier = [sub for d in frontier for sub in _scan_folder(d, d == root, found)]
     found.dumps.sort(key=_order)
     return found
+
+
+def _scan_folder(d: Path, is_root: bool, found: Scan) -> list[Path]:
+    """One folder of a dump tree: its rank dump into ``found``, else the folders to look into."""
+    entries = _entries(d, found.problems)
+    if entries is None:
+        return []
+    known = len(found.problems)
+    records = _pkl_in(entries, found.problems)
+    if records is not None:
+        found.dumps.append(_rank_dump(records))
+        return []
+    subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
+               any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+    if (not subdirs and len(found.problems) == known and not is_root
+            and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
+        found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
+    return subdirs
 
 
 #: What a dump path is expected to hold, for messages.

@@ -18,12 +18,12 @@ import json
 import math
 import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
@@ -50,6 +50,7 @@ from ptdbg_tui.formats.records import (
     undecodable,
     valid_stat,
 )
+from ptdbg_tui.formats.stats import checksum
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -115,7 +116,7 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
     else:
         dtype, shape = str(type(value)), "[]"
     return TensorRecord(name, 0, dtype, shape, stats, entry, data_name="",
-                        md5=f"{zlib.crc32(str(value if value is not None else '').encode()):08x}")
+                        md5=checksum(str(value if value is not None else "").encode()))
 
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
@@ -205,26 +206,36 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
             refused.append(str(e))
 
     try:
-        if parsed is None:  # not a call: keep its values, unplaced
-            for path, leaf in _leaves(value):
-                add(name + _suffix(path), leaf, None)
-        elif parsed.parameter_gradients:  # {param: [tensor]}, the list not indexed
-            api, index, direction, _ = parsed
-            for path, leaf in _leaves(value, index_lists=False):
-                add(name + _suffix(path), leaf,
-                    EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE))
-        else:
-            api, index, direction, _ = parsed
-            for section, kind in _SECTIONS:
-                for path, leaf in _leaves(value.get(section)) if section in value else ():
-                    add(f"{name}.{kind}{_suffix(path)}", leaf,
-                        EntryName(api, index, direction, kind, path, STYLE_MSPROBE))
+        for built, leaf, entry in _entry_leaves(name, value, parsed):
+            add(built, leaf, entry)
     except (ValueError, RecursionError) as e:
         refused.append(str(e))
     if refused:
         more = f" (+{len(refused) - 1} more values)" if len(refused) > 1 else ""
         return out, BadLine(0, f"entry {name}: {refused[0]}{more}")
     return out, None
+
+
+Leaf = tuple[str, dict[str, Any] | None, EntryName | None]  # record name, its value, its entry name
+
+
+def _entry_leaves(name: str, value: dict[str, Any], parsed: ParsedEntry | None) -> Iterator[Leaf]:
+    """Each value of an entry: its record name, its leaf, its entry name (``None``: not a call, its
+    values kept unplaced). Raises ValueError/RecursionError for a value nested too deeply."""
+    if parsed is None:
+        for path, leaf in _leaves(value):
+            yield name + _suffix(path), leaf, None
+        return
+    api, index, direction, params = parsed
+    if params:  # parameter gradients: {param: [tensor]}, the list not indexed
+        for path, leaf in _leaves(value, index_lists=False):
+            entry = EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE)
+            yield name + _suffix(path), leaf, entry
+        return
+    for section, kind in _SECTIONS:
+        for path, leaf in _leaves(value.get(section)) if section in value else ():
+            entry = EntryName(api, index, direction, kind, path, STYLE_MSPROBE)
+            yield f"{name}.{kind}{_suffix(path)}", leaf, entry
 
 
 def parse_frame(text: Any) -> Frame:
@@ -565,6 +576,14 @@ class MsprobeFollower:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
         return self.chains.get(entry.call) or self.chains.get(entry.forward_call)
+
+    def read_calls(self, final: bool = False) -> bool:
+        """msprobe keeps a call's arguments in dump.json (``input_args``, ``input_kwargs``); they are
+        not read as call specs yet."""
+        return False
+
+    def call_spec(self, call: str) -> CallSpec | None:
+        return None
 
 
 

@@ -146,7 +146,7 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
         values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
         out = [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        out = [from_text(ln, first + i) for i, ln in enumerate(lines)]
+        out = [from_text(ln, first + i) for i, ln in enumerate(lines) if ln.strip()]
     return out if repair is None else [None if r is None else repair(r) for r in out]
 
 

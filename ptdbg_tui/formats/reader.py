@@ -3,7 +3,9 @@
 A :class:`DumpReader` follows one rank folder: :meth:`~DumpReader.read` returns the records added
 since the last call (``reset`` when earlier ones are void), :meth:`~DumpReader.read_modules` picks
 up the module structure (ptdbg-tui's sidecar, msprobe's construct.json),
-:meth:`~DumpReader.module_chain` says which ``nn.Module``s a call ran in, and
+:meth:`~DumpReader.module_chain` says which ``nn.Module``s a call ran in,
+:meth:`~DumpReader.read_calls` and :meth:`~DumpReader.call_spec` give what a replay of a call needs
+(ptdbg-tui's call sidecar), and
 :attr:`~DumpReader.producer` which tool wrote the dump, as far as it shows (two tools record some
 tensors differently: see :mod:`ptdbg_tui.formats.dialects`).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+from ptdbg_tui.formats.calls import CallFollower, CallSpec, calls_path
 from ptdbg_tui.formats.dialects import ORIGINAL_PTDBG, original_detach, producer
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
@@ -29,6 +32,10 @@ class DumpReader(Protocol):
 
     def module_chain(self, entry: EntryName) -> ModuleChain | None: ...
 
+    def read_calls(self, final: bool = False) -> bool: ...
+
+    def call_spec(self, call: str) -> CallSpec | None: ...
+
     @property
     def has_modules(self) -> bool: ...
 
@@ -37,11 +44,12 @@ class DumpReader(Protocol):
 
 
 class PklReader:
-    """A ptdbg pkl and, when the project's dumper wrote one, its module sidecar."""
+    """A ptdbg pkl and, when the project's dumper wrote them, its module and call sidecars."""
 
     def __init__(self, dump: RankDump, chunk: int = DEFAULT_CHUNK) -> None:
         self._pkl = PklFollower(dump.records, chunk)
         self._modules = ModuleFollower(sidecar_path(dump.records))
+        self._calls = CallFollower(calls_path(dump.records))
         self.producer: str | None = None
         self._backward = False  # a backward record was read (while no stack line says the tool)
 
@@ -49,6 +57,7 @@ class PklReader:
         batch = self._pkl.read(final)
         if batch.reset:  # a restarted dump: its sidecar starts over too
             self._modules = ModuleFollower(self._modules.path)
+            self._calls = CallFollower(self._calls.path)
             self.producer = None
             self._backward = False
         if self.producer is None:
@@ -67,6 +76,14 @@ class PklReader:
     @property
     def has_modules(self) -> bool:
         return bool(self._modules.chains)
+
+    def read_calls(self, final: bool = False) -> bool:
+        """Read the call sidecar's new lines; whether there were any."""
+        return bool(self._calls.read(final))
+
+    def call_spec(self, call: str) -> CallSpec | None:
+        """The replay spec of a call by its key (``Functional_gelu_0``: :attr:`EntryName.label`)."""
+        return self._calls.specs.get(call)
 
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:

@@ -3,6 +3,11 @@
 A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
 ``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
 so the CSV export can print them exactly as the original does.
+
+A tensor line's third element is always ``[]`` in the original's dumps, and none of its readers
+(compare, parse) looks at it; the project's dumper puts a tensor's checksum there in its md5 mode,
+``["3f9a0c1e"]`` (a CRC-32 of the tensor's bytes, 8 lowercase hex digits, as msprobe's ``md5``),
+where an older ptdbg kept its own checksum list.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class TensorRecord:
     #: ``""`` when there is none (msprobe records Python values, and statistics only, without one).
     data_name: str | None = None
     requires_grad: bool | None = None  # msprobe records it; ptdbg does not
-    md5: str | None = None  # msprobe's checksum of the data (CRC-32, or xor in its xor mode)
+    md5: str | None = None  # a checksum of the data (CRC-32; msprobe's xor mode: xor)
 
     @property
     def is_scalar(self) -> bool:
@@ -147,6 +152,8 @@ def stat_value(v: Any) -> float | None:
 MAX_NUMEL = (1 << 63) - 1
 #: Most dimensions a shape may have (torch allows 64).
 MAX_DIMS = 64
+#: A checksum in a tensor line's third element: a CRC-32 as 8 hex digits.
+_CRC_RE = re.compile(r"[0-9a-f]{8}")
 
 
 #: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
@@ -180,40 +187,58 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if not isinstance(value, list):
         return BadLine(line, "a pkl line must be a JSON array", _short(value))
     if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
-        frames = []
-        for f in value[1]:
-            if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
-                return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
-            src = f[3] if len(f) > 3 else None
-            frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
-        return StackRecord(value[0], frames, line)
+        return _stack_record(value[0], value[1], line)
     if len(value) != 6:
         return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
                        _short(value))
-    name, dump_step, _, dtype, shape, stats = value
-    if not isinstance(name, str) or not isinstance(dtype, str):
-        return BadLine(line, "name and dtype must be strings", _short(value))
-    if not safe_name(name):
-        return BadLine(line, "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie "
-                       "outside the dump folder", _short(name))
-    if holds_lone_surrogate(name):
-        return BadLine(line, "the name holds a lone UTF-16 surrogate, which no file name can hold",
-                       _short(shown(name)))
-    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
-        return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
-    if isinstance(shape, list):
-        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
-            return BadLine(line, "shape must hold non-negative integers", _short(value))
-        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
-            return BadLine(line, f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name))
-    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
-    if bad_stat is not None or len(stats) > 4:
-        what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
-        return BadLine(line, f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value))
+    name, dump_step, checksums, dtype, shape, stats = value
+    problem = _name_problem(name, dtype, value) or _value_problem(name, shape, stats, value)
+    if problem is not None:
+        return BadLine(line, *problem)
     step = dump_step if type(dump_step) is int else _dump_step(dump_step)
     if step is None:
         return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
-    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+    md5 = checksums[0] if isinstance(checksums, list) and len(checksums) == 1 \
+        and isinstance(checksums[0], str) and _CRC_RE.fullmatch(checksums[0]) else None
+    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line, md5=md5)
+
+
+def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
+    frames = []
+    for f in raw:
+        if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
+            return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
+        src = f[3] if len(f) > 3 else None
+        frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
+    return StackRecord(name, frames, line)
+
+
+def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | None:
+    """Why a tensor line's name or dtype cannot be taken, and what to show of it; ``None`` if fine."""
+    if not isinstance(name, str) or not isinstance(dtype, str):
+        return "name and dtype must be strings", _short(value)
+    if not safe_name(name):
+        return ("the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
+                "folder", _short(name))
+    if holds_lone_surrogate(name):
+        return "the name holds a lone UTF-16 surrogate, which no file name can hold", _short(shown(name))
+    return None
+
+
+def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[str, str] | None:
+    """Why a tensor line's shape or statistics cannot be taken, and what to show; ``None`` if fine."""
+    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
+        return "shape must be a list or \"[]\" and stats a list", _short(value)
+    if isinstance(shape, list):
+        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
+            return "shape must hold non-negative integers", _short(value)
+        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
+            return f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name)
+    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
+    if bad_stat is not None or len(stats) > 4:
+        what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
+        return f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value)
+    return None
 
 
 def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
@@ -283,9 +308,11 @@ def undecodable(record: Record) -> Record:
     return record
 
 
-def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any]) -> str:
-    """One tensor line, byte-compatible with the original's ``json.dumps`` output."""
-    return json.dumps([name, dump_step, [], dtype, shape, stats])
+def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
+                       md5: str | None = None) -> str:
+    """One tensor line, byte-compatible with the original's ``json.dumps`` output (a checksum, when
+    given, in the element the original leaves empty)."""
+    return json.dumps([name, dump_step, [] if md5 is None else [md5], dtype, shape, stats])
 
 
 def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -20,6 +21,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.daemon import CallRecord, DumpDaemon
+from ptdbg_tui.formats.calls import CallFollower, calls_path
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.npy import load_npy, npy_path
 from ptdbg_tui.formats.pkl import PklFollower, read_pkl
@@ -76,6 +78,11 @@ def test_a_killed_dumping_process_leaves_every_written_line_with_its_npy(tmp_pat
         array = load_npy(npy_path(tensor_dir, rec.name))
         assert rec.is_scalar or array.shape == rec.shape, rec.name
     assert not any(".tmp" in r.name for r in batch.tensors)
+    calls = CallFollower(calls_path(pkl))  # the call sidecar: complete lines only, each before its pkl line
+    calls.read()
+    assert calls.bad_lines == 0 and {r.entry.label for r in batch.tensors} <= set(calls.specs)
+    text = calls_path(pkl).read_bytes()
+    assert all(json.loads(line) for line in text[: text.rfind(b"\n")].split(b"\n"))
 
 
 def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, monkeypatch, caplog) -> None:

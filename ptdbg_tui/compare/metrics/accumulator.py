@@ -114,7 +114,7 @@ def _sum_squares(a: np.ndarray) -> float:
     return float(sum(parts))
 
 
-#: Element types :func:`~ptdbg_tui.compare.kernel.fused_pass` reads as they are (float16 as its bits).
+#: Element types :func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` reads as they are (float16 as its bits).
 _KERNEL_READS = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
                  np.dtype(np.float16): np.uint16}
 
