@@ -79,6 +79,10 @@ def compare_parser() -> argparse.ArgumentParser:
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
+        # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
+        usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
+              "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+              "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
     )
@@ -129,7 +133,7 @@ def _one_blas_thread() -> None:
 
 
 def summary_text(o: PairOutcome) -> str:
-    """The short report of one pair: counts, culprits, skipped lines, the CSV."""
+    """The short report of one pair: counts, culprits, skipped lines, the files written."""
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.report.suspects import suspects_path
 
@@ -139,9 +143,12 @@ def summary_text(o: PairOutcome) -> str:
     of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
+    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {o.no_verdict}")
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
-    lines += diagnosis_lines(o.diagnosis)
+    if not o.no_verdict:
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module)
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -150,6 +157,8 @@ def summary_text(o: PairOutcome) -> str:
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
         lines.append(f"  suspects: {suspects_path(o.csv)}")
+    if o.advisor is not None:
+        lines.append(f"  advisor: {o.advisor}")
     return "\n".join(lines)
 
 
@@ -157,9 +166,15 @@ def summary_text(o: PairOutcome) -> str:
 REPORT_SUSPECTS = 5
 
 
-def diagnosis_lines(d: Diagnosis) -> list[str]:
-    """The report's diagnosis: the culprit and the next suspects with their evidence, or the verdict."""
+def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
+    """The report's diagnosis: the culprit (with the ``module`` it ran in and its source line, as the
+    app shows them) and the next suspects with their evidence, or the verdict."""
     lines = [f"  {d.verdict}"]
+    site = d.culprit.site if d.culprit else None
+    if module:
+        lines.append(f"    module: {module}")
+    if site is not None and site.source:
+        lines.append(f"    source: {site.source.strip()}")
     for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.evidence}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
@@ -224,6 +239,7 @@ class _Bar:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text, import_in_background
@@ -261,6 +277,7 @@ def run_compare(args: argparse.Namespace) -> int:
                                    summary=o.summary,
                                    suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
             write_suspects(o.diagnosis, o.csv)
+            o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ptdbg_tui.compare.report.advisor import advisor_text
+from ptdbg_tui.compare.report.advisor import write_advisor
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import write_suspects
 from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs, import_in_background
@@ -60,9 +60,7 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
                             suffix=kw.get("suffix", ""))
     write_suspects(outcome.diagnosis, outcome.csv)
     if auto_analyze and not outcome.summary:
-        stamp = outcome.csv.stem.removeprefix("compare_result" + kw.get("suffix", "") + "_")
-        advice = advisor_text(outcome.rows, outcome.diagnosis)
-        (outcome.csv.parent / f"advisor_{stamp}.txt").write_text(advice)
+        outcome.advisor = write_advisor(outcome.rows, outcome.diagnosis, outcome.csv, outcome.no_verdict)
     if input_param.get("is_print_compare_log", True):
         from ptdbg_tui.cli import summary_text
 

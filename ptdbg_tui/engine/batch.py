@@ -24,6 +24,7 @@ from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
@@ -40,7 +41,7 @@ from ptdbg_tui.formats.layout import (
     statistics_only_note,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import read_dump
+from ptdbg_tui.formats.reader import module_chain_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
@@ -65,8 +66,11 @@ class PairOutcome:
     npu_tensors: Path | None = None
     bench_tensors: Path | None = None
     csv: Path | None = None
+    advisor: Path | None = None  # advisor_<ts>.txt, once written
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
+    no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
+    culprit_module: str = ""  # the innermost module the culprit ran in (``track.lstm · LSTM``), if known
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -99,7 +103,19 @@ def _outcome(npu: RankDump, bench: RankDump, npu_tensors: Path | None, bench_ten
     return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
                        stack_mode=bool(n.stacks), npu_tensors=npu_tensors if full else None,
                        bench_tensors=bench_tensors if full else None, match=matching.mode,
-                       match_note=matching.note)
+                       match_note=matching.note, no_verdict=_no_verdict(npu, bench, rows))
+
+
+def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> str:
+    """Why a pair's rows say nothing about the NPU run, in words: both sides are one dump file (every
+    row equals itself), or a side holds no entries (no row is compared); "" when neither."""
+    if same := same_dump_note(npu, bench):
+        return same
+    for role, dump, found in (("NPU", npu, any(r.npu is not None for r in rows)),
+                              ("bench", bench, any(r.bench is not None for r in rows))):
+        if not found:
+            return f"the {role} dump file {dump.records} holds no entries"
+    return ""
 
 
 def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: ProgressFn | None) -> None:
@@ -289,19 +305,32 @@ def _diagnose(outcomes: Outcomes) -> None:
             o.diagnosis = diagnose(model_rows(o.rows), o.npu.step)
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
+            continue
+        o.culprit_module = _culprit_module(o)
+
+
+def _culprit_module(o: PairOutcome) -> str:
+    """The module the culprit ran in, as the app shows it; "" without a module structure (or where the
+    NPU folder cannot be read: on a cluster it may be on a worker's disk only)."""
+    culprit = o.diagnosis.culprit
+    entry = next((r.record.entry for r in culprit.rows if r.record.entry), None) if culprit else None
+    if entry is None:
+        return ""
+    try:
+        chain = module_chain_of(o.npu, entry)
+    except OSError:
+        return ""
+    return module_label(*chain[-1]) if chain else ""
 
 
 def _side_notes(o: PairOutcome) -> list[str]:
-    """A side without entries, or with names that repeat."""
+    """A side with names that repeat (a side without entries, or one dump on both sides, is the pair's
+    ``no_verdict``)."""
     notes = []
     for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
                                 ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
-        if not records:
-            notes.append(f"the {role} dump file {dump.records} holds no entries")
-        elif repeats := repeated_names(sorted(records, key=lambda t: t.order)):
+        if records and (repeats := repeated_names(sorted(records, key=lambda t: t.order))):
             notes.append(f"{role} dump {dump.records}: {repeats}")
-    if same := same_dump_note(o.npu, o.bench):
-        notes.append(same)
     return notes
 
 

@@ -253,7 +253,8 @@ class LiveEngine:
     def _pair_info(self, n: RankDump, b: RankDump | None) -> PairInfo:
         label = n.label if b is None or b.label == n.label else f"{n.label} ↔ {b.label}"
         summary = self.options.summary or b is None or not (n.has_tensors and b.has_tensors)
-        return PairInfo(str(n.records), label, n, b, summary)
+        same = b is not None and same_dump_note(n, b) is not None
+        return PairInfo(str(n.records), label, n, b, summary, same)
 
     def _rebuild(self, key: str) -> None:
         """A pair that failed starts over from its sides' records; the app keeps its rows until

@@ -24,6 +24,7 @@ class PairInfo:
     npu: RankDump
     bench: RankDump | None
     summary: bool  # statistics only: asked for, or a side has no npy dir (as ``ptdbg-tui compare``)
+    same: bool = False  # both sides are one and the same dump file: every row is compared with itself
 
 
 @dataclass(slots=True)

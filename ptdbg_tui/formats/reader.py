@@ -96,3 +96,11 @@ def read_dump(dump: RankDump) -> RecordBatch:
     if dump.format == STYLE_MSPROBE:
         return MsprobeFollower(dump.records, math.inf).read(final=True)
     return PklFollower(dump.records).read_all()
+
+
+def module_chain_of(dump: RankDump, entry: EntryName) -> ModuleChain | None:
+    """The modules one call of a finished dump ran in; None when the dump has no module structure
+    for it. Raises OSError when that structure is there but cannot be read."""
+    reader = open_reader(dump, math.inf)
+    reader.read_modules(final=True)
+    return reader.module_chain(entry)

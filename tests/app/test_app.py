@@ -223,3 +223,16 @@ async def test_what_is_typed_right_after_slash_goes_to_the_search_box(demo_dumps
         await ui.wait_until(pilot, lambda: app.search_box.value == "lstm")
         assert app.call_tree.cursor_line == cursor and not app.call_tree.flat, "l, s: not the tree"
         assert app.engine.options.match == "auto", "nor m the app"
+
+
+async def test_the_user_s_script_is_the_top_of_the_tree_not_the_launcher(script_dumps, ui):
+    """``ptdbg-dump run train.py``: the console script that started train.py is no user code."""
+    app = ui.app(*script_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        forward = app.model.root.children[0].child("forward")
+        (top,) = [n for n in forward.children if n.kind == "frame"]  # the calls outside any module
+        assert top.label == "<module>  train.py:12", top.label
+        assert {n.label.split(":")[0] for n in top.children} == {"main  train.py"}
+        labels = [n.label for n in app.model.search("ptdbg")]
+        assert not labels, labels

@@ -57,6 +57,7 @@ def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):
 def test_export_to_a_directory_keeps_the_writer_s_name(tmp_path):
     (path,) = export_pairs([_pair(0)], tmp_path, stack=True)
     assert path.parent == tmp_path and path.name.startswith("compare_result_")
+    assert path.stat().st_mode & 0o777 == 0o640, "every output file: 0640"
     assert "NPU_Stack_Info" in path.read_text().splitlines()[0]
 
 
@@ -69,3 +70,15 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
     assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"ptdbg-tui {__version__}"
+
+
+def test_a_bare_ptdbg_tui_names_the_demo(capsys):
+    import pytest
+
+    from ptdbg_tui.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "NPU_DIR, BENCH_DIR" in err
+    assert "ptdbg-tui demo" in err and "ptdbg-tui compare" in err, "the other commands, the demo first of all"

@@ -201,6 +201,8 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
     assert match_advice(choose_match(npu, bench, "exact")) == "1 unpaired"
     assert match_advice(choose_match(npu, bench, "align")) == "", "align is what it suggests"
     assert match_advice(choose_match(bench, bench, "exact")) == ""
+    assert match_advice(choose_match(npu, [], "exact")) == "", "nothing to pair with: no matching helps"
+    assert match_advice(choose_match([], bench, "exact")) == ""
 
 
 # --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ptdbg_tui.cli import main
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
 
@@ -34,3 +35,15 @@ def test_summary_only_dumps_compare_on_statistics(dump_model) -> None:
     assert not a.has_tensors and not b.has_tensors
     (outcome,) = compare_dumps(a.records, b.records, jobs=1)
     assert outcome.summary and outcome.counts()[Status.FAIL] == 0
+
+
+def test_the_report_names_the_culprit_s_module_and_source_line(dump_model, tmp_path, capsys) -> None:
+    """What the app's bar shows: the module (``lstm · LSTM``) and the source line, after the Culprit line."""
+    bench, npu = dump_model("bench"), dump_model("npu", fault=True)
+    assert main(["compare", str(npu.records), str(bench.records), "-o", str(tmp_path / "out"), "--jobs", "1",
+                 "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("  Culprit: VF_lstm_0_backward (backward)")]
+    assert lines[at + 1] == "    module: lstm · LSTM"
+    # the call site's source line (here pytest's: this folder's name is a dump tool's path mark)
+    assert lines[at + 2].startswith("    source: ")

@@ -39,8 +39,11 @@ def _setup(tmp_path):
 
 def test_legacy_csv_is_reproduced(tmp_path):
     pkl, npy = _setup(tmp_path)
+    twin = tmp_path / "twin" / pkl.name  # the same content in another file: one file twice has no verdict
+    twin.parent.mkdir()
+    shutil.copy(pkl, twin)
     out = tmp_path / "out"
-    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "npu_dump_data_dir": str(npy),
+    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(twin), "npu_dump_data_dir": str(npy),
                     "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(out), jobs=1)
     ours, theirs = _table(path), _table(LEGACY / "compare_result_20230703104808.csv")
     assert len(ours) == len(theirs) == 8
@@ -55,6 +58,15 @@ def test_legacy_csv_is_reproduced(tmp_path):
         assert mine["One Thousandth Err Ratio"] == mine["Five Thousandths Err Ratio"] == "1.000000000000"
     (advisor,) = out.glob("advisor_*.txt")
     assert advisor.read_text() == (LEGACY / "advisor.txt").read_text()
+
+
+def test_one_file_on_both_sides_gets_no_all_clear_from_the_advisor(tmp_path):
+    pkl, npy = _setup(tmp_path)
+    compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "npu_dump_data_dir": str(npy),
+             "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(tmp_path / "out"), jobs=1)
+    (advisor,) = (tmp_path / "out").glob("advisor_*.txt")
+    assert advisor.read_text().splitlines()[2].startswith(
+        "Expert Advice: No verdict: the NPU and bench dumps are the same file")
 
 
 def test_legacy_statistics_mode(tmp_path):

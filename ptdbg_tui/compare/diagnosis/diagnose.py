@@ -362,7 +362,7 @@ def _rank(suspect: Suspect) -> tuple[int, int]:
 def _unexplained(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
     """Failing rows without a suspect: where the first one is, the calls only the NPU run made before
     it, and why its call was not judged at fault."""
-    first = next((r for r in rows if r.status is Status.FAIL), None)
+    first = next((r for r in rows if r.status in (Status.FAIL, Status.ERROR)), None)
     if first is None:
         return ""
     call = first.record.call
@@ -388,7 +388,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     dump's step, for the words)."""
     calls = _Calls(rows)
     diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None),
-                          failing=sum(1 for r in rows if r.status is Status.FAIL))
+                          failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)))
     walk = _Walk(step)
     for key in calls.rows:
         _visit(calls, key, walk, diagnosis)

@@ -61,7 +61,8 @@ def fmt_error(value: float) -> str:
     return f"{value:.2g}"
 
 
-def times(score: float) -> str:
+def times_text(score: float) -> str:
+    """A suspect's score as the evidence ends with it: ``×12,728``."""
     if math.isinf(score):
         return "×∞"
     return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
@@ -83,8 +84,9 @@ def evidence_text(j: Judgement) -> str:
         return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
     if j.kind == ENTERS:
         return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: {times(j.score)}")
-    return f"{head}, allowed {fmt_error(j.allowed)}: {times(j.score)}"
+                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
+                f"{times_text(j.score)}")
+    return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,7 @@ class Diagnosis:
     compared: int = 0  # rows whose tensors or statistics were compared on both sides
     judged: int = 0  # calls judged
     original: str | None = None  # the row the original's advisor names (its first "No" row)
-    failing: int = 0  # rows that fail
+    failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
 
@@ -189,8 +191,9 @@ class Diagnosis:
                     "no verdict.")
         if not self.suspects:
             if self.failing:
-                return (f"{self.failing:,} row{'s' if self.failing > 1 else ''} fail, yet no call judged "
-                        f"({self.judged:,}) introduces an error beyond rounding: {self.unexplained}")
+                why = f": {self.unexplained}" if self.unexplained else "."
+                return (f"{self.failing:,} entries fail, yet no call judged introduces an error beyond "
+                        f"rounding ({self.judged:,} calls judged){why}")
             return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""

@@ -207,10 +207,13 @@ class Matching:
 def match_advice(matching: Matching) -> str:
     """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
     by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
-    "" when neither."""
+    "" when neither, and when a side has no entries at all (no matching pairs what is not there)."""
     if matching.mode == "align":
         return ""
-    npu_only, bench_only, shapes = _misfits([r for r in matching.rows if not r.noise])  # not a tool's own
+    rows = [r for r in matching.rows if not r.noise]  # not a tool's own
+    if not any(r.npu is not None for r in rows) or not any(r.bench is not None for r in rows):
+        return ""
+    npu_only, bench_only, shapes = _misfits(rows)
     parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
         parts.append(f"{shapes:,} shapes differ")

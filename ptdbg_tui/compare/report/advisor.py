@@ -5,19 +5,24 @@ naming the culprit instead of the first failing row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.files import write_text
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
 
 
-def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis, no_verdict: str = "") -> str:
     """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
-    culprit as the suspect instead of the first failing row. Lines are CSV line numbers."""
+    culprit as the suspect instead of the first failing row. Lines are CSV line numbers.
+    ``no_verdict``: why the rows say nothing about the NPU run (one dump on both sides …)."""
     line_of = {id(row): i + 2 for i, row in enumerate(rows)}
     culprit = diagnosis.culprit
-    if culprit is not None:
+    if no_verdict:
+        suspect, advice = None, f"No verdict: {no_verdict}"
+    elif culprit is not None:
         suspect = culprit.worst_row
         advice = culprit.text
         if len(diagnosis.suspects) > 1:
@@ -30,3 +35,13 @@ def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
     if suspect is None:
         return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
     return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"
+
+
+def advisor_path(compare_csv: Path) -> Path:
+    """``advisor…`` named like its compare CSV (``compare_result…`` → ``advisor….txt``)."""
+    return compare_csv.with_name("advisor" + compare_csv.stem.removeprefix("compare_result") + ".txt")
+
+
+def write_advisor(rows: Sequence[Row], diagnosis: Diagnosis, compare_csv: Path, no_verdict: str = "") -> Path:
+    """Write the advisor file beside ``compare_csv``."""
+    return write_text(advisor_path(compare_csv), advisor_text(rows, diagnosis, no_verdict))

@@ -19,6 +19,7 @@ from pathlib import Path
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.files import FILE_MODE
 
 _NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
           "Bench Tensor Shape"]
@@ -30,7 +31,6 @@ SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *
 STACK_COLUMN = "NPU_Stack_Info"
 #: The name of this CSV dialect (``--format``).
 CSV_PTDBG = "ptdbg"
-FILE_MODE = 0o640
 
 
 def header(stack_mode: bool, summary: bool) -> list[str]:
