@@ -17,7 +17,7 @@ import numpy as np
 
 from ptdbg_tui.formats.layout import RankDump, discover
 from ptdbg_tui.formats.npy import load_npy, npy_path
-from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.reader import read_dump
 
 Value = np.ndarray | float | None
 
@@ -41,7 +41,7 @@ class Side:
     def records(self, step: int, rank: int) -> dict[str, tuple[str, object]]:
         """Entry name -> (dtype, the value of a Python scalar, else None)."""
         if (step, rank) not in self._records:
-            tensors = read_pkl(self.dumps[step, rank].pkl).tensors
+            tensors = read_dump(self.dumps[step, rank]).tensors
             self._records[step, rank] = {r.name: (r.dtype, r.stats[0] if r.is_scalar else None)
                                          for r in tensors}
         return self._records[step, rank]
@@ -53,7 +53,7 @@ class Side:
         dtype, scalar = self.records(step, rank)[name]
         if dtype.startswith("<class"):
             return None if scalar is None else float(scalar)  # type: ignore[arg-type]
-        return load_npy(npy_path(self.dumps[step, rank].npy_dir, name)).astype(np.float64)
+        return load_npy(npy_path(self.dumps[step, rank].tensor_dir, name)).astype(np.float64)
 
 
 def relative(a: Value, b: Value) -> float:

@@ -59,7 +59,10 @@ MODULE_PREFIX = "Module"
 OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
 _WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
 _NORM = ((2, "weight"), (3, "bias"))
-_STATS_NORM = ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))
+_STATS_NORM = ((3, "weight"), (4, "bias"))
+#: Inputs that are a module's running state, which a training call updates in place (a tool that records
+#: inputs after the call shows the new values): never where error enters.
+RUNNING_STATE = {"batch_norm": (1, 2), "instance_norm": (1, 2)}
 #: Which argument positions of an op hold module parameters, and their names.
 PARAMETER_SLOTS: dict[str, dict[int, str]] = {
     op: dict(slots) for ops, slots in (
@@ -200,12 +203,16 @@ def _entering(members: Sequence[Row], before: float, backward: bool) -> tuple[Ju
     worst: tuple[Judgement, Row] | None = None
     for row in members:
         entry, errors = _entry(row), _errors(row)
-        if entry is None or errors is None or entry.kind != INPUT or _left_out(row):
+        if entry is None or errors is None or entry.kind != INPUT or _left_out(row) or _running_state(entry):
             continue
         j = judge_entry(row.name, errors, before)
         if j is not None and (worst is None or j.score > worst[0].score):
             worst = (j, row)
     return worst
+
+
+def _running_state(entry: EntryName) -> bool:
+    return entry.path[:1] != () and entry.path[0] in RUNNING_STATE.get(op_name(_op(entry)), ())
 
 
 def _largest_error(members: Sequence[Row], before: float) -> float:
