@@ -176,9 +176,12 @@ def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
     if site is not None and site.source:
         lines.append(f"    source: {site.source.strip()}")
     for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
-        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.evidence}")
+        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.finding}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
+    lines += [f"  note: {n}" for n in d.notes]
+    if d.replay:
+        lines.append(f"  replay: {d.replay}")
     if d.original:
         lines.append(f"  original advisor (first No row): {d.original}")
     return lines
@@ -197,7 +200,7 @@ def cluster_lines(outcomes: Outcomes) -> list[str]:
 def report_text(outcomes: Outcomes) -> str:
     """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
     lines = [summary_text(o) for o in outcomes]
-    if len(outcomes) > 1:
+    if len({o.npu.rank for o in outcomes}) > 1:  # one rank over several steps has no rank to name
         lines += outcomes.ranks.lines()
     lines += [f"note: {n}" for n in outcomes.notes]
     return "\n".join(lines + cluster_lines(outcomes))

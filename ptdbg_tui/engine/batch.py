@@ -15,8 +15,9 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
@@ -25,6 +26,7 @@ from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_matc
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import module_label
+from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.gcpolicy import fewer_collections
 from ptdbg_tui.engine.pool import MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
@@ -150,10 +152,42 @@ class Outcomes(list[PairOutcome]):
         self.ranks = CrossRank()
         self.cluster: str | None = None
         self.placements: Counter[str] = Counter()
+        self.around = Around([], [])
+
+
+def _in_context(outcomes: Outcomes, match: str) -> None:
+    """The other ranks' collectives at each compared step, and the step before each one."""
+    compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
+    try:
+        check_collectives(compared, outcomes.around.npu)
+        earlier = partial(_earlier, match=match, npu_dumps=outcomes.around.npu)
+        link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
+    except Exception as e:  # the pairs' own verdicts still stand
+        outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
+
+
+def _earlier(npu: RankDump, bench: RankDump, match: str,
+             npu_dumps: Sequence[RankDump]) -> tuple[list[Row], Diagnosis] | None:
+    """A pair compared from its statistics alone (its collectives checked against the other ranks'),
+    for what a later step's verdict needs of it."""
+    try:
+        o = _outcome(npu, bench, None, None, match, summary=True)
+    except CompareInputError:
+        return None
+    d = diagnose(model_rows(o.rows), npu.step)
+    check_collectives([Compared(npu, o.rows, d)], npu_dumps)
+    return o.rows, d
+
+
+class Around(NamedTuple):
+    """The dumps around the compared pairs: every NPU rank dump, every pair of any step and rank."""
+
+    npu: list[RankDump]
+    pairs: list[tuple[RankDump, RankDump]]
 
 
 def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
-           rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
+           rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
     """The pairs to compare and notes on what stays out: unreadable folders, dumps on one side only."""
     found = []
     for path in (npu_path, bench_path):
@@ -165,7 +199,7 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
 
 
 def _paired(npu_scan: Scan, bench_scan: Scan, paths: Sequence[str | os.PathLike[str]], step: int | None,
-            rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
+            rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
     sides = []
     notes: list[str] = []
     for role, path, found in (("NPU", paths[0], npu_scan), ("bench", paths[1], bench_scan)):
@@ -178,7 +212,7 @@ def _paired(npu_scan: Scan, bench_scan: Scan, paths: Sequence[str | os.PathLike[
     unpaired = unpaired_notes(npu, bench, pairs, step, rank)
     if not pairs:
         raise CompareInputError(unpaired[0])
-    return pairs, [*notes, *unpaired]
+    return pairs, [*notes, *unpaired], Around(npu, pair_dumps(npu, bench))
 
 
 def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
@@ -197,12 +231,14 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
     if cluster is not None:
         outcomes = _compare_on_cluster(npu_path, bench_path, step, rank, match, summary, cluster, progress)
     else:
-        pairs, notes = _pairs(npu_path, bench_path, step, rank)
+        pairs, notes, around = _pairs(npu_path, bench_path, step, rank)
         if not summary:
             notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
         outcomes = compare_pairs([(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary,
                                   jobs, progress)
         outcomes.notes[:0] = notes
+        outcomes.around = around
+    _in_context(outcomes, match)
     outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
                                  for o in outcomes])
     return outcomes
@@ -251,8 +287,9 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
     roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
     with ClusterPool(address) as pool:
         npu_scan, bench_scan = pool.scan(roots, scan_roots)
-        pairs, notes = _paired(npu_scan, bench_scan, roots, step, rank)
+        pairs, notes, around = _paired(npu_scan, bench_scan, roots, step, rank)
         outcomes = Outcomes(notes=notes)
+        outcomes.around = around
         calls = []
         for n, b in pairs:
             call = pool.submit(pair_outcome, n, b, match, summary, dirs=(str(n.rank_dir), str(b.rank_dir)))

@@ -189,8 +189,9 @@ def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, caps
         w.close()
     code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
     assert code == 0 and "3 failed" in out
-    assert "  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged): the first " \
-           "failing row is Torch_mul_0_forward_output.0 — its call's inputs already carry the error" in out
+    assert ("  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged): "
+            "the first failing row is Torch_mul_0_forward_output.0 — its call's inputs already carry the "
+            "error") in out
     assert "No operator introduces" not in out
 
 

@@ -264,16 +264,14 @@ class _Walk:
     before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
-    backward_seen: bool = False  # a forward call after the backward began (an optimizer) reads ``.grad``
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
 
-    def explained(self, way: str) -> float:
-        """The largest error dumped before, that the call's inputs may carry without a suspect: in its
-        direction, and for a forward call after the backward began also the backward's (``.grad``)."""
-        if way == FORWARD and self.backward_seen:
-            return max(self.before.values())
-        return self.before[way]
+    def explained(self) -> float:
+        """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
+        call after the backward began (an optimizer) reads ``.grad``, what the backward made; a backward
+        call's gradients carry what its forward saved."""
+        return max(self.before.values())
 
 
 def _suspect(calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str,
@@ -295,7 +293,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         errors = _errors(row)
         if param and errors is not None and judge_entry(row.name, errors, 0.0) is not None:
             walk.parameters.append(param)
-    entering = _entering(members, walk.explained(way), way == BACKWARD)
+    entering = _entering(members, walk.explained(), way == BACKWARD)
     args = _different_arguments(members) if not entering else []
     if entering is not None:
         judgement, row = entering
@@ -340,8 +338,6 @@ def _entering_suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgeme
 def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> None:
     members, entry = calls.rows[key], calls.entry[key]
     name, way = _call_name(members), entry.direction
-    if way == BACKWARD:
-        walk.backward_seen = True
     if all(r.bench is None for r in members):  # a call only the NPU run made
         walk.npu_only[way].append(key)
         walk.previous[way] = name
@@ -366,7 +362,7 @@ def _rank(suspect: Suspect) -> tuple[int, int]:
     return (suspect.seq, 0 if suspect.kind in _AT_INPUTS else 1)
 
 
-def _unexplained(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
     """Failing rows without a suspect: where the first one is, the calls only the NPU run made before
     it, and why its call was not judged at fault."""
     first = next((r for r in rows if r.status in (Status.FAIL, Status.ERROR)), None)
@@ -401,7 +397,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=_rank)
     if not diagnosis.suspects:
-        diagnosis.unexplained = _unexplained(rows, diagnosis)
+        diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None
     return diagnosis
