@@ -73,7 +73,18 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where the CSV goes (default: .)")
     p.add_argument("--stack", action="store_true", help="add the NPU_Stack_Info column")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--replay", action="store_true",
+                   help="re-run the suspects and the calls up to the first failing row in float64 on each "
+                   "side's own recorded inputs, to prove a kernel wrong (needs torch: the dump extra)")
+    _replay_options(p)
     return p
+
+
+def _replay_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replay-budget", type=float, default=60.0, metavar="SECONDS",
+                   help="the most time the replay may take, in all (default: 60)")
+    p.add_argument("--replay-top", type=int, default=10, metavar="K",
+                   help="suspects replayed first (default: 10)")
 
 
 def app_parser() -> argparse.ArgumentParser:
@@ -223,16 +234,21 @@ class _Bar:
             return
         self.last = now
         frac = done / total if total else 1.0
-        rate = done / max(now - self.start, 1e-9) / 1e9
-        text = f"{frac:6.1%}  {done / 1e9:.2f}/{total / 1e9:.2f} GB  {rate:.2f} GB/s"
+        text = self.text(done, total, done / max(now - self.start, 1e-9))
         if self.tty:
             width = 30
             fill = int(frac * width)
-            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {text}")
+            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {frac:6.1%}  {text}")
             self.drawn = True
         else:
-            self.stream.write(f"compared {text}\n")
+            self.stream.write(f"{self.verb} {frac:6.1%}  {text}\n")
         self.stream.flush()
+
+    verb = "compared"
+
+    def text(self, done: int, total: int, rate: float) -> str:
+        """The progress in numbers (bytes compared)."""
+        return f"{done / 1e9:.2f}/{total / 1e9:.2f} GB  {rate / 1e9:.2f} GB/s"
 
     def close(self) -> None:
         if self.drawn:
@@ -274,6 +290,8 @@ def run_compare(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     finally:
         bar.close()
+    if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
+        return code
     try:
         for o in outcomes:
             o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
@@ -289,6 +307,37 @@ def run_compare(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
+
+
+def _replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
+    """``--replay``: replay the compared pairs' calls and fold the verdicts into their diagnoses."""
+    from ptdbg_tui.engine.batch import judge_ranks
+    from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
+
+    try:
+        require_torch()
+    except ReplayUnavailable as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    progress = _Counter(sys.stderr, not args.no_progress)
+    try:
+        replay_outcomes(outcomes, budget_s=args.replay_budget, top=args.replay_top, progress=progress)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
+    judge_ranks(outcomes)
+    return EXIT_OK
+
+
+class _Counter(_Bar):
+    """Progress counted in calls replayed, not bytes."""
+
+    verb = "replayed"
+
+    def text(self, done: int, total: int, rate: float) -> str:
+        return f"{done}/{total} calls  {rate:.1f}/s"
 
 
 # --- the app and the demo ---------------------------------------------------------------------

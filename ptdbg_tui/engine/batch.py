@@ -239,9 +239,14 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
         outcomes.notes[:0] = notes
         outcomes.around = around
     _in_context(outcomes, match)
+    judge_ranks(outcomes)
+    return outcomes
+
+
+def judge_ranks(outcomes: Outcomes) -> None:
+    """The first divergent rank, from the pairs' diagnoses as they stand."""
     outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
                                  for o in outcomes])
-    return outcomes
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> str | None:

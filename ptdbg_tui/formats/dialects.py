@@ -46,11 +46,13 @@ class Dialect:
     gradients_in_node_order: bool
     #: A forward's inputs recorded once the call has returned (an in-place input shows the written value).
     inputs_after_call: bool
+    #: A call's keyword arguments recorded beside its positional ones (a replay can rebuild the call).
+    keywords_recorded: bool = False
 
 
 DIALECTS = {
     OURS: Dialect(OURS, gradients_in_node_order=False, inputs_after_call=False),
-    MSPROBE: Dialect(MSPROBE, gradients_in_node_order=True, inputs_after_call=False),
+    MSPROBE: Dialect(MSPROBE, gradients_in_node_order=True, inputs_after_call=False, keywords_recorded=True),
     ORIGINAL_PTDBG: Dialect(ORIGINAL_PTDBG, gradients_in_node_order=True, inputs_after_call=True),
 }
 

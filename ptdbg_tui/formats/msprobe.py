@@ -585,6 +585,10 @@ class MsprobeFollower:
     def call_spec(self, call: str) -> CallSpec | None:
         return None
 
+    def call_specs(self) -> dict[str, CallSpec]:
+        """None: a replay rebuilds msprobe's calls from their records, keyword arguments included."""
+        return {}
+
 
 
 _MALFORMED = object()

@@ -36,6 +36,8 @@ class DumpReader(Protocol):
 
     def call_spec(self, call: str) -> CallSpec | None: ...
 
+    def call_specs(self) -> dict[str, CallSpec]: ...
+
     @property
     def has_modules(self) -> bool: ...
 
@@ -84,6 +86,10 @@ class PklReader:
     def call_spec(self, call: str) -> CallSpec | None:
         """The replay spec of a call by its key (``Functional_gelu_0``: :attr:`EntryName.label`)."""
         return self._calls.specs.get(call)
+
+    def call_specs(self) -> dict[str, CallSpec]:
+        """Every replay spec read so far, by call key."""
+        return dict(self._calls.specs)
 
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:

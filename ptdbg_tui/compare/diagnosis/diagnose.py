@@ -37,43 +37,18 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     Operand,
     judge,
     judge_entry,
-    op_name,
 )
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
+from ptdbg_tui.compare.ops import PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
-#: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
-#: numerical fault of theirs.
-RANDOM_OPS = frozenset({
-    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
-    "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
-    "gumbel_softmax", "native_dropout", "fused_dropout",
-})
 MODULE_PREFIX = "Module"
 #: Ops whose gradient is their output times (a function of) the incoming gradient: softmax y·(g − Σg·y),
 #: sigmoid y·(1 − y)·g, exp y·g.
 OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
-_WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
-_NORM = ((2, "weight"), (3, "bias"))
-_STATS_NORM = ((3, "weight"), (4, "bias"))
-#: Inputs that are a module's running state, which a training call updates in place (a tool that records
-#: inputs after the call shows the new values): never where error enters.
-RUNNING_STATE = {"batch_norm": (1, 2), "instance_norm": (1, 2)}
-#: Which argument positions of an op hold module parameters, and their names.
-PARAMETER_SLOTS: dict[str, dict[int, str]] = {
-    op: dict(slots) for ops, slots in (
-        (("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
-         _WEIGHT_BIAS),
-        (("layer_norm", "group_norm"), _NORM),
-        (("batch_norm", "instance_norm"), _STATS_NORM),
-        (("rms_norm",), ((2, "weight"),)), (("embedding", "prelu"), ((1, "weight"),)),
-        (("bilinear",), _NORM), (("lstm", "gru", "rnn_tanh", "rnn_relu"), ((2, "weights"),)),
-    ) for op in ops
-}
 #: A non-tensor number that differs by less than this (relative) is not a different argument (a value
 #: printed and parsed again, a schedule computed in another precision).
 ARGUMENT_TOLERANCE = 1e-4

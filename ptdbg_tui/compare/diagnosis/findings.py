@@ -147,9 +147,9 @@ class Suspect:
     @property
     def finding(self) -> str:
         """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
-        head = f"{self.replay}; two dumps: " if self.replay and self.kind != REPLAYED else ""
         if self.kind == REPLAYED:
-            return f"{self.words} — {self.evidence}"
+            return f"{self.replay}; {self.evidence}"
+        head = f"{self.replay}; two dumps: " if self.replay else ""
         return f"{head}{self.words} — {self.evidence}"
 
     @property
@@ -172,6 +172,7 @@ class Diagnosis:
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
     notes: list[str] = field(default_factory=list)  # what other steps or ranks say of this one
+    replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
 
     @property
     def culprit(self) -> Suspect | None:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ptdbg_tui.compare.model import ErrorMeasures
+from ptdbg_tui.compare.ops import op_name
 from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
@@ -154,11 +155,6 @@ LIPSCHITZ = {
                      "clamp_max", "hardswish"), 1.5),
     **dict.fromkeys(_MAX_POOLS, 3.0),
 }
-
-
-def op_name(op: str) -> str:
-    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
-    return op.lower().strip("_")
 
 
 def flip_allowance(op: str, flipped: float) -> float:

@@ -21,6 +21,7 @@ from ptdbg_tui.compare.metrics.cells import (
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors
 from ptdbg_tui.compare.metrics.verdict import stats_verdict, with_caveat
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.compare.ops import OVERWRITING_OPS
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord, stat_value
 
@@ -137,12 +138,6 @@ def value_result(row: Row) -> Result:
         message = f"Values differ: NPU {_value(npu)!r}, bench {_value(bench)!r}."
         result = Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
     return add_fuzzy(result) if row.fuzzy else result
-
-
-#: In-place ops whose result does not depend on what their first argument held: they overwrite it
-#: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data).
-OVERWRITING_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "random_", "exponential_", "geometric_",
-                             "cauchy_", "log_normal_", "bernoulli_", "copy_"})
 
 
 def overwritten_input(entry: EntryName | None) -> bool:

@@ -1,0 +1,56 @@
+"""A pair's diagnosis after replay: a suspect whose kernel the replay confirms wrong on its own inputs
+ranks first and says so, a refuted one drops (both sides compute right on their inputs: its error is
+inherited), and a call the two dumps could not blame but whose kernel the replay proves wrong becomes a
+suspect of its own (where the inputs already differ, at a later step).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.propagation import Judgement
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.replay.verdict import CONFIRMED, NOT_REPLAYED, REFUTED, CallReplay
+
+
+def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, step: int | None) -> Suspect:
+    members = [r for r in rows if r.record.call == replay.call]
+    entry = members[0].record.entry if members else None
+    forward = entry.forward_call if entry is not None else replay.call
+    stack = next((r.stack for r in rows if r.record.call == forward and r.stack is not None), None)
+    evidence = diagnosis.calls.get(replay.call)
+    judgement = (evidence.judgement if evidence is not None and evidence.judgement is not None
+                 else Judgement(0.0, 0.0, 0.0, math.inf, REPLAYED, replay.call))
+    two_dumps = f"the two dumps: {evidence.text}" if evidence is not None and evidence.text else "not judged"
+    return Suspect(replay.call, entry.api if entry else replay.call, entry.direction if entry else "forward",
+                   REPLAYED, math.inf, two_dumps, judgement, members, stack,
+                   min((r.seq for r in members), default=0), step, replay.text)
+
+
+def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay],
+                  step: int | None = None) -> None:
+    """Fold the replays of a pair's calls into its diagnosis, in place."""
+    kept: list[Suspect] = []
+    named = set()
+    for s in diagnosis.suspects:
+        named.add(s.call)
+        r = replays.get(s.call)
+        if r is None or s.kind in NOT_A_KERNEL:
+            kept.append(s)
+        elif r.outcome != REFUTED:
+            s.replay = r.text
+            kept.append(s)
+    for call, r in replays.items():
+        if r.outcome == CONFIRMED and call not in named:
+            kept.append(_new_suspect(diagnosis, rows, r, step))
+    kept.sort(key=lambda s: 0 if s.confirmed else 1)  # stable: execution order within each group
+    diagnosis.suspects = kept
+    diagnosis.replays = {call: r.text for call, r in replays.items()}
+    counts = {k: sum(1 for r in replays.values() if r.outcome == k) for k in (CONFIRMED, REFUTED, NOT_REPLAYED)}
+    seconds = sum(r.seconds for r in replays.values())
+    per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
+    diagnosis.replay = (f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
+                        f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
+                        f"{counts[NOT_REPLAYED]} not replayable ({seconds:.1f} s{per})")

@@ -1,0 +1,88 @@
+"""One call replayed on both sides, and the order in which a pair's calls are worth replaying.
+
+:func:`replay_call` is what a replay worker runs (torch imported there, in :mod:`~.run`); everything
+it gets is picklable: the call's rows and what each side's plans are built from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.replay.plan import NotReplayable, build_plan
+from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict, judge_side
+from ptdbg_tui.formats.calls import CallSpec
+from ptdbg_tui.formats.naming import OUTPUT_KINDS
+
+
+@dataclass(frozen=True)
+class SideSource:
+    """What one side's replay plans are built from."""
+
+    tensor_dir: str | None
+    specs: Mapping[str, CallSpec] = field(default_factory=dict)  # by call key (``Functional_gelu_0``)
+    keywords_recorded: bool = False  # the tool records keyword arguments (msprobe)
+    inputs_after_call: bool = False  # the tool records a forward's inputs after the call (the original)
+
+
+def call_rows(rows: Sequence[Row], call: str) -> list[Row]:
+    """The rows a replay of ``call`` needs: its own and its forward call's."""
+    entry = next((r.record.entry for r in rows if r.record.call == call and r.record.entry), None)
+    forward = entry.forward_call if entry is not None else call
+    return [r for r in rows if r.record.call in (call, forward)]
+
+
+def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tuple[SideVerdict | str, bool]:
+    """One side's verdict (or why none) and whether its rebuild knew every argument."""
+    from ptdbg_tui.compare.replay.run import Refused, run
+
+    key = call.rsplit("_", 1)[0]  # the call key shared by forward and backward
+    spec = source.specs.get(key)
+    plan = build_plan(rows, side, call, source.tensor_dir, spec, source.keywords_recorded,
+                      source.inputs_after_call)
+    if isinstance(plan, NotReplayable):
+        return plan.reason, False
+    tf32 = spec.state.tf32_matmul if spec is not None else False
+    try:
+        done = run(plan, tf32=tf32)
+    except Refused as e:
+        return str(e), plan.complete
+    return judge_side(done.results, done.dtypes, done.names), plan.complete
+
+
+def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSource) -> CallReplay:
+    """Replay ``call`` on each side's own recorded inputs; never raises (a failure is the reason)."""
+    start = time.perf_counter()
+    try:
+        n, complete = _side(rows, "npu", call, npu)
+        b, _ = _side(rows, "bench", call, bench)
+    except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
+        n, b, complete = f"the replay failed: {type(e).__name__}: {e}", "", False
+    return CallReplay(call, n, b, complete, time.perf_counter() - start)
+
+
+def replay_order(rows: Sequence[Row], diagnosis: Diagnosis, top: int) -> list[str]:
+    """The calls worth replaying, most telling first: the ``top`` suspects that blame a kernel, every call
+    up to the first failing row in execution order, then the calls whose results fail."""
+    order: dict[str, None] = {}
+    for s in diagnosis.suspects:
+        if s.kind not in NOT_A_KERNEL and len(order) < top:
+            order[s.call] = None
+    calls: dict[str, None] = {}
+    failing: dict[str, None] = {}
+    first_fail = False
+    for r in rows:
+        rec, entry = r.npu, r.record.entry
+        if rec is None or r.bench is None or entry is None:
+            continue
+        if not first_fail:
+            calls[rec.call] = None
+        if entry.kind in OUTPUT_KINDS and r.status in (Status.FAIL, Status.WARN):
+            first_fail = True
+            failing[rec.call] = None
+    for c in (*calls, *failing):
+        order.setdefault(c, None)
+    return list(order)

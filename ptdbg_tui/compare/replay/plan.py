@@ -1,0 +1,217 @@
+"""What a replay of one recorded call runs: the function, its arguments with the recorded tensors in
+place, and the recorded results it is checked against — or why the call cannot be replayed.
+
+Built without torch from one side's records: this project's call sidecar
+(:mod:`~ptdbg_tui.formats.calls`: every argument, keyword ones included), or the records alone —
+msprobe records keyword arguments (``input.<name>``), the original ptdbg_ascend only positional ones,
+so a replay of its calls is *incomplete* (a keyword the call took is missing) and counts only when the
+other side's replay of the same call shows that the rebuild is right.
+
+Only a function of torch's namespaces that the dumpers wrap is ever named; the runner
+(:mod:`~.run`) resolves it and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.ops import RANDOM_OPS, op_name
+from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
+from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.tensorfile import data_path
+
+#: Where each dump prefix's functions live.
+NAMESPACES = {"Tensor": "torch.Tensor", "Torch": "torch", "Functional": "torch.nn.functional",
+              "VF": "torch._VF", "NPU": "torch_npu"}
+#: Prefixes whose calls cannot be replayed alone, and why.
+REFUSED = {"Distributed": "a collective: its result needs the other ranks",
+           "Module": "a module: only API calls are replayed"}
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A recorded tensor a replay reads (an argument) or checks (a result)."""
+
+    name: str
+    path: str | None  # its tensor file; None when the dump holds no data for it
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A recorded non-tensor argument the runner turns into its Python or torch value."""
+
+    kind: str  # "plain", "dtype", "size", "device", "const", "slice"
+    value: Any
+
+
+@dataclass(slots=True)
+class Plan:
+    """One call, on one side, ready to replay."""
+
+    call: str  # e.g. ``Functional_gelu_0_forward``
+    direction: str
+    fn: str  # e.g. ``torch.nn.functional.gelu``
+    args: list[Any] = field(default_factory=list)  # nested lists/tuples of Recorded, Value
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    results: dict[tuple[Any, ...], Recorded] = field(default_factory=dict)  # forward: outputs by path;
+    # backward: the recorded gradients by the forward argument's path
+    incoming: dict[tuple[Any, ...], Recorded] = field(default_factory=dict)  # backward: by output path
+    inplace: int | None = None  # the argument the call writes into
+    complete: bool = True  # every argument is known (keyword ones too)
+
+
+@dataclass(frozen=True, slots=True)
+class NotReplayable:
+    call: str
+    reason: str
+
+
+def function_of(entry: EntryName) -> str | NotReplayable:
+    """The qualified function a recorded call named (``torch.nn.functional.gelu``), or why none."""
+    prefix, op = entry.prefix, entry.op
+    call = entry.call
+    if prefix in REFUSED:
+        return NotReplayable(call, REFUSED[prefix])
+    if op_name(op) in RANDOM_OPS:
+        return NotReplayable(call, "a random op: a replay draws other numbers without its generator's state")
+    space = NAMESPACES.get(prefix)
+    if space is None or not op.replace("_", "a").isidentifier():
+        return NotReplayable(call, f"{entry.api} is not an API of torch's namespaces")
+    return f"{space}.{op}"
+
+
+def _records(rows: Sequence[Row], side: str) -> dict[str, TensorRecord]:
+    recs = (r.npu if side == "npu" else r.bench for r in rows)
+    return {rec.name: rec for rec in recs if rec is not None}
+
+
+def _recorded(rec: TensorRecord, tensor_dir: str | None) -> Recorded:
+    path = data_path(tensor_dir, rec) if tensor_dir is not None else None
+    return Recorded(rec.name, path, rec.dtype, rec.shape)
+
+
+class _Missing(Exception):
+    """An argument the replay cannot rebuild (the message says which and why)."""
+
+
+def _from_spec(arg: Any, recs: Mapping[str, TensorRecord], tensor_dir: str | None) -> Any:
+    """A sidecar ARG as the runner takes it."""
+    if isinstance(arg, TensorArg):
+        rec = recs.get(arg.entry) if arg.entry is not None else None
+        if rec is None:
+            what = arg.entry or f"a {arg.dtype} tensor of shape {list(arg.shape or ())}"
+            raise _Missing(f"the tensor argument {what} was not recorded")
+        return _recorded(rec, tensor_dir)
+    if isinstance(arg, Opaque):
+        raise _Missing(f"an argument of type {arg.type_name} cannot be rebuilt")
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_from_spec(a, recs, tensor_dir) for a in arg)
+    if isinstance(arg, dict):
+        return {k: _from_spec(v, recs, tensor_dir) for k, v in arg.items()}
+    for kind, cls, attr in (("dtype", Dtype, "name"), ("size", Size, "dims"), ("device", Device, "name"),
+                            ("const", TorchConst, "name")):
+        if isinstance(arg, cls):
+            return Value(kind, getattr(arg, attr))
+    if isinstance(arg, slice):
+        return Value("slice", (arg.start, arg.stop, arg.step))
+    return Value("plain", arg)
+
+
+#: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how.
+_VALUE_TYPES = {"int": "plain", "float": "plain", "bool": "plain", "str": "plain", "NoneType": "plain",
+                "torch.dtype": "dtype", "torch.Size": "size", "slice": "slice", "torch.device": "device"}
+
+
+def _from_record(rec: TensorRecord, tensor_dir: str | None) -> Any:
+    """A recorded argument as the runner takes it: a tensor, or a value the records hold."""
+    if not rec.is_scalar:
+        return _recorded(rec, tensor_dir)
+    kind = _VALUE_TYPES.get(rec.dtype.removeprefix("<class '").removesuffix("'>"))
+    if kind is None:
+        raise _Missing(f"the value {rec.name} ({rec.dtype}) cannot be rebuilt from the records")
+    value = rec.stats[0] if rec.stats else None
+    return Value(kind, value)
+
+
+def _nest(items: Mapping[tuple[Any, ...], Any]) -> list[Any]:
+    """Positional arguments from their paths (``(2, 0)``: the first element of the third argument)."""
+    out: list[Any] = []
+    for path in sorted(items, key=lambda p: tuple(str(k).zfill(8) for k in p)):
+        target = out
+        for depth, k in enumerate(path):
+            if not isinstance(k, int):
+                raise _Missing(f"argument path {path} is not positional")
+            while len(target) <= k:
+                target.append([])
+            if depth == len(path) - 1:
+                target[k] = items[path]
+            else:
+                target = target[k]
+    return out
+
+
+def _from_records(fwd: Sequence[TensorRecord], tensor_dir: str | None) -> tuple[list[Any], dict[str, Any]]:
+    """A call's positional and keyword arguments from its forward input records."""
+    positional: dict[tuple[Any, ...], Any] = {}
+    kwargs: dict[str, Any] = {}
+    for rec in fwd:
+        e = rec.entry
+        if e is None or e.kind != INPUT or not e.path:
+            continue
+        if isinstance(e.path[0], str):
+            if len(e.path) > 1:
+                raise _Missing(f"the keyword argument {e.path[0]} holds a nested value")
+            kwargs[e.path[0]] = _from_record(rec, tensor_dir)
+        else:
+            positional[e.path] = _from_record(rec, tensor_dir)
+    return _nest(positional), kwargs
+
+
+def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None, spec: CallSpec | None,
+               keywords_recorded: bool, inputs_after_call: bool) -> Plan | NotReplayable:
+    """The plan of one call (``call``: its direction's name, e.g. ``Functional_gelu_0_backward``) on one
+    side (``"npu"``/``"bench"``) from the pair's rows; ``spec``: that side's sidecar line of the call;
+    ``keywords_recorded``/``inputs_after_call``: what the side's tool records
+    (:class:`~ptdbg_tui.formats.dialects.Dialect`)."""
+    recs = _records(rows, side)
+    mine = [r for r in recs.values() if r.entry is not None]
+    entries = [r for r in mine if r.call == call]
+    if not entries:
+        return NotReplayable(call, f"the {side.upper() if side == 'npu' else side} dump does not hold it")
+    entry = entries[0].entry
+    assert entry is not None
+    fn = function_of(entry)
+    if isinstance(fn, NotReplayable):
+        return fn
+    forward_call = entry.forward_call
+    fwd = [r for r in mine if r.call == forward_call]
+    if tensor_dir is None:
+        return NotReplayable(call, "the dump holds statistics only: no tensors to replay from")
+    try:
+        if spec is not None:
+            args = [_from_spec(a, recs, tensor_dir) for a in spec.args]
+            kwargs = {k: _from_spec(v, recs, tensor_dir) for k, v in spec.kwargs.items()}
+            fn, complete, inplace = spec.fn, True, spec.inplace
+        else:
+            args, kwargs = _from_records(fwd, tensor_dir)
+            complete, inplace = keywords_recorded, (0 if entry.op.endswith("_") else None)
+    except _Missing as e:
+        return NotReplayable(call, str(e))
+    if inplace is not None and inputs_after_call and spec is None:
+        return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
+    plan = Plan(call, entry.direction, fn, args, kwargs, inplace=inplace, complete=complete)
+    if entry.direction == FORWARD:
+        plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in fwd
+                        if r.entry is not None and r.entry.kind == OUTPUT and not r.is_scalar}
+    else:
+        grads = [r for r in entries
+                 if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
+        plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}
+        plan.incoming = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == INPUT}
+    if not plan.results:
+        return NotReplayable(call, "no tensor results were recorded to check")
+    return plan

@@ -1,0 +1,306 @@
+"""Running a :class:`~.plan.Plan` with torch: the call re-run in float64 on CPU from its recorded inputs,
+its sensitivity to rounding-sized changes of those inputs, and the recorded results beside it.
+
+torch is imported here and only here (the ``dump`` extra); the reader never needs it. The function is
+resolved only within torch's namespaces and the dumped API list (``dumper/support_wrap_ops.yaml``):
+a name outside them is refused, never looked up.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ptdbg_tui.compare.metrics.errors import unit_roundoff
+from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
+from ptdbg_tui.formats.tensorfile import load_tensor
+
+#: The dumped API list's key of each namespace.
+_LIST_KEYS = {"torch.Tensor": "tensor", "torch": "torch", "torch.nn.functional": "functional",
+              "torch._VF": "_VF", "torch_npu": "torch_npu"}
+#: Random draws that measure how much rounding-sized changes of the inputs move the result.
+SENSITIVITY_DRAWS = 2
+#: Ops whose matmul a GPU runs in TF32 when ``allow_tf32`` is on: 10 mantissa bits.
+TF32_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d",
+                      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "lstm", "gru"})
+U_TF32 = 2.0**-11
+
+Path = tuple[Any, ...]
+
+
+class Refused(Exception):
+    """The plan names something a replay does not run, or cannot be run here (the message says why)."""
+
+
+@functools.cache
+def _wrapped() -> dict[str, frozenset[str]]:
+    from dumper.catalog import load_lists
+
+    return {k: frozenset(v) for k, v in load_lists().items()}
+
+
+def resolve(fn: str) -> Callable[..., Any]:
+    """The function a plan names, if it is one a dumper wraps in torch's namespaces."""
+    space, _, attr = fn.rpartition(".")
+    key = _LIST_KEYS.get(space)
+    if key is None or space not in NAMESPACES.values():
+        raise Refused(f"{fn} is outside torch's namespaces")
+    if attr not in _wrapped().get(key, frozenset()):
+        raise Refused(f"{fn} is not in the dumped API list")
+    owner: Any = torch
+    for part in space.split(".")[1:]:
+        owner = getattr(owner, part)
+    if space == "torch_npu":
+        try:
+            import torch_npu as owner  # type: ignore[import-not-found, no-redef]
+        except ImportError:
+            raise Refused(f"{fn} needs torch_npu, which is not installed here") from None
+    target = getattr(owner, attr, None)
+    if not callable(target):
+        raise Refused(f"{fn} does not exist in this torch")
+    return target
+
+
+def _load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
+    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference)."""
+    if rec.path is None:
+        raise Refused(f"{rec.name} has no tensor file")
+    try:
+        array = np.array(load_tensor(rec.path))
+    except Exception as e:
+        raise Refused(f"{rec.name} cannot be read: {e}") from None
+    t = torch.from_numpy(array)
+    if t.is_floating_point() and as_dtype is not None:
+        t = t.to(as_dtype)
+    return t
+
+
+def _dtype(name: str, reference: bool) -> torch.dtype:
+    dtype = getattr(torch, name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise Refused(f"unknown dtype {name}")
+    return torch.float64 if reference and dtype.is_floating_point else dtype
+
+
+def _value(v: Value, reference: bool) -> Any:
+    if v.kind == "plain":
+        return v.value
+    if v.kind == "dtype":
+        return _dtype(str(v.value), reference)
+    if v.kind == "size":
+        return torch.Size(int(d) for d in v.value)
+    if v.kind == "device":
+        return torch.device("cpu")
+    if v.kind == "slice":
+        return slice(*v.value)
+    const = getattr(torch, str(v.value).removeprefix("torch."), None)
+    if const is None:
+        raise Refused(f"unknown torch constant {v.value}")
+    return const
+
+
+@dataclass
+class _Inputs:
+    """A plan's arguments as tensors and values; the float tensors, for perturbation and gradients."""
+
+    args: list[Any]
+    kwargs: dict[str, Any]
+    floats: dict[Path, torch.Tensor]  # by argument path
+
+
+def _materialize(plan: Plan, dtype: torch.dtype | None, reference: bool) -> _Inputs:
+    floats: dict[Path, torch.Tensor] = {}
+
+    def build(x: Any, path: Path) -> Any:
+        if isinstance(x, Recorded):
+            t = _load(x, dtype)
+            if t.is_floating_point():
+                floats[path] = t
+            return t
+        if isinstance(x, Value):
+            return _value(x, reference)
+        if isinstance(x, (list, tuple)):
+            return type(x)(build(y, (*path, i)) for i, y in enumerate(x))
+        if isinstance(x, dict):
+            return {k: build(y, (*path, k)) for k, y in x.items()}
+        return x
+
+    args = [build(a, (i,)) for i, a in enumerate(plan.args)]
+    kwargs = {k: build(v, (k,)) for k, v in plan.kwargs.items()}
+    return _Inputs(args, kwargs, floats)
+
+
+def _at(tree: Any, path: Path) -> Any:
+    for k in path:
+        tree = tree[k]
+    return tree
+
+
+def _put(tree: Any, path: Path, value: Any) -> Any:
+    """``tree`` with the element at ``path`` replaced (tuples rebuilt)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(tree, tuple):
+        items = list(tree)
+        items[head] = _put(items[head], rest, value)
+        return type(tree)(items)
+    tree[head] = _put(tree[head], rest, value)
+    return tree
+
+
+def flatten(value: Any, path: Path = ()) -> Iterator[tuple[Path, torch.Tensor]]:
+    """The tensors of a call's result, by path (``()`` for a lone tensor)."""
+    if isinstance(value, torch.Tensor):
+        yield path, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from flatten(v, (*path, i))
+
+
+def _matching(paths: dict[Path, Any], path: Path) -> Any:
+    """The entry at ``path``, the ptdbg and msprobe ways of naming a lone result alike."""
+    for p in (path, (0,) if path == () else path, () if path == (0,) else path):
+        if p in paths:
+            return paths[p]
+    return None
+
+
+def _call(plan: Plan, fn: Callable[..., Any], inputs: _Inputs) -> Any:
+    args, kwargs = inputs.args, inputs.kwargs
+    if plan.inplace is not None:  # write into a copy: the recorded input stays as read
+        target = args[plan.inplace]
+        if isinstance(target, torch.Tensor):
+            args = list(args)
+            args[plan.inplace] = target.clone()
+    out = fn(*args, **kwargs)
+    if plan.inplace is not None and (out is None or plan.fn.startswith("torch.Tensor.")):
+        out = args[plan.inplace]
+    return out
+
+
+def _forward(plan: Plan, fn: Callable[..., Any], inputs: _Inputs) -> dict[Path, torch.Tensor]:
+    with torch.no_grad():
+        return dict(flatten(_call(plan, fn, inputs)))
+
+
+def _backward(plan: Plan, fn: Callable[..., Any], inputs: _Inputs,
+              incoming: dict[Path, torch.Tensor]) -> dict[Path, torch.Tensor]:
+    leaves: dict[Path, torch.Tensor] = {}
+    for path in plan.results:
+        t = _matching(inputs.floats, path)
+        if t is None:
+            raise Refused(f"the gradient {path} has no floating argument to belong to")
+        leaf = t.detach().requires_grad_(True)
+        leaves[path] = leaf
+        key = path if path in inputs.floats else next(p for p in inputs.floats if inputs.floats[p] is t)
+        target = inputs.args if isinstance(key[0], int) else inputs.kwargs
+        _put(target, key, leaf.clone() if plan.inplace is not None else leaf)
+    with torch.enable_grad():
+        outs = [(p, t) for p, t in flatten(_call(plan, fn, inputs)) if t.requires_grad]
+        if not outs:
+            raise Refused("its result does not depend on the arguments whose gradients were recorded")
+        grads_out = []
+        for p, t in outs:
+            g = _matching(incoming, p)
+            grads_out.append(torch.zeros_like(t) if g is None else g.to(t.dtype).reshape(t.shape))
+        found = torch.autograd.grad([t for _, t in outs], list(leaves.values()), grads_out, allow_unused=True)
+    return {p: (g if g is not None else torch.zeros_like(leaves[p])) for p, g in zip(leaves, found, strict=True)}
+
+
+def _u(rec_dtype: str, op: str, tf32: bool) -> float:
+    u = unit_roundoff(rec_dtype)
+    return max(u, U_TF32) if tf32 and op in TF32_OPS and u < U_TF32 else u
+
+
+@dataclass
+class Replayed:
+    """One side's call re-run: per recorded result, the recorded values, the float64 reference and how far
+    rounding-sized changes of the inputs move that reference (relative)."""
+
+    results: dict[Path, tuple[np.ndarray, np.ndarray, float]]  # path -> (recorded, reference, sensitivity)
+    dtypes: dict[Path, str]  # the recorded result's dtype
+    names: dict[Path, str]  # the recorded result's entry
+
+
+def _compute(plan: Plan, fn: Callable[..., Any], inputs: _Inputs, incoming: dict[Path, torch.Tensor]
+             ) -> dict[Path, torch.Tensor]:
+    return _forward(plan, fn, inputs) if plan.direction == "forward" else _backward(plan, fn, inputs, incoming)
+
+
+def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
+    """Re-run a plan in float64 and measure its sensitivity; raises :class:`Refused` with the reason."""
+    fn = resolve(plan.fn)
+    op = plan.fn.rsplit(".", 1)[-1].strip("_")
+    inputs = _materialize(plan, torch.float64, reference=True)
+    incoming = {p: _load(r, torch.float64) for p, r in plan.incoming.items()}
+    try:
+        reference = _compute(plan, fn, inputs, incoming)
+    except Refused:
+        raise
+    except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
+        raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {e}") from None
+    rng = torch.Generator().manual_seed(seed)
+    spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
+    recorded_in = {path: rec for path, rec in _recorded_inputs(plan)}
+    for _ in range(SENSITIVITY_DRAWS):
+        moved = _materialize(plan, torch.float64, reference=True)
+        for path, t in moved.floats.items():
+            rec = recorded_in.get(path)
+            u = _u(rec.dtype, op, tf32) if rec is not None else 2.0**-24
+            t.mul_(1 + u * (2 * torch.rand(t.shape, generator=rng, dtype=torch.float64) - 1))
+        moved_in = {p: g * (1 + _u(plan.incoming[p].dtype, op, tf32)
+                            * (2 * torch.rand(g.shape, generator=rng, dtype=torch.float64) - 1))
+                    for p, g in incoming.items()}
+        try:
+            other = _compute(plan, fn, moved, moved_in)
+        except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
+            continue
+        for p, ref in reference.items():
+            if p in other:
+                spread[p] = max(spread[p], _relative(other[p], ref))
+    out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
+    for path, rec in plan.results.items():
+        ref = _matching(reference, path)
+        if ref is None:
+            raise Refused(f"the replay gives no result for {rec.name}")
+        recorded = _load(rec, torch.float64)
+        if recorded.numel() != ref.numel():
+            raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
+        sens = _matching(spread, path) or 0.0
+        out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
+    return Replayed(out, {p: r.dtype for p, r in plan.results.items()},
+                    {p: r.name for p, r in plan.results.items()})
+
+
+def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:
+    def walk(x: Any, path: Path) -> Iterator[tuple[Path, Recorded]]:
+        if isinstance(x, Recorded):
+            yield path, x
+        elif isinstance(x, (list, tuple)):
+            for i, y in enumerate(x):
+                yield from walk(y, (*path, i))
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                yield from walk(y, (*path, k))
+
+    for i, a in enumerate(plan.args):
+        yield from walk(a, (i,))
+    for k, v in plan.kwargs.items():
+        yield from walk(v, (k,))
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().to(torch.float64).reshape(-1), b.detach().to(torch.float64).reshape(-1)
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    if a.numel() != b.numel():
+        return math.inf
+    den = float(torch.linalg.vector_norm(b[finite]))
+    num = float(torch.linalg.vector_norm((a - b)[finite]))
+    return num / den if den > 0 else (0.0 if num == 0 else math.inf)

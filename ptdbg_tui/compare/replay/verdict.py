@@ -1,0 +1,154 @@
+"""Whether a side's kernel is wrong on its own inputs: its recorded results against the float64 replay,
+judged against the result dtype's rounding and how much rounding-sized changes of the inputs move the
+result (its conditioning: a sum of near-cancelling terms moves far), and tested for a one-sided shift
+(rounding errors average out over many elements; a biased kernel's do not).
+
+Both sides are judged, so the user learns "NPU kernel wrong (error 0.29, allowed 2e-05); bench 3e-07",
+or "both within rounding: the difference is inherited". No torch here: the arrays come from
+:mod:`~.run`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ptdbg_tui.compare.diagnosis.findings import fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import MARGIN, own_rounding
+from ptdbg_tui.compare.metrics.errors import unit_roundoff
+from ptdbg_tui.compare.model import ErrorMeasures
+
+#: A shift shared by all elements is judged once there are this many (fewer cannot tell it from rounding).
+BIAS_MIN_ELEMENTS = 64
+#: The largest mean shift honest rounding leaves, as a fraction of what it may leave on one element:
+#: ``1/√n`` of it for ``n`` elements, never below this fraction (kernels of one precision may share a
+#: sub-ulp lean: another libm, another order of accumulation).
+BIAS_FLOOR = 1 / 32
+
+CONFIRMED = "confirmed"
+REFUTED = "refuted"
+INCONCLUSIVE = "inconclusive"
+NOT_REPLAYED = "not replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class SideVerdict:
+    """One side's kernel on its own inputs."""
+
+    error: float  # the largest relative error of a result against the float64 replay
+    allowed: float  # what rounding and conditioning allow it (the margin included)
+    bias: float  # the mean signed error of that result, relative to its mean magnitude
+    bias_allowed: float
+    output: str  # the result judged (the worst)
+
+    @property
+    def wrong(self) -> bool:
+        return self.error > self.allowed or abs(self.bias) > self.bias_allowed
+
+    @property
+    def text(self) -> str:
+        if self.error > self.allowed:
+            return f"error {fmt_error(self.error)}, allowed {fmt_error(self.allowed)}"
+        if abs(self.bias) > self.bias_allowed:
+            return (f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
+                    f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})")
+        return f"{fmt_error(self.error)}"
+
+
+def _floor(dtype: str) -> ErrorMeasures:
+    u = unit_roundoff(dtype) or 2.0**-24
+    return ErrorMeasures(0.0, 0.0, 0.0, 0.0, 0, u)
+
+
+def lean(diff: np.ndarray, reference: np.ndarray) -> float:
+    """The mean one-sided error relative to the mean magnitude: an offset (all elements up) or a scale
+    (all magnitudes up), whichever leans more; about 0 for rounding."""
+    magnitude = float(np.mean(np.abs(reference))) if reference.size else 0.0
+    if magnitude <= 0:
+        return 0.0
+    offset = float(np.mean(diff)) / magnitude
+    scale = float(np.mean(diff * np.sign(reference))) / magnitude
+    return offset if abs(offset) >= abs(scale) else scale
+
+
+def judge_result(recorded: np.ndarray, reference: np.ndarray, sensitivity: float, dtype: str,
+                 name: str) -> SideVerdict:
+    """One recorded result against its float64 replay."""
+    finite = np.isfinite(recorded) & np.isfinite(reference)
+    if not np.array_equal(np.isfinite(recorded), np.isfinite(reference)):
+        return SideVerdict(math.inf, 0.0, 0.0, math.inf, name)  # NaN/Inf the replay does not make (or v.v.)
+    r, f = recorded[finite], reference[finite]
+    den = float(np.linalg.norm(f))
+    diff = r - f
+    num = float(np.linalg.norm(diff))
+    error = num / den if den > 0 else (0.0 if num == 0 else math.inf)
+    rounding = own_rounding(_floor(dtype))
+    allowed = MARGIN * (sensitivity + rounding)
+    n = int(f.size)
+    bias = lean(diff, f)
+    # rounding and rounding-sized input changes move each element either way: their mean shrinks as 1/√n
+    bias_allowed = (MARGIN * (rounding + sensitivity) * max(1 / math.sqrt(n), BIAS_FLOOR)
+                    if n >= BIAS_MIN_ELEMENTS else math.inf)
+    return SideVerdict(error, allowed, bias, bias_allowed, name)
+
+
+def judge_side(results: Mapping[object, tuple[np.ndarray, np.ndarray, float]], dtypes: Mapping[object, str],
+               names: Mapping[object, str]) -> SideVerdict:
+    """A side's verdict: its worst result (wrong ones first, then by how far beyond what is allowed)."""
+    verdicts = [judge_result(rec, ref, sens, dtypes[p], names[p]) for p, (rec, ref, sens) in results.items()]
+    return max(verdicts, key=lambda v: (v.wrong, _beyond(v)))
+
+
+def _beyond(v: SideVerdict) -> float:
+    over = v.error / v.allowed if v.allowed > 0 else math.inf
+    lean = abs(v.bias) / v.bias_allowed if v.bias_allowed > 0 else 0.0
+    return max(over, lean)
+
+
+@dataclass(frozen=True, slots=True)
+class CallReplay:
+    """What the replay of one call says, both sides."""
+
+    call: str
+    npu: SideVerdict | str  # a verdict, or why that side was not replayed
+    bench: SideVerdict | str
+    complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
+    seconds: float = 0.0
+
+    @property
+    def outcome(self) -> str:
+        npu, bench = self.npu, self.bench
+        if not isinstance(npu, SideVerdict):
+            return NOT_REPLAYED
+        bench_ok = isinstance(bench, SideVerdict) and not bench.wrong
+        if npu.wrong:
+            if bench_ok or (self.complete and not isinstance(bench, SideVerdict)):
+                return CONFIRMED
+            return INCONCLUSIVE
+        # the NPU's result matches its replay, which also shows the rebuild right
+        return INCONCLUSIVE if isinstance(bench, SideVerdict) and bench.wrong else REFUTED
+
+    @property
+    def text(self) -> str:
+        """In words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error 0.29, allowed
+        2e-05); bench 3e-07"."""
+        npu, bench = self.npu, self.bench
+        b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
+        if not isinstance(npu, SideVerdict):
+            return f"not replayable: {npu}"
+        outcome = self.outcome
+        if outcome == CONFIRMED:
+            return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
+        if outcome == REFUTED:
+            return (f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, bench {b}): "
+                    "the difference is inherited")
+        if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
+            return (f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
+                    f"bench {bench.text}): the rebuilt call may differ from the recorded one")
+        if npu.wrong:
+            return (f"replay inconclusive — NPU {npu.text}, but the rebuild lacks keyword arguments and "
+                    f"the bench was {b}")
+        return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
