@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, LineFollower, decode_lines
+from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import MAX_DIMS, MAX_NUMEL, shown
 
 SUFFIX = ".calls.jsonl"
@@ -404,16 +404,17 @@ def decode_call(value: Any, line: int = 0) -> CallSpec:
     return spec
 
 
-def _from_value(value: Any, line: int) -> CallSpec | None:
+def _from_value(value: Any, line: int) -> tuple[str, CallSpec] | None:
     try:
-        return decode_call(value, line)
+        spec = decode_call(value, line)
     except ValueError:
         return None
+    return spec.call, spec
 
 
-def _from_text(text: str, line: int) -> CallSpec | None:
+def _from_text(text: str, line: int) -> tuple[str, CallSpec] | None:
     try:
-        return decode_call(json.loads(text), line)
+        return _from_value(json.loads(text), line)
     except (ValueError, RecursionError):
         return None
 
@@ -428,45 +429,25 @@ def _shown_arg(arg: Any) -> Any:
     return shown(arg) if isinstance(arg, str) else arg
 
 
-def _shown(spec: CallSpec) -> CallSpec:
+def _shown(item: tuple[str, CallSpec]) -> tuple[str, CallSpec]:
     """A spec from bytes that are not UTF-8, as the pkl reader shows its records: a tensor's entry
     is the shown name of its pkl record (whose data file keeps the exact bytes)."""
+    spec = item[1]
     spec.call = shown(spec.call)
     spec.args = _shown_arg(spec.args)
     spec.kwargs = _shown_arg(spec.kwargs)
-    return spec
+    return spec.call, spec
 
 
-@dataclass
-class CallFollower:
+class CallFollower(KeyedFollower[CallSpec]):
     """Incremental reader of a call sidecar; malformed lines are counted and skipped."""
 
-    path: Path
-    specs: dict[str, CallSpec] = field(default_factory=dict)
-    bad_lines: int = 0
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, _from_value, _from_text, _shown)
 
-    def __post_init__(self) -> None:
-        self._lines = LineFollower(self.path, DEFAULT_CHUNK)
-
-    def read(self, final: bool = False) -> dict[str, CallSpec]:
-        """New specs since the last call (all of them again after a reset)."""
-        new: dict[str, CallSpec] = {}
-        while True:
-            chunk = self._lines.read_chunk(final)
-            if chunk.reset:
-                self.specs.clear()
-                new.clear()
-                self.bad_lines = 0
-            self.bad_lines += chunk.too_long
-            for spec in decode_lines(chunk.data, chunk.first_line, _from_value, _from_text, _shown):
-                if spec is None:
-                    self.bad_lines += 1
-                else:
-                    new[spec.call] = spec
-            if not chunk.more:
-                break
-        self.specs.update(new)
-        return new
+    @property
+    def specs(self) -> dict[str, CallSpec]:
+        return self.items
 
 
 def read_calls(pkl: str | os.PathLike[str]) -> CallFollower:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, LineFollower, decode_lines
+from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import shown
 
 SUFFIX = ".modules.jsonl"
@@ -53,31 +52,12 @@ def _from_text(text: str, line: int) -> tuple[str, ModuleChain] | None:
         return None
 
 
-@dataclass
-class ModuleFollower:
+class ModuleFollower(KeyedFollower[ModuleChain]):
     """Incremental reader of a module sidecar; malformed lines are counted and skipped."""
 
-    path: Path
-    chains: dict[str, ModuleChain] = field(default_factory=dict)
-    bad_lines: int = 0
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(path, _from_value, _from_text, _shown)
 
-    def __post_init__(self) -> None:
-        self._lines = LineFollower(self.path, DEFAULT_CHUNK)
-
-    def read(self, final: bool = False) -> dict[str, ModuleChain]:
-        """New chains since the last call (all of them again after a reset)."""
-        new: dict[str, ModuleChain] = {}
-        while True:
-            chunk = self._lines.read_chunk(final)
-            if chunk.reset:
-                self.chains.clear()
-                new.clear()
-            for item in decode_lines(chunk.data, chunk.first_line, _from_value, _from_text, _shown):
-                if item is None:
-                    self.bad_lines += 1
-                else:
-                    new[item[0]] = item[1]
-            if not chunk.more:
-                break
-        self.chains.update(new)
-        return new
+    @property
+    def chains(self) -> dict[str, ModuleChain]:
+        return self.items

@@ -12,13 +12,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.pkl_line import decode_line, decode_value, may_hold_surrogates
 from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 #: Bytes read per call while following, so one huge file cannot stall a watcher.
 DEFAULT_CHUNK = 8 << 20
@@ -140,6 +141,55 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
         out = [from_text(ln, first + i) for i, ln in enumerate(lines) if ln.strip()]
     return out if repair is None else [None if r is None else repair(r) for r in out]
+
+
+class KeyedFollower(Generic[V]):
+    """Incremental reader of a JSON-lines sidecar whose lines are items keyed by call (the module
+    and call sidecars): complete lines only, the last line of a key wins, malformed lines (and lines
+    longer than a chunk) are counted in :attr:`bad_lines` and skipped; a replaced file is read again."""
+
+    def __init__(self, path: str | os.PathLike[str], from_value: Callable[[Any, int], tuple[str, V] | None],
+                 from_text: Callable[[str, int], tuple[str, V] | None],
+                 repair: Callable[[tuple[str, V]], tuple[str, V]]) -> None:
+        self.path = Path(path)
+        self.items: dict[str, V] = {}
+        self.bad_lines = 0
+        self._decode = (from_value, from_text, repair)
+        self._lines = LineFollower(self.path, DEFAULT_CHUNK)
+
+    def read(self, final: bool = False) -> dict[str, V]:
+        """New items since the last call (all of them again after a reset)."""
+        new: dict[str, V] = {}
+        while True:
+            chunk = self._lines.read_chunk(final)
+            if chunk.reset:
+                self.items.clear()
+                new.clear()
+                self.bad_lines = 0
+            self.bad_lines += chunk.too_long
+            for item in decode_lines(chunk.data, chunk.first_line, *self._decode):
+                if item is None:
+                    self.bad_lines += 1
+                else:
+                    new[item[0]] = item[1]
+            if not chunk.more:
+                break
+        self.items.update(new)
+        return new
+
+
+@dataclass
+class PklBatch:
+    """What one read of a pkl produced."""
+
+    tensors: list[TensorRecord] = field(default_factory=list)
+    stacks: list[StackRecord] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    reset: bool = False  # the file was truncated or replaced: earlier records are void
+    more: bool = False  # complete lines remain unread
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors or self.stacks or self.bad or self.reset)
 
 
 class PklFollower:
