@@ -217,12 +217,13 @@ def _tree_rss(pid: int) -> int:
 
 
 class Timed(NamedTuple):
-    """A command's runs: wall seconds, peak tree RSS, and CPU seconds of its whole process tree (user
-    and system: on a shared box a steadier figure than the wall time)."""
+    """A command's runs: wall seconds, peak tree RSS, CPU seconds of its whole process tree (user
+    and system: on a shared box a steadier figure than the wall time) and what each run printed."""
 
     walls: list[float]
     rss: int
     cpus: list[float]
+    outs: list[str]
 
 
 def adopt_orphans() -> None:
@@ -255,8 +256,9 @@ def _reap(keep: set[int]) -> None:
                 os.waitpid(pid, 0)
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
-    """Wall seconds, peak tree RSS and tree CPU seconds of a subprocess (fails loudly if it fails)."""
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float, str]:
+    """Wall seconds, peak tree RSS, tree CPU seconds and stdout of a subprocess (fails loudly if it
+    fails)."""
     peak = 0
     ours = _children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -279,18 +281,19 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:3]} failed ({proc.returncode}):\n{out}\n{err}")
-    return wall, peak, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, peak, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, out
 
 
 def alternate(commands: list[tuple[list[str], dict[str, str] | None]], repeat: int) -> list[Timed]:
     """Run the commands in turn, ``repeat`` rounds."""
     adopt_orphans()
-    out = [Timed([], 0, []) for _ in commands]
+    out = [Timed([], 0, [], []) for _ in commands]
     for _ in range(repeat):
         for k, (argv, env) in enumerate(commands):
-            wall, rss, cpu = timed(argv, env)
+            wall, rss, cpu, printed = timed(argv, env)
             out[k].walls.append(wall)
             out[k].cpus.append(cpu)
+            out[k].outs.append(printed)
             out[k] = out[k]._replace(rss=max(out[k].rss, rss))
     return out
 
