@@ -158,6 +158,9 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if not isinstance(value, list):
         return BadLine(line, "a pkl line must be a JSON array", _short(value))
     if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
+        if all(type(f) is list and len(f) == 4 and type(f[0]) is str and type(f[1]) is str  # as written
+               and type(f[2]) is str and (f[3] is None or type(f[3]) is str) for f in value[1]):
+            return StackRecord(value[0], [tuple(f) for f in value[1]], line)
         frames = []
         for f in value[1]:
             if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
