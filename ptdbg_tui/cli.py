@@ -117,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     if command == "compare":
         args = compare_parser().parse_args(argv[1:])
         if args.cluster is None and not args.summary and (args.jobs is None or args.jobs > 1):
-            from ptdbg_tui.engine.pool import prestart
+            from ptdbg_tui.engine.pool import big_job, prestart
 
-            prestart()  # the workers' fork server loads numpy, numba and the kernel while we import and read
+            # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
+            prestart(fused=big_job([args.npu, args.bench]))
         from ptdbg_tui.engine.batch import run_cli
 
         return run_cli(args)

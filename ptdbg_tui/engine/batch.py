@@ -30,7 +30,7 @@ from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import suspects_path, write_suspects
 from ptdbg_tui.engine.gcpolicy import fewer_collections
-from ptdbg_tui.engine.pool import MetricPool, TaskPool
+from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
@@ -43,6 +43,7 @@ from ptdbg_tui.formats.layout import (
     same_dump_note,
     scan,
     statistics_only_note,
+    tensor_bytes,
     unpaired_notes,
 )
 from ptdbg_tui.formats.reader import autograd_order, mixed_pair, producer, read_dump
@@ -275,8 +276,10 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
     the others go on; :class:`CompareInputError` when none could be."""
     outcomes = Outcomes()
     with fewer_collections():  # the diagnosis too: it builds an object per call
-        with MetricPool(jobs or os.cpu_count() or 1) as pool:
-            if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
+        folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
+        fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
+        with MetricPool(jobs or os.cpu_count() or 1, fused=fused) as pool:
+            if folders:
                 pool.start()
             for n, b, nn, bn in pairs:
                 try:

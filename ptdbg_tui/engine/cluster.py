@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.metrics.accumulator import warm_up
 from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
@@ -120,10 +121,12 @@ def located(fn: Any, *args: Any) -> tuple[str, Any]:
 
 
 def run_batch(tasks: list[CompareTask]) -> tuple[str, list[Result]]:
+    warm_up()  # a worker serves job after job: the compiled pass is loaded once in its life
     return _where(), [run_task(t) for t in tasks]
 
 
 def run_one_part(task: CompareTask, start: int, stop: int) -> tuple[str, PartOutcome]:
+    warm_up()
     return _where(), run_part(task, start, stop)
 
 
