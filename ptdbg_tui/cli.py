@@ -1,6 +1,6 @@
 """Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``.
 
-Heavy imports (textual, pandas, torch) happen inside the chosen command so that ``--help`` and
+Heavy imports (textual, torch) happen inside the chosen command so that ``--help`` and
 the headless compare start fast.
 """
 

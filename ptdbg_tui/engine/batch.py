@@ -9,11 +9,9 @@ written once at the end; several ranks also get the first divergent rank.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -324,12 +322,6 @@ def _fault(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _import_in_background(module: str) -> None:
-    """The CSV writer needs pandas (half a second to import) only at the end: import it while the
-    workers compute."""
-    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()
-
-
 # --- the original's API -------------------------------------------------------------------
 
 
@@ -369,7 +361,6 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
     bench_npy = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     _check_match(match)
-    _import_in_background("pandas")
     (outcome,) = _compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
     outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
                             suffix=kw.get("suffix", ""))
@@ -505,7 +496,6 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
-    _import_in_background("pandas")
     try:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
                                  summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
