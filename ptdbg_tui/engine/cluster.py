@@ -299,13 +299,15 @@ class ClusterPool:
             orphaned: float | None = None
             while True:
                 assert call.future is not None
-                try:
-                    worker, value = call.future.result(timeout=HEAL_S)
-                    break
-                except TimeoutError:
-                    pass
-                except Exception as e:  # raised on the worker, or the workers running it died
-                    worker, value = "", e
+                with contextlib.suppress(TimeoutError):
+                    _distributed().wait([call.future], timeout=HEAL_S)
+                if call.future.done():
+                    # Fetched once, without a deadline: a pair's rows take seconds to serialize, and a
+                    # fetch given up after HEAL_S made the worker serialize them again, forever.
+                    try:
+                        worker, value = call.future.result()
+                    except Exception as e:  # raised on the worker, or the workers running it died
+                        worker, value = "", e
                     break
                 with contextlib.suppress(OSError, TimeoutError):  # reconnecting: look again next time
                     if self._live() & set(call.workers):
