@@ -27,7 +27,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import suspects_path, write_suspects
-from ptdbg_tui.engine.gcpolicy import fewer_collections
+from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
 from ptdbg_tui.formats.files import reason
@@ -240,7 +240,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
     from ptdbg_tui.engine.cluster import ClusterPool
 
     roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
-    with ClusterPool(address) as pool:
+    with fewer_collections(), ClusterPool(address) as pool:
         npu_scan, bench_scan = pool.scan(roots, scan_roots)
         pairs, notes = _paired(npu_scan, bench_scan, roots, step, rank)
         outcomes = Outcomes(notes=notes)
@@ -253,6 +253,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
             else:
                 calls.append(call)
         for call, got in zip(calls, pool.gather(calls), strict=True):
+            long_lived()  # each pair's rows: unpickled, thousands of objects that stay
             if isinstance(got, Exception):
                 n, b = call.args[0], call.args[1]
                 outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(got)}")
@@ -263,7 +264,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
             raise CompareInputError("; ".join(outcomes.notes))
         _run_metrics(outcomes, pool, progress)
         outcomes.cluster, outcomes.placements = address, Counter(pool.placements)
-    _diagnose(outcomes)
+        _diagnose(outcomes)  # with fewer collections too: it builds an object per call
     return outcomes
 
 
@@ -282,6 +283,7 @@ def _compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path |
             for n, b, nn, bn in pairs:
                 try:
                     outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                    long_lived()  # its records and rows stay
                     outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
                 except Exception as e:  # one pair's fault must not lose the others' rows
                     outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {_fault(e)}")

@@ -290,11 +290,10 @@ class ClusterPool:
         call.future = self.client.submit(located, call.fn, *call.args, workers=call.workers,
                                          allow_other_workers=False, pure=False)
 
-    def gather(self, calls: Sequence[Call]) -> list[Any]:
-        """The values of :meth:`submit`'s calls, in order; a call that raised gives its exception. A call
-        whose workers are all lost goes to those that can read its folders now; with none for
-        ``reconnect_s``, :class:`ClusterError`."""
-        out: list[Any] = []
+    def gather(self, calls: Sequence[Call]) -> Iterator[Any]:
+        """The values of :meth:`submit`'s calls, in order, each as it comes; a call that raised gives its
+        exception. A call whose workers are all lost goes to those that can read its folders now; with
+        none for ``reconnect_s``, :class:`ClusterError`."""
         for call in calls:
             orphaned: float | None = None
             while True:
@@ -325,8 +324,7 @@ class ClusterPool:
                     raise ClusterError(f"no worker of the cluster can read {where} any more")
             if worker:
                 self.placements[worker] += 1
-            out.append(value)
-        return out
+            yield value
 
     # -- the metric tasks --------------------------------------------------------------------
     def _jobs(self, tasks: Sequence[CompareTask], order: Sequence[int]) -> tuple[list[_Job], _Parts]:
