@@ -95,21 +95,6 @@ def read_only(npu: Path, bench: Path) -> None:
     print(rows)
 
 
-async def _paint(which: str, npu: Path, bench: Path) -> None:
-    from textual.app import App
-    from tui_scale import Blank, first_paint
-
-    if which == "app":
-        from ptdbg_tui.app.app import PtdbgApp
-
-        app: App = PtdbgApp(npu, bench)
-    else:
-        app = Blank()
-    seconds, context, _ = await first_paint(app, T0)
-    await context.__aexit__(None, None, None)
-    print(seconds)
-
-
 async def _overview(npu: Path, bench: Path, pairs: int) -> None:
     """Start to all compared, and to the overview painted with every pair; the top line's suspect."""
     from textual.widgets import DataTable
@@ -181,7 +166,9 @@ def main() -> int:
         elif what == "overview":
             asyncio.run(_overview(npu, bench, int(args.child[3])))
         else:
-            asyncio.run(_paint(what, npu, bench))
+            from tui_scale import paint_only
+
+            print(asyncio.run(paint_only(what, npu, bench, T0)))
         return 0
 
     shape = Shape(layers=4) if args.small else Shape()
