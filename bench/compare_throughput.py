@@ -334,7 +334,10 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
     ours = _children()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # From a neutral folder: ``python -m`` puts the current one first on sys.path, ahead of PYTHONPATH,
+    # so from the repository's root an --old tree's command ran this tree's code.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tempfile.gettempdir())
     done = threading.Event()
 
     def sample() -> None:
