@@ -176,9 +176,9 @@ def baseline(root: Path) -> None:
     """The original's ``compare_by_op`` steps in one process: whole loads, the relative error in the
     native dtype, NaN/Inf masks, float64 copies, then one pass per metric."""
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
-    for rec in read_pkl(npu.pkl).tensors:
-        n = np.load(npu.npy_dir / f"{rec.name}.npy")
-        b = np.load(bench.npy_dir / f"{rec.name}.npy")
+    for rec in read_pkl(npu.records).tensors:
+        n = np.load(npu.tensor_dir / f"{rec.name}.npy")
+        b = np.load(bench.tensor_dir / f"{rec.name}.npy")
         zero = b == 0
         eps = np.finfo(b.dtype).eps
         b[zero] += eps
@@ -203,8 +203,9 @@ def metric_pass(root: Path, fused: bool, repeat: int = 2) -> None:
     from ptdbg_tui.compare.metrics.accumulator import compare_arrays, warm_up
 
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
-    pairs = [(np.load(npu.npy_dir / f"{rec.name}.npy"), np.load(bench.npy_dir / f"{rec.name}.npy"), rec.dtype)
-             for rec in read_pkl(npu.pkl).tensors]
+    pairs = [(np.load(npu.tensor_dir / f"{rec.name}.npy"), np.load(bench.tensor_dir / f"{rec.name}.npy"),
+              rec.dtype)
+             for rec in read_pkl(npu.records).tensors]
     if fused:
         warm_up()
     compare_arrays(*pairs[0][:2], pairs[0][2], pairs[0][2], histogram=False)

@@ -32,7 +32,7 @@ from diagnosis_scenarios import SCENARIOS, Scenario, dump_pair
 from diagnosis_scenarios.heldout import HELDOUT
 from diagnosis_scenarios.heldout2 import HELDOUT2
 
-from ptdbg_tui.compare.diagnosis.diagnose import CallEvidence
+from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.metrics.cells import NO
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
@@ -102,7 +102,7 @@ def truth_of(outcome: PairOutcome, scenario: Scenario) -> list[Named]:
 
 
 def advisor_pick(rows: Sequence[Row]) -> str | None:
-    """The original advisor (spec §5.9): the call of the first row, in CSV order, whose
+    """The original advisor (docs/compare.md#the-advisor): the call of the first row, in CSV order, whose
     ``Accuracy Reached or Not`` is ``No``."""
     return next((r.record.call for r in rows if r.result is not None and r.result.accuracy == NO), None)
 

@@ -84,13 +84,16 @@ def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
     return torch.stack([mx, mn, x.mean(), torch.linalg.vector_norm(x)]).to(acc)
 
 
-def host_copy(t: torch.Tensor) -> np.ndarray | torch.Tensor:
-    """A private CPU copy (bf16 widened to fp32, as the original saves it).
+def host_copy(t: torch.Tensor, raw: bool = False) -> np.ndarray | torch.Tensor:
+    """A private CPU copy (bf16 widened to fp32, as the original saves it; ``raw``: bf16 kept as its
+    bytes, for a checksum of the data as it is).
 
     CPU tensors are copied by numpy: a single-threaded memcpy, several times faster than torch's
     threaded copy when the training already keeps every core busy.
     """
-    if t.dtype == torch.bfloat16:
+    if t.dtype == torch.bfloat16 and raw:
+        t = t.view(torch.int16)
+    elif t.dtype == torch.bfloat16:
         t = t.float()  # a fresh tensor already: no second copy on the CPU
         if t.device.type == "cpu":
             return t.numpy()
@@ -139,9 +142,11 @@ class SeenTensors:
 class CallCapture:
     """The values of one call and direction, awaiting one batched stats transfer."""
 
-    def __init__(self, filter_on: bool, copy_npy: bool, seen: SeenTensors | None = None) -> None:
+    def __init__(self, filter_on: bool, copy_npy: bool, seen: SeenTensors | None = None,
+                 checksums: bool = False) -> None:
         self.filter_on = filter_on
         self.copy_npy = copy_npy
+        self.checksums = checksums  # tensors copied as their raw bytes, for the writer's CRC
         self.seen = seen
         self._remember: list[tuple[torch.Tensor, Value]] = []
         self.values: list[Value] = []
@@ -173,8 +178,8 @@ class CallCapture:
         if kind is not StatKind.EMPTY:
             self._pending.setdefault(t.device, []).append((value, kind, t.is_floating_point()))
             self._pieces.setdefault(t.device, []).append(_reductions(t, kind))
-        if self.copy_npy:
-            value.array = host_copy(t)
+        if self.copy_npy or self.checksums:
+            value.array = host_copy(t, raw=self.checksums)
             if t.device.type == "cuda":
                 self._async.add(t.device)
         self.values.append(value)

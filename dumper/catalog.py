@@ -31,6 +31,9 @@ DROPOUT_P = {
                                       "feature_dropout", "feature_dropout_", "feature_alpha_dropout",
                                       "feature_alpha_dropout_")},
 }
+#: The module a prefix's APIs are called through, for the qualified name of each (``torch.Tensor.add_``).
+QUALIFIED = {"Tensor": "torch.Tensor", "Torch": "torch", "Functional": "torch.nn.functional",
+             "VF": "torch._VF", "Distributed": "torch.distributed", "NPU": "torch_npu"}
 #: Recurrent kernels whose inter-layer dropout argument is forced to 0 with dropout.
 RNN_KERNELS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
 
@@ -51,6 +54,11 @@ class ApiTarget:
     @property
     def original(self) -> Any:
         return getattr(self.owners[0], self.attr)
+
+    @property
+    def qualname(self) -> str:
+        """The qualified name a replay calls, e.g. ``torch.nn.functional.gelu``."""
+        return f"{QUALIFIED[self.prefix]}.{self.attr}"
 
 
 def _mutates_first(prefix: str, attr: str) -> bool:

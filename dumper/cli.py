@@ -3,6 +3,9 @@
 The dumper's own options may stand before or after the script path; everything after ``--`` goes
 to the script untouched. With ``--step``, a step ends at every ``optimizer.step()`` (a global
 optimizer hook), so ``--step 0`` dumps the first training iteration and then gets out of the way.
+``--config FILE`` takes every option from a JSON file (its schema:
+:mod:`ptdbg_tui.formats.dump_options`); options on the command line override the file's. Every
+option is checked before the script starts.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from torch.utils.hooks import RemovableHandle
 
 from dumper.config import MODES, ConfigError
 from dumper.debugger import PrecisionDebugger
+from ptdbg_tui.formats.dump_options import SUMMARY_MODES, DumpOptions, OptionsError, read_options
 
-_OPTIONS = ("--dump-path", "--mode", "--step", "--scope", "--api-list", "--summary-only", "--keep-dropout")
+_FLAGS = ("--summary-only", "--keep-dropout")
+_OPTIONS = ("--dump-path", "--mode", "--step", "--scope", "--api-list", "--module", "--rank", "--config",
+            "--summary-mode", *_FLAGS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,16 +34,28 @@ def _parser() -> argparse.ArgumentParser:
                                 "in ptdbg_ascend v4 format.")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run SCRIPT under the dumper",
-                         usage="ptdbg-dump run SCRIPT [ARGS...] --dump-path DIR [--mode M] [--step N ...]")
-    run.add_argument("--dump-path", required=True, help="where ptdbg_dump_v4.0/ is written")
-    run.add_argument("--mode", default="api_stack", choices=MODES)
-    run.add_argument("--step", type=int, nargs="+", default=None,
+                         usage="ptdbg-dump run SCRIPT [ARGS...] --dump-path DIR [--mode M] [--step N ...] "
+                               "[--module PATH ...] [--rank R ...] [--config FILE]")
+    run.add_argument("--dump-path", help="where ptdbg_dump_v4.0/ is written (required here or in --config)")
+    run.add_argument("--mode", choices=MODES, help="default: api_stack")
+    run.add_argument("--step", type=int, nargs="+",
                      help="training steps to dump (a step ends at each optimizer.step()); default: all, "
                           "without a stepN level")
-    run.add_argument("--scope", nargs="+", default=None, help="call names for modes list/range/stack")
-    run.add_argument("--api-list", nargs="+", default=None, help="API name parts for mode api_list")
-    run.add_argument("--summary-only", action="store_true", help="write the pkl only, no npy files")
-    run.add_argument("--keep-dropout", action="store_true", help="do not force dropout to p=0")
+    run.add_argument("--scope", nargs="+", help="call names for modes list/range/stack")
+    run.add_argument("--api-list", nargs="+", help="API name parts for mode api_list")
+    run.add_argument("--module", nargs="+", action="extend",
+                     help="dump only the calls made inside these modules (paths as the module sidecar "
+                          "names them, e.g. track.lstm; submodules included), with their backward")
+    run.add_argument("--rank", type=int, nargs="+",
+                     help="dump only these ranks (the others run undumped); one rank also names the "
+                          "rank folder of a job that is not distributed")
+    run.add_argument("--config", help="a JSON file of options (keys: the long options with underscores)")
+    run.add_argument("--summary-only", action="store_true", default=None,
+                     help="write the pkl only, no npy files")
+    run.add_argument("--summary-mode", choices=SUMMARY_MODES,
+                     help="md5: also a CRC-32 of each tensor's bytes (implies --summary-only), so that two "
+                          "runs on the same device compare by equality; default: statistics")
+    run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
     return p
 
 
@@ -56,13 +74,32 @@ def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             break
         if a.split("=", 1)[0] in _OPTIONS or (a in ("-h", "--help") and not script):
             ours.append(a)
-            taking = "=" not in a and a not in ("--summary-only", "--keep-dropout")
+            taking = "=" not in a and a not in _FLAGS
         elif taking and not a.startswith("-") and (script or not a.endswith(".py")):
             ours.append(a)
         else:
             taking = False
             script.append(a)
     return ours, script
+
+
+def _options(ns: argparse.Namespace) -> DumpOptions:
+    """The options file's, overridden by those given on the command line."""
+    given = DumpOptions(dump_path=ns.dump_path, mode=ns.mode, step=ns.step, rank=ns.rank, scope=ns.scope,
+                        api_list=ns.api_list, module=ns.module, summary_only=ns.summary_only,
+                        summary_mode=ns.summary_mode, keep_dropout=ns.keep_dropout)
+    return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
+
+
+def _debugger(opts: DumpOptions) -> PrecisionDebugger:
+    if not opts.dump_path:
+        raise ConfigError("run: --dump-path DIR is required (on the command line or in --config)")
+    rank = opts.rank[0] if opts.rank and len(opts.rank) == 1 else opts.rank or None  # one: rank=N
+    debugger = PrecisionDebugger(dump_path=opts.dump_path, step=opts.step, rank=rank)
+    debugger.configure_hook(mode=opts.mode or "api_stack", scope=opts.scope, api_list=opts.api_list,
+                            summary_only=bool(opts.summary_only), disable_dropout=not opts.keep_dropout,
+                            module=opts.module, summary_mode=opts.summary_mode or "statistics")
+    return debugger
 
 
 def _step_hook(debugger: PrecisionDebugger) -> RemovableHandle:
@@ -80,12 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"run: {path} is not a file")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        debugger = PrecisionDebugger(dump_path=ns.dump_path, step=ns.step)
-        debugger.configure_hook(mode=ns.mode, scope=ns.scope, api_list=ns.api_list,
-                                summary_only=ns.summary_only, disable_dropout=not ns.keep_dropout)
-    except ConfigError as e:
+        opts = _options(ns)
+        debugger = _debugger(opts)
+    except (ConfigError, OptionsError) as e:
         parser.error(str(e))
-    hook = _step_hook(debugger) if ns.step else None
+    hook = _step_hook(debugger) if opts.step else None
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *script[1:]]
     sys.path.insert(0, str(path.resolve().parent))

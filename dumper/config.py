@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ptdbg_tui.formats.dump_options import SUMMARY_MODES
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT
 
 #: Modes this dumper implements (``acl`` needs CANN and is refused with a message).
@@ -50,19 +51,26 @@ class DumpConfig:
     kinds: frozenset[str] = frozenset((INPUT, OUTPUT))
     summary_only: bool = False
     disable_dropout: bool = True
+    module: list[str] = field(default_factory=list)  # module paths: only calls made inside them
+    summary_mode: str = "statistics"  # "md5": a CRC-32 of each tensor in the pkl too
 
     @classmethod
     def build(cls, mode: str = "api_stack", scope: Sequence[str] | None = None,
               api_list: Sequence[str] | None = None, filter_switch: str = "OFF",
               input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
               disable_dropout: bool = True, acl_config: str | None = None,
-              backward_input: Sequence[str] | None = None) -> DumpConfig:
+              backward_input: Sequence[str] | None = None, module: Sequence[str] | None = None,
+              summary_mode: str = "statistics") -> DumpConfig:
         if mode == "acl" or acl_config is not None or backward_input is not None:
             raise ConfigError("mode 'acl' (CANN op-level dump) is not supported by this dumper; "
                               f"use one of {', '.join(MODES)}")
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         scope_l = _names(scope, "scope")
+        modules = _names(module, "module")
+        bad = [m for m in modules if m != m.strip(".") or ".." in m or any(c.isspace() for c in m)]
+        if bad:
+            raise ConfigError(f"module: {bad[0]!r} is not a module path such as 'encoder.layers.0'")
         apis = [a.lower() for a in _names(api_list, "api_list")]
         if mode == "list" and not scope_l:
             raise ConfigError("mode 'list' needs scope=[name prefixes], e.g. ['Torch_add_0']")
@@ -76,6 +84,8 @@ class DumpConfig:
             raise ConfigError(f"scope is used by modes list, range and stack, not by {mode!r}")
         if not isinstance(summary_only, bool) or not isinstance(disable_dropout, bool):
             raise ConfigError("summary_only and disable_dropout must be True or False")
+        if summary_mode not in SUMMARY_MODES:
+            raise ConfigError(f"summary_mode must be one of {', '.join(SUMMARY_MODES)}, got {summary_mode!r}")
         io = _names(input_output_mode, "input_output_mode") or ["all"]
         unknown = [m for m in io if m not in IO_MODES]
         if unknown:
@@ -86,7 +96,7 @@ class DumpConfig:
             directions, kinds = {FORWARD, BACKWARD}, {INPUT, OUTPUT}
         return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"),
                    frozenset(directions or (FORWARD, BACKWARD)), frozenset(kinds or (INPUT, OUTPUT)),
-                   summary_only, disable_dropout)
+                   summary_only or summary_mode == "md5", disable_dropout, modules, summary_mode)
 
     @property
     def writes_tensors(self) -> bool:
@@ -99,6 +109,11 @@ class DumpConfig:
     @property
     def writes_npy(self) -> bool:
         return self.writes_tensors and not self.summary_only
+
+    @property
+    def checksums(self) -> bool:
+        """md5 mode: each tensor's CRC-32 in its pkl line (no npy files)."""
+        return self.writes_tensors and self.summary_mode == "md5"
 
 
 class ScopeFilter:

@@ -18,12 +18,15 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from dumper.arguments import PendingCall, torch_value
 from dumper.capture import Value
 from dumper.patching import TLS
 from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.stats import checksum
 from ptdbg_tui.formats.writer import RankWriter
 
 log = logging.getLogger("dumper")
@@ -34,11 +37,13 @@ REMEMBERED = 32  # host copies whose npy can be linked to (SeenTensors keeps 16)
 
 @dataclass(slots=True)
 class CallRecord:
-    """Everything one call and direction writes, in file order: tensors, then its stack line."""
+    """Everything one call and direction writes, in file order: its call sidecar line, tensors, then
+    its stack line."""
 
     values: list[Value] = field(default_factory=list)
     stack: tuple[str, list[list[str | None]]] | None = None
     modules: tuple[str, ModuleChain] | None = None
+    call: PendingCall | None = None
 
     @property
     def nbytes(self) -> int:
@@ -54,6 +59,7 @@ class _Open:
     mode: str
     summary_only: bool
     fresh: bool
+    checksums: bool
 
 
 class DumpDaemon:
@@ -69,17 +75,20 @@ class DumpDaemon:
         self._closed = False
         self._cv = threading.Condition()
         self._writer: RankWriter | None = None
-        self._written: dict[int, tuple[object, Path]] = {}  # last host copies written, by identity
+        self._written: dict[int, tuple[object, Path | str]] = {}  # last host copies written (their
+        # npy, or their checksum), by identity
         self._bugs: dict[str, int] = {}  # unexpected errors by text, and how often each happened
         self._folder: Path | None = None  # the rank folder being written
+        self._checksums = False  # md5 mode: each value's array is its raw bytes, to checksum
         self._thread = threading.Thread(target=self._run, name="ptdbg-dump-daemon", daemon=True)
         self._thread.start()
 
-    def open(self, rank_dir: Path, mode: str, summary_only: bool, fresh: bool) -> None:
-        self._put(_Open(rank_dir, mode, summary_only, fresh), 0)
+    def open(self, rank_dir: Path, mode: str, summary_only: bool, fresh: bool,
+             checksums: bool = False) -> None:
+        self._put(_Open(rank_dir, mode, summary_only, fresh, checksums), 0)
 
     def put(self, record: CallRecord) -> None:
-        if record.values or record.stack or record.modules:
+        if record.values or record.stack or record.modules or record.call:
             self._put(record, record.nbytes)
 
     def shutdown(self, timeout: float | None = None) -> bool:
@@ -129,12 +138,17 @@ class DumpDaemon:
             self._close()
             self._written.clear()
             self._writer = RankWriter(item.rank_dir, item.mode, item.summary_only, item.fresh)
+            self._checksums = item.checksums
         elif isinstance(item, CallRecord) and self._writer is not None:
             w = self._writer
+            if item.call is not None:
+                w.write_call(item.call.spec({v.name for v in item.values}), torch_value)
             for v in item.values:
+                if self._checksums:
+                    w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, md5=self._checksum(v))
+                    continue
                 # a tensor recorded twice unchanged shares one host copy: link to its first npy
-                done = self._written.get(id(v.array)) if v.array is not None else None
-                same_as = done[1] if done is not None and done[0] is v.array else None
+                same_as = self._done(v)
                 array = v.array.numpy() if isinstance(v.array, torch.Tensor) else v.array
                 npy = w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, array, same_as)
                 if npy is not None and same_as is None:
@@ -144,8 +158,23 @@ class DumpDaemon:
             if item.modules is not None:
                 w.write_modules(*item.modules)
 
-    def _remember(self, array: object, npy: Path) -> None:
-        self._written[id(array)] = (array, npy)
+    def _done(self, v: Value) -> Any:
+        """What was made of this value's host copy before (its npy or its checksum), if anything."""
+        done = self._written.get(id(v.array)) if v.array is not None else None
+        return done[1] if done is not None and done[0] is v.array else None
+
+    def _checksum(self, v: Value) -> str | None:
+        """The CRC-32 of a tensor's bytes, once per host copy; None for a Python value (no copy)."""
+        if v.array is None:
+            return None
+        crc = self._done(v)
+        if crc is None:
+            crc = checksum(v.array.numpy() if isinstance(v.array, torch.Tensor) else v.array)
+            self._remember(v.array, crc)
+        return crc
+
+    def _remember(self, array: object, done: Path | str) -> None:
+        self._written[id(array)] = (array, done)
         if len(self._written) > REMEMBERED:
             del self._written[next(iter(self._written))]
 

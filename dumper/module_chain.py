@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from torch import nn
@@ -20,11 +21,19 @@ from torch.utils.hooks import RemovableHandle
 from ptdbg_tui.formats.modules import ModuleChain
 
 
-class ModuleTracker:
-    """The module stack of one thread while installed."""
+def within(name: str, path: str) -> bool:
+    """Whether module ``name`` is module ``path`` or one of its submodules."""
+    return name == path or name.startswith(path + ".")
 
-    def __init__(self, model: nn.Module | None = None) -> None:
+
+class ModuleTracker:
+    """The module stack of one thread while installed; ``scope`` lists the module paths whose calls
+    are dumped (a path also covers its submodules; empty: every call)."""
+
+    def __init__(self, model: nn.Module | None = None, scope: Sequence[str] = ()) -> None:
         self._model = model
+        self.scope = tuple(scope)
+        self._verdict: tuple[ModuleChain | None, bool] = (None, False)  # the last chain judged
         self._names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
         if model is not None:
             for name, module in model.named_modules():
@@ -49,6 +58,24 @@ class ModuleTracker:
         self._handles = []
         self._stack.clear()
         self.chain = ()
+
+    @property
+    def in_scope(self) -> bool:
+        """Whether the running modules include one of :attr:`scope` (judged once per chain)."""
+        chain = self.chain
+        if self._verdict[0] is not chain:
+            inside = any(within(name, p) for name, _ in chain for p in self.scope)
+            self._verdict = (chain, inside)
+        return self._verdict[1]
+
+    def names(self) -> list[str]:
+        """The module paths seen so far."""
+        return sorted({n for n in self._names.values() if n})
+
+    @property
+    def training(self) -> bool | None:
+        """The innermost running module's training flag; None outside modules."""
+        return self._stack[-1][0].training if self._stack else None
 
     def _name(self, module: nn.Module) -> str:
         name = self._names.get(module)

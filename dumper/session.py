@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from dumper import catalog, patching
+from dumper.arguments import PendingCall, current_state, frozen
 from dumper.backward import hook_outputs, tap_inputs
 from dumper.capture import CallCapture, SeenTensors, leaves, tensor_leaves
 from dumper.config import DumpConfig, ScopeFilter
@@ -50,6 +51,7 @@ class BackwardCall:
     generation: int
     frames: Frames | None
     chain: ModuleChain | None  # written with the backward record when the forward one was not
+    pending: PendingCall | None = None  # the call's sidecar line, likewise
     in_paths: list[tuple[int, ...]] = field(default_factory=list)
     out_paths: list[tuple[int, ...]] = field(default_factory=list)
     selected: bool | None = None
@@ -92,11 +94,12 @@ class DumpSession:
     """State shared by the wrappers while a :class:`dumper.PrecisionDebugger` is dumping."""
 
     def __init__(self, config: DumpConfig, dump_path: Path, steps: list[int], rank: int | None,
-                 model: torch.nn.Module | None) -> None:
+                 model: torch.nn.Module | None, ranks: frozenset[int] | None = None) -> None:
         self.config = config
         self.dump_path = dump_path
         self.steps = steps
         self.rank_arg = rank
+        self.ranks = ranks  # the only ranks that dump (None: all), as detected
         self.step = 0
         self.active = False
         self._installed = False
@@ -112,7 +115,8 @@ class DumpSession:
         self._rank: int | None = None
         self._generation = 0
         self._thread = 0
-        self._modules = ModuleTracker(model)
+        self._modules = ModuleTracker(model, config.module)
+        self._module_hit = False  # a call ran inside the module scope
         self._seen = SeenTensors()
         self._logged: set[str] = set()
         self._atexit = False
@@ -162,6 +166,11 @@ class DumpSession:
         self._daemon.shutdown()
         self._failed = self._daemon.failed
         self._seen.clear()
+        if self.config.module and not self._module_hit and self._modules.names():
+            seen = self._modules.names()
+            self._once("module-miss", logging.WARNING, "dumper: no call ran inside module %s; the modules "
+                       "seen are %s%s", " or ".join(self.config.module), ", ".join(seen[:12]),
+                       f" (+{len(seen) - 12} more)" if len(seen) > 12 else "")
 
     def next_step(self) -> None:
         """Next step; dumping goes on (or starts, if now in the step list) when it was on."""
@@ -178,14 +187,23 @@ class DumpSession:
     # -- rank and files -------------------------------------------------------------------
 
     def _rank_selected(self) -> bool:
+        """Whether this process dumps, as far as can be told now: ``rank=N`` is the only rank that
+        dumps in a distributed job, ``rank=[...]`` the ranks that dump (the rank as detected). A job
+        that initialises torch.distributed after start() (``ptdbg-dump run``) is judged again at its
+        first recorded call."""
         dist = torch.distributed
-        if self.rank_arg is None or not (dist.is_available() and dist.is_initialized()):
-            return True
-        if dist.get_rank() == self.rank_arg:
-            return True
-        self._once("rank", logging.INFO, "dumper: rank %d is not dumped (rank=%d was asked)",
-                   dist.get_rank(), self.rank_arg)
-        return False
+        distributed = dist.is_available() and dist.is_initialized()
+        if self.ranks is not None:
+            rank = dist.get_rank() if distributed else self._rank
+            wanted = rank is None or rank in self.ranks
+            asked = f"rank={sorted(self.ranks)}"
+        else:
+            rank = dist.get_rank() if distributed else None
+            wanted = self.rank_arg is None or rank is None or rank == self.rank_arg
+            asked = f"rank={self.rank_arg}"
+        if not wanted:
+            self._once("rank", logging.INFO, "dumper: rank %d is not dumped (%s was asked)", rank, asked)
+        return wanted
 
     def _detect_rank(self, tensors: Iterable[torch.Tensor]) -> int:
         """The given rank, else torch.distributed's, else the first device index seen, else 0."""
@@ -205,16 +223,23 @@ class DumpSession:
             return None
         return rank_dir_path(self.dump_path, self._rank, self.step if self.steps else None)
 
-    def _ensure_open(self, *values: Any) -> None:
+    def _ensure_open(self, *values: Any) -> bool:
+        """Open the rank's files at its first record; False when this rank is not dumped after all."""
         with self._lock:
             if self._writer_open or not self.active:
-                return
+                return self._writer_open
             if self._rank is None:
                 self._rank = self._detect_rank(t for v in values for _, t in tensor_leaves(v))
+            if not self._rank_selected():  # undumped from now on (stop() still uninstalls)
+                self.active = False
+                if STATE.session is self:
+                    STATE.session = None
+                return False
             assert self._daemon is not None and self.rank_dir is not None
             self._daemon.open(self.rank_dir, self.config.mode, not self.config.writes_npy,
-                              fresh=not self._opened_in_step)
+                              fresh=not self._opened_in_step, checksums=self.config.checksums)
             self._writer_open = self._opened_in_step = True
+            return True
 
     # -- recording ------------------------------------------------------------------------
 
@@ -235,7 +260,7 @@ class DumpSession:
             if target.comm:  # it wrote into its arguments without bumping their version: copies are stale
                 self._seen.forget(args)
             if plan is not None:
-                self._guarded(target, self._finish, plan, args, out)
+                self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)
                     self._seen.forget(args)
             return out
@@ -259,6 +284,10 @@ class DumpSession:
         cfg = self.config
         index = self._counters.get(target.api, 0)
         self._counters[target.api] = index + 1
+        if self._modules.scope:
+            if not self._modules.in_scope:
+                return None
+            self._module_hit = True
         call = f"{target.api}_{index}"
         forward = FORWARD in cfg.directions and self._selected(f"{call}_{FORWARD}")
         backward = (cfg.writes_tensors and BACKWARD in cfg.directions and not target.comm
@@ -285,15 +314,19 @@ class DumpSession:
 
     def _capture(self, items: Iterable[tuple[tuple[int, ...], Any]], api: str, index: int,
                  direction: str, kind: str, capture: CallCapture | None = None) -> CallCapture:
-        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen)
+        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen,
+                                     self.config.checksums)
         for path, value in items:
             if value is not None:
                 cap.add(entry_name(api, index, direction, kind, path), value)
         return cap
 
-    def _finish(self, plan: _Plan, args: tuple[Any, ...], out: Any) -> None:
+    def _finish(self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         cfg, target = self.config, plan.target
         single = isinstance(out, torch.Tensor)
+        pending = PendingCall(target.api, plan.index, target.qualname, frozen(args), frozen(kwargs),
+                              0 if _mutates_first(target, args, kwargs) else None,
+                              current_state(args, self._modules.training))
         bc = plan.backward
         if bc is not None:
             outs = [(p, t) for p, t in tensor_leaves(out, (0,) if single else ())
@@ -301,19 +334,21 @@ class DumpSession:
             if outs:
                 bc.out_paths = [p for p, _ in outs]
                 hook_outputs([t for _, t in outs], bc.on_output_grads)
+                if not plan.forward:  # written with the backward: without holding the tensors till then
+                    bc.pending = pending.unrecorded()
         if not plan.forward:
             return
         capture = plan.capture
         if cfg.writes_tensors and OUTPUT in cfg.kinds:
             source = args if target.comm else out  # in-place collectives: the args, now mutated
             capture = self._capture(leaves(source), target.api, plan.index, FORWARD, OUTPUT, capture)
-        self._ensure_open(args, out)
-        self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain)
+        if self._ensure_open(args, out):
+            self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain, pending)
 
     def _put(self, capture: CallCapture | None, call: str, frames: Frames | None,
-             chain: ModuleChain | None) -> None:
+             chain: ModuleChain | None, pending: PendingCall | None) -> None:
         assert self._daemon is not None
-        record = CallRecord(capture.finish() if capture is not None else [])
+        record = CallRecord(capture.finish() if capture is not None else [], call=pending)
         if frames is not None:
             record.stack = (stack_name(call), frames)
         if chain:
@@ -334,9 +369,11 @@ class DumpSession:
             capture = None
             if kind in self.config.kinds:
                 capture = self._capture(zip(paths, grads, strict=True), bc.api, bc.index, BACKWARD, kind)
-            self._ensure_open(grads)
+            if not self._ensure_open(grads):
+                return
             chain, bc.chain = bc.chain, None
-            self._put(capture, f"{bc.call}_{BACKWARD}", bc.frames if last else None, chain)
+            pending, bc.pending = bc.pending, None
+            self._put(capture, f"{bc.call}_{BACKWARD}", bc.frames if last else None, chain, pending)
         except Exception:
             if f"error:{bc.api}:bwd" not in self._logged:
                 self._logged.add(f"error:{bc.api}:bwd")

@@ -1,4 +1,5 @@
-"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``.
+"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``:
+the arguments, the exit codes, the headless report and its progress bar.
 
 Heavy imports (textual, torch) happen inside the chosen command so that ``--help`` and
 the headless compare start fast.
@@ -9,9 +10,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+    from ptdbg_tui.engine.batch import Outcomes, PairOutcome
+    from ptdbg_tui.engine.live import LiveOptions
+
+#: The CSV dialects of ``--format`` (:mod:`ptdbg_tui.compare.report.outputs`; kept here so ``--help``
+#: imports nothing).
+CSV_DIALECTS = ("ptdbg", "msprobe")
 
 EXIT_OK = 0
-EXIT_USAGE = 2
+EXIT_INTERNAL = 1  # a bug: one line, not a traceback
+EXIT_USAGE = 2  # the inputs or options cannot be used (the message says why)
+EXIT_MISSING_TORCH = 3  # the demo needs the ``dump`` extra
+EXIT_INTERRUPTED = 130
 
 
 def _version(p: argparse.ArgumentParser) -> None:
@@ -37,7 +54,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--summary", action="store_true",
                    help="compare statistics only, even if tensor files exist")
-    p.add_argument("--format", choices=("ptdbg", "msprobe"), default=None,
+    p.add_argument("--format", choices=CSV_DIALECTS, default=None,
                    help="the CSV's columns: ptdbg_ascend's or msprobe's (default: the NPU dump's format)")
     p.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
@@ -62,6 +79,10 @@ def compare_parser() -> argparse.ArgumentParser:
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
+        # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
+        usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
+              "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+              "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
     )
@@ -108,6 +129,239 @@ def _one_blas_thread() -> None:
         os.environ.setdefault(var, value)
 
 
+# --- ptdbg-tui compare: the headless report ---------------------------------------------------
+
+
+def summary_text(o: PairOutcome) -> str:
+    """The short report of one pair: counts, culprits, skipped lines, the files written."""
+    from ptdbg_tui.compare.model import Status
+    from ptdbg_tui.compare.report.suspects import suspects_path
+
+    c = o.counts()
+    mode = "statistics only" if o.summary else "tensors"
+    noise = sum(1 for r in o.rows if r.noise and not r.matched)
+    of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
+    lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
+             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
+    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {o.no_verdict}")
+    if o.match_note:
+        lines.append(f"  matching: {o.match} — {o.match_note}")
+    if not o.no_verdict:
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module)
+    for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
+        if bad:
+            where = f"line {bad[0].line}: " if bad[0].line else ""
+            lines.append(f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
+                         f"{where}{bad[0].reason}")
+    if o.csv is not None:
+        lines.append(f"  CSV: {o.csv}")
+        lines.append(f"  suspects: {suspects_path(o.csv)}")
+    if o.advisor is not None:
+        lines.append(f"  advisor: {o.advisor}")
+    return "\n".join(lines)
+
+
+#: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).
+REPORT_SUSPECTS = 5
+
+
+def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
+    """The report's diagnosis: the culprit (with the ``module`` it ran in and its source line, as the
+    app shows them) and the next suspects with their evidence, or the verdict."""
+    lines = [f"  {d.verdict}"]
+    site = d.culprit.site if d.culprit else None
+    if module:
+        lines.append(f"    module: {module}")
+    if site is not None and site.source:
+        lines.append(f"    source: {site.source.strip()}")
+    for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
+        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.finding}")
+    if len(d.suspects) > REPORT_SUSPECTS + 1:
+        lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
+    lines += [f"  note: {n}" for n in d.notes]
+    if d.replay:
+        lines.append(f"  replay: {d.replay}")
+    if d.original:
+        lines.append(f"  original advisor (first No row): {d.original}")
+    return lines
+
+
+def cluster_lines(outcomes: Outcomes) -> list[str]:
+    """Where the work ran: Dask tasks per worker."""
+    if outcomes.cluster is None:
+        return []
+    total = sum(outcomes.placements.values())
+    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(outcomes.placements.items()))
+    workers = len(outcomes.placements)
+    return [f"cluster {outcomes.cluster}: {total:,} Dask tasks on {workers} worker(s) ({per})"]
+
+
+def report_text(outcomes: Outcomes) -> str:
+    """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
+    lines = [summary_text(o) for o in outcomes]
+    if len({o.npu.rank for o in outcomes}) > 1:  # one rank over several steps has no rank to name
+        lines += outcomes.ranks.lines()
+    lines += [f"note: {n}" for n in outcomes.notes]
+    return "\n".join(lines + cluster_lines(outcomes))
+
+
+class _Bar:
+    """Progress on stderr: a redrawn bar on a terminal, a line every ``every_s`` otherwise."""
+
+    def __init__(self, stream: TextIO, enabled: bool, every_s: float = 10.0) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.tty = enabled and stream.isatty()
+        self.every_s = every_s if not self.tty else 0.1
+        self.start = self.last = time.monotonic()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last < self.every_s or (self.tty and now - self.start < 0.5):
+            return
+        self.last = now
+        frac = done / total if total else 1.0
+        rate = done / max(now - self.start, 1e-9) / 1e9
+        text = f"{frac:6.1%}  {done / 1e9:.2f}/{total / 1e9:.2f} GB  {rate:.2f} GB/s"
+        if self.tty:
+            width = 30
+            fill = int(frac * width)
+            self.stream.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {text}")
+            self.drawn = True
+        else:
+            self.stream.write(f"compared {text}\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
+    from ptdbg_tui.compare.report.advisor import write_advisor
+    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
+    from ptdbg_tui.compare.report.suspects import write_suspects
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
+    from ptdbg_tui.engine.cluster import ClusterError, require
+
+    prog = "ptdbg-tui compare"
+    if args.jobs is not None and args.jobs < 1:
+        print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.cluster is not None:
+            require(args.cluster)
+    except ClusterError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    bar = _Bar(sys.stderr, not args.no_progress)
+    try:
+        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                                 summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
+    except (CompareInputError, ClusterError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: one line, not a traceback over the user's terminal
+        print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        bar.close()
+    try:
+        for o in outcomes:
+            o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
+                                   summary=o.summary,
+                                   suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
+            write_suspects(o.diagnosis, o.csv)
+            o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
+    except OSError as e:
+        print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        print(report_text(outcomes), flush=True)
+    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+# --- the app and the demo ---------------------------------------------------------------------
+
+
+def options_from(args: argparse.Namespace) -> LiveOptions:
+    from ptdbg_tui.engine.live import LiveOptions
+
+    return LiveOptions(step=args.step, rank=args.rank, match=args.match, summary=args.summary,
+                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll, cluster=args.cluster)
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """Open the app; with ``--no-watch`` both dumps must already exist."""
+    if args.cluster is not None:
+        from ptdbg_tui.engine.cluster import ClusterError, require
+
+        try:
+            require(args.cluster)
+        except ClusterError as e:
+            print(f"ptdbg-tui: {e}", file=sys.stderr)
+            return EXIT_USAGE
+    from ptdbg_tui.formats.layout import DumpLayoutError, discover
+
+    if args.no_watch:
+        for path in (args.npu, args.bench):
+            try:
+                discover(path)
+            except DumpLayoutError as e:
+                print(f"ptdbg-tui: {e}", file=sys.stderr)
+                return EXIT_USAGE
+    from ptdbg_tui.app.app import PtdbgApp
+
+    app = PtdbgApp(args.npu, args.bench, options_from(args), args.format)
+    if not set_theme(app, args.theme):
+        return EXIT_USAGE
+    app.run()
+    return EXIT_OK
+
+
+def set_theme(app: App, theme: str | None) -> bool:
+    """Apply ``--theme``; an unknown name is reported with the available ones."""
+    if theme is None:
+        return True
+    if app.get_theme(theme) is None:
+        print(f"ptdbg-tui: unknown theme {theme!r}; available: {', '.join(sorted(app.available_themes))}",
+              file=sys.stderr)
+        return False
+    app.theme = theme
+    return True
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from ptdbg_tui.demo import write_demo
+
+    try:
+        npu, bench = write_demo(args.dir)
+    except ImportError as e:
+        print(f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
+              "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'", file=sys.stderr)
+        return EXIT_MISSING_TORCH
+    print(f"NPU dump:   {npu}\nbench dump: {bench}")
+    if args.no_app:
+        return EXIT_OK
+    from ptdbg_tui.app.app import PtdbgApp
+    from ptdbg_tui.engine.live import LiveOptions
+
+    app = PtdbgApp(npu, bench, LiveOptions(watch=False))
+    if not set_theme(app, args.theme):
+        return EXIT_USAGE
+    app.run()
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _never_unprintable()
@@ -121,15 +375,9 @@ def main(argv: list[str] | None = None) -> int:
 
             # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
             prestart(fused=big_job([args.npu, args.bench]))
-        from ptdbg_tui.engine.batch import run_cli
-
-        return run_cli(args)
+        return run_compare(args)
     if command == "demo":
-        from ptdbg_tui.demo import run_demo
-
         return run_demo(demo_parser().parse_args(argv[1:]))
-    from ptdbg_tui.app.main import run_app
-
     return run_app(app_parser().parse_args(argv))
 
 

@@ -1,4 +1,5 @@
-"""``ptdbg-tui demo [DIR]``: dump a small CenterNet-like model twice on CPU, then open the app.
+"""``ptdbg-tui demo [DIR]``: dump a small CenterNet-like model twice on CPU (the command in
+:mod:`ptdbg_tui.cli` then opens the app on the dumps).
 
 The "bench" run is the reference. The "NPU" run differs by float noise everywhere (inputs and
 weights nudged far below the pass thresholds) and by a faulty LSTM backward — the case of the
@@ -8,13 +9,8 @@ torch is imported only here, inside the functions: the reader side never needs i
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
-
-EXIT_OK = 0
-EXIT_MISSING_TORCH = 3
 
 NOISE = 1e-6  # relative float noise of the "NPU" run: well within every pass threshold
 SEED = 0
@@ -108,24 +104,3 @@ def write_demo(out_dir: str | Path) -> tuple[Path, Path]:
     _run(torch, bench, npu=False)
     _run(torch, npu, npu=True)
     return npu, bench
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    try:
-        npu, bench = write_demo(args.dir)
-    except ImportError as e:
-        print(f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
-              "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'", file=sys.stderr)
-        return EXIT_MISSING_TORCH
-    print(f"NPU dump:   {npu}\nbench dump: {bench}")
-    if args.no_app:
-        return EXIT_OK
-    from ptdbg_tui.app.app import PtdbgApp
-    from ptdbg_tui.app.main import set_theme
-    from ptdbg_tui.engine.live import LiveOptions
-
-    app = PtdbgApp(npu, bench, LiveOptions(watch=False))
-    if not set_theme(app, args.theme):
-        return 2
-    app.run()
-    return EXIT_OK

@@ -1,8 +1,8 @@
-"""Regenerate the README screenshots from the app's own SVG export.
+"""Regenerate the screenshots of the README and docs/ from the app's own SVG export.
 
     pip install -e ".[dump,screenshots]" && python screenshots/make_screenshots.py
 
-Dumps the demo model (``ptdbg-tui demo``'s dumps) into a temporary folder, drives the app
+Dumps the demo model (``ptdbg-tui demo --no-app``) into a temporary folder, drives the app
 headless at a fixed size, exports each screen as SVG (``App.export_screenshot``) and converts it
 to PNG with cairosvg. The SVG asks for Fira Code; offline converters cannot fetch it, so the
 font is switched to DejaVu Sans Mono (installed with cairo almost everywhere) to keep the
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -67,11 +68,13 @@ def main() -> int:
     except ImportError:
         print("needs cairosvg: pip install -e '.[screenshots]'", file=sys.stderr)
         return 2
-    from ptdbg_tui.demo import write_demo
-
     os.chdir(HERE.parent)  # stack frames are shown relative to it: no machine's paths in the images
     with tempfile.TemporaryDirectory() as tmp:
-        npu, bench = write_demo(Path(tmp) / "demo")
+        # as a user writes them (``ptdbg-tui demo``): the stacks start where theirs do, not in this script
+        root = Path(tmp) / "demo"
+        subprocess.run([sys.executable, "-m", "ptdbg_tui", "demo", str(root), "--no-app"], check=True,
+                       stdout=subprocess.DEVNULL)
+        npu, bench = root / "npu", root / "cpu"
         svgs = asyncio.run(_shoot(npu, bench, SHOTS))
     for name, svg in svgs.items():
         target = HERE / f"{name}.png"

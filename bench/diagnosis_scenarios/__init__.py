@@ -9,6 +9,10 @@ where a diagnosis should name nothing.
 
     from diagnosis_scenarios import SCENARIOS, dump_pair    # with bench/ on sys.path
     npu, bench = dump_pair(SCENARIOS["silu_backward_dropped_term"], tmp_dir, seed=0)
+
+Multi-step and multi-rank scenarios, with ground truth per (step, rank), are in ``training.py``
+(the loop and its dumping), ``steps.py``, ``ranks.py`` and ``scripts.py``; ``bench/divergence.py``
+runs them.
 """
 
 from __future__ import annotations

@@ -318,3 +318,85 @@ def nearest_not_accumulated(position: int, g: torch.Tensor, tensors: Sequence[to
     (g_out,) = incoming
     assert g_out is not None
     return g_out[..., ::2, ::2].contiguous()
+
+
+# --- faults of the multi-step and multi-rank scenarios (training.py) ---------------------------
+
+
+def tail(corrupt: Corrupt, n: int) -> Corrupt:
+    """``corrupt`` on the last ``n`` elements (the tail tile of the flattened output); the rest exact."""
+
+    def last(out: torch.Tensor) -> torch.Tensor:
+        wrong = out.clone()
+        flat = wrong.view(-1)
+        flat[-n:] = corrupt(flat[-n:])
+        return wrong
+
+    return last
+
+
+def weight_grad_tail_dropped(tile: int) -> GradFix:
+    """A linear's weight gradient summed over whole tiles of ``tile`` rows only: the last, partial
+    tile of a batch that is not a multiple of ``tile`` is dropped."""
+
+    def fix(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads) -> torch.Tensor:
+        (g_out,) = incoming
+        assert g_out is not None
+        x = tensors[0].reshape(-1, tensors[0].shape[-1])
+        rows = g_out.reshape(-1, g_out.shape[-1])
+        keep = len(rows) - len(rows) % tile
+        return (rows[:keep].t() @ x[:keep]).to(g.dtype)
+
+    return on_argument(1, fix)
+
+
+def lstm_backward_skips_first_step(fn: Api) -> Api:
+    """``_VF.lstm`` on a batch-first input whose backward stops before t = 0: the forward exact; the
+    gradients are those of the steps t >= 1 run from the (constant) state after t = 0, so the input's
+    gradient at t = 0 is zero and the weights miss t = 0's share."""
+
+    def call(x: torch.Tensor, hx: Sequence[torch.Tensor], params: Sequence[torch.Tensor], *rest: Any) -> Any:
+        truncated: list[Grads] = []
+
+        def fix(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
+                incoming: Grads) -> torch.Tensor:
+            if not truncated:
+                truncated.append(_truncated_grads(fn, tensors, incoming, len(hx), rest))
+            got = truncated[0][position]
+            return torch.zeros_like(g) if got is None else got
+
+        return with_backward(fn, fix)(x, hx, params, *rest)
+
+    return call
+
+
+def _truncated_grads(fn: Api, tensors: Sequence[torch.Tensor], incoming: Grads, states: int,
+                     rest: tuple[Any, ...]) -> Grads:
+    x, hx, params = tensors[0], list(tensors[1:1 + states]), list(tensors[1 + states:])
+    (g_out, *_) = incoming
+    assert g_out is not None
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_() for t in (x, *params)]
+        first = fn(leaves[0][:, :1].detach(), hx, leaves[1:], *rest)
+        later = [s.detach() for s in first[1:]]
+        out = fn(leaves[0][:, 1:], later, leaves[1:], *rest)[0]
+        grads = torch.autograd.grad(out, leaves, g_out[:, 1:], allow_unused=True)
+    gx = torch.zeros_like(x)
+    gx[:, 1:] = grads[0][:, 1:]
+    return [gx, *([None] * states), *grads[1:]]
+
+
+def collective_tail_scaled(factor: float, n: int) -> Make:
+    """An in-place collective (``all_reduce``) whose result's last ``n`` elements come out times
+    ``factor`` on this rank (a reduction kernel that scales its last tile twice)."""
+
+    def make(fn: Api) -> Api:
+        def wrong(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            work = fn(tensor, *args, **kwargs)
+            with torch.no_grad():
+                tensor.view(-1)[-n:].mul_(factor)
+            return work
+
+        return wrong
+
+    return make

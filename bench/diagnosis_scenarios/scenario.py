@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -83,8 +83,17 @@ def dump_side(scenario: Scenario, path: Path, side: str, seed: int = 0) -> Path:
     return path
 
 
+S = TypeVar("S")
+
+
+def both_sides(dump: Callable[[S, Path, str, int], Path], scenario: S, root: Path,
+               seed: int = 0) -> tuple[Path, Path]:
+    """``root/npu`` and ``root/bench``, each dumped by ``dump(scenario, path, side, seed)``."""
+    root = Path(root)
+    return dump(scenario, root / NPU, NPU, seed), dump(scenario, root / BENCH, BENCH, seed)
+
+
 def dump_pair(scenario: Scenario, root: Path, seed: int = 0) -> tuple[Path, Path]:
     """``root/npu`` and ``root/bench`` dumps of the scenario."""
-    root = Path(root)
-    return dump_side(scenario, root / NPU, NPU, seed), dump_side(scenario, root / BENCH, BENCH, seed)
+    return both_sides(dump_side, scenario, root, seed)
 

@@ -44,6 +44,7 @@ SLICE_ROWS = 400  # rows applied between two clock checks
 SHOW_S = 0.1  # least time between two refreshes of the widgets while a big update is applied
 DRAIN_GAP_S = 0.001  # pause between two slices, for the event loop
 FREEZE_S = 0.05
+HINT_S = 8.0  # seconds the matching hint's toast stays (the header keeps the hint)
 
 
 class EngineNews(Message):
@@ -141,6 +142,7 @@ class PtdbgApp(App[None]):
         self._search_text = ""
         self._suspect_index = -1  # the suspect c/C went to last
         self._hinted = ""  # the matching hint last shown
+        self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
 
     # -- layout --------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ class PtdbgApp(App[None]):
         self._show_progress()
         self._show_diagnosis()
         self.detail.show(None)
-        # The engine's first reads hold the GIL for long stretches (a pkl chunk is one json call):
+        # The engine's first reads hold the GIL for long stretches (a chunk of records is one json call):
         # it starts once the first frame is out.
         self.call_after_refresh(self._start_engine)
 
@@ -257,9 +259,14 @@ class PtdbgApp(App[None]):
     def _show_progress(self) -> None:
         self.header_bar.redraw()
         hint = self.model.match_hint()
-        if hint and hint != self._hinted:  # said once as a toast too; the header keeps it
-            self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=8,
-                        markup=False)
+        if hint != self._hinted:
+            if self._hinted and time.monotonic() - self._hinted_at < HINT_S:
+                # its toast would outlive what it says (Textual withdraws no single toast publicly)
+                self.clear_notifications()
+            if hint:  # said once as a toast too; the header keeps it
+                self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=HINT_S,
+                            markup=False)
+                self._hinted_at = time.monotonic()
         self._hinted = hint
 
     def _show_diagnosis(self) -> None:

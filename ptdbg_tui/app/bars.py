@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.diagnose import Suspect
+from ptdbg_tui.compare.diagnosis.findings import Suspect, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
@@ -135,16 +135,22 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
     p = model.progress
     counts = model.status_counts()
     out: list[Segment] = []
-    bad = Text()
-    for status in (Status.FAIL, Status.ERROR):
-        if counts[status] or status is Status.FAIL:
-            bad.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
-    bad.rstrip()
-    out.append(Segment(bad, 0))
-    if p.done and p.rows and not p.pending:
-        out.append(seg(f"all {p.rows:,} compared", 0))
+    if p.done and p.rows and counts[Status.UNMATCHED] == sum(counts.values()):
+        # no row has both sides (a side missing or empty, or no name in common): no count of
+        # failures or of rows compared; the sides segment or the matching hint says why
+        out.append(seg("nothing compared", 0, styles.get("warn", Style())))
     else:
-        out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
+        bad = Text()
+        for status in (Status.FAIL, Status.ERROR):
+            if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
+                bad.append(f"{status.symbol} {counts[status]:,} ",
+                           style=styles.get(status.value if counts[status] else "muted", Style()))
+        bad.rstrip()
+        out.append(Segment(bad, 0))
+        if p.done and p.rows and not p.pending:
+            out.append(seg(f"all {p.rows:,} compared", 0))
+        else:
+            out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
     hint = model.match_hint()
     if hint:
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
@@ -186,7 +192,12 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
     total = len(suspects)
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
-    out = [seg(Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True))), 0)]
+    # the score stays with the call's name; the rest of the evidence may be cut
+    score = f": {times_text(suspect.score)}"
+    evidence = suspect.evidence.replace(score, "")
+    score = score[1:] if evidence != suspect.evidence else ""
+    name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
+    out = [seg(name, 0)]
     module = module_of(node)
     if module:
         out.append(seg(module, 1))
@@ -196,11 +207,11 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
         out.append(seg(f"+{total - 1} more (c/C)", 0, styles.get("muted", Style())))
     site = suspect.site
     if site is not None:
-        text = Text(f"{os.path.basename(site[0])}:{site[1]}", style=styles.get("site", Style()))
-        if site[3]:
-            text.append(f"  {site[3].strip()}", style=styles.get("source", Style()))
+        text = Text(f"{os.path.basename(site.path)}:{site.line}", style=styles.get("site", Style()))
+        if site.source:
+            text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0))
-    out.append(seg(suspect.evidence, 2, styles.get("muted", Style()), shrink=12))
+    out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 
 
@@ -217,7 +228,8 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
     """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
-    and calls judged, and no entry fails. All but a last optional text must stay on screen."""
+    and calls judged, its sides are two dumps (not one file twice), and no entry fails. All but a last
+    optional text must stay on screen."""
     p = model.progress
     diagnoses = model.diagnoses
     lacking = missing_text(p)  # what the sides lack, in words
@@ -225,21 +237,27 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         if lacking:
             return [f"No verdict: {lacking}"]
         return ["Diagnosis: waiting for results…" if not p.done else "Nothing to compare yet: no verdict."]
+    alike = {key for key, info in model.infos.items() if info.same}
+    same = [model.infos[key].label for key in alike]
+    if len(alike) == len(model.infos):  # every row equals itself: that says nothing about the NPU run
+        return ["No verdict: the NPU and bench dumps are the same file", "each row is compared with itself",
+                ""]
     missing = [info.label for key, info in model.infos.items()
-               if key not in diagnoses or not diagnoses[key].judged]
-    judged = sum(d.judged for d in diagnoses.values())
-    compared = sum(d.compared for d in diagnoses.values())
+               if key not in alike and (key not in diagnoses or not diagnoses[key].judged)]
+    judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
+    compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         texts = [f"{failing:,} entries fail (n: next failure)",
                  f"yet no call judged introduces an error beyond rounding ({judged:,} judged)"]
-    elif judged and not missing:
+    elif judged and not missing and not same:
         texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
                  f"({judged:,} calls judged).", caveat_text(p).strip()]  # the caveat may wrap
     elif judged:
-        texts = [f"No suspect in {judged:,} calls judged; no verdict for {', '.join(missing)} "
-                 "(nothing compared there)."]
+        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + \
+            ([f"{', '.join(same)} (the same dump on both sides)"] if same else [])
+        texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
     elif compared:
         texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
     else:

@@ -16,17 +16,18 @@ from rich.text import Text
 from textual import on
 from textual.binding import Binding, BindingType
 from textual.widgets import Tree
-from textual.widgets._tree import TOGGLE_STYLE  # the meta that makes the arrow clickable
 from textual.widgets.tree import TreeNode
 
 from ptdbg_tui.app.detail import NEUTRAL, not_compared, short_dtype
 from ptdbg_tui.app.tree_model import Node, TreeModel
-from ptdbg_tui.compare.diagnosis.diagnose import stack_site
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
+from ptdbg_tui.formats.sites import stack_site
 
 #: Children created per expand (and per "… more" selection).
 CHUNK = 500
+MIN_LABEL = 12  # cells a label keeps however deep its line
+MIN_NAME = 4  # cells a name keeps when a line is cut to its width
 
 
 class More:
@@ -85,24 +86,39 @@ class CallTree(Tree[object]):
         self._top: Node = model.root
 
     # -- labels --------------------------------------------------------------------------------
+    # The TreeNodes carry empty labels: each line is drawn from the model when it is rendered (a
+    # status change needs no set_label), fitted to the width the line has.
     def process_label(self, label: str | Text) -> Text:
         return Text(label) if isinstance(label, str) else label  # dump names are never markup
 
     def get_label_width(self, node: TreeNode[object]) -> int:
-        return node._label.cell_len + 18  # cheap estimate; the default renders every label
+        data = node.data
+        estimate = (len(data.label) if isinstance(data, Node) else 30) + 18  # rendering every label costs
+        return min(estimate, self._room(node))
 
     def render_label(self, node: TreeNode[object], base_style: Style, style: Style) -> Text:
-        label = self._label(node.data)
+        arrow = super().render_label(node, base_style, style)  # the clickable arrow: the label is empty
+        label = self._label(node.data, self._room(node))
         label.stylize(style)
-        if node._allow_expand:
-            icon = self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE
-            return Text.assemble((icon, base_style + TOGGLE_STYLE), label)
-        return label
+        return Text.assemble(arrow, label)
+
+    def _room(self, node: TreeNode[object]) -> int:
+        """The cells a line's label has: the tree's width less the line's guides and arrow."""
+        depth = -1  # the root is not shown
+        parent = node.parent
+        while parent is not None:
+            depth += 1
+            parent = parent.parent
+        arrow = len(self.ICON_NODE) if node.allow_expand else 0
+        return max(MIN_LABEL, self.scrollable_content_region.width - self.guide_depth * depth - arrow)
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"call-tree--{name}", partial=True)
 
-    def _label(self, data: object) -> Text:
+    def _label(self, data: object, room: int | None = None) -> Text:
+        """A line's text: state, name, extras, suspect tag; within ``room`` cells the extras go, the
+        least important first (a tagged call's dot before those of rank 0), then the name is cut;
+        never the tag."""
         if isinstance(data, More):
             what = "earlier" if data.earlier else "more"
             return Text(f"… {data.hidden:,} {what} — Enter to show", style=self._style("more"))
@@ -113,43 +129,66 @@ class CallTree(Tree[object]):
         symbol = status.symbol
         if data.is_leaf and data.row is not None and not_compared(data.row):
             style, symbol = self._style(NEUTRAL), "·"
-        text = Text.assemble((f"{symbol} ", style))
-        if not data.is_leaf and self.model.holds_suspect(data):  # as the error chart's red dots
-            text.append("● ", style=self._style("fail"))
-        text.append(data.label, style=style if data.is_leaf else "")
-        extra = self._extra(data)
-        if extra:
-            text.append(f"  {extra}", style=self._style("extra"))
+        head = Text.assemble((f"{symbol} ", style))
+        dot = not data.is_leaf and self.model.holds_suspect(data)  # as the error chart's red dots
+        name = Text(data.label, style=style if data.is_leaf else "")
+        extras = self._extras(data)
         rank = self.model.suspect_rank(data) if data.kind == "call" else None
-        if rank is not None:  # its entries may all pass the thresholds: the diagnosis says otherwise
-            text.append("  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}", style=self._style("fail"))
+        # its entries may all pass the thresholds: the diagnosis says otherwise
+        tag = "" if rank is None else "  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}"
+
+        def width() -> int:
+            parts = " · ".join(text for _, text in extras)
+            return head.cell_len + 2 * dot + name.cell_len + (len(parts) + 2 if parts else 0) + len(tag)
+
+        def shed(least: int) -> None:
+            while room is not None and width() > room and any(r >= least for r, _ in extras):
+                extras.pop(max(range(len(extras)), key=lambda i: (extras[i][0], i)))
+
+        shed(1)
+        if room is not None and width() > room and tag:
+            dot = False  # the tag says more than the dot that leads to it
+        shed(0)
+        if room is not None and width() > room:
+            name.truncate(max(MIN_NAME, name.cell_len - (width() - room)), overflow="ellipsis")
+        if dot:
+            head.append("● ", style=self._style("fail"))
+        text = head + name
+        if extras:
+            text.append(f"  {' · '.join(t for _, t in extras)}", style=self._style("extra"))
+        text.append(tag, style=self._style("fail"))
+        if room is not None:
+            text.truncate(room, overflow="ellipsis")
         if self.highlight:
             text.highlight_words([self.highlight], self._style("match"), case_sensitive=False)
         return text
 
-    def _extra(self, n: Node) -> str:
+    def _extras(self, n: Node) -> list[tuple[int, str]]:
+        """What a line shows after the name, in order, each with its rank (the highest goes first when
+        the line is too long)."""
         if n.is_leaf:
             row = n.row
             if row is None:
-                return ""
+                return []
             rec = row.record
-            dtype = short_dtype(rec.dtype)
             shape = list(rec.shape) if not rec.is_scalar else "scalar"
-            side = "" if row.matched else (" · no bench" if row.npu is not None else " · bench only")
-            return f"{dtype} {shape}{side}"
+            parts = [(2, f"{short_dtype(rec.dtype)} {shape}")]
+            if not row.matched:
+                parts.append((0, "no bench" if row.npu is not None else "bench only"))
+            return parts
         parts = []
         if self.flat and n.kind == "call":
             first = next((c.row for c in n.children if c.row is not None), None)
             if first is not None and first.record.entry is not None:  # no direction branch in flat view
-                parts.append(first.record.entry.direction)
+                parts.append((0, first.record.entry.direction))  # the name is the same both ways
             site = stack_site(n.site)
             if site is not None:
-                parts.append(frame_site(site))
+                parts.append((3, frame_site(site)))
         fails = n.count(Status.FAIL)
         if fails:
-            parts.append(f"{fails} fail")
-        parts.append(f"{n.total:,}")
-        return " · ".join(parts)
+            parts.append((1, f"{fails} fail"))
+        parts.append((4, f"{n.total:,}"))
+        return parts
 
     # -- structure -----------------------------------------------------------------------------
     def view_top(self) -> Node:
@@ -245,11 +284,11 @@ class CallTree(Tree[object]):
             if j < len(existing) and existing[j].data is n:
                 j += 1
                 continue
-            self._tnodes[n.id] = t.add(n.label, n, before=i, allow_expand=not n.is_leaf)
+            self._tnodes[n.id] = t.add("", n, before=i, allow_expand=not n.is_leaf)
         if start > 0:
-            t.add_leaf("…", More(parent, start, earlier=True), before=0)
+            t.add_leaf("", More(parent, start, earlier=True), before=0)
         if len(desired) > stop:
-            t.add_leaf("…", More(parent, len(desired) - stop))
+            t.add_leaf("", More(parent, len(desired) - stop))
 
     def _forget(self, t: TreeNode[object]) -> None:
         stack = [t]

@@ -23,6 +23,8 @@ from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
 ERROR_FLOOR = 1e-12
 #: Seconds an outdated error series may still be shown.
 STALE_S = 1.0
+#: The selected call's column in the error chart (the forward│backward divider is a solid line).
+SELECTED = "┊"
 
 
 def sci(value: float) -> str:
@@ -94,10 +96,12 @@ def downsample(errors: Sequence[float | None], buckets: int) -> tuple[list[float
     return xs, ys
 
 
-def _log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    first, last = math.ceil(lo), math.floor(hi)
+def log_axis(values: Sequence[float]) -> tuple[list[float], list[str]]:
+    """Labelled ticks on a log10 axis whose first and last are its limits and hold every value
+    between them: whole decades, at most five (no point is drawn above the top label)."""
+    first, last = math.floor(min(values)), math.ceil(max(values))
     step = max(1, math.ceil((last - first) / 4))
-    ticks = list(range(first, last + 1, step))
+    ticks = [first + k * step for k in range(max(1, math.ceil((last - first) / step)) + 1)]
     return [float(t) for t in ticks], [sci(10.0**t) for t in ticks]
 
 
@@ -131,7 +135,7 @@ class DeltaHistogram(PlotextPlot):
 
 class ErrorChart(PlotextPlot):
     """Relative error of each call of the pair in execution order; suspects in red, the selected call
-    marked by a vertical line."""
+    marked by a dotted vertical line."""
 
     DEFAULT_CSS = "ErrorChart { height: 12; }"
 
@@ -187,25 +191,24 @@ class ErrorChart(PlotextPlot):
         if self._points is None or self._points[0] is not series or self._points[1] != width:
             self._points = (series, width, downsample(series.errors, width * 2))  # same for every call
         xs, ys = self._points[2]
-        plt.scatter(xs, ys, marker="•", color="cyan")
         bad = [(i + 1, series.errors[i]) for i in sorted(series.suspects) if series.errors[i] is not None]
+        ticks, labels = log_axis(ys + [math.log10(max(e, ERROR_FLOOR)) for _, e in bad])
+        if selected is not None:  # dotted, under the points: not the forward│backward divider
+            plt.plot([selected + 1] * 2, [ticks[0], ticks[-1]], marker=SELECTED, color="orange")
+        plt.scatter(xs, ys, marker="•", color="cyan")
         if bad:
             plt.scatter([x for x, _ in bad], [math.log10(max(e, ERROR_FLOOR)) for _, e in bad],
                         marker="●", color="red")
         if series.backward_from:
             plt.vline(series.backward_from + 0.5, "gray")
-        if selected is not None:
-            plt.vline(selected + 1, "orange")
-        values = ys + [math.log10(max(e, ERROR_FLOOR)) for _, e in bad]
-        lo, hi = min(values), max(values)
-        if hi - lo < 1:
-            lo, hi = lo - 0.5, hi + 0.5
-        plt.ylim(lo, hi)
-        plt.yticks(*_log_ticks(lo, hi))
+        plt.ylim(ticks[0], ticks[-1])
+        plt.yticks(ticks, labels)
         n = max(2, len(series.errors))
         plt.xlim(1, n)
         step = max(1, math.ceil(n / 4))
         plt.xticks(list(range(1, n + 1, step)))
-        long = "rel. error per call, in execution order" + (" (│: fwd│bwd)" if series.backward_from else "")
+        keys = [*(["fwd│bwd"] if series.backward_from else []),
+                *([f"{SELECTED} selected"] if selected is not None else [])]
+        long = "rel. error per call, in execution order" + (f" ({', '.join(keys)})" if keys else "")
         plt.title("rel. error per call →" if self._width() < 50 else long)
         self.refresh()

@@ -166,9 +166,10 @@ def stack_lines(stack: StackRecord | None, styles: Styles) -> list[RenderableTyp
         return []
     out: list[RenderableType] = [Text("Stack", style=styles.get("head", Style()))]
     for f in frames[:MAX_FRAMES]:
-        out.append(Text.assemble(f"  {display_path(f[0])}:{f[1]}  ", (f[2], styles.get("muted", Style()))))
-        if f[3]:
-            out.append(Text(f"      {f[3]}", style=styles.get("source", Style())))
+        muted = styles.get("muted", Style())
+        out.append(Text.assemble(f"  {display_path(f.path)}:{f.line}  ", (f.function, muted)))
+        if f.source:
+            out.append(Text(f"      {f.source}", style=styles.get("source", Style())))
     if len(frames) > MAX_FRAMES:
         out.append(Text(f"  … {len(frames) - MAX_FRAMES} outer frames", style=styles.get("muted", Style())))
     return out

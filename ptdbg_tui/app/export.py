@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.engine.batch import pair_suffix, write_pair_csv
+from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
 from ptdbg_tui.engine.updates import PairInfo
 
 

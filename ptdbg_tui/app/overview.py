@@ -37,7 +37,9 @@ class PairLine:
 
 
 def overview(model: TreeModel) -> list[PairLine]:
-    """Every pair, sorted by first divergence (pairs that do not diverge last, in tree order)."""
+    """Every pair, sorted by first divergence: the earliest step first, then the earliest position in
+    execution (positions count within a pair: step 1's call 5 runs after step 0's call 40); pairs
+    that do not diverge last, in tree order."""
     first: dict[str, tuple[str, int, int]] = {}
     for suspect, node in model.suspects():
         if node is None:
@@ -58,7 +60,13 @@ def overview(model: TreeModel) -> list[PairLine]:
         lines.append(PairLine(pair.key, pair.label, pair.worst, tuple(pair.count(s) for s in COUNTED), name,
                               count, divergence))
     order = {p.key: p.order for p in model.root.children}
-    return sorted(lines, key=lambda p: (p.divergence is None, p.divergence or 0, order[p.key]))
+    return sorted(lines, key=lambda p: (p.divergence is None, _step(model, p.key) if p.divergence is not None
+                                        else 0, p.divergence or 0, order[p.key]))
+
+
+def _step(model: TreeModel, key: str) -> int:
+    info = model.infos.get(key)
+    return -1 if info is None or info.npu.step is None else info.npu.step
 
 
 class OverviewScreen(ModalScreen["str | None"]):

@@ -29,7 +29,7 @@ HELP = """\
 | `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
 | `s` | switch between the call tree and the flat execution-order view |
 | `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
-| `?` | this help (↑ ↓ PgUp PgDn scroll, Esc closes) |
+| `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
 
@@ -45,6 +45,17 @@ evidence: the relative error of its inputs and outputs against what rounding all
 """
 
 
+class HelpScroll(VerticalScroll):
+    """The help's text, which scrolls with the tree's keys too."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+        Binding("g", "scroll_home", "Top", show=False),
+        Binding("G", "scroll_end", "Bottom", show=False),
+    ]
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
@@ -54,11 +65,11 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with HelpScroll():
             yield Markdown(HELP)
 
     def on_mount(self) -> None:
-        self.query_one(VerticalScroll).focus()
+        self.query_one(HelpScroll).focus()
 
 
 @dataclass(frozen=True)
@@ -73,8 +84,8 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
     ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 84; height: auto; border: thick $primary; background: $surface;
-                              padding: 1 2; }
+    ExportScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                              border: thick $primary; background: $surface; padding: 1 2; }
     ExportScreen Horizontal { height: auto; margin-top: 1; }
     ExportScreen Button { margin-right: 2; }
     """

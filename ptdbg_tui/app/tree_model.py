@@ -13,7 +13,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterator
 
-from ptdbg_tui.compare.diagnosis.diagnose import CallEvidence, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress

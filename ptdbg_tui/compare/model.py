@@ -100,6 +100,7 @@ class Result:
     histogram_edges: tuple[float, ...] = ()
     errors: ErrorMeasures | None = None  # None when nothing was compared (shapes differ, unreadable …)
     euc_dist: float | None = None  # ‖npu − bench‖₂ (msprobe's EucDist), when the tensors were compared
+    missing_data: bool = False  # an ERROR because a tensor file does not exist (yet, in a live dump)
 
 
 @dataclass(slots=True, eq=False)

@@ -12,16 +12,17 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import LIBRARY_PATH_MARKS, TOOL_PATH_MARKS
+from ptdbg_tui.formats.dialects import TOOL_PATH_MARKS
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.sites import LAUNCHER_PATH_MARKS, LIBRARY_PATH_MARKS
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
 NOISE_LABEL = "noise · the dump tool's own detach calls, not the model's"
 
-_FOREIGN = (*TOOL_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
+_FOREIGN = (*TOOL_PATH_MARKS, *LAUNCHER_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
 
 
 class Seg(NamedTuple):
@@ -33,12 +34,18 @@ class Seg(NamedTuple):
 
 
 def user_frames(frames: list[Frame]) -> list[Frame]:
-    """The user's frames, outermost first (pkl frames are innermost first)."""
-    return [f for f in reversed(frames) if not any(part in f[0].replace("\\", "/") for part in _FOREIGN)]
+    """The user's frames, outermost first (recorded frames are innermost first): not the dump tool's,
+    not the launcher's that started the script, not the framework's."""
+    return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
+
+
+def module_label(qual: str, cls: str) -> str:
+    """A module as the tree and the report name it: ``track.lstm · LSTM``."""
+    return f"{qual or '(model)'} · {cls}" if cls else qual
 
 
 def frame_site(frame: Frame) -> str:
-    return f"{os.path.basename(frame[0])}:{frame[1]}"
+    return f"{os.path.basename(frame.path)}:{frame.line}"
 
 
 def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) -> StackRecord | None:
@@ -57,11 +64,11 @@ def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
     if noise:
         segs.append(Seg("noise", "noise", NOISE_LABEL))
     elif chain:
-        segs += [Seg("module", qual, f"{qual or '(model)'} · {cls}" if cls else qual) for qual, cls in chain]
+        segs += [Seg("module", qual, module_label(qual, cls)) for qual, cls in chain]
     elif stack is not None:
         for f in user_frames(stack.frames):
             site = frame_site(f)
-            segs.append(Seg("frame", f"{f[0]}:{f[1]}:{f[2]}", f"{f[2]}  {site}"))
+            segs.append(Seg("frame", f"{f.path}:{f.line}:{f.function}", f"{f.function}  {site}"))
     if entry is None:
         segs.append(Seg("call", name, name))
     else:

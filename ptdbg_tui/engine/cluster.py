@@ -1,7 +1,7 @@
 """Metric work on a Dask distributed cluster (``--cluster ADDRESS``), behind the pool's ``map``.
 
 Tensors never travel: a task carries two file paths and sends back a Result, or for a part of a
-big tensor a few sums per chunk (:func:`~ptdbg_tui.compare.tasks.run_part`). A task may only run on
+big tensor a few sums per chunk (:func:`~ptdbg_tui.engine.tasks.run_part`). A task may only run on
 workers that can read both its folders: every worker is asked which folders it can read, and one
 started with ``PTDBG_TUI_DUMP_ROOTS=ROOT[:ROOT...]`` serves only dumps under those roots (node-local
 disks); without it, any folder it can see (shared storage).
@@ -107,7 +107,7 @@ def probe(dirs: Sequence[str]) -> list[bool]:
 
 def _order(dump: RankDump) -> tuple[int, int, str]:
     return (dump.step if dump.step is not None else -1, dump.rank if dump.rank is not None else -1,
-            str(dump.pkl))
+            str(dump.records))
 
 
 def _where() -> str:
@@ -270,7 +270,7 @@ class ClusterPool:
             for worker in sorted(answers):
                 got = answers[worker][k]
                 found = Scan([], [got]) if isinstance(got, str) else got
-                dumps.update((str(d.pkl), d) for d in found.dumps)
+                dumps.update((str(d.records), d) for d in found.dumps)
                 problems += [p for p in found.problems if p not in problems]
             if not dumps and not problems:
                 problems.append(f"{root}: no worker serves a dump below it")
@@ -279,7 +279,7 @@ class ClusterPool:
 
     def submit(self, fn: Any, *args: Any, dirs: Sequence[str]) -> Call | None:
         """Run ``fn(*args)`` on a worker that can read every folder of ``dirs`` (a step of the caller's,
-        e.g. reading a rank pair's pkls); ``None`` when no worker can. Results via :meth:`gather`."""
+        e.g. reading a rank pair's records); ``None`` when no worker can. Results via :meth:`gather`."""
         call = Call(fn, args, tuple(dirs), self.eligible(dirs))
         if not call.workers:
             return None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.engine.pair import PairContext, PairState
+from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import big_job, prestart
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
@@ -204,9 +204,9 @@ class LiveEngine:
                                        problems=tuple(found.problems))
 
     def _side(self, dump: RankDump) -> SideState:
-        side = self._sides.get(dump.pkl)
+        side = self._sides.get(dump.records)
         if side is None:
-            side = self._sides[dump.pkl] = SideState(dump)
+            side = self._sides[dump.records] = SideState(dump)
         return side
 
     def _discover(self) -> None:
@@ -216,47 +216,55 @@ class LiveEngine:
             for text in (f"{status.role}: {status.detail}" if status.detail else "", *status.problems):
                 if text:
                     self._note(text)
+        self._refresh_pairs(npu, self._wanted_pairs(npu, bench))
+        used = {s.dump.records for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
+        self._sides = {path: side for path, side in self._sides.items() if path in used}
+
+    def _wanted_pairs(self, npu: list[RankDump], bench: list[RankDump]) -> dict[Path, RankDump | None]:
+        """Each NPU dump's bench, by the NPU records file (``None``: its rows wait as pending)."""
         o = self.options
         paired = pair_dumps(npu, bench, o.step, o.rank)
-        pairs: dict[Path, RankDump | None] = {n.pkl: b for n, b in paired}
-        for n in npu:  # NPU dumps without a bench yet: their rows wait as pending
+        pairs: dict[Path, RankDump | None] = {n.records: b for n, b in paired}
+        for n in npu:
             if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
-                pairs.setdefault(n.pkl, None)
+                pairs.setdefault(n.records, None)
         self._unpaired = unpaired_notes(npu, bench, paired, o.step, o.rank)
         for text in self._unpaired:
             self._note(text)
-        by_pkl = {n.pkl: n for n in npu}
+        return pairs
+
+    def _refresh_pairs(self, npu: list[RankDump], pairs: dict[Path, RankDump | None]) -> None:
+        """Drop the pairs that went, start those that came or whose bench changed."""
+        by_records = {n.records: n for n in npu}
         for key in [k for k in self._pairs if Path(k) not in pairs]:
             del self._pairs[key]
             self.outbox.drop_pair(key)
-        for pkl, b in pairs.items():
-            n = by_pkl[pkl]
-            state = self._pairs.get(str(pkl))
+        for path, b in pairs.items():
+            n = by_records[path]
+            state = self._pairs.get(str(path))
             if state is not None and state.info.bench == b:
                 continue
             info = self._pair_info(n, b)
-            new = PairState(info, self._side(n), self._side(b) if b is not None else None)
-            if state is not None:  # the bench changed: same tree node, everything recomputed
-                new.emitted = state.emitted
-            self._pairs[info.key] = new
-            note = None if o.summary else statistics_only_note(n, b)
+            # the bench changed: same tree node, everything recomputed
+            sent = state.sent if state is not None else None
+            bench_side = self._side(b) if b is not None else None
+            self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
+            note = None if self.options.summary else statistics_only_note(n, b)
             if note:
                 self._note(f"{info.label}: statistics only — {note}")
-        used = {s.dump.pkl for p in self._pairs.values() for s in (p.npu, p.bench) if s is not None}
-        self._sides = {pkl: side for pkl, side in self._sides.items() if pkl in used}
 
     def _pair_info(self, n: RankDump, b: RankDump | None) -> PairInfo:
         label = n.label if b is None or b.label == n.label else f"{n.label} ↔ {b.label}"
-        summary = self.options.summary or b is None or not (n.has_npy and b.has_npy)
-        return PairInfo(str(n.pkl), label, n, b, summary)
+        summary = self.options.summary or b is None or not (n.has_tensors and b.has_tensors)
+        same = b is not None and same_dump_note(n, b) is not None
+        return PairInfo(str(n.records), label, n, b, summary, same)
 
     def _rebuild(self, key: str) -> None:
         """A pair that failed starts over from its sides' records; the app keeps its rows until
         the new ones replace them."""
         old = self._pairs.get(key)
         if old is not None:
-            new = self._pairs[key] = PairState(old.info, old.npu, old.bench)
-            new.emitted = old.emitted
+            new = self._pairs[key] = PairState(old.info, old.npu, old.bench, old.sent)
             new.failed = old.failed
 
     def _note(self, text: str) -> None:
@@ -274,49 +282,17 @@ class LiveEngine:
         is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
         for side in self._sides.values():
-            try:
-                side.poll(final=static)
-            except Exception as e:  # a reader bug: this dump waits for the next change or rescan
-                log.exception("live engine: reading %s failed", side.dump.pkl)
-                side.error = f"reading {side.dump.pkl} failed: {_what(e)}"
-            for problem in side.problems:
-                self._note(problem)
-            if len(side.bad) > side.reported_bad:
-                first = side.bad[side.reported_bad]
-                self.outbox.notice(f"{side.dump.pkl}: {len(side.bad) - side.reported_bad} malformed "
-                                   f"line(s) skipped (line {first.line}: {first.reason})")
-                side.reported_bad = len(side.bad)
+            self._poll(side, static)
         due: float | None = None
         for key, pair in list(self._pairs.items()):
             if self._stop.is_set():
                 return None
-            versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
-            if pair.failed is not None and pair.failed[0] == versions and not rescan:
-                self._note(pair.failed[1])
-                continue
-            try:
-                pair_due = pair.update(self._context, rescan)
-                pair.failed = None
-            except Exception as e:
-                log.exception("live engine: pair %s failed", pair.info.label)
-                self._rebuild(key)
-                text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
-                self._pairs[key].failed = (versions, text)
-                self._note(text)
+            ran, pair_due = self._update(key, pair, rescan)
+            if not ran:
                 continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
-            now = time.monotonic()
-            for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
-                if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
-                    continue
-                if not side.tensors:
-                    self._note(f"{pair.info.label}: the {role} dump file {side.dump.pkl} holds no entries")
-                elif repeats := side.repeats():
-                    self._note(f"{pair.info.label}: {role} dump {side.dump.pkl}: {repeats}")
-            if pair.npu is not None and pair.bench is not None and (
-                    same := same_dump_note(pair.npu.dump, pair.bench.dump)):
-                self._note(f"{pair.info.label}: {same}")
+            self._pair_notes(pair, static)
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
@@ -324,11 +300,58 @@ class LiveEngine:
             self._noted_now = set()
         return due
 
-    def _side_status(self, status: SideStatus, pkls: set[Path]) -> SideStatus:
+    def _poll(self, side: SideState, static: bool) -> None:
+        """Read what a side added; what it cannot read is a notice."""
+        try:
+            side.poll(final=static)
+        except Exception as e:  # a reader bug: this dump waits for the next change or rescan
+            log.exception("live engine: reading %s failed", side.dump.records)
+            side.error = f"reading {side.dump.records} failed: {_what(e)}"
+        for problem in side.problems:
+            self._note(problem)
+        if len(side.bad) > side.reported_bad:
+            first = side.bad[side.reported_bad]
+            self.outbox.notice(f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
+                               f"line(s) skipped (line {first.line}: {first.reason})")
+            side.reported_bad = len(side.bad)
+
+    def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:
+        """One pair's pass: whether it ran, and when to look again. A pass that fails is rebuilt and
+        waits for a change (or a rescan)."""
+        versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
+        if pair.failed is not None and pair.failed.versions == versions and not rescan:
+            self._note(pair.failed.notice)
+            return False, None
+        try:
+            due = pair.update(self._context, rescan)
+            pair.failed = None
+            return True, due
+        except Exception as e:
+            log.exception("live engine: pair %s failed", pair.info.label)
+            self._rebuild(key)
+            text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
+            self._pairs[key].failed = FailedPass(versions, text)
+            self._note(text)
+            return False, None
+
+    def _pair_notes(self, pair: PairState, static: bool) -> None:
+        """A settled side without entries or with names that repeat; the same dump on both sides."""
+        now = time.monotonic()
+        for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
+            if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
+                continue
+            if not side.tensors:
+                self._note(f"{pair.info.label}: the {role} dump file {side.dump.records} holds no entries")
+            elif repeats := side.repeats():
+                self._note(f"{pair.info.label}: {role} dump {side.dump.records}: {repeats}")
+        if pair.bench is not None and (same := same_dump_note(pair.npu.dump, pair.bench.dump)):
+            self._note(f"{pair.info.label}: {same}")
+
+    def _side_status(self, status: SideStatus, records: set[Path]) -> SideStatus:
         """``status`` with whether its dumps are being written and what keeps them from being read."""
         if status.state != FOUND:
             return status
-        sides = [s for s in self._sides.values() if s.dump.pkl in pkls]
+        sides = [s for s in self._sides.values() if s.dump.records in records]
         now = time.monotonic()
         return replace(status, writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
                        problems=status.problems + tuple(p for s in sides for p in s.problems))
@@ -375,13 +398,13 @@ class LiveEngine:
 
     def _progress(self, done: bool) -> None:
         pairs = list(self._pairs.values())
-        npu = {p.npu.dump.pkl: len(p.npu.tensors) for p in pairs}
-        bench = {p.bench.dump.pkl: len(p.bench.tensors) for p in pairs if p.bench}
+        npu = {p.npu.dump.records: len(p.npu.tensors) for p in pairs}
+        bench = {p.bench.dump.records: len(p.bench.tensors) for p in pairs if p.bench}
         rows = sum(len(p.rows) for p in pairs)
         compared = sum(p.compared for p in pairs)
         statuses = [self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
                     for s in (self._npu_status, self._bench_status)]
-        faults = tuple(p.failed[1] for p in pairs if p.failed is not None)
+        faults = tuple(p.failed.notice for p in pairs if p.failed is not None)
         self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
                                           self.watching, done, statuses[0], statuses[1], self._unpaired,
                                           faults))

@@ -1,11 +1,11 @@
 """One compared pair of rank dumps in the live engine: its rows, the results cache, what the app
-was sent, and the pass that reads, matches, compares and emits it.
+was sent, when to diagnose, and the pass that reads, matches, compares and emits it.
 
-When a row without counterpart becomes "unmatched" (the rule, also in the README):
+When a row without counterpart becomes "unmatched" (the rule, also in docs/app.md#live):
 
 * while the other side is still growing the row stays pending;
 * it becomes unmatched once the other side has moved past it (a matched row comes after it in
-  execution order), or the other side is quiet: its pkl has not grown for ``quiet_s`` seconds
+  execution order), or the other side is quiet: its records have not grown for ``quiet_s`` seconds
   (an absent bench dump counts as quiet once the NPU side itself is quiet);
 * with ``watch=False`` everything is final at once.
 
@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, diagnose
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -29,7 +30,7 @@ from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
-from ptdbg_tui.formats.reader import autograd_order, mixed_pair
+from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.records import StackRecord
 
 if TYPE_CHECKING:
@@ -96,18 +97,90 @@ def _same(a: Row, b: Row) -> bool:
 
 
 def _is_retryable(result: Result) -> bool:
-    """A missing npy of a live dump: the original tool writes its pkl lines before all data."""
-    return result.status is Status.ERROR and "not found" in result.message
+    """A missing tensor file of a live dump: the original tool writes its records before all data."""
+    return result.status is Status.ERROR and result.missing_data
 
 
-def _cache_key(row: Row) -> tuple[str | None, str | None]:
+def _cache_key(row: Row) -> RowId:
     return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
 
 
-class PairState:
-    """Rows of one pair, what the app was sent, and the results cache."""
+class FailedPass(NamedTuple):
+    """A pair's pass that raised: the sides' versions then, and the notice that says so."""
 
-    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None) -> None:
+    versions: tuple[int, int]
+    notice: str
+
+
+class Errored(NamedTuple):
+    """A row whose data files could not be compared: the files, and their states then."""
+
+    paths: Paths
+    states: tuple[FileState, FileState]
+
+
+RowId = tuple[str | None, str | None]  # the NPU and bench entry names of a row
+
+
+@dataclass
+class ResultCache:
+    """Results by row, kept across re-matches; rows to retry (a file being written) and rows that
+    failed to read, which a rescan compares again once one of their files changed (restored, made
+    readable, rewritten)."""
+
+    results: dict[RowId, Result] = field(default_factory=dict)
+    retry: dict[RowId, float] = field(default_factory=dict)  # when to try again
+    errored: dict[RowId, Errored] = field(default_factory=dict)
+    recheck_at: int = 0  # where the next rescan's look at ``errored`` starts
+
+    def put(self, key: RowId, result: Result) -> None:
+        self.results[key] = result
+        self.retry.pop(key, None)
+
+    def recheck(self) -> bool:
+        """Forget the results of failed rows whose data files changed since; whether any was."""
+        keys = list(self.errored)
+        start = self.recheck_at % len(keys)
+        look = (keys[start:] + keys[:start])[:RECHECK_MAX]
+        self.recheck_at = start + len(look)
+        changed = [k for k in look if self.errored[k].states != _states(self.errored[k].paths)]
+        for k in changed:
+            del self.errored[k]
+            self.results.pop(k, None)
+        return bool(changed)
+
+
+@dataclass
+class Sent:
+    """What the app was sent of a pair's rows, and what is to send."""
+
+    rows: dict[str, Row] = field(default_factory=dict)  # by row key; never mutated once sent
+    paths: dict[tuple[str, str], tuple[tuple[Seg, ...], StackRecord | None]] = field(default_factory=dict)
+    full: bool = True  # rows were re-matched: diff them all against what the app has
+    changed: set[int] = field(default_factory=set)  # rows whose result arrived since the last emit
+    unplaced: set[int] = field(default_factory=set)  # rows whose call's place is not known yet
+
+
+@dataclass
+class DiagnosisClock:
+    """A pair's latest diagnosis and when to judge again: at most every DIAGNOSE_S while results
+    arrive, and never more than DIAGNOSE_SHARE of the engine's time (~20 µs a call)."""
+
+    diagnosis: Diagnosis | None = None
+    at: float = 0.0
+    cost: float = 0.0  # seconds the last one took
+    dirty: bool = True
+
+    def due(self, now: float, final: bool) -> bool:
+        wait = max(DIAGNOSE_S, self.cost / DIAGNOSE_SHARE)
+        return self.dirty and (final or now - self.at >= wait)
+
+
+class PairState:
+    """Rows of one pair, and its pass: read, match, compare, diagnose, emit."""
+
+    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None,
+                 sent: Sent | None = None) -> None:
         self.info = info
         self.npu = npu
         self.bench = bench
@@ -115,40 +188,32 @@ class PairState:
         self.keys: list[str] = []  # row_key of each row, made unique
         self.versions: tuple[int, int] = (-1, -1)
         self.resets: tuple[int, int] = (npu.resets, bench.resets if bench else -1)
-        self.cache: dict[tuple[str | None, str | None], Result] = {}
-        self.retry: dict[tuple[str | None, str | None], float] = {}
-        self.emitted: dict[str, Row] = {}
-        self.paths: dict[tuple[str, str], tuple[tuple[Seg, ...], StackRecord | None]] = {}
-        self.full_emit = True  # rows were re-matched: diff them all against what the app has
-        self.changed: set[int] = set()  # rows whose result arrived since the last emit
-        self.unplaced: set[int] = set()  # rows whose call's place is not known yet
+        self.cache = ResultCache()
+        self.sent = Sent(rows=sent.rows) if sent is not None else Sent()
         self.open: set[int] = set()  # rows without a result
         self.last_matched = -1  # seq of the last matched row
         self.compared = 0
-        self.diagnosis: Diagnosis | None = None
+        self.clock = DiagnosisClock()
         self.matching: Matching | None = None
         self.match_asked = ""  # the mode of the last re-match
-        self.diagnosed_at = 0.0
-        self.diagnose_cost = 0.0  # seconds the last diagnosis took
-        self.diagnosis_dirty = True
-        self.failed: tuple[tuple[int, int], str] | None = None  # (side versions, notice) of a failed pass
-        #: Rows whose data files could not be compared, with the files and their states then: a
-        #: rescan compares them again once a file changed (restored, made readable, rewritten).
-        self.errored: dict[tuple[str | None, str | None], tuple[Paths, tuple[FileState, FileState]]] = {}
-        self._recheck_at = 0  # where the next rescan's look at ``errored`` starts
+        self.failed: FailedPass | None = None
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        return self.clock.diagnosis
 
     def side_of(self, row: Row) -> SideState | None:
         return self.npu if row.npu is not None else self.bench
 
     def settling(self, now: float, quiet_s: float) -> bool:
-        """Whether either side may still grow (a missing npy may still come)."""
+        """Whether either side may still grow (a missing tensor file may still come)."""
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        tools = self.npu.reader.producer, self.bench.reader.producer if self.bench is not None else None
-        mixed = self.bench is not None and mixed_pair(*tools)
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode, mixed,
-                                     autograd_order(*tools))
+        npu = dialect_of(self.npu.reader.producer)
+        bench = dialect_of(self.bench.reader.producer) if self.bench is not None else npu
+        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode,
+                                     (npu, bench))
         self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
@@ -157,7 +222,7 @@ class PairState:
         self.open = set()
         self.last_matched = -1
         for i, row in enumerate(rows):
-            row.result = self.cache.get(_cache_key(row))
+            row.result = self.cache.results.get(_cache_key(row))
             if row.result is None:
                 self.open.add(i)
             if row.matched:
@@ -171,20 +236,18 @@ class PairState:
             seen.add(key)
             keys.append(key)
         self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
-        self.full_emit = self.diagnosis_dirty = True
-        self.changed.clear()
-        self.unplaced.clear()
+        self.sent.full = self.clock.dirty = True
+        self.sent.changed.clear()
+        self.sent.unplaced.clear()
 
     def update(self, ctx: PairContext, rescan: bool = False) -> float | None:
         resets = (self.npu.resets, self.bench.resets if self.bench else -1)
         if resets != self.resets:  # a side was rewritten: its files may hold other data now
             self.resets = resets
-            self.cache.clear()
-            self.retry.clear()
-            self.paths.clear()
-            self.errored.clear()
+            self.cache = ResultCache()
+            self.sent.paths.clear()
         versions = (self.npu.version, self.bench.version if self.bench else -1)
-        reopened = rescan and bool(self.errored) and self.recheck()  # match again to reopen their rows
+        reopened = rescan and bool(self.cache.errored) and self.cache.recheck()  # match again to reopen them
         if reopened or versions != self.versions or self.match_asked != ctx.options.match:
             self.versions = versions
             self.rematch(ctx.options.match)
@@ -200,22 +263,10 @@ class PairState:
                 return None
         self.emit(ctx)
         self.diagnose(ctx, final=True)
-        if self.unplaced:  # some calls wait for their stack line or for quiet
+        if self.sent.unplaced:  # some calls wait for their stack line or for quiet
             soon = time.monotonic() + ctx.options.quiet_s / 4
             due = soon if due is None else min(due, soon)
         return due
-
-    def recheck(self) -> bool:
-        """Forget the results of failed rows whose data files changed since; whether any was."""
-        keys = list(self.errored)
-        start = self._recheck_at % len(keys)
-        look = (keys[start:] + keys[:start])[:RECHECK_MAX]
-        self._recheck_at = start + len(look)
-        changed = [k for k in look if self.errored[k][1] != _states(self.errored[k][0])]
-        for k in changed:
-            del self.errored[k]
-            self.cache.pop(k, None)
-        return bool(changed)
 
     def todo(self, ctx: PairContext, now: float) -> tuple[list[int], float | None]:
         """Indices of rows to compare now, and when undecided rows should be looked at again."""
@@ -226,7 +277,7 @@ class PairState:
         for i in sorted(self.open):
             row = self.rows[i]
             if row.matched:
-                at = self.retry.get(_cache_key(row))
+                at = self.cache.retry.get(_cache_key(row))
                 if at is None or now >= at:
                     todo.append(i)
                 else:
@@ -256,8 +307,8 @@ class PairState:
             return
         yield
         pool = ctx.pool()
-        npu_dir = self.info.npu.npy_dir
-        bench_dir = self.info.bench.npy_dir if self.info.bench else None
+        npu_dir = self.info.npu.tensor_dir
+        bench_dir = self.info.bench.tensor_dir if self.info.bench else None
         for start in range(0, len(tasks_at), ctx.options.chunk):
             part = tasks_at[start:start + ctx.options.chunk]
             tasks = [task_for(self.rows[i], npu_dir, bench_dir) for i in part]
@@ -271,9 +322,9 @@ class PairState:
                     states = _states(paths)
                     if any(_changed_since(st, started) for st in states) or (
                             _is_retryable(result) and self.settling(now, ctx.options.quiet_s)):
-                        self.retry[key] = now + RETRY_S  # being written, or changed while read
+                        self.cache.retry[key] = now + RETRY_S  # being written, or changed while read
                         continue
-                    self.errored[key] = (paths, states)
+                    self.cache.errored[key] = Errored(paths, states)
                 self.set(i, result)
             yield
             if ctx.stopping():
@@ -282,29 +333,26 @@ class PairState:
     def set(self, i: int, result: Result) -> None:
         row = self.rows[i]
         key = _cache_key(row)
-        self.cache[key] = result
-        self.retry.pop(key, None)
+        self.cache.put(key, result)
         self.compared += row.result is None
         self.open.discard(i)
-        self.changed.add(i)
-        self.diagnosis_dirty = True
-        if self.emitted.get(self.keys[i]) is row:  # the app holds it: emitted rows are never mutated
+        self.sent.changed.add(i)
+        self.clock.dirty = True
+        if self.sent.rows.get(self.keys[i]) is row:  # the app holds it: emitted rows are never mutated
             self.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq, row.noise)
         else:
             row.result = result
 
     def diagnose(self, ctx: PairContext, final: bool) -> None:
-        """Judge the pair's calls again: at once when final, else at most every DIAGNOSE_S and never
-        more than DIAGNOSE_SHARE of the engine's time (it takes ~20 µs a call)."""
+        """Judge the pair's calls again when :class:`DiagnosisClock` says it is time."""
         now = time.monotonic()
-        wait = max(DIAGNOSE_S, self.diagnose_cost / DIAGNOSE_SHARE)
-        if not self.diagnosis_dirty or (not final and now - self.diagnosed_at < wait):
+        if not self.clock.due(now, final):
             return
-        self.diagnosis_dirty = False
-        self.diagnosis = diagnose(model_rows(self.rows))
-        self.diagnosed_at = time.monotonic()
-        self.diagnose_cost = self.diagnosed_at - now
-        ctx.outbox.put_diagnosis(self.info, self.diagnosis)
+        self.clock.dirty = False
+        self.clock.diagnosis = diagnose(model_rows(self.rows), self.info.npu.step)
+        self.clock.at = time.monotonic()
+        self.clock.cost = self.clock.at - now
+        ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
 
     def placement(self, ctx: PairContext, row: Row) -> tuple[tuple[Seg, ...], StackRecord | None] | None:
         """Path of the row's call, or ``None`` while it cannot be known yet."""
@@ -312,7 +360,7 @@ class PairState:
         assert side is not None
         rec = row.record
         key = ("npu" if row.npu is not None else "bench", rec.call)
-        found = self.paths.get(key)
+        found = self.sent.paths.get(key)
         if found is not None:
             return found
         entry = rec.entry
@@ -325,35 +373,36 @@ class PairState:
                    or side.quiet(time.monotonic(), ctx.options.quiet_s))
         if not settled:
             return None
-        found = self.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
+        found = self.sent.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
         return found
 
     def emit(self, ctx: PairContext) -> None:
         """Send the rows that are new or changed since the last emit (all of them after a re-match)."""
-        indices = range(len(self.rows)) if self.full_emit else sorted(self.changed | self.unplaced)
-        self.changed.clear()
-        self.unplaced.clear()
-        self.full_emit = False
+        sent = self.sent
+        indices = range(len(self.rows)) if sent.full else sorted(sent.changed | sent.unplaced)
+        sent.changed.clear()
+        sent.unplaced.clear()
+        sent.full = False
         upserts: dict[str, Placed] = {}
         for i in indices:
             row, key = self.rows[i], self.keys[i]
-            prev = self.emitted.get(key)
+            prev = sent.rows.get(key)
             if prev is not None and _same(prev, row):
                 continue
             if prev is None and row.npu is None and row.result is None:
                 continue  # bench-only rows show once final
             placement = self.placement(ctx, row)
             if placement is None:
-                self.unplaced.add(i)  # look again next pass
+                sent.unplaced.add(i)  # look again next pass
                 continue
             upserts[key] = Placed(row, *placement)
-            self.emitted[key] = row
+            sent.rows[key] = row
         removes: set[str] = set()
         if isinstance(indices, range):
             keys = set(self.keys)
-            removes = {k for k in self.emitted if k not in keys}
+            removes = {k for k in sent.rows if k not in keys}
             for k in removes:
-                del self.emitted[k]
+                del sent.rows[k]
         if upserts or removes:
             ctx.outbox.put_rows(self.info, upserts, removes)
 

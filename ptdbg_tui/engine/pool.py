@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from multiprocessing import forkserver
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Result
@@ -48,7 +48,7 @@ def big_job(paths: Sequence[str | os.PathLike[str]]) -> bool:
     folders = []
     for path in paths:
         try:
-            folders += [d.npy_dir for d in scan(path).dumps]
+            folders += [d.tensor_dir for d in scan(path).dumps]
         except DumpLayoutError:
             return False
     return tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
@@ -139,6 +139,14 @@ class TaskPool(Protocol):
     def close(self) -> None: ...
 
 
+class _Batch(NamedTuple):
+    """Tasks submitted together: their indices, whether alone (a crash suspect), the pool."""
+
+    rows: list[int]
+    single: bool
+    pool: ProcessPoolExecutor
+
+
 class MetricPool:
     """``with MetricPool(jobs) as pool: for i, result in pool.map(tasks): ...``
 
@@ -220,38 +228,49 @@ class MetricPool:
 
     def _map_processes(self, tasks: Sequence[CompareTask],
                        batches: Iterator[list[int]]) -> Iterator[tuple[int, Result]]:
-        pending: dict[Future[list[Result]], tuple[list[int], bool, ProcessPoolExecutor]] = {}
+        pending: dict[Future[list[Result]], _Batch] = {}
         retry: list[list[int]] = []  # batches of a pool that broke, to rerun one task at a time
         try:
             while True:
-                while len(pending) < self.jobs * INFLIGHT:
-                    single = bool(retry)
-                    if single and pending:  # a suspect runs alone, so a crash names it
-                        break
-                    batch = retry.pop() if single else next(batches, None)
-                    if batch is None:
-                        break
-                    future, pool = self._submit([tasks[i] for i in batch])
-                    pending[future] = (batch, single, pool)
-                    if single:
-                        break
+                self._fill(tasks, batches, pending, retry)
                 if not pending:
                     return
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    batch, single, pool = pending.pop(future)
-                    try:
-                        results = future.result()
-                    except BrokenProcessPool:
-                        self._discard(pool)  # the next submit starts a fresh pool
-                        if single:
-                            results = [_crashed("A worker process died while comparing this tensor.")]
-                        else:
-                            retry += [[i] for i in batch]
-                            continue
-                    except Exception as e:  # e.g. a result that cannot be pickled back
-                        results = [_crashed(f"Worker failed: {type(e).__name__}: {e}") for _ in batch]
-                    yield from zip(batch, results, strict=True)
+                    batch = pending.pop(future)
+                    results = self._results(future, batch, retry)
+                    if results is not None:
+                        yield from zip(batch.rows, results, strict=True)
         finally:
             for future in pending:
                 future.cancel()
+
+    def _fill(self, tasks: Sequence[CompareTask], batches: Iterator[list[int]],
+              pending: dict[Future[list[Result]], _Batch], retry: list[list[int]]) -> None:
+        """Submit batches until enough are in flight; a suspect of a crash runs alone, so that a
+        second crash names it."""
+        while len(pending) < self.jobs * INFLIGHT:
+            single = bool(retry)
+            if single and pending:
+                return
+            rows = retry.pop() if single else next(batches, None)
+            if rows is None:
+                return
+            future, pool = self._submit([tasks[i] for i in rows])
+            pending[future] = _Batch(rows, single, pool)
+            if single:
+                return
+
+    def _results(self, future: Future[list[Result]], batch: _Batch,
+                 retry: list[list[int]]) -> list[Result] | None:
+        """A finished batch's results; ``None`` when its pool broke and its tasks go to ``retry``."""
+        try:
+            return future.result()
+        except BrokenProcessPool:
+            self._discard(batch.pool)  # the next submit starts a fresh pool
+            if batch.single:
+                return [_crashed("A worker process died while comparing this tensor.")]
+            retry += [[i] for i in batch.rows]
+            return None
+        except Exception as e:  # e.g. a result that cannot be pickled back
+            return [_crashed(f"Worker failed: {type(e).__name__}: {e}") for _ in batch.rows]

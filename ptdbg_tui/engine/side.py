@@ -10,7 +10,7 @@ from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import open_reader
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, repeated_names
 
-#: Bytes of pkl decoded per read. json decodes a chunk in one call that holds the GIL, so the
+#: Bytes of records decoded per read. json decodes a chunk in one call that holds the GIL, so the
 #: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
 READ_CHUNK = 1 << 20
 
@@ -27,9 +27,9 @@ class SideState:
         self.bad: list[BadLine] = []
         self.reported_bad = 0
         self.version = 0
-        self.changed_at = _monotonic_mtime(dump.pkl)
+        self.changed_at = _monotonic_mtime(dump.records)
         self.resets = 0  # times the file was replaced or truncated: results of its old records are void
-        self.error = ""  # why the pkl cannot be read now
+        self.error = ""  # why the records cannot be read now
         self.modules_error = ""  # why the module sidecar cannot be read now
         self._repeats: tuple[int, str | None] = (-1, None)  # (version, repeated_names of it)
 
@@ -61,7 +61,7 @@ class SideState:
             self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
         if changed:
             self.version += 1
-            self.changed_at = _monotonic_mtime(self.dump.pkl)
+            self.changed_at = _monotonic_mtime(self.dump.records)
 
     @property
     def problems(self) -> list[str]:

@@ -89,10 +89,10 @@ class ShapeMismatch(Exception):
     """A tensor file holds another shape than its record says."""
 
 
-def _check_shape(path: str, header_shape: tuple[int, ...], pkl_shape: tuple[int, ...]) -> None:
-    if header_shape != pkl_shape:
+def _check_shape(path: str, header_shape: tuple[int, ...], recorded_shape: tuple[int, ...]) -> None:
+    if header_shape != recorded_shape:
         raise ShapeMismatch(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the dump "
-                            f"records {list(pkl_shape)}.")
+                            f"records {list(recorded_shape)}.")
 
 
 def _headers(task: CompareTask) -> tuple[TensorHeader, np.ndarray | None, TensorHeader, np.ndarray | None]:
@@ -227,7 +227,9 @@ def finish_parts(task: CompareTask, parts: Sequence[PartOutcome]) -> Result:
 
 def _failure(e: Exception) -> Result:
     if isinstance(e, (*FILE_ERRORS, ShapeMismatch)):
-        return error_result(str(e))
+        result = error_result(str(e))
+        result.missing_data = getattr(e, "missing", False)
+        return result
     if isinstance(e, MemoryError):
         return error_result("Out of memory while comparing this tensor.")
     return error_result(f"Comparison failed: {type(e).__name__}: {e}")

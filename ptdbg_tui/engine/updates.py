@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.formats.layout import RankDump
@@ -17,13 +17,14 @@ from ptdbg_tui.formats.records import StackRecord
 
 @dataclass(frozen=True, slots=True)
 class PairInfo:
-    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU pkl)."""
+    """A compared pair of rank dumps as the app sees it; ``key`` is stable (the NPU records file)."""
 
     key: str
     label: str
     npu: RankDump
     bench: RankDump | None
     summary: bool  # statistics only: asked for, or a side has no npy dir (as ``ptdbg-tui compare``)
+    same: bool = False  # both sides are one and the same dump file: every row is compared with itself
 
 
 @dataclass(slots=True)

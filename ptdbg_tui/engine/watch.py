@@ -1,6 +1,6 @@
 """Waking the live engine when anything changes under the dump folders.
 
-No single file-system event means "a pkl line is complete", so events are only a hint: any
+No single file-system event means "a record is complete", so events are only a hint: any
 event sets the engine's wake-up flag and the engine re-reads its followers from their byte
 offsets. A folder that does not exist yet is waited for by watching its nearest existing
 parent; :meth:`DumpWatcher.refresh` (called on every periodic rescan) moves the watch down once

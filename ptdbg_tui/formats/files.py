@@ -66,3 +66,12 @@ def reason(e: OSError) -> str:
     text = describe(e)
     text = text[:1].lower() + text[1:]
     return f"{e.filename}: {text}" if e.filename else text
+
+
+class TensorFileError(Exception):
+    """A tensor file is missing, truncated or unreadable (``missing``: it does not exist, which a
+    dump still being written may mend)."""
+
+    def __init__(self, message: str, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing

@@ -1,4 +1,4 @@
-"""Dump folder layout (spec §2): finding rank dumps under any level of a dump tree, pairing sides.
+"""Dump layout (docs/formats.md#ptdbg-layout): finding rank dumps at any level of a dump tree, pairing sides.
 
 ptdbg: ``{dump_path}/{tag}_v{version}/[step{N}/]rank{R}/{mode_}dump.pkl`` plus the npy dir named
 like the pkl without ``.pkl``. msprobe: ``{dump_path}/[step{N}/]rank{R}|rank|proc{pid}/dump.json``
@@ -28,7 +28,7 @@ PKL_NAMES = {
     "stack": "stack_dump.pkl",
     "acl": "acl_dump.pkl",
 }
-#: Modes whose pkl carries stack lines (the original's stack_mode rule, §5.1).
+#: Modes whose pkl carries stack lines (docs/formats.md#ptdbg-layout).
 STACK_MODES = ("api_stack", "list", "range", "acl", "stack")
 
 DUMP_TAG = "ptdbg_dump"
@@ -50,32 +50,32 @@ class RankDump:
     """One rank's dump of one step: its metadata file (a pkl, or msprobe's dump.json) and its
     tensor data dir (which may not exist)."""
 
-    pkl: Path
+    records: Path  # the records file: a ptdbg pkl or msprobe's dump.json
     step: int | None
     rank: int | None
 
     @property
     def format(self) -> str:
         """``ptdbg`` or ``msprobe`` (the naming style of its entries)."""
-        return STYLE_MSPROBE if self.pkl.name == DUMP_JSON else STYLE_PTDBG
+        return STYLE_MSPROBE if self.records.name == DUMP_JSON else STYLE_PTDBG
 
     @property
     def rank_dir(self) -> Path:
-        return self.pkl.parent
+        return self.records.parent
 
     @property
-    def npy_dir(self) -> Path:
+    def tensor_dir(self) -> Path:
         """The tensor data dir: npy files (ptdbg), pt files (msprobe)."""
         if self.format == STYLE_MSPROBE:
             return self.rank_dir / DATA_DIR
-        return self.pkl.with_suffix("")
+        return self.records.with_suffix("")
 
     @property
     def mode(self) -> str:
         for mode, name in PKL_NAMES.items():
-            if self.pkl.name == name:
+            if self.records.name == name:
                 return mode
-        stem = self.pkl.stem
+        stem = self.records.stem
         return stem[: -len("_dump")] if stem.endswith("_dump") else stem
 
     @property
@@ -83,8 +83,8 @@ class RankDump:
         return self.mode in STACK_MODES
 
     @property
-    def has_npy(self) -> bool:
-        return os.path.isdir(self.npy_dir)
+    def has_tensors(self) -> bool:
+        return os.path.isdir(self.tensor_dir)
 
     @property
     def label(self) -> str:
@@ -181,25 +181,27 @@ def scan(path: str | os.PathLike[str]) -> Scan:
     found = Scan()
     frontier = [root]
     for _depth in range(4):  # root -> tag -> step -> rank (msprobe: root -> step -> rank)
-        nxt: list[Path] = []
-        for d in frontier:
-            entries = _entries(d, found.problems)
-            if entries is None:
-                continue
-            known = len(found.problems)
-            pkl = _pkl_in(entries, found.problems)
-            if pkl is not None:
-                found.dumps.append(_rank_dump(pkl))
-                continue
-            subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
-                       any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
-            if (not subdirs and len(found.problems) == known and d != root
-                    and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
-                found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
-            nxt += subdirs
-        frontier = nxt
+        frontier = [sub for d in frontier for sub in _scan_folder(d, d == root, found)]
     found.dumps.sort(key=_order)
     return found
+
+
+def _scan_folder(d: Path, is_root: bool, found: Scan) -> list[Path]:
+    """One folder of a dump tree: its rank dump into ``found``, else the folders to look into."""
+    entries = _entries(d, found.problems)
+    if entries is None:
+        return []
+    known = len(found.problems)
+    records = _pkl_in(entries, found.problems)
+    if records is not None:
+        found.dumps.append(_rank_dump(records))
+        return []
+    subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
+               any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
+    if (not subdirs and len(found.problems) == known and not is_root
+            and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
+        found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
+    return subdirs
 
 
 #: What a dump path is expected to hold, for messages.
@@ -243,21 +245,22 @@ def npy_note(dump: RankDump) -> str | None:
     """Why a dump has no npy folder, when that looks like a mistake: the path is something else,
     or the rank folder holds another folder (a renamed one?)."""
     try:
-        mode = os.stat(dump.npy_dir).st_mode
+        mode = os.stat(dump.tensor_dir).st_mode
     except FileNotFoundError:
         others = [e.name for e in _entries(dump.rank_dir, []) or [] if _is(e, "dir")]
         if not others:
             return None
-        return f"no npy folder {dump.npy_dir.name}/ next to {dump.pkl.name} (found {', '.join(others[:3])}/)"
+        found = ", ".join(others[:3])
+        return f"no npy folder {dump.tensor_dir.name}/ next to {dump.records.name} (found {found}/)"
     except OSError as e:
         return f"npy folder {reason(e)}"
     if stat.S_ISDIR(mode):
         try:
-            os.scandir(dump.npy_dir).close()
+            os.scandir(dump.tensor_dir).close()
         except OSError as e:
             return f"npy folder {reason(e)}"
         return None
-    return f"npy folder {dump.npy_dir} is {file_kind(mode)}, not a folder"
+    return f"npy folder {dump.tensor_dir} is {file_kind(mode)}, not a folder"
 
 
 def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
@@ -265,9 +268,9 @@ def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
     something else or named otherwise, or one side without the data folder the other has."""
     notes = [f"{role}: {note}" for role, d in (("NPU", npu), ("bench", bench))
              if d is not None and (note := npy_note(d))]
-    if not notes and bench is not None and npu.has_npy != bench.has_npy:
-        role, missing = ("bench", bench) if npu.has_npy else ("NPU", npu)
-        notes.append(f"the {role} dump has no data folder {missing.npy_dir}")
+    if not notes and bench is not None and npu.has_tensors != bench.has_tensors:
+        role, missing = ("bench", bench) if npu.has_tensors else ("NPU", npu)
+        notes.append(f"the {role} dump has no data folder {missing.tensor_dir}")
     return "; ".join(notes) or None
 
 
@@ -275,12 +278,12 @@ def same_dump_note(npu: RankDump, bench: RankDump) -> str | None:
     """The two sides are one and the same dump file (the same path twice, or a link): every row
     then compares equal to itself, which says nothing about the NPU run."""
     try:
-        same = os.path.samefile(npu.pkl, bench.pkl)
+        same = os.path.samefile(npu.records, bench.records)
     except OSError:
         return None
     if not same:
         return None
-    return (f"the NPU and bench dumps are the same file ({npu.pkl}): each row is compared with itself, "
+    return (f"the NPU and bench dumps are the same file ({npu.records}): each row is compared with itself, "
             "so every row passes")
 
 
@@ -323,12 +326,12 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
 
 
 def _order(d: RankDump) -> tuple[int, int, str]:
-    return (d.step if d.step is not None else -1, d.rank if d.rank is not None else -1, str(d.pkl))
+    return (d.step if d.step is not None else -1, d.rank if d.rank is not None else -1, str(d.records))
 
 
 def _canonical_last(d: RankDump) -> tuple[bool, str]:
     """Sort key that puts the dump whose folder is named as a writer names it (``rank1``) first."""
-    return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.pkl))
+    return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.records))
 
 
 def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
@@ -343,12 +346,12 @@ def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tupl
                      f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
     for role, dumps, other, side in (("NPU", npu, "bench", 0), ("bench", bench, "NPU", 1)):
         compared = {p[side].label: p[side] for p in paired}
-        done = {p[side].pkl for p in paired}
+        done = {p[side].records for p in paired}
         for d in dumps:
-            if d.pkl in done or (step is not None and d.step != step):
+            if d.records in done or (step is not None and d.step != step):
                 continue
-            if (side == 0 and rank is not None and d.rank != rank) or (side == 1 and not paired):
-                continue  # the rank option picks NPU dumps; bench dumps are news only beside pairs
+            if (rank is not None and d.rank != rank) or (side == 1 and not paired):
+                continue  # the rank option picks the dumps; bench dumps are news only beside pairs
             twin = compared.get(d.label)
             if twin is not None:
                 notes.append(f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "

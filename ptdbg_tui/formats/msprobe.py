@@ -18,12 +18,12 @@ import json
 import math
 import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import holds_lone_surrogate, open_regular, reason, safe_name
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
@@ -35,20 +35,22 @@ from ptdbg_tui.formats.naming import (
     STYLE_MSPROBE,
     EntryName,
 )
-from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklBatch
+from ptdbg_tui.formats.pkl import DEFAULT_CHUNK
+from ptdbg_tui.formats.pkl_line import may_hold_surrogates
 from ptdbg_tui.formats.records import (
     MAX_DIMS,
     MAX_NUMEL,
     NONE_DTYPE,
     BadLine,
     Frame,
+    RecordBatch,
     StackRecord,
     TensorRecord,
-    may_hold_surrogates,
     shown,
     undecodable,
     valid_stat,
 )
+from ptdbg_tui.formats.stats import checksum
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -70,17 +72,26 @@ MAX_DEPTH = 400
 MAX_JSON_BYTES = 4 << 30
 
 
-def parse_entry(name: str) -> tuple[str, int, str, bool] | None:
-    """``(api, index, direction, parameter gradients)`` of a dump.json entry name; ``None`` if odd."""
+class ParsedEntry(NamedTuple):
+    """What a dump.json entry's name says."""
+
+    api: str
+    index: int
+    direction: str
+    parameter_gradients: bool  # ``{module}.parameters_grad``: a module's parameters' gradients
+
+
+def parse_entry(name: str) -> ParsedEntry | None:
+    """What a dump.json entry name says; ``None`` if odd."""
     m = _PARAMS_GRAD_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2) or 0), BACKWARD, True
+        return ParsedEntry(m.group(1), int(m.group(2) or 0), BACKWARD, True)
     m = _MODULE_RE.match(name)
     if m:
-        return m.group(1), int(m.group(3)), m.group(2), False
+        return ParsedEntry(m.group(1), int(m.group(3)), m.group(2), False)
     m = _API_RE.match(name)
     if m:
-        return m.group(1), int(m.group(2)), m.group(3), False
+        return ParsedEntry(m.group(1), int(m.group(2)), m.group(3), False)
     return None
 
 
@@ -105,7 +116,7 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
     else:
         dtype, shape = str(type(value)), "[]"
     return TensorRecord(name, 0, dtype, shape, stats, entry, data_name="",
-                        md5=f"{zlib.crc32(str(value if value is not None else '').encode()):08x}")
+                        md5=checksum(str(value if value is not None else "").encode()))
 
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
@@ -195,20 +206,8 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
             refused.append(str(e))
 
     try:
-        if parsed is None:  # not a call: keep its values, unplaced
-            for path, leaf in _leaves(value):
-                add(name + _suffix(path), leaf, None)
-        elif parsed[3]:  # parameter gradients: {param: [tensor]}, the list not indexed
-            api, index, direction, _ = parsed
-            for path, leaf in _leaves(value, index_lists=False):
-                add(name + _suffix(path), leaf,
-                    EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE))
-        else:
-            api, index, direction, _ = parsed
-            for section, kind in _SECTIONS:
-                for path, leaf in _leaves(value.get(section)) if section in value else ():
-                    add(f"{name}.{kind}{_suffix(path)}", leaf,
-                        EntryName(api, index, direction, kind, path, STYLE_MSPROBE))
+        for built, leaf, entry in _entry_leaves(name, value, parsed):
+            add(built, leaf, entry)
     except (ValueError, RecursionError) as e:
         refused.append(str(e))
     if refused:
@@ -217,13 +216,35 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
     return out, None
 
 
+Leaf = tuple[str, dict[str, Any] | None, EntryName | None]  # record name, its value, its entry name
+
+
+def _entry_leaves(name: str, value: dict[str, Any], parsed: ParsedEntry | None) -> Iterator[Leaf]:
+    """Each value of an entry: its record name, its leaf, its entry name (``None``: not a call, its
+    values kept unplaced). Raises ValueError/RecursionError for a value nested too deeply."""
+    if parsed is None:
+        for path, leaf in _leaves(value):
+            yield name + _suffix(path), leaf, None
+        return
+    api, index, direction, params = parsed
+    if params:  # parameter gradients: {param: [tensor]}, the list not indexed
+        for path, leaf in _leaves(value, index_lists=False):
+            entry = EntryName(api, index, direction, PARAMS_GRAD, path, STYLE_MSPROBE)
+            yield name + _suffix(path), leaf, entry
+        return
+    for section, kind in _SECTIONS:
+        for path, leaf in _leaves(value.get(section)) if section in value else ():
+            entry = EntryName(api, index, direction, kind, path, STYLE_MSPROBE)
+            yield f"{name}.{kind}{_suffix(path)}", leaf, entry
+
+
 def parse_frame(text: Any) -> Frame:
     """``File <path>, line <n>, in <func>, \\n <source>`` as (file, line, function, source)."""
     text = str(text)
     m = _FRAME_RE.match(text)
     if m is None:
-        return (text, "", "", None)
-    return (m.group(1), m.group(2), m.group(3), m.group(4))
+        return Frame(text, "", "", None)
+    return Frame(m.group(1), m.group(2), m.group(3), m.group(4))
 
 
 def decode_stacks(data: Any) -> list[StackRecord]:
@@ -459,9 +480,9 @@ class MsprobeFollower:
             bad.append(BadLine(0, str(e)))
             return None
 
-    def read(self, final: bool = False) -> PklBatch:
+    def read(self, final: bool = False) -> RecordBatch:
         """What changed since the last call: new records (all of them again after a reset)."""
-        batch = PklBatch()
+        batch = RecordBatch()
         if not self._pending:
             text = self._changed(DUMP_JSON, final, batch.bad)
             if text is not None:
@@ -494,7 +515,7 @@ class MsprobeFollower:
         self.chains = chains
         return changed
 
-    def _update(self, text: str, final: bool, batch: PklBatch) -> None:
+    def _update(self, text: str, final: bool, batch: RecordBatch) -> None:
         try:
             self.header, entries = split_dump(text)
         except HalfWritten as e:
@@ -516,7 +537,7 @@ class MsprobeFollower:
         self._pending.extend(entries[kept:])
         self._entries = entries
 
-    def _decode(self, batch: PklBatch) -> None:
+    def _decode(self, batch: RecordBatch) -> None:
         """Decode pending entries, about ``chunk`` bytes of text, in one JSON call."""
         take: list[tuple[str, str]] = []
         size = 0
@@ -555,6 +576,14 @@ class MsprobeFollower:
         """The modules a call ran in: its own chain, else its forward call's (backward parents are
         often missing)."""
         return self.chains.get(entry.call) or self.chains.get(entry.forward_call)
+
+    def read_calls(self, final: bool = False) -> bool:
+        """msprobe keeps a call's arguments in dump.json (``input_args``, ``input_kwargs``); they are
+        not read as call specs yet."""
+        return False
+
+    def call_spec(self, call: str) -> CallSpec | None:
+        return None
 
 
 

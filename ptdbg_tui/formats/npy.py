@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npformat
 
-from ptdbg_tui.formats.files import describe, open_regular
+from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
 
 #: Files smaller than this are read into memory; larger ones are memory-mapped.
 MMAP_THRESHOLD = 1 << 20
@@ -33,8 +33,8 @@ _SAVED_HEADER = re.compile(
 )
 
 
-class NpyError(Exception):
-    """A tensor file is missing, truncated or unreadable."""
+class NpyError(TensorFileError):
+    """An npy file is missing, truncated or unreadable."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +49,9 @@ class NpyHeader:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
-def npy_path(npy_dir: str | os.PathLike[str], name: str) -> str:
-    """``npy_dir/name.npy`` (a str: pathlib would cost ~20 µs per entry on big dumps)."""
-    return os.path.join(npy_dir, f"{name}.npy")
+def npy_path(tensor_dir: str | os.PathLike[str], name: str) -> str:
+    """``tensor_dir/name.npy`` (a str: pathlib would cost ~20 µs per entry on big dumps)."""
+    return os.path.join(tensor_dir, f"{name}.npy")
 
 
 def open_error(e: OSError, name: str) -> str:
@@ -107,7 +107,7 @@ def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHe
         finally:
             os.close(fd)
     except OSError as e:
-        raise NpyError(open_error(e, _name(path))) from None
+        raise NpyError(open_error(e, _name(path)), isinstance(e, FileNotFoundError)) from None
 
 
 def _read_fd(fd: int, size: int, path: str | os.PathLike[str],

@@ -10,20 +10,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ptdbg_tui.formats.files import open_regular
-from ptdbg_tui.formats.records import (
-    BadLine,
-    StackRecord,
-    TensorRecord,
-    decode_line,
-    decode_value,
-    may_hold_surrogates,
-    undecodable,
-)
+from ptdbg_tui.formats.pkl_line import decode_line, decode_value, may_hold_surrogates
+from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
 
 T = TypeVar("T")
 
@@ -145,22 +138,8 @@ def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
         values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
         out = [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        out = [from_text(ln, first + i) for i, ln in enumerate(lines)]
+        out = [from_text(ln, first + i) for i, ln in enumerate(lines) if ln.strip()]
     return out if repair is None else [None if r is None else repair(r) for r in out]
-
-
-@dataclass
-class PklBatch:
-    """What one read of a pkl produced."""
-
-    tensors: list[TensorRecord] = field(default_factory=list)
-    stacks: list[StackRecord] = field(default_factory=list)
-    bad: list[BadLine] = field(default_factory=list)
-    reset: bool = False  # the file was truncated or replaced: earlier records are void
-    more: bool = False  # complete lines remain unread
-
-    def __bool__(self) -> bool:
-        return bool(self.tensors or self.stacks or self.bad or self.reset)
 
 
 class PklFollower:
@@ -178,10 +157,10 @@ class PklFollower:
     def offset(self) -> int:
         return self._lines.offset
 
-    def read(self, final: bool = False) -> PklBatch:
+    def read(self, final: bool = False) -> RecordBatch:
         """Records of the complete lines added since the last call."""
         chunk = self._lines.read_chunk(final)
-        batch = PklBatch(reset=chunk.reset, more=chunk.more)
+        batch = RecordBatch(reset=chunk.reset, more=chunk.more)
         if chunk.reset:
             self.tensor_count = 0
         if chunk.too_long:
@@ -198,13 +177,13 @@ class PklFollower:
                 batch.bad.append(rec)
         return batch
 
-    def read_all(self) -> PklBatch:
+    def read_all(self) -> RecordBatch:
         """Everything up to the end of the file (a finished dump)."""
-        total = PklBatch()
+        total = RecordBatch()
         while True:
             batch = self.read(final=True)
             if batch.reset:
-                total = PklBatch(reset=True)
+                total = RecordBatch(reset=True)
             total.tensors += batch.tensors
             total.stacks += batch.stacks
             total.bad += batch.bad
@@ -212,6 +191,6 @@ class PklFollower:
                 return total
 
 
-def read_pkl(path: str | os.PathLike[str]) -> PklBatch:
+def read_pkl(path: str | os.PathLike[str]) -> RecordBatch:
     """All records of a finished pkl file."""
     return PklFollower(path).read_all()

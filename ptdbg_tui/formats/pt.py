@@ -28,7 +28,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from ptdbg_tui.formats.files import describe, open_regular
+from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
 from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 
 #: Files up to this size are read with one read and unzipped in memory.
@@ -60,7 +60,7 @@ _CENTRAL_SIG = b"PK\x01\x02"
 _BF16 = "bfloat16"
 
 
-class PtError(Exception):
+class PtError(TensorFileError):
     """A ``.pt`` file is missing, truncated, not a tensor, or unreadable."""
 
 
@@ -278,7 +278,7 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
         size = st.st_size
         f: BinaryIO = os.fdopen(fd, "rb")  # the caller closes it
     except OSError as e:
-        raise PtError(open_error(e, name)) from None
+        raise PtError(open_error(e, name), isinstance(e, FileNotFoundError)) from None
     try:
         members = None
         if size <= SMALL_FILE:

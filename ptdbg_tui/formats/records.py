@@ -1,27 +1,31 @@
-"""The one definition of a pkl line (spec §3): decoding for readers, encoding for writers.
-
-A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
-``Infinity``. Tensor lines have 6 elements, stack lines 2. Raw JSON values are kept as read
-so the CSV export can print them exactly as the original does.
+"""The record model every reader returns, whatever the format: tensor records (their name, dtype,
+shape, statistics and where their data is), stack records, lines that could not be read, and the
+batches a read produces. Raw JSON values are kept as read so the CSV export can print them exactly
+as the original does. Formats: :mod:`~ptdbg_tui.formats.pkl_line` (ptdbg),
+:mod:`~ptdbg_tui.formats.msprobe`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 
 #: dtype of a record that holds no value (msprobe's ``null``).
 NONE_DTYPE = "None"
 
-#: One stack frame: file, line number (a string, as the original writes it), function, source.
-Frame = tuple[str, str, str, "str | None"]
+
+class Frame(NamedTuple):
+    """One stack frame, as the dumps write it."""
+
+    path: str
+    line: str  # a string, as the original writes it
+    function: str
+    source: str | None
 
 
 @dataclass(slots=True)
@@ -40,7 +44,7 @@ class TensorRecord:
     #: ``""`` when there is none (msprobe records Python values, and statistics only, without one).
     data_name: str | None = None
     requires_grad: bool | None = None  # msprobe records it; ptdbg does not
-    md5: str | None = None  # msprobe's checksum of the data (CRC-32, or xor in its xor mode)
+    md5: str | None = None  # a checksum of the data (CRC-32; msprobe's xor mode: xor)
 
     @property
     def is_scalar(self) -> bool:
@@ -92,6 +96,9 @@ class StackRecord:
     frames: list[Frame]
     line: int = 0
 
+    def __post_init__(self) -> None:
+        self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
+
     @property
     def call(self) -> str:
         return self.name[: -len(STACK_INFO) - 1] if self.name.endswith(STACK_INFO) else self.name
@@ -109,6 +116,20 @@ class BadLine:
 Record = TensorRecord | StackRecord | BadLine
 
 
+@dataclass
+class RecordBatch:
+    """What one read of a rank dump's records produced, whatever its format."""
+
+    tensors: list[TensorRecord] = field(default_factory=list)
+    stacks: list[StackRecord] = field(default_factory=list)
+    bad: list[BadLine] = field(default_factory=list)
+    reset: bool = False  # the file was truncated or replaced: earlier records are void
+    more: bool = False  # complete lines remain unread
+
+    def __bool__(self) -> bool:
+        return bool(self.tensors or self.stacks or self.bad or self.reset)
+
+
 def stat_value(v: Any) -> float | None:
     """A raw stat as a float: ``None`` for the ``"Nan"`` sentinel and the empty-list stats."""
     if isinstance(v, bool):
@@ -123,78 +144,29 @@ def stat_value(v: Any) -> float | None:
 
 #: Largest element count (and dimension) a shape may announce: what an int64 holds.
 MAX_NUMEL = (1 << 63) - 1
+
+
 #: Most dimensions a shape may have (torch allows 64).
 MAX_DIMS = 64
 
 
 #: Strings a statistic may be: the original's ``"Nan"`` sentinel, non-finite values as msprobe spells them.
 _STAT_WORDS = frozenset({"nan", "inf", "-inf", "infinity", "-infinity"})
+
+
 #: Surrogates in decoded text: undecodable bytes (surrogate escapes) or JSON's ``\udcff`` escapes,
 #: which is how Python's json writes a file name that is not UTF-8.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 def valid_stat(v: Any) -> bool:
-    """The stat values dumps hold (spec §3.4): numbers, ``"Nan"`` (and msprobe's non-finite words),
+    """Stat values in dumps (docs/formats.md#statistics): numbers, ``"Nan"`` (and msprobe's non-finite words),
     ``[]`` (empty or bool tensors); ``null`` where a dumper had none. A number must also fit a float."""
     if v is None or v == [] or isinstance(v, (bool, float)):
         return True
     if isinstance(v, str):
         return v.lower() in _STAT_WORDS
     return isinstance(v, int) and abs(v) <= 1.7976931348623157e308
-
-
-def _dump_step(v: Any) -> int | None:
-    if isinstance(v, int) and not isinstance(v, bool):
-        return v
-    if isinstance(v, float) and v.is_integer():  # finite and whole (1e400 is inf: refused)
-        return int(v)
-    return None
-
-
-def decode_value(value: Any, line: int = 0) -> Record:
-    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not); never raises."""
-    if not isinstance(value, list):
-        return BadLine(line, "a pkl line must be a JSON array", _short(value))
-    if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
-        if all(type(f) is list and len(f) == 4 and type(f[0]) is str and type(f[1]) is str  # as written
-               and type(f[2]) is str and (f[3] is None or type(f[3]) is str) for f in value[1]):
-            return StackRecord(value[0], [tuple(f) for f in value[1]], line)
-        frames = []
-        for f in value[1]:
-            if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
-                return BadLine(line, "stack frame is not [file, line, function, source]", _short(f))
-            src = f[3] if len(f) > 3 else None
-            frames.append((str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
-        return StackRecord(value[0], frames, line)
-    if len(value) != 6:
-        return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
-                       _short(value))
-    name, dump_step, _, dtype, shape, stats = value
-    if not isinstance(name, str) or not isinstance(dtype, str):
-        return BadLine(line, "name and dtype must be strings", _short(value))
-    if not safe_name(name):
-        return BadLine(line, "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie "
-                       "outside the dump folder", _short(name))
-    if holds_lone_surrogate(name):
-        return BadLine(line, "the name holds a lone UTF-16 surrogate, which no file name can hold",
-                       _short(shown(name)))
-    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
-        return BadLine(line, "shape must be a list or \"[]\" and stats a list", _short(value))
-    if isinstance(shape, list):
-        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
-            return BadLine(line, "shape must hold non-negative integers", _short(value))
-        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
-            return BadLine(line, f"shape {_short(shape, 60)} is too large to be a tensor's", _short(name))
-    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
-    if bad_stat is not None or len(stats) > 4:
-        what = f"holds {_short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
-        return BadLine(line, f"stats {what}; expected up to 4 numbers, \"Nan\" or []", _short(value))
-    step = dump_step if type(dump_step) is int else _dump_step(dump_step)
-    if step is None:
-        return BadLine(line, f"dump_step must be an integer, got {_short(dump_step, 40)}", _short(value))
-    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
 
 
 def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
@@ -212,29 +184,8 @@ def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
     where = (f"lines {a.line} and {b.line}" if a.line and b.line
              else f"entries {a.order + 1} and {b.order + 1}")
     more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
-    return (f"{len(again)} duplicate entry name(s): {_short(a.name, 80)} at {where}{more}; each is a row "
+    return (f"{len(again)} duplicate entry name(s): {short(a.name, 80)} at {where}{more}; each is a row "
             "of its own")
-
-
-def decode_line(text: str, line: int = 0) -> Record | None:
-    """Decode one text line; ``None`` for a blank line."""
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        return BadLine(line, "JSON nested too deeply to read", _short(text))
-    except json.JSONDecodeError as e:
-        return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", _short(text))
-    except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return BadLine(line, f"not readable JSON ({e})", _short(text))
-    return decode_value(value, line)
-
-
-def may_hold_surrogates(text: str) -> bool:
-    """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
-    return _SURROGATE_ESCAPE.search(text) is not None
 
 
 def shown(text: str) -> str:
@@ -257,23 +208,14 @@ def undecodable(record: Record) -> Record:
         record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
     elif isinstance(record, StackRecord):
         record.name = shown(record.name)
-        record.frames = [(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+        record.frames = [Frame(shown(f), shown(n), shown(fn), None if src is None else shown(src))
                          for f, n, fn, src in record.frames]
     else:
         record.reason, record.text = shown(record.reason), shown(record.text)
     return record
 
 
-def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any]) -> str:
-    """One tensor line, byte-compatible with the original's ``json.dumps`` output."""
-    return json.dumps([name, dump_step, [], dtype, shape, stats])
-
-
-def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:
-    return json.dumps([name, [list(f) for f in frames]])
-
-
-def _short(value: Any, limit: int = 120) -> str:
+def short(value: Any, limit: int = 120) -> str:
     try:
         text = value if isinstance(value, str) else repr(value)
     except RecursionError:

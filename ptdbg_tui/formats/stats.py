@@ -1,4 +1,4 @@
-"""The statistics array of a pkl line (spec §3.4), shared by the dumper and the numpy writer.
+"""The statistics array of a pkl line (docs/formats.md#statistics), shared by the dumper and the numpy writer.
 
 The shape of the array depends only on the value's kind; the numbers come from whoever
 computes them (torch on the device in the dumper, numpy here).
@@ -7,11 +7,17 @@ computes them (torch on the device in the dumper, numpy here).
 from __future__ import annotations
 
 import enum
+import zlib
 from typing import Any
 
 import numpy as np
 
 NAN_SENTINEL = "Nan"
+
+
+def checksum(data: bytes | np.ndarray) -> str:
+    """A value's checksum as msprobe writes it (its ``md5``): the CRC-32 of the bytes, 8 hex digits."""
+    return f"{zlib.crc32(data):08x}"
 
 
 class StatKind(enum.Enum):

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from ptdbg_tui.formats import npy, pt
+from ptdbg_tui.formats.files import TensorFileError
 from ptdbg_tui.formats.records import TensorRecord
 
 TensorHeader = npy.NpyHeader | pt.PtHeader
-FILE_ERRORS = (npy.NpyError, pt.PtError)
+FILE_ERRORS = (TensorFileError,)
 
 
 def _is_pt(path: str | os.PathLike[str]) -> bool:

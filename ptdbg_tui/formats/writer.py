@@ -3,7 +3,8 @@
 Each ``.npy`` goes to a hidden temporary name and is renamed into place; only then is its pkl
 line appended and flushed. A process killed at any point leaves a pkl whose every complete line
 has its tensor file. The dumper's background thread and the test/benchmark generators both
-write through this class, so there is one writer of the format.
+write through this class, so there is one writer of the format. The sidecars (modules, calls) are
+appended the same way, a call's line before its first pkl line.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from ptdbg_tui.formats.calls import CallSpec, Convert, calls_path, encode_call_line
 from ptdbg_tui.formats.layout import PKL_NAMES
 from ptdbg_tui.formats.modules import ModuleChain, encode_module_line, sidecar_path
-from ptdbg_tui.formats.records import Frame, encode_stack_line, encode_tensor_line
+from ptdbg_tui.formats.pkl_line import encode_stack_line, encode_tensor_line
+from ptdbg_tui.formats.records import Frame
 
 DIR_MODE = 0o750
 FILE_MODE = 0o640
@@ -34,13 +37,14 @@ class RankWriter:
         self.summary_only = summary_only
         self.rank_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         if fresh:  # as the original: a new dump replaces the old one
-            for path in (self.pkl, sidecar_path(self.pkl)):
+            for path in (self.pkl, sidecar_path(self.pkl), calls_path(self.pkl)):
                 path.unlink(missing_ok=True)
             shutil.rmtree(self.npy_dir, ignore_errors=True)
         if not summary_only:
             self.npy_dir.mkdir(mode=DIR_MODE, exist_ok=True)
         self._pkl = self._open(self.pkl)
         self._modules = None
+        self._calls = None
 
     @staticmethod
     def _open(path: Path):
@@ -78,7 +82,8 @@ class RankWriter:
         return final
 
     def write_tensor(self, name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                     array: np.ndarray | None = None, same_as: Path | None = None) -> Path | None:
+                     array: np.ndarray | None = None, same_as: Path | None = None,
+                     md5: str | None = None) -> Path | None:
         """One tensor/scalar record; its npy (``array``, or a link to the npy ``same_as`` holding the
         same data) lands first unless summary-only. Returns the npy written, if any."""
         npy = None
@@ -87,7 +92,7 @@ class RankWriter:
                 npy = self.link_npy(name, same_as)
             elif array is not None:
                 npy = self.save_npy(name, array)
-        self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats))
+        self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats, md5))
         return npy
 
     def write_stack(self, name: str, frames: list[Frame]) -> None:
@@ -98,12 +103,18 @@ class RankWriter:
             self._modules = self._open(sidecar_path(self.pkl))
         self._line(self._modules, encode_module_line(call_key, chain))
 
+    def write_call(self, spec: CallSpec, convert: Convert | None = None) -> None:
+        """A call's sidecar line; ``convert`` names the values only the writer's caller knows (torch's)."""
+        if self._calls is None:
+            self._calls = self._open(calls_path(self.pkl))
+        self._line(self._calls, encode_call_line(spec, convert))
+
     @staticmethod
     def _line(f, text: str) -> None:
         f.write(text + "\n")
         f.flush()
 
     def close(self) -> None:
-        for f in (self._pkl, self._modules):
+        for f in (self._pkl, self._modules, self._calls):
             if f is not None and not f.closed:
                 f.close()

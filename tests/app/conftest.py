@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +24,15 @@ from ptdbg_tui.formats.writer import RankWriter
 
 SIZE = (120, 36)
 WAIT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def demo_lstm_site() -> str:
+    """``demo.py:N``: where the demo's model calls its LSTM (the culprit's call site)."""
+    import ptdbg_tui.demo
+
+    lines = Path(ptdbg_tui.demo.__file__).read_text().splitlines()
+    return f"demo.py:{lines.index('            out, _ = self.lstm(seq)') + 1}"
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +54,37 @@ def steps_dumps(tmp_path_factory, small_dumps) -> tuple[Path, Path]:
             (step0,) = src.rglob("step0")
             shutil.copytree(step0, next(side.rglob("step0")).with_name(f"step{step}"))
     return npu, bench
+
+
+@pytest.fixture(scope="session")
+def script_dumps(tmp_path_factory) -> tuple[Path, Path]:
+    """An ordinary training script dumped by the ``ptdbg-dump`` console script (as a user runs it),
+    its dump copied as the bench side."""
+    root = tmp_path_factory.mktemp("script")
+    script = root / "train.py"
+    script.write_text(TRAIN_SCRIPT)
+    launcher = Path(sys.executable).with_name("ptdbg-dump")
+    done = subprocess.run([str(launcher), "run", str(script), "--dump-path", str(root / "npu")],
+                          capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 0, done.stderr
+    shutil.copytree(root / "npu", root / "bench")
+    return root / "npu", root / "bench"
+
+
+TRAIN_SCRIPT = """\
+import torch
+
+
+def main():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    loss = model(torch.ones(4, 3)).sum()
+    loss.backward()
+
+
+if __name__ == "__main__":
+    main()
+"""
 
 
 @pytest.fixture(scope="session")

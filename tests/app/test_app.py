@@ -17,12 +17,12 @@ def _cursor(app) -> Node:
     return node
 
 
-async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
+async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui, demo_lstm_site):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         bar = str(app.query_one("#diagnosis").render())
-        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", "demo.py:47",
+        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", demo_lstm_site,
                          "out, _ = self.lstm(seq)", "inputs 3e-06"):
             assert expected in bar, expected
         await pilot.press("c")
@@ -32,7 +32,7 @@ async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui):
         text = ui.detail_text(app)
         assert "Culprit: introduces error — inputs " in text and ", allowed " in text
         assert text.count("allowed") == 1, "the verdict once"
-        assert "demo.py:47" in text
+        assert demo_lstm_site in text
 
 
 async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):
@@ -223,3 +223,16 @@ async def test_what_is_typed_right_after_slash_goes_to_the_search_box(demo_dumps
         await ui.wait_until(pilot, lambda: app.search_box.value == "lstm")
         assert app.call_tree.cursor_line == cursor and not app.call_tree.flat, "l, s: not the tree"
         assert app.engine.options.match == "auto", "nor m the app"
+
+
+async def test_the_user_s_script_is_the_top_of_the_tree_not_the_launcher(script_dumps, ui):
+    """``ptdbg-dump run train.py``: the console script that started train.py is no user code."""
+    app = ui.app(*script_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        forward = app.model.root.children[0].child("forward")
+        (top,) = [n for n in forward.children if n.kind == "frame"]  # the calls outside any module
+        assert top.label == "<module>  train.py:12", top.label
+        assert {n.label.split(":")[0] for n in top.children} == {"main  train.py"}
+        labels = [n.label for n in app.model.search("ptdbg")]
+        assert not labels, labels

@@ -4,6 +4,8 @@ all-clear, the help screen's scrolling."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from rich.text import Text
@@ -55,7 +57,8 @@ def test_flow_wraps_onto_two_lines_and_drops_the_least_important():
 
 
 @pytest.mark.parametrize("size", SIZES)
-async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size):
+async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size,
+                                                                         demo_lstm_site):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=size) as pilot:
         await ui.settle(pilot)
@@ -64,7 +67,7 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         header, bar = screen[0], "\n".join(screen[1:3])
         assert "✘ 11" in header and "all 178 compared" in header
         assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
-        assert "demo.py:47" in bar and "out, _ = self.lstm(seq)" in bar
+        assert demo_lstm_site in bar and "out, _ = self.lstm(seq)" in bar
         assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)
         footer = screen[-1]
         assert "? Help" in footer and "q Quit" in footer
@@ -134,18 +137,28 @@ async def test_the_hint_names_align_and_m_rematches_every_pair(shifted_dumps, ui
         counts = app.model.status_counts()
         assert counts[Status.FAIL] == 0 and counts[Status.UNMATCHED] == 2, "only the extra call is left"
         assert "m → align" not in ui.screen_text(app).splitlines()[0]
+        assert not [n for n in app._notifications if "m → align" in n.message], "its toast went with it"
         commands = {c.title: c for c in app.get_system_commands(app.screen)}
         commands["Match: exact"].callback()
         await ui.wait_until(pilot, lambda: app.model.match_modes() == "exact" and ui.settled(app))
         assert app.model.status_counts()[Status.FAIL] > 0
 
 
-async def test_no_all_clear_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path):
-    app = ui.app(demo_dumps[0], tmp_path / "nothing")
+@pytest.mark.parametrize("watch", [False, True])
+async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path,
+                                                                                 watch):
+    app = ui.app(demo_dumps[0], tmp_path / "nothing", watch=watch)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
-        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        await ui.wait_until(pilot, lambda: ui.settled(app) and app.model.progress.npu_seen == 178)
+        await pilot.pause()
+        screen = ui.screen_text(app).splitlines()
+        header, bar = screen[0], "\n".join(screen[1:3])
         assert "No operator" not in bar and "no verdict" in bar.lower()
+        assert "nothing compared" in header
+        assert ("bench: waiting for" if watch else "bench: no dump at") in header, "the missing side is said"
+        assert "compared 178" not in header and "all 178" not in header and "✘" not in header, header
+        assert "align" not in header, "no matching pairs what is not there"
+        assert not [n for n in app._notifications if "align" in n.message]
 
 
 async def test_help_scrolls_at_80x24(demo_dumps, ui):
@@ -156,6 +169,12 @@ async def test_help_scrolls_at_80x24(demo_dumps, ui):
         scroll = app.screen.query_one("VerticalScroll")
         await pilot.pause()
         assert scroll.max_scroll_y > 0, "more than fits: it scrolls"
+        await pilot.press("j", "j")
+        await pilot.pause()
+        assert scroll.scroll_y == 2, "j scrolls as in the tree"
+        await pilot.press("k")
+        await pilot.pause()
+        assert scroll.scroll_y == 1
         await pilot.press("end")
         await pilot.pause()
         assert scroll.scroll_y == scroll.max_scroll_y
@@ -203,3 +222,99 @@ async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
         (forward,) = [line for line in screen.splitlines() if "Forward" in line]
         assert "✔ ● Forward" in forward, "a branch holding a suspect is marked too"
         assert not [line for line in screen.splitlines() if "Torch_add_3" in line and "●" in line]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, size):
+    app = ui.app(demo_dumps[0], demo_dumps[0])
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        app.clear_notifications()  # the toast goes: the bar still says it
+        await pilot.pause()
+        screen = ui.screen_text(app).splitlines()
+        bar = "\n".join(screen[1:1 + len(app.diagnosis_bar.lines)])
+        assert "No operator" not in bar and Status.PASS.symbol not in bar
+        assert "No verdict: the NPU and bench dumps are the same file" in bar
+        assert "each row is compared with itself" in bar
+        header = app.header_bar.lines[0]
+        assert header.plain.lstrip().startswith("✘ 0")
+        fail = app.header_bar.styles_map()["fail"]
+        assert not [s for s in header.spans if s.style == fail], "red means failures"
+
+
+async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
+    """Step 1 fails at its first call, step 0 only at its fifth: step 0 diverged first."""
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(6)]
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for step, wrong in ((0, 4), (1, 0)):
+        for side in sides:
+            writer = RankWriter(rank_dir_path(side, 0, step))
+            for index, x in enumerate(xs):
+                y = x * 2 + (1 if side.name == "npu" and index == wrong else 0)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "input", (0,)), x)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "output", (0,)), y)
+            writer.close()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        lines = app.screen.lines
+        assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
+        assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
+
+
+async def test_at_80x24_c_shows_the_suspect_s_row_whole_and_the_bar_its_score(steps_dumps, ui):
+    app = ui.app(*steps_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        tree = app.call_tree
+        for keys, tag in ((["c"], "◀ culprit"), (["c"], "◀ suspect 2"), (["s", "c"], "◀ culprit"),
+                          (["c"], "◀ suspect 2")):
+            await pilot.press(*keys)
+            await pilot.pause()
+            top = int(tree.scroll_y)
+            assert top <= tree.cursor_line < top + tree.scrollable_content_region.height, "in view"
+            row = ui.screen_text(app).splitlines()[tree.region.y + tree.cursor_line - top][:tree.region.width]
+            assert "VF_lstm_0  " in row and row.rstrip().endswith(tag), row
+            bar = "\n".join(line.plain for line in app.diagnosis_bar.lines)
+            assert "VF_lstm_0_backward ×" in bar, "the score stays with the call"
+
+
+async def test_at_80x24_flat_rows_keep_whole_names_and_the_export_dialog_fits(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        tree = app.call_tree
+        screen = ui.screen_text(app).splitlines()
+        for line in range(tree.scrollable_content_region.height):
+            node = tree.get_node_at_line(line).data
+            row = screen[tree.region.y + line][:tree.region.width]
+            direction = node.children[0].row.record.entry.direction
+            assert f" {node.label}  {direction}" in row and "…" not in row, row
+        assert tree.virtual_size.width <= tree.scrollable_content_region.width, "nothing to scroll sideways"
+        await pilot.press("e")
+        await pilot.pause()
+        dialog = app.screen.query_one("Vertical")
+        assert dialog.region.x >= 0 and dialog.region.right <= 80
+        assert dialog.region.bottom <= 24
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_error_chart_labels_its_whole_range_and_marks_the_selection_apart(demo_dumps, ui, size):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c")  # the culprit's output error 0.3: the highest point
+        await pilot.pause()
+        chart = app.detail.query_one("#along")
+        rows = Text.from_ansi(chart.plt.build()).plain.splitlines()
+        labelled = [i for i, row in enumerate(rows) if re.match(r"\s*\S+┤", row)]
+        drawn = [i for i, row in enumerate(rows) if "•" in row or "●" in row]
+        assert labelled[0] <= drawn[0] and drawn[-1] <= labelled[-1], "every point between two labels"
+        (selected,) = {row.index("┊") for row in rows if "┊" in row}  # the selected call: dotted
+        assert not [row for row in rows if row[selected:selected + 1] == "│"], "unlike the fwd│bwd divider"
+        assert any(row.count("│") > 2 for row in rows), "the divider is drawn"

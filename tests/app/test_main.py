@@ -6,8 +6,7 @@ from pathlib import Path
 
 from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
-from ptdbg_tui.app.main import run_app
-from ptdbg_tui.cli import app_parser, demo_parser
+from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
 from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.updates import PairInfo
@@ -34,7 +33,7 @@ def test_demo_without_torch_says_how_to_install_it(monkeypatch, tmp_path, capsys
         raise ImportError("No module named 'torch'")
 
     monkeypatch.setattr(demo, "write_demo", no_torch)
-    assert demo.run_demo(demo_parser().parse_args([str(tmp_path)])) == demo.EXIT_MISSING_TORCH
+    assert run_demo(demo_parser().parse_args([str(tmp_path)])) == EXIT_MISSING_TORCH
     assert "pip install" in capsys.readouterr().err
 
 
@@ -45,7 +44,7 @@ def _pair(step: int) -> tuple[PairInfo, list[Row]]:
     row.result = summary_result(row)
     n = RankDump(Path(f"/d/npu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
     b = RankDump(Path(f"/d/cpu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
-    return PairInfo(str(n.pkl), n.label, n, b, True), [row]
+    return PairInfo(str(n.records), n.label, n, b, True), [row]
 
 
 def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):
@@ -58,6 +57,7 @@ def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):
 def test_export_to_a_directory_keeps_the_writer_s_name(tmp_path):
     (path,) = export_pairs([_pair(0)], tmp_path, stack=True)
     assert path.parent == tmp_path and path.name.startswith("compare_result_")
+    assert path.stat().st_mode & 0o777 == 0o640, "every output file: 0640"
     assert "NPU_Stack_Info" in path.read_text().splitlines()[0]
 
 
@@ -70,3 +70,15 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["--version"])
     assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"ptdbg-tui {__version__}"
+
+
+def test_a_bare_ptdbg_tui_names_the_demo(capsys):
+    import pytest
+
+    from ptdbg_tui.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main([])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "NPU_DIR, BENCH_DIR" in err
+    assert "ptdbg-tui demo" in err and "ptdbg-tui compare" in err, "the other commands, the demo first of all"

@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ptdbg_tui.formats.records import TensorRecord, decode_value
+from ptdbg_tui.formats.pkl_line import decode_value
+from ptdbg_tui.formats.records import TensorRecord
 
 
 def _record(name: str, shape: list[int] | str = (3,), dtype: str = "torch.float32",

@@ -16,7 +16,8 @@ from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv, write_table
-from ptdbg_tui.formats.records import StackRecord, decode_line
+from ptdbg_tui.formats.pkl_line import decode_line
+from ptdbg_tui.formats.records import StackRecord
 
 NAMES = "NPU Name,Bench Name,NPU Tensor Dtype,Bench Tensor Dtype,NPU Tensor Shape,Bench Tensor Shape,"
 STATS = "NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm"

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from ptdbg_tui.compare.diagnosis.diagnose import advisor_text, diagnose, stack_site
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.compare.report.advisor import advisor_text
 from ptdbg_tui.engine.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.records import StackRecord
+from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.synthetic import SEED_CULPRIT, write_seed_pair
 
 LEGACY_ADVISOR = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legacy" / "advisor.txt"
@@ -21,11 +23,11 @@ LEGACY_ADVISOR = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legac
 def _compared_seed(tmp_path):
     npu_root, bench_root = write_seed_pair(tmp_path)
     npu, bench = discover(npu_root)[0], discover(bench_root)[0]
-    n, b = read_pkl(npu.pkl), read_pkl(bench.pkl)
+    n, b = read_pkl(npu.records), read_pkl(bench.records)
     rows = match_records(n.tensors, b.tensors)
     attach_stacks(rows, {s.call: s for s in n.stacks})
     for row in rows:
-        row.result = run_task(task_for(row, npu.npy_dir, bench.npy_dir))
+        row.result = run_task(task_for(row, npu.tensor_dir, bench.tensor_dir))
     return rows
 
 

@@ -7,7 +7,9 @@ import random
 
 import pytest
 
-from ptdbg_tui.compare.matching.pairing import align, attach_stacks, choose_match, match_records
+from ptdbg_tui.compare.matching.align import align
+from ptdbg_tui.compare.matching.pairing import attach_stacks, choose_match, match_records
+from ptdbg_tui.formats.dialects import DIALECTS, ORIGINAL_PTDBG, OURS
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -199,13 +201,16 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
     assert match_advice(choose_match(npu, bench, "exact")) == "1 unpaired"
     assert match_advice(choose_match(npu, bench, "align")) == "", "align is what it suggests"
     assert match_advice(choose_match(bench, bench, "exact")) == ""
+    assert match_advice(choose_match(npu, [], "exact")) == "", "nothing to pair with: no matching helps"
+    assert match_advice(choose_match([], bench, "exact")) == ""
 
 
 # --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------
 
 
 def _mixed(npu, bench, ordered=(True, False)):
-    rows = match_records(npu, bench, "exact", mixed=True, ordered=ordered)
+    dialects = tuple(DIALECTS[ORIGINAL_PTDBG if o else OURS] for o in ordered)
+    rows = match_records(npu, bench, "exact", dialects)
     return {r.npu.name: r.bench.name for r in rows if r.matched}
 
 

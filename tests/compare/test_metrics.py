@@ -1,4 +1,4 @@
-"""Tensor metrics: the spec's formulas and every edge case it lists (§5.6), on real arrays."""
+"""Tensor metrics: the original's formulas and every edge case (docs/compare.md#metrics), on real arrays."""
 
 from __future__ import annotations
 

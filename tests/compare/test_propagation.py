@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import RANDOM
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import NO, YES
@@ -168,12 +169,12 @@ def test_statistics_only_dumps_are_judged_from_their_statistics(calls):
     assert calls.row("Torch_mul_0_forward_output.0").result.errors.from_stats
 
 
-def test_random_ops_and_modules_around_calls_are_not_suspects(calls):
+def test_random_draws_that_differ_are_their_own_finding_and_modules_around_calls_are_not_suspects(calls):
     x = RNG.standard_normal(100).astype(np.float32)
     calls.call("Torch_randn", 0, "forward", [], [(RNG.standard_normal(100).astype(np.float32), x)])
     calls.call("Module_block", 0, "forward", [(x, x)], [(3 * x, x)])
     calls.call("Torch_mul", 0, "forward", [(x, x)], [(3 * x, x)])
-    assert calls.suspects() == [("Torch_mul_0_forward", GROWTH)]
+    assert calls.suspects() == [("Torch_randn_0_forward", RANDOM), ("Torch_mul_0_forward", GROWTH)]
 
 
 def test_error_measures_of_the_metric_pass():

@@ -6,9 +6,10 @@ import shutil
 
 import pytest
 
+from ptdbg_tui.cli import report_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
-from ptdbg_tui.engine.batch import compare_dumps, report_text
+from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
 

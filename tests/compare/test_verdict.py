@@ -1,4 +1,4 @@
-"""The original's accuracy rule (§5.7), the Status policy on top of it, and the stats verdict."""
+"""The original's accuracy rule (docs/compare.md#accuracy-reached-or-not), our Status, the stats verdict."""
 
 from __future__ import annotations
 

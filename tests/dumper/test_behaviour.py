@@ -30,7 +30,7 @@ def _dump(tmp_path: Path, fn, **hook) -> tuple[object, dict]:
     finally:
         debugger.stop()
     (dump,) = discover(tmp_path)
-    return result, {r.name: r for r in read_pkl(dump.pkl).tensors} | {"_dump": dump}
+    return result, {r.name: r for r in read_pkl(dump.records).tensors} | {"_dump": dump}
 
 
 def test_gradients_are_bit_identical_with_and_without_dumping(tmp_path: Path) -> None:
@@ -71,8 +71,8 @@ def test_python_scalars_and_nested_lists(tmp_path: Path) -> None:
             "Torch_cat_0_forward_input.1"} <= set(recs)
     scalar = recs["Torch_add_0_forward_input.1"]
     assert (scalar.dtype, scalar.shape_raw, scalar.stats) == ("<class 'float'>", "[]", [2.5] * 4)
-    npy_dir = recs["_dump"].npy_dir
-    assert load_npy(npy_path(npy_dir, "Torch_add_0_forward_input.1")).dtype == np.float64
+    tensor_dir = recs["_dump"].tensor_dir
+    assert load_npy(npy_path(tensor_dir, "Torch_add_0_forward_input.1")).dtype == np.float64
     assert recs["Torch_full_0_forward_output"].stats == [[], [], [], "Nan"]  # bool tensor
     assert recs["Torch_full_0_forward_input.1"].dtype == "<class 'bool'>"
 
@@ -84,7 +84,7 @@ def test_bf16_saved_as_float32_and_fp16_stats_do_not_overflow(tmp_path: Path) ->
     assert recs["Torch_abs_0_forward_output"].stats[3] == pytest.approx(100000.0, rel=1e-5)  # fp16: inf
     neg = recs["Torch_neg_0_forward_output"]
     assert neg.dtype == "torch.bfloat16" and neg.stats[:3] == [0.0, -5.0, -2.5]
-    array = load_npy(npy_path(recs["_dump"].npy_dir, "Torch_neg_0_forward_output"))
+    array = load_npy(npy_path(recs["_dump"].tensor_dir, "Torch_neg_0_forward_output"))
     assert array.dtype == np.float32 and array.tolist() == [[0, -1, -2], [-3, -4, -5]]
 
 
@@ -163,7 +163,7 @@ def test_model_argument_names_modules(tmp_path: Path) -> None:
     _, recs = _dump(tmp_path, lambda: model(torch.ones(1, 2)), ctor={"model": model})
     from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
 
-    chains = ModuleFollower(sidecar_path(recs["_dump"].pkl)).read(final=True)
+    chains = ModuleFollower(sidecar_path(recs["_dump"].records)).read(final=True)
     assert chains == {"Functional_linear_0": (("0", "Linear"),),
                       "Torch_tanh_0": (("1", "Sequential"), ("1.0", "Tanh"))}
 
@@ -197,7 +197,7 @@ def test_stack_line_of_a_direct_call_names_this_file(tmp_path: Path) -> None:
     line = test_stack_line_of_a_direct_call_names_this_file.__code__.co_firstlineno + 3
     debugger.stop()
     (dump,) = discover(tmp_path)
-    stack = {s.call: s for s in read_pkl(dump.pkl).stacks}["Torch_add_0_forward"]
+    stack = {s.call: s for s in read_pkl(dump.records).stacks}["Torch_add_0_forward"]
     assert stack.frames[0] == (__file__, str(line), "test_stack_line_of_a_direct_call_names_this_file",
                                "torch.add(torch.ones(1), 1)  # the line the stack must name")
 
@@ -237,6 +237,6 @@ def test_inference_mode_and_a_second_debugger(tmp_path: Path, caplog) -> None:
     debugger.stop()
     assert "another PrecisionDebugger is dumping" in caplog.text and not (tmp_path / "other").exists()
     (dump,) = discover(tmp_path / "d")
-    names = {r.name for r in read_pkl(dump.pkl).tensors}
+    names = {r.name for r in read_pkl(dump.records).tensors}
     assert {"Torch_exp_0_forward_output", "Torch_exp_1_forward_input.0",
             "Torch_exp_1_forward_output"} <= names

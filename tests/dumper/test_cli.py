@@ -35,8 +35,8 @@ def test_run_dumps_the_listed_step_and_passes_the_script_its_arguments(tmp_path:
                  "--step", "1"])
     assert code == 0 and seen.read_text() == "--lr 0.1"
     (dump,) = discover(tmp_path / "d")
-    assert dump.step == 1 and dump.pkl.name == "api_stack_dump.pkl"
-    calls = {r.call for r in read_pkl(dump.pkl).tensors}
+    assert dump.step == 1 and dump.records.name == "api_stack_dump.pkl"
+    calls = {r.call for r in read_pkl(dump.records).tensors}
     assert {"Functional_linear_0_forward", "Functional_linear_0_backward"} <= calls
 
 
@@ -46,8 +46,8 @@ def test_run_without_step_dumps_the_whole_run_in_summary(tmp_path: Path) -> None
     assert main(["run", "--dump-path", str(tmp_path / "d"), "--summary-only", "--mode", "all",
                  str(script), str(tmp_path / "argv.txt")]) == 0
     (dump,) = discover(tmp_path / "d")
-    assert dump.step is None and dump.pkl.name == "dump.pkl" and not dump.has_npy
-    calls = {r.call for r in read_pkl(dump.pkl).tensors}
+    assert dump.step is None and dump.records.name == "dump.pkl" and not dump.has_tensors
+    calls = {r.call for r in read_pkl(dump.records).tensors}
     assert "Functional_linear_2_forward" in calls
 
 
@@ -71,6 +71,6 @@ def test_stacks_of_a_run_script_start_in_the_script(tmp_path: Path) -> None:
     script.write_text(SCRIPT)
     assert main(["run", str(script), str(tmp_path / "argv.txt"), "--dump-path", str(tmp_path / "d")]) == 0
     (dump,) = discover(tmp_path / "d")
-    frames = {s.call: s for s in read_pkl(dump.pkl).stacks}["Functional_linear_0_forward"].frames
+    frames = {s.call: s for s in read_pkl(dump.records).stacks}["Functional_linear_0_forward"].frames
     assert frames[0][:3] == (str(script), "10", "<module>")  # the same script text as in other tests
     assert not any(f[0].startswith("<frozen") for f in frames)  # runpy's frames are dropped

@@ -32,9 +32,9 @@ def _exact_fp32():
 def test_cuda_dump_matches_the_cpu_dump(dump_model) -> None:
     gpu, cpu = dump_model("gpu", device="cuda"), dump_model("cpu")
     assert gpu.rank == 0
-    gpu_names = {r.name for r in read_pkl(gpu.pkl).tensors}
-    assert gpu_names == {r.name for r in read_pkl(cpu.pkl).tensors}
-    (outcome,) = compare_dumps(gpu.pkl, cpu.pkl, jobs=1)
+    gpu_names = {r.name for r in read_pkl(gpu.records).tensors}
+    assert gpu_names == {r.name for r in read_pkl(cpu.records).tensors}
+    (outcome,) = compare_dumps(gpu.records, cpu.records, jobs=1)
     counts = outcome.counts()
     assert counts[Status.FAIL] == counts[Status.UNMATCHED] == counts[Status.ERROR] == 0, [
         (r.name, r.result.reason) for r in outcome.rows if r.status is Status.FAIL]
@@ -43,7 +43,7 @@ def test_cuda_dump_matches_the_cpu_dump(dump_model) -> None:
 
 def test_cuda_wrong_lstm_backward_is_flagged(dump_model) -> None:
     gpu, cpu = dump_model("gpu", device="cuda", fault=True), dump_model("cpu")
-    (outcome,) = compare_dumps(gpu.pkl, cpu.pkl, jobs=1)
+    (outcome,) = compare_dumps(gpu.records, cpu.records, jobs=1)
     assert [s.call for s in outcome.diagnosis.suspects] == ["VF_lstm_0_backward"]
 
 
@@ -55,9 +55,9 @@ def test_cuda_bf16_and_fp16_values(tmp_path: Path) -> None:
     torch.abs(torch.full((10000,), 1000.0, dtype=torch.float16, device="cuda"))
     debugger.stop()
     (dump,) = discover(tmp_path)
-    recs = {r.name: r for r in read_pkl(dump.pkl).tensors}
+    recs = {r.name: r for r in read_pkl(dump.records).tensors}
     out = recs["Torch_tanh_0_forward_output"]
-    array = load_npy(npy_path(dump.npy_dir, out.name))
+    array = load_npy(npy_path(dump.tensor_dir, out.name))
     assert out.dtype == "torch.bfloat16" and array.dtype == np.float32
     np.testing.assert_array_equal(array, torch.tanh(x.bfloat16()).float().cpu().numpy())
     assert recs["Torch_abs_0_forward_output"].stats[3] == pytest.approx(100000.0, rel=1e-5)

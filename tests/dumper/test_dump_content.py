@@ -41,7 +41,7 @@ def dumped(tmp_path_factory: pytest.TempPathFactory):
     debugger.stop()
     debugger.step()
     (dump,) = discover(path)
-    return dump, read_pkl(dump.pkl)
+    return dump, read_pkl(dump.records)
 
 
 def _torch_stats(a: np.ndarray) -> list[float]:
@@ -52,7 +52,8 @@ def _torch_stats(a: np.ndarray) -> list[float]:
 def test_layout_and_every_line_parses(dumped) -> None:
     dump, batch = dumped
     assert (dump.step, dump.rank) == (0, 0)  # rank 0 on a CPU run, not the pid
-    assert dump.pkl.name == "api_stack_dump.pkl" and dump.pkl.parent.parent.parent.name == "ptdbg_dump_v4.0"
+    assert dump.records.name == "api_stack_dump.pkl"
+    assert dump.records.parent.parent.parent.name == "ptdbg_dump_v4.0"
     assert not batch.bad and len(batch.tensors) > 50
     assert all(rec.entry is not None for rec in batch.tensors)
 
@@ -80,7 +81,7 @@ def test_shapes_dtypes_and_stats_match_torch(dumped) -> None:
     assert by_name["Functional_nll_loss_0_forward_input.1"].dtype == "torch.int64"
     checked = 0
     for rec in batch.tensors:
-        array = load_npy(npy_path(dump.npy_dir, rec.name))
+        array = load_npy(npy_path(dump.tensor_dir, rec.name))
         if rec.is_scalar:
             assert array.shape == () and rec.stats == [array.item()] * 4
             continue
@@ -125,12 +126,13 @@ def test_lstm_backward_holds_the_true_gradients(dumped) -> None:
         "VF_lstm_0_backward_output.2.3": model.lstm.bias_hh_l0.grad,
     }
     for name, grad in expected.items():
-        np.testing.assert_allclose(load_npy(npy_path(dump.npy_dir, name)), grad.numpy(), rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(load_npy(npy_path(dump.tensor_dir, name)), grad.numpy(),
+                                   rtol=1e-5, atol=1e-8)
 
 
 def test_module_sidecar_names_the_modules(dumped) -> None:
     dump, _ = dumped
-    chains = ModuleFollower(sidecar_path(dump.pkl)).read(final=True)
+    chains = ModuleFollower(sidecar_path(dump.records)).read(final=True)
     assert chains["VF_lstm_0"] == (("lstm", "LSTM"),)
     assert chains["Functional_linear_0"] == (("head", "Linear"),)
     assert chains["Functional_conv2d_0"] == (("conv", "Conv2d"),)
@@ -147,7 +149,7 @@ def test_names_follow_the_grammar(dumped) -> None:
 
 def test_a_tensor_recorded_twice_is_written_once(dumped) -> None:
     dump, _ = dumped
-    out = Path(npy_path(dump.npy_dir, "Functional_conv2d_0_forward_output"))
-    again = Path(npy_path(dump.npy_dir, "Functional_batch_norm_0_forward_input.0"))
+    out = Path(npy_path(dump.tensor_dir, "Functional_conv2d_0_forward_output"))
+    again = Path(npy_path(dump.tensor_dir, "Functional_batch_norm_0_forward_input.0"))
     assert out.stat().st_ino == again.stat().st_ino  # one host copy, one file, two names
-    assert not list(dump.npy_dir.glob(".*.tmp"))
+    assert not list(dump.tensor_dir.glob(".*.tmp"))

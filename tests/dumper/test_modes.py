@@ -13,28 +13,28 @@ from ptdbg_tui.formats.pkl import read_pkl
 
 
 def _names(dump) -> list[str]:
-    return [r.name for r in read_pkl(dump.pkl).tensors]
+    return [r.name for r in read_pkl(dump.records).tensors]
 
 
 def _calls(dump) -> set[str]:
-    batch = read_pkl(dump.pkl)
+    batch = read_pkl(dump.records)
     return {r.call for r in batch.tensors} | {s.call for s in batch.stacks}
 
 
 def test_mode_all_writes_dump_pkl_without_stack_lines(dump_model) -> None:
     dump = dump_model(mode="all")
-    assert dump.pkl.name == "dump.pkl" and dump.npy_dir.name == "dump" and dump.has_npy
-    assert read_pkl(dump.pkl).stacks == []
+    assert dump.records.name == "dump.pkl" and dump.tensor_dir.name == "dump" and dump.has_tensors
+    assert read_pkl(dump.records).stacks == []
 
 
 def test_summary_only_writes_no_npy(dump_model) -> None:
     dump = dump_model(summary_only=True)
-    assert not dump.has_npy and len(_names(dump)) > 50
+    assert not dump.has_tensors and len(_names(dump)) > 50
 
 
 def test_api_list_is_a_lowercase_substring_test(dump_model) -> None:
     dump = dump_model(mode="api_list", api_list=["LSTM", "linear"])
-    assert dump.pkl.name == "api_list_dump.pkl"
+    assert dump.records.name == "api_list_dump.pkl"
     assert _calls(dump) == {"VF_lstm_0_forward", "VF_lstm_0_backward", "Functional_linear_0_forward",
                             "Functional_linear_0_backward"}
 
@@ -54,8 +54,8 @@ def test_range_runs_from_first_to_last(dump_model) -> None:
 
 def test_stack_mode_writes_stack_lines_only(dump_model) -> None:
     dump = dump_model(mode="stack")
-    batch = read_pkl(dump.pkl)
-    assert dump.pkl.name == "stack_dump.pkl" and not dump.has_npy
+    batch = read_pkl(dump.records)
+    assert dump.records.name == "stack_dump.pkl" and not dump.has_tensors
     assert batch.tensors == [] and len(batch.stacks) > 10
 
 
@@ -67,7 +67,7 @@ def test_input_output_mode_filters_direction_and_kind(dump_model) -> None:
 
 
 def test_filter_switch_drops_scalars_ints_and_empties_but_keeps_the_loss(dump_model) -> None:
-    recs = read_pkl(dump_model(filter_switch="ON").pkl).tensors
+    recs = read_pkl(dump_model(filter_switch="ON").records).tensors
     assert recs and all(r.dtype in ("torch.float32",) for r in recs)
     assert "Functional_nll_loss_0_forward_output" in {r.name for r in recs}  # 0-d float kept
 
@@ -127,7 +127,7 @@ def test_steps_not_listed_are_not_dumped_and_counters_restart(tmp_path: Path) ->
     dumps = discover(tmp_path)
     assert [d.step for d in dumps] == [1, 2]
     for d in dumps:
-        assert {r.call for r in read_pkl(d.pkl).tensors} == {"Torch_add_0_forward", "Torch_add_1_forward"}
+        assert {r.call for r in read_pkl(d.records).tensors} == {"Torch_add_0_forward", "Torch_add_1_forward"}
 
 
 def test_calls_are_counted_only_while_dumping(tmp_path: Path) -> None:
@@ -142,5 +142,5 @@ def test_calls_are_counted_only_while_dumping(tmp_path: Path) -> None:
     debugger.stop()
     (dump,) = discover(tmp_path)
     assert dump.step is None and dump.rank == 0
-    assert [r.call for r in read_pkl(dump.pkl).tensors if r.name.endswith("output")] == \
+    assert [r.call for r in read_pkl(dump.records).tensors if r.name.endswith("output")] == \
         ["Torch_add_0_forward", "Torch_add_1_forward"]

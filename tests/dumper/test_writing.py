@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import shutil
@@ -20,6 +21,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.daemon import CallRecord, DumpDaemon
+from ptdbg_tui.formats.calls import CallFollower, calls_path
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.npy import load_npy, npy_path
 from ptdbg_tui.formats.pkl import PklFollower, read_pkl
@@ -71,11 +73,16 @@ def test_a_killed_dumping_process_leaves_every_written_line_with_its_npy(tmp_pat
         child.stderr.close()
     batch = PklFollower(pkl).read()  # complete lines only, as a live reader sees them
     assert not batch.bad and len(batch.tensors) >= 300
-    npy_dir = pkl.with_suffix("")
+    tensor_dir = pkl.with_suffix("")
     for rec in batch.tensors:
-        array = load_npy(npy_path(npy_dir, rec.name))
+        array = load_npy(npy_path(tensor_dir, rec.name))
         assert rec.is_scalar or array.shape == rec.shape, rec.name
     assert not any(".tmp" in r.name for r in batch.tensors)
+    calls = CallFollower(calls_path(pkl))  # the call sidecar: complete lines only, each before its pkl line
+    calls.read()
+    assert calls.bad_lines == 0 and {r.entry.label for r in batch.tensors} <= set(calls.specs)
+    text = calls_path(pkl).read_bytes()
+    assert all(json.loads(line) for line in text[: text.rfind(b"\n")].split(b"\n"))
 
 
 def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, monkeypatch, caplog) -> None:
@@ -105,9 +112,9 @@ def test_a_full_disk_stops_dumping_once_and_training_goes_on(tmp_path: Path, mon
     assert " free on its file system" in errors[0]
     assert any("not dumping" in m for m in caplog.messages)
     (dump,) = discover(tmp_path)
-    written = [r.name for r in read_pkl(dump.pkl).tensors]
+    written = [r.name for r in read_pkl(dump.records).tensors]
     assert refused == [refused[0]] and refused[0] not in written and len(written) >= 20
-    assert sorted(written) == sorted(p.stem for p in dump.npy_dir.glob("*.npy"))  # each line has its npy
+    assert sorted(written) == sorted(p.stem for p in dump.tensor_dir.glob("*.npy"))  # each line has its npy
 
 
 FULL_AND_LOCKED = textwrap.dedent("""
@@ -128,9 +135,9 @@ FULL_AND_LOCKED = textwrap.dedent("""
     from ptdbg_tui.formats.pkl import read_pkl
 
     (dump,) = discover("full/dump")
-    written = sorted(r.name for r in read_pkl(dump.pkl).tensors)
-    print(written == sorted(p.stem for p in dump.npy_dir.glob("*.npy")), len(written),
-          len(list(dump.npy_dir.glob(".*"))))
+    written = sorted(r.name for r in read_pkl(dump.records).tensors)
+    print(written == sorted(p.stem for p in dump.tensor_dir.glob("*.npy")), len(written),
+          len(list(dump.tensor_dir.glob(".*"))))
 """)
 #: In a user and mount namespace: a 64 KiB tmpfs, a folder nobody may write, and the child without
 #: root's DAC override (so that the folder's mode holds for it).
@@ -167,8 +174,8 @@ def test_stop_waits_for_the_daemon(tmp_path: Path) -> None:
         torch.relu(big)
     debugger.stop()  # returns only once all of it is on disk
     (dump,) = discover(tmp_path)
-    recs = read_pkl(dump.pkl).tensors
-    assert len(recs) == 40 and all(Path(npy_path(dump.npy_dir, r.name)).is_file() for r in recs)
+    recs = read_pkl(dump.records).tensors
+    assert len(recs) == 40 and all(Path(npy_path(dump.tensor_dir, r.name)).is_file() for r in recs)
 
 
 def test_the_queue_is_bounded(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
 from ptdbg_tui.engine.updates import Placed, Progress

@@ -12,12 +12,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from ptdbg_tui import compare
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.synthetic import SEED_CULPRIT, write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
+from ptdbg_tui.legacy import compare
 
 
 @pytest.fixture
@@ -43,15 +43,15 @@ def test_summary_mode_on_request_and_when_npy_is_missing(seed):
     (o,) = compare_dumps(*seed, summary=True, jobs=1)
     assert o.summary and all(r.result is not None and r.result.accuracy == "" for r in o.rows)
     assert [s.call for s in o.diagnosis.suspects] == [SEED_CULPRIT]  # the stats see the wrong gradient too
-    shutil.rmtree(discover(seed[1])[0].npy_dir)
+    shutil.rmtree(discover(seed[1])[0].tensor_dir)
     (o,) = compare_dumps(*seed, jobs=1)
     assert o.summary
 
 
 def test_missing_and_broken_npy_become_error_rows_and_the_run_goes_on(seed):
-    npy_dir = discover(seed[0])[0].npy_dir
-    (npy_dir / "Functional_relu_0_forward_output.npy").unlink()
-    (npy_dir / "Tensor_reshape_0_forward_output.npy").write_bytes(b"garbage")
+    tensor_dir = discover(seed[0])[0].tensor_dir
+    (tensor_dir / "Functional_relu_0_forward_output.npy").unlink()
+    (tensor_dir / "Tensor_reshape_0_forward_output.npy").write_bytes(b"garbage")
     (o,) = compare_dumps(*seed, jobs=1)
     errors = {r.name: r.result.message for r in o.rows if r.status is Status.ERROR}
     assert set(errors) == {"Functional_relu_0_forward_output", "Tensor_reshape_0_forward_output"}
@@ -60,7 +60,7 @@ def test_missing_and_broken_npy_become_error_rows_and_the_run_goes_on(seed):
 
 
 def test_bad_pkl_lines_are_counted_per_side(seed):
-    pkl = discover(seed[1])[0].pkl
+    pkl = discover(seed[1])[0].records
     with open(pkl, "a", encoding="utf-8") as f:
         f.write("not json\n" + '["half a line", 0')
     (o,) = compare_dumps(*seed, jobs=1)
@@ -99,8 +99,8 @@ def test_several_ranks_share_one_pool(tmp_path):
 def test_compare_api_with_the_seeds_call_shape(seed, tmp_path):
     n, b = discover(seed[0])[0], discover(seed[1])[0]
     out = tmp_path / "out"
-    path = compare({"npu_pkl_path": str(n.pkl), "bench_pkl_path": str(b.pkl),
-                    "npu_dump_data_dir": str(n.npy_dir), "bench_dump_data_dir": str(b.npy_dir),
+    path = compare({"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
+                    "npu_dump_data_dir": str(n.tensor_dir), "bench_dump_data_dir": str(b.tensor_dir),
                     "is_print_compare_log": False}, str(out), stack_mode=True, jobs=1)
     table = _read_csv(path)
     assert len(table[0]) == 22 and table[0][-1] == "NPU_Stack_Info"
@@ -116,8 +116,8 @@ def test_compare_api_with_the_seeds_call_shape(seed, tmp_path):
 
 def test_compare_api_without_data_dirs_is_statistics_only(seed, tmp_path, capsys):
     n, b = discover(seed[0])[0], discover(seed[1])[0]
-    path = compare({"npu_pkl_path": str(n.pkl), "bench_pkl_path": str(b.pkl),
-                    "npu_dump_data_dir": str(n.npy_dir)}, str(tmp_path), fuzzy_match=True)
+    path = compare({"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
+                    "npu_dump_data_dir": str(n.tensor_dir)}, str(tmp_path), fuzzy_match=True)
     assert len(_read_csv(path)[0]) == 18 and not list(tmp_path.glob("advisor_*"))
     assert "statistics only" in capsys.readouterr().out
 
@@ -132,7 +132,7 @@ def test_compare_api_rejects_bad_params(param, words, tmp_path):
 
 
 def test_compare_api_rejects_a_missing_data_dir(seed, tmp_path):
-    pkl = str(discover(seed[0])[0].pkl)
+    pkl = str(discover(seed[0])[0].records)
     with pytest.raises(CompareInputError, match="not a directory"):
         compare({"npu_pkl_path": pkl, "bench_pkl_path": pkl, "npu_dump_data_dir": str(tmp_path / "x"),
                  "bench_dump_data_dir": str(tmp_path)}, str(tmp_path))
@@ -141,11 +141,11 @@ def test_compare_api_rejects_a_missing_data_dir(seed, tmp_path):
 def test_compare_at_top_level_of_an_unguarded_script_with_workers(seed, tmp_path):
     """The seed's compare.py has no ``if __name__ == "__main__"``: workers must not re-run it."""
     n, b = discover(seed[0])[0], discover(seed[1])[0]
-    param = {"npu_pkl_path": str(n.pkl), "bench_pkl_path": str(b.pkl),
-             "npu_dump_data_dir": str(n.npy_dir), "bench_dump_data_dir": str(b.npy_dir)}
+    param = {"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
+             "npu_dump_data_dir": str(n.tensor_dir), "bench_dump_data_dir": str(b.tensor_dir)}
     script = tmp_path / "compare_script.py"
     script.write_text(textwrap.dedent(f"""
-        from ptdbg_tui import compare
+        from ptdbg_tui.legacy import compare
         print("RUN")
         compare({json.dumps(param)}, {str(tmp_path / "out")!r}, stack_mode=True, jobs=2)
     """))

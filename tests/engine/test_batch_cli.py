@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from ptdbg_tui.cli import main
-from ptdbg_tui.engine.batch import _Bar
+from ptdbg_tui.cli import _Bar, main
 from ptdbg_tui.formats.layout import discover, rank_dir_path
+from ptdbg_tui.formats.naming import entry_name
 from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
 
@@ -41,6 +41,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
     assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
     assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
     assert "Culprit: VF_lstm_0_backward (backward): introduces error — inputs " in out
+    assert "\n    source: y = VF_lstm(x)\n" in out, "the call site's source line, as the app shows it"
     assert f"CSV: {path}" in out
     suspects = path.with_name(path.name.replace("compare_result", "suspects"))
     assert f"suspects: {suspects}" in out
@@ -52,7 +53,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
 
 def test_any_level_of_the_tree_and_summary_flag(seed, tmp_path, capsys):
     npu_rank = discover(seed[0])[0].rank_dir
-    bench_pkl = discover(seed[1])[0].pkl
+    bench_pkl = discover(seed[1])[0].records
     code, out, _ = _run(capsys, npu_rank, bench_pkl, "-o", tmp_path, "--summary", "--jobs", "1")
     assert code == 0 and "(statistics only)" in out
     (path,) = tmp_path.glob("compare_result_*.csv")
@@ -102,7 +103,7 @@ def test_unwritable_output_exits_2(seed, tmp_path, capsys):
 
 
 def test_a_rank_dir_without_a_readable_pkl_exits_2(seed, tmp_path, capsys):
-    pkl = discover(seed[0])[0].pkl
+    pkl = discover(seed[0])[0].records
     pkl.unlink()
     pkl.mkdir()  # a directory where the pkl should be
     code, _, err = _run(capsys, *seed, "-o", tmp_path)
@@ -150,3 +151,75 @@ def test_progress_bar_draws_on_a_terminal_and_clears_itself():
     off(1, 2)
     off.close()
     assert quiet.getvalue() == ""
+
+
+def test_one_dump_on_both_sides_gets_no_all_clear(seed, tmp_path, capsys):
+    code, out, _ = _run(capsys, seed[1], seed[1], "-o", tmp_path, "--jobs", "1")
+    lines = out.splitlines()
+    assert code == 0 and "30 passed" in lines[0]
+    assert lines[1].startswith("  No verdict: the NPU and bench dumps are the same file"), "said first"
+    assert "each row is compared with itself" in lines[1]
+    assert "No operator introduces" not in out and "meets the accuracy requirements" not in out
+
+
+def test_a_side_without_entries_reads_as_nothing_compared(seed, tmp_path, capsys):
+    pkl = discover(seed[1])[0].records
+    pkl.write_text("")
+    code, out, _ = _run(capsys, *seed, "-o", tmp_path, "--jobs", "1")
+    lines = out.splitlines()
+    assert code == 0 and "0 passed, 0 failed, 0 warnings, 30 unmatched" in lines[0]
+    assert lines[1] == f"  No verdict: the bench dump file {pkl} holds no entries", "the missing side is said"
+    assert "compared" not in out.replace("Nothing was compared", "") and "align" not in out
+
+
+def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, capsys):
+    """bf16 rounding of large values breaks the original's MaxAbsErr ceiling, no call adds error: the
+    report says both (the app's bar does), not an all-clear."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((32, 32)) * 300).astype(np.float32)
+    roots = tmp_path / "npu", tmp_path / "bench"
+    for root in roots:
+        w = RankWriter(rank_dir_path(root, 0))
+        for i in range(3):
+            y = x * 2
+            if root.name == "npu":
+                y = (y * (1 + 1e-3 * rng.standard_normal(y.shape))).astype(np.float32)
+            write_array(w, entry_name("Torch_mul", i, "forward", "input", (0,)), x, dtype="torch.bfloat16")
+            write_array(w, entry_name("Torch_mul", i, "forward", "output", (0,)), y, dtype="torch.bfloat16")
+        w.close()
+    code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "3 failed" in out
+    assert ("  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged): "
+            "the first failing row is Torch_mul_0_forward_output.0 — its call's inputs already carry the "
+            "error") in out
+    assert "No operator introduces" not in out
+
+
+def test_every_file_written_is_0640_and_the_advisor_is_one_of_them(seed, tmp_path, capsys):
+    old = os.umask(0o022)  # a usual umask: 0644 unless the writer says otherwise
+    try:
+        code, out, _ = _run(capsys, *seed, "-o", tmp_path / "out", "--jobs", "1")
+    finally:
+        os.umask(old)
+    assert code == 0
+    (path,) = (tmp_path / "out").glob("compare_result_*.csv")
+    stamp = path.name.removeprefix("compare_result_").removesuffix(".csv")
+    advisor = tmp_path / "out" / f"advisor_{stamp}.txt"
+    assert f"  advisor: {advisor}" in out.splitlines()
+    lines = advisor.read_text().splitlines()
+    assert lines[1] == "Suspect Nodes: VF_lstm_0_backward_output.0"
+    assert lines[2].startswith("Expert Advice: VF_lstm_0_backward (backward): introduces error")
+    written = sorted((tmp_path / "out").iterdir())
+    assert [p.name.split("_")[0] for p in written] == ["advisor", "compare", "suspects"]
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in written} == {p.name: "0o640" for p in written}
+
+
+def test_several_pairs_each_get_their_advisor(tmp_path, capsys):
+    from ptdbg_tui.formats.synthetic import write_ranks_pair
+
+    npu, bench = write_ranks_pair(tmp_path / "ranks", ranks=2, layers=2, faulty_rank=1, faulty_layer=0)
+    code, out, _ = _run(capsys, npu, bench, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0
+    advisors = sorted((tmp_path / "out").glob("advisor*.txt"))
+    assert [p.name.split("_")[1:3] for p in advisors] == [["step0", "rank0-step0"], ["step0", "rank1-step0"]]
+    assert all(f"  advisor: {p}" in out for p in advisors)

@@ -3,7 +3,7 @@
 The legacy CSV compares ``npu_test.pkl`` with itself. Its npy files were never published, so the
 test gives every entry the same random tensor on both sides, which is what "compared with
 itself" means; every column the legacy format has must then read the same. Deliberate
-differences (README): 21 columns instead of 16, MaxAbsErr with 12 decimals instead of 6, and
+differences (docs/compare.md): 21 columns instead of 16, MaxAbsErr with 12 decimals instead of 6, and
 ``Nan`` for the l2norm a 3-stat pkl does not record.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ptdbg_tui import compare
 from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.legacy import compare
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legacy"
 
@@ -39,8 +39,11 @@ def _setup(tmp_path):
 
 def test_legacy_csv_is_reproduced(tmp_path):
     pkl, npy = _setup(tmp_path)
+    twin = tmp_path / "twin" / pkl.name  # the same content in another file: one file twice has no verdict
+    twin.parent.mkdir()
+    shutil.copy(pkl, twin)
     out = tmp_path / "out"
-    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "npu_dump_data_dir": str(npy),
+    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(twin), "npu_dump_data_dir": str(npy),
                     "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(out), jobs=1)
     ours, theirs = _table(path), _table(LEGACY / "compare_result_20230703104808.csv")
     assert len(ours) == len(theirs) == 8
@@ -55,6 +58,15 @@ def test_legacy_csv_is_reproduced(tmp_path):
         assert mine["One Thousandth Err Ratio"] == mine["Five Thousandths Err Ratio"] == "1.000000000000"
     (advisor,) = out.glob("advisor_*.txt")
     assert advisor.read_text() == (LEGACY / "advisor.txt").read_text()
+
+
+def test_one_file_on_both_sides_gets_no_all_clear_from_the_advisor(tmp_path):
+    pkl, npy = _setup(tmp_path)
+    compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "npu_dump_data_dir": str(npy),
+             "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(tmp_path / "out"), jobs=1)
+    (advisor,) = (tmp_path / "out").glob("advisor_*.txt")
+    assert advisor.read_text().splitlines()[2].startswith(
+        "Expert Advice: No verdict: the NPU and bench dumps are the same file")
 
 
 def test_legacy_statistics_mode(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ptdbg_tui.engine.callpath import call_path, placement_stack, user_frames
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import StackRecord
+from ptdbg_tui.formats.sites import stack_site
 
 STACK = StackRecord("Torch_add_0_forward_stack_info", [
     ("/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
@@ -44,3 +45,18 @@ def test_backward_calls_are_placed_by_their_forward_stack():
 def test_unparsed_names_go_to_other_entries():
     path = call_path(None, "MyModule_weird", None, None)
     assert [s.label for s in path] == ["Other entries", "MyModule_weird"]
+
+
+def test_launcher_frames_are_not_the_user_s():
+    """The console scripts, this package's command line and runpy started the user's script."""
+    frames = StackRecord("x", [
+        ("/home/u/train.py", "7", "main", "loss = model(x).sum()"),
+        ("/home/u/train.py", "12", "<module>", "main()"),
+        ("/usr/lib/python3.10/runpy.py", "86", "_run_code", "exec(code, run_globals)"),
+        ("/home/u/.venv/lib/python3.10/site-packages/ptdbg_tui/cli.py", "129", "main", "run(a)"),
+        ("/home/u/.venv/bin/ptdbg-dump", "8", "<module>", "sys.exit(main())"),
+        ("/home/u/.venv/bin/ptdbg-tui", "8", "<module>", "sys.exit(main())"),
+        ("C:\\venv\\Scripts\\ptdbg-dump.exe\\__main__.py", "7", "<module>", "sys.exit(main())"),
+    ]).frames
+    assert [f[:2] for f in user_frames(frames)] == [("/home/u/train.py", "12"), ("/home/u/train.py", "7")]
+    assert stack_site(StackRecord("x", frames[2:])) is None, "a launcher is nobody's call site"

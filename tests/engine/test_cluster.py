@@ -14,8 +14,9 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from ptdbg_tui.cli import report_text  # noqa: E402
 from ptdbg_tui.engine import cluster as cluster_module  # noqa: E402
-from ptdbg_tui.engine.batch import compare_dumps, report_text, scan_roots  # noqa: E402
+from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
 from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402
@@ -95,7 +96,7 @@ def test_a_worker_that_cannot_see_a_rank_gets_none_of_its_tasks(cluster, dumps):
         rank1 = [str(rank_dir_path(side, 1, step=0)) for side in (npu, bench)]
         assert pool.eligible(rank1) == [workers["far"]]
         assert pool.eligible([str(rank_dir_path(npu, 0, step=0))]) == sorted(workers.values())
-        tasks = _tasks_of(found[1].npy_dir, rank_dir_path(bench, 1, step=0) / found[1].npy_dir.name)
+        tasks = _tasks_of(found[1].tensor_dir, rank_dir_path(bench, 1, step=0) / found[1].tensor_dir.name)
         got = dict(pool.map(tasks))
         assert set(pool.placements) == {workers["far"]}
     assert all(got[i].cells == run_task(t).cells for i, t in enumerate(tasks))

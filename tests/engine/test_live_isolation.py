@@ -10,7 +10,7 @@ from ptdbg_tui.engine import pair as pair_module
 from ptdbg_tui.engine.live import LiveEngine
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import stack_name
-from ptdbg_tui.formats.records import encode_stack_line
+from ptdbg_tui.formats.pkl_line import encode_stack_line
 
 FAST = {"quiet_s": 30.0, "rescan_s": 0.3}
 
@@ -25,7 +25,7 @@ def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, ma
     broken.set()
     real = pair_module.diagnose
 
-    def diagnose(rows):
+    def diagnose(rows, step=None):
         if broken.is_set() and any(r.name.startswith("Torch_mul") for r in rows):
             raise RuntimeError("a bug in the diagnosis")
         return real(rows)

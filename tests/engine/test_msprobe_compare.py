@@ -16,8 +16,9 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.dialects import ORIGINAL_PTDBG
 from ptdbg_tui.formats.layout import scan
-from ptdbg_tui.formats.reader import ORIGINAL_PTDBG, open_reader
+from ptdbg_tui.formats.reader import open_reader
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 MSPROBE = FIXTURES / "msprobe"

@@ -8,7 +8,7 @@ import pytest
 
 LEGACY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "ptdbg_legacy"
 
-# One line per variant of spec §3.2–3.5, byte for byte as json.dumps writes them.
+# One line per variant of docs/formats.md#pkl-lines, byte for byte as json.dumps writes them.
 V4_LINES = [
     '["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7416574954986572]]',
     '["Torch_add_0_forward_input.1", 0, [], "<class \'int\'>", "[]", [1, 1, 1, 1]]',

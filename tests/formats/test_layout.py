@@ -32,16 +32,16 @@ def test_every_level_finds_the_same_dump(tmp_path):
     for path in (tmp_path, tmp_path / "ptdbg_dump_v4.0", tmp_path / "ptdbg_dump_v4.0" / "step3", rank_dir,
                  expected):
         found = discover(path)
-        assert [d.pkl for d in found] == [expected], path
+        assert [d.records for d in found] == [expected], path
         assert (found[0].step, found[0].rank) == (3, 0)
 
 
 def test_dump_properties(tmp_path):
     d = discover(_dump(tmp_path, 1, step=0))[0]
-    assert d.mode == "api_stack" and d.stack_mode and d.has_npy
-    assert d.npy_dir == d.rank_dir / "api_stack_dump" and d.label == "step0/rank1"
+    assert d.mode == "api_stack" and d.stack_mode and d.has_tensors
+    assert d.tensor_dir == d.rank_dir / "api_stack_dump" and d.label == "step0/rank1"
     plain = discover(_dump(tmp_path / "b", 0, pkl="dump.pkl", npy=False))[0]
-    assert plain.mode == "all" and not plain.stack_mode and not plain.has_npy and plain.label == "rank0"
+    assert plain.mode == "all" and not plain.stack_mode and not plain.has_tensors and plain.label == "rank0"
 
 
 def test_steps_and_ranks_sorted_numerically(tmp_path):
@@ -82,7 +82,7 @@ def test_one_step_each_pairs_despite_different_step_numbers(tmp_path):
 
 def test_summary_only_dump_and_other_pkl_names(tmp_path):
     d = discover(_dump(tmp_path, 0, pkl="range_dump.pkl", npy=False))[0]
-    assert d.mode == "range" and d.stack_mode and not d.has_npy
+    assert d.mode == "range" and d.stack_mode and not d.has_tensors
     odd = _dump(tmp_path / "odd", 0, pkl="custom.pkl")
     assert discover(odd)[0].mode == "custom"
 

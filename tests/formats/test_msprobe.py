@@ -121,9 +121,9 @@ def test_every_level_of_an_msprobe_dump_is_found(tmp_path):
     (proc,) = (root / "step0").iterdir()
     for path in (root, root / "step0", proc, proc / "dump.json"):
         (found,) = discover(path)
-        assert found.pkl == proc / "dump.json" and found.format == STYLE_MSPROBE
+        assert found.records == proc / "dump.json" and found.format == STYLE_MSPROBE
         assert (found.step, found.rank, found.label) == (0, None, f"step0/{proc.name}")
-        assert found.npy_dir == proc / "dump_tensor_data" and not found.has_npy
+        assert found.tensor_dir == proc / "dump_tensor_data" and not found.has_tensors
     (root / "step0" / "rank3").mkdir()
     (root / "step0" / "rank3" / "dump.json").write_text("{}")
     assert [d.rank for d in discover(root)] == [None, 3]

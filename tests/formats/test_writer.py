@@ -34,7 +34,7 @@ def test_round_trip_tensors_scalars_and_stacks(tmp_path):
     w.close()
 
     dump = discover(tmp_path)[0]
-    batch = read_pkl(dump.pkl)
+    batch = read_pkl(dump.records)
     assert not batch.bad
     by_name = {t.name: t for t in batch.tensors}
     assert list(by_name) == [*arrays, "Torch_mm_0_forward_output", "Torch_add_0_forward_input.1"]
@@ -47,11 +47,11 @@ def test_round_trip_tensors_scalars_and_stacks(tmp_path):
     assert math.isnan(by_name["Torch_div_0_forward_output"].stats[0])
     assert batch.stacks[0].frames == frames
     for name, a in arrays.items():
-        loaded = load_npy(dump.npy_dir / f"{name}.npy")
+        loaded = load_npy(dump.tensor_dir / f"{name}.npy")
         assert loaded.shape == a.shape and loaded.dtype == a.dtype, name  # 0-d stays 0-d
         assert np.array_equal(loaded, a, equal_nan=True)
         assert by_name[name].dtype == torch_dtype(a.dtype)
-    assert not list(dump.npy_dir.glob(".*.tmp"))
+    assert not list(dump.tensor_dir.glob(".*.tmp"))
 
 
 def test_every_line_read_while_writing_has_its_file(tmp_path):
@@ -76,8 +76,8 @@ def test_summary_only_writes_no_npy_and_fresh_replaces_the_old_dump(tmp_path):
     write_array(w, "Torch_relu_1_forward_output", np.ones(3, np.float32))
     w.close()
     dump = discover(rank_dir)[0]
-    assert [t.name for t in read_pkl(dump.pkl).tensors] == ["Torch_relu_1_forward_output"]
-    assert not dump.has_npy
+    assert [t.name for t in read_pkl(dump.records).tensors] == ["Torch_relu_1_forward_output"]
+    assert not dump.has_tensors
 
 
 def test_stats_are_float64_reductions():
@@ -91,6 +91,6 @@ def test_seed_pair_layout(tmp_path):
     npu, bench = write_seed_pair(tmp_path)
     n, b = discover(npu), discover(bench)
     assert [(d.step, d.rank, d.mode) for d in n + b] == [(0, 0, "api_stack")] * 2
-    nb, bb = read_pkl(n[0].pkl), read_pkl(b[0].pkl)
+    nb, bb = read_pkl(n[0].records), read_pkl(b[0].records)
     assert [t.name for t in nb.tensors] == [t.name for t in bb.tensors]
     assert len(nb.stacks) == 12 and "VF_lstm_0_backward_output.1" in {t.name for t in nb.tensors}

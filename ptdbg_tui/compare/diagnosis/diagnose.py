@@ -1,12 +1,17 @@
-"""Which operator introduced the error: every call judged by the error it adds, the ranked suspects,
-and the texts that name them (the report, the advisor file, the app).
+"""Where the two runs start to differ: every call of a pair judged in execution order, the ranked
+suspects (:mod:`~ptdbg_tui.compare.diagnosis.findings` says what each kind means).
 
 The original's advisor names the first failing row, which is usually downstream noise, and its
 absolute thresholds miss small-magnitude and pure-scale faults while blaming rounding in fp16. Here
-each call's outputs are judged against what its inputs carry (:mod:`ptdbg_tui.compare.diagnosis.propagation`):
-a forward call by its inputs, a backward call by its incoming gradients and the tensors its forward
-call saved. Every call that introduces error is a suspect; forward suspects come first, each
-direction in execution order. The first suspect is the culprit.
+each call's outputs are judged against what its inputs carry (:mod:`~.propagation`): a forward call
+by its inputs, a backward call by its incoming gradients and the tensors its forward call saved. On
+the way, each call's inputs are checked for error that nothing dumped before explains (it entered
+through code no hook saw, a parameter that differs on entry to the step, or a call only the NPU run
+made), its non-tensor arguments for values that differ, and a random op for draws that differ.
+
+Suspects are ranked in execution order (an optimizer's calls after the backward come after the
+backward's suspects; the ``.grad`` they read is the backward's, so what it carries is inherited).
+The first suspect is the culprit.
 """
 
 from __future__ import annotations
@@ -15,174 +20,67 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ptdbg_tui.compare.diagnosis.findings import (
+    ARGUMENTS,
+    PARAMETERS,
+    RANDOM,
+    UNPAIRED,
+    CallEvidence,
+    Diagnosis,
+    Suspect,
+    evidence_text,
+    fmt_error,
+)
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
-    GROWTH,
-    NAN_ORIGIN,
-    ZEROS,
     Judgement,
     Operand,
     judge,
     judge_entry,
     op_name,
 )
-from ptdbg_tui.compare.metrics.cells import NO
+from ptdbg_tui.compare.metrics.settled import overwritten_input
+from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
-from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
-#: Frames whose path contains one of these belong to a dumper, not to the user's code.
-TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
-#: Frames inside these belong to the framework; the user's call site is further out.
-LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
 #: Ops whose outputs are random draws: they differ between devices unless generators match, which is no
 #: numerical fault of theirs.
 RANDOM_OPS = frozenset({
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
     "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
-    "gumbel_softmax",
+    "gumbel_softmax", "native_dropout", "fused_dropout",
 })
 MODULE_PREFIX = "Module"
 #: Ops whose gradient is their output times (a function of) the incoming gradient: softmax y·(g − Σg·y),
 #: sigmoid y·(1 − y)·g, exp y·g.
 OUTPUT_SCALED = frozenset({"softmax", "softmin", "sigmoid", "exp"})
-
-_ALL_PASS = "All data in comparison result meets the accuracy requirements."
-_KIND_WORDS = {GROWTH: "introduces error", NAN_ORIGIN: "NaN/Inf origin", ZEROS: "all-zero output",
-               ENTERS: "error enters before it, outside the dumped calls"}
+_WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
+_NORM = ((2, "weight"), (3, "bias"))
+_STATS_NORM = ((3, "weight"), (4, "bias"))
+#: Inputs that are a module's running state, which a training call updates in place (a tool that records
+#: inputs after the call shows the new values): never where error enters.
+RUNNING_STATE = {"batch_norm": (1, 2), "instance_norm": (1, 2)}
+#: Which argument positions of an op hold module parameters, and their names.
+PARAMETER_SLOTS: dict[str, dict[int, str]] = {
+    op: dict(slots) for ops, slots in (
+        (("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
+         _WEIGHT_BIAS),
+        (("layer_norm", "group_norm"), _NORM),
+        (("batch_norm", "instance_norm"), _STATS_NORM),
+        (("rms_norm",), ((2, "weight"),)), (("embedding", "prelu"), ((1, "weight"),)),
+        (("bilinear",), _NORM), (("lstm", "gru", "rnn_tanh", "rnn_relu"), ((2, "weights"),)),
+    ) for op in ops
+}
+#: A non-tensor number that differs by less than this (relative) is not a different argument (a value
+#: printed and parsed again, a schedule computed in another precision).
+ARGUMENT_TOLERANCE = 1e-4
+#: Kinds found at a call's inputs rank before that call's own verdict.
+_AT_INPUTS = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS})
 
 CallKey = tuple[str, int, str]  # (api, index, direction)
-
-
-@dataclass(frozen=True, slots=True)
-class CallEvidence:
-    """The verdict on one call, in numbers and in words (the detail panel shows it)."""
-
-    call: str
-    direction: str
-    judgement: Judgement | None  # None when it could not be judged
-    why_not: str = ""  # why it could not be judged
-
-    @property
-    def text(self) -> str:
-        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
-
-    @property
-    def introduces(self) -> bool:
-        return self.judgement is not None and self.judgement.kind is not None
-
-
-@dataclass(slots=True)
-class Suspect:
-    """A call that introduces error, with its evidence."""
-
-    call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
-    api: str
-    direction: str
-    kind: str  # GROWTH, NAN_ORIGIN, ZEROS, or ENTERS (its input got the error before the call)
-    score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
-    evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
-    judgement: Judgement
-    rows: list[Row] = field(default_factory=list)
-    stack: StackRecord | None = None  # the forward call's stack (where the call was made)
-    seq: int = 0  # execution order: the seq of the call's first row
-
-    @property
-    def site(self) -> Frame | None:
-        return stack_site(self.stack)
-
-    @property
-    def worst_row(self) -> Row | None:
-        """The output row the verdict rests on."""
-        named = (r for r in self.rows if r.name == self.judgement.output)
-        return next(named, self.rows[0] if self.rows else None)
-
-    @property
-    def finding(self) -> str:
-        """What it did and the numbers: "introduces error — inputs …"."""
-        return f"{_KIND_WORDS[self.kind]} — {self.evidence}"
-
-    @property
-    def text(self) -> str:
-        site = self.site
-        where = f"; called at {site[0]}:{site[1]} in {site[2]}" if site else ""
-        return f"{self.call} ({self.direction}): {self.finding}{where}"
-
-
-@dataclass(slots=True)
-class Diagnosis:
-    """The suspects of one pair of dumps, and the evidence on every call judged."""
-
-    suspects: list[Suspect] = field(default_factory=list)
-    calls: dict[str, CallEvidence] = field(default_factory=dict)  # by NPU (else bench) call name
-    compared: int = 0  # rows whose tensors or statistics were compared on both sides
-    judged: int = 0  # calls judged
-    original: str | None = None  # the row the original's advisor names (its first "No" row)
-
-    @property
-    def culprit(self) -> Suspect | None:
-        return self.suspects[0] if self.suspects else None
-
-    @property
-    def verdict(self) -> str:
-        """One line: the culprit, or what was found instead."""
-        if not self.compared:
-            return "Nothing was compared: no verdict."
-        if not self.judged:
-            return (f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
-                    "no verdict.")
-        if not self.suspects:
-            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
-        more = len(self.suspects) - 1
-        tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
-        return f"Culprit: {self.suspects[0].text}{tail}"
-
-
-def stack_site(stack: StackRecord | None) -> Frame | None:
-    """The user's call site: the innermost frame outside the dumper (and, when there is one,
-    outside the framework itself)."""
-    if stack is None:
-        return None
-    own = [f for f in stack.frames if _useful(f, TOOL_PATH_MARKS)]
-    user = [f for f in own if _useful(f, LIBRARY_PATH_MARKS)]
-    return (user or own or [None])[0]
-
-
-def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:
-    path = frame[0].replace("\\", "/")
-    return not any(m in path for m in marks)
-
-
-def fmt_error(value: float) -> str:
-    """A relative error in two significant digits."""
-    if math.isinf(value):
-        return "inf"
-    if value == 0:
-        return "0"
-    return f"{value:.2g}"
-
-
-def _times(score: float) -> str:
-    if math.isinf(score):
-        return "×∞"
-    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
-
-
-def evidence_text(j: Judgement) -> str:
-    """The numbers behind a verdict, in words."""
-    partial = " (some inputs not compared)" if j.partial else ""
-    if j.kind == NAN_ORIGIN:
-        return f"{j.output} gains NaN/Inf from finite inputs{partial}"
-    if math.isinf(j.input_error):
-        return "its inputs already carry NaN/Inf where the bench is finite"
-    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
-    if j.kind == ZEROS:
-        return f"{j.output} is all zeros where the bench is not: {head}"
-    if j.kind == ENTERS:
-        return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: {_times(j.score)}")
-    return f"{head}, allowed {fmt_error(j.allowed)}: {_times(j.score)}"
 
 
 def _entry(row: Row) -> EntryName | None:
@@ -201,23 +99,24 @@ def _op(entry: EntryName) -> str:
     return (entry.op or entry.api).rsplit(".", 1)[-1]
 
 
+def _left_out(row: Row) -> bool:
+    """A value the compare leaves out by design: a Python scalar, an empty tensor, an input that an
+    in-place initialiser overwrites (uninitialised memory, not data)."""
+    rec = row.record
+    return rec.is_scalar or rec.numel == 0 or overwritten_input(rec.entry)
+
+
 def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool]:
     """The compared tensors of ``rows`` as operands, and whether some were not compared."""
     out: list[Operand] = []
     missing = False
     for row in rows:
         errors = _errors(row)
-        if errors is None:
-            missing = missing or not _scalar_only(row)
+        if errors is None or overwritten_input(row.record.entry):
+            missing = missing or not _left_out(row)
             continue
         out.append(Operand(errors, same_kind, row.bench))
     return out, missing
-
-
-def _scalar_only(row: Row) -> bool:
-    """A value the compare leaves out by design (a Python scalar or empty tensor without data)."""
-    rec = row.record
-    return rec.is_scalar or rec.numel == 0
 
 
 class _Calls:
@@ -250,8 +149,6 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
     members = calls.rows[key]
     entry = calls.entry[key]
-    if op_name(_op(entry)) in RANDOM_OPS:
-        return "a random op: its draws differ unless the generators match"
     outs = [r for r in members if r.record.entry.kind in OUTPUT_KINDS]
     ins = [r for r in members if r.record.entry.kind not in OUTPUT_KINDS]
     outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
@@ -289,92 +186,219 @@ def _call_name(rows: Sequence[Row]) -> str:
     return first.record.call
 
 
-def _entering(members: Sequence[Row], before: float, backward: bool) -> Judgement | None:
-    """The worst input of a call whose error entered before it: a forward call's activation (its first
-    argument), a backward call's incoming gradients."""
-    worst = None
+def parameter_name(entry: EntryName) -> str | None:
+    """``weight of Functional_linear_1`` for an input that holds a module parameter; ``None`` otherwise."""
+    if entry.kind != INPUT or entry.direction != FORWARD or not entry.path:
+        return None
+    slot = PARAMETER_SLOTS.get(op_name(_op(entry)), {}).get(entry.path[0])
+    if slot is None:
+        return None
+    which = f"{slot}[{entry.path[1]}]" if slot == "weights" and len(entry.path) > 1 else slot
+    return f"{which} of {entry.call}"
+
+
+def _entering(members: Sequence[Row], before: float, backward: bool) -> tuple[Judgement, Row] | None:
+    """The worst input of a call whose error entered before it: any tensor a forward call takes (its
+    activations, weights, biases), a backward call's incoming gradients."""
+    worst: tuple[Judgement, Row] | None = None
     for row in members:
         entry, errors = _entry(row), _errors(row)
-        if entry is None or errors is None or entry.kind != INPUT or not (backward or entry.path[:1] == (0,)):
+        if entry is None or errors is None or entry.kind != INPUT or _left_out(row) or _running_state(entry):
             continue
         j = judge_entry(row.name, errors, before)
-        if j is not None and (worst is None or j.score > worst.score):
-            worst = j
+        if j is not None and (worst is None or j.score > worst[0].score):
+            worst = (j, row)
     return worst
+
+
+def _running_state(entry: EntryName) -> bool:
+    return entry.path[:1] != () and entry.path[0] in RUNNING_STATE.get(op_name(_op(entry)), ())
 
 
 def _largest_error(members: Sequence[Row], before: float) -> float:
     for row in members:
         errors = _errors(row)
-        if errors is not None and not errors.exact and math.isfinite(errors.rel):
+        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not _left_out(row):
             before = max(before, errors.rel)
     return before
 
 
-def _suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgement, evidence: str) -> Suspect:
-    """The call ``key`` as a suspect of ``judgement``'s kind; located by its forward call's stack."""
-    assert judgement.kind is not None
+def _value(rec: TensorRecord) -> object:
+    return rec.stats[0] if rec.stats else None
+
+
+def _differs(x: object, y: object) -> bool:
+    """Two recorded non-tensor values that are different arguments (a number beyond
+    :data:`ARGUMENT_TOLERANCE`, an integer, a flag or any other value at all)."""
+    if isinstance(x, bool) or isinstance(y, bool) or (isinstance(x, int) and isinstance(y, int)):
+        return x != y
+    fx, fy = stat_value(x), stat_value(y)
+    if fx is not None and fy is not None:
+        if math.isnan(fx) and math.isnan(fy):
+            return False
+        return not abs(fx - fy) <= ARGUMENT_TOLERANCE * max(abs(fx), abs(fy))
+    return x != y
+
+
+def _different_arguments(members: Sequence[Row]) -> list[Row]:
+    """The non-tensor arguments of a call whose values differ between the runs."""
+    out = []
+    for row in members:
+        entry, npu, bench = _entry(row), row.npu, row.bench
+        if entry is None or entry.kind != INPUT or npu is None or bench is None:
+            continue
+        if npu.is_scalar and bench.is_scalar and _differs(_value(npu), _value(bench)):
+            out.append(row)
+    return out
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+@dataclass
+class _Walk:
+    """What the walk over calls in execution order carries from one call to the next."""
+
+    step: int | None
+    before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
+    previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
+    npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
+    found: list[Suspect] = field(default_factory=list)
+    parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
+
+    def explained(self) -> float:
+        """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
+        call after the backward began (an optimizer) reads ``.grad``, what the backward made; a backward
+        call's gradients carry what its forward saved."""
+        return max(self.before.values())
+
+
+def _suspect(calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str,
+             step: int | None) -> Suspect:
+    """The call ``key`` as a suspect of ``kind``; located by its forward call's stack."""
     members, entry = calls.rows[key], calls.entry[key]
     stack = _stack(calls.forward_of(key)) or _stack(members)
-    return Suspect(name, entry.api, entry.direction, judgement.kind, judgement.score, evidence, judgement,
-                   list(members), stack, min(r.seq for r in members))
+    return Suspect(name, entry.api, entry.direction, kind, judgement.score, evidence, judgement,
+                   list(members), stack, min(r.seq for r in members), step)
 
 
-def diagnose(rows: Sequence[Row]) -> Diagnosis:
-    """Judge every call of one pair's rows (in execution order) and rank the suspects."""
+def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
+    """The findings at one call's inputs: error entering before it (through a parameter, after a call only
+    the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
+    members, entry, way = calls.rows[key], calls.entry[key], calls.entry[key].direction
+    name = _call_name(members)
+    for row in members:
+        param = parameter_name(row.record.entry) if row.record.entry is not None else None
+        errors = _errors(row)
+        if param and errors is not None and judge_entry(row.name, errors, 0.0) is not None:
+            walk.parameters.append(param)
+    entering = _entering(members, walk.explained(), way == BACKWARD)
+    args = _different_arguments(members) if not entering else []
+    if entering is not None:
+        judgement, row = entering
+        walk.found.append(_entering_suspect(calls, key, name, judgement, row, walk))
+    elif args:
+        row = args[0]
+        assert row.npu is not None and row.bench is not None
+        what = ", ".join(f"{r.record.entry.kind}.{'.'.join(map(str, r.record.entry.path))}: "
+                         f"{_shown(_value(r.npu))} against {_shown(_value(r.bench))}" for r in args
+                         if r.npu is not None and r.bench is not None and r.record.entry is not None)
+        judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, row.name)
+        walk.found.append(_suspect(calls, key, name, ARGUMENTS, judgement,
+                                   f"the runs pass different arguments to {name}: {what}", walk.step))
+    if entry.prefix != MODULE_PREFIX or not calls.api_level[way]:
+        walk.npu_only[way] = []
+
+
+def _entering_suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgement, row: Row,
+                      walk: _Walk) -> Suspect:
+    """Error that entered before a call: after a call only the NPU run made (that call is the suspect),
+    through a parameter (the step's parameters differ on entry), or through code no hook saw."""
+    way = calls.entry[key].direction
+    evidence = evidence_text(judgement)
+    if walk.npu_only[way]:
+        extra = walk.npu_only[way][-1]
+        extra_name = _call_name(calls.rows[extra])
+        text = (f"{extra_name} has no counterpart in the bench run, and after it {row.name} carries "
+                f"{fmt_error(judgement.output_error)} where nothing dumped before carried more than "
+                f"{fmt_error(judgement.input_error)}")
+        return _suspect(calls, extra, extra_name, UNPAIRED, judgement, text, walk.step)
+    param = parameter_name(row.record.entry) if row.record.entry is not None else None
+    if param is not None:
+        others = [p for p in dict.fromkeys(walk.parameters) if p != param]
+        also = f"; also {', '.join(others[:3])}" + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
+        return _suspect(calls, key, name, PARAMETERS, judgement,
+                        f"{param}: {evidence}{also if others else ''}", walk.step)
+    previous = walk.previous[way]
+    after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
+    return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
+
+
+def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> None:
+    members, entry = calls.rows[key], calls.entry[key]
+    name, way = _call_name(members), entry.direction
+    if all(r.bench is None for r in members):  # a call only the NPU run made
+        walk.npu_only[way].append(key)
+        walk.previous[way] = name
+        return
+    _at_inputs(calls, key, walk)
+    walk.before[way] = _largest_error(members, walk.before[way])
+    walk.previous[way] = name
+    verdict = _judge_call(calls, key)
+    if not isinstance(verdict, Judgement):
+        diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")
+        return
+    diagnosis.judged += 1
+    evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
+    container = entry.prefix == MODULE_PREFIX and calls.api_level[way]
+    if verdict.kind is not None and not container:
+        kind = RANDOM if op_name(_op(entry)) in RANDOM_OPS else verdict.kind
+        walk.found.append(_suspect(calls, key, name, kind, verdict, evidence.text, walk.step))
+
+
+def _rank(suspect: Suspect) -> tuple[int, int]:
+    """Execution order; at one call, what was found at its inputs first."""
+    return (suspect.seq, 0 if suspect.kind in _AT_INPUTS else 1)
+
+
+def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+    """Failing rows without a suspect: where the first one is, the calls only the NPU run made before
+    it, and why its call was not judged at fault."""
+    first = next((r for r in rows if r.status in (Status.FAIL, Status.ERROR)), None)
+    if first is None:
+        return ""
+    call = first.record.call
+    evidence = diagnosis.calls.get(call)
+    if evidence is None:
+        why = "its call was not judged"
+    elif evidence.judgement is None:
+        why = f"its call was not judged: {evidence.why_not}"
+    else:
+        why = f"its call's inputs already carry the error ({evidence.text})"
+    seen: dict[str, None] = {}
+    for r in rows:
+        if r is first:
+            break
+        if r.npu is not None and r.bench is None:
+            seen[r.npu.call] = None
+    extra = f"; before it, calls only the NPU run made: {', '.join(list(seen)[:5])}" if seen else ""
+    return f"the first failing row is {first.name} — {why}{extra}"
+
+
+def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
+    """Judge every call of one pair's rows (in execution order) and rank the suspects (``step``: the
+    dump's step, for the words)."""
     calls = _Calls(rows)
-    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None))
-    found: list[Suspect] = []
-    before = {FORWARD: 0.0, BACKWARD: 0.0}  # per direction, the largest error dumped so far
-    previous = {FORWARD: "", BACKWARD: ""}  # per direction, the call dumped last
-    for key, members in calls.rows.items():
-        entry = calls.entry[key]
-        name = _call_name(members)
-        way = entry.direction
-        if op_name(_op(entry)) not in RANDOM_OPS:
-            entering = _entering(members, before[way], way == BACKWARD)
-            if entering is not None:
-                after = (f"; it entered after {previous[way]}" if previous[way] else
-                         f"; it entered before the first {way} call")
-                found.append(_suspect(calls, key, name, entering, evidence_text(entering) + after))
-            before[way] = _largest_error(members, before[way])
-            previous[way] = name
-        verdict = _judge_call(calls, key)
-        if not isinstance(verdict, Judgement):
-            diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")
-            continue
-        diagnosis.judged += 1
-        evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
-        container = entry.prefix == MODULE_PREFIX and calls.api_level[way]
-        if verdict.kind is not None and not container:
-            found.append(_suspect(calls, key, name, verdict, evidence.text))
-    found.sort(key=lambda s: (s.direction != FORWARD, s.seq))
-    diagnosis.suspects = found
+    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None),
+                          failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)))
+    walk = _Walk(step)
+    for key in calls.rows:
+        _visit(calls, key, walk, diagnosis)
+    diagnosis.suspects = sorted(walk.found, key=_rank)
+    if not diagnosis.suspects:
+        diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None
     return diagnosis
 
-
-def original_pick(rows: Sequence[Row]) -> Row | None:
-    """What the original's advisor names: the first row whose verdict is No."""
-    return next((r for r in rows if r.result is not None and r.result.accuracy == NO), None)
-
-
-def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
-    """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
-    culprit as the suspect instead of the first failing row. Lines are CSV line numbers."""
-    line_of = {id(row): i + 2 for i, row in enumerate(rows)}
-    culprit = diagnosis.culprit
-    if culprit is not None:
-        suspect = culprit.worst_row
-        advice = culprit.text
-        if len(diagnosis.suspects) > 1:
-            advice += f" ({len(diagnosis.suspects) - 1} further suspect(s) in suspects_*.csv)"
-    elif diagnosis.compared:
-        suspect = None
-        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
-    else:
-        suspect, advice = None, diagnosis.verdict
-    if suspect is None:
-        return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
-    return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"

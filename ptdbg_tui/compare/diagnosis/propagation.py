@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ptdbg_tui.compare.model import ErrorMeasures
 from ptdbg_tui.formats.records import TensorRecord
@@ -94,6 +95,17 @@ class Judgement:
     kind: str | None  # GROWTH, NAN_ORIGIN or ZEROS when the call introduces error
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
+    input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (bench of zeros)
+
+
+class _Worst(NamedTuple):
+    """The output a judgement rests on: the one furthest beyond what it may carry."""
+
+    score: float
+    error: float
+    allowed: float  # the margin included
+    output: str
+    errors: ErrorMeasures
 
 
 #: Ops whose output carries the absolute error of their argument as relative error (exp(x + δ) =
@@ -260,7 +272,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
     if nonfinite_in:  # NaN/Inf already came in: any output is explained (and its error unmeasurable)
         name, y = outputs[0]
-        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial)
+        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, "nan")
     origin = [(name, y) for name, y in outputs if y.new_nonfinite]
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
@@ -269,7 +281,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
     flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(e_in, inputs, backward))
     product = None if backward else CONTRACTIONS.get(op_name(op))
-    best = (-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
+    best = _Worst(-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
             err, allowed = y.rel, (math.inf if e_in > 0 else 0.0)
@@ -283,11 +295,11 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         if y.from_stats:
             allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)
-        if score > best[0]:
-            best = (score, err, allowed * MARGIN, name, y)
-    score, err, allowed, name, y = best
-    kind = (ZEROS if y.npu_zero else GROWTH) if score > 1 else None
-    return Judgement(e_in, err, allowed, score, kind, name, partial)
+        if score > best.score:
+            best = _Worst(score, err, allowed * MARGIN, name, y)
+    kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
+    why = "zeros" if math.isinf(e_in) else ""
+    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:

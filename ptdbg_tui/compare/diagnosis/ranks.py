@@ -1,4 +1,4 @@
-"""Which rank diverges first, from each rank's own diagnosis.
+"""Which rank diverges first, from each rank's own diagnosis and the ranks' collectives.
 
 In a data- or tensor-parallel job every rank runs the same program, and the collective calls
 (``Distributed_*`` entries: all_reduce, all_gather, broadcast …) are where the ranks meet. An error
@@ -7,18 +7,33 @@ inputs match and whose outputs do not: that rank *receives* the error. So each r
 execution order is placed by the collectives before it (its epoch: how many it had passed); the first
 divergent rank is the one whose own (non-collective) first suspect has the earliest step and epoch,
 then the earliest place within the epoch, then the lowest rank.
+
+Within one run, a collective's result must be the same on every rank where the collective says so
+(all_reduce, all_gather, broadcast): a rank whose result departs from its peers', which agree among
+themselves, is where the error is made — the collective is that rank's culprit
+(:func:`collective_departures`), read from the records' statistics of every rank of the NPU run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, Suspect
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
+from ptdbg_tui.formats.records import TensorRecord
 
 COLLECTIVE_PREFIX = "Distributed"
+#: Collectives whose result is the same on every rank (reduce_scatter, all_to_all give each rank its own).
+SAME_ON_EVERY_RANK = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "broadcast",
+                                "_all_gather_base"})
+#: Two ranks' results agree when every statistic does within this (relative): collectives give every rank
+#: the same bits; the room is for statistics written in another precision.
+RANK_AGREEMENT = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +58,11 @@ class RankVerdict:
 
     @property
     def received(self) -> bool:
-        """The rank's first suspect is a collective, or error entering outside the dumped calls (a
-        collective no hook saw): the error came from another rank, or from code not dumped."""
-        return self.suspect is not None and (is_collective(self.suspect.api) or self.suspect.kind == ENTERS)
+        """The rank's first suspect is a collective (whose result agrees with the other ranks'), or error
+        entering outside the dumped calls (a collective no hook saw): the error came from another rank,
+        or from code not dumped."""
+        s = self.suspect
+        return s is not None and s.kind != COLLECTIVE and (is_collective(s.api) or s.kind == ENTERS)
 
     @property
     def name(self) -> str:
@@ -133,3 +150,92 @@ def cross_rank(views: Sequence[RankView]) -> CrossRank:
     verdicts = [verdict_of(v) for v in views]
     own = [v for v in verdicts if v.suspect is not None and not v.received]
     return CrossRank(verdicts, min(own, key=_order, default=None))
+
+
+# --- a collective's result across the ranks of one run ---------------------------------------------
+
+Stats = tuple[float, ...]
+
+
+def collective_results(records: Sequence[TensorRecord]) -> dict[tuple[str, str], Stats]:
+    """Per (call, output entry) of the collectives that give every rank the same result: the recorded
+    statistics of the result (one rank's records, any tool)."""
+    out: dict[tuple[str, str], Stats] = {}
+    for rec in records:
+        e = rec.entry
+        if (e is None or e.direction != FORWARD or e.kind not in OUTPUT_KINDS or not is_collective(e.api)
+                or e.op not in SAME_ON_EVERY_RANK or rec.is_scalar):
+            continue
+        stats = tuple(v for i in range(4) if (v := rec.stat(i)) is not None and math.isfinite(v))
+        if stats:
+            out[(e.call, rec.name)] = stats
+    return out
+
+
+def _agree(a: Stats, b: Stats) -> bool:
+    return len(a) == len(b) and all(abs(x - y) <= RANK_AGREEMENT * max(abs(x), abs(y), 1e-30)
+                                    for x, y in zip(a, b, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Departure:
+    """A collective whose result on one rank departs from its peers', which agree among themselves."""
+
+    rank: int
+    call: str  # e.g. ``Distributed_all_reduce_0_forward``
+    entry: str  # the result's entry
+    peers: tuple[int, ...]
+    mine: Stats
+    theirs: Stats
+
+    @property
+    def text(self) -> str:
+        ranks = ", ".join(f"rank{r}" for r in self.peers)
+        return (f"{self.entry} departs from the other ranks' result ({ranks} agree): "
+                f"statistics {_stats(self.mine)} against {_stats(self.theirs)}")
+
+
+def _stats(values: Stats) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
+def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]) -> list[Departure]:
+    """Per rank of one step of one run (its :func:`collective_results`): the results that depart from
+    the agreeing majority of the ranks (at least two peers that agree, and more of them than depart).
+    Each (call, entry) once per departing rank, in call order."""
+    keys = Counter(k for per in results.values() for k in per)
+    out: list[Departure] = []
+    for key in keys:
+        have = {r: per[key] for r, per in results.items() if key in per}
+        if len(have) < 3:
+            continue
+        groups: list[list[int]] = []
+        for r, stats in sorted(have.items()):
+            group = next((g for g in groups if _agree(have[g[0]], stats)), None)
+            group.append(r) if group is not None else groups.append([r])
+        groups.sort(key=len, reverse=True)
+        majority = groups[0]
+        if len(majority) < 2 or len(majority) * 2 <= len(have):
+            continue
+        for group in groups[1:]:
+            out += [Departure(r, key[0], key[1], tuple(majority), have[r], have[majority[0]]) for r in group]
+    return out
+
+
+def apply_departure(diagnosis: Diagnosis, rows: Sequence[Row], departure: Departure,
+                    step: int | None = None) -> None:
+    """The departing collective as a suspect of the rank's own (in execution order), in place of what
+    the two dumps said of that call."""
+    members = [r for r in rows if r.record.call == departure.call]
+    old = next((s for s in diagnosis.suspects if s.call == departure.call), None)
+    if old is not None:
+        suspect = replace(old, kind=COLLECTIVE, evidence=departure.text)
+    else:
+        entry = members[0].record.entry if members else None
+        judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
+        suspect = Suspect(departure.call, entry.api if entry else departure.call, FORWARD, COLLECTIVE,
+                          math.inf, departure.text, judgement, members,
+                          next((r.stack for r in members if r.stack is not None), None),
+                          min((r.seq for r in members), default=0), step)
+    others = [s for s in diagnosis.suspects if s.call != departure.call]
+    diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)

@@ -1,6 +1,6 @@
-"""Tensor metrics of the original compare (spec §5.6), computed chunk by chunk in float64.
+"""Tensor metrics of the original compare (docs/compare.md#metrics), computed chunk by chunk in float64.
 
-Differences from the original, on purpose (see the README): the relative error is computed in
+Differences from the original, on purpose (docs/compare.md): the relative error is computed in
 float64 on copies after the shape and NaN/Inf checks (the original mutates its inputs, works in
 the native dtype and crashes on shape mismatch); NaN/Inf at the same positions are set to 0
 before *every* metric, and +Inf against -Inf counts as a mismatch; every message is kept.
@@ -115,7 +115,7 @@ def _sum_squares(a: np.ndarray) -> float:
     return float(sum(parts))
 
 
-#: Element types :func:`~ptdbg_tui.compare.kernel.fused_pass` reads as they are (float16 as its bits).
+#: Element types :func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` reads as they are (float16 as its bits).
 _KERNEL_READS = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
                  np.dtype(np.float16): np.uint16}
 

@@ -1,4 +1,4 @@
-"""CSV cell vocabulary of the original compare (spec §5.6–5.8): sentinels, messages, number format.
+"""CSV cells of the original compare (docs/compare.md#the-ptdbg-csv): sentinels, messages, number format.
 
 Kept in one place so the metrics, the verdict and the CSV writer print exactly the same strings.
 """

@@ -21,6 +21,7 @@ from ptdbg_tui.compare.metrics.cells import (
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors
 from ptdbg_tui.compare.metrics.verdict import stats_verdict, with_caveat
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord, stat_value
 
 FULL_CELLS = 5
@@ -138,12 +139,34 @@ def value_result(row: Row) -> Result:
     return add_fuzzy(result) if row.fuzzy else result
 
 
+#: In-place ops whose result does not depend on what their first argument held: they overwrite it
+#: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data).
+OVERWRITING_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "random_", "exponential_", "geometric_",
+                             "cauchy_", "log_normal_", "bernoulli_", "copy_"})
+
+
+def overwritten_input(entry: EntryName | None) -> bool:
+    """The first input of an in-place op that overwrites it: not data, so never compared."""
+    return (entry is not None and entry.direction == FORWARD and entry.kind == INPUT
+            and entry.path[:1] == (0,) and entry.op in OVERWRITING_OPS)
+
+
+def overwritten_result(row: Row, summary: bool) -> Result:
+    """Such an input: left out of the comparison, with the reason."""
+    message = (f"Not compared: {row.record.call} overwrites this tensor in place, so what it held "
+               "(often uninitialised memory) is not data.")
+    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
+                  Status.PASS, message)
+
+
 def settled_result(row: Row, summary: bool) -> Result | None:
     """The result of a row that needs no tensor file (``summary``: statistics only), or ``None``
     when its two tensor files must be compared (see :func:`task_for`)."""
     npu, bench = row.npu, row.bench
     if npu is None or bench is None:
         return unmatched_result(row, summary)
+    if overwritten_input(row.record.entry):
+        return overwritten_result(row, summary)
     if summary:
         checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar)
         return checksum_result(row) if checksums else summary_result(row)

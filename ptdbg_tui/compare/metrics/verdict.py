@@ -1,4 +1,4 @@
-"""Verdicts: the original's ``Accuracy Reached or Not`` (spec §5.7) and the row Status the UI shows.
+"""Verdicts: ``Accuracy Reached or Not`` (docs/compare.md#accuracy-reached-or-not) and the UI's row Status.
 
 The CSV keeps the original's absolute rule and values so files stay comparable; the Status adds
 what the original cannot say (a Nan verdict on identical values is a pass, a pass on data with
@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
-from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.records import TensorRecord
 
 #: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or
@@ -32,7 +32,7 @@ STAT_NAMES = ("max", "min", "mean", "l2norm")
 
 
 def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, str]:
-    """``(accuracy, why)``: the first rule of §5.7 that applies, and its threshold in words."""
+    """``(accuracy, why)``: the first rule of docs/compare.md#accuracy-reached-or-not that applies."""
     if cos_cell == SHAPE_UNMATCHED:
         return UNMATCHED, "shapes of NPU and bench differ"
     if NAN in (cos_cell, mae_cell):
@@ -134,3 +134,7 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord) -> tuple[Status, str]:
         status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
     return status, why
 
+
+def original_pick(rows: Sequence[Row]) -> Row | None:
+    """What the original's advisor names: the first row whose verdict is No."""
+    return next((r for r in rows if r.result is not None and r.result.accuracy == NO), None)

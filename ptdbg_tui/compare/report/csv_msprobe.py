@@ -1,5 +1,5 @@
 """msprobe's compare CSV (``msprobe compare``, 26.x): its columns and cell formats in its three modes,
-so that a user can diff ours against theirs (msprobe_report.md §2.4–2.8, §9).
+so that a user can diff ours against theirs (docs/compare.md#the-msprobe-csv).
 
 - tensors: Cosine, EucDist, MaxAbsErr, MaxRelativeErr, the two thousandth ratios and Data_name;
 - statistics: the four ``… diff`` and ``…RelativeErr`` (``"x%"``) columns;
@@ -24,7 +24,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_ptdbg import write_table
 from ptdbg_tui.formats.records import Frame, TensorRecord
 
-#: The name of this CSV flavour (``--format``), the same as the dump format it follows by default.
+#: The name of this CSV dialect (``--format``).
 CSV_MSPROBE = "msprobe"
 NA = "N/A"
 NO_FILE = "-1"

@@ -1,4 +1,4 @@
-"""``compare_result_<YYYYmmddHHMMSS>.csv`` with the original's columns and cell formatting (spec §5.8).
+"""``compare_result_<YYYYmmddHHMMSS>.csv``: the original's columns and cells (docs/compare.md#the-ptdbg-csv).
 
 Rows are built as the original builds its pandas DataFrame (raw stats values, the list shape, metric
 strings) and printed as pandas' ``to_csv`` prints that frame: float repr, ``[]`` for empty stats, an
@@ -22,6 +22,7 @@ from pathlib import Path
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.files import FILE_MODE
 
 _NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
           "Bench Tensor Shape"]
@@ -31,7 +32,8 @@ FULL_HEADER = [*_NAMES, "Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth
                "Five Thousandths Err Ratio", *_STATS, "Accuracy Reached or Not", "Err_message"]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
 STACK_COLUMN = "NPU_Stack_Info"
-FILE_MODE = 0o640
+#: The name of this CSV dialect (``--format``).
+CSV_PTDBG = "ptdbg"
 
 
 def header(stack_mode: bool, summary: bool) -> list[str]:

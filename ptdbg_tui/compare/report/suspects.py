@@ -4,10 +4,12 @@ the compare CSV (whose columns stay the original's)."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.diagnose import Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
+from ptdbg_tui.compare.report.files import write_text
 
 HEADER = ["Rank", "NPU Call", "API", "Direction", "Kind", "Score", "Input Error", "Output Error",
           "Allowed Error", "Worst Output", "Evidence", "Call Site", "Source Line"]
@@ -22,7 +24,7 @@ def suspect_row(rank: int, s: Suspect) -> list[object]:
     site = s.site
     return [rank, s.call, s.api, s.direction, s.kind, _number(s.score), _number(j.input_error),
             _number(j.output_error), _number(j.allowed), j.output, s.evidence,
-            f"{site[0]}:{site[1]}" if site else "", (site[3] or "") if site else ""]
+            f"{site.path}:{site.line}" if site else "", (site.source or "") if site else ""]
 
 
 def suspects_path(compare_csv: Path) -> Path:
@@ -32,9 +34,8 @@ def suspects_path(compare_csv: Path) -> Path:
 
 def write_suspects(diagnosis: Diagnosis, compare_csv: Path) -> Path:
     """Write the suspects beside ``compare_csv`` (a header only when there are none)."""
-    path = suspects_path(compare_csv)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(HEADER)
-        writer.writerows(suspect_row(k, s) for k, s in enumerate(diagnosis.suspects, start=1))
-    return path
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(HEADER)
+    writer.writerows(suspect_row(k, s) for k, s in enumerate(diagnosis.suspects, start=1))
+    return write_text(suspects_path(compare_csv), text.getvalue())

@@ -7,15 +7,8 @@ import math
 
 import pytest
 
-from ptdbg_tui.formats.records import (
-    BadLine,
-    StackRecord,
-    TensorRecord,
-    decode_line,
-    encode_stack_line,
-    encode_tensor_line,
-    stat_value,
-)
+from ptdbg_tui.formats.pkl_line import decode_line, encode_stack_line, encode_tensor_line
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, stat_value
 
 
 def test_four_stat_tensor_line(v4_lines):
@@ -127,3 +120,14 @@ def test_encode_is_byte_compatible_with_json_dumps(v4_lines):
 def test_stat_value():
     assert stat_value(True) == 1.0 and stat_value(3) == 3.0
     assert stat_value("Nan") is None and stat_value([]) is None and stat_value(None) is None
+
+
+def test_a_checksum_rides_in_the_element_the_original_leaves_empty(v4_lines):
+    line = encode_tensor_line("Torch_add_0_forward_output", 0, "torch.float32", [3], [1.0, 1.0, 1.0, 1.0],
+                              md5="3f9a0c1e")
+    assert line.startswith('["Torch_add_0_forward_output", 0, ["3f9a0c1e"], ')
+    assert decode_line(line).md5 == "3f9a0c1e"
+    assert decode_line(v4_lines[0]).md5 is None
+    for other in ('["x"]', '["3F9A0C1E"]', '["3f9a0c1e", "00000000"]', "[1]", "{}"):
+        rec = decode_line(line.replace('["3f9a0c1e"]', other))
+        assert isinstance(rec, TensorRecord) and rec.md5 is None  # not a checksum: ignored, as before

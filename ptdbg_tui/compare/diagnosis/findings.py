@@ -1,0 +1,201 @@
+"""What the diagnosis finds, and the words for it: the kinds of finding, a suspect call with its
+evidence, the verdict of one pair.
+
+A suspect is where the two runs start to differ, by one of these kinds:
+
+- ``growth``, ``nan``, ``zeros``: the call's outputs carry more error than its inputs, the op and
+  rounding explain (:mod:`~ptdbg_tui.compare.diagnosis.propagation`): a kernel that computes wrong;
+- ``enters``: an input carries error that nothing dumped before it carried (code no hook saw);
+- ``parameters``: a module parameter differs at its first use in a step, beyond rounding (the update
+  between steps, or an earlier step, made the runs differ);
+- ``unpaired``: a call only the NPU run made, after which the data differs;
+- ``arguments``: the runs pass different non-tensor arguments to the same call (the scripts differ);
+- ``random``: a random op's draws differ (the generators are not aligned): no numerical fault;
+- ``collective``: a collective whose result on one rank departs from the other ranks' (cross-rank);
+- ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong.
+
+A replay (:mod:`~ptdbg_tui.compare.replay`) may confirm a suspect (its kernel is wrong on its own
+inputs) or refute it (both sides compute right on their inputs: the difference is inherited).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.records import Frame, StackRecord
+from ptdbg_tui.formats.sites import stack_site
+
+PARAMETERS = "parameters"
+UNPAIRED = "unpaired"
+ARGUMENTS = "arguments"
+RANDOM = "random"
+COLLECTIVE = "collective"
+REPLAYED = "replayed"
+
+#: How each kind reads after the call's name.
+KIND_WORDS = {
+    GROWTH: "introduces error",
+    NAN_ORIGIN: "NaN/Inf origin",
+    ZEROS: "all-zero output",
+    ENTERS: "error enters before it, outside the dumped calls",
+    PARAMETERS: "parameters differ on entry to {step}",
+    UNPAIRED: "the NPU run makes this call and the bench run does not",
+    ARGUMENTS: "the runs pass different arguments to it",
+    RANDOM: "the two runs draw different random numbers — align seeds or disable dropout",
+    COLLECTIVE: "its result on this rank departs from the other ranks'",
+    REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
+}
+#: Kinds that say where the runs start to differ without a kernel at fault.
+NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM})
+
+
+def fmt_error(value: float) -> str:
+    """A relative error in two significant digits."""
+    if math.isinf(value):
+        return "inf"
+    if value == 0:
+        return "0"
+    return f"{value:.2g}"
+
+
+def times_text(score: float) -> str:
+    """A suspect's score as the evidence ends with it: ``×12,728``."""
+    if math.isinf(score):
+        return "×∞"
+    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
+
+
+def evidence_text(j: Judgement) -> str:
+    """The numbers behind a verdict, in words that match them."""
+    partial = " (some inputs not compared)" if j.partial else ""
+    if j.kind == NAN_ORIGIN:
+        return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+    if math.isinf(j.input_error):
+        if j.input_why == "zeros":
+            return "an input is all zeros on the bench and not on the NPU (infinite relative error)"
+        return "its inputs already carry NaN/Inf where the bench is finite"
+    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
+    if j.kind == ZEROS:
+        return f"{j.output} is all zeros where the bench is not: {head}"
+    if math.isinf(j.output_error):
+        return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
+    if j.kind == ENTERS:
+        return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
+                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
+                f"{times_text(j.score)}")
+    return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
+
+
+@dataclass(frozen=True, slots=True)
+class CallEvidence:
+    """The verdict on one call, in numbers and in words (the detail panel shows it)."""
+
+    call: str
+    direction: str
+    judgement: Judgement | None  # None when it could not be judged
+    why_not: str = ""  # why it could not be judged
+
+    @property
+    def text(self) -> str:
+        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
+
+    @property
+    def introduces(self) -> bool:
+        return self.judgement is not None and self.judgement.kind is not None
+
+
+@dataclass(slots=True)
+class Suspect:
+    """A call where the runs start to differ, with its evidence."""
+
+    call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
+    api: str
+    direction: str
+    kind: str  # one of the kinds above
+    score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
+    evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
+    judgement: Judgement
+    rows: list[Row] = field(default_factory=list)
+    stack: StackRecord | None = None  # the forward call's stack (where the call was made)
+    seq: int = 0  # execution order: the seq of the call's first row
+    step: int | None = None  # the dump's step, when known
+    replay: str = ""  # what the replay said of it ("confirmed — …"), when it was replayed
+
+    @property
+    def site(self) -> Frame | None:
+        return stack_site(self.stack)
+
+    @property
+    def worst_row(self) -> Row | None:
+        """The output row the verdict rests on."""
+        named = (r for r in self.rows if r.name == self.judgement.output)
+        return next(named, self.rows[0] if self.rows else None)
+
+    @property
+    def words(self) -> str:
+        """What it did, without the numbers: "introduces error"."""
+        step = f"step {self.step}" if self.step is not None else "this step"
+        return KIND_WORDS[self.kind].format(step=step)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.replay.startswith("confirmed")
+
+    @property
+    def finding(self) -> str:
+        """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
+        head = f"{self.replay}; two dumps: " if self.replay and self.kind != REPLAYED else ""
+        if self.kind == REPLAYED:
+            return f"{self.words} — {self.evidence}"
+        return f"{head}{self.words} — {self.evidence}"
+
+    @property
+    def text(self) -> str:
+        site = self.site
+        where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
+        return f"{self.call} ({self.direction}): {self.finding}{where}"
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """The suspects of one pair of dumps, and the evidence on every call judged."""
+
+    suspects: list[Suspect] = field(default_factory=list)
+    calls: dict[str, CallEvidence] = field(default_factory=dict)  # by NPU (else bench) call name
+    compared: int = 0  # rows whose tensors or statistics were compared on both sides
+    judged: int = 0  # calls judged
+    original: str | None = None  # the row the original's advisor names (its first "No" row)
+    failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
+    unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
+    replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
+    notes: list[str] = field(default_factory=list)  # what other steps or ranks say of this one
+
+    @property
+    def culprit(self) -> Suspect | None:
+        return self.suspects[0] if self.suspects else None
+
+    @property
+    def all_clear(self) -> bool:
+        """Rows were judged, none fails and no call is a suspect."""
+        return bool(self.judged) and not self.suspects and not self.failing
+
+    @property
+    def verdict(self) -> str:
+        """One line: the culprit, or what was found instead."""
+        if not self.compared:
+            return "Nothing was compared: no verdict."
+        if not self.judged:
+            return (f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
+                    "no verdict.")
+        if not self.suspects:
+            if self.failing:
+                why = f": {self.unexplained}" if self.unexplained else "."
+                return (f"{self.failing:,} entries fail, yet no call judged introduces an error beyond "
+                        f"rounding ({self.judged:,} calls judged){why}")
+            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
+        more = len(self.suspects) - 1
+        tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
+        return f"Culprit: {self.suspects[0].text}{tail}"

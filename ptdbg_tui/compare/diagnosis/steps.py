@@ -1,0 +1,88 @@
+"""Across the dumped steps of one rank: whether the parameters that differ on entry to a step are
+where that step's divergence starts.
+
+A step's parameters carry whatever the steps before did to them. When the step before named a
+suspect of its own (a kernel, a random op …), parameters that differ on entry are its error,
+inherited: the step's own suspects are what comes after (the replay finds a kernel that is still
+wrong on inputs that already differ). When the step before named nothing, the parameters changed
+between the two dumps — and when that step's gradients of them agree, the optimizer's update
+between the steps is what made them differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import MARGIN, own_rounding
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.naming import BACKWARD, OUTPUT, parse_name
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """One compared pair as the cross-step view needs it."""
+
+    step: int | None
+    rank: int | None
+    rows: Sequence[Row]
+    diagnosis: Diagnosis
+
+
+def _own(diagnosis: Diagnosis) -> list[str]:
+    """The suspects of a step that are not parameters differing on entry."""
+    return [s.call for s in diagnosis.suspects if s.kind != PARAMETERS]
+
+
+def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
+    """The relative error of a parameter's gradient in a step (the backward output at the parameter's
+    argument position), when it was compared and agrees within rounding; ``None`` otherwise."""
+    entry = parse_name(parameter_entry)
+    if entry is None:
+        return None
+    for row in rows:
+        e = row.record.entry
+        if (e is None or e.direction != BACKWARD or e.kind != OUTPUT or e.api != entry.api
+                or e.index != entry.index or e.path != entry.path or row.result is None):
+            continue
+        errors = row.result.errors
+        if errors is None or not math.isfinite(errors.rel):
+            return None
+        return errors.rel if errors.rel <= MARGIN * own_rounding(errors) else None
+    return None
+
+
+def link_steps(views: Sequence[StepView],
+               earlier: Mapping[tuple[int | None, int | None], StepView] | None = None) -> None:
+    """Adjust each step's parameters-on-entry suspects by the step before it (among ``views`` and
+    ``earlier``, views of steps compared only for this), in place; again and again gives the same."""
+    by_key = {**(earlier or {}), **{(v.step, v.rank): v for v in views}}
+    for view in views:
+        found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
+        if not found or view.step is None:
+            continue
+        before = [v for (step, rank), v in by_key.items()
+                  if rank == view.rank and step is not None and step < view.step]
+        if not before:
+            continue
+        prev = max(before, key=lambda v: v.step if v.step is not None else -1)
+        own = _own(prev.diagnosis)
+        if own:
+            d = view.diagnosis
+            d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
+            note = (f"parameters differ on entry to step {view.step}: inherited from step {prev.step}, whose "
+                    f"culprit is {own[0]}")
+            if note not in d.notes:
+                d.notes.append(note)
+            if not d.suspects:
+                d.unexplained = explain_failures(view.rows, d)
+            continue
+        for s in found:
+            agree = _gradient_agrees(prev.rows, s.judgement.output)
+            update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
+            if agree is not None and update not in s.evidence:
+                s.evidence += (f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), "
+                               f"so {update}")

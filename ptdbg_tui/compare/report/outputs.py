@@ -1,0 +1,32 @@
+"""The CSV a pair is written as: the original's columns or msprobe's, by default those of the tool
+whose dump format the NPU side is in, and the suffix that tells several pairs' files apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
+from ptdbg_tui.compare.report.csv_ptdbg import CSV_PTDBG, write_csv
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
+
+#: The CSV dialect (``--format``) of each dump format.
+CSV_OF_FORMAT = {STYLE_PTDBG: CSV_PTDBG, STYLE_MSPROBE: CSV_MSPROBE}
+
+
+def write_pair_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], npu: RankDump, fmt: str | None, *,
+                   stack_mode: bool = False, summary: bool = False, suffix: str = "") -> Path:
+    """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
+    if (fmt or CSV_OF_FORMAT[npu.format]) == CSV_MSPROBE:
+        return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)
+    return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix)
+
+
+def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
+    """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")

@@ -1,0 +1,122 @@
+"""How each dump tool records what a comparison must know: the one place that knows the tools.
+
+Three tools write the dumps we read: this project's dumper (``ptdbg``), the original ptdbg_ascend
+and msprobe. They share the naming grammar and most of what they record, and differ in a few
+places that matching must know of to pair the same tensors:
+
+- **gradient order**: msprobe and the original take a backward's gradients in its autograd node's
+  order, ours by forward argument, so ``linear``'s bias gradient is ``output.0`` there and
+  ``output.2`` here (:data:`LINEAR_NODE_GRADIENTS`); some ops' backward is recorded at an inner
+  node (:data:`INNER_NODE_BACKWARD`);
+- **in-place inputs**: the original records a forward's inputs once the call has returned, so an
+  in-place call's ``input.0`` there is the written value (:attr:`Dialect.inputs_after_call`);
+- **noise**: the original's hooks detach every tensor they record, through the wrapped
+  ``Tensor.detach``, which it records as a call (:func:`tool_noise`);
+- **frames**: each tool's own frames in the recorded stacks (:data:`TOOL_PATH_MARKS`).
+
+A dump's tool is known from its format (msprobe) or its stacks (:func:`producer`); a pkl without
+stack lines so far says nothing yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ptdbg_tui.formats.naming import BACKWARD, STYLE_MSPROBE, STYLE_PTDBG
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+#: The tools, by the name :func:`producer` gives them.
+OURS = STYLE_PTDBG
+MSPROBE = STYLE_MSPROBE
+ORIGINAL_PTDBG = "ptdbg_ascend"
+
+#: The original's stack lines start in its own hook module.
+_ORIGINAL_FRAME = "/ptdbg_ascend/hook_module/"
+#: Frames whose path contains one of these belong to a dump tool, not to the user's code.
+TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    """What one tool records differently."""
+
+    tool: str
+    #: A backward's gradients in its autograd node's order (else by forward argument position).
+    gradients_in_node_order: bool
+    #: A forward's inputs recorded once the call has returned (an in-place input shows the written value).
+    inputs_after_call: bool
+
+
+DIALECTS = {
+    OURS: Dialect(OURS, gradients_in_node_order=False, inputs_after_call=False),
+    MSPROBE: Dialect(MSPROBE, gradients_in_node_order=True, inputs_after_call=False),
+    ORIGINAL_PTDBG: Dialect(ORIGINAL_PTDBG, gradients_in_node_order=True, inputs_after_call=True),
+}
+
+
+def dialect_of(tool: str | None) -> Dialect:
+    """The dialect of a tool named by :func:`producer` (one that does not say yet reads as ours)."""
+    return DIALECTS.get(tool or OURS, DIALECTS[OURS])
+
+
+#: Ops whose backward the node-order tools record at their last autograd node rather than the op's
+#: own gradient: cross_entropy's ``output.0`` there is nll_loss's (the log-probabilities' gradient),
+#: ours the logits'. Same shape, different tensors.
+INNER_NODE_BACKWARD = frozenset({"cross_entropy"})
+
+#: ``linear``'s gradients as a dump in autograd order numbers them (its ``addmm`` node: bias, input,
+#: transposed weight; ``mm`` without a bias: input, transposed weight), by the node's arity, each
+#: mapped to our argument position (``None``: the transposed weight's, never ours, even when square).
+LINEAR_NODE_GRADIENTS: dict[int, tuple[int | None, ...]] = {3: (2, 0, None), 2: (0, None)}
+
+#: Ops that may write their first argument (``relu(x, inplace=True)``, and any ``op_``).
+INPLACE_CAPABLE = frozenset({"relu", "relu6", "elu", "selu", "celu", "leaky_relu", "rrelu", "hardtanh",
+                             "silu", "hardswish", "hardsigmoid", "mish", "threshold", "dropout", "dropout1d",
+                             "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+
+
+def producer(fmt: str, stacks: Iterable[StackRecord], tensors: Iterable[TensorRecord] = ()) -> str | None:
+    """The tool that wrote a dump of format ``fmt`` with these stacks and records: :data:`MSPROBE`,
+    :data:`ORIGINAL_PTDBG`, :data:`OURS`, or ``None`` while nothing says (a pkl without stack lines
+    so far)."""
+    if fmt == STYLE_MSPROBE:
+        return MSPROBE
+    for stack in stacks:
+        if stack.frames:
+            original = _ORIGINAL_FRAME in stack.frames[0].path.replace("\\", "/")
+            return ORIGINAL_PTDBG if original else OURS
+    return ORIGINAL_PTDBG if original_detach(tensors)[0] else None
+
+
+def original_detach(tensors: Iterable[TensorRecord], backward: bool = False) -> tuple[bool, bool]:
+    """Whether the records show the original's mark where it writes no stack lines (its mode
+    ``all``): its backward hooks detach each tensor they record through the wrapped
+    ``Tensor.detach``, which it records as a forward call after a backward one. Also whether a
+    backward record was seen (``backward``: one was, in earlier records)."""
+    for rec in tensors:
+        entry = rec.entry
+        if entry is None:
+            continue
+        if entry.direction == BACKWARD:
+            backward = True
+        elif backward and is_detach(rec):
+            return True, backward
+    return False, backward
+
+
+def is_detach(rec: TensorRecord) -> bool:
+    """A ``Tensor_detach`` call: the original's hooks record their own (see :func:`original_detach`)."""
+    return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
+
+
+def tool_noise(records: Sequence[TensorRecord]) -> set[int]:
+    """The ids of the original's own ``detach`` records: the ``Tensor_detach`` calls recorded once
+    the backward has begun (its forward hooks run inside the wrapped call, where nothing is
+    recorded; its backward hooks outside any, where their detaches of each tensor they record and
+    of its statistics are), those of the first backward tensor just before its record included."""
+    backward = (i for i, r in enumerate(records) if r.entry is not None and r.entry.direction == BACKWARD)
+    start = next(backward, len(records))
+    while start > 0 and is_detach(records[start - 1]):
+        start -= 1
+    return {id(rec) for rec in records[start:] if is_detach(rec)}

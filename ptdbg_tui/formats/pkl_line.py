@@ -1,0 +1,141 @@
+"""The one definition of a ptdbg pkl line (docs/formats.md#pkl-lines): decoding for readers,
+encoding for writers.
+
+A pkl is UTF-8 text, one JSON array per line, with the non-standard tokens ``NaN`` and
+``Infinity``. Tensor lines have 6 elements, stack lines 2.
+
+A tensor line's third element is always ``[]`` in the original's dumps, and none of its readers
+(compare, parse) looks at it; the project's dumper puts a tensor's checksum there in its md5 mode,
+``["3f9a0c1e"]`` (a CRC-32 of the tensor's bytes, 8 lowercase hex digits, as msprobe's ``md5``),
+where an older ptdbg kept its own checksum list.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
+from ptdbg_tui.formats.naming import parse_name
+from ptdbg_tui.formats.records import (
+    MAX_DIMS,
+    MAX_NUMEL,
+    BadLine,
+    Frame,
+    Record,
+    StackRecord,
+    TensorRecord,
+    short,
+    shown,
+    valid_stat,
+)
+
+#: A checksum in a tensor line's third element: a CRC-32 as 8 hex digits.
+_CRC_RE = re.compile(r"[0-9a-f]{8}")
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def _dump_step(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, float) and v.is_integer():  # finite and whole (1e400 is inf: refused)
+        return int(v)
+    return None
+
+
+def decode_value(value: Any, line: int = 0) -> Record:
+    """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not); never raises."""
+    if not isinstance(value, list):
+        return BadLine(line, "a pkl line must be a JSON array", short(value))
+    if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
+        return _stack_record(value[0], value[1], line)
+    if len(value) != 6:
+        return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
+                       short(value))
+    name, dump_step, checksums, dtype, shape, stats = value
+    problem = _name_problem(name, dtype, value) or _value_problem(name, shape, stats, value)
+    if problem is not None:
+        return BadLine(line, *problem)
+    step = dump_step if type(dump_step) is int else _dump_step(dump_step)
+    if step is None:
+        return BadLine(line, f"dump_step must be an integer, got {short(dump_step, 40)}", short(value))
+    md5 = checksums[0] if isinstance(checksums, list) and len(checksums) == 1 \
+        and isinstance(checksums[0], str) and _CRC_RE.fullmatch(checksums[0]) else None
+    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line, md5=md5)
+
+
+def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
+    if all(type(f) is list and len(f) == 4 and type(f[0]) is str and type(f[1]) is str  # as written
+           and type(f[2]) is str and (f[3] is None or type(f[3]) is str) for f in raw):
+        return StackRecord(name, [Frame._make(f) for f in raw], line)
+    frames = []
+    for f in raw:
+        if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
+            return BadLine(line, "stack frame is not [file, line, function, source]", short(f))
+        src = f[3] if len(f) > 3 else None
+        frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
+    return StackRecord(name, frames, line)
+
+
+def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | None:
+    """Why a tensor line's name or dtype cannot be taken, and what to show of it; ``None`` if fine."""
+    if not isinstance(name, str) or not isinstance(dtype, str):
+        return "name and dtype must be strings", short(value)
+    if not safe_name(name):
+        return ("the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
+                "folder", short(name))
+    if holds_lone_surrogate(name):
+        return "the name holds a lone UTF-16 surrogate, which no file name can hold", short(shown(name))
+    return None
+
+
+def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[str, str] | None:
+    """Why a tensor line's shape or statistics cannot be taken, and what to show; ``None`` if fine."""
+    if not isinstance(shape, (list, str)) or not isinstance(stats, list):
+        return "shape must be a list or \"[]\" and stats a list", short(value)
+    if isinstance(shape, list):
+        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
+            return "shape must hold non-negative integers", short(value)
+        if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
+            return f"shape {short(shape, 60)} is too large to be a tensor's", short(name)
+    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
+    if bad_stat is not None or len(stats) > 4:
+        what = f"holds {short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
+        return f"stats {what}; expected up to 4 numbers, \"Nan\" or []", short(value)
+    return None
+
+
+def decode_line(text: str, line: int = 0) -> Record | None:
+    """Decode one text line; ``None`` for a blank line."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return BadLine(line, "JSON nested too deeply to read", short(text))
+    except json.JSONDecodeError as e:
+        return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", short(text))
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        return BadLine(line, f"not readable JSON ({e})", short(text))
+    return decode_value(value, line)
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
+                       md5: str | None = None) -> str:
+    """One tensor line, byte-compatible with the original's ``json.dumps`` output (a checksum, when
+    given, in the element the original leaves empty)."""
+    return json.dumps([name, dump_step, [] if md5 is None else [md5], dtype, shape, stats])
+
+
+def encode_stack_line(name: str, frames: list[Frame] | list[list[Any]]) -> str:
+    return json.dumps([name, [list(f) for f in frames]])
