@@ -116,14 +116,16 @@ async def first_paint(app: App, start: float) -> tuple[float, object, object]:
     return ready[0] - start, context, pilot
 
 
-async def _paint_only(which: str, npu: Path, bench: Path) -> float:
+async def paint_only(which: str, npu: Path, bench: Path, start: float = T0) -> float:
+    """Seconds from ``start`` (by default this process's start) to the first paint of the app
+    (``which`` = "app") or of an empty one."""
     if which == "app":
         from ptdbg_tui.app.app import PtdbgApp
 
         app: App = PtdbgApp(npu, bench)
     else:
         app = Blank()
-    seconds, context, _ = await first_paint(app, T0)
+    seconds, context, _ = await first_paint(app, start)
     await context.__aexit__(None, None, None)
     return seconds
 
@@ -336,7 +338,7 @@ def main() -> int:
         elif what == "settle":
             print(*asyncio.run(_settle_only(npu, bench)))
         else:
-            print(asyncio.run(_paint_only(what, npu, bench)))
+            print(asyncio.run(paint_only(what, npu, bench)))
         return 0
     calls = max(1, args.entries // (4 * ARGS))
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,7 @@
 """Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``:
 the arguments, the exit codes, the headless report and its progress bar.
 
-Heavy imports (textual, pandas, torch) happen inside the chosen command so that ``--help`` and
+Heavy imports (textual, torch) happen inside the chosen command so that ``--help`` and
 the headless compare start fast.
 """
 
@@ -261,7 +261,7 @@ def run_compare(args: argparse.Namespace) -> int:
     from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
-    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text, import_in_background
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
     from ptdbg_tui.engine.cluster import ClusterError, require
 
     prog = "ptdbg-tui compare"
@@ -275,7 +275,6 @@ def run_compare(args: argparse.Namespace) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
-    import_in_background("pandas")
     try:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
                                  summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
@@ -421,9 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     if command == "compare":
         args = compare_parser().parse_args(argv[1:])
         if args.cluster is None and not args.summary and (args.jobs is None or args.jobs > 1):
-            from ptdbg_tui.engine.pool import prestart
+            from ptdbg_tui.engine.pool import big_job, prestart
 
-            prestart()  # the workers' fork server loads numpy, numba and the kernel while we import and read
+            # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
+            prestart(fused=big_job([args.npu, args.bench]))
         return run_compare(args)
     if command == "demo":
         return run_demo(demo_parser().parse_args(argv[1:]))

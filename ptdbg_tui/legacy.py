@@ -14,7 +14,7 @@ from typing import Any
 from ptdbg_tui.compare.report.advisor import write_advisor
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import write_suspects
-from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs, import_in_background
+from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 
 
@@ -54,7 +54,6 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
     bench_npy = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     check_match(match)
-    import_in_background("pandas")
     (outcome,) = compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
     outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
                             suffix=kw.get("suffix", ""))

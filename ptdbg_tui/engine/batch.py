@@ -9,9 +9,7 @@ written once at the end; several ranks also get the first divergent rank.
 
 from __future__ import annotations
 
-import importlib
 import os
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +25,8 @@ from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
-from ptdbg_tui.engine.gcpolicy import fewer_collections
-from ptdbg_tui.engine.pool import MetricPool, TaskPool
+from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
+from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
 from ptdbg_tui.formats.dialects import dialect_of, producer
 from ptdbg_tui.formats.files import reason
@@ -41,6 +39,7 @@ from ptdbg_tui.formats.layout import (
     same_dump_note,
     scan,
     statistics_only_note,
+    tensor_bytes,
     unpaired_notes,
 )
 from ptdbg_tui.formats.reader import module_chain_of, read_dump
@@ -290,7 +289,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
     from ptdbg_tui.engine.cluster import ClusterPool
 
     roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
-    with ClusterPool(address) as pool:
+    with fewer_collections(), ClusterPool(address) as pool:
         npu_scan, bench_scan = pool.scan(roots, scan_roots)
         pairs, notes, around = _paired(npu_scan, bench_scan, roots, step, rank)
         outcomes = Outcomes(notes=notes)
@@ -304,6 +303,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
             else:
                 calls.append(call)
         for call, got in zip(calls, pool.gather(calls), strict=True):
+            long_lived()  # each pair's rows: unpickled, thousands of objects that stay
             if isinstance(got, Exception):
                 n, b = call.args[0], call.args[1]
                 outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(got)}")
@@ -314,7 +314,7 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
             raise CompareInputError("; ".join(outcomes.notes))
         _run_metrics(outcomes, pool, progress)
         outcomes.cluster, outcomes.placements = address, Counter(pool.placements)
-    _diagnose(outcomes)
+        _diagnose(outcomes)  # with fewer collections too: it builds an object per call
     return outcomes
 
 
@@ -325,12 +325,15 @@ def compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | 
     the others go on; :class:`CompareInputError` when none could be."""
     outcomes = Outcomes()
     with fewer_collections():  # the diagnosis too: it builds an object per call
-        with MetricPool(jobs or os.cpu_count() or 1) as pool:
-            if not summary and any(nn is not None and bn is not None for _, _, nn, bn in pairs):
+        folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
+        fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
+        with MetricPool(jobs or os.cpu_count() or 1, fused=fused) as pool:
+            if folders:
                 pool.start()
             for n, b, nn, bn in pairs:
                 try:
                     outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                    long_lived()  # its records and rows stay
                     outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
                 except Exception as e:  # one pair's fault must not lose the others' rows
                     outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
@@ -382,9 +385,3 @@ def fault_text(e: Exception) -> str:
     if isinstance(e, OSError):
         return reason(e)
     return f"{type(e).__name__}: {e}"
-
-
-def import_in_background(module: str) -> None:
-    """The CSV writer needs pandas (half a second to import) only at the end: import it while the
-    workers compute."""
-    threading.Thread(target=importlib.import_module, args=(module,), daemon=True).start()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.metrics.accumulator import warm_up
 from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
 from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
@@ -120,10 +121,12 @@ def located(fn: Any, *args: Any) -> tuple[str, Any]:
 
 
 def run_batch(tasks: list[CompareTask]) -> tuple[str, list[Result]]:
+    warm_up()  # a worker serves job after job: the compiled pass is loaded once in its life
     return _where(), [run_task(t) for t in tasks]
 
 
 def run_one_part(task: CompareTask, start: int, stop: int) -> tuple[str, PartOutcome]:
+    warm_up()
     return _where(), run_part(task, start, stop)
 
 
@@ -287,22 +290,23 @@ class ClusterPool:
         call.future = self.client.submit(located, call.fn, *call.args, workers=call.workers,
                                          allow_other_workers=False, pure=False)
 
-    def gather(self, calls: Sequence[Call]) -> list[Any]:
-        """The values of :meth:`submit`'s calls, in order; a call that raised gives its exception. A call
-        whose workers are all lost goes to those that can read its folders now; with none for
-        ``reconnect_s``, :class:`ClusterError`."""
-        out: list[Any] = []
+    def gather(self, calls: Sequence[Call]) -> Iterator[Any]:
+        """The values of :meth:`submit`'s calls, in order, each as it comes; a call that raised gives its
+        exception. A call whose workers are all lost goes to those that can read its folders now; with
+        none for ``reconnect_s``, :class:`ClusterError`."""
         for call in calls:
             orphaned: float | None = None
             while True:
                 assert call.future is not None
-                try:
-                    worker, value = call.future.result(timeout=HEAL_S)
-                    break
-                except TimeoutError:
-                    pass
-                except Exception as e:  # raised on the worker, or the workers running it died
-                    worker, value = "", e
+                with contextlib.suppress(TimeoutError):
+                    _distributed().wait([call.future], timeout=HEAL_S)
+                if call.future.done():
+                    # Fetched once, without a deadline: a pair's rows take seconds to serialize, and a
+                    # fetch given up after HEAL_S made the worker serialize them again, forever.
+                    try:
+                        worker, value = call.future.result()
+                    except Exception as e:  # raised on the worker, or the workers running it died
+                        worker, value = "", e
                     break
                 with contextlib.suppress(OSError, TimeoutError):  # reconnecting: look again next time
                     if self._live() & set(call.workers):
@@ -320,8 +324,7 @@ class ClusterPool:
                     raise ClusterError(f"no worker of the cluster can read {where} any more")
             if worker:
                 self.placements[worker] += 1
-            out.append(value)
-        return out
+            yield value
 
     # -- the metric tasks --------------------------------------------------------------------
     def _jobs(self, tasks: Sequence[CompareTask], order: Sequence[int]) -> tuple[list[_Job], _Parts]:

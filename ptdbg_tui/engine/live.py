@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
-from ptdbg_tui.engine.pool import prestart
+from ptdbg_tui.engine.pool import big_job, prestart
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
@@ -89,9 +89,12 @@ class LiveEngine:
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
         self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
                                     self._stop.is_set, lambda: self._progress(done=False))
+        # The compiled pass only where the tensor files already make a big job (numba's load would
+        # compete with the app's start; a dump that grows past it runs the numpy pass: same values).
+        self._fused = options.cluster is None and big_job([self.npu_root, self.bench_root])
         # Worker processes need multiprocessing's resource tracker (which the fork server starts),
         # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr.
-        if options.jobs > 1 and (options.cluster is not None or not prestart()):
+        if options.jobs > 1 and (options.cluster is not None or not prestart(self._fused)):
             resource_tracker.ensure_running()
 
     # -- control -------------------------------------------------------------------------------
@@ -374,7 +377,7 @@ class LiveEngine:
             if self.options.cluster is not None:
                 self._pool = self._cluster_pool(self.options.cluster)
             if self._pool is None:
-                self._pool = MetricPool(max(1, self.options.jobs))
+                self._pool = MetricPool(max(1, self.options.jobs), fused=self._fused)
         return self._pool
 
     def _cluster_pool(self, address: str) -> TaskPool | None:

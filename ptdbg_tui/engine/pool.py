@@ -3,8 +3,9 @@
 Small tasks travel in batches (one pool round trip per batch, not per tensor); at most a few
 batches per worker are in flight, so memory stays bounded by the workers' chunk buffers whatever
 the dump size. Workers are forked from a fork server (a fresh single-threaded process that has
-imported what they need once: :mod:`~ptdbg_tui.engine.worker_preload`), or spawned where there is
-none; the app has threads, so never from the caller's own process. A worker
+imported what they need once: :mod:`~ptdbg_tui.engine.worker_preload`, and for a big job the
+compiled pass, :mod:`~ptdbg_tui.engine.fused_preload`), or spawned where there is none; the app has
+threads, so never from the caller's own process. A worker
 that dies takes only its own tasks down: they are retried one by one in a fresh pool and report
 an ERROR if they kill it again.
 """
@@ -34,26 +35,49 @@ BATCH_TASKS = 64
 INFLIGHT = 2
 #: numpy's BLAS would start threads of its own in every worker; one each is what we want.
 THREAD_ENV = {var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+#: A job of this many bytes of tensor files (both sides) or more runs the compiled (numba) pass: its
+#: gain over the numpy pass, ~0.5 s of CPU a GB, then pays for loading it (~0.5 s, once).
+FUSED_BYTES = 1 << 30
 
 
-def _init_worker() -> None:
+def big_job(paths: Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether the dumps at ``paths`` hold :data:`FUSED_BYTES` of tensor files (a guess before they are
+    read: e.g. ``--rank`` may compare fewer); False for paths that are no dumps (the compare says why)."""
+    from ptdbg_tui.formats.layout import DumpLayoutError, scan, tensor_bytes
+
+    folders = []
+    for path in paths:
+        try:
+            folders += [d.tensor_dir for d in scan(path).dumps]
+        except DumpLayoutError:
+            return False
+    return tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
+
+
+def _init_worker(fused: bool) -> None:
     os.environ.update(THREAD_ENV)  # read by the BLAS when numpy is first imported, just after this
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
+    if fused:  # a no-op where the fork server loaded it (a spawned worker, or a server started small)
+        from ptdbg_tui.compare.metrics.accumulator import warm_up
+
+        warm_up()
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context(fused: bool = True) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():  # Windows
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["ptdbg_tui.engine.worker_preload"])  # effective when the server starts
+    preload = ["ptdbg_tui.engine.worker_preload", *(["ptdbg_tui.engine.fused_preload"] if fused else [])]
+    ctx.set_forkserver_preload(preload)  # effective when the server starts
     return ctx
 
 
-def prestart() -> bool:
-    """Start the fork server now, without waiting for it: it loads what the workers need while the
-    caller does its own preparation (call it before replacing ``sys.stderr``: the server and the
-    resource tracker inherit it). False where there is no fork server."""
-    if _context().get_start_method() != "forkserver":
+def prestart(fused: bool = True) -> bool:
+    """Start the fork server now, without waiting for it: it loads what the workers need (``fused``:
+    the compiled pass too) while the caller does its own preparation (call it before replacing
+    ``sys.stderr``: the server and the resource tracker inherit it). False where there is no fork
+    server."""
+    if _context(fused).get_start_method() != "forkserver":
         return False
     forkserver.ensure_running()
     return True
@@ -124,10 +148,15 @@ class _Batch(NamedTuple):
 
 
 class MetricPool:
-    """``with MetricPool(jobs) as pool: for i, result in pool.map(tasks): ...``"""
+    """``with MetricPool(jobs) as pool: for i, result in pool.map(tasks): ...``
 
-    def __init__(self, jobs: int, *, batch_bytes: int = BATCH_BYTES, batch_tasks: int = BATCH_TASKS) -> None:
+    ``fused``: the workers (or with one job, this process) run the compiled pass, for big jobs; else
+    the numpy pass, which gives the very same values without numba's load."""
+
+    def __init__(self, jobs: int, *, fused: bool = True, batch_bytes: int = BATCH_BYTES,
+                 batch_tasks: int = BATCH_TASKS) -> None:
         self.jobs = max(1, int(jobs))
+        self.fused = fused
         self.batch_bytes = batch_bytes
         self.batch_tasks = batch_tasks
         self._executor: ProcessPoolExecutor | None = None
@@ -141,7 +170,7 @@ class MetricPool:
     def start(self) -> None:
         """Start the workers (or the fork server that forks them) now, so that their imports overlap
         the caller's own preparation."""
-        if self.jobs > 1 and self._executor is None and not prestart():
+        if self.jobs > 1 and self._executor is None and not prestart(self.fused):
             for _ in range(self.jobs):  # each submit spawns one process while none is idle
                 self._submit([])
 
@@ -159,7 +188,8 @@ class MetricPool:
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(self.jobs, mp_context=_context(), initializer=_init_worker)
+            self._executor = ProcessPoolExecutor(self.jobs, mp_context=_context(self.fused),
+                                                 initializer=_init_worker, initargs=(self.fused,))
         return self._executor
 
     def _submit(self, tasks: list[CompareTask]) -> tuple[Future[list[Result]], ProcessPoolExecutor]:
@@ -186,8 +216,11 @@ class MetricPool:
         if largest_first:
             order = sorted(order, key=lambda i: -tasks[i].nbytes)
         if self.jobs <= 1:
+            from ptdbg_tui.compare.metrics.accumulator import warm_up
             from ptdbg_tui.engine.tasks import run_task
 
+            if self.fused and tasks:
+                warm_up()
             for i in order:
                 yield i, run_task(tasks[i])
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -221,6 +222,23 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
     if not found.dumps:
         raise DumpLayoutError(no_dump_message(path, found.problems))
     return found.dumps
+
+
+def tensor_bytes(folders: Iterable[str | os.PathLike[str]], limit: int) -> int:
+    """Bytes of the files in these tensor data folders, counted until ``limit`` is reached: a job's
+    size, cheaply (a stat a file, none once the answer is known); a folder that cannot be read counts 0."""
+    total = 0
+    for folder in folders:
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                        if total >= limit:
+                            return total
+        except OSError:
+            continue
+    return total
 
 
 def npy_note(dump: RankDump) -> str | None:

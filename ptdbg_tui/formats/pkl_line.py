@@ -69,6 +69,9 @@ def decode_value(value: Any, line: int = 0) -> Record:
 
 
 def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
+    if all(type(f) is list and len(f) == 4 and type(f[0]) is str and type(f[1]) is str  # as written
+           and type(f[2]) is str and (f[3] is None or type(f[3]) is str) for f in raw):
+        return StackRecord(name, [Frame._make(f) for f in raw], line)
     frames = []
     for f in raw:
         if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import csv
+import io
+import math
+import os
+import random
 import re
 
 import numpy as np
+import pytest
 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv
+from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv, write_table
 from ptdbg_tui.formats.pkl_line import decode_line
 from ptdbg_tui.formats.records import StackRecord
 
@@ -115,3 +120,40 @@ def test_same_second_never_overwrites(tmp_path):
 
 def test_output_dir_is_created(tmp_path):
     assert write_csv([], tmp_path / "a" / "b").parent == tmp_path / "a" / "b"
+
+
+#: Cell values of every kind the rows hold: JSON stats (numbers, "Nan", [], null, bools of Python
+#: scalars), shapes, metric strings; integers past int64 and uint64; text that needs quoting.
+_VALUES = {
+    "int": [0, 1, -7, 123456789],
+    "big int": [1 << 63, 1 << 64, 10**30],
+    "float": [0.1, -0.0, 1e16, 5e-324, 1.7976931348623157e308, math.inf, -math.inf, 2.5],
+    "missing": [None, math.nan],
+    "bool": [True, False],
+    "text": ["Nan", "", "a,b", 'say "x"', "line\nbreak", "unsupported", "0.000000000000"],
+    "list": [[], [1, 8, 16], [0.5, "Nan"]],
+}
+
+
+def test_cells_print_as_pandas_prints_the_originals_frame(tmp_path):
+    """Columns of every mix of kinds, against pandas' own to_csv of the DataFrame the original builds."""
+    pd = pytest.importorskip("pandas")
+    rng = random.Random(0)
+    kinds = list(_VALUES)
+    columns = []
+    for _ in range(400):
+        mix = rng.sample(kinds, rng.randint(1, 3))
+        columns.append([rng.choice(_VALUES[rng.choice(mix)]) for _ in range(rng.randint(1, 5))])
+    for k in range(0, len(columns), 8):
+        group = columns[k:k + 8]
+        height = min(len(c) for c in group)
+        names = [f"c{i}" for i in range(len(group))]
+        rows = [list(r) for r in zip(*(c[:height] for c in group), strict=True)]
+        path = write_table(names, rows, tmp_path / str(k))
+        expected = io.StringIO()
+        pd.DataFrame(rows, columns=names).to_csv(expected, index=False)
+        assert path.read_text(encoding="utf-8") == expected.getvalue(), group
+
+
+def test_a_table_without_rows_is_its_header(tmp_path):
+    assert write_table(["a", "b"], [], tmp_path).read_text() == "a,b" + os.linesep

@@ -1,4 +1,5 @@
-"""The fused metric pass (numba) against numpy's element-wise operations: the very same floats."""
+"""The fused metric pass (numba) and the numpy pass against numpy's element-wise operations: the very
+same floats, so a CSV does not depend on which pass ran."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import sys
 import numpy as np
 import pytest
 
+from ptdbg_tui.compare.metrics import accumulator
 from ptdbg_tui.compare.metrics.accumulator import FIVE_THOUSANDTHS, THOUSANDTH, compare_arrays
 from ptdbg_tui.compare.metrics.kernel import fused_pass
+from ptdbg_tui.compare.metrics.numpy_pass import numpy_pass
 
 EPS = 1.1920928955078125e-07
 
@@ -28,16 +31,30 @@ def _as_read(a):
     return a.view(np.uint16) if a.dtype == np.float16 else a
 
 
-def _run(n, b):
+def _fused(n, b, x, y, d):
+    return fused_pass(_as_read(n), _as_read(b), x, y, d, EPS, THOUSANDTH, FIVE_THOUSANDTHS)
+
+
+def _numpy(n, b, x, y, d):
+    with np.errstate(invalid="ignore", over="ignore"):  # as the accumulator calls it
+        return numpy_pass(n, b, x, y, d, np.empty(n.size), np.empty(n.size, bool), EPS, THOUSANDTH,
+                          FIVE_THOUSANDTHS)
+
+
+PASSES = pytest.mark.parametrize("element_pass", [_fused, _numpy], ids=["fused", "numpy"])
+
+
+def _run(n, b, element_pass=_fused):
     x, y, d = (np.empty(n.size) for _ in range(3))
-    return fused_pass(_as_read(n), _as_read(b), x, y, d, EPS, THOUSANDTH, FIVE_THOUSANDTHS), x, y, d
+    return element_pass(n, b, x, y, d), x, y, d
 
 
+@PASSES
 @pytest.mark.parametrize(("dn", "db"), [(np.float32, np.float32), (np.float16, np.float16),
                                         (np.float64, np.float64), (np.float16, np.float32)])
-def test_the_pass_gives_numpys_values(dn, db):
+def test_the_pass_gives_numpys_values(dn, db, element_pass):
     n, b = _pair(dn, db)
-    (bad, top, rel_top, low, high, flips), x, y, d = _run(n, b)
+    (bad, top, rel_top, low, high, flips), x, y, d = _run(n, b, element_pass)
     wx, wy = n.astype(np.float64), b.astype(np.float64)
     wd = np.abs(wx - wy)
     denominator = np.abs(wy)
@@ -52,22 +69,50 @@ def test_the_pass_gives_numpys_values(dn, db):
     assert flips == np.count_nonzero((wx > 0) != (wy > 0))
 
 
-def test_every_float16_widens_exactly():
+@PASSES
+def test_every_float16_widens_exactly(element_pass):
     """All 65,536 float16 bit patterns: zeros, subnormals, normals, infinities and NaN payloads."""
     h = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
-    (bad, *_), x, _, _ = _run(h, h)
+    (bad, *_), x, _, _ = _run(h, h, element_pass)
     assert bad
     assert np.array_equal(x.view(np.int64), h.astype(np.float64).view(np.int64))
 
 
+@PASSES
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("side", [0, 1])
-def test_any_nan_or_inf_is_found(dtype, value, side):
+def test_any_nan_or_inf_is_found(dtype, value, side, element_pass):
     arrays = [np.linspace(-1, 1, 1001).astype(dtype) for _ in range(2)]
-    assert not _run(*arrays)[0][0]
+    assert not _run(*arrays, element_pass)[0][0]
     arrays[side][517] = value
-    assert _run(*arrays)[0][0]
+    assert _run(*arrays, element_pass)[0][0]
+
+
+def test_a_difference_too_large_for_a_float_is_no_nan_or_inf():
+    """Finite float64 data whose |x − y| overflows: not void in either pass, and the same values."""
+    n, b = np.array([1.5e308, 1.0, -2.0]), np.array([-1.5e308, 1.0, 2.0])
+    fused, numpy = _run(n, b, _fused)[0], _run(n, b, _numpy)[0]
+    assert not fused[0] and fused == numpy
+
+
+@pytest.mark.parametrize("histogram", [False, True])
+def test_a_tensor_compares_the_same_with_either_pass(monkeypatch, histogram):
+    """The whole Result (cells, error measures, worst element, histogram), NaN/Inf set aside included."""
+    n, b = _pair(np.float32, np.float32, size=300_000, seed=2)
+    n[[5, 200_000]] = b[[5, 200_000]] = np.inf
+    n[7] = np.nan
+
+    def compared():
+        return compare_arrays(n, b, "torch.float32", "torch.float32", histogram=histogram)
+
+    monkeypatch.setattr(accumulator, "_fused", None)  # put back as it was after the test
+    accumulator.warm_up()
+    fused = compared()
+    accumulator._fused = None
+    numpy = compared()
+    assert (fused.cells, fused.message, fused.errors, fused.worst_index, fused.histogram) == \
+        (numpy.cells, numpy.message, numpy.errors, numpy.worst_index, numpy.histogram)
 
 
 @pytest.mark.parametrize("make", [
@@ -114,10 +159,11 @@ def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
     assert out.stdout.split() == ["NullCache", "1.000000000000"]
 
 
+@PASSES
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-def test_elements_positive_on_one_side_only_are_counted(dtype):
+def test_elements_positive_on_one_side_only_are_counted(dtype, element_pass):
     """Where a ReLU's mask differs: a sign flip, or 0 against a positive value (0 against a negative
     one does not flip a ReLU)."""
     b = np.array([1.0, -1.0, 0.0, 0.0, 0.0, 2.0, -3.0, 1e-3], dtype)
     n = np.array([1.0, 1.0, 1e-3, -1e-3, 0.0, -2.0, -3.0, 0.0], dtype)
-    assert _run(n, b)[0][5] == 4
+    assert _run(n, b, element_pass)[0][5] == 4

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.pool import MetricPool
+from ptdbg_tui.engine import pool as pool_module
+from ptdbg_tui.engine.pool import MetricPool, big_job
 from ptdbg_tui.engine.tasks import CompareTask, run_task
+from ptdbg_tui.formats.synthetic import write_seed_pair
 
 
 def _tasks(tmp_path, count: int, size: int = 1000) -> list[CompareTask]:
@@ -84,3 +86,23 @@ def test_leaving_early_does_not_hang(tmp_path):
 def test_jobs_below_one_run_in_process(tmp_path, jobs):
     with MetricPool(jobs) as pool:
         assert pool.jobs == 1 and len(list(pool.map(_tasks(tmp_path, 2)))) == 3
+
+
+def test_a_job_is_big_by_its_tensor_files(tmp_path, monkeypatch):
+    """Only a big job loads numba (the fused pass); the size is known from the files before any pkl
+    is read, and a path that is no dump is not big (the compare then says why)."""
+    npu, bench = write_seed_pair(tmp_path)
+    assert not big_job([npu, bench])
+    files = sum(f.stat().st_size for f in tmp_path.rglob("*.npy"))
+    monkeypatch.setattr(pool_module, "FUSED_BYTES", files)
+    assert big_job([npu, bench])
+    assert not big_job([npu, tmp_path / "nowhere"])
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_either_pass_in_the_workers_gives_the_same_results(tmp_path, fused):
+    tasks = _tasks(tmp_path, 6)
+    with MetricPool(2, fused=fused) as pool:
+        got = dict(pool.map(tasks))
+    for i, t in enumerate(tasks):
+        assert (got[i].cells, got[i].errors) == (run_task(t).cells, run_task(t).errors)

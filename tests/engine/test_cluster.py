@@ -15,6 +15,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.cli import report_text  # noqa: E402
+from ptdbg_tui.engine import cluster as cluster_module  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
@@ -71,6 +72,20 @@ def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
     assert remote.placements[workers["far"]] >= 2  # rank 1's pair and its tensors can only go there
     assert sum(remote.placements.values()) >= 4
     assert f"cluster {cluster.scheduler_address}: " in report_text(remote)
+
+
+def test_pairs_slower_to_fetch_than_a_look_at_the_cluster_still_come_back(cluster, dumps, monkeypatch):
+    """A pair's rows are fetched once: a fetch given up after HEAL_S made the worker serialize them
+    again and again (an LLM job's 9,000-row pairs take ~0.7 s: ``--cluster`` never ended)."""
+    _, npu, bench = dumps
+    monkeypatch.setattr(cluster_module, "HEAL_S", 1e-4)  # any fetch takes longer
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(
+        compare_dumps(npu, bench, summary=True, cluster=cluster.scheduler_address)), daemon=True)
+    worker.start()
+    worker.join(WAIT_S)
+    assert done, "the compare did not end"
+    assert _cells(done[0]) == _cells(compare_dumps(npu, bench, summary=True, jobs=1))
 
 
 def test_a_worker_that_cannot_see_a_rank_gets_none_of_its_tasks(cluster, dumps):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ptdbg_tui.formats.layout import DumpLayoutError, discover, pair_dumps, rank_dir_path, steps_and_ranks
+from ptdbg_tui.formats.layout import (
+    DumpLayoutError,
+    discover,
+    pair_dumps,
+    rank_dir_path,
+    steps_and_ranks,
+    tensor_bytes,
+)
 
 
 def _dump(root, rank, step=None, pkl="api_stack_dump.pkl", npy=True, tag_version="4.0"):
@@ -93,3 +100,15 @@ def test_not_a_dump(tmp_path, what):
     with pytest.raises(DumpLayoutError) as e:
         discover(path)
     assert str(path) in str(e.value)
+
+
+def test_tensor_bytes_count_the_files_until_the_limit(tmp_path):
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for k, folder in enumerate(folders):
+        folder.mkdir()
+        for i in range(3):
+            (folder / f"t{i}.npy").write_bytes(b"x" * (100 * (k + 1)))
+    (folders[0] / "sub").mkdir()  # folders are not files
+    assert tensor_bytes(folders, 10_000) == 900
+    assert 250 <= tensor_bytes(folders, 250) < 900  # stops once the answer is known
+    assert tensor_bytes([tmp_path / "missing", folders[1]], 10_000) == 600

@@ -12,7 +12,7 @@ maps or of file reads (see :mod:`ptdbg_tui.engine.tasks`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,7 @@ from ptdbg_tui.compare.metrics.cells import (
     join_messages,
 )
 from ptdbg_tui.compare.metrics.errors import measures, scalar_measures, trim_count
+from ptdbg_tui.compare.metrics.numpy_pass import numpy_pass
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.verdict import accuracy_rule, is_close, status_for
 from ptdbg_tui.compare.model import Result, Status
@@ -117,6 +118,10 @@ def _sum_squares(a: np.ndarray) -> float:
 #: Element types :func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` reads as they are (float16 as its bits).
 _KERNEL_READS = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
                  np.dtype(np.float16): np.uint16}
+
+
+#: The compiled pass, once :func:`warm_up` loaded it in this process; until then the numpy pass runs.
+_fused: Callable[..., tuple[bool, float, float, int, int, int]] | None = None
 
 
 def _readable(a: np.ndarray, buffer: np.ndarray) -> np.ndarray:
@@ -248,9 +253,9 @@ class MetricAccumulator:
         self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
         n = max(1, min(chunk, size))
         self._raw = borrow(n * (8 * 4 + 1))
-        self._x, self._y, self._d, bits = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
-                                           for k in range(4))
-        self._bits = bits.view(np.uint64) if histogram else None
+        self._x, self._y, self._d, self._t = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
+                                              for k in range(4))
+        self._bits = self._t.view(np.uint64) if histogram else None  # the numpy pass's scratch before
         self._mask = self._raw[4 * n * 8:4 * n * 8 + n].view(bool)
         self.offset = offset
 
@@ -265,16 +270,10 @@ class MetricAccumulator:
         k = npu.size
         st = self.state
         x, y, d = self._x[:k], self._y[:k], self._d[:k]
-        from ptdbg_tui.compare.metrics.kernel import (
-            fused_pass,  # numba's import takes ~0.3 s: only where used
-        )
-
-        bad, top, rel_top, below_1e3, below_5e3, flips = fused_pass(
-            _readable(npu, x), _readable(bench, y), x, y, d, st.eps, THOUSANDTH, FIVE_THOUSANDTHS)
+        bad, top, rel_top, below_1e3, below_5e3, flips = self._pass(npu, bench, x, y, d)
         if bad:  # rare: zero the NaN/Inf (counting them) and pass again
             self._zero_nonfinite(x, y)
-            _, top, rel_top, below_1e3, below_5e3, flips = fused_pass(x, y, x, y, d, st.eps, THOUSANDTH,
-                                                                      FIVE_THOUSANDTHS)
+            _, top, rel_top, below_1e3, below_5e3, flips = self._pass(x, y, x, y, d)
         xx, yy, dd = _sum_squares(x), _sum_squares(y), _sum_squares(d)  # d = |x - y|: the same squares
         if top > st.max_abs:
             i = int(d.argmax())
@@ -292,6 +291,15 @@ class MetricAccumulator:
             per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
             st.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
         self.offset += k
+
+    def _pass(self, npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray,
+              d: np.ndarray) -> tuple[bool, float, float, int, int, int]:
+        """The element-wise part: compiled where loaded, else in numpy (the very same values)."""
+        eps = self.state.eps
+        if _fused is not None:
+            return _fused(_readable(npu, x), _readable(bench, y), x, y, d, eps, THOUSANDTH, FIVE_THOUSANDTHS)
+        k = npu.size
+        return numpy_pass(npu, bench, x, y, d, self._t[:k], self._mask[:k], eps, THOUSANDTH, FIVE_THOUSANDTHS)
 
     def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> float:
         """Σ(npu - bench)² of the chunk's few largest |npu - bench|, which the robust error sets aside,
@@ -338,7 +346,14 @@ class MetricAccumulator:
 
 
 def warm_up() -> None:
-    """Load (on a machine's first run: compile) the fused pass for the common dtypes now."""
+    """Load (on a machine's first run: compile) the fused pass for the common dtypes now, and use it in
+    this process from now on: for big jobs (numba's import and the load cost ~0.5 s)."""
+    global _fused
+    if _fused is not None:
+        return
+    from ptdbg_tui.compare.metrics.kernel import fused_pass
+
+    _fused = fused_pass
     for dtype in (np.float32, np.float16):
         ones = np.ones(2, dtype)
         compare_arrays(ones, ones, "torch.float32", "torch.float32", histogram=False)

@@ -1,13 +1,16 @@
 """``compare_result_<YYYYmmddHHMMSS>.csv``: the original's columns and cells (docs/compare.md#the-ptdbg-csv).
 
-Rows are handed to pandas as the original hands them (raw stats values, the list shape, metric
-strings) so that pandas prints every cell the same way: float repr, ``[]`` for empty stats, an
-empty cell for a JSON NaN, ``inf``. Bench-only rows, which the original drops, are written with
+Rows are built as the original builds its pandas DataFrame (raw stats values, the list shape, metric
+strings) and printed as pandas' ``to_csv`` prints that frame: float repr, ``[]`` for empty stats, an
+empty cell for a JSON NaN, ``inf``, and a column of numbers only becomes floats where it mixes
+integers with floats or missing values (``1.0``). The csv module does the printing: pandas' import
+alone cost a compare a third of a second. Bench-only rows, which the original drops, are written with
 ``Nan`` NPU fields.
 """
 
 from __future__ import annotations
 
+import csv
 import itertools
 import math
 import os
@@ -106,21 +109,42 @@ def write_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, stack_mod
                        suffix)
 
 
+#: Integers a pandas column of numbers holds as such (int64, or uint64 where none is negative).
+_INT_RANGE = (-(1 << 63), 1 << 64)
+
+
+def _is_missing(v: object) -> bool:
+    return v is None or (type(v) is float and math.isnan(v))
+
+
+def printed_column(values: Sequence[object]) -> Sequence[object]:
+    """One column's cells as pandas prints them (the csv module then writes ``str()`` of each, and
+    ``None`` as an empty cell): a column of numbers that mixes integers with floats or missing
+    values is a float column (``repr`` of each as a float); a missing value is an empty cell."""
+    kinds = set(map(type, values))
+    numbers = kinds <= {int, float, type(None)} and kinds & {int, float} and kinds != {int}
+    if numbers and all(_INT_RANGE[0] <= v < _INT_RANGE[1] for v in values if type(v) is int):
+        return [None if _is_missing(v) else repr(float(v)) for v in values]  # type: ignore[arg-type]
+    if float in kinds:
+        return [None if _is_missing(v) else v for v in values]
+    return values
+
+
 def write_table(columns: Sequence[str], cells: Sequence[Sequence[object]], out_dir: str | os.PathLike[str],
                 suffix: str = "") -> Path:
-    """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these cells, printed by pandas,
-    written under a temporary name and then given the first free name."""
-    import pandas as pd
-
+    """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these cells, printed as pandas prints
+    them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(list(cells), columns=list(columns))
+    printed = [printed_column(column) for column in zip(*cells, strict=True)]
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            frame.to_csv(f, index=False)
+            writer = csv.writer(f, lineterminator=os.linesep)  # pandas' dialect: minimal quoting
+            writer.writerow(columns)
+            writer.writerows(zip(*printed, strict=True))
         os.chmod(tmp, FILE_MODE)
         base = f"compare_result{suffix}_{stamp}"
         names = (out / (base + (f"_{k}" if k else "") + ".csv") for k in itertools.count())

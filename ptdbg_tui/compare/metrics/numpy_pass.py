@@ -1,0 +1,40 @@
+"""The element-wise part of the metric pass in numpy's operations: the fused pass's values without numba.
+
+numba's import and the load of the compiled pass cost ~0.5 s a process, more than a small job's whole
+metric pass; such jobs run this one. Each value is the very same as the fused pass's (the same IEEE
+operations, maxima exact in any order): a CSV never depends on which pass ran. NaN/Inf inputs show as
+a non-finite largest |x − y|; as after the fused pass, the caller then passes again over cleaned
+copies.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def numpy_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray,
+               t: np.ndarray, mask: np.ndarray, eps: float, low: float,
+               high: float) -> tuple[bool, float, float, int, int, int]:
+    """:func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` with scratch ``t`` (float64) and ``mask``
+    (bool) of the same length; ``npu`` and ``bench`` are the data as stored (any dtype or layout)."""
+    np.copyto(x, npu, casting="unsafe")
+    np.copyto(y, bench, casting="unsafe")
+    np.subtract(x, y, out=d)
+    np.abs(d, out=d)
+    top = float(d.max())
+    if not math.isfinite(top) and not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return True, top, math.nan, 0, 0, 0  # void, as the fused pass's
+    np.abs(y, out=t)
+    np.equal(t, 0.0, out=mask)
+    np.copyto(t, eps, where=mask)
+    np.divide(d, t, out=t)
+    rel_top = max(float(t.max()), 0.0)
+    below_low = below_high = t.size
+    if rel_top >= high:  # matching data never gets here: both counts are whole
+        below_high = int(np.count_nonzero(np.less(t, high, out=mask)))
+    if rel_top >= low:
+        below_low = int(np.count_nonzero(np.less(t, low, out=mask)))
+    flips = int(np.count_nonzero(np.greater(x, 0.0) != np.greater(y, 0.0)))
+    return False, top, rel_top, below_low, below_high, flips
