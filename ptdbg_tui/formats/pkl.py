@@ -178,20 +178,6 @@ class KeyedFollower(Generic[V]):
         return new
 
 
-@dataclass
-class PklBatch:
-    """What one read of a pkl produced."""
-
-    tensors: list[TensorRecord] = field(default_factory=list)
-    stacks: list[StackRecord] = field(default_factory=list)
-    bad: list[BadLine] = field(default_factory=list)
-    reset: bool = False  # the file was truncated or replaced: earlier records are void
-    more: bool = False  # complete lines remain unread
-
-    def __bool__(self) -> bool:
-        return bool(self.tensors or self.stacks or self.bad or self.reset)
-
-
 class PklFollower:
     """Incremental reader of one pkl file."""
 
