@@ -33,8 +33,12 @@ ORIGINAL_PTDBG = "ptdbg_ascend"
 
 #: The original's stack lines start in its own hook module.
 _ORIGINAL_FRAME = "/ptdbg_ascend/hook_module/"
-#: Frames whose path contains one of these belong to a dump tool, not to the user's code.
-TOOL_PATH_MARKS = ("ptdbg_ascend", "/dumper/", "/site-packages/msprobe/")
+#: This project's dumper's modules whose frames can sit between the user's line and a recorded call.
+_OUR_MODULES = ("patching", "session", "capture", "backward", "debugger", "cli", "daemon", "module_chain",
+                "stack", "arguments", "faults")
+#: Frames whose path contains one of these belong to a dump tool, not to the user's code (our dumper's by
+#: its module files: a user's own folder named ``dumper`` stays user code).
+TOOL_PATH_MARKS = ("ptdbg_ascend", "/site-packages/msprobe/", *(f"/dumper/{m}.py" for m in _OUR_MODULES))
 
 
 @dataclass(frozen=True, slots=True)
