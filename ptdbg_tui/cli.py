@@ -87,6 +87,31 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
                    help="suspects replayed first (default: 10)")
 
 
+def replay_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui replay",
+        description="Re-run calls in float64 on each side's own recorded inputs (needs torch: the dump "
+        "extra): is a side's kernel wrong on its own inputs? One line per call, and replay_<ts>.csv.",
+    )
+    _version(p)
+    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level, with tensors")
+    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark dump, same forms")
+    p.add_argument("--step", type=int, default=None, help="this step only")
+    p.add_argument("--rank", type=int, default=None, help="this (NPU) rank only")
+    p.add_argument("--call", nargs="+", default=None, metavar="NAME",
+                   help="these calls (e.g. Functional_gelu_0_forward); default: the suspects, then the calls "
+                   "up to the first failing row, then the failing ones")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="suspects replayed first (default: 10)")
+    p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
+                   help="the most time the replay may take, in all (default: 60)")
+    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto",
+                   help="pairing of entries (as compare)")
+    p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where replay_<ts>.csv goes")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes of the compare")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    return p
+
+
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
@@ -95,7 +120,7 @@ def app_parser() -> argparse.ArgumentParser:
               "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
               "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
-        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
+        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', 'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(
@@ -308,6 +333,42 @@ def run_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_replay(args: argparse.Namespace) -> int:
+    """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
+    from ptdbg_tui.compare.report.replays import write_replays
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
+    from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
+
+    prog = "ptdbg-tui replay"
+    try:
+        require_torch()
+        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                                 jobs=args.jobs)
+    except (ReplayUnavailable, CompareInputError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    progress = _Counter(sys.stderr, not args.no_progress)
+    try:
+        done = replay_outcomes(outcomes, budget_s=args.budget, top=args.top, calls=args.call, progress=progress)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        progress.close()
+    lines = []
+    for o in outcomes:
+        got = done.get(o.label, {})
+        lines.append(f"{o.label}: {o.diagnosis.replay}")
+        lines += [f"  {call}: {r.text}" for call, r in got.items()]
+    try:
+        path = write_replays(((label, r) for label, got in done.items() for r in got.values()), args.output)
+    except OSError as e:
+        print(f"{prog}: error: cannot write to {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join([*lines, f"CSV: {path}"]), flush=True)
+    return EXIT_OK
+
+
 def _replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
     """``--replay``: replay the compared pairs' calls and fold the verdicts into their diagnoses."""
     from ptdbg_tui.engine.batch import judge_ranks
@@ -425,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
             prestart(fused=big_job([args.npu, args.bench]))
         return run_compare(args)
+    if command == "replay":
+        return run_replay(replay_parser().parse_args(argv[1:]))
     if command == "demo":
         return run_demo(demo_parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))

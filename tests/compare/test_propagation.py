@@ -13,9 +13,6 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import NO, YES
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors, trim_count, unit_roundoff
-from ptdbg_tui.compare.metrics.settled import summary_result
-from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.stats import array_stats
 
 RNG = np.random.default_rng(0)
 NOISE = 1e-6
@@ -23,43 +20,6 @@ NOISE = 1e-6
 
 def _noisy(a: np.ndarray, rel: float = NOISE) -> np.ndarray:
     return (a * (1 + rel * RNG.standard_normal(a.shape))).astype(a.dtype)
-
-
-class Calls:
-    """Rows of hand-made calls, compared as the engine compares them."""
-
-    def __init__(self, record) -> None:
-        self.record = record
-        self.rows: list[Row] = []
-
-    def add(self, name: str, npu, bench, npu_dtype: str = "torch.float32", bench_dtype: str = "torch.float32",
-            summary: bool = False) -> Row:
-        n, b = np.asarray(npu), np.asarray(bench)
-        rn = self.record(name, shape=list(n.shape), dtype=npu_dtype, stats=array_stats(n, npu_dtype))
-        rb = self.record(name, shape=list(b.shape), dtype=bench_dtype, stats=array_stats(b, bench_dtype))
-        row = Row(rn, rb, seq=len(self.rows))
-        row.result = summary_result(row) if summary else compare_arrays(n, b, npu_dtype, bench_dtype)
-        self.rows.append(row)
-        return row
-
-    def call(self, api: str, index: int, direction: str, ins: list, outs: list, **kw) -> None:
-        """``ins``/``outs``: (npu, bench) array pairs."""
-        call = f"{api}_{index}_{direction}"
-        for k, (n, b) in enumerate(ins):
-            self.add(f"{call}_input.{k}", n, b, **kw)
-        for k, (n, b) in enumerate(outs):
-            self.add(f"{call}_output.{k}", n, b, **kw)
-
-    def suspects(self) -> list[tuple[str, str]]:
-        return [(s.call, s.kind) for s in diagnose(self.rows).suspects]
-
-    def row(self, name: str) -> Row:
-        return next(r for r in self.rows if r.name == name)
-
-
-@pytest.fixture
-def calls(record) -> Calls:
-    return Calls(record)
 
 
 def _silu_grad(x: np.ndarray, g: np.ndarray, drop_term: bool = False) -> np.ndarray:

@@ -1,0 +1,134 @@
+"""Where the runs start to differ when a call's inputs already do (issue 16): random draws, a call only the
+NPU run makes, a non-tensor argument that differs, a parameter that differs on entry, the optimizer's
+calls after the backward, a bench of zeros — on small hand-made calls."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
+from ptdbg_tui.compare.metrics.settled import overwritten_input
+from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.naming import parse_name
+
+RNG = np.random.default_rng(1)
+
+
+def _x(n: int = 256) -> np.ndarray:
+    return RNG.standard_normal(n).astype(np.float32)
+
+
+def _noisy(a: np.ndarray, rel: float = 1e-6) -> np.ndarray:
+    return (a * (1 + rel * RNG.standard_normal(a.shape))).astype(a.dtype)
+
+
+def test_a_dropout_that_draws_other_masks_is_where_the_runs_start_to_differ_and_nothing_after_it(calls):
+    x = _x()
+    mask_n, mask_b = RNG.random(x.shape) > 0.5, RNG.random(x.shape) > 0.5
+    y_n, y_b = x * mask_n * 2, x * mask_b * 2
+    calls.call("Functional_dropout", 0, "forward", [(x, x)], [(y_n, y_b)])
+    calls.call("Torch_tanh", 0, "forward", [(y_n, y_b)], [(np.tanh(y_n), np.tanh(y_b))])
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Functional_dropout_0_forward", RANDOM)]
+    assert "random numbers" in d.verdict and "align seeds or disable dropout" in d.verdict
+
+
+def test_a_call_only_the_npu_run_makes_is_named_where_the_data_starts_to_differ(calls):
+    x = _x()
+    calls.call("Torch_relu", 0, "forward", [(x, x)], [(np.maximum(x, 0), np.maximum(x, 0))])
+    y = np.maximum(x, 0)
+    calls.npu_only("Tensor___mul___0_forward_input.0", y)
+    calls.npu_only("Tensor___mul___0_forward_output", y * 1.001)
+    calls.call("Torch_tanh", 0, "forward", [(y * 1.001, y)], [(np.tanh(y * 1.001), np.tanh(y))])
+    assert calls.suspects() == [("Tensor___mul___0_forward", UNPAIRED)]
+
+
+def test_a_scalar_argument_that_differs_is_where_the_scripts_differ(calls):
+    x = _x()
+    calls.add("Torch_mul_0_forward_input.0", x, x)
+    calls.scalar("Torch_mul_0_forward_input.1", 0.0458, 0.044715)
+    calls.add("Torch_mul_0_forward_output", x * np.float32(0.0458), x * np.float32(0.044715))
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Torch_mul_0_forward", ARGUMENTS)]
+    assert "0.0458 against 0.044715" in d.verdict and "different arguments" in d.verdict
+
+
+def test_a_data_derived_scalar_within_tolerance_is_not_a_different_argument(calls):
+    x = _x()
+    calls.add("Torch_mul_0_forward_input.0", x, x)
+    calls.scalar("Torch_mul_0_forward_input.1", 0.5000001, 0.5)
+    calls.add("Torch_mul_0_forward_output", x * np.float32(0.5000001), x * np.float32(0.5))
+    assert calls.suspects() == []
+
+
+def test_a_weight_that_differs_on_entry_is_parameters_differ_on_entry_to_the_step(calls):
+    x, w = _x(64).reshape(4, 16), _x(128).reshape(8, 16)
+    w_n = w * np.float32(1.001)
+    calls.call("Functional_linear", 0, "forward", [(_noisy(x), x), (w_n, w)], [(x @ w_n.T, x @ w.T)])
+    d = diagnose(calls.rows, step=1)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Functional_linear_0_forward", PARAMETERS)]
+    assert "parameters differ on entry to step 1" in d.verdict and "weight of Functional_linear_0" in d.verdict
+
+
+def test_an_optimizer_call_after_the_backward_takes_the_backwards_error_as_inherited(calls):
+    x, g = _x(), _x()
+    g_n = g * np.float32(1.3)  # a faulty backward: its gradient 30% off
+    calls.call("Torch_tanh", 0, "forward", [(x, x)], [(np.tanh(x), np.tanh(x))])
+    calls.call("Torch_tanh", 0, "backward", [(g, g)], [(g_n * (1 - np.tanh(x) ** 2), g * (1 - np.tanh(x) ** 2))])
+    # the optimizer reads .grad, which autograd accumulated outside any dumped call
+    grad_n, grad_b = g_n * (1 - np.tanh(x) ** 2), g * (1 - np.tanh(x) ** 2)
+    calls.call("Tensor_clone", 0, "forward", [(grad_n, grad_b)], [(grad_n, grad_b)])
+    assert calls.suspects() == [("Torch_tanh_0_backward", GROWTH)]
+
+
+def test_error_entering_through_code_no_hook_saw_is_still_named(calls):
+    x = _x()
+    calls.call("Torch_tanh", 0, "forward", [(x, x)], [(np.tanh(x), np.tanh(x))])
+    y = np.tanh(x)
+    calls.call("Torch_exp", 0, "forward", [(y * 1.01, y)], [(np.exp(y * 1.01), np.exp(y))])
+    assert calls.suspects() == [("Torch_exp_0_forward", ENTERS)]
+
+
+def test_a_bench_of_zeros_is_said_so_not_nan(calls):
+    x = _x()
+    z = np.zeros_like(x)
+    calls.call("Torch_mul", 0, "backward", [(x, x)], [(x * 1e-3, z)])
+    d = diagnose(calls.rows)
+    text = " ".join(s.evidence for s in d.suspects) + d.verdict + " ".join(e.text for e in d.calls.values())
+    assert "NaN" not in text and "Inf" not in text
+    assert "all zeros on the bench" in text
+
+
+def test_failing_rows_without_a_suspect_say_where_the_first_is_and_why(calls):
+    x = _x()
+    x_n = x * np.float32(1.05)  # the error is there before any dumped call, and everything carries it
+    calls.call("Torch_tanh", 0, "forward", [(x_n, x)], [(np.tanh(x_n), np.tanh(x))])
+    for r in calls.rows:  # a bench run with no earlier call to explain it: nothing enters, rows fail
+        r.result.status = Status.FAIL
+    d = diagnose(calls.rows)
+    d.suspects = []
+    from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
+
+    assert "the first failing row is Torch_tanh_0_forward_input.0" in explain_failures(calls.rows, d)
+
+
+def test_inputs_that_an_in_place_initialiser_overwrites_are_not_data():
+    assert overwritten_input(parse_name("Tensor_uniform__0_forward_input.0"))
+    assert overwritten_input(parse_name("Tensor_zero__3_forward_input.0"))
+    assert not overwritten_input(parse_name("Tensor_uniform__0_forward_input.1"))  # the bound a
+    assert not overwritten_input(parse_name("Tensor_add__0_forward_input.0"))  # add_ reads what it writes
+
+
+def test_uninitialised_memory_under_an_initialiser_never_fails_nor_names_a_suspect(calls):
+    garbage_n = np.array([7.9e34, -3e20, 1.0, 0.0], dtype=np.float32)
+    garbage_b = np.array([1e-30, 5.0, -2.0, 9e18], dtype=np.float32)
+    zeros = np.zeros(4, dtype=np.float32)
+    row = calls.add("Tensor_zero__0_forward_input.0", garbage_n, garbage_b)
+    from ptdbg_tui.compare.metrics.settled import settled_result
+
+    row.result = settled_result(row, summary=False)
+    calls.add("Tensor_zero__0_forward_output", zeros, zeros)
+    assert row.status is Status.PASS and "overwrites this tensor" in row.result.message
+    assert calls.suspects() == []
