@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, replay_order
+from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, replay_order, rows_by_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.batch import PairOutcome
-from ptdbg_tui.formats.dialects import dialect_of, producer
+from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.layout import RankDump
-from ptdbg_tui.formats.reader import open_reader
+from ptdbg_tui.formats.reader import DumpReader, open_reader
 
 #: Seconds a replay may take by default (``--replay-budget``).
 BUDGET_S = 60.0
@@ -30,6 +32,10 @@ BUDGET_S = 60.0
 TOP = 10
 INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
 
+#: Calls in the worker's queue at once: one running, the next one ready.
+IN_FLIGHT = 2
+
+T = TypeVar("T")
 #: progress(done calls, calls to replay)
 ReplayProgress = Callable[[int, int], None]
 
@@ -43,46 +49,65 @@ def require_torch() -> None:
         raise ReplayUnavailable(INSTALL)
 
 
+def side_source(reader: DumpReader, folder: str | None) -> SideSource:
+    """What one side's replays are built from, by the reader that read its records: its tensor folder,
+    its call sidecar (this project's dumper; read here, to the end), and what its tool records."""
+    reader.read_calls(final=True)
+    dialect = dialect_of(reader.producer)
+    return SideSource(folder, reader.call_specs(), dialect.keywords_recorded, dialect.inputs_after_call)
+
+
 def sources(npu: RankDump, bench: RankDump, npu_dir: str | None,
             bench_dir: str | None) -> tuple[SideSource, SideSource]:
-    """What each side's replays are built from: its tensor folder, its call sidecar (this project's
-    dumper), and what its tool records."""
+    """Both sides' :func:`side_source`, their records read again."""
     out = []
     for dump, folder in ((npu, npu_dir), (bench, bench_dir)):
         reader = open_reader(dump)
-        batch = reader.read(final=True)
-        reader.read_calls(final=True)
-        dialect = dialect_of(producer(dump.format, batch.stacks, batch.tensors))
-        out.append(SideSource(folder, reader.call_specs(), dialect.keywords_recorded, dialect.inputs_after_call))
+        reader.read(final=True)
+        out.append(side_source(reader, folder))
     return out[0], out[1]
 
 
 class Replayer:
-    """One worker process that replays calls; start it early, it imports torch in the background."""
+    """One worker process that replays calls; start it early, it imports torch in the background.
 
-    def __init__(self) -> None:
+    ``quiet``: the worker's stdout and stderr go to /dev/null (under the app, whose screen a warning
+    printed by torch's import would tear)."""
+
+    def __init__(self, quiet: bool = False) -> None:
         self._pool: ProcessPoolExecutor | None = None
+        self._quiet = quiet
 
     def start(self) -> None:
         if self._pool is None:
             require_torch()
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_warm)
-            self._pool.submit(_warm)
+                                             initializer=_warm, initargs=(self._quiet,))
+            self._pool.submit(_warm, self._quiet)  # the worker starts now, not at the first call
+
+    def submit(self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource,
+               bench: SideSource) -> Future[CallReplay]:
+        """Replay ``call`` (``rows``: the pair's, or :func:`rows_by_call` of them) in the worker."""
+        return self.run(replay_call, call_rows(rows, call), call, npu.only(call), bench.only(call))
+
+    def run(self, fn: Callable[..., T], *args: object) -> Future[T]:
+        """Run ``fn(*args)`` in the worker (a module-level function: it is pickled by name)."""
+        self.start()
+        assert self._pool is not None
+        return self._pool.submit(fn, *args)
 
     def replay(self, rows: Sequence[Row], calls: Sequence[str], npu: SideSource, bench: SideSource,
                budget_s: float = BUDGET_S, progress: ReplayProgress | None = None) -> Iterator[CallReplay]:
         """Each call's replay as it finishes, until the calls or the budget run out."""
-        self.start()
-        assert self._pool is not None
         deadline = time.monotonic() + budget_s
+        by_call = rows_by_call(rows)
         todo = list(calls)
         pending: dict[Future[CallReplay], str] = {}
         done = 0
         while todo or pending:
-            while todo and len(pending) < 2 and time.monotonic() < deadline:
+            while todo and len(pending) < IN_FLIGHT and time.monotonic() < deadline:
                 call = todo.pop(0)
-                pending[self._pool.submit(replay_call, call_rows(rows, call), call, npu, bench)] = call
+                pending[self.submit(by_call, call, npu, bench)] = call
             if not pending:
                 break
             finished, _ = wait(pending, timeout=max(0.0, deadline - time.monotonic()) + 5,
@@ -94,11 +119,11 @@ class Replayer:
                 done += 1
                 if progress is not None:
                     progress(done, len(calls))
-                yield self._result(f, call)
+                yield self.result(f, call)
         for f in pending:
             f.cancel()
 
-    def _result(self, future: Future[CallReplay], call: str) -> CallReplay:
+    def result(self, future: Future[CallReplay], call: str) -> CallReplay:
         """A finished call's replay; a worker that died is that call's reason (and a new one starts)."""
         try:
             return future.result()
@@ -120,8 +145,12 @@ class Replayer:
         self.close()
 
 
-def _warm() -> None:
-    """Import torch and the runner once, in the worker."""
+def _warm(quiet: bool = False) -> None:
+    """Import torch and the runner once, in the worker (``quiet``: its output to /dev/null first)."""
+    if quiet:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
     import ptdbg_tui.compare.replay.run  # noqa: F401
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
@@ -54,3 +55,15 @@ def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[st
     diagnosis.replay = (f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
                         f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
                         f"{counts[NOT_REPLAYED]} not replayable ({seconds:.1f} s{per})")
+
+
+def with_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay],
+                 step: int | None = None) -> Diagnosis:
+    """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
+    pair's two-dump diagnosis and folds the replays done so far into each new one (the app holds the
+    copies it was sent)."""
+    if not replays:
+        return diagnosis
+    copy = replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects])
+    apply_replays(copy, rows, replays, step)
+    return copy

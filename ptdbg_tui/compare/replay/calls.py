@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
@@ -27,20 +27,42 @@ class SideSource:
     keywords_recorded: bool = False  # the tool records keyword arguments (msprobe)
     inputs_after_call: bool = False  # the tool records a forward's inputs after the call (the original)
 
+    def only(self, call: str) -> SideSource:
+        """This source with the sidecar line of ``call`` alone: what one replay task carries (every
+        line of a large dump's sidecar, pickled with each task, would cost more than the replay)."""
+        spec = self.specs.get(call_key(call))
+        return replace(self, specs={call_key(call): spec} if spec is not None else {})
 
-def call_rows(rows: Sequence[Row], call: str) -> list[Row]:
-    """The rows a replay of ``call`` needs: its own and its forward call's."""
-    entry = next((r.record.entry for r in rows if r.record.call == call and r.record.entry), None)
+
+def call_key(call: str) -> str:
+    """The key a call's forward and backward share (``Functional_gelu_0``), as the call sidecar has it."""
+    return call.rsplit("_", 1)[0]
+
+
+def rows_by_call(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of each call (by its name with its direction), in execution order."""
+    by_call: dict[str, list[Row]] = {}
+    for r in rows:
+        by_call.setdefault(r.record.call, []).append(r)
+    return by_call
+
+
+def call_rows(rows: Sequence[Row] | Mapping[str, list[Row]], call: str) -> list[Row]:
+    """The rows a replay of ``call`` needs: its forward call's and its own (``rows``: a pair's rows, or
+    :func:`rows_by_call` of them)."""
+    by_call = rows if isinstance(rows, Mapping) else rows_by_call(rows)
+    mine = by_call.get(call, [])
+    entry = next((r.record.entry for r in mine if r.record.entry), None)
     forward = entry.forward_call if entry is not None else call
-    return [r for r in rows if r.record.call in (call, forward)]
+    return mine if forward == call else [*by_call.get(forward, []), *mine]
 
 
 def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tuple[SideVerdict | str, bool]:
     """One side's verdict (or why none) and whether its rebuild knew every argument."""
-    from ptdbg_tui.compare.replay.run import Refused, run
+    from ptdbg_tui.compare.replay.harness import Refused
+    from ptdbg_tui.compare.replay.run import run
 
-    key = call.rsplit("_", 1)[0]  # the call key shared by forward and backward
-    spec = source.specs.get(key)
+    spec = source.specs.get(call_key(call))
     plan = build_plan(rows, side, call, source.tensor_dir, spec, source.keywords_recorded,
                       source.inputs_after_call)
     if isinstance(plan, NotReplayable):
@@ -64,13 +86,15 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
     return CallReplay(call, n, b, complete, time.perf_counter() - start)
 
 
+def suspect_calls(diagnosis: Diagnosis, top: int) -> list[str]:
+    """The ``top`` suspects that blame a kernel, in rank order: what a replay looks at first."""
+    return list(dict.fromkeys(s.call for s in diagnosis.suspects if s.kind not in NOT_A_KERNEL))[:top]
+
+
 def replay_order(rows: Sequence[Row], diagnosis: Diagnosis, top: int) -> list[str]:
     """The calls worth replaying, most telling first: the ``top`` suspects that blame a kernel, every call
     up to the first failing row in execution order, then the calls whose results fail."""
-    order: dict[str, None] = {}
-    for s in diagnosis.suspects:
-        if s.kind not in NOT_A_KERNEL and len(order) < top:
-            order[s.call] = None
+    order = dict.fromkeys(suspect_calls(diagnosis, top))
     calls: dict[str, None] = {}
     failing: dict[str, None] = {}
     first_fail = False

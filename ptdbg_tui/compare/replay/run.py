@@ -9,7 +9,6 @@ a name outside them is refused, never looked up.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
+from ptdbg_tui.compare.replay.harness import ArgPath, Call, Refused, compute, matching, relative
 from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
 from ptdbg_tui.formats.tensorfile import load_tensor
 
@@ -31,11 +31,7 @@ TF32_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "eins
                       "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "lstm", "gru"})
 U_TF32 = 2.0**-11
 
-Path = tuple[Any, ...]
-
-
-class Refused(Exception):
-    """The plan names something a replay does not run, or cannot be run here (the message says why)."""
+Path = ArgPath
 
 
 @functools.cache
@@ -105,113 +101,23 @@ def _value(v: Value, reference: bool) -> Any:
     return const
 
 
-@dataclass
-class _Inputs:
-    """A plan's arguments as tensors and values; the float tensors, for perturbation and gradients."""
+def materialize(plan: Plan, fn: Callable[..., Any], dtype: torch.dtype | None, reference: bool) -> Call:
+    """The plan's call with its recorded tensors loaded (floating ones as ``dtype``; ``reference``: dtype
+    arguments that name a floating type become float64 too)."""
 
-    args: list[Any]
-    kwargs: dict[str, Any]
-    floats: dict[Path, torch.Tensor]  # by argument path
-
-
-def _materialize(plan: Plan, dtype: torch.dtype | None, reference: bool) -> _Inputs:
-    floats: dict[Path, torch.Tensor] = {}
-
-    def build(x: Any, path: Path) -> Any:
+    def build(x: Any) -> Any:
         if isinstance(x, Recorded):
-            t = _load(x, dtype)
-            if t.is_floating_point():
-                floats[path] = t
-            return t
+            return _load(x, dtype)
         if isinstance(x, Value):
             return _value(x, reference)
         if isinstance(x, (list, tuple)):
-            return type(x)(build(y, (*path, i)) for i, y in enumerate(x))
+            return type(x)(build(y) for y in x)
         if isinstance(x, dict):
-            return {k: build(y, (*path, k)) for k, y in x.items()}
+            return {k: build(y) for k, y in x.items()}
         return x
 
-    args = [build(a, (i,)) for i, a in enumerate(plan.args)]
-    kwargs = {k: build(v, (k,)) for k, v in plan.kwargs.items()}
-    return _Inputs(args, kwargs, floats)
-
-
-def _at(tree: Any, path: Path) -> Any:
-    for k in path:
-        tree = tree[k]
-    return tree
-
-
-def _put(tree: Any, path: Path, value: Any) -> Any:
-    """``tree`` with the element at ``path`` replaced (tuples rebuilt)."""
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(tree, tuple):
-        items = list(tree)
-        items[head] = _put(items[head], rest, value)
-        return type(tree)(items)
-    tree[head] = _put(tree[head], rest, value)
-    return tree
-
-
-def flatten(value: Any, path: Path = ()) -> Iterator[tuple[Path, torch.Tensor]]:
-    """The tensors of a call's result, by path (``()`` for a lone tensor)."""
-    if isinstance(value, torch.Tensor):
-        yield path, value
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from flatten(v, (*path, i))
-
-
-def _matching(paths: dict[Path, Any], path: Path) -> Any:
-    """The entry at ``path``, the ptdbg and msprobe ways of naming a lone result alike."""
-    for p in (path, (0,) if path == () else path, () if path == (0,) else path):
-        if p in paths:
-            return paths[p]
-    return None
-
-
-def _call(plan: Plan, fn: Callable[..., Any], inputs: _Inputs) -> Any:
-    args, kwargs = inputs.args, inputs.kwargs
-    if plan.inplace is not None:  # write into a copy: the recorded input stays as read
-        target = args[plan.inplace]
-        if isinstance(target, torch.Tensor):
-            args = list(args)
-            args[plan.inplace] = target.clone()
-    out = fn(*args, **kwargs)
-    if plan.inplace is not None and (out is None or plan.fn.startswith("torch.Tensor.")):
-        out = args[plan.inplace]
-    return out
-
-
-def _forward(plan: Plan, fn: Callable[..., Any], inputs: _Inputs) -> dict[Path, torch.Tensor]:
-    with torch.no_grad():
-        return dict(flatten(_call(plan, fn, inputs)))
-
-
-def _backward(plan: Plan, fn: Callable[..., Any], inputs: _Inputs,
-              incoming: dict[Path, torch.Tensor]) -> dict[Path, torch.Tensor]:
-    leaves: dict[Path, torch.Tensor] = {}
-    for path in plan.results:
-        t = _matching(inputs.floats, path)
-        if t is None:
-            raise Refused(f"the gradient {path} has no floating argument to belong to")
-        leaf = t.detach().requires_grad_(True)
-        leaves[path] = leaf
-        key = path if path in inputs.floats else next(p for p in inputs.floats if inputs.floats[p] is t)
-        target = inputs.args if isinstance(key[0], int) else inputs.kwargs
-        _put(target, key, leaf.clone() if plan.inplace is not None else leaf)
-    with torch.enable_grad():
-        outs = [(p, t) for p, t in flatten(_call(plan, fn, inputs)) if t.requires_grad]
-        if not outs:
-            raise Refused("its result does not depend on the arguments whose gradients were recorded")
-        grads_out = []
-        for p, t in outs:
-            g = _matching(incoming, p)
-            grads_out.append(torch.zeros_like(t) if g is None else g.to(t.dtype).reshape(t.shape))
-        found = torch.autograd.grad([t for _, t in outs], list(leaves.values()), grads_out, allow_unused=True)
-    return {p: (g if g is not None else torch.zeros_like(leaves[p])) for p, g in zip(leaves, found, strict=True)}
+    return Call(fn, [build(a) for a in plan.args], {k: build(v) for k, v in plan.kwargs.items()}, plan.inplace,
+                plan.fn.startswith("torch.Tensor."))
 
 
 def _u(rec_dtype: str, op: str, tf32: bool) -> float:
@@ -229,28 +135,24 @@ class Replayed:
     names: dict[Path, str]  # the recorded result's entry
 
 
-def _compute(plan: Plan, fn: Callable[..., Any], inputs: _Inputs, incoming: dict[Path, torch.Tensor]
-             ) -> dict[Path, torch.Tensor]:
-    return _forward(plan, fn, inputs) if plan.direction == "forward" else _backward(plan, fn, inputs, incoming)
-
-
 def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     """Re-run a plan in float64 and measure its sensitivity; raises :class:`Refused` with the reason."""
     fn = resolve(plan.fn)
     op = plan.fn.rsplit(".", 1)[-1].strip("_")
-    inputs = _materialize(plan, torch.float64, reference=True)
+    grads_of = list(plan.results)
     incoming = {p: _load(r, torch.float64) for p, r in plan.incoming.items()}
     try:
-        reference = _compute(plan, fn, inputs, incoming)
+        reference = compute(materialize(plan, fn, torch.float64, reference=True), plan.direction, grads_of,
+                            incoming)
     except Refused:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
         raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {e}") from None
     rng = torch.Generator().manual_seed(seed)
     spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
-    recorded_in = {path: rec for path, rec in _recorded_inputs(plan)}
+    recorded_in = dict(_recorded_inputs(plan))
     for _ in range(SENSITIVITY_DRAWS):
-        moved = _materialize(plan, torch.float64, reference=True)
+        moved = materialize(plan, fn, torch.float64, reference=True)
         for path, t in moved.floats.items():
             rec = recorded_in.get(path)
             u = _u(rec.dtype, op, tf32) if rec is not None else 2.0**-24
@@ -259,21 +161,21 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
                             * (2 * torch.rand(g.shape, generator=rng, dtype=torch.float64) - 1))
                     for p, g in incoming.items()}
         try:
-            other = _compute(plan, fn, moved, moved_in)
+            other = compute(moved, plan.direction, grads_of, moved_in)
         except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
             continue
         for p, ref in reference.items():
             if p in other:
-                spread[p] = max(spread[p], _relative(other[p], ref))
+                spread[p] = max(spread[p], relative(other[p], ref))
     out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
     for path, rec in plan.results.items():
-        ref = _matching(reference, path)
+        ref = matching(reference, path)
         if ref is None:
             raise Refused(f"the replay gives no result for {rec.name}")
         recorded = _load(rec, torch.float64)
         if recorded.numel() != ref.numel():
             raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
-        sens = _matching(spread, path) or 0.0
+        sens = matching(spread, path) or 0.0
         out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
     return Replayed(out, {p: r.dtype for p, r in plan.results.items()},
                     {p: r.name for p, r in plan.results.items()})
@@ -294,13 +196,3 @@ def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:
         yield from walk(a, (i,))
     for k, v in plan.kwargs.items():
         yield from walk(v, (k,))
-
-
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.detach().to(torch.float64).reshape(-1), b.detach().to(torch.float64).reshape(-1)
-    finite = torch.isfinite(a) & torch.isfinite(b)
-    if a.numel() != b.numel():
-        return math.inf
-    den = float(torch.linalg.vector_norm(b[finite]))
-    num = float(torch.linalg.vector_norm((a - b)[finite]))
-    return num / den if den > 0 else (0.0 if num == 0 else math.inf)
