@@ -112,6 +112,28 @@ def replay_parser() -> argparse.ArgumentParser:
     return p
 
 
+def repro_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui repro",
+        description="Write DIR/repro.py for the kernel team: it re-runs one recorded call of the NPU dump on its "
+        "recorded inputs (DIR/repro_data.pt) in float64 and in the recorded dtype, and exits 1 when the recorded "
+        "result is wrong beyond what rounding allows (python DIR/repro.py needs torch only). Writing it needs torch: "
+        "the dump extra.",
+    )
+    _version(p)
+    p.add_argument("npu", metavar="NPU_DUMP", help="NPU dump (ptdbg or msprobe), any level, with tensors")
+    p.add_argument("call", metavar="CALL",
+                   help="the call: VF_lstm_0_backward, Functional.gelu.0.forward (a call's key or one of its "
+                   "entries also names it)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="where repro.py and repro_data.pt go")
+    p.add_argument("--step", type=int, default=None, help="the dump of this step")
+    p.add_argument("--rank", type=int, default=None, help="the dump of this rank")
+    p.add_argument("--device", choices=("cpu", "cuda", "npu"), default="cpu",
+                   help="where the script re-runs the call in the recorded dtype, when the machine has one "
+                   "(default: cpu; python repro.py --device changes it)")
+    return p
+
+
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
@@ -120,7 +142,8 @@ def app_parser() -> argparse.ArgumentParser:
               "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
               "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
-        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', 'ptdbg-tui demo --help'.",
+        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
+        "'ptdbg-tui repro --help', 'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(
@@ -369,6 +392,35 @@ def run_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_repro(args: argparse.Namespace) -> int:
+    """``ptdbg-tui repro``: 0 when the repro is written, 2 with a one-line reason when it cannot be."""
+    from ptdbg_tui.engine.replay import ReplayUnavailable, ReproInputError, repro_of_dump, require_torch
+
+    prog = "ptdbg-tui repro"
+    try:
+        require_torch()
+    except ReplayUnavailable as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    from ptdbg_tui.compare.replay.repro import ReproRefused
+
+    try:
+        written = repro_of_dump(args.npu, args.call, args.output, step=args.step, rank=args.rank,
+                                device=args.device)
+    except ReproInputError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ReproRefused as e:
+        print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"{prog}: error: cannot write to {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    complete = "" if written.complete else " (the dump records no keyword arguments: rebuilt without them)"
+    print(f"{written.script}: {written.text}{complete}\nrun: python {written.script}", flush=True)
+    return EXIT_OK
+
+
 def _replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
     """``--replay``: replay the compared pairs' calls and fold the verdicts into their diagnoses."""
     from ptdbg_tui.engine.batch import judge_ranks
@@ -488,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_compare(args)
     if command == "replay":
         return run_replay(replay_parser().parse_args(argv[1:]))
+    if command == "repro":
+        return run_repro(repro_parser().parse_args(argv[1:]))
     if command == "demo":
         return run_demo(demo_parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))

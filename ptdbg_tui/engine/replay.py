@@ -7,6 +7,7 @@ is reported per call. Without torch the replay says how to install it.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import multiprocessing
 import os
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays
@@ -23,8 +24,14 @@ from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, r
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.batch import PairOutcome
 from ptdbg_tui.formats.dialects import dialect_of
-from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 from ptdbg_tui.formats.reader import DumpReader, open_reader
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+from ptdbg_tui.formats.sites import stack_site
+
+if TYPE_CHECKING:
+    from ptdbg_tui.compare.replay.repro import Origin, Written
 
 #: Seconds a replay may take by default (``--replay-budget``).
 BUDGET_S = 60.0
@@ -187,3 +194,77 @@ def replay_outcomes(outcomes: Sequence[PairOutcome], *, budget_s: float = BUDGET
                                        str(o.bench_tensors), budget_s=left, top=top, calls=calls,
                                        progress=progress)
     return out
+
+
+# --- a repro for the kernel team ----------------------------------------------------------------
+
+
+class ReproInputError(Exception):
+    """The dump or the call cannot be used for a repro (the message says why)."""
+
+
+def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
+    """Where a call of ``dump`` came from, in words for the repro's docstring."""
+    from ptdbg_tui.compare.replay.repro import Origin
+
+    site = stack_site(stack)
+    where = f"{site.path}:{site.line} in {site.function}" if site is not None else ""
+    if site is not None and site.source:
+        where += f"\n    {site.source.strip()}"
+    return Origin(str(dump.records), dump.label, where)
+
+
+def one_dump(path: str, step: int | None, rank: int | None) -> RankDump:
+    """The one rank dump at or below ``path`` of that step and rank."""
+    try:
+        dumps = [d for d in discover(path) if (step is None or d.step == step) and (rank is None or d.rank == rank)]
+    except DumpLayoutError as e:
+        raise ReproInputError(str(e)) from None
+    if len(dumps) != 1:
+        found = ", ".join(d.label for d in discover(path))
+        what = "no dump of that step and rank" if not dumps else "several dumps: pick one with --step and --rank"
+        raise ReproInputError(f"{path}: {what} (found {found})")
+    return dumps[0]
+
+
+def named_call(records: Sequence[TensorRecord], call: str) -> str:
+    """The recorded call ``call`` names: a call (``VF_lstm_0_backward``), its forward by its key
+    (``VF_lstm_0``), or one of its entries (``VF_lstm_0_backward_output.0``)."""
+    calls = dict.fromkeys(r.call for r in records)
+    by_entry = {r.name: r.call for r in records}
+    for name in (call, f"{call}_forward", f"{call}.forward"):
+        if name in calls:
+            return name
+    if call in by_entry:
+        return by_entry[call]
+    close = difflib.get_close_matches(call, list(calls), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ReproInputError(f"the dump holds no call {call}{hint}")
+
+
+def repro_of_dump(path: str, call: str, out_dir: str, *, step: int | None = None, rank: int | None = None,
+                  device: str = "cpu") -> Written:
+    """``ptdbg-tui repro``: write the repro of ``call`` of the NPU dump at ``path``, in this process (it
+    imports torch). Raises :class:`ReproInputError` or :class:`~ptdbg_tui.compare.replay.repro.ReproRefused`."""
+    from ptdbg_tui.compare.replay.repro import write_repro
+
+    dump = one_dump(path, step, rank)
+    reader = open_reader(dump)
+    tensors: list[TensorRecord] = []
+    stacks: dict[str, StackRecord] = {}
+    try:
+        while True:
+            batch = reader.read(final=True)
+            tensors += batch.tensors
+            stacks.update((s.call, s) for s in batch.stacks)
+            if not batch.more:
+                break
+        source = side_source(reader, str(dump.tensor_dir) if dump.has_tensors else None)
+    except OSError as e:
+        raise ReproInputError(f"cannot read {reason(e)}") from None
+    name = named_call(tensors, call)
+    rows = [Row(rec, None, seq=i) for i, rec in enumerate(tensors)]
+    mine = call_rows(rows, name)
+    entry = mine[-1].record.entry if mine else None
+    stack = stacks.get(entry.forward_call if entry is not None else name) or stacks.get(name)
+    return write_repro(mine, name, source, out_dir, origin_of(dump, stack), device)

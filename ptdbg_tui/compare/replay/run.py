@@ -63,7 +63,7 @@ def resolve(fn: str) -> Callable[..., Any]:
     return target
 
 
-def _load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
+def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference)."""
     if rec.path is None:
         raise Refused(f"{rec.name} has no tensor file")
@@ -77,7 +77,7 @@ def _load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     return t
 
 
-def _dtype(name: str, reference: bool) -> torch.dtype:
+def torch_dtype(name: str, reference: bool) -> torch.dtype:
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
         raise Refused(f"unknown dtype {name}")
@@ -88,7 +88,7 @@ def _value(v: Value, reference: bool) -> Any:
     if v.kind == "plain":
         return v.value
     if v.kind == "dtype":
-        return _dtype(str(v.value), reference)
+        return torch_dtype(str(v.value), reference)
     if v.kind == "size":
         return torch.Size(int(d) for d in v.value)
     if v.kind == "device":
@@ -107,7 +107,7 @@ def materialize(plan: Plan, fn: Callable[..., Any], dtype: torch.dtype | None, r
 
     def build(x: Any) -> Any:
         if isinstance(x, Recorded):
-            return _load(x, dtype)
+            return load(x, dtype)
         if isinstance(x, Value):
             return _value(x, reference)
         if isinstance(x, (list, tuple)):
@@ -140,7 +140,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     fn = resolve(plan.fn)
     op = plan.fn.rsplit(".", 1)[-1].strip("_")
     grads_of = list(plan.results)
-    incoming = {p: _load(r, torch.float64) for p, r in plan.incoming.items()}
+    incoming = {p: load(r, torch.float64) for p, r in plan.incoming.items()}
     try:
         reference = compute(materialize(plan, fn, torch.float64, reference=True), plan.direction, grads_of,
                             incoming)
@@ -172,7 +172,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         ref = matching(reference, path)
         if ref is None:
             raise Refused(f"the replay gives no result for {rec.name}")
-        recorded = _load(rec, torch.float64)
+        recorded = load(rec, torch.float64)
         if recorded.numel() != ref.numel():
             raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
         sens = matching(spread, path) or 0.0

@@ -1,0 +1,166 @@
+"""``ptdbg-tui repro``: the script it writes, run as the kernel team runs it (``python repro.py``, its own
+process), exits 1 on a true culprit of a real dump (the demo's LSTM backward, a GELU forward that is 1%
+off), 0 on an honest call, 2 when the call cannot be run; the command says "not replayable: <reason>"
+without a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dumper import PrecisionDebugger
+from dumper.faults import replaced
+from ptdbg_tui.cli import main
+from ptdbg_tui.formats.calls import calls_path
+from ptdbg_tui.formats.layout import RankDump, discover
+
+
+@pytest.fixture(scope="module")
+def demo_npu(tmp_path_factory) -> Path:
+    from ptdbg_tui.demo import write_demo
+
+    return write_demo(tmp_path_factory.mktemp("demo"))[0]
+
+
+class GeluNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+
+def _gelu_dump(path: Path, scale: float) -> RankDump:
+    """One training step of :class:`GeluNet` whose GELU forward returns ``scale`` times the truth."""
+    torch.manual_seed(0)
+    model, x = GeluNet(), torch.randn(8, 16)
+    debugger = PrecisionDebugger(dump_path=str(path))
+    debugger.start()
+    with replaced(F, "gelu", lambda fn: lambda *a, **k: fn(*a, **k) * scale):
+        model(x).square().mean().backward()
+    debugger.stop()
+    (dump,) = discover(path)
+    return dump
+
+
+@pytest.fixture(scope="module")
+def gelu_npu(tmp_path_factory) -> RankDump:
+    return _gelu_dump(tmp_path_factory.mktemp("gelu"), 1.01)
+
+
+def _repro(capsys, dump: Path, call: str, out: Path) -> tuple[int, str, str]:
+    """``ptdbg-tui repro DUMP CALL -o OUT``: its exit status, stdout and stderr."""
+    code = main(["repro", str(dump), call, "-o", str(out)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python repro.py`` as the kernel team runs it: its own process, from another folder."""
+    return subprocess.run([sys.executable, str(folder / "repro.py"), *args], capture_output=True, text=True,
+                          timeout=120, cwd=folder.parent)
+
+
+def test_the_demo_lstm_backward_repro_exits_1(demo_npu, tmp_path, capsys):
+    code, out, err = _repro(capsys, demo_npu, "VF_lstm_0_backward", tmp_path / "r")
+    assert code == 0, err
+    assert "NPU kernel wrong on its own inputs (error 0.3" in out
+    script = (tmp_path / "r" / "repro.py").read_text()
+    assert script.startswith('"""Repro of VF_lstm_0_backward: torch._VF.lstm, backward.')
+    assert "demo.py:" in script and "self.lstm(seq)" in script  # the call site and its source line
+    assert "T('VF_lstm_0_forward_input.0')" in script  # the arguments spelled out
+    assert "import ptdbg_tui" not in script and "from ptdbg_tui" not in script
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "VF_lstm_0_backward_output.0 (float32): error 0.29" in done.stdout
+    assert "WRONG" in done.stdout and "re-run in the recorded dtype on cpu" in done.stdout
+
+
+def test_an_honest_call_s_repro_exits_0(demo_npu, tmp_path, capsys):
+    # its forward: the fault is in the backward only; named by its key
+    code, out, err = _repro(capsys, demo_npu, "VF_lstm_0", tmp_path / "r")
+    assert code == 0, err
+    assert "within rounding" in out
+    done = _run(tmp_path / "r")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OK: the recorded results are within rounding of float64" in done.stdout
+
+
+def test_a_faulty_gelu_forward_exits_1_and_the_next_call_0(gelu_npu, tmp_path, capsys):
+    code, _, err = _repro(capsys, gelu_npu.records, "Functional_gelu_0_forward", tmp_path / "g")
+    assert code == 0, err
+    assert "approximate" in (tmp_path / "g" / "repro.py").read_text()  # a keyword argument, from the sidecar
+    done = _run(tmp_path / "g", "--device", "cuda")  # no CUDA device here: the CPU instead
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "one-sided lean +0.01" in done.stdout
+    # the linear after it computes right on its (wrong) inputs (the error is inherited); named by an entry
+    code, _, err = _repro(capsys, gelu_npu.records, "Functional_linear_1_forward_output", tmp_path / "l")
+    assert code == 0, err
+    done = _run(tmp_path / "l")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_one_bf16_unit_lean_is_wrong(tmp_path, capsys):
+    """A GELU 0.5% high in a bfloat16 model: one unit of bfloat16, but every element leans the same way."""
+    torch.manual_seed(0)
+    model, x = GeluNet().to(torch.bfloat16), torch.randn(64, 16, dtype=torch.bfloat16)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "bf16"))
+    debugger.start()
+    with replaced(F, "gelu", lambda fn: lambda *a, **k: fn(*a, **k) * 1.005):
+        model(x).float().square().mean().backward()
+    debugger.stop()
+    (dump,) = discover(tmp_path / "bf16")
+    code, _, err = _repro(capsys, dump.records, "Functional_gelu_0_forward", tmp_path / "r")
+    assert code == 0, err
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "(bfloat16)" in done.stdout and "WRONG" in done.stdout
+
+
+def test_a_call_the_dump_does_not_hold(gelu_npu, tmp_path, capsys):
+    code, _, err = _repro(capsys, gelu_npu.records, "Functional_gelu_9_forward", tmp_path / "r")
+    assert code == 2 and "Traceback" not in err
+    assert "the dump holds no call Functional_gelu_9_forward (did you mean Functional_gelu_0_forward" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_name_outside_torch_is_never_run(gelu_npu, tmp_path, capsys):
+    """A sidecar that names another function (a damaged or hostile file) is refused, never looked up."""
+    sidecar = calls_path(gelu_npu.records)
+    lines = sidecar.read_text().splitlines()
+    edited = [json.dumps({**json.loads(line), "fn": "os.system"}) if '"Functional_gelu_0"' in line else line
+              for line in lines]
+    sidecar.write_text("\n".join(edited) + "\n")
+    try:
+        code, _, err = _repro(capsys, gelu_npu.records, "Functional_gelu_0_forward", tmp_path / "r")
+    finally:
+        sidecar.write_text("\n".join(lines) + "\n")
+    assert code == 2
+    assert "Functional_gelu_0_forward: not replayable: os.system is outside torch's namespaces" in err
+
+
+def test_a_random_op_is_not_replayable(tmp_path, capsys):
+    torch.manual_seed(0)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"))
+    debugger.start()
+    F.dropout(torch.randn(4, 4), 0.5, training=True).sum()
+    debugger.stop()
+    (dump,) = discover(tmp_path / "d")
+    code, _, err = _repro(capsys, dump.records, "Functional_dropout_0_forward", tmp_path / "r")
+    assert code == 2 and "not replayable: a random op" in err
+
+
+def test_the_script_without_its_data_says_why(demo_npu, tmp_path, capsys):
+    assert _repro(capsys, demo_npu, "VF_lstm_0", tmp_path / "r")[0] == 0
+    (tmp_path / "r" / "repro_data.pt").unlink()
+    done = _run(tmp_path / "r")
+    assert done.returncode == 2 and done.stdout.startswith("not replayable: ")
+    assert "Traceback" not in done.stderr
