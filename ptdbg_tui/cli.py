@@ -394,6 +394,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def run_repro(args: argparse.Namespace) -> int:
     """``ptdbg-tui repro``: 0 when the repro is written, 2 with a one-line reason when it cannot be."""
+    from ptdbg_tui.compare.replay.plan import CannotReplay
     from ptdbg_tui.engine.replay import ReplayUnavailable, ReproInputError, repro_of_dump, require_torch
 
     prog = "ptdbg-tui repro"
@@ -402,15 +403,13 @@ def run_repro(args: argparse.Namespace) -> int:
     except ReplayUnavailable as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    from ptdbg_tui.compare.replay.repro import ReproRefused
-
     try:
         written = repro_of_dump(args.npu, args.call, args.output, step=args.step, rank=args.rank,
                                 device=args.device)
     except ReproInputError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except ReproRefused as e:
+    except CannotReplay as e:
         print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:

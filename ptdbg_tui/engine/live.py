@@ -9,6 +9,7 @@ and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the a
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.live_replay import Job, LiveReplay
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import big_job, prestart
 from ptdbg_tui.engine.side import SideState
@@ -58,6 +60,9 @@ class LiveOptions:
     flush_s: float = 0.1  # least time between two notifications of the app
     chunk: int = 512  # compare tasks per pool round between two flushes
     cluster: str | None = None  # a Dask scheduler (or local:N) for the metric work
+    replay_budget_s: float = 0.0  # seconds of replay once the comparison settles (0: only what r asks for;
+    # the command line's default is 60)
+    replay_top: int = 10  # suspects of each pair replayed first
 
 
 class LiveEngine:
@@ -89,6 +94,7 @@ class LiveEngine:
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
         self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
                                     self._stop.is_set, lambda: self._progress(done=False))
+        self._replay = LiveReplay(options.replay_budget_s, options.replay_top, self.outbox, self.wake)
         # The compiled pass only where the tensor files already make a big job (numba's load would
         # compete with the app's start; a dump that grows past it runs the numpy pass: same values).
         self._fused = options.cluster is None and big_job([self.npu_root, self.bench_root])
@@ -96,6 +102,8 @@ class LiveEngine:
         # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr.
         if options.jobs > 1 and (options.cluster is not None or not prestart(self._fused)):
             resource_tracker.ensure_running()
+        elif options.replay_budget_s > 0 and importlib.util.find_spec("torch") is not None:
+            resource_tracker.ensure_running()  # the replay worker's
 
     # -- control -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -119,6 +127,14 @@ class LiveEngine:
         self.options = replace(self.options, match=mode)
         self._context = replace(self._context, options=self.options)
         self.wake()
+
+    def replay(self, pair: str, call: str) -> None:
+        """Replay ``call`` of the pair keyed ``pair`` now, ahead of the others (any thread)."""
+        self._replay.ask(Job(pair, call, asked=True))
+
+    def repro(self, pair: str, call: str, folder: str) -> None:
+        """Write the repro of ``call`` of the pair keyed ``pair`` to ``folder`` (any thread)."""
+        self._replay.ask(Job(pair, call, asked=True, repro=folder))
 
     def pairs(self) -> list[tuple[PairInfo, list[Row]]]:
         """The current rows of every pair in execution order (for export)."""
@@ -156,6 +172,7 @@ class LiveEngine:
                 self._watcher.stop()
             if self._pool is not None:
                 self._pool.close()
+            self._replay.close()
 
     def _loop(self) -> None:
         next_rescan = 0.0
@@ -171,6 +188,8 @@ class LiveEngine:
                         self.outbox.notice(self._notice)
                 next_rescan = now + self.options.rescan_s
             due = self._pass(rescan)
+            if self._replay.step(self._pairs, self._context, settled=due is None and self._quiet()):
+                self._progress(done=due is None)
             if self._watcher is None:
                 self.outbox.flush(force=True)
                 if self._pool is not None:  # no idle worker processes while nothing is asked
@@ -186,6 +205,11 @@ class LiveEngine:
                 timeout = min(timeout, self.options.flush_s)
             if self._wake.wait(max(0.0, timeout)):
                 self._wake.clear()
+
+    def _quiet(self) -> bool:
+        """No side of a pair may still grow (a static run: none ever does)."""
+        now = time.monotonic()
+        return self._watcher is None or not any(p.settling(now, self.options.quiet_s) for p in self._pairs.values())
 
     # -- discovery -----------------------------------------------------------------------------
     def _find(self, role: str, root: Path) -> tuple[list[RankDump], SideStatus]:
@@ -266,6 +290,7 @@ class LiveEngine:
         if old is not None:
             new = self._pairs[key] = PairState(old.info, old.npu, old.bench, old.sent)
             new.failed = old.failed
+            new.replays = old.replays
 
     def _note(self, text: str) -> None:
         """A notice, once for as long as its condition lasts (it may come back later)."""
@@ -407,7 +432,7 @@ class LiveEngine:
         faults = tuple(p.failed.notice for p in pairs if p.failed is not None)
         self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
                                           self.watching, done, statuses[0], statuses[1], self._unpaired,
-                                          faults))
+                                          faults, self._replay.done, self._replay.total))
 
 
 def _what(e: BaseException) -> str:

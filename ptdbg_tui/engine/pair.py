@@ -23,15 +23,18 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.replay.calls import call_rows, rows_by_call
+from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.formats.dialects import dialect_of
-from ptdbg_tui.formats.records import StackRecord
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
     from ptdbg_tui.engine.live import LiveOptions
@@ -46,6 +49,18 @@ DIAGNOSE_SHARE = 0.2
 #: Rows whose data files failed to read that one rescan looks at again (a fixed file is compared
 #: again; a dump whose data folder is empty must not cost a stat per tensor every rescan).
 RECHECK_MAX = 2048
+
+#: The records a replay of a call read (its rows' NPU and bench records): it stands while they are the same.
+Signature = tuple[TensorRecord | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A call's replay, kept on its pair while the records it read stay the same."""
+
+    signature: Signature
+    replay: CallReplay
+
 
 #: What a data file was when it failed to read: ``stat`` fields, or the errno that stat gave.
 FileState = tuple[int, ...] | None
@@ -99,6 +114,10 @@ def _same(a: Row, b: Row) -> bool:
 def _is_retryable(result: Result) -> bool:
     """A missing tensor file of a live dump: the original tool writes its records before all data."""
     return result.status is Status.ERROR and result.missing_data
+
+
+def _same_records(a: Signature, b: Signature) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _cache_key(row: Row) -> RowId:
@@ -166,7 +185,8 @@ class DiagnosisClock:
     """A pair's latest diagnosis and when to judge again: at most every DIAGNOSE_S while results
     arrive, and never more than DIAGNOSE_SHARE of the engine's time (~20 µs a call)."""
 
-    diagnosis: Diagnosis | None = None
+    diagnosis: Diagnosis | None = None  # with the replays folded in (what the app is sent)
+    dumps: Diagnosis | None = None  # the two dumps' judgement alone
     at: float = 0.0
     cost: float = 0.0  # seconds the last one took
     dirty: bool = True
@@ -197,6 +217,8 @@ class PairState:
         self.matching: Matching | None = None
         self.match_asked = ""  # the mode of the last re-match
         self.failed: FailedPass | None = None
+        self.replays: dict[str, Kept] = {}  # by call: folded into each diagnosis while its records hold
+        self._by_call: dict[str, list[Row]] | None = None  # rows_by_call of the rows (None: stale)
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -236,6 +258,7 @@ class PairState:
             seen.add(key)
             keys.append(key)
         self.rows, self.keys, self.compared = rows, keys, len(rows) - len(self.open)
+        self._by_call = None
         self.sent.full = self.clock.dirty = True
         self.sent.changed.clear()
         self.sent.unplaced.clear()
@@ -349,10 +372,42 @@ class PairState:
         if not self.clock.due(now, final):
             return
         self.clock.dirty = False
-        self.clock.diagnosis = diagnose(model_rows(self.rows), self.info.npu.step)
+        self.clock.dumps = diagnose(model_rows(self.rows), self.info.npu.step)
+        self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()
         self.clock.cost = self.clock.at - now
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
+
+    # -- replays -------------------------------------------------------------------------------
+    def by_call(self) -> dict[str, list[Row]]:
+        """The rows of each call (worked out once per re-match)."""
+        if self._by_call is None:
+            self._by_call = rows_by_call(self.rows)
+        return self._by_call
+
+    def signature(self, call: str) -> Signature:
+        """The records a replay of ``call`` reads now."""
+        return tuple(rec for r in call_rows(self.by_call(), call) for rec in (r.npu, r.bench))
+
+    def holds(self, call: str) -> bool:
+        """Whether ``call`` has a replay that still stands (its records unchanged since)."""
+        kept = self.replays.get(call)
+        return kept is not None and _same_records(kept.signature, self.signature(call))
+
+    def replayed(self, dumps: Diagnosis) -> Diagnosis:
+        """The two dumps' diagnosis with the replays that still stand folded in."""
+        standing = {call: kept.replay for call, kept in self.replays.items() if self.holds(call)}
+        return with_replays(dumps, model_rows(self.rows), standing, self.info.npu.step)
+
+    def keep_replay(self, replay: CallReplay, signature: Signature) -> None:
+        """Keep a finished replay (:meth:`send_replays` sends the diagnosis with it)."""
+        self.replays[replay.call] = Kept(signature, replay)
+
+    def send_replays(self, ctx: PairContext) -> None:
+        """Send the diagnosis with the replays kept so far (once the pair was diagnosed)."""
+        if self.clock.dumps is not None:
+            self.clock.diagnosis = self.replayed(self.clock.dumps)
+            ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
 
     def placement(self, ctx: PairContext, row: Row) -> tuple[tuple[Seg, ...], StackRecord | None] | None:
         """Path of the row's call, or ``None`` while it cannot be known yet."""

@@ -242,10 +242,18 @@ def named_call(records: Sequence[TensorRecord], call: str) -> str:
     raise ReproInputError(f"the dump holds no call {call}{hint}")
 
 
+def repro_task(rows: Sequence[Row], call: str, source: SideSource, out_dir: str, origin: Origin,
+               device: str = "cpu") -> Written:
+    """:func:`~ptdbg_tui.compare.replay.repro.write_repro` as a worker runs it (imported there: torch)."""
+    from ptdbg_tui.compare.replay.repro import write_repro
+
+    return write_repro(rows, call, source, out_dir, origin, device)
+
+
 def repro_of_dump(path: str, call: str, out_dir: str, *, step: int | None = None, rank: int | None = None,
                   device: str = "cpu") -> Written:
     """``ptdbg-tui repro``: write the repro of ``call`` of the NPU dump at ``path``, in this process (it
-    imports torch). Raises :class:`ReproInputError` or :class:`~ptdbg_tui.compare.replay.repro.ReproRefused`."""
+    imports torch). Raises :class:`ReproInputError` or :class:`~ptdbg_tui.compare.replay.plan.CannotReplay`."""
     from ptdbg_tui.compare.replay.repro import write_repro
 
     dump = one_dump(path, step, rank)

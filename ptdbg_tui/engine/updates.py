@@ -89,6 +89,8 @@ class Progress:
     bench: SideStatus | None = None
     unpaired: tuple[str, ...] = ()  # dumps on one side only, or why no pair formed, in words
     faults: tuple[str, ...] = ()  # pairs that failed and wait for a change to be tried again
+    replayed: int = 0  # calls of the current replay round done
+    replaying: int = 0  # calls of the current replay round (done or to do)
 
     @property
     def pending(self) -> int:

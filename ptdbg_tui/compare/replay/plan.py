@@ -70,6 +70,10 @@ class NotReplayable:
     reason: str
 
 
+class CannotReplay(Exception):
+    """A call that cannot be rebuilt, raised (the message is the reason: "not replayable: <reason>")."""
+
+
 def function_of(entry: EntryName) -> str | NotReplayable:
     """The qualified function a recorded call named (``torch.nn.functional.gelu``), or why none."""
     prefix, op = entry.prefix, entry.op

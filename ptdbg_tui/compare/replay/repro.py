@@ -26,7 +26,7 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource, call_key
 from ptdbg_tui.compare.replay.harness import Refused
-from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Recorded, Value, build_plan
+from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
 from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
 
@@ -34,10 +34,6 @@ SCRIPT = "repro.py"
 DATA = "repro_data.pt"
 DEVICES = ("cpu", "cuda", "npu")
 _PLAIN = (type(None), bool, int, float, str, complex, EllipsisType)
-
-
-class ReproRefused(Exception):
-    """The call cannot be written as a repro (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -65,21 +61,21 @@ class Written:
 def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str | Path, origin: Origin,
                 device: str = "cpu") -> Written:
     """Write ``out_dir/repro.py`` and ``out_dir/repro_data.pt`` for ``call`` (e.g. ``VF_lstm_0_backward``)
-    of the NPU side of ``rows``; raises :class:`ReproRefused` when it cannot be rebuilt."""
+    of the NPU side of ``rows``; raises :class:`CannotReplay` when it cannot be rebuilt."""
     if device not in DEVICES:
-        raise ReproRefused(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
+        raise CannotReplay(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
     spec = source.specs.get(call_key(call))
     plan = build_plan(rows, "npu", call, source.tensor_dir, spec, source.keywords_recorded,
                       source.inputs_after_call)
     if isinstance(plan, NotReplayable):
-        raise ReproRefused(plan.reason)
+        raise CannotReplay(plan.reason)
     try:
         resolve(plan.fn)
         done = run(plan, tf32=spec.state.tf32_matmul if spec is not None else False)
         tensors = {rec.name: _recorded(rec) for rec in _tensors(plan)}
         code = arguments_code(plan)
     except Refused as e:
-        raise ReproRefused(str(e)) from None
+        raise CannotReplay(str(e)) from None
     allowed = {p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p])
                for p, (rec, ref, sens) in done.results.items()}
     verdict = judge_side(done.results, done.dtypes, done.names)
