@@ -80,9 +80,14 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Seconds the replay may take by default (``engine.replay.BUDGET_S``; kept here so ``--help`` imports nothing).
+REPLAY_BUDGET_S = 60.0
+
+
 def _replay_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--replay-budget", type=float, default=60.0, metavar="SECONDS",
-                   help="the most time the replay may take, in all (default: 60)")
+    p.add_argument("--replay-budget", type=float, default=REPLAY_BUDGET_S, metavar="SECONDS",
+                   help="the most time the replay may take, in all; in the app, each time the comparison "
+                   "settles (default: 60; 0: in the app, only the calls r asks for)")
     p.add_argument("--replay-top", type=int, default=10, metavar="K",
                    help="suspects replayed first (default: 10)")
 
@@ -151,6 +156,7 @@ def app_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-watch", action="store_true", help="compare once and stay static")
     p.add_argument("--theme", default=None, help="Textual theme name (e.g. textual-light, nord)")
+    _replay_options(p)
     return p
 
 
@@ -458,7 +464,8 @@ def options_from(args: argparse.Namespace) -> LiveOptions:
     from ptdbg_tui.engine.live import LiveOptions
 
     return LiveOptions(step=args.step, rank=args.rank, match=args.match, summary=args.summary,
-                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll, cluster=args.cluster)
+                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll, cluster=args.cluster,
+                       replay_budget_s=max(0.0, args.replay_budget), replay_top=args.replay_top)
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -516,7 +523,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.engine.live import LiveOptions
 
-    app = PtdbgApp(npu, bench, LiveOptions(watch=False))
+    app = PtdbgApp(npu, bench, LiveOptions(watch=False, replay_budget_s=REPLAY_BUDGET_S))
     if not set_theme(app, args.theme):
         return EXIT_USAGE
     app.run()

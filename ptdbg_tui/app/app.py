@@ -109,6 +109,8 @@ class PtdbgApp(App[None]):
         Binding("q", "quit", "Quit"),
         Binding("c", "culprit", "Suspect"),
         Binding("C", "previous_suspect", "Prev suspect", show=False),
+        Binding("r", "replay", "Replay"),
+        Binding("R", "repro", "Repro", show=False),
         # A priority binding: handled by the app as the key arrives, so the keys typed right after
         # it go to the search box instead of waiting in the tree's queue (see check_action).
         Binding("slash", "search", "Find", priority=True),
@@ -410,6 +412,54 @@ class PtdbgApp(App[None]):
     def action_previous_suspect(self) -> None:
         self._walk_suspects(-1)
 
+    def _selected_call(self, verb: str) -> tuple[str, str] | None:
+        """The pair and the call under the cursor (a call or one of its entries) that a replay can run
+        on; None, with a notice that says why, when there is none (torch missing: how to install it)."""
+        from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
+
+        try:
+            require_torch()
+        except ReplayUnavailable as e:
+            self.notify(f"No replay here: {e}", severity="warning", timeout=10, markup=False)
+            return None
+        call = self.model.call_of(self.call_tree.cursor_model_node)
+        if call is None:
+            self.notify(f"Select a call or one of its entries to {verb} it.", timeout=3)
+            return None
+        info = self.model.infos.get(call.pair)
+        if info is None or info.summary:
+            self.notify(f"{call.key}: compared from statistics, without tensors: nothing to {verb} from.",
+                        severity="warning", timeout=5, markup=False)
+            return None
+        if all(r.npu is None for r in self.model.call_rows(call)):
+            self.notify(f"{call.key}: only the bench run made this call.", severity="warning", timeout=5,
+                        markup=False)
+            return None
+        return call.pair, call.key
+
+    def action_replay(self) -> None:
+        """Replay the selected call on each side's own recorded inputs, ahead of the others."""
+        selected = self._selected_call("replay")
+        if selected is not None:
+            self.engine.replay(*selected)
+            self.notify(f"Replaying {selected[1]} on each side's own inputs…", timeout=3, markup=False)
+
+    def action_repro(self) -> None:
+        """Write the selected call's repro for the kernel team (asks for the folder)."""
+        selected = self._selected_call("write a repro of")
+        if selected is None:
+            return
+        from ptdbg_tui.app.screens import ReproScreen
+
+        pair, call = selected
+
+        def chosen(folder: str | None) -> None:
+            if folder:
+                self.engine.repro(pair, call, folder)
+                self.notify(f"Writing the repro of {call} to {folder}…", timeout=3, markup=False)
+
+        self.push_screen(ReproScreen(call, f"./repro_{call}"), chosen)
+
     def action_match(self, mode: str | None = None) -> None:
         """Re-match every pair: the next mode of auto → exact → fuzzy → align, or ``mode``."""
         current = self.engine.options.match
@@ -494,6 +544,10 @@ class PtdbgApp(App[None]):
                                 lambda mode=mode: self.action_match(mode))
         yield SystemCommand("Rank/step overview", "One line per pair, first divergence first (o)",
                             self.action_overview)
+        yield SystemCommand("Replay call", "Re-run the selected call in float64 on each side's own inputs (r)",
+                            self.action_replay)
+        yield SystemCommand("Repro", "Write repro.py of the selected call for the kernel team (R)",
+                            self.action_repro)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
                             self.action_export)
         yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",

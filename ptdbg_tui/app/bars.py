@@ -161,6 +161,8 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         others.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
     others.rstrip()
     out.append(Segment(others, 2))
+    if p.replayed < p.replaying:
+        out.append(seg(f"replaying {p.replayed:,}/{p.replaying:,}", 2))
     if p.pairs > 1:
         out.append(seg(f"{p.pairs} pairs (o: overview)", 2))
     modes = model.match_modes()
@@ -211,6 +213,8 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
         if site.source:
             text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0))
+    if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
+        out.append(seg(suspect.replay, 1, fail if suspect.confirmed else styles.get("muted", Style()), shrink=16))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 
@@ -223,7 +227,7 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
     if suspects:
         return flow(_suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
     texts = no_suspect_texts(model)
-    return flow([seg(text, 0) for text in texts[:-1]] + [seg(texts[-1], int(len(texts) > 1))], width)
+    return flow([seg(text, 0) for text in texts[:-1]] + [seg(texts[-1], int(len(texts) > 1), shrink=24)], width)
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
@@ -262,5 +266,7 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
     else:
         texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
+    replays = [d.replay for d in diagnoses.values() if d.replay]
     originals = [d.original for d in diagnoses.values() if d.original]
-    return [*filter(None, texts), f"original: first No row {originals[0]}" if originals else ""]
+    last = (f"replay: {replays[0]}" if replays else f"original: first No row {originals[0]}" if originals else "")
+    return [*filter(None, texts), last]

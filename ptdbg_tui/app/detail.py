@@ -20,6 +20,7 @@ from textual.widgets import Static
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.model import Result, Row, Status
+from ptdbg_tui.compare.replay.verdict import CONFIRMED
 from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -190,6 +191,10 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
                           style=styles.get(NEUTRAL, Style())))
     else:
         parts.append(status_text(result.status, styles, result.reason))
+    call = model.call_of(leaf)
+    replay = model.replay_text(call) if call is not None else ""
+    if call is not None and replay:
+        parts.append(replay_line(f"Replay of {call.key}", replay, styles))
     parts += [Text(""), *_side_tables(row, styles, width)]
     if result is not None:
         parts += [Text(""), _metrics_table(result, summary, styles, width)]
@@ -197,6 +202,11 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
             parts.append(Text.assemble(("Err_message ", styles.get("head", Style())), result.message))
         parts += _where(result, styles)
     return Group(*parts)
+
+
+def replay_line(head: str, replay: str, styles: Styles) -> Text:
+    """A call's replay in words: red when it proves the NPU kernel wrong."""
+    return Text(f"{head}: {replay}", style=styles.get("fail" if replay.startswith(CONFIRMED) else "head", Style()))
 
 
 def _row_line(row: Row, metric: str, styles: Styles) -> Text:
@@ -223,6 +233,9 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
                 "no error of its own: " if evidence.judgement is not None else "not judged: ")
         parts.append(Text(head + evidence.text,
                           style=styles.get("fail" if evidence.introduces else "head", Style())))
+    replay = model.replay_text(call)
+    if replay and not any(suspect.replay for _, suspect in mine):  # a suspect's finding says it already
+        parts.append(replay_line("Replay", replay, styles))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics
     outputs = [r for r in rows if r.record.entry is None or r.record.entry.kind in OUTPUT_KINDS]

@@ -1,4 +1,4 @@
-"""Modal screens: the key help and the CSV export dialog."""
+"""Modal screens: the key help, the CSV export dialog and the repro's folder."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ HELP = """\
 | Enter, Space | expand or collapse; Enter on "… more" shows the next chunk |
 | `g` `G` (Home End) | top / bottom |
 | `c` / `C` | next / previous suspect: the culprit, then those of every direction, step and rank |
+| `r` | replay the selected call: re-run it in float64 on each side's own recorded inputs |
+| `R` | write the selected call's repro for the kernel team (`repro.py`: `python repro.py` needs torch) |
 | `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ previous (k/N) |
 | `n` / `N` | next / previous failure in execution order |
 | `f` | filter: all → failures only → unmatched only |
@@ -42,6 +44,12 @@ marks the branches that lead to them.
 The bar under the header names the culprit: its call, module (path · class), the step/rank when
 there are several, and where the user's code called it (file:line and the source line), with the
 evidence: the relative error of its inputs and outputs against what rounding allows.
+
+Replay (needs torch): once the comparison settles, the suspects and the calls up to the first failing
+row are re-run in float64 on each side's own recorded inputs (`--replay-budget` seconds at most). A
+suspect the replay proves wrong on its own inputs says "confirmed by replay"; one that both sides
+compute right on their inputs is refuted and drops (its error is inherited). The detail panel of a
+replayed call shows its replay.
 """
 
 
@@ -120,5 +128,34 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
         self._submit()
 
     @on(Button.Pressed, "#export-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ReproScreen(ModalScreen["str | None"]):
+    """Asks where a call's repro goes; dismisses with the folder or ``None``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    ReproScreen { align: center middle; }
+    ReproScreen > Vertical { width: 84; max-width: 100%; height: auto; border: thick $primary;
+                             background: $surface; padding: 1 2; }
+    """
+
+    def __init__(self, call: str, default_folder: str) -> None:
+        super().__init__()
+        self.call = call
+        self.default_folder = default_folder
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:")
+            yield Input(self.default_folder, id="repro-folder")
+
+    @on(Input.Submitted)
+    def _entered(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.dismiss(event.value.strip())
+
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -449,6 +449,17 @@ class TreeModel:
             return None
         return diagnosis.calls.get(call.children[0].row.record.call)
 
+    def call_of(self, node: Node | None) -> Node | None:
+        """The call node ``node`` is, or whose entry it is."""
+        if node is not None and node.is_leaf:
+            node = node.parent
+        return node if node is not None and node.kind == "call" else None
+
+    def replay_text(self, call: Node) -> str:
+        """What the replay of a call node said, in words ("" when it was not replayed)."""
+        diagnosis = self.diagnoses.get(call.pair)
+        return diagnosis.replays.get(call.key, "") if diagnosis is not None else ""
+
     def match_modes(self) -> str:
         """The matching in use, e.g. ``align (auto)``; pairs matched differently are all named."""
         used = {m.used if m.asked == m.used else f"{m.used} ({m.asked})" for m in self.matches.values()}

@@ -1,0 +1,129 @@
+"""Replay in the app, on the demo dumps with the real replay worker (torch in its own process): the culprit
+becomes "confirmed by replay" once the comparison settles, ``r`` on an honest call shows "refuted", a
+refuted suspect drops from the bar, ``R`` writes a repro; without torch, a notice says how to install it."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from dataclasses import replace
+
+from ptdbg_tui.app.screens import ReproScreen
+from ptdbg_tui.compare.diagnosis.replayed import with_replays
+from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
+from ptdbg_tui.engine.replay import INSTALL
+from ptdbg_tui.engine.updates import EngineUpdate, PairDelta
+
+
+def _detail(app, ui) -> str:
+    """The detail panel's text, its wrapped lines joined."""
+    return " ".join(ui.detail_text(app).split())
+
+
+def _said(app, text: str) -> bool:
+    return any(text in n.message for n in app._notifications)
+
+
+async def _select(pilot, ui, name: str) -> None:
+    """Put the cursor on the node named ``name`` (the search's first hit) and close the search."""
+    await pilot.press("slash", *name, "enter", "escape")
+    await ui.wait_until(pilot, lambda: pilot.app.call_tree.cursor_model_node is not None
+                        and pilot.app.call_tree.cursor_model_node.key == name)
+
+
+async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, ui):
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+
+        def confirmed() -> bool:
+            culprit = app.model.first_culprit()
+            return culprit is not None and culprit[0].confirmed
+
+        await ui.wait_until(pilot, confirmed)
+        bar = str(app.query_one("#diagnosis").render())
+        assert "Culprit VF_lstm_0_backward" in bar
+        assert "confirmed by replay — NPU kernel wrong on its own inputs (error 0.3, allowed" in bar
+        await ui.wait_until(pilot, lambda: app.model.progress.replayed == app.model.progress.replaying > 1)
+        await pilot.press("c")
+        text = _detail(app, ui)
+        assert "Culprit: confirmed by replay — NPU kernel wrong on its own inputs" in text
+        assert "; bench " in text and "two dumps: introduces error" in text
+        await _select(pilot, ui, "Functional_linear_0_forward")  # replayed in the round: up to the first failure
+        assert "Replay: refuted by replay — both within rounding on their own inputs" in _detail(app, ui)
+
+
+async def test_r_replays_an_honest_call_and_shows_refuted(demo_dumps, ui):
+    app = ui.app(*demo_dumps)  # no replay until asked
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await _select(pilot, ui, "Functional_linear_0_forward")
+        assert "Replay" not in _detail(app, ui)
+        await pilot.press("r")
+        assert _said(app, "Replaying Functional_linear_0_forward")
+        await ui.wait_until(pilot, lambda: "refuted by replay" in _detail(app, ui))
+        assert "Replay: refuted by replay — both within rounding on their own inputs (NPU " in _detail(app, ui)
+        assert _said(app, "Functional_linear_0_forward: refuted by replay")
+        await pilot.press("down")  # an entry of the call shows its call's replay too
+        assert "Replay of Functional_linear_0_forward: refuted by replay" in _detail(app, ui)
+        culprit = app.model.first_culprit()
+        assert culprit is not None and culprit[0].call == "VF_lstm_0_backward" and not culprit[0].confirmed
+
+
+async def test_r_on_a_module_says_to_pick_a_call(demo_dumps, ui):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await _select(pilot, ui, "track.lstm")
+        await pilot.press("r")
+        assert _said(app, "Select a call or one of its entries to replay it.")
+
+
+async def test_a_refuted_suspect_drops_and_the_bar_moves_on(demo_dumps, ui):
+    """The engine sends a diagnosis whose suspect the replay refuted: the bar no longer names it and
+    says what the replay found."""
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        (info, rows), = app.engine.pairs()
+        diagnosis = app.model.diagnoses[info.key]
+        fine = SideVerdict(3e-8, 1.6e-5, 0.0, 1e-6, "VF_lstm_0_backward_output.0")
+        refuted = CallReplay("VF_lstm_0_backward", fine, replace(fine, error=4e-8))
+        update = EngineUpdate({info.key: PairDelta(info, diagnosis=with_replays(diagnosis, rows,
+                                                                                 {refuted.call: refuted}))})
+        app.model.load(update)
+        app.model.apply()
+        app.diagnosis_bar.redraw()
+        bar = str(app.query_one("#diagnosis").render())
+        assert "Culprit" not in bar and "yet no call judged introduces an error beyond rounding" in bar
+        assert "replay: 1 call(s) replayed on each side's own inputs in float64: 0 confirmed, 1 refuted" in bar
+        assert app.model.diagnoses[info.key] is not diagnosis and diagnosis.suspects, "the sent one is a copy"
+
+
+async def test_shift_r_writes_a_repro_that_exits_1(demo_dumps, ui, tmp_path):
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "R")
+        assert isinstance(app.screen, ReproScreen)
+        field = app.screen.query_one("#repro-folder")
+        field.value = str(tmp_path / "lstm")
+        await pilot.press("enter")
+        await ui.wait_until(pilot, lambda: _said(app, f"Wrote {tmp_path / 'lstm' / 'repro.py'}"))
+        assert _said(app, "NPU kernel wrong on its own inputs")
+    done = subprocess.run([sys.executable, str(tmp_path / "lstm" / "repro.py")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
+async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: _said(app, f"Replay is off: {INSTALL}"))  # not run once settled
+        await pilot.press("c", "r")
+        assert _said(app, f"No replay here: {INSTALL}")
+        assert not app.model.first_culprit()[0].replay
