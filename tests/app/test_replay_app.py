@@ -52,6 +52,13 @@ async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, 
         assert "; bench " in text and "two dumps: introduces error" in text
         await _select(pilot, ui, "Functional_linear_0_forward")  # replayed in the round: up to the first failure
         assert "Replay: refuted by replay — both within rounding on their own inputs" in _detail(app, ui)
+        # re-matched: every pair diagnosed again, the replays folded in again, none run again
+        replayed, before = app.model.progress.replaying, app.model.diagnoses.copy()
+        await pilot.press("m")
+        await ui.wait_until(pilot, lambda: app.model.match_modes() == "exact"
+                            and all(app.model.diagnoses[k] is not d for k, d in before.items()))
+        await ui.settle(pilot)
+        assert confirmed() and app.model.progress.replaying == replayed and not app.engine._replay.busy
 
 
 async def test_r_replays_an_honest_call_and_shows_refuted(demo_dumps, ui):
@@ -127,3 +134,11 @@ async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, mon
         await pilot.press("c", "r")
         assert _said(app, f"No replay here: {INSTALL}")
         assert not app.model.first_culprit()[0].replay
+
+
+def test_the_app_s_command_line_sets_the_budget():
+    from ptdbg_tui.cli import app_parser, options_from
+
+    options = options_from(app_parser().parse_args(["npu", "bench", "--replay-budget", "5", "--replay-top", "3"]))
+    assert (options.replay_budget_s, options.replay_top) == (5.0, 3)
+    assert options_from(app_parser().parse_args(["npu", "bench"])).replay_budget_s == 60.0
