@@ -80,7 +80,7 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Seconds the replay may take by default (``engine.replay.BUDGET_S``; kept here so ``--help`` imports nothing).
+#: Seconds the replay may take by default (``engine.replay.BUDGET_S``; here, so ``--help`` imports nothing).
 REPLAY_BUDGET_S = 60.0
 
 
@@ -120,10 +120,10 @@ def replay_parser() -> argparse.ArgumentParser:
 def repro_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui repro",
-        description="Write DIR/repro.py for the kernel team: it re-runs one recorded call of the NPU dump on its "
-        "recorded inputs (DIR/repro_data.pt) in float64 and in the recorded dtype, and exits 1 when the recorded "
-        "result is wrong beyond what rounding allows (python DIR/repro.py needs torch only). Writing it needs torch: "
-        "the dump extra.",
+        description="Write DIR/repro.py for the kernel team: it re-runs one recorded call of the NPU dump "
+        "on its recorded inputs (DIR/repro_data.pt) in float64 and in the recorded dtype, and exits 1 when "
+        "the recorded result is wrong beyond what rounding allows (python DIR/repro.py needs torch only). "
+        "Writing it needs torch: the dump extra.",
     )
     _version(p)
     p.add_argument("npu", metavar="NPU_DUMP", help="NPU dump (ptdbg or msprobe), any level, with tensors")

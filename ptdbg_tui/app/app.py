@@ -544,8 +544,8 @@ class PtdbgApp(App[None]):
                                 lambda mode=mode: self.action_match(mode))
         yield SystemCommand("Rank/step overview", "One line per pair, first divergence first (o)",
                             self.action_overview)
-        yield SystemCommand("Replay call", "Re-run the selected call in float64 on each side's own inputs (r)",
-                            self.action_replay)
+        yield SystemCommand("Replay call", "Re-run the selected call in float64 on each side's own inputs "
+                            "(r)", self.action_replay)
         yield SystemCommand("Repro", "Write repro.py of the selected call for the kernel team (R)",
                             self.action_repro)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",

@@ -214,7 +214,8 @@ def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node |
             text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0))
     if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
-        out.append(seg(suspect.replay, 1, fail if suspect.confirmed else styles.get("muted", Style()), shrink=16))
+        style = fail if suspect.confirmed else styles.get("muted", Style())
+        out.append(seg(suspect.replay, 1, style, shrink=16))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 
@@ -227,7 +228,8 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
     if suspects:
         return flow(_suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
     texts = no_suspect_texts(model)
-    return flow([seg(text, 0) for text in texts[:-1]] + [seg(texts[-1], int(len(texts) > 1), shrink=24)], width)
+    last = seg(texts[-1], int(len(texts) > 1), shrink=24)
+    return flow([seg(text, 0) for text in texts[:-1]] + [last], width)
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:
@@ -268,5 +270,6 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
     replays = [d.replay for d in diagnoses.values() if d.replay]
     originals = [d.original for d in diagnoses.values() if d.original]
-    last = (f"replay: {replays[0]}" if replays else f"original: first No row {originals[0]}" if originals else "")
+    original = f"original: first No row {originals[0]}" if originals else ""
+    last = f"replay: {replays[0]}" if replays else original
     return [*filter(None, texts), last]

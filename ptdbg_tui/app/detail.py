@@ -206,7 +206,8 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
 
 def replay_line(head: str, replay: str, styles: Styles) -> Text:
     """A call's replay in words: red when it proves the NPU kernel wrong."""
-    return Text(f"{head}: {replay}", style=styles.get("fail" if replay.startswith(CONFIRMED) else "head", Style()))
+    style = styles.get("fail" if replay.startswith(CONFIRMED) else "head", Style())
+    return Text(f"{head}: {replay}", style=style)
 
 
 def _row_line(row: Row, metric: str, styles: Styles) -> Text:

@@ -209,7 +209,8 @@ class LiveEngine:
     def _quiet(self) -> bool:
         """No side of a pair may still grow (a static run: none ever does)."""
         now = time.monotonic()
-        return self._watcher is None or not any(p.settling(now, self.options.quiet_s) for p in self._pairs.values())
+        quiet_s = self.options.quiet_s
+        return self._watcher is None or not any(p.settling(now, quiet_s) for p in self._pairs.values())
 
     # -- discovery -----------------------------------------------------------------------------
     def _find(self, role: str, root: Path) -> tuple[list[RankDump], SideStatus]:

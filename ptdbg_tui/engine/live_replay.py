@@ -58,8 +58,8 @@ class LiveReplay:
         self._queue: deque[Job] = deque()
         self._pending: dict[Future[Any], tuple[Job, Signature]] = {}
         self._deadline = 0.0  # the current round's budget ends then
-        self._scheduled: dict[str, Diagnosis] = {}  # by pair: the two-dump diagnosis its calls were queued from
-        self._sources: dict[str, tuple[tuple[int, int], SideSource, SideSource]] = {}  # by pair, at its versions
+        self._scheduled: dict[str, Diagnosis] = {}  # by pair: the two dumps' diagnosis its calls came from
+        self._sources: dict[str, tuple[tuple[int, int], SideSource, SideSource]] = {}  # by pair, at versions
         self._off = ""  # why replay cannot run here (said once)
         self._deaths = 0  # the worker died on this many tasks in a row
         self._unsent: set[str] = set()  # pairs with replays kept since their diagnosis was last sent

@@ -217,13 +217,13 @@ def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
 def one_dump(path: str, step: int | None, rank: int | None) -> RankDump:
     """The one rank dump at or below ``path`` of that step and rank."""
     try:
-        dumps = [d for d in discover(path) if (step is None or d.step == step) and (rank is None or d.rank == rank)]
+        found = discover(path)
     except DumpLayoutError as e:
         raise ReproInputError(str(e)) from None
+    dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
     if len(dumps) != 1:
-        found = ", ".join(d.label for d in discover(path))
-        what = "no dump of that step and rank" if not dumps else "several dumps: pick one with --step and --rank"
-        raise ReproInputError(f"{path}: {what} (found {found})")
+        what = "no dump of that step and rank" if not dumps else "several dumps: pick one with --step, --rank"
+        raise ReproInputError(f"{path}: {what} (found {', '.join(d.label for d in found)})")
     return dumps[0]
 
 
@@ -253,7 +253,8 @@ def repro_task(rows: Sequence[Row], call: str, source: SideSource, out_dir: str,
 def repro_of_dump(path: str, call: str, out_dir: str, *, step: int | None = None, rank: int | None = None,
                   device: str = "cpu") -> Written:
     """``ptdbg-tui repro``: write the repro of ``call`` of the NPU dump at ``path``, in this process (it
-    imports torch). Raises :class:`ReproInputError` or :class:`~ptdbg_tui.compare.replay.plan.CannotReplay`."""
+    imports torch). Raises :class:`ReproInputError`, or
+    :class:`~ptdbg_tui.compare.replay.plan.CannotReplay` when the call cannot be rebuilt."""
     from ptdbg_tui.compare.replay.repro import write_repro
 
     dump = one_dump(path, step, rank)

@@ -50,7 +50,7 @@ async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, 
         text = _detail(app, ui)
         assert "Culprit: confirmed by replay — NPU kernel wrong on its own inputs" in text
         assert "; bench " in text and "two dumps: introduces error" in text
-        await _select(pilot, ui, "Functional_linear_0_forward")  # replayed in the round: up to the first failure
+        await _select(pilot, ui, "Functional_linear_0_forward")  # in the round: it runs before any failure
         assert "Replay: refuted by replay — both within rounding on their own inputs" in _detail(app, ui)
         # re-matched: every pair diagnosed again, the replays folded in again, none run again
         replayed, before = app.model.progress.replaying, app.model.diagnoses.copy()
@@ -70,7 +70,8 @@ async def test_r_replays_an_honest_call_and_shows_refuted(demo_dumps, ui):
         await pilot.press("r")
         assert _said(app, "Replaying Functional_linear_0_forward")
         await ui.wait_until(pilot, lambda: "refuted by replay" in _detail(app, ui))
-        assert "Replay: refuted by replay — both within rounding on their own inputs (NPU " in _detail(app, ui)
+        text = _detail(app, ui)
+        assert "Replay: refuted by replay — both within rounding on their own inputs (NPU " in text
         assert _said(app, "Functional_linear_0_forward: refuted by replay")
         await pilot.press("down")  # an entry of the call shows its call's replay too
         assert "Replay of Functional_linear_0_forward: refuted by replay" in _detail(app, ui)
@@ -104,7 +105,8 @@ async def test_a_refuted_suspect_drops_and_the_bar_moves_on(demo_dumps, ui):
         app.diagnosis_bar.redraw()
         bar = str(app.query_one("#diagnosis").render())
         assert "Culprit" not in bar and "yet no call judged introduces an error beyond rounding" in bar
-        assert "replay: 1 call(s) replayed on each side's own inputs in float64: 0 confirmed, 1 refuted" in bar
+        assert "replay: 1 call(s) replayed on each side's own inputs in float64: 0 confirmed, 1 refuted" in \
+            bar
         assert app.model.diagnoses[info.key] is not diagnosis and diagnosis.suspects, "the sent one is a copy"
 
 
@@ -119,14 +121,15 @@ async def test_shift_r_writes_a_repro_that_exits_1(demo_dumps, ui, tmp_path):
         await pilot.press("enter")
         await ui.wait_until(pilot, lambda: _said(app, f"Wrote {tmp_path / 'lstm' / 'repro.py'}"))
         assert _said(app, "NPU kernel wrong on its own inputs")
-    done = subprocess.run([sys.executable, str(tmp_path / "lstm" / "repro.py")], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, str(tmp_path / "lstm" / "repro.py")], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
 
 
 async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, monkeypatch):
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else find_spec(name, *a))
     app = ui.app(*demo_dumps, replay_budget_s=60)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
@@ -139,6 +142,7 @@ async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, mon
 def test_the_app_s_command_line_sets_the_budget():
     from ptdbg_tui.cli import app_parser, options_from
 
-    options = options_from(app_parser().parse_args(["npu", "bench", "--replay-budget", "5", "--replay-top", "3"]))
+    args = app_parser().parse_args(["npu", "bench", "--replay-budget", "5", "--replay-top", "3"])
+    options = options_from(args)
     assert (options.replay_budget_s, options.replay_top) == (5.0, 3)
     assert options_from(app_parser().parse_args(["npu", "bench"])).replay_budget_s == 60.0

@@ -10,7 +10,7 @@ torch and the standard library.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +39,13 @@ class Call:
             self.floats = dict(floating(self.args, self.kwargs))
 
 
-def floating(args: list[Any], kwargs: dict[str, Any]) -> Iterator[tuple[ArgPath, torch.Tensor]]:
-    """The floating tensors among the arguments, by path."""
+def leaves(args: Sequence[Any], kwargs: Mapping[str, Any], keep: Callable[[Any], bool]
+           ) -> Iterator[tuple[ArgPath, Any]]:
+    """The values among the arguments (nested in lists, tuples and dicts) that ``keep`` keeps, by path."""
 
-    def walk(x: Any, path: ArgPath) -> Iterator[tuple[ArgPath, torch.Tensor]]:
-        if isinstance(x, torch.Tensor):
-            if x.is_floating_point():
-                yield path, x
+    def walk(x: Any, path: ArgPath) -> Iterator[tuple[ArgPath, Any]]:
+        if keep(x):
+            yield path, x
         elif isinstance(x, (list, tuple)):
             for i, y in enumerate(x):
                 yield from walk(y, (*path, i))
@@ -57,6 +57,11 @@ def floating(args: list[Any], kwargs: dict[str, Any]) -> Iterator[tuple[ArgPath,
         yield from walk(a, (i,))
     for k, v in kwargs.items():
         yield from walk(v, (k,))
+
+
+def floating(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Iterator[tuple[ArgPath, torch.Tensor]]:
+    """The floating tensors among the arguments, by path."""
+    return leaves(args, kwargs, lambda x: isinstance(x, torch.Tensor) and x.is_floating_point())
 
 
 def put(tree: Any, path: ArgPath, value: Any) -> Any:
@@ -106,7 +111,8 @@ def forward(c: Call) -> dict[ArgPath, torch.Tensor]:
         return dict(flatten(invoke(c)))
 
 
-def backward(c: Call, grads_of: list[ArgPath], incoming: dict[ArgPath, torch.Tensor]) -> dict[ArgPath, torch.Tensor]:
+def backward(c: Call, grads_of: list[ArgPath],
+             incoming: dict[ArgPath, torch.Tensor]) -> dict[ArgPath, torch.Tensor]:
     """The gradients of the arguments at ``grads_of`` given the incoming gradients of the results
     (``incoming``, by result path; a result without one gets zeros)."""
     leaves: dict[ArgPath, torch.Tensor] = {}
@@ -128,7 +134,7 @@ def backward(c: Call, grads_of: list[ArgPath], incoming: dict[ArgPath, torch.Ten
             g = matching(incoming, p)
             grads_out.append(torch.zeros_like(t) if g is None else g.to(t.dtype).reshape(t.shape))
         found = torch.autograd.grad([t for _, t in outs], list(leaves.values()), grads_out, allow_unused=True)
-    return {p: (g if g is not None else torch.zeros_like(leaves[p])) for p, g in zip(leaves, found, strict=True)}
+    return {p: torch.zeros_like(leaves[p]) if g is None else g for p, g in zip(leaves, found, strict=True)}
 
 
 def compute(c: Call, direction: str, grads_of: list[ArgPath],

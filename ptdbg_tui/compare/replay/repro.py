@@ -25,7 +25,7 @@ import torch
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource, call_key
-from ptdbg_tui.compare.replay.harness import Refused
+from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
 from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
@@ -89,18 +89,7 @@ def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str
 
 def _tensors(plan: Plan) -> Iterator[Recorded]:
     """Every recorded tensor the script needs: the arguments, incoming gradients and results."""
-
-    def walk(x: Any) -> Iterator[Recorded]:
-        if isinstance(x, Recorded):
-            yield x
-        elif isinstance(x, (list, tuple)):
-            for y in x:
-                yield from walk(y)
-        elif isinstance(x, dict):
-            for y in x.values():
-                yield from walk(y)
-
-    yield from walk([plan.args, plan.kwargs])
+    yield from (rec for _, rec in leaves(plan.args, plan.kwargs, lambda x: isinstance(x, Recorded)))
     yield from plan.incoming.values()
     yield from plan.results.values()
 
@@ -162,8 +151,8 @@ def _code(x: Any) -> str:
 def arguments_code(plan: Plan) -> str:
     """The script's ``arguments`` function: one positional argument a line, then the keyword ones."""
     lines = ["def arguments(T, D, device):",
-             '    """The call\'s arguments as recorded: T(entry) is a recorded tensor (float64 in the reference',
-             '    re-run), D(dtype) a dtype argument, device where the call runs."""',
+             '    """The call\'s arguments as recorded: T(entry) is a recorded tensor (float64 in the',
+             '    reference re-run), D(dtype) a dtype argument, device where the call runs."""',
              "    args = ["]
     lines += [f"        {_code(a)}," for a in plan.args]
     lines.append("    ]")
@@ -213,8 +202,9 @@ def script_text(plan: Plan, code: str, allowed: dict[tuple[Any, ...], SideVerdic
     """The whole repro script."""
     site = f"\nCalled at {origin.site}" if origin.site else ""
     label = f" ({origin.label})" if origin.label else ""
-    incomplete = ("" if plan.complete else "\nThe dump records no keyword arguments (the original ptdbg_ascend): the\n"
-                  "call is rebuilt without them, so a keyword it took would change the result.\n")
+    incomplete = ("" if plan.complete else "\nThe dump records no keyword arguments (the original "
+                  "ptdbg_ascend):\nthe call is rebuilt without them, so a keyword it took would change the "
+                  "result.\n")
     backward = ("\nA backward call: its forward is rebuilt in float64 on the recorded forward inputs, the\n"
                 "recorded incoming gradients are fed through it, and the recorded gradients are compared.\n"
                 if plan.direction == "backward" else "")
@@ -240,8 +230,8 @@ is within rounding, 2 the call cannot be run here.
         found, body = _module_code(module)
         statements += found
         bodies.append(f"# --- {module.__name__} ---\n\n{body}")
-    results = "".join(f"    {p!r}: ({r.name!r}, {_number(allowed[p].allowed)}, {_number(allowed[p].bias_allowed)}),\n"
-                      for p, r in plan.results.items())
+    results = "".join(f"    {p!r}: ({r.name!r}, {_number(v.allowed)}, {_number(v.bias_allowed)}),\n"
+                      for p, r in plan.results.items() for v in (allowed[p],))
     incoming = "".join(f"    {p!r}: {r.name!r},\n" for p, r in plan.incoming.items())
     head = f'''FUNCTION = {plan.fn!r}
 DIRECTION = {plan.direction!r}
@@ -253,7 +243,7 @@ RESULTS = {{
 #: The recorded incoming gradients, by the path of the result they flow into (a backward call).
 INCOMING = {{
 {incoming}}}'''
-    main = (f'if __name__ == "__main__":\n    sys.exit(main(FUNCTION, DIRECTION, INPLACE, RESULTS, INCOMING, arguments, '
-            f'Path(__file__).with_name({DATA!r}), DEVICE))')
-    return "\n\n\n".join([f"{doc}\n\nfrom __future__ import annotations\n\n{_imports(statements)}", head, code,
-                           *bodies, main]) + "\n"
+    main = ('if __name__ == "__main__":\n    sys.exit(main(FUNCTION, DIRECTION, INPLACE, RESULTS, INCOMING, '
+            f'arguments, Path(__file__).with_name({DATA!r}), DEVICE))')
+    top = f"{doc}\n\nfrom __future__ import annotations\n\n{_imports(statements)}"
+    return "\n\n\n".join([top, head, code, *bodies, main]) + "\n"

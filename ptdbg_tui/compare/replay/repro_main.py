@@ -111,7 +111,8 @@ def main(function: str, direction: str, inplace: int | None, results: Results, i
         run = (tensors, fn, arguments, direction, inplace, method, results, incoming)
         reference = _run(*run, reference=True, device=torch.device("cpu"))
     except Exception as e:  # a missing data file, an op that rejects the arguments: say so, no traceback
-        print(f"not replayable: {type(e).__name__}: {e}" if not isinstance(e, Refused) else f"not replayable: {e}")
+        why = str(e) if isinstance(e, Refused) else f"{type(e).__name__}: {e}"
+        print(f"not replayable: {why}")
         return EXIT_NOT_REPLAYABLE
     print(f"{function} ({direction}) re-run in float64 on the CPU from its recorded inputs:")
     wrong = []

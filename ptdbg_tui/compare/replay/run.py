@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
-from ptdbg_tui.compare.replay.harness import ArgPath, Call, Refused, compute, matching, relative
+from ptdbg_tui.compare.replay.harness import ArgPath, Call, Refused, compute, leaves, matching, relative
 from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
 from ptdbg_tui.formats.tensorfile import load_tensor
 
@@ -116,8 +116,8 @@ def materialize(plan: Plan, fn: Callable[..., Any], dtype: torch.dtype | None, r
             return {k: build(y) for k, y in x.items()}
         return x
 
-    return Call(fn, [build(a) for a in plan.args], {k: build(v) for k, v in plan.kwargs.items()}, plan.inplace,
-                plan.fn.startswith("torch.Tensor."))
+    args, kwargs = [build(a) for a in plan.args], {k: build(v) for k, v in plan.kwargs.items()}
+    return Call(fn, args, kwargs, plan.inplace, plan.fn.startswith("torch.Tensor."))
 
 
 def _u(rec_dtype: str, op: str, tf32: bool) -> float:
@@ -182,17 +182,4 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
 
 
 def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:
-    def walk(x: Any, path: Path) -> Iterator[tuple[Path, Recorded]]:
-        if isinstance(x, Recorded):
-            yield path, x
-        elif isinstance(x, (list, tuple)):
-            for i, y in enumerate(x):
-                yield from walk(y, (*path, i))
-        elif isinstance(x, dict):
-            for k, y in x.items():
-                yield from walk(y, (*path, k))
-
-    for i, a in enumerate(plan.args):
-        yield from walk(a, (i,))
-    for k, v in plan.kwargs.items():
-        yield from walk(v, (k,))
+    return leaves(plan.args, plan.kwargs, lambda x: isinstance(x, Recorded))
