@@ -105,8 +105,8 @@ def run_suite_scenario(suite: str, name: str, seed: int, budget: float) -> Score
 def run_dir_scenario(folder: Path, budget: float) -> Scored:
     truth = json.loads((folder / "truth.json").read_text())
     calls = truth.get("truth", truth) if isinstance(truth, dict) else truth
-    return score(f"{folder.parent.name}/{folder.name}", frozenset(calls or ()), folder / "npu", folder / "bench",
-                 budget)
+    return score(f"{folder.parent.name}/{folder.name}", frozenset(calls or ()), folder / "npu",
+                 folder / "bench", budget)
 
 
 def print_scored(s: Scored) -> None:
@@ -124,15 +124,18 @@ def totals(scored: Sequence[Scored]) -> str:
     others = sum(len(s.others) for s in scored)
     refuted = sum(len(s.refuted) for s in scored)
     per_call = [s.seconds / s.replayed * 1000 for s in scored if s.replayed]
-    med = f"{statistics.median(per_call):.0f} ms (range {min(per_call):.0f}–{max(per_call):.0f})" if per_call else "-"
-    return (f"true culprits confirmed {sum(s.right for s in faults)}/{len(faults)}; no-fault runs with a call "
-            f"confirmed {sum(not s.right for s in clean)}/{len(clean)}; other suspects refuted {refuted}/{others}; "
-            f"per replayed call: median {med}; problems {sum(bool(s.problem) for s in scored)}")
+    med = (f"{statistics.median(per_call):.0f} ms (range {min(per_call):.0f}–{max(per_call):.0f})"
+           if per_call else "-")
+    return (f"true culprits confirmed {sum(s.right for s in faults)}/{len(faults)}; no-fault runs with a "
+            f"call confirmed {sum(not s.right for s in clean)}/{len(clean)}; other suspects refuted "
+            f"{refuted}/{others}; per replayed call: median {med}; "
+            f"problems {sum(bool(s.problem) for s in scored)}")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--suite", nargs="*", default=list(SUITES), choices=SUITES, help="bench/diagnosis.py suites")
+    p.add_argument("--suite", nargs="*", default=list(SUITES), choices=SUITES,
+                   help="bench/diagnosis.py suites")
     p.add_argument("--dirs", nargs="*", type=Path, default=[],
                    help="folders of scenario folders with npu/, bench/ and truth.json")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])

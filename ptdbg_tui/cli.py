@@ -378,7 +378,8 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     progress = _Counter(sys.stderr, not args.no_progress)
     try:
-        done = replay_outcomes(outcomes, budget_s=args.budget, top=args.top, calls=args.call, progress=progress)
+        done = replay_outcomes(outcomes, budget_s=args.budget, top=args.top, calls=args.call,
+                               progress=progress)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -49,7 +49,8 @@ def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[st
     kept.sort(key=lambda s: 0 if s.confirmed else 1)  # stable: execution order within each group
     diagnosis.suspects = kept
     diagnosis.replays = {call: r.text for call, r in replays.items()}
-    counts = {k: sum(1 for r in replays.values() if r.outcome == k) for k in (CONFIRMED, REFUTED, NOT_REPLAYED)}
+    counts = {k: sum(1 for r in replays.values() if r.outcome == k)
+              for k in (CONFIRMED, REFUTED, NOT_REPLAYED)}
     seconds = sum(r.seconds for r in replays.values())
     per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
     diagnosis.replay = (f"{len(replays)} call(s) replayed on each side's own inputs in float64: "

@@ -27,8 +27,8 @@ _LIST_KEYS = {"torch.Tensor": "tensor", "torch": "torch", "torch.nn.functional":
 #: Random draws that measure how much rounding-sized changes of the inputs move the result.
 SENSITIVITY_DRAWS = 2
 #: Ops whose matmul a GPU runs in TF32 when ``allow_tf32`` is on: 10 mantissa bits.
-TF32_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d",
-                      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "lstm", "gru"})
+TF32_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d",
+                      "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "lstm", "gru"})
 U_TF32 = 2.0**-11
 
 Path = ArgPath

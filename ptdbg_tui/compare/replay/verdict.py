@@ -143,8 +143,8 @@ class CallReplay:
         if outcome == CONFIRMED:
             return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
         if outcome == REFUTED:
-            return (f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, bench {b}): "
-                    "the difference is inherited")
+            return (f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
+                    f"bench {b}): the difference is inherited")
         if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
             return (f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
                     f"bench {bench.text}): the rebuilt call may differ from the recorded one")

@@ -13,8 +13,9 @@ from pathlib import Path
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
 from ptdbg_tui.compare.report.files import write_text
 
-HEADER = ["Pair", "Call", "Outcome", "NPU Error", "NPU Allowed", "NPU Lean", "NPU Lean Allowed", "Bench Error",
-          "Bench Allowed", "Bench Lean", "Bench Lean Allowed", "Complete", "Seconds", "Verdict"]
+HEADER = ["Pair", "Call", "Outcome", "NPU Error", "NPU Allowed", "NPU Lean", "NPU Lean Allowed",
+          "Bench Error", "Bench Allowed", "Bench Lean", "Bench Lean Allowed", "Complete", "Seconds",
+          "Verdict"]
 
 
 def _number(value: float) -> str:
