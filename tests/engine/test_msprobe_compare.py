@@ -153,20 +153,32 @@ def test_a_pt_that_holds_no_tensor_is_an_error_row(tmp_path):
 # --- mixed pairs -------------------------------------------------------------------------------------
 
 
-def test_original_ptdbg_against_ours_pairs_every_tensor_both_record():
-    (o,) = compare_dumps(FIXTURES / "mixed" / "npu", FIXTURES / "mixed" / "bench", jobs=1, match="exact")
+@pytest.mark.parametrize("match", ["exact", "auto"])
+def test_original_ptdbg_against_ours_pairs_every_tensor_both_record(match):
+    """Issue 17: the loss's seed gradient, linear's gradients (its weight's transposed) pair; what
+    the original alone records is its own (noise) or an inner autograd node's gradient."""
+    (o,) = compare_dumps(FIXTURES / "mixed" / "npu", FIXTURES / "mixed" / "bench", jobs=1, match=match)
     assert o.diagnosis.culprit.call == "Functional_silu_0_backward"
     pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched}
     assert pairs["Functional_batch_norm_0_backward_output.1"] == "Functional_batch_norm_0_backward_output.3"
     assert pairs["Functional_batch_norm_0_backward_output.2"] == "Functional_batch_norm_0_backward_output.4"
     assert pairs["Functional_linear_0_backward_output.0"] == "Functional_linear_0_backward_output.2"  # bias
     assert pairs["Functional_linear_0_backward_output.1"] == "Functional_linear_0_backward_output.0"  # input
-    assert not [r.name for r in o.rows if r.matched and r.npu.shape_raw != r.bench.shape_raw]
+    assert pairs["Functional_linear_0_backward_output.2"] == "Functional_linear_0_backward_output.1"  # W^T, W
+    assert pairs["Functional_nll_loss_0_backward_input.0"] == "Functional_nll_loss_0_backward_input.0"  # 1.0
+    (weight,) = [r for r in o.rows if r.transposed]
+    assert weight.name == "Functional_linear_0_backward_output.2" and weight.result.cosine > 0.999999
+    assert weight.npu.shape == (32, 5) and weight.bench.shape == (5, 32) and weight.shapes_agree
+    assert not [r.name for r in o.rows if r.matched and not r.shapes_agree]
     noise = [r for r in o.rows if r.noise]
-    assert len(noise) == 248 and all("Tensor_detach_" in r.name and r.bench is None for r in noise)
+    detach = [r for r in noise if "Tensor_detach_" in r.name]
+    assert len(detach) == 248 and all(r.bench is None for r in noise)
+    # the faulty silu's backward computes with wrapped ops: the original records them as forward calls
+    assert {r.npu.call for r in noise} - {r.npu.call for r in detach} == {
+        "Torch_sigmoid_0_forward", "Tensor___mul___0_forward", "Tensor___mul___1_forward",
+        "Tensor___radd___0_forward", "Tensor___mul___2_forward"}
     npu_only = {r.name for r in o.rows if r.bench is None and not r.noise}
-    assert "Functional_nll_loss_0_backward_input.0" in npu_only  # the original's incoming 1.0 of the loss
-    assert "VF_lstm_0_backward_output.0" in npu_only  # an inner autograd node's gradient, not the op's
+    assert npu_only == {"VF_lstm_0_backward_output.0"}  # the LSTM's inner view node: its incoming gradient
     bench_only = {r.name for r in o.rows if r.npu is None}
     assert {"Torch_zeros_0_forward_output", "VF_lstm_0_backward_output.2.0"} <= bench_only
 
@@ -215,7 +227,9 @@ def test_msprobe_against_ours_pairs_by_the_normalised_key(match):
     pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched}
     assert pairs["Functional.conv2d.0.forward.output.0"] == "Functional_conv2d_0_forward_output"
     assert pairs["Functional.batch_norm.0.backward.output.2"] == "Functional_batch_norm_0_backward_output.4"
-    assert len(pairs) == 54
+    assert pairs["Functional.linear.0.backward.output.2"] == "Functional_linear_0_backward_output.1"  # W^T
+    assert pairs["Functional.nll_loss.0.backward.input.0"] == "Functional_nll_loss_0_backward_input.0"
+    assert len(pairs) == 56
     assert o.diagnosis.culprit.call == CULPRIT
     assert not any(r.fuzzy for r in o.rows if r.matched and r.npu.entry.key == r.bench.entry.key)
 
