@@ -62,7 +62,8 @@ SAME = {
 #: The fixtures with msprobe's own compare CSV (make_fixtures.py, make_realdumps.py), each with a fault,
 #: and the columns their mode has.
 WITH_MSPROBE_CSV = {"tensor": "tensor", "statistics": "statistics", "md5": "md5", "xor": "md5",
-                    "mix": "tensor", "custom_inplace": "tensor"}
+                    "mix": "tensor", "custom_inplace": "tensor", "scenario_conv_noise": "tensor",
+                    "scenario_softplus_negative_log_nan": "tensor"}
 
 
 @pytest.mark.parametrize("fixture", list(WITH_MSPROBE_CSV))
@@ -87,6 +88,10 @@ def test_msprobe_csv_has_every_row_and_cell_of_msprobes_own(tmp_path, fixture):
     if fixture in ("tensor", "mix"):
         assert results[f"{CULPRIT}.output.0"] == "pass"  # msprobe's rule misses it; ours does not
         assert results["Functional.conv2d.0.backward.output.0"] == "warning"  # a None gradient, first output
+    if fixture == "scenario_conv_noise":  # no fault: a bias gradient of ~1e-9 fails the ratio rule, on
+        assert results["Functional.conv2d.1.backward.output.0"] == "error"  # the call's first output
+    if fixture == "scenario_softplus_negative_log_nan":
+        assert results["Torch.log.0.forward.output.0"] == "error"  # NaN on the NPU only
 
 
 def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tmp_path):
@@ -104,6 +109,12 @@ def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tm
         assert any(m.startswith(f"{NOTE}the bench dump does not record requires_grad") for m in messages)
     noted = {r["NPU Name"] for r in rows if NOTE in r["Err_message"]}
     assert noted >= {r["NPU Name"] for r in bench_only + unsaid}
+    (weight,) = [r for r in rows if r["NPU Name"] == "Functional.linear.0.backward.output.2"]
+    assert (weight["NPU Tensor Shape"], weight["Bench Tensor Shape"]) == ("[32, 5]", "[5, 32]")
+    assert float(weight["Cosine"]) > 0.999999 and weight["Result"] == "pass", "compared transposed"
+    messages = json.loads(weight["Err_message"])
+    assert any(m.startswith(f"{NOTE}compared transposed") for m in messages)
+    assert not any(m.startswith("error: The shape of") for m in messages)
 
 
 def test_ptdbg_columns_on_request(tmp_path):

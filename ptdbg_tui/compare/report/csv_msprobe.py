@@ -56,6 +56,16 @@ def _text(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _float_cell(value: object) -> str:
+    """A number msprobe keeps as a float: ``Nan`` for NaN, `` inf`` for ±inf (its CSV writer's
+    spreadsheet-safe text), else as Python prints it."""
+    if str(value).lower() == "nan":
+        return NAN
+    if isinstance(value, float) and math.isinf(value):
+        return " inf" if value > 0 else " -inf"
+    return _text(value)
+
+
 def _shape(rec: TensorRecord) -> str:
     if rec.is_none:
         return NA
@@ -79,7 +89,7 @@ def _four(rec: TensorRecord) -> list[object]:
 
 
 def _stats(rec: TensorRecord | None) -> list[str]:
-    return [NA] * 4 if rec is None else [_text(v) for v in _four(rec)]
+    return [NA] * 4 if rec is None else [_float_cell(v) for v in _four(rec)]
 
 
 def _number(cell: str) -> str:
@@ -87,7 +97,7 @@ def _number(cell: str) -> str:
     if cell in ("", NAN):
         return UNSUPPORTED
     try:
-        return repr(float(cell))
+        return _float_cell(float(cell))
     except ValueError:
         return cell
 
@@ -107,14 +117,27 @@ def _cosine(cell: str, cos: float | None) -> str:
     return repr(value)
 
 
+def _nan_scalar(n: TensorRecord, b: TensorRecord) -> bool:
+    """A 0-d tensor pair whose difference is NaN: msprobe computes no Cosine, ratios or EucDist of a
+    0-d tensor, and its MaxAbsErr and MaxRelativeErr of NaN are ``Nan``."""
+    if n.shape_raw != [] or n.is_scalar:
+        return False
+    x, y = n.stat(0), b.stat(0)
+    return x is not None and y is not None and math.isnan(x - y)
+
+
 def _tensor_cells(row: Row) -> list[str]:
     r = row.result
     n, b = row.npu, row.bench
     if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
         return [UNSUPPORTED] * 6
+    if _nan_scalar(n, b):
+        return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
     cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
     cos = _cosine(r.cells[0], r.cosine)
     euc = repr(r.euc_dist) if r.euc_dist is not None and cos != UNSUPPORTED else UNSUPPORTED
+    if cos == NA:  # NaN/Inf at different positions: msprobe computes nothing
+        euc = NA
     return [cos, euc, mae, rel, r1, r5]
 
 
