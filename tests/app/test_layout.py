@@ -63,7 +63,7 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         await pilot.pause()
         screen = ui.screen_text(app).splitlines()
         header, bar = screen[0], "\n".join(screen[1:3])
-        assert "✘ 11" in header and "all 178 compared" in header
+        assert "✘ 11" in header and "all 179 compared" in header
         assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
         assert demo_lstm_site in bar and "out, _ = self.lstm(seq)" in bar
         assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)

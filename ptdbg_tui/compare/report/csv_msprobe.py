@@ -18,7 +18,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.metrics.cells import NAN, UNSUPPORTED
+from ptdbg_tui.compare.metrics.cells import (
+    MSG_COS_BENCH_ZERO,
+    MSG_COS_NAN,
+    MSG_COS_NPU_ZERO,
+    NAN,
+    UNSUPPORTED,
+)
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_ptdbg import write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
@@ -135,6 +141,8 @@ def _tensor_cells(row: Row) -> list[str]:
         return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
     cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
     cos = _cosine(r.cells[0], r.cosine)
+    if r.cells[0] == NAN and any(m in r.message for m in (MSG_COS_NPU_ZERO, MSG_COS_BENCH_ZERO, MSG_COS_NAN)):
+        cos = NAN  # msprobe's too: no cosine of an all-zero or a NaN tensor
     euc = repr(r.euc_dist) if r.euc_dist is not None and cos != UNSUPPORTED else UNSUPPORTED
     if cos == NA:  # NaN/Inf at different positions: msprobe computes nothing
         euc = NA
