@@ -150,18 +150,16 @@ def _tensor_cells(row: Row) -> list[str]:
 
 
 def _kind(v: object) -> str:
-    """A statistic's class in msprobe's statistics diff: num, nan, inf, -inf, N/A or other."""
+    """A statistic's class in msprobe's statistics diff: num, nan, inf (either sign), N/A or other."""
     if isinstance(v, bool) or v is None:
         return "other"
-    if isinstance(v, (int, float)):
-        return "nan" if v != v else "inf" if v == math.inf else "-inf" if v == -math.inf else "num"
-    text = str(v).strip().lower()
-    if text in ("nan", "inf", "-inf") or str(v) == NA:
-        return NA if str(v) == NA else text
+    if str(v) == NA:
+        return NA
     try:
-        return _kind(float(text))
-    except ValueError:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return "other"
+    return "nan" if math.isnan(x) else "num" if math.isfinite(x) else "inf"
 
 
 def _diff(n: object, b: object) -> tuple[str, str]:
