@@ -176,7 +176,8 @@ def summary_text(o: PairOutcome) -> str:
     c = o.counts()
     mode = "statistics only" if o.summary else "tensors"
     noise = sum(1 for r in o.rows if r.noise and not r.matched)
-    of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
+    own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
+    of_them = own if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
     if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
