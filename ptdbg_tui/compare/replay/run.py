@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,8 @@ def resolve(fn: str) -> Callable[..., Any]:
 
 
 def _load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
-    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference)."""
+    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference; ``None``: the
+    recorded dtype, bf16 included, which npy files hold as float32)."""
     if rec.path is None:
         raise Refused(f"{rec.name} has no tensor file")
     try:
@@ -76,8 +77,12 @@ def _load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     except Exception as e:
         raise Refused(f"{rec.name} cannot be read: {e}") from None
     t = torch.from_numpy(array)
-    if t.is_floating_point() and as_dtype is not None:
-        t = t.to(as_dtype)
+    if t.is_floating_point():
+        recorded = getattr(torch, rec.dtype.removeprefix("torch."), None)
+        target = as_dtype or (recorded if isinstance(recorded, torch.dtype) and recorded.is_floating_point
+                              else None)
+        if target is not None:
+            t = t.to(target)
     return t
 
 
@@ -227,11 +232,38 @@ class Replayed:
     results: dict[Path, tuple[np.ndarray, np.ndarray, float]]  # path -> (recorded, reference, sensitivity)
     dtypes: dict[Path, str]  # the recorded result's dtype
     names: dict[Path, str]  # the recorded result's entry
+    #: torch's own CPU kernel in the recorded dtypes against the reference: (error, lean) per result — what
+    #: an honest kernel of that precision does (accumulation, intermediate roundings); absent where it
+    #: cannot run on CPU.
+    honest: dict[Path, tuple[float, float]] = field(default_factory=dict)
 
 
 def _compute(plan: Plan, fn: Callable[..., Any], inputs: _Inputs, incoming: dict[Path, torch.Tensor]
              ) -> dict[Path, torch.Tensor]:
     return _forward(plan, fn, inputs) if plan.direction == "forward" else _backward(plan, fn, inputs, incoming)
+
+
+def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor]) -> dict[Path, tuple[float, float]]:
+    """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference."""
+    from ptdbg_tui.compare.replay.verdict import lean
+
+    try:
+        inputs = _materialize(plan, None, reference=False)
+        incoming = {p: _load(r, None) for p, r in plan.incoming.items()}
+        got = _compute(plan, fn, inputs, incoming)
+    except Exception:  # e.g. an op CPU does not have in half precision: the sensitivity alone then
+        return {}
+    out: dict[Path, tuple[float, float]] = {}
+    for p, ref in reference.items():
+        g = _matching(got, p)
+        if g is None or g.numel() != ref.numel():
+            continue
+        a = g.detach().to(torch.float64).reshape(-1).numpy()
+        b = ref.detach().to(torch.float64).reshape(-1).numpy()
+        finite = np.isfinite(a) & np.isfinite(b)
+        out[p] = (_relative(torch.from_numpy(a[finite]), torch.from_numpy(b[finite])),
+                  lean(a[finite] - b[finite], b[finite]))
+    return out
 
 
 def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
@@ -275,8 +307,10 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
             raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
         sens = _matching(spread, path) or 0.0
         out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
+    honest = _honest(plan, fn, reference)
     return Replayed(out, {p: r.dtype for p, r in plan.results.items()},
-                    {p: r.name for p, r in plan.results.items()})
+                    {p: r.name for p, r in plan.results.items()},
+                    {p: v for p in plan.results if (v := _matching(honest, p)) is not None})
 
 
 def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:
