@@ -55,6 +55,7 @@ GROWTH = "growth"
 NAN_ORIGIN = "nan"
 ZEROS = "zeros"
 ENTERS = "enters"
+LEAN = "lean"
 #: An activation that carries this many times more error than every tensor dumped before it (and its
 #: dtype's rounding) got it outside the dumped calls. Larger than ``MARGIN``: what an undumped honest
 #: step may do there (slice out the part where the error sits, subtract near-equal values) is not
@@ -97,6 +98,7 @@ class Judgement:
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
     input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (bench of zeros)
+    lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
 
 
 class _Worst(NamedTuple):
@@ -252,6 +254,40 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
     return out
 
 
+#: Elementwise ops whose honest kernel rounds each result once, without bias: a result whose norm leans
+#: one way beyond its input's is a one-sided kernel error (a unit of rounding in size, but not random).
+ELEMENTWISE = frozenset({
+    "gelu", "silu", "swish", "sigmoid", "tanh", "exp", "softplus", "mish", "hardswish", "hardsigmoid", "elu",
+    "selu", "celu", "leaky_relu", "relu", "relu6", "logsigmoid", "erf", "sqrt", "rsqrt", "reciprocal",
+})
+#: What rounding leaves of a result's norm lean, as a fraction of one element's rounding (it averages
+#: out over the elements; kernels of one precision may still share a small lean).
+LEAN_FLOOR = 1 / 16
+
+
+def _norm_lean(e: ErrorMeasures) -> float:
+    """How far the NPU tensor's norm leans from the bench's (relative)."""
+    return e.npu_norm / e.bench_norm - 1 if e.bench_norm > 0 and math.isfinite(e.npu_norm) else 0.0
+
+
+def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand]) -> Judgement | None:
+    """An elementwise forward call whose results lean one way beyond the lean its input brings and
+    beyond what unbiased rounding allows (:data:`ELEMENTWISE`); ``None`` when none does."""
+    leans = [_norm_lean(o.errors) for o in inputs if o.same_kind and not o.errors.exact]
+    lean_in = max(leans, key=abs, default=0.0)
+    worst: Judgement | None = None
+    for name, y in outputs:
+        if y.exact or y.numel < 64:
+            continue
+        lean = _norm_lean(y)
+        # an input's lean passes through about as it came (more or less, by the op's curvature)
+        allowed = MARGIN * (own_rounding(y) * max(1 / math.sqrt(y.numel), LEAN_FLOOR) + abs(lean_in) / 2)
+        score = _score(abs(lean - lean_in), allowed)
+        if score > 1 and (worst is None or score > worst.score):
+            worst = Judgement(abs(lean_in), y.rel, allowed, score, LEAN, name, lean=lean)
+    return worst
+
+
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
           partial: bool = False, backward: bool = False,
           gains: Mapping[str, float] | None = None) -> Judgement | None:
@@ -295,6 +331,10 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
             best = _Worst(score, err, allowed * MARGIN, name, y)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
+    if kind is None and not backward and op_name(op) in ELEMENTWISE and not any(y.from_stats for _, y in outputs):
+        leaning = judge_lean(outputs, inputs)
+        if leaning is not None:
+            return leaning
     return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
 
 
