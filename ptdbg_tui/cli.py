@@ -284,9 +284,6 @@ class _Bar:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
-    from ptdbg_tui.compare.report.advisor import write_advisor
-    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
-    from ptdbg_tui.compare.report.suspects import write_suspects
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
     from ptdbg_tui.engine.cluster import ClusterError, require
 
@@ -317,6 +314,21 @@ def run_compare(args: argparse.Namespace) -> int:
         bar.close()
     if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
         return code
+    if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
+        return code
+    try:
+        print(report_text(outcomes), flush=True)
+    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
+    """Each pair's CSV, suspects and advisor file."""
+    from ptdbg_tui.compare.report.advisor import write_advisor
+    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
+    from ptdbg_tui.compare.report.suspects import write_suspects
+
     try:
         for o in outcomes:
             o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
@@ -327,10 +339,6 @@ def run_compare(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        print(report_text(outcomes), flush=True)
-    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 

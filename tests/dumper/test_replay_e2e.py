@@ -86,10 +86,11 @@ def _dump(path: Path, fault: bool) -> Path:
     return path
 
 
-def test_a_one_sided_bf16_error_of_one_unit_is_caught_by_the_lean_test(tmp_path, worker):
+def test_a_one_sided_bf16_error_of_one_unit_is_caught_by_both_lean_tests(tmp_path, worker):
     npu, bench = _dump(tmp_path / "npu", True), _dump(tmp_path / "bench", False)
     outcomes = compare_dumps(npu, bench, jobs=1)
-    assert outcomes[0].diagnosis.culprit is None or outcomes[0].diagnosis.culprit.call != "Functional_gelu_0_forward"
+    two_dumps = outcomes[0].diagnosis.culprit
+    assert two_dumps is not None and two_dumps.call == "Functional_gelu_0_forward" and two_dumps.kind == "lean"
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
     r = got["Functional_gelu_0_forward"]
     assert r.outcome == CONFIRMED and "one-sided" in r.text, r.text

@@ -309,6 +309,19 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+    best = _worst_output(outputs, inputs, op, e_in, backward, gains)
+    kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
+    why = "zeros" if math.isinf(e_in) else ""
+    if kind is None and not backward and op_name(op) in ELEMENTWISE and not any(y.from_stats for _, y in outputs):
+        leaning = judge_lean(outputs, inputs)
+        if leaning is not None:
+            return leaning
+    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+
+
+def _worst_output(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str, e_in: float,
+                  backward: bool, gains: Mapping[str, float] | None) -> _Worst:
+    """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``)."""
     kappa = amplification(op, inputs, backward)
     lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
     flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(e_in, inputs, backward))
@@ -329,13 +342,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         score = _score(err, allowed * MARGIN)
         if score > best.score:
             best = _Worst(score, err, allowed * MARGIN, name, y)
-    kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
-    why = "zeros" if math.isinf(e_in) else ""
-    if kind is None and not backward and op_name(op) in ELEMENTWISE and not any(y.from_stats for _, y in outputs):
-        leaning = judge_lean(outputs, inputs)
-        if leaning is not None:
-            return leaning
-    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+    return best
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:

@@ -154,6 +154,24 @@ def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[Tensor
     return pairs
 
 
+def _with_bench_only(rows: list[Row], bench: Sequence[TensorRecord], row_of_bench: Mapping[int, int]) -> list[Row]:
+    """The NPU rows with each bench-only row right after the row of the bench entry preceding it."""
+    after: dict[int, list[Row]] = defaultdict(list)
+    anchor = -1
+    for j, rec in enumerate(bench):
+        if j in row_of_bench:
+            anchor = row_of_bench[j]
+        else:
+            after[anchor].append(Row(None, rec))
+    if not after:
+        return rows
+    out = list(after.get(-1, []))
+    for i, row in enumerate(rows):
+        out.append(row)
+        out += after.get(i, [])
+    return out
+
+
 def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
           dialects: tuple[Dialect, Dialect] | None = None, transposed: set[int] | None = None) -> list[Row]:
     """NPU order; each bench-only row right after the row of the bench entry preceding it
@@ -171,20 +189,7 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
         else:
             row.fuzzy = other.name != npu[i].name
         row_of_bench[j] = i
-    after: dict[int, list[Row]] = defaultdict(list)
-    anchor = -1
-    for j, rec in enumerate(bench):
-        if j in row_of_bench:
-            anchor = row_of_bench[j]
-        else:
-            after[anchor].append(Row(None, rec))
-    if not after:
-        out = rows
-    else:
-        out = list(after.get(-1, []))
-        for i, row in enumerate(rows):
-            out.append(row)
-            out += after.get(i, [])
+    out = _with_bench_only(rows, bench, row_of_bench)
     own = tool_noise(npu) | tool_noise(bench)
     alone: set[int] = set()  # what one tool of a mixed pair records inside the backward
     for recs, dialect in zip((npu, bench), dialects or (), strict=False):

@@ -266,6 +266,33 @@ def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tens
     return out
 
 
+def _spread(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor],
+            incoming: dict[Path, torch.Tensor], op: str, tf32: bool, seed: int) -> dict[Path, float]:
+    """How far the result moves when every floating input moves by a random rounding of its dtype."""
+    rng = torch.Generator().manual_seed(seed)
+    spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
+    recorded_in = dict(_recorded_inputs(plan))
+
+    def moved(t: torch.Tensor, dtype: str | None) -> torch.Tensor:
+        u = _u(dtype, op, tf32) if dtype is not None else 2.0**-24
+        return t * (1 + u * (2 * torch.rand(t.shape, generator=rng, dtype=torch.float64) - 1))
+
+    for _ in range(SENSITIVITY_DRAWS):
+        inputs = _materialize(plan, torch.float64, reference=True)
+        for path, t in inputs.floats.items():
+            rec = recorded_in.get(path)
+            t.copy_(moved(t, rec.dtype if rec is not None else None))
+        moved_in = {p: moved(g, plan.incoming[p].dtype) for p, g in incoming.items()}
+        try:
+            other = _compute(plan, fn, inputs, moved_in)
+        except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
+            continue
+        for p, ref in reference.items():
+            if p in other:
+                spread[p] = max(spread[p], _relative(other[p], ref))
+    return spread
+
+
 def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     """Re-run a plan in float64 and measure its sensitivity; raises :class:`Refused` with the reason."""
     fn = resolve(plan.fn)
@@ -278,25 +305,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
         raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {e}") from None
-    rng = torch.Generator().manual_seed(seed)
-    spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
-    recorded_in = {path: rec for path, rec in _recorded_inputs(plan)}
-    for _ in range(SENSITIVITY_DRAWS):
-        moved = _materialize(plan, torch.float64, reference=True)
-        for path, t in moved.floats.items():
-            rec = recorded_in.get(path)
-            u = _u(rec.dtype, op, tf32) if rec is not None else 2.0**-24
-            t.mul_(1 + u * (2 * torch.rand(t.shape, generator=rng, dtype=torch.float64) - 1))
-        moved_in = {p: g * (1 + _u(plan.incoming[p].dtype, op, tf32)
-                            * (2 * torch.rand(g.shape, generator=rng, dtype=torch.float64) - 1))
-                    for p, g in incoming.items()}
-        try:
-            other = _compute(plan, fn, moved, moved_in)
-        except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
-            continue
-        for p, ref in reference.items():
-            if p in other:
-                spread[p] = max(spread[p], _relative(other[p], ref))
+    spread = _spread(plan, fn, reference, incoming, op, tf32, seed)
     out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
     for path, rec in plan.results.items():
         ref = _matching(reference, path)
