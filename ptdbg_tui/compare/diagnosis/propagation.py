@@ -70,12 +70,24 @@ class Operand:
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
     bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+    npu: TensorRecord | None = None  # its NPU record
 
     @property
     def path(self) -> tuple[int, ...]:
         """Its argument path (``(1,)`` for the second argument)."""
         entry = self.bench.entry if self.bench is not None else None
         return entry.path if entry is not None else ()
+
+    @property
+    def offset_lean(self) -> float:
+        """How far the NPU tensor's mean sits from the bench's, relative to the bench's RMS (0 unknown)."""
+        e = self.errors
+        if self.npu is None or self.bench is None or e.numel <= 0 or e.bench_norm <= 0:
+            return 0.0
+        m_n, m_b = self.npu.stat(2), self.bench.stat(2)
+        if m_n is None or m_b is None or not (math.isfinite(m_n) and math.isfinite(m_b)):
+            return 0.0
+        return (m_n - m_b) / (e.bench_norm / math.sqrt(e.numel))
 
     @property
     def magnitude(self) -> float | None:
@@ -254,15 +266,23 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
     return out
 
 
-#: Elementwise ops whose honest kernel rounds each result once, without bias: a result whose norm leans
-#: one way beyond its input's is a one-sided kernel error (a unit of rounding in size, but not random).
+#: Smooth elementwise ops whose honest kernel rounds each result once, without bias: a low-precision
+#: result whose norm leans one way beyond its input's is a one-sided kernel error (a unit of rounding in
+#: size, but not random). Threshold ops (relu …) are not here: their masks move norms without a fault.
 ELEMENTWISE = frozenset({
-    "gelu", "silu", "swish", "sigmoid", "tanh", "exp", "softplus", "mish", "hardswish", "hardsigmoid", "elu",
-    "selu", "celu", "leaky_relu", "relu", "relu6", "logsigmoid", "erf", "sqrt", "rsqrt", "reciprocal",
+    "gelu", "silu", "swish", "sigmoid", "tanh", "exp", "softplus", "mish", "selu", "celu", "logsigmoid", "erf",
+    "sqrt", "rsqrt", "reciprocal",
 })
+#: The lean test is for half precision (fp16, bf16), where one unit of rounding is large enough to matter.
+LEAN_DTYPE_FLOOR = 2.0**-11
 #: What rounding leaves of a result's norm lean, as a fraction of one element's rounding (it averages
 #: out over the elements; kernels of one precision may still share a small lean).
 LEAN_FLOOR = 1 / 16
+
+
+def _rounding_lean(e: ErrorMeasures) -> float:
+    """The most that unbiased rounding leans a tensor's norm or mean (relative), over its elements."""
+    return MARGIN * own_rounding(e) * max(1 / math.sqrt(max(e.numel, 1)), LEAN_FLOOR)
 
 
 def _norm_lean(e: ErrorMeasures) -> float:
@@ -273,15 +293,17 @@ def _norm_lean(e: ErrorMeasures) -> float:
 def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand]) -> Judgement | None:
     """An elementwise forward call whose results lean one way beyond the lean its input brings and
     beyond what unbiased rounding allows (:data:`ELEMENTWISE`); ``None`` when none does."""
-    leans = [_norm_lean(o.errors) for o in inputs if o.same_kind and not o.errors.exact]
-    lean_in = max(leans, key=abs, default=0.0)
+    same = [o for o in inputs if o.same_kind and not o.errors.exact]
+    if any(abs(o.offset_lean) > _rounding_lean(o.errors) for o in same):
+        return None  # an input already leans (a kernel before it): its lean is inherited, not judged here
+    lean_in = max((_norm_lean(o.errors) for o in same), key=abs, default=0.0)
     worst: Judgement | None = None
     for name, y in outputs:
-        if y.exact or y.numel < 64:
+        if y.exact or y.numel < 64 or y.floor < LEAN_DTYPE_FLOOR:
             continue
         lean = _norm_lean(y)
         # an input's lean passes through about as it came (more or less, by the op's curvature)
-        allowed = MARGIN * (own_rounding(y) * max(1 / math.sqrt(y.numel), LEAN_FLOOR) + abs(lean_in) / 2)
+        allowed = _rounding_lean(y) + MARGIN * abs(lean_in) / 2
         score = _score(abs(lean - lean_in), allowed)
         if score > 1 and (worst is None or score > worst.score):
             worst = Judgement(abs(lean_in), y.rel, allowed, score, LEAN, name, lean=lean)
