@@ -5,7 +5,8 @@ composite APIs (linear without bias, LSTM on CPU) report some inner node's gradi
 
 - inputs that require grad go through :class:`InputTap`, an identity Function, before the real
   op; its backward sees exactly the gradients this op produced for them (``backward_output``);
-- a multi-grad hook on the outputs sees the gradients flowing in (``backward_input``).
+- a hook on the outputs sees the gradients flowing in (``backward_input``), the loss's seed
+  gradient included (:func:`hook_outputs`).
 
 The tap returns detached aliases rather than views, so the op's outputs stay ordinary tensors
 that user code may modify in place (``nn.ReLU(inplace=True)`` after a dumped conv).
@@ -13,6 +14,7 @@ that user code may modify in place (``nn.ReLU(inplace=True)`` after a dumped con
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,5 +58,31 @@ def tap_inputs(args: tuple[Any, ...], tensors: dict[tuple[int, ...], torch.Tenso
 
 
 def hook_outputs(tensors: list[torch.Tensor], sink: Sink) -> None:
-    """Call ``sink`` once with the gradients of all ``tensors`` (None for those that got none)."""
-    torch.autograd.graph.register_multi_grad_hook(tensors, sink, mode="all")
+    """Call ``sink`` once a backward pass has brought the gradients of all ``tensors`` (``None`` for
+    those that got none).
+
+    As ``torch.autograd.graph.register_multi_grad_hook`` (mode ``all``), a tensor hook each, waiting
+    for the tensors whose node the engine will run; but a tensor that is the pass's root (the loss
+    of ``loss.backward()``) counts too: its node is not among those, so torch's hook never fires
+    there, and the loss's seed gradient (1.0), which the original records, would be lost."""
+    nodes = [t.grad_fn for t in tensors]
+    lock = threading.Lock()
+    passes: dict[int, tuple[list[torch.Tensor | None], set[int]]] = {}  # graph task -> (grads, hooks run)
+
+    def hook_of(i: int) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            task = torch._C._current_graph_task_id()
+            with lock:
+                grads, ran = passes.setdefault(task, ([None] * len(tensors), set()))
+                grads[i] = grad
+                ran.add(i)
+                expected = {k for k, node in enumerate(nodes) if torch._C._will_engine_execute_node(node)}
+                if not ran >= expected:
+                    return
+                del passes[task]
+            sink(grads)
+
+        return hook
+
+    for i, t in enumerate(tensors):
+        t.register_hook(hook_of(i))

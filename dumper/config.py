@@ -39,6 +39,35 @@ def _switch(value: object, what: str) -> bool:
     raise ConfigError(f'{what} must be "ON" or "OFF", got {value!r}')
 
 
+def _check_mode(mode: str, scope: list[str], apis: list[str]) -> None:
+    """A mode and the scope or API list it needs."""
+    if mode not in MODES:
+        raise ConfigError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
+    if mode == "list" and not scope:
+        raise ConfigError("mode 'list' needs scope=[name prefixes], e.g. ['Torch_add_0']")
+    if mode == "range" and len(scope) != 2:
+        raise ConfigError("mode 'range' needs scope=[first, last] (two call names)")
+    if mode == "stack" and len(scope) > 2:
+        raise ConfigError("mode 'stack' takes scope=[] (all), [prefix] or [first, last]")
+    if mode == "api_list" and not apis:
+        raise ConfigError("mode 'api_list' needs api_list=[...], e.g. ['conv2d', 'relu']")
+    if mode not in ("list", "range", "stack") and scope:
+        raise ConfigError(f"scope is used by modes list, range and stack, not by {mode!r}")
+
+
+def _io(input_output_mode: Sequence[str] | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The directions and kinds an ``input_output_mode`` keeps."""
+    io = _names(input_output_mode, "input_output_mode") or ["all"]
+    unknown = [m for m in io if m not in IO_MODES]
+    if unknown:
+        raise ConfigError(f"input_output_mode: unknown {unknown}; expected a subset of {list(IO_MODES)}")
+    directions = {m for m in io if m in (FORWARD, BACKWARD)}
+    kinds = {m for m in io if m in (INPUT, OUTPUT)}
+    if "all" in io:
+        directions, kinds = {FORWARD, BACKWARD}, {INPUT, OUTPUT}
+    return frozenset(directions or (FORWARD, BACKWARD)), frozenset(kinds or (INPUT, OUTPUT))
+
+
 @dataclass
 class DumpConfig:
     """Validated configure_hook settings (defaults are the original's)."""
@@ -64,38 +93,19 @@ class DumpConfig:
         if mode == "acl" or acl_config is not None or backward_input is not None:
             raise ConfigError("mode 'acl' (CANN op-level dump) is not supported by this dumper; "
                               f"use one of {', '.join(MODES)}")
-        if mode not in MODES:
-            raise ConfigError(f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         scope_l = _names(scope, "scope")
+        apis = [a.lower() for a in _names(api_list, "api_list")]
+        _check_mode(mode, scope_l, apis)
         modules = _names(module, "module")
         bad = [m for m in modules if m != m.strip(".") or ".." in m or any(c.isspace() for c in m)]
         if bad:
             raise ConfigError(f"module: {bad[0]!r} is not a module path such as 'encoder.layers.0'")
-        apis = [a.lower() for a in _names(api_list, "api_list")]
-        if mode == "list" and not scope_l:
-            raise ConfigError("mode 'list' needs scope=[name prefixes], e.g. ['Torch_add_0']")
-        if mode == "range" and len(scope_l) != 2:
-            raise ConfigError("mode 'range' needs scope=[first, last] (two call names)")
-        if mode == "stack" and len(scope_l) > 2:
-            raise ConfigError("mode 'stack' takes scope=[] (all), [prefix] or [first, last]")
-        if mode == "api_list" and not apis:
-            raise ConfigError("mode 'api_list' needs api_list=[...], e.g. ['conv2d', 'relu']")
-        if mode not in ("list", "range", "stack") and scope_l:
-            raise ConfigError(f"scope is used by modes list, range and stack, not by {mode!r}")
         if not isinstance(summary_only, bool) or not isinstance(disable_dropout, bool):
             raise ConfigError("summary_only and disable_dropout must be True or False")
         if summary_mode not in SUMMARY_MODES:
             raise ConfigError(f"summary_mode must be one of {', '.join(SUMMARY_MODES)}, got {summary_mode!r}")
-        io = _names(input_output_mode, "input_output_mode") or ["all"]
-        unknown = [m for m in io if m not in IO_MODES]
-        if unknown:
-            raise ConfigError(f"input_output_mode: unknown {unknown}; expected a subset of {list(IO_MODES)}")
-        directions = {m for m in io if m in (FORWARD, BACKWARD)}
-        kinds = {m for m in io if m in (INPUT, OUTPUT)}
-        if "all" in io:
-            directions, kinds = {FORWARD, BACKWARD}, {INPUT, OUTPUT}
-        return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"),
-                   frozenset(directions or (FORWARD, BACKWARD)), frozenset(kinds or (INPUT, OUTPUT)),
+        directions, kinds = _io(input_output_mode)
+        return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"), directions, kinds,
                    summary_only or summary_mode == "md5", disable_dropout, modules, summary_mode)
 
     @property

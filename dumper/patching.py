@@ -56,34 +56,51 @@ class Slot:
         self.inherited = self.attr not in vars(self.owners[0])
 
 
+def _silent_wrapper(slot: Slot) -> Callable[..., Any]:
+    """A call never recorded, whose inner calls are not recorded either."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if TLS.inside:
+            return slot.original(*args, **kwargs)
+        TLS.inside = True
+        try:
+            return slot.original(*args, **kwargs)
+        finally:
+            TLS.inside = False
+    return wrapper
+
+
+def _dropout_wrapper(target: ApiTarget, slot: Slot, position: int) -> Callable[..., Any]:
+    """A dropout call, made with p=0 while the session disables dropout, recorded as any call."""
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        session = STATE.session
+        if session is None:
+            return slot.original(*args, **kwargs)
+        if session.disable_dropout:  # also inside other wrapped calls (MHA calls dropout)
+            args, kwargs, changed = without_dropout(position, args, kwargs)
+            if changed:
+                session.dropout_forced(target)
+        if TLS.inside:
+            return slot.original(*args, **kwargs)
+        return session.call(target, slot.original, args, kwargs)
+    return wrapper
+
+
+def _recording_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        session = STATE.session
+        if session is None or TLS.inside:
+            return slot.original(*args, **kwargs)
+        return session.call(target, slot.original, args, kwargs)
+    return wrapper
+
+
 def _make_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
     if target.silent:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if TLS.inside:
-                return slot.original(*args, **kwargs)
-            TLS.inside = True
-            try:
-                return slot.original(*args, **kwargs)
-            finally:
-                TLS.inside = False
+        wrapper = _silent_wrapper(slot)
     elif (position := dropout_position(target)) is not None:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            session = STATE.session
-            if session is None:
-                return slot.original(*args, **kwargs)
-            if session.disable_dropout:  # also inside other wrapped calls (MHA calls dropout)
-                args, kwargs, changed = without_dropout(position, args, kwargs)
-                if changed:
-                    session.dropout_forced(target)
-            if TLS.inside:
-                return slot.original(*args, **kwargs)
-            return session.call(target, slot.original, args, kwargs)
+        wrapper = _dropout_wrapper(target, slot, position)
     else:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            session = STATE.session
-            if session is None or TLS.inside:
-                return slot.original(*args, **kwargs)
-            return session.call(target, slot.original, args, kwargs)
+        wrapper = _recording_wrapper(target, slot)
     functools.update_wrapper(wrapper, slot.original, updated=())
     wrapper.__dumper_slot__ = slot  # type: ignore[attr-defined]
     return wrapper

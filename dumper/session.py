@@ -13,7 +13,7 @@ import atexit
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,16 +55,36 @@ class BackwardCall:
     in_paths: list[tuple[int, ...]] = field(default_factory=list)
     out_paths: list[tuple[int, ...]] = field(default_factory=list)
     selected: bool | None = None
+    #: The call writes its first argument in place (``relu_``, ``inplace=True``): no tap can stand
+    #: between it and the call, so its gradient is taken from the call's own autograd node, as the
+    #: original takes every gradient.
+    written: bool = False
+    written_grad: torch.Tensor | None = None
 
     @property
     def call(self) -> str:
         return f"{self.api}_{self.index}"
 
     def on_output_grads(self, grads: Any) -> None:
-        self.session.record_backward(self, INPUT, self.out_paths, grads, last=not self.in_paths)
+        last = not (self.in_paths or self.written)
+        self.session.record_backward(self, INPUT, self.out_paths, grads, last=last)
+
+    def on_written_grad(self, grad_inputs: Sequence[torch.Tensor | None], _grad_outputs: Any) -> None:
+        """The in-place call's node has run: its first gradient is the written argument's (the taps
+        of the other arguments, upstream of the node, run later)."""
+        self.written_grad = grad_inputs[0] if grad_inputs else None
+        if not self.in_paths:
+            self._record_produced([])
 
     def on_input_grads(self, grads: Any) -> None:
-        self.session.record_backward(self, OUTPUT, self.in_paths, grads, last=True)
+        self._record_produced(list(grads))
+
+    def _record_produced(self, grads: list[torch.Tensor | None]) -> None:
+        paths = self.in_paths
+        if self.written:
+            paths, grads = [(0,), *paths], [self.written_grad, *grads]
+            self.written_grad = None
+        self.session.record_backward(self, OUTPUT, paths, grads, last=True)
 
 
 @dataclass(slots=True)
@@ -302,10 +322,13 @@ class DumpSession:
         if forward and cfg.writes_tensors and INPUT in cfg.kinds:
             plan.capture = self._capture(leaves(args), target.api, index, FORWARD, INPUT)
         if backward:
-            taps = {p: t for p, t in tensor_leaves(args) if t.requires_grad
-                    and not (p[:1] == (0,) and _mutates_first(target, args, kwargs))}
+            written = _mutates_first(target, args, kwargs)
+            taps = {p: t for p, t in tensor_leaves(args)
+                    if t.requires_grad and not (written and p[:1] == (0,))}
             bc = BackwardCall(self, target.api, index, self._generation, plan.frames,
                               None if forward else plan.chain)
+            first = args[0] if args else None
+            bc.written = written and isinstance(first, torch.Tensor) and first.requires_grad
             if taps:
                 plan.args = tap_inputs(args, taps, bc.on_input_grads)
                 bc.in_paths = list(taps)
@@ -334,6 +357,9 @@ class DumpSession:
             if outs:
                 bc.out_paths = [p for p, _ in outs]
                 hook_outputs([t for _, t in outs], bc.on_output_grads)
+                bc.written = bc.written and single and out.grad_fn is not None
+                if bc.written:
+                    out.grad_fn.register_hook(bc.on_written_grad)
                 if not plan.forward:  # written with the backward: without holding the tensors till then
                     bc.pending = pending.unrecorded()
         if not plan.forward:

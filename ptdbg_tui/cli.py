@@ -205,7 +205,8 @@ def summary_text(o: PairOutcome) -> str:
     c = o.counts()
     mode = "statistics only" if o.summary else "tensors"
     noise = sum(1 for r in o.rows if r.noise and not r.matched)
-    of_them = f" ({noise} of them the other tool's own detach calls)" if noise else ""
+    own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
+    of_them = own if noise else ""
     lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
              f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
     if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
@@ -312,9 +313,6 @@ class _Bar:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
-    from ptdbg_tui.compare.report.advisor import write_advisor
-    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
-    from ptdbg_tui.compare.report.suspects import write_suspects
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
     from ptdbg_tui.engine.cluster import ClusterError, require
 
@@ -345,6 +343,21 @@ def run_compare(args: argparse.Namespace) -> int:
         bar.close()
     if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
         return code
+    if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
+        return code
+    try:
+        print(report_text(outcomes), flush=True)
+    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
+    """Each pair's CSV, suspects and advisor file."""
+    from ptdbg_tui.compare.report.advisor import write_advisor
+    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
+    from ptdbg_tui.compare.report.suspects import write_suspects
+
     try:
         for o in outcomes:
             o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
@@ -355,10 +368,6 @@ def run_compare(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        print(report_text(outcomes), flush=True)
-    except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 

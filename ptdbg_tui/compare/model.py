@@ -103,6 +103,13 @@ class Result:
     missing_data: bool = False  # an ERROR because a tensor file does not exist (yet, in a live dump)
 
 
+def same_shape(npu: TensorRecord, bench: TensorRecord, transposed: bool = False) -> bool:
+    """The records' shapes agree (``transposed``: the NPU's reversed, see :attr:`Row.transposed`)."""
+    if transposed:
+        return list(reversed(npu.shape)) == list(bench.shape)
+    return npu.shape_raw == bench.shape_raw
+
+
 @dataclass(slots=True, eq=False)
 class Row:
     """One compared entry: an NPU record, its bench record, or both."""
@@ -114,6 +121,9 @@ class Row:
     result: Result | None = None  # None while pending
     seq: int = 0  # position in output (execution) order
     noise: bool = False  # a dump tool's own doing, not the model's (the original's detach of a statistic)
+    #: The NPU record holds the bench tensor transposed (a 2-D one: linear's weight gradient, which the
+    #: tools that record in autograd order see transposed); compared as the bench's shape.
+    transposed: bool = False
 
     @property
     def record(self) -> TensorRecord:
@@ -128,6 +138,12 @@ class Row:
     @property
     def matched(self) -> bool:
         return self.npu is not None and self.bench is not None
+
+    @property
+    def shapes_agree(self) -> bool:
+        """Both sides hold a tensor of the same shape, once the NPU one is transposed where it must be."""
+        return self.npu is not None and self.bench is not None and same_shape(self.npu, self.bench,
+                                                                              self.transposed)
 
     @property
     def status(self) -> Status:

@@ -20,7 +20,7 @@ from ptdbg_tui.formats.sites import LAUNCHER_PATH_MARKS, LIBRARY_PATH_MARKS
 
 OTHER = "other"
 DIRECTION_LABELS = {FORWARD: "Forward", BACKWARD: "Backward", OTHER: "Other entries"}
-NOISE_LABEL = "noise · the dump tool's own detach calls, not the model's"
+NOISE_LABEL = "noise · the dump tool's own: its detach calls, calls inside the backward"
 
 _FOREIGN = (*TOOL_PATH_MARKS, *LAUNCHER_PATH_MARKS, *LIBRARY_PATH_MARKS, "<frozen ")
 

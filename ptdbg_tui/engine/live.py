@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import big_job, prestart
@@ -383,12 +384,24 @@ class LiveEngine:
                        problems=status.problems + tuple(p for s in sides for p in s.problems))
 
     def _cross_rank(self) -> None:
-        """Several ranks: tell the app which one diverges first, whenever that changes."""
+        """Whenever a pair's diagnosis changed: the other ranks' collectives and the step before each pair
+        (:mod:`~ptdbg_tui.engine.context`) adjust the diagnoses, and with several ranks the app learns which
+        one diverges first."""
         pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
         seen = tuple(id(p.diagnosis) for p in pairs)
-        if len({p.info.npu.rank for p in pairs}) < 2 or seen == self._judged:
+        if seen == self._judged:
             return
         self._judged = seen
+        if len(pairs) > 1:
+            compared = [Compared(p.info.npu, p.rows, p.diagnosis) for p in pairs if p.diagnosis is not None]
+            check_collectives(compared, [p.info.npu for p in pairs])
+            around = [(p.info.npu, p.info.bench) for p in pairs if p.info.bench is not None]
+            link_to_earlier_steps(compared, around, lambda n, b: None)  # the steps the app holds
+            for p in pairs:
+                if p.diagnosis is not None:
+                    self.outbox.put_diagnosis(p.info, p.diagnosis)
+        if len({p.info.npu.rank for p in pairs}) < 2:
+            return
         views = [RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
                  for p in pairs if p.diagnosis is not None]
         headline = cross_rank(views).headline

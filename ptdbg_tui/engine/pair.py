@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
@@ -362,7 +362,7 @@ class PairState:
         self.sent.changed.add(i)
         self.clock.dirty = True
         if self.sent.rows.get(self.keys[i]) is row:  # the app holds it: emitted rows are never mutated
-            self.rows[i] = Row(row.npu, row.bench, row.fuzzy, row.stack, result, row.seq, row.noise)
+            self.rows[i] = replace(row, result=result)
         else:
             row.result = result
 

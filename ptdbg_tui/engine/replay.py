@@ -181,7 +181,8 @@ def replay_outcomes(outcomes: Sequence[PairOutcome], *, budget_s: float = BUDGET
     replay. A pair compared from statistics only is left as it is (its diagnosis says so)."""
     out: dict[str, dict[str, CallReplay]] = {}
     deadline = time.monotonic() + budget_s
-    with (replayer or Replayer()) as worker:
+    worker = replayer or Replayer()
+    try:
         for o in outcomes:
             if o.npu_tensors is None or o.bench_tensors is None:
                 o.diagnosis.replay = "not replayed: the pair was compared from statistics, without tensors"
@@ -193,6 +194,9 @@ def replay_outcomes(outcomes: Sequence[PairOutcome], *, budget_s: float = BUDGET
             out[o.label] = replay_pair(worker, o.rows, o.diagnosis, o.npu, o.bench, str(o.npu_tensors),
                                        str(o.bench_tensors), budget_s=left, top=top, calls=calls,
                                        progress=progress)
+    finally:
+        if replayer is None:  # a worker started here ends here; one given stays for its owner
+            worker.close()
     return out
 
 

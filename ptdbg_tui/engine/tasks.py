@@ -23,7 +23,7 @@ from ptdbg_tui.compare.metrics.accumulator import (
     dtype_caveats,
     precheck,
 )
-from ptdbg_tui.compare.metrics.cells import join_messages
+from ptdbg_tui.compare.metrics.cells import MSG_TRANSPOSED, join_messages
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.settled import add_fuzzy, error_result
 from ptdbg_tui.compare.metrics.verdict import with_caveat
@@ -59,6 +59,7 @@ class CompareTask:
     fuzzy: bool = False
     histogram: bool = True
     nbytes: int = 0  # estimated bytes of both files, for scheduling
+    transposed: bool = False  # the NPU file holds the bench tensor transposed (Row.transposed)
 
 
 def _itemsize(dtype: str) -> int:
@@ -82,6 +83,7 @@ def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
         npu_dtype=npu.dtype, bench_dtype=bench.dtype, npu_shape=npu.shape, bench_shape=bench.shape,
         fuzzy=row.fuzzy, histogram=histogram,
         nbytes=npu.numel * _itemsize(npu.dtype) + bench.numel * _itemsize(bench.dtype),
+        transposed=row.transposed,
     )
 
 
@@ -143,8 +145,20 @@ def _holds_recorded(held: np.dtype, recorded: str) -> bool:
     return expected is None or held.name in expected
 
 
+def _compare_transposed(task: CompareTask) -> Result:
+    """The NPU tensor read whole and transposed (a 2-D weight's gradient: its rows are the bench's
+    columns, so no chunk of one file lines up with a chunk of the other)."""
+    assert task.npu_path is not None and task.bench_path is not None
+    result = compare_arrays(np.transpose(load_tensor(task.npu_path)), load_tensor(task.bench_path),
+                            task.npu_dtype, task.bench_dtype, histogram=task.histogram)
+    result.message = join_messages([result.message, MSG_TRANSPOSED])
+    return result
+
+
 def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader,
                   b: np.ndarray | None) -> Result:
+    if task.transposed:
+        return _compare_transposed(task)
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order
@@ -179,7 +193,7 @@ def part_bounds(task: CompareTask, part_bytes: int) -> list[tuple[int, int]]:
     size = math.prod(task.npu_shape)
     per = max(1, task.nbytes // max(1, size))
     step = max(READ_CHUNK, part_bytes // per // READ_CHUNK * READ_CHUNK)
-    if size <= step or task.npu_shape != task.bench_shape:
+    if size <= step or task.npu_shape != task.bench_shape or task.transposed:
         return [(0, size)]
     return [(a, min(a + step, size)) for a in range(0, size, step)]
 
@@ -195,7 +209,7 @@ def run_part(task: CompareTask, start: int, stop: int) -> PartOutcome:
         if task.npu_path is None or task.bench_path is None:
             return _no_dirs() if start == 0 else None
         hn, n, hb, b = _headers(task)
-        whole = (n is not None and b is not None) or hn.fortran or hb.fortran
+        whole = (n is not None and b is not None) or hn.fortran or hb.fortran or task.transposed
         pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
         if whole or isinstance(pre, Result):
             if start > 0:

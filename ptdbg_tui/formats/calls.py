@@ -172,22 +172,22 @@ def encode_arg(value: Any, convert: Convert | None = None, depth: int = 0) -> di
     return _encode_subclass(value, convert, depth)
 
 
+#: The small classes of a decoded line, by the tag that encodes each and the attribute it holds.
+_NAMED = ((Dtype, "dtype", "name"), (Device, "device", "name"), (TorchConst, "torch", "name"),
+          (Opaque, "opaque", "type_name"))
+
+
 def _encode_known(value: Any) -> dict[str, Any] | None:
     if isinstance(value, TensorArg):
         if value.entry is not None:
             return {"tensor": value.entry}
         return {"tensor": None, "dtype": value.dtype,
                 "shape": None if value.shape is None else list(value.shape)}
-    if isinstance(value, Dtype):
-        return {"dtype": value.name}
+    for cls, tag, attr in _NAMED:
+        if isinstance(value, cls):
+            return {tag: getattr(value, attr)}
     if isinstance(value, Size):
         return {"size": list(value.dims)}
-    if isinstance(value, Device):
-        return {"device": value.name}
-    if isinstance(value, TorchConst):
-        return {"torch": value.name}
-    if isinstance(value, Opaque):
-        return {"opaque": value.type_name}
     if isinstance(value, complex):
         return {"complex": [_part(value.real), _part(value.imag)]}
     if isinstance(value, slice):

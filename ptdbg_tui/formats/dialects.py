@@ -11,7 +11,9 @@ places that matching must know of to pair the same tensors:
 - **in-place inputs**: the original records a forward's inputs once the call has returned, so an
   in-place call's ``input.0`` there is the written value (:attr:`Dialect.inputs_after_call`);
 - **noise**: the original's hooks detach every tensor they record, through the wrapped
-  ``Tensor.detach``, which it records as a call (:func:`tool_noise`);
+  ``Tensor.detach``, which it records as a call (:func:`tool_noise`); both other tools record the
+  calls made while a backward pass runs (a custom autograd Function's backward, a checkpoint's
+  recomputation) as forward calls, ours none (:func:`inside_backward`);
 - **frames**: each tool's own frames in the recorded stacks (:data:`TOOL_PATH_MARKS`).
 
 A dump's tool is known from its format (msprobe) or its stacks (:func:`producer`); a pkl without
@@ -52,10 +54,13 @@ class Dialect:
     inputs_after_call: bool
     #: A call's keyword arguments recorded beside its positional ones (a replay can rebuild the call).
     keywords_recorded: bool = False
+    #: Calls made while a backward pass runs are recorded, as forward calls (:func:`inside_backward`).
+    records_inside_backward: bool = True
 
 
 DIALECTS = {
-    OURS: Dialect(OURS, gradients_in_node_order=False, inputs_after_call=False),
+    OURS: Dialect(OURS, gradients_in_node_order=False, inputs_after_call=False,
+                  records_inside_backward=False),
     MSPROBE: Dialect(MSPROBE, gradients_in_node_order=True, inputs_after_call=False, keywords_recorded=True),
     ORIGINAL_PTDBG: Dialect(ORIGINAL_PTDBG, gradients_in_node_order=True, inputs_after_call=True),
 }
@@ -73,8 +78,11 @@ INNER_NODE_BACKWARD = frozenset({"cross_entropy"})
 
 #: ``linear``'s gradients as a dump in autograd order numbers them (its ``addmm`` node: bias, input,
 #: transposed weight; ``mm`` without a bias: input, transposed weight), by the node's arity, each
-#: mapped to our argument position (``None``: the transposed weight's, never ours, even when square).
-LINEAR_NODE_GRADIENTS: dict[int, tuple[int | None, ...]] = {3: (2, 0, None), 2: (0, None)}
+#: mapped to our argument position and whether it holds ours transposed (the weight's, even square).
+LINEAR_NODE_GRADIENTS: dict[int, tuple[tuple[int, bool], ...]] = {
+    3: ((2, False), (0, False), (1, True)),
+    2: ((0, False), (1, True)),
+}
 
 #: Ops that may write their first argument (``relu(x, inplace=True)``, and any ``op_``).
 INPLACE_CAPABLE = frozenset({"relu", "relu6", "elu", "selu", "celu", "leaky_relu", "rrelu", "hardtanh",
@@ -114,6 +122,17 @@ def original_detach(tensors: Iterable[TensorRecord], backward: bool = False) -> 
 def is_detach(rec: TensorRecord) -> bool:
     """A ``Tensor_detach`` call: the original's hooks record their own (see :func:`original_detach`)."""
     return rec.entry is not None and rec.entry.key[:2] == ("Tensor", "detach")
+
+
+def inside_backward(records: Sequence[TensorRecord]) -> set[int]:
+    """The ids of the forward records between a dump's first and last backward record: calls its
+    tool recorded while a backward pass ran (a custom autograd Function's backward, a
+    recomputation), where no user code calls the model."""
+    backward = [i for i, r in enumerate(records) if r.entry is not None and r.entry.direction == BACKWARD]
+    if not backward:
+        return set()
+    return {id(r) for r in records[backward[0]:backward[-1]]
+            if r.entry is not None and r.entry.direction != BACKWARD}
 
 
 def tool_noise(records: Sequence[TensorRecord]) -> set[int]:

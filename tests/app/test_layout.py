@@ -65,7 +65,7 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_du
         await pilot.pause()
         screen = ui.screen_text(app).splitlines()
         header, bar = screen[0], "\n".join(screen[1:3])
-        assert "✘ 11" in header and "all 178 compared" in header
+        assert "✘ 11" in header and "all 179 compared" in header
         assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
         assert demo_lstm_site in bar and "out, _ = self.lstm(seq)" in bar
         assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)
@@ -149,14 +149,14 @@ async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing
                                                                                  watch):
     app = ui.app(demo_dumps[0], tmp_path / "nothing", watch=watch)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.wait_until(pilot, lambda: ui.settled(app) and app.model.progress.npu_seen == 178)
+        await ui.wait_until(pilot, lambda: ui.settled(app) and app.model.progress.npu_seen == 179)
         await pilot.pause()
         screen = ui.screen_text(app).splitlines()
         header, bar = screen[0], "\n".join(screen[1:3])
         assert "No operator" not in bar and "no verdict" in bar.lower()
         assert "nothing compared" in header
         assert ("bench: waiting for" if watch else "bench: no dump at") in header, "the missing side is said"
-        assert "compared 178" not in header and "all 178" not in header and "✘" not in header, header
+        assert "compared 179" not in header and "all 179" not in header and "✘" not in header, header
         assert "align" not in header, "no matching pairs what is not there"
         assert not [n for n in app._notifications if "align" in n.message]
 

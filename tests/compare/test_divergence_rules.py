@@ -8,7 +8,7 @@ import numpy as np
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.formats.naming import parse_name
@@ -133,4 +133,32 @@ def test_uninitialised_memory_under_an_initialiser_never_fails_nor_names_a_suspe
     row.result = settled_result(row, summary=False)
     calls.add("Tensor_zero__0_forward_output", zeros, zeros)
     assert row.status is Status.PASS and "overwrites this tensor" in row.result.message
+    assert calls.suspects() == []
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))).astype(np.float32)
+
+
+def test_an_elementwise_result_that_leans_one_bf16_unit_is_a_one_sided_error(calls):
+    x = _x(4096)
+    xn = _bf16(x)
+    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn) * 1.005), _gelu(x))],
+               npu_dtype="torch.bfloat16")
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Functional_gelu_0_forward", LEAN)]
+    assert "one-sided" in d.verdict
+
+
+def test_bf16_rounding_of_an_elementwise_result_does_not_lean(calls):
+    x = _x(4096)
+    xn = _bf16(x)
+    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))],
+               npu_dtype="torch.bfloat16")
     assert calls.suspects() == []

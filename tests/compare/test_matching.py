@@ -224,16 +224,29 @@ def _linear_backward(record, theirs, batch=4):
 
 
 @pytest.mark.parametrize("swap", [False, True])
-def test_a_square_linears_transposed_weight_gradient_never_pairs_with_ours(record, swap):
+def test_a_square_linears_transposed_weight_gradient_pairs_with_ours_transposed(record, swap):
+    """By the autograd node's order, not by shape: all but the bias are [4, 4]."""
     theirs, ours = _linear_backward(record, True), _linear_backward(record, False)
-    if swap:  # ours on the NPU side
-        pairs = {b: n for n, b in _mixed(ours, theirs, ordered=(False, True)).items()}
-    else:
-        pairs = _mixed(theirs, ours)
+    order = (False, True) if swap else (True, False)
+    dialects = tuple(DIALECTS[ORIGINAL_PTDBG if o else OURS] for o in order)
+    rows = match_records(*((ours, theirs) if swap else (theirs, ours)), "exact", dialects)
+    pairs = {(r.bench if swap else r.npu).name: (r.npu if swap else r.bench).name for r in rows if r.matched}
     call = "Functional_linear_0_backward"
     assert pairs == {f"{call}_input.0": f"{call}_input.0",
                      f"{call}_output.0": f"{call}_output.2",  # bias
-                     f"{call}_output.1": f"{call}_output.0"}  # input; their .2 is W^T: unpaired, ours .1 too
+                     f"{call}_output.1": f"{call}_output.0",  # input
+                     f"{call}_output.2": f"{call}_output.1"}  # their W^T, our W
+    assert [r.name for r in rows if r.transposed] == [f"{call}_output.{1 if swap else 2}"]
+
+
+def test_a_linears_transposed_weight_gradient_pairs_only_when_its_shape_is_ours_reversed(record):
+    theirs, ours = _linear_backward(record, True, batch=3), _linear_backward(record, False, batch=3)
+    theirs[3] = record("Functional_linear_0_backward_output.2", [4, 4])
+    ours[2] = record("Functional_linear_0_backward_output.1", [4, 5])  # not [4, 4] reversed
+    rows = match_records(theirs, ours, "exact", (DIALECTS[ORIGINAL_PTDBG], DIALECTS[OURS]))
+    assert not [r for r in rows if r.transposed]
+    assert {r.name for r in rows if not r.matched} == {"Functional_linear_0_backward_output.2",
+                                                       "Functional_linear_0_backward_output.1"}
 
 
 def test_two_tools_in_autograd_order_pair_linears_gradients_by_path(record):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
-from ptdbg_tui.compare.metrics.cells import MSG_FUZZY, MSG_NO_BENCH, MSG_NO_NPU
+from ptdbg_tui.compare.metrics.cells import MSG_FUZZY, MSG_NO_BENCH, MSG_NO_NPU, MSG_TRANSPOSED
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.tasks import READ_CHUNK, run_task, task_for
@@ -42,6 +42,30 @@ def test_task_is_picklable_and_matches_compare_arrays(record, dirs):
     want = compare_arrays(n, b, "torch.float32", "torch.float32")
     assert got.cells == want.cells and got.worst_index == want.worst_index and got.status is want.status
     assert got.histogram == want.histogram
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 4)])
+def test_a_transposed_pair_is_compared_transposed(record, dirs, shape):
+    """linear's weight gradient as the other tools record it (W^T) against ours (W), square included:
+    the NPU data are transposed before any metric, in tensor and statistics mode."""
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal(shape).astype(np.float32)
+    n = (b * (1 + 1e-6 * rng.standard_normal(shape))).astype(np.float32)
+    row = _row(record, np.ascontiguousarray(n.T), b, dirs)
+    row.transposed = True
+    assert row.shapes_agree
+    got = run_task(task_for(row, *dirs))
+    want = compare_arrays(n, b, "torch.float32", "torch.float32")
+    assert got.cells == want.cells and got.status is Status.PASS and got.worst_index == want.worst_index
+    assert MSG_TRANSPOSED in got.message
+    row.transposed = False  # the same files read as they lie: a square one compares W^T against W
+    plain = run_task(task_for(row, *dirs))
+    assert plain.status is Status.FAIL
+    stats = lambda a: [float(a.max()), float(a.min()), float(a.mean()), float(np.linalg.norm(a))]  # noqa: E731
+    row = Row(record(NAME, list(shape[::-1]), stats=stats(n)), record(NAME, list(shape), stats=stats(b)),
+              transposed=True)
+    summary = summary_result(row)
+    assert summary.status is Status.PASS and summary.errors is not None and MSG_TRANSPOSED in summary.message
 
 
 def test_missing_npy_is_an_error_row(record, dirs):

@@ -64,6 +64,30 @@ def test_in_place_ops_and_views_of_parameters_still_work(tmp_path: Path) -> None
             "Tensor_t_0_backward_output.0", "Functional_relu_0_backward_input.0"} <= set(recs)
 
 
+def test_an_in_place_call_records_the_gradient_of_the_argument_it_writes(tmp_path: Path) -> None:
+    """``relu(h, inplace=True)`` and ``g.add_(y)``: the written argument's gradient comes from the
+    call's own autograd node (as the original records it), the other arguments' from their taps."""
+    torch.manual_seed(0)
+    lin, x, y = nn.Linear(4, 4), torch.randn(3, 4), torch.randn(3, 4, requires_grad=True)
+
+    def step(inplace: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        h = lin(x)
+        h.retain_grad()
+        g = F.relu(h, inplace=inplace) * 2
+        g.retain_grad()
+        (g.add_(y) if inplace else g + y).pow(2).sum().backward()
+        return h.grad, g.grad
+
+    want_h, want_g = step(False)
+    y.grad = None
+    _, recs = _dump(tmp_path, lambda: step(True))
+    tensor_dir = recs["_dump"].tensor_dir
+    grad = lambda name: torch.tensor(load_npy(npy_path(tensor_dir, name)))  # noqa: E731
+    assert torch.equal(grad("Functional_relu_0_backward_output.0"), want_h)  # what relu gave its input
+    assert torch.equal(grad("Tensor_add__0_backward_output.0"), want_g)
+    assert torch.equal(grad("Tensor_add__0_backward_output.1"), y.grad)
+
+
 def test_python_scalars_and_nested_lists(tmp_path: Path) -> None:
     a, b = torch.ones(2), torch.zeros(2)
     _, recs = _dump(tmp_path, lambda: (torch.cat([a, b], 0), torch.add(a, 2.5), torch.full((2,), True)))

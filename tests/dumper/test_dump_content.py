@@ -71,6 +71,17 @@ def test_expected_calls_in_execution_order(dumped) -> None:
     assert not any("detach" in c for c in calls)  # the dumper's own ops are never recorded
 
 
+def test_the_loss_backward_records_its_seed_gradient(dumped) -> None:
+    """The backward's root, the loss, gets autograd's seed 1.0 as its incoming gradient: recorded as
+    the original records it (``_backward_input.0``), so that it pairs with the other tools' dumps."""
+    _, batch = dumped
+    by_name = {r.name: r for r in batch.tensors}
+    seed = by_name["Functional_nll_loss_0_backward_input.0"]
+    assert seed.shape == () and seed.stats[:3] == [1.0, 1.0, 1.0]
+    assert [r.name for r in batch.tensors if r.call == "Functional_nll_loss_0_backward"] == [
+        "Functional_nll_loss_0_backward_input.0", "Functional_nll_loss_0_backward_output.0"]
+
+
 def test_shapes_dtypes_and_stats_match_torch(dumped) -> None:
     dump, batch = dumped
     by_name = {r.name: r for r in batch.tensors}

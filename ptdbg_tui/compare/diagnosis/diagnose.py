@@ -90,7 +90,7 @@ def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool
         if errors is None or overwritten_input(row.record.entry):
             missing = missing or not _left_out(row)
             continue
-        out.append(Operand(errors, same_kind, row.bench))
+        out.append(Operand(errors, same_kind, row.bench, row.npu))
     return out, missing
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
@@ -41,6 +41,7 @@ KIND_WORDS = {
     NAN_ORIGIN: "NaN/Inf origin",
     ZEROS: "all-zero output",
     ENTERS: "error enters before it, outside the dumped calls",
+    LEAN: "one-sided error: its results lean one way, where rounding leans neither",
     PARAMETERS: "parameters differ on entry to {step}",
     UNPAIRED: "the NPU run makes this call and the bench run does not",
     ARGUMENTS: "the runs pass different arguments to it",
@@ -82,6 +83,9 @@ def evidence_text(j: Judgement) -> str:
         return f"{j.output} is all zeros where the bench is not: {head}"
     if math.isinf(j.output_error):
         return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
+    if j.kind == LEAN:
+        return (f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
+                f"unbiased rounding allows ±{fmt_error(j.allowed)}: {times_text(j.score)}")
     if j.kind == ENTERS:
         return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
                 f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "

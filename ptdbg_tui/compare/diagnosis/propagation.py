@@ -55,6 +55,7 @@ GROWTH = "growth"
 NAN_ORIGIN = "nan"
 ZEROS = "zeros"
 ENTERS = "enters"
+LEAN = "lean"
 #: An activation that carries this many times more error than every tensor dumped before it (and its
 #: dtype's rounding) got it outside the dumped calls. Larger than ``MARGIN``: what an undumped honest
 #: step may do there (slice out the part where the error sits, subtract near-equal values) is not
@@ -69,12 +70,24 @@ class Operand:
     errors: ErrorMeasures
     same_kind: bool = True  # may add to the output (an input of a forward call, an incoming gradient)
     bench: TensorRecord | None = None  # its bench record (statistics), when there is one
+    npu: TensorRecord | None = None  # its NPU record
 
     @property
     def path(self) -> tuple[int, ...]:
         """Its argument path (``(1,)`` for the second argument)."""
         entry = self.bench.entry if self.bench is not None else None
         return entry.path if entry is not None else ()
+
+    @property
+    def offset_lean(self) -> float:
+        """How far the NPU tensor's mean sits from the bench's, relative to the bench's RMS (0 unknown)."""
+        e = self.errors
+        if self.npu is None or self.bench is None or e.numel <= 0 or e.bench_norm <= 0:
+            return 0.0
+        m_n, m_b = self.npu.stat(2), self.bench.stat(2)
+        if m_n is None or m_b is None or not (math.isfinite(m_n) and math.isfinite(m_b)):
+            return 0.0
+        return (m_n - m_b) / (e.bench_norm / math.sqrt(e.numel))
 
     @property
     def magnitude(self) -> float | None:
@@ -97,6 +110,7 @@ class Judgement:
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
     input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (bench of zeros)
+    lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
 
 
 class _Worst(NamedTuple):
@@ -252,6 +266,50 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
     return out
 
 
+#: Smooth elementwise ops whose honest kernel rounds each result once, without bias: a low-precision
+#: result whose norm leans one way beyond its input's is a one-sided kernel error (a unit of rounding in
+#: size, but not random). Threshold ops (relu …) are not here: their masks move norms without a fault.
+ELEMENTWISE = frozenset({
+    "gelu", "silu", "swish", "sigmoid", "tanh", "exp", "softplus", "mish", "selu", "celu", "logsigmoid", "erf",
+    "sqrt", "rsqrt", "reciprocal",
+})
+#: The lean test is for half precision (fp16, bf16), where one unit of rounding is large enough to matter.
+LEAN_DTYPE_FLOOR = 2.0**-11
+#: What rounding leaves of a result's norm lean, as a fraction of one element's rounding (it averages
+#: out over the elements; kernels of one precision may still share a small lean).
+LEAN_FLOOR = 1 / 16
+
+
+def _rounding_lean(e: ErrorMeasures) -> float:
+    """The most that unbiased rounding leans a tensor's norm or mean (relative), over its elements."""
+    return MARGIN * own_rounding(e) * max(1 / math.sqrt(max(e.numel, 1)), LEAN_FLOOR)
+
+
+def _norm_lean(e: ErrorMeasures) -> float:
+    """How far the NPU tensor's norm leans from the bench's (relative)."""
+    return e.npu_norm / e.bench_norm - 1 if e.bench_norm > 0 and math.isfinite(e.npu_norm) else 0.0
+
+
+def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand]) -> Judgement | None:
+    """An elementwise forward call whose results lean one way beyond the lean its input brings and
+    beyond what unbiased rounding allows (:data:`ELEMENTWISE`); ``None`` when none does."""
+    same = [o for o in inputs if o.same_kind and not o.errors.exact]
+    if any(abs(o.offset_lean) > _rounding_lean(o.errors) for o in same):
+        return None  # an input already leans (a kernel before it): its lean is inherited, not judged here
+    lean_in = max((_norm_lean(o.errors) for o in same), key=abs, default=0.0)
+    worst: Judgement | None = None
+    for name, y in outputs:
+        if y.exact or y.numel < 64 or y.floor < LEAN_DTYPE_FLOOR:
+            continue
+        lean = _norm_lean(y)
+        # an input's lean passes through about as it came (more or less, by the op's curvature)
+        allowed = _rounding_lean(y) + MARGIN * abs(lean_in) / 2
+        score = _score(abs(lean - lean_in), allowed)
+        if score > 1 and (worst is None or score > worst.score):
+            worst = Judgement(abs(lean_in), y.rel, allowed, score, LEAN, name, lean=lean)
+    return worst
+
+
 def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
           partial: bool = False, backward: bool = False,
           gains: Mapping[str, float] | None = None) -> Judgement | None:
@@ -273,6 +331,19 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     if origin:
         name, y = max(origin, key=lambda item: item[1].new_nonfinite)
         return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+    best = _worst_output(outputs, inputs, op, e_in, backward, gains)
+    kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
+    why = "zeros" if math.isinf(e_in) else ""
+    if kind is None and not backward and op_name(op) in ELEMENTWISE and not any(y.from_stats for _, y in outputs):
+        leaning = judge_lean(outputs, inputs)
+        if leaning is not None:
+            return leaning
+    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+
+
+def _worst_output(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str, e_in: float,
+                  backward: bool, gains: Mapping[str, float] | None) -> _Worst:
+    """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``)."""
     kappa = amplification(op, inputs, backward)
     lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
     flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(e_in, inputs, backward))
@@ -293,9 +364,7 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
         score = _score(err, allowed * MARGIN)
         if score > best.score:
             best = _Worst(score, err, allowed * MARGIN, name, y)
-    kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
-    why = "zeros" if math.isinf(e_in) else ""
-    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+    return best
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:

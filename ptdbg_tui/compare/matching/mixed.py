@@ -18,6 +18,8 @@ from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT
 from ptdbg_tui.formats.records import TensorRecord
 
 Pairs = dict[int, int]  # npu index -> bench index
+#: linear's pairs, its gradient entries on two sides, the entries compared transposed
+LinearPairs = tuple[Pairs, set[int], set[int], set[int]]
 
 
 def _shape(rec: TensorRecord) -> Hashable:
@@ -81,17 +83,24 @@ def _position(rec: TensorRecord) -> int:
     return int(path[0]) if path and isinstance(path[0], int) else 0
 
 
+def _reversed_shape(rec: TensorRecord) -> Hashable:
+    shape = rec.shape_raw
+    return tuple(reversed(shape)) if isinstance(shape, list) and len(shape) == 2 else None
+
+
 def _linear_gradients(theirs: Sequence[TensorRecord], ours: Sequence[TensorRecord],
-                      call_pair: Iterable[tuple[Hashable, Hashable]]) -> tuple[Pairs, set[int], set[int]]:
+                      call_pair: Iterable[tuple[Hashable, Hashable]]) -> LinearPairs:
     """Of paired ``linear`` backward calls, a side in autograd order (``theirs``) against ours: the
-    gradient pairs by :data:`LINEAR_NODE_GRADIENTS` (equal shapes only), and every gradient entry
-    of those calls on either side, which pair no other way (by position or shape, a batch of 64
-    rows would put the input's gradient against a 64x64 weight's). A linear of a 3-D input ends in
-    a view node (one gradient): :func:`_inner_nodes`."""
+    gradient pairs by :data:`LINEAR_NODE_GRADIENTS` (equal shapes, or for the weight's transposed
+    ones), every gradient entry of those calls on either side, which pair no other way (by position
+    or shape, a batch of 64 rows would put the input's gradient against a 64x64 weight's), and
+    their entries that hold ours transposed. A linear of a 3-D input ends in a view node (one
+    gradient): :func:`_inner_nodes`."""
     their_grads, our_grads = _top_entries(theirs, BACKWARD, OUTPUT), _top_entries(ours, BACKWARD, OUTPUT)
     pairs: Pairs = {}
     skip_theirs: set[int] = set()
     skip_ours: set[int] = set()
+    transposed: set[int] = set()
     for tc, oc in call_pair:
         t, o = their_grads.get(tc, []), our_grads.get(oc, [])
         e = theirs[t[0]].entry if t else None
@@ -102,13 +111,17 @@ def _linear_gradients(theirs: Sequence[TensorRecord], ours: Sequence[TensorRecor
             continue
         ours_at = {_position(ours[j]): j for j in o}
         for i in t:
-            k = _position(theirs[i])
-            j = ours_at.get(mapping[k]) if mapping[k] is not None else None  # type: ignore[arg-type]
-            if j is not None and _shape(theirs[i]) == _shape(ours[j]):
+            position, flipped = mapping[_position(theirs[i])]
+            j = ours_at.get(position)
+            if j is None:
+                continue
+            if (_reversed_shape(theirs[i]) if flipped else _shape(theirs[i])) == _shape(ours[j]):
                 pairs[i] = j
+                if flipped:
+                    transposed.add(i)
         skip_theirs.update(t)
         skip_ours.update(o)
-    return pairs, skip_theirs, skip_ours
+    return pairs, skip_theirs, skip_ours, transposed
 
 
 def _inner_nodes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
@@ -177,33 +190,34 @@ def _written_inputs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
 
 def _linear_pairs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
                   call_pair: Mapping[Hashable, Hashable],
-                  dialects: tuple[Dialect, Dialect]) -> tuple[Pairs, set[int], set[int]]:
+                  dialects: tuple[Dialect, Dialect]) -> LinearPairs:
     """:func:`_linear_gradients` of a side in autograd order against one that is not, whichever side
-    that is: the pairs, and the gradient entries of those calls on the NPU and bench sides."""
+    that is: the pairs, the gradient entries of those calls on the NPU and bench sides, and the NPU
+    entries of the pairs compared transposed."""
     ordered = dialects[0].gradients_in_node_order, dialects[1].gradients_in_node_order
     if ordered[0] and not ordered[1]:
         return _linear_gradients(npu, bench, call_pair.items())
     if ordered[1] and not ordered[0]:
         swapped = [(b, n) for n, b in call_pair.items()]
-        flipped, linear_bench, linear_npu = _linear_gradients(bench, npu, swapped)
-        return {i: j for j, i in flipped.items()}, linear_npu, linear_bench
-    return {}, set(), set()
+        flipped, linear_bench, linear_npu, transposed = _linear_gradients(bench, npu, swapped)
+        return {i: j for j, i in flipped.items()}, linear_npu, linear_bench, {flipped[j] for j in transposed}
+    return {}, set(), set(), set()
 
 
 def same_tensors(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
-                 dialects: tuple[Dialect, Dialect]) -> Pairs:
-    """Mixed pairs: keep the pairs of equal shapes; then, within calls that were paired, pair the
-    entries left over by kind and shape, k-th with k-th. Entries the tools record differently stay
-    unpaired: gradients at different autograd nodes (:data:`INNER_NODE_BACKWARD`,
-    :func:`_inner_nodes`), linear's transposed weight gradient of a side in autograd order
-    against one that is not (:func:`_linear_gradients`), an in-place call's input
-    recorded after the write (:func:`_written_inputs`)."""
+                 dialects: tuple[Dialect, Dialect]) -> tuple[Pairs, set[int]]:
+    """Mixed pairs, and the NPU entries among them that hold the bench tensor transposed: keep the
+    pairs of equal shapes; then, within calls that were paired, pair the entries left over by kind
+    and shape, k-th with k-th. linear's gradients pair by its autograd node's order, its weight's
+    transposed (:func:`_linear_gradients`). Entries the tools record differently stay unpaired:
+    gradients at different autograd nodes (:data:`INNER_NODE_BACKWARD`, :func:`_inner_nodes`), an
+    in-place call's input recorded after the write (:func:`_written_inputs`)."""
     call_pair: dict[Hashable, Hashable] = {}
     for i, j in pairs.items():
         call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
     skip_npu, skip_bench = _inner_nodes(npu, bench, call_pair)
     written = _written_inputs(npu, bench, call_pair, dialects)
-    linear, linear_npu, linear_bench = _linear_pairs(npu, bench, call_pair, dialects)
+    linear, linear_npu, linear_bench, transposed = _linear_pairs(npu, bench, call_pair, dialects)
     skip_npu |= written[0] | linear_npu
     skip_bench |= written[1] | linear_bench
     pairs = {i: j for i, j in pairs.items() if i not in skip_npu and j not in skip_bench}
@@ -225,4 +239,4 @@ def same_tensors(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pai
         if queue:
             kept[i] = queue.popleft()
     kept.update(linear)
-    return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}
+    return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}, transposed

@@ -17,7 +17,9 @@ Each side's :class:`~ptdbg_tui.formats.dialects.Dialect` says how its tool recor
 differ, the pair is mixed (:mod:`~ptdbg_tui.compare.matching.mixed`). A dump tool's own calls
 (:func:`~ptdbg_tui.formats.dialects.tool_noise`) are marked :attr:`~ptdbg_tui.compare.model.Row.noise`:
 in a mixed pair every unpaired one, in any pair those recorded in the backward, where
-:func:`model_rows` leaves them out of the diagnosis.
+:func:`model_rows` leaves them out of the diagnosis. So are, in a mixed pair, the unpaired calls a
+side's tool recorded inside the backward (:func:`~ptdbg_tui.formats.dialects.inside_backward`),
+which ours never records.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from ptdbg_tui.compare.matching.align import align
 from ptdbg_tui.compare.matching.mixed import Pairs, same_tensors
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, is_detach, tool_noise
+from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, inside_backward, is_detach, tool_noise
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 #: Two sides written by this project's dumper.
@@ -152,10 +154,31 @@ def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[Tensor
     return pairs
 
 
+def _with_bench_only(rows: list[Row], bench: Sequence[TensorRecord], row_of_bench: Mapping[int, int]) -> list[Row]:
+    """The NPU rows with each bench-only row right after the row of the bench entry preceding it."""
+    after: dict[int, list[Row]] = defaultdict(list)
+    anchor = -1
+    for j, rec in enumerate(bench):
+        if j in row_of_bench:
+            anchor = row_of_bench[j]
+        else:
+            after[anchor].append(Row(None, rec))
+    if not after:
+        return rows
+    out = list(after.get(-1, []))
+    for i, row in enumerate(rows):
+        out.append(row)
+        out += after.get(i, [])
+    return out
+
+
 def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
-          mixed: bool = False) -> list[Row]:
-    """NPU order; each bench-only row right after the row of the bench entry preceding it."""
-    rows = [Row(rec, None) for rec in npu]
+          dialects: tuple[Dialect, Dialect] | None = None, transposed: set[int] | None = None) -> list[Row]:
+    """NPU order; each bench-only row right after the row of the bench entry preceding it
+    (``dialects``: of a mixed pair; ``transposed``: the NPU entries that hold their bench tensor
+    transposed)."""
+    mixed = dialects is not None
+    rows = [Row(rec, None, transposed=i in (transposed or ())) for i, rec in enumerate(npu)]
     row_of_bench: dict[int, int] = {}
     for i, j in pairs.items():
         row, other = rows[i], bench[j]
@@ -166,24 +189,16 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
         else:
             row.fuzzy = other.name != npu[i].name
         row_of_bench[j] = i
-    after: dict[int, list[Row]] = defaultdict(list)
-    anchor = -1
-    for j, rec in enumerate(bench):
-        if j in row_of_bench:
-            anchor = row_of_bench[j]
-        else:
-            after[anchor].append(Row(None, rec))
-    if not after:
-        out = rows
-    else:
-        out = list(after.get(-1, []))
-        for i, row in enumerate(rows):
-            out.append(row)
-            out += after.get(i, [])
+    out = _with_bench_only(rows, bench, row_of_bench)
     own = tool_noise(npu) | tool_noise(bench)
+    alone: set[int] = set()  # what one tool of a mixed pair records inside the backward
+    for recs, dialect in zip((npu, bench), dialects or (), strict=False):
+        if dialect.records_inside_backward:
+            alone |= inside_backward(recs)
     for seq, row in enumerate(out):
         row.seq = seq
-        if id(row.record) in own or (mixed and not row.matched and is_detach(row.record)):
+        if id(row.record) in own or (mixed and not row.matched and (is_detach(row.record)
+                                                                    or id(row.record) in alone)):
             row.noise = True
     return out
 
@@ -224,7 +239,7 @@ def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
     npu_only = sum(1 for r in rows if r.bench is None)
     bench_only = sum(1 for r in rows if r.npu is None)
-    shapes = sum(1 for r in rows if r.matched and r.npu.shape_raw != r.bench.shape_raw)
+    shapes = sum(1 for r in rows if r.matched and not r.shapes_agree)
     return npu_only, bench_only, shapes
 
 
@@ -260,9 +275,10 @@ def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str
         pairs = _aligned_pairs(npu, bench)
     else:
         raise ValueError(f"unknown match mode {mode!r} (expected one of {', '.join(MODES)})")
-    if mixed:
-        pairs = same_tensors(npu, bench, pairs, dialects)
-    return _rows(npu, bench, pairs, mixed)
+    if not mixed:
+        return _rows(npu, bench, pairs)
+    pairs, transposed = same_tensors(npu, bench, pairs, dialects)
+    return _rows(npu, bench, pairs, dialects, transposed)
 
 
 def attach_stacks(rows: Sequence[Row], npu_stacks: Mapping[str, StackRecord]) -> None:

@@ -27,6 +27,8 @@ MSG_COS_NAN = "Cannot compare by Cosine Similarity, the dump data has NaN."
 MSG_COS_ONE = "Cannot compare by Cosine Similarity, the tensor holds a single element."
 MSG_FUZZY = "Fuzzy matching data, the comparison accuracy may be affected."
 MSG_PENDING = "Not compared yet."
+MSG_TRANSPOSED = ("The NPU tensor is the bench's transposed (its tool records linear's weight gradient "
+                  "transposed): compared transposed.")
 
 #: Separator of several messages in one Err_message cell (the original kept only one).
 MESSAGE_SEP = "; "

@@ -96,14 +96,14 @@ def _all_finite(stats: list[float | None]) -> bool:
     return all(_finite(v) for v in extremes or [v for v in stats if v is not None])
 
 
-def stats_errors(npu: TensorRecord, bench: TensorRecord) -> ErrorMeasures | None:
+def stats_errors(npu: TensorRecord, bench: TensorRecord, transposed: bool = False) -> ErrorMeasures | None:
     """Statistics mode: the error estimated from max, min, mean and l2norm.
 
     Each statistic's difference is taken relative to its natural scale (the l2norm to itself, the others
     to the bench's largest magnitude); the largest is the estimate. It can only see errors that move
     a statistic, which is what the recorded statistics allow.
     """
-    if npu.shape != bench.shape or npu.is_scalar != bench.is_scalar:
+    if (npu.shape[::-1] if transposed else npu.shape) != bench.shape or npu.is_scalar != bench.is_scalar:
         return None
     n = [npu.stat(i) for i in range(4)]
     b = [bench.stat(i) for i in range(4)]

@@ -15,6 +15,7 @@ from ptdbg_tui.compare.metrics.cells import (
     MSG_NO_BENCH,
     MSG_NO_NPU,
     MSG_SHAPE,
+    MSG_TRANSPOSED,
     NAN,
     join_messages,
 )
@@ -64,14 +65,16 @@ def summary_result(row: Row) -> Result:
     if row.npu is None or row.bench is None:
         return unmatched_result(row, summary=True)
     cells = tuple(_diff_cell(n, b) for n, b in zip(stats4(row.npu), stats4(row.bench), strict=True))
-    status, reason = stats_verdict(row.npu, row.bench)
+    status, reason = stats_verdict(row.npu, row.bench, row.transposed)
     messages = []
-    if row.npu.shape_raw != row.bench.shape_raw:
+    if not row.shapes_agree:
         messages.append(MSG_SHAPE)
     if row.npu.dtype != row.bench.dtype:
         messages.append(MSG_DTYPE)
+    if row.transposed:
+        messages.append(MSG_TRANSPOSED)
     result = Result(cells, "", join_messages(messages), status, reason,
-                    errors=stats_errors(row.npu, row.bench))
+                    errors=stats_errors(row.npu, row.bench, row.transposed))
     return add_fuzzy(result) if row.fuzzy else result
 
 
@@ -163,7 +166,8 @@ def settled_result(row: Row, summary: bool) -> Result | None:
     if overwritten_input(row.record.entry):
         return overwritten_result(row, summary)
     if summary:
-        checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar)
+        # a transposed pair's checksums differ whatever the data: its statistics judge it
+        checksums = npu.md5 and bench.md5 and not (npu.is_scalar or bench.is_scalar or row.transposed)
         return checksum_result(row) if checksums else summary_result(row)
     if npu.data_file is None or bench.data_file is None:
         return value_result(row)

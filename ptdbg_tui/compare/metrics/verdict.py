@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
-from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.model import Row, Status, same_shape
 from ptdbg_tui.formats.records import TensorRecord
 
 #: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or
@@ -102,9 +102,10 @@ def _same_nonfinite(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def stats_verdict(npu: TensorRecord, bench: TensorRecord) -> tuple[Status, str]:
-    """Summary mode's verdict: do the recorded statistics agree within a dtype-aware tolerance?"""
-    if npu.shape_raw != bench.shape_raw:
+def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = False) -> tuple[Status, str]:
+    """Summary mode's verdict: do the recorded statistics agree within a dtype-aware tolerance?
+    (``transposed``: the NPU holds the bench tensor transposed; statistics do not change.)"""
+    if not same_shape(npu, bench, transposed):
         return Status.FAIL, f"shapes differ: {npu.shape_raw} vs {bench.shape_raw}"
     exact = _exact(npu.dtype) and _exact(bench.dtype)
     rtol = 0.0 if exact else _rtol(npu.dtype, bench.dtype)

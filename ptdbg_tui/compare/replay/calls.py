@@ -72,7 +72,7 @@ def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tupl
         done = run(plan, tf32=tf32)
     except Refused as e:
         return str(e), plan.complete
-    return judge_side(done.results, done.dtypes, done.names), plan.complete
+    return judge_side(done.results, done.dtypes, done.names, done.honest), plan.complete
 
 
 def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSource) -> CallReplay:

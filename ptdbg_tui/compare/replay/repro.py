@@ -27,7 +27,7 @@ from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource, call_key
 from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
-from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
+from ptdbg_tui.compare.replay.run import load, resolve, run
 from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
 
 SCRIPT = "repro.py"
@@ -72,13 +72,13 @@ def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str
     try:
         resolve(plan.fn)
         done = run(plan, tf32=spec.state.tf32_matmul if spec is not None else False)
-        tensors = {rec.name: _recorded(rec) for rec in _tensors(plan)}
+        tensors = {rec.name: load(rec, None) for rec in _tensors(plan)}  # in their recorded dtypes
         code = arguments_code(plan)
     except Refused as e:
         raise CannotReplay(str(e)) from None
-    allowed = {p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p])
+    allowed = {p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p))
                for p, (rec, ref, sens) in done.results.items()}
-    verdict = judge_side(done.results, done.dtypes, done.names)
+    verdict = judge_side(done.results, done.dtypes, done.names, done.honest)
     written = Written(Path(out_dir) / SCRIPT, verdict, plan.complete)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -92,16 +92,6 @@ def _tensors(plan: Plan) -> Iterator[Recorded]:
     yield from (rec for _, rec in leaves(plan.args, plan.kwargs, lambda x: isinstance(x, Recorded)))
     yield from plan.incoming.values()
     yield from plan.results.values()
-
-
-def _recorded(rec: Recorded) -> torch.Tensor:
-    """A recorded tensor in its recorded dtype (a dump's file may hold bfloat16 data as float32)."""
-    t = load(rec, None)
-    try:
-        dtype = torch_dtype(rec.dtype, reference=False)
-    except Refused:  # a dtype torch does not name: keep the file's
-        return t
-    return t.to(dtype) if t.is_floating_point() and dtype.is_floating_point else t
 
 
 def _literal(v: Any) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,8 @@ def resolve(fn: str) -> Callable[..., Any]:
 
 
 def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
-    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference)."""
+    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference; ``None``: the
+    recorded dtype, bf16 included, which npy files hold as float32)."""
     if rec.path is None:
         raise Refused(f"{rec.name} has no tensor file")
     try:
@@ -72,8 +73,12 @@ def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     except Exception as e:
         raise Refused(f"{rec.name} cannot be read: {e}") from None
     t = torch.from_numpy(array)
-    if t.is_floating_point() and as_dtype is not None:
-        t = t.to(as_dtype)
+    if t.is_floating_point():
+        recorded = getattr(torch, rec.dtype.removeprefix("torch."), None)
+        target = as_dtype or (recorded if isinstance(recorded, torch.dtype) and recorded.is_floating_point
+                              else None)
+        if target is not None:
+            t = t.to(target)
     return t
 
 
@@ -133,6 +138,60 @@ class Replayed:
     results: dict[Path, tuple[np.ndarray, np.ndarray, float]]  # path -> (recorded, reference, sensitivity)
     dtypes: dict[Path, str]  # the recorded result's dtype
     names: dict[Path, str]  # the recorded result's entry
+    #: torch's own CPU kernel in the recorded dtypes against the reference: (error, lean) per result — what
+    #: an honest kernel of that precision does (accumulation, intermediate roundings); absent where it
+    #: cannot run on CPU.
+    honest: dict[Path, tuple[float, float]] = field(default_factory=dict)
+
+
+def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor]
+            ) -> dict[Path, tuple[float, float]]:
+    """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference."""
+    from ptdbg_tui.compare.replay.verdict import lean
+
+    try:
+        inputs = materialize(plan, fn, None, reference=False)
+        got = compute(inputs, plan.direction, list(plan.results), {p: load(r, None) for p, r in plan.incoming.items()})
+    except Exception:  # e.g. an op CPU does not have in half precision: the sensitivity alone then
+        return {}
+    out: dict[Path, tuple[float, float]] = {}
+    for p, ref in reference.items():
+        g = matching(got, p)
+        if g is None or g.numel() != ref.numel():
+            continue
+        a = g.detach().to(torch.float64).reshape(-1).numpy()
+        b = ref.detach().to(torch.float64).reshape(-1).numpy()
+        finite = np.isfinite(a) & np.isfinite(b)
+        out[p] = (relative(torch.from_numpy(a[finite]), torch.from_numpy(b[finite])),
+                  lean(a[finite] - b[finite], b[finite]))
+    return out
+
+
+def _spread(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor],
+            incoming: dict[Path, torch.Tensor], op: str, tf32: bool, seed: int) -> dict[Path, float]:
+    """How far the result moves when every floating input moves by a random rounding of its dtype."""
+    rng = torch.Generator().manual_seed(seed)
+    spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
+    recorded_in = dict(_recorded_inputs(plan))
+
+    def moved(t: torch.Tensor, dtype: str | None) -> torch.Tensor:
+        u = _u(dtype, op, tf32) if dtype is not None else 2.0**-24
+        return t * (1 + u * (2 * torch.rand(t.shape, generator=rng, dtype=torch.float64) - 1))
+
+    for _ in range(SENSITIVITY_DRAWS):
+        inputs = materialize(plan, fn, torch.float64, reference=True)
+        for path, t in inputs.floats.items():
+            rec = recorded_in.get(path)
+            t.copy_(moved(t, rec.dtype if rec is not None else None))
+        moved_in = {p: moved(g, plan.incoming[p].dtype) for p, g in incoming.items()}
+        try:
+            other = compute(inputs, plan.direction, list(plan.results), moved_in)
+        except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
+            continue
+        for p, ref in reference.items():
+            if p in other:
+                spread[p] = max(spread[p], relative(other[p], ref))
+    return spread
 
 
 def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
@@ -148,25 +207,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
         raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {e}") from None
-    rng = torch.Generator().manual_seed(seed)
-    spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
-    recorded_in = dict(_recorded_inputs(plan))
-    for _ in range(SENSITIVITY_DRAWS):
-        moved = materialize(plan, fn, torch.float64, reference=True)
-        for path, t in moved.floats.items():
-            rec = recorded_in.get(path)
-            u = _u(rec.dtype, op, tf32) if rec is not None else 2.0**-24
-            t.mul_(1 + u * (2 * torch.rand(t.shape, generator=rng, dtype=torch.float64) - 1))
-        moved_in = {p: g * (1 + _u(plan.incoming[p].dtype, op, tf32)
-                            * (2 * torch.rand(g.shape, generator=rng, dtype=torch.float64) - 1))
-                    for p, g in incoming.items()}
-        try:
-            other = compute(moved, plan.direction, grads_of, moved_in)
-        except Exception:  # a discontinuity the perturbation crossed: leave the spread as measured
-            continue
-        for p, ref in reference.items():
-            if p in other:
-                spread[p] = max(spread[p], relative(other[p], ref))
+    spread = _spread(plan, fn, reference, incoming, op, tf32, seed)
     out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
     for path, rec in plan.results.items():
         ref = matching(reference, path)
@@ -177,8 +218,10 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
             raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
         sens = matching(spread, path) or 0.0
         out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
+    honest = _honest(plan, fn, reference)
     return Replayed(out, {p: r.dtype for p, r in plan.results.items()},
-                    {p: r.name for p, r in plan.results.items()})
+                    {p: r.name for p, r in plan.results.items()},
+                    {p: v for p in plan.results if (v := matching(honest, p)) is not None})
 
 
 def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:

@@ -6,22 +6,28 @@ so that a user can diff ours against theirs (docs/compare.md#the-msprobe-csv).
 - md5 (its md5 and xor modes): NPU MD5 and BENCH MD5.
 
 Every mode has the name/dtype/shape/requires_grad head, the recorded statistics (except md5),
-``Requires_grad Consistent``, ``Result``, ``Err_message`` and ``NPU_Stack_Info``. ``Result`` is
-our verdict in msprobe's words (pass, warning, error) and ``Err_message`` says why; msprobe's own
-Result uses other rules (input-against-output ratios), so these two columns may differ from its.
-Bench-only rows, which msprobe drops, are written with ``N/A`` NPU fields.
+``Requires_grad Consistent``, ``Result``, ``Err_message`` and ``NPU_Stack_Info``. ``Result`` and
+``Err_message`` are msprobe's own rule's (:mod:`.msprobe_result`), not our verdict. Bench-only
+rows, which msprobe drops, are written with ``N/A`` NPU fields.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.metrics.cells import MSG_PENDING, MSG_SCALAR, NAN, UNSUPPORTED
-from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.metrics.cells import (
+    MSG_COS_BENCH_ZERO,
+    MSG_COS_NAN,
+    MSG_COS_NPU_ZERO,
+    NAN,
+    UNSUPPORTED,
+)
+from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_ptdbg import write_table
+from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
 
 #: The name of this CSV dialect (``--format``).
@@ -38,8 +44,6 @@ TENSOR_HEADER = [*_HEAD, "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "On
 STATISTICS_HEADER = [*_HEAD, "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr",
                      "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", *_STATS, *_TAIL]
 MD5_HEADER = [*_HEAD, "NPU MD5", "BENCH MD5", *_TAIL]
-TENSOR, STATISTICS, MD5 = "tensor", "statistics", "md5"
-_RESULT = {Status.PASS: "pass", Status.FAIL: "error"}  # the rest: warning
 
 
 def mode_of(rows: Sequence[Row], summary: bool) -> str:
@@ -56,6 +60,16 @@ def header(mode: str) -> list[str]:
 
 def _text(value: object) -> str:
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def _float_cell(value: object) -> str:
+    """A number msprobe keeps as a float: ``Nan`` for NaN, `` inf`` for ±inf (its CSV writer's
+    spreadsheet-safe text), else as Python prints it."""
+    if str(value).lower() == "nan":
+        return NAN
+    if isinstance(value, float) and math.isinf(value):
+        return " inf" if value > 0 else " -inf"
+    return _text(value)
 
 
 def _shape(rec: TensorRecord) -> str:
@@ -81,7 +95,7 @@ def _four(rec: TensorRecord) -> list[object]:
 
 
 def _stats(rec: TensorRecord | None) -> list[str]:
-    return [NA] * 4 if rec is None else [_text(v) for v in _four(rec)]
+    return [NA] * 4 if rec is None else [_float_cell(v) for v in _four(rec)]
 
 
 def _number(cell: str) -> str:
@@ -89,7 +103,7 @@ def _number(cell: str) -> str:
     if cell in ("", NAN):
         return UNSUPPORTED
     try:
-        return repr(float(cell))
+        return _float_cell(float(cell))
     except ValueError:
         return cell
 
@@ -109,30 +123,60 @@ def _cosine(cell: str, cos: float | None) -> str:
     return repr(value)
 
 
+def _nan_scalar(n: TensorRecord, b: TensorRecord) -> bool:
+    """A 0-d tensor pair whose difference is NaN: msprobe computes no Cosine, ratios or EucDist of a
+    0-d tensor, and its MaxAbsErr and MaxRelativeErr of NaN are ``Nan``."""
+    if n.shape_raw != [] or n.is_scalar:
+        return False
+    x, y = n.stat(0), b.stat(0)
+    return x is not None and y is not None and math.isnan(x - y)
+
+
 def _tensor_cells(row: Row) -> list[str]:
     r = row.result
     n, b = row.npu, row.bench
     if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
         return [UNSUPPORTED] * 6
+    if _nan_scalar(n, b):
+        return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
     cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
     cos = _cosine(r.cells[0], r.cosine)
+    if r.cells[0] == NAN and any(m in r.message for m in (MSG_COS_NPU_ZERO, MSG_COS_BENCH_ZERO, MSG_COS_NAN)):
+        cos = NAN  # msprobe's too: no cosine of an all-zero or a NaN tensor
     euc = repr(r.euc_dist) if r.euc_dist is not None and cos != UNSUPPORTED else UNSUPPORTED
+    if cos == NA:  # NaN/Inf at different positions: msprobe computes nothing
+        euc = NA
     return [cos, euc, mae, rel, r1, r5]
 
 
+def _kind(v: object) -> str:
+    """A statistic's class in msprobe's statistics diff: num, nan, inf (either sign), N/A or other."""
+    if isinstance(v, bool) or v is None:
+        return "other"
+    if str(v) == NA:
+        return NA
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "other"
+    return "nan" if math.isnan(x) else "num" if math.isfinite(x) else "inf"
+
+
 def _diff(n: object, b: object) -> tuple[str, str]:
-    """``npu - bench`` and ``|diff / bench| × 100 %`` as msprobe prints them."""
-    if n is None and b is None:
+    """``npu - bench`` and ``|diff / bench| × 100 %`` as msprobe prints them: ``0`` for values
+    written alike, ``inf`` for a bench of 0, the sign of an infinite difference, ``Nan``, and
+    ``Diff`` for values that are no numbers (booleans, ``None``)."""
+    if str(n) == str(b):
         return "0", "0"
-    if not (isinstance(n, (int, float)) and isinstance(b, (int, float))):
-        return NA, NA
-    diff = n - b
-    if diff != diff:  # NaN
-        return "Nan", "Nan"
-    if diff == 0:
-        return "0", "0"
-    rel = NA if b == 0 else f"{abs(diff / b) * 100!r}%"
-    return _text(float(diff)), rel
+    kinds = {_kind(n), _kind(b)}
+    for word, kind in ((NA, NA), ("Diff", "other"), ("Nan", "nan")):
+        if kind in kinds:
+            return word, word
+    diff = float(n) - float(b)  # type: ignore[arg-type]
+    if kinds != {"num"}:
+        return _text(diff), _text(diff)  # inf or -inf
+    rel = "inf" if float(b) == 0 else f"{abs(diff / float(b)) * 100!r}%"  # type: ignore[arg-type]
+    return _text(diff), rel
 
 
 def _statistics_cells(row: Row) -> list[str]:
@@ -154,18 +198,12 @@ def _stack(row: Row) -> str:
     return str([_frame_text(f) for f in row.stack.frames]) if row.stack is not None else NA
 
 
-def _result(row: Row) -> tuple[str, str, str]:
-    """Requires_grad Consistent, Result, Err_message."""
-    n, b, r = row.npu, row.bench, row.result
+def _consistent(row: Row) -> str:
+    """Requires_grad Consistent: equal, or a side that does not say (a paired record of a tool that
+    does not record it) agrees."""
+    n, b = row.npu, row.bench
     grads = (n.requires_grad if n else None, b.requires_grad if b else None)
-    consistent = grads[0] == grads[1] or (row.matched and None in grads)  # a side that does not say agrees
-    if r is None:
-        return str(consistent), "", json.dumps([MSG_PENDING])
-    word = _RESULT.get(r.status, "warning")
-    messages = [m for m in r.message.split("; ") if m and m != MSG_SCALAR]
-    if r.status is not Status.PASS and r.reason:
-        messages.insert(0, f"{word}: {r.reason}")
-    return str(consistent), word, json.dumps(messages, ensure_ascii=False)
+    return str(grads[0] == grads[1] or (row.matched and None in grads))
 
 
 def _data_name(rec: TensorRecord | None) -> str:
@@ -175,7 +213,7 @@ def _data_name(rec: TensorRecord | None) -> str:
 
 
 def csv_row(row: Row, mode: str) -> list[str]:
-    """One line in :func:`header` order."""
+    """One line in :func:`header` order, Result and Err_message left empty (:func:`csv_rows` fills them)."""
     cells = _head(row)
     if mode == TENSOR:
         cells += _tensor_cells(row)
@@ -185,14 +223,25 @@ def csv_row(row: Row, mode: str) -> list[str]:
         cells += [(rec.md5 or NA) if rec else NA for rec in (row.npu, row.bench)]
     if mode != MD5:
         cells += _stats(row.npu) + _stats(row.bench)
-    cells += [*_result(row), _stack(row)]
+    cells += [_consistent(row), "", "", _stack(row)]
     if mode == TENSOR:
         cells.append(str([_data_name(row.npu), _data_name(row.bench)]))
     return cells
+
+
+def csv_rows(rows: Sequence[Row], mode: str) -> list[list[str]]:
+    """Every line, Result and Err_message by msprobe's rule, which judges a call's rows together."""
+    columns = header(mode)
+    lines = [csv_row(r, mode) for r in rows]
+    verdicts = msprobe_verdicts(rows, [dict(zip(columns, line, strict=True)) for line in lines], mode)
+    at = columns.index("Result")
+    for line, verdict in zip(lines, verdicts, strict=True):
+        line[at:at + 2] = verdict
+    return lines
 
 
 def write_msprobe_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, summary: bool = False,
                       suffix: str = "") -> Path:
     """Write ``compare_result<suffix>_<ts>.csv`` in msprobe's columns and return its path."""
     mode = mode_of(rows, summary)
-    return write_table(header(mode), [csv_row(r, mode) for r in rows], out_dir, suffix)
+    return write_table(header(mode), csv_rows(rows, mode), out_dir, suffix)

@@ -1,0 +1,92 @@
+"""Replay plans built from records and call sidecars (no torch): what is rebuilt, and the reason when a
+call cannot be."""
+
+from __future__ import annotations
+
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Recorded, Value, build_plan, function_of
+from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
+from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName, parse_name
+from ptdbg_tui.formats.records import TensorRecord
+
+
+def _rows(record, names: list[str], scalars: dict[str, object] | None = None) -> list[Row]:
+    rows = []
+    for n in names:
+        if scalars and n in scalars:
+            rec = record(n, shape="[]", dtype=f"<class '{type(scalars[n]).__name__}'>", stats=[scalars[n]] * 4)
+            rec.data_name = ""
+        else:
+            rec = record(n, shape=[4])
+        rows.append(Row(rec, rec))
+    return rows
+
+
+def test_only_api_calls_of_torchs_namespaces_that_draw_no_random_numbers_are_replayed():
+    assert function_of(parse_name("Functional_gelu_0_forward_output")) == "torch.nn.functional.gelu"
+    assert function_of(parse_name("Tensor_add__0_forward_output")) == "torch.Tensor.add_"
+    assert function_of(parse_name("VF_lstm_0_backward_output.0")) == "torch._VF.lstm"
+    for name, why in (("Distributed_all_reduce_0_forward_output.0", "collective"),
+                      ("Functional_dropout_0_forward_output", "random"),
+                      ("Tensor_uniform__0_forward_output", "random")):
+        got = function_of(parse_name(name))
+        assert isinstance(got, NotReplayable) and why in got.reason, got
+
+
+def test_a_plan_from_the_records_takes_positional_arguments_and_the_values(record):
+    rows = _rows(record, ["Torch_add_0_forward_input.0", "Torch_add_0_forward_input.1",
+                          "Torch_add_0_forward_output"], scalars={"Torch_add_0_forward_input.1": 2.5})
+    plan = build_plan(rows, "npu", "Torch_add_0_forward", "/d", None, keywords_recorded=False,
+                      inputs_after_call=False)
+    assert isinstance(plan, Plan) and plan.fn == "torch.add"
+    assert isinstance(plan.args[0], Recorded) and plan.args[1] == Value("plain", 2.5)
+    assert not plan.complete, "the original records no keyword arguments"
+    assert list(plan.results) == [()]
+
+
+def test_msprobes_keyword_arguments_are_rebuilt(record):
+    rows = []
+    for kind, path in (("input", (0,)), ("input", ("approximate",)), ("output", (0,))):
+        name = f"Functional.gelu.0.forward.{kind}." + ".".join(map(str, path))
+        entry = EntryName("Functional.gelu", 0, "forward", kind, path, STYLE_MSPROBE)
+        if path == ("approximate",):  # msprobe's {"type": "str", "value": "tanh"}
+            rec = TensorRecord(name, 0, "str", "[]", ["tanh"] * 4, entry, data_name="")
+        else:
+            rec = TensorRecord(name, 0, "torch.float32", [4], [1.0, 0.0, 0.5, 1.0], entry)
+        rows.append(Row(rec, rec))
+    plan = build_plan(rows, "npu", "Functional.gelu.0.forward", "/d", None, keywords_recorded=True,
+                      inputs_after_call=False)
+    assert isinstance(plan, Plan) and plan.kwargs == {"approximate": Value("plain", "tanh")} and plan.complete
+
+
+def test_the_sidecar_gives_every_argument(record):
+    rows = _rows(record, ["Functional_gelu_0_forward_input.0", "Functional_gelu_0_forward_output"])
+    spec = CallSpec("Functional_gelu_0", "torch.nn.functional.gelu",
+                    [TensorArg("Functional_gelu_0_forward_input.0")], {"approximate": "tanh"})
+    plan = build_plan(rows, "bench", "Functional_gelu_0_forward", "/d", spec, False, False)
+    assert isinstance(plan, Plan) and plan.kwargs == {"approximate": Value("plain", "tanh")} and plan.complete
+
+
+def test_what_cannot_be_rebuilt_says_why(record):
+    rows = _rows(record, ["Functional_gelu_0_forward_input.0", "Functional_gelu_0_forward_output"])
+    call = "Functional_gelu_0_forward"
+    cases = [
+        (None, None, "statistics only"),
+        ("/d", CallSpec("Functional_gelu_0", "torch.nn.functional.gelu", [TensorArg(None, "torch.float32", (4,))]),
+         "was not recorded"),
+        ("/d", CallSpec("Functional_gelu_0", "torch.nn.functional.gelu",
+                        [TensorArg("Functional_gelu_0_forward_input.0"), Opaque("torch._C.Generator")]),
+         "cannot be rebuilt"),
+    ]
+    for folder, spec, why in cases:
+        got = build_plan(rows, "npu", call, folder, spec, False, False)
+        assert isinstance(got, NotReplayable) and why in got.reason, got
+    missing = build_plan(rows, "npu", "Torch_exp_0_forward", "/d", None, False, False)
+    assert isinstance(missing, NotReplayable) and "does not hold it" in missing.reason
+
+
+def test_an_in_place_call_recorded_after_it_wrote_its_input_is_not_replayed(record):
+    rows = _rows(record, ["Tensor_add__0_forward_input.0", "Tensor_add__0_forward_input.1",
+                          "Tensor_add__0_forward_output"])
+    got = build_plan(rows, "npu", "Tensor_add__0_forward", "/d", None, False, inputs_after_call=True)
+    assert isinstance(got, NotReplayable) and "after it wrote" in got.reason

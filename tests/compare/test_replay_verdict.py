@@ -1,0 +1,82 @@
+"""The replay's verdict on hand-made results (no torch): rounding passes, a wrong kernel or a one-sided
+lean does not, an honest low-precision kernel sets the bar, and the two sides together decide."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptdbg_tui.compare.replay.verdict import (
+    CONFIRMED,
+    INCONCLUSIVE,
+    NOT_REPLAYED,
+    REFUTED,
+    CallReplay,
+    SideVerdict,
+    judge_result,
+    lean,
+)
+
+RNG = np.random.default_rng(3)
+U_BF16 = 2.0**-8
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (to nearest, ties to even), kept as float64."""
+    bits = a.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_rounding_to_the_result_dtype_is_no_fault():
+    ref = RNG.standard_normal(4096)
+    v = judge_result(_bf16(ref), ref, U_BF16, "torch.bfloat16", "y")
+    assert not v.wrong, v
+
+
+def test_a_wrong_result_is_wrong_and_says_by_how_much():
+    ref = RNG.standard_normal(1000)
+    got = ref.copy()
+    got[-100:] *= 1.3  # the last tile
+    v = judge_result(got.astype(np.float32).astype(np.float64), ref, 6e-8, "torch.float32", "y")
+    assert v.wrong and "error" in v.text and "allowed" in v.text
+
+
+def test_a_one_sided_error_of_one_bf16_unit_is_wrong_though_rounding_allows_its_size():
+    ref = RNG.standard_normal(4096)
+    honest = judge_result(_bf16(ref), ref, U_BF16, "torch.bfloat16", "y")
+    biased = judge_result(_bf16(ref * 1.005), ref, U_BF16, "torch.bfloat16", "y")
+    assert not honest.wrong
+    assert biased.error < biased.allowed, "its size alone is rounding"
+    assert biased.wrong and "one-sided" in biased.text
+    assert abs(lean(_bf16(ref) - ref, ref)) < abs(biased.bias) / 10
+
+
+def test_an_honest_kernel_of_the_same_precision_sets_the_bar():
+    ref = RNG.standard_normal(4096)
+    got = ref * (1 + 3e-3)  # as wrong as torch's own low-precision kernel is here
+    assert judge_result(got, ref, 0.0, "torch.float32", "y").wrong
+    assert not judge_result(got, ref, 0.0, "torch.float32", "y", honest=(3e-3, 3e-3)).wrong
+
+
+def test_nan_the_replay_does_not_make_is_wrong():
+    ref = RNG.standard_normal(100)
+    got = ref.copy()
+    got[3] = np.nan
+    assert judge_result(got, ref, 0.0, "torch.float32", "y").wrong
+
+
+def _side(wrong: bool) -> SideVerdict:
+    return SideVerdict(0.3 if wrong else 1e-7, 1e-5, 0.0, 1.0, "y")
+
+
+def test_the_two_sides_decide_together():
+    assert CallReplay("c", _side(True), _side(False)).outcome == CONFIRMED
+    assert CallReplay("c", _side(False), _side(False)).outcome == REFUTED
+    assert CallReplay("c", _side(True), _side(True)).outcome == INCONCLUSIVE
+    assert CallReplay("c", "a random op", "a random op").outcome == NOT_REPLAYED
+    # a rebuild without keyword arguments proves nothing unless the other side matches its replay
+    assert CallReplay("c", _side(True), "no tensors", complete=False).outcome == INCONCLUSIVE
+    assert CallReplay("c", _side(True), _side(False), complete=False).outcome == CONFIRMED
+    confirmed = CallReplay("c", _side(True), _side(False)).text
+    assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
+    assert "the difference is inherited" in CallReplay("c", _side(False), _side(False)).text

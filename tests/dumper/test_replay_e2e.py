@@ -1,0 +1,113 @@
+"""Replay end to end on real dumps of ``bench/diagnosis.py``'s scenarios: a kernel fault is confirmed
+on its own recorded inputs (forward and backward), an honest call is refuted, a one-sided bf16 error of
+one unit is caught, and what cannot be replayed says why. One replay worker (torch in a spawned
+process) serves the module."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ptdbg_tui import cli
+from ptdbg_tui.compare.replay.run import Refused, resolve
+from ptdbg_tui.compare.replay.verdict import CONFIRMED, REFUTED
+from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.replay import Replayer, replay_outcomes
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from diagnosis_scenarios import SCENARIOS, dump_pair
+
+from dumper import PrecisionDebugger
+from dumper.faults import replaced
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with Replayer() as r:
+        yield r
+
+
+def _replayed(tmp_path: Path, name: str, worker: Replayer, **kw):
+    npu, bench = dump_pair(SCENARIOS[name], tmp_path, seed=0)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    got = replay_outcomes(outcomes, replayer=worker, **kw)
+    (per_call,) = got.values()
+    return outcomes[0], per_call
+
+
+@pytest.mark.parametrize("name", ["sum_pool_doubled", "conv_weight_grad_only"])
+def test_a_kernel_fault_is_confirmed_on_its_own_inputs_and_honest_calls_are_refuted(tmp_path, worker, name):
+    outcome, replays = _replayed(tmp_path, name, worker)
+    (truth,) = SCENARIOS[name].truth
+    assert replays[truth].outcome == CONFIRMED, replays[truth].text
+    culprit = outcome.diagnosis.culprit
+    assert culprit is not None and culprit.call == truth and culprit.confirmed
+    assert "confirmed by replay — NPU kernel wrong on its own inputs" in outcome.diagnosis.verdict
+    honest = [r for c, r in replays.items() if c != truth]
+    assert honest and all(r.outcome == REFUTED for r in honest), [r.text for r in honest if r.outcome != REFUTED]
+    assert "replayed on each side's own inputs" in outcome.diagnosis.replay
+
+
+def test_a_missing_tensor_file_makes_that_call_not_replayable_and_nothing_crashes(tmp_path, worker):
+    npu, bench = dump_pair(SCENARIOS["sum_pool_doubled"], tmp_path, seed=0)
+    (outcome,) = compare_dumps(npu, bench, jobs=1)
+    for f in outcome.npu_tensors.glob("Torch_sum_0_forward_output*"):
+        f.unlink()
+    (got,) = replay_outcomes([outcome], replayer=worker, calls=["Torch_sum_0_forward"]).values()
+    assert got["Torch_sum_0_forward"].text.startswith("not replayable: ")
+    assert "cannot be read" in got["Torch_sum_0_forward"].text
+
+
+def _dump(path: Path, fault: bool) -> Path:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    x = torch.randn(64, 64)
+    if fault:  # the NPU run: bf16, and a GELU whose results lean one bf16 unit up
+        model, x = model.to(torch.bfloat16), x.to(torch.bfloat16)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", rank=0, step=[0], model=model)
+    debugger.configure_hook(mode="api_stack")
+    gelu = replaced(F, "gelu", lambda f: lambda *a, **k: f(*a, **k) * 1.005) if fault else None
+    debugger.start()
+    try:
+        if gelu is not None:
+            with gelu:
+                model(x).float().pow(2).mean().backward()
+        else:
+            model(x).float().pow(2).mean().backward()
+    finally:
+        debugger.stop()
+        debugger.step()
+    return path
+
+
+def test_a_one_sided_bf16_error_of_one_unit_is_caught_by_both_lean_tests(tmp_path, worker):
+    npu, bench = _dump(tmp_path / "npu", True), _dump(tmp_path / "bench", False)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    two_dumps = outcomes[0].diagnosis.culprit
+    assert two_dumps is not None and two_dumps.call == "Functional_gelu_0_forward" and two_dumps.kind == "lean"
+    (got,) = replay_outcomes(outcomes, replayer=worker).values()
+    r = got["Functional_gelu_0_forward"]
+    assert r.outcome == CONFIRMED and "one-sided" in r.text, r.text
+    assert outcomes[0].diagnosis.culprit.call == "Functional_gelu_0_forward"
+
+
+@pytest.mark.parametrize("name", ["os.system", "builtins.eval", "torch.load", "torch.nn.functional.no_such_op"])
+def test_only_the_named_torch_function_of_the_dumped_api_list_is_ever_resolved(name):
+    with pytest.raises(Refused):
+        resolve(name)
+    assert resolve("torch.nn.functional.gelu") is F.gelu
+
+
+def test_replay_without_torch_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    npu, bench = dump_pair(SCENARIOS["sum_pool_doubled"], tmp_path, seed=0)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a))
+    code = cli.main(["compare", str(npu), str(bench), "-o", str(tmp_path / "out"), "--replay", "--jobs", "1"])
+    assert code == cli.EXIT_USAGE
+    assert "pip install torch==2.13.0" in capsys.readouterr().err
