@@ -190,6 +190,7 @@ class LiveEngine:
                 next_rescan = now + self.options.rescan_s
             due = self._pass(rescan)
             if self._replay.step(self._pairs, self._context, settled=due is None and self._quiet()):
+                self._cross_rank()  # the pairs around a pair adjust its diagnosis with the replays in
                 self._progress(done=due is None)
             if self._watcher is None:
                 self.outbox.flush(force=True)

@@ -79,15 +79,16 @@ class LiveReplay:
 
     def step(self, pairs: Mapping[str, PairState], ctx: PairContext, settled: bool) -> bool:
         """Collect the finished tasks, queue the calls of the pairs diagnosed anew once the comparison
-        has ``settled``, and hand the worker the next ones; whether the progress changed."""
+        has ``settled``, and hand the worker the next ones; whether a diagnosis was sent or the progress
+        changed."""
         before = (self.done, self.total)
-        self._collect(pairs, ctx)
+        sent = self._collect(pairs, ctx)
         with self._lock:
             asked, self._asked = self._asked, []
         if self._off:
             for job in asked:
                 self._outbox.notice(f"{job.call}: not replayed — {self._off}")
-            return False
+            return sent
         if asked:
             self._start_round()
             self.total += len(asked)
@@ -95,7 +96,7 @@ class LiveReplay:
         if settled and self.budget_s > 0:
             self._schedule(pairs)
         self._submit(pairs)
-        return (self.done, self.total) != before
+        return sent or (self.done, self.total) != before
 
     def close(self) -> None:
         self._replayer.close()
@@ -172,10 +173,10 @@ class LiveReplay:
             found = self._sources[key] = (versions, npu, bench)
         return found[1], found[2]
 
-    def _collect(self, pairs: Mapping[str, PairState], ctx: PairContext) -> None:
+    def _collect(self, pairs: Mapping[str, PairState], ctx: PairContext) -> bool:
         """Keep the finished replays on their pairs; send the pairs' diagnoses with them at most every
         SEND_S while more are coming (each one folds every replay kept so far), at once when the
-        user asked or nothing is left."""
+        user asked or nothing is left; whether any was sent."""
         asked = False
         for future in [f for f in self._pending if f.done()]:
             job, signature = self._pending.pop(future)
@@ -193,7 +194,8 @@ class LiveReplay:
                 asked = True
                 self._outbox.notice(f"{job.call}: {replay.text}")
         now = time.monotonic()
-        if self._unsent and (asked or not self.busy or now - self._sent_at >= SEND_S):
+        sent = bool(self._unsent) and (asked or not self.busy or now - self._sent_at >= SEND_S)
+        if sent:
             for key in self._unsent:
                 if key in pairs:
                     pairs[key].send_replays(ctx)
@@ -201,6 +203,7 @@ class LiveReplay:
             self._sent_at = now
         if self._deaths >= MAX_DEATHS:
             self._stop(f"the replay worker died {self._deaths} times in a row")
+        return sent
 
     def _out_of_budget(self) -> None:
         left = [j for j in self._queue if not j.asked]

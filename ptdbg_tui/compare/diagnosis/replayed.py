@@ -61,10 +61,9 @@ def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[st
 def with_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay],
                  step: int | None = None) -> Diagnosis:
     """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
-    pair's two-dump diagnosis and folds the replays done so far into each new one (the app holds the
-    copies it was sent)."""
-    if not replays:
-        return diagnosis
-    copy = replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects])
-    apply_replays(copy, rows, replays, step)
+    pair's two-dump diagnosis and folds the replays done so far into each new copy, which the pairs
+    around it then adjust in place (the app holds the copies it was sent)."""
+    copy = replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))
+    if replays:
+        apply_replays(copy, rows, replays, step)
     return copy

@@ -150,8 +150,9 @@ def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tens
     from ptdbg_tui.compare.replay.verdict import lean
 
     try:
-        inputs = materialize(plan, fn, None, reference=False)
-        got = compute(inputs, plan.direction, list(plan.results), {p: load(r, None) for p, r in plan.incoming.items()})
+        incoming = {p: load(r, None) for p, r in plan.incoming.items()}
+        got = compute(materialize(plan, fn, None, reference=False), plan.direction, list(plan.results),
+                      incoming)
     except Exception:  # e.g. an op CPU does not have in half precision: the sensitivity alone then
         return {}
     out: dict[Path, tuple[float, float]] = {}
