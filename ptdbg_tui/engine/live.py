@@ -147,6 +147,7 @@ class LiveEngine:
         rebuilt from the records, and the loop starts again (after a pause, so a fault that
         repeats cannot spin)."""
         try:
+            self._replay.prestart()
             if self._watcher is not None:
                 self._watcher.start()
             while not self._stop.is_set():

@@ -67,6 +67,15 @@ class LiveReplay:
         self.done = 0  # jobs of the current round finished
         self.total = 0  # jobs of the current round
 
+    def prestart(self) -> None:
+        """Start the worker now, so that it imports torch while the comparison runs (replay on its own
+        once the comparison settles); without torch, say so now."""
+        if self.budget_s > 0:
+            try:
+                self._replayer.start()
+            except ReplayUnavailable as e:
+                self._stop(str(e))
+
     def ask(self, job: Job) -> None:
         """Replay a call (or write its repro) as soon as the worker is free (any thread)."""
         with self._lock:
