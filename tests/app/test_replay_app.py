@@ -146,3 +146,21 @@ def test_the_app_s_command_line_sets_the_budget():
     options = options_from(args)
     assert (options.replay_budget_s, options.replay_top) == (5.0, 3)
     assert options_from(app_parser().parse_args(["npu", "bench"])).replay_budget_s == 60.0
+
+
+async def test_the_budget_stops_the_round_and_says_so(demo_dumps, ui):
+    app = ui.app(*demo_dumps, replay_budget_s=1e-6)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: _said(app, "Replay: the budget of 1e-06 s ran out with "))
+        assert not app.engine._replay.busy
+        assert app.model.progress.replayed == app.model.progress.replaying < 33
+
+
+async def test_a_statistics_only_pair_has_nothing_to_replay(demo_dumps, ui):
+    app = ui.app(*demo_dumps, summary=True)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "r")
+        assert _said(app, "VF_lstm_0_backward: compared from statistics, without tensors: nothing to replay "
+                          "from.")
