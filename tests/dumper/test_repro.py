@@ -164,3 +164,16 @@ def test_the_script_without_its_data_says_why(demo_npu, tmp_path, capsys):
     done = _run(tmp_path / "r")
     assert done.returncode == 2 and done.stdout.startswith("not replayable: ")
     assert "Traceback" not in done.stderr
+
+
+def test_a_real_msprobe_dump_s_faulty_gelu(tmp_path, capsys):
+    """msprobe's own dump (tests/fixtures/msprobe/custom_inplace: its GELU forward 1% high), named as
+    msprobe names it."""
+    npu = Path(__file__).parents[1] / "fixtures" / "msprobe" / "custom_inplace" / "npu"
+    code, out, err = _repro(capsys, npu, "Functional.gelu.0", tmp_path / "g")
+    assert code == 0, err
+    assert "NPU kernel wrong on its own inputs (error 0.01" in out
+    assert _run(tmp_path / "g").returncode == 1
+    assert _repro(capsys, npu, "Functional.linear.1.forward", tmp_path / "l")[0] == 0
+    done = _run(tmp_path / "l")
+    assert done.returncode == 0, done.stdout + done.stderr
