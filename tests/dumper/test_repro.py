@@ -177,3 +177,15 @@ def test_a_real_msprobe_dump_s_faulty_gelu(tmp_path, capsys):
     assert _repro(capsys, npu, "Functional.linear.1.forward", tmp_path / "l")[0] == 0
     done = _run(tmp_path / "l")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_without_torch_the_command_says_how_to_install_it(demo_npu, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    from ptdbg_tui.engine.replay import INSTALL
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    code, _, err = _repro(capsys, demo_npu, "VF_lstm_0", tmp_path / "r")
+    assert code == 2 and INSTALL in err and not (tmp_path / "r").exists()
