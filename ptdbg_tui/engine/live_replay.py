@@ -108,7 +108,7 @@ class LiveReplay:
         return sent or (self.done, self.total) != before
 
     def close(self) -> None:
-        self._replayer.close()
+        self._replayer.close(kill=True)
 
     def _start_round(self) -> None:
         if not self.busy:

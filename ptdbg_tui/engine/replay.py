@@ -140,9 +140,14 @@ class Replayer:
                 self.start()
             return CallReplay(call, f"the replay worker failed: {type(e).__name__}: {e}", "", False)
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """Let the worker go; ``kill``: end it now, in the middle of a call (the app quits: a long call
+        would hold the interpreter's exit, which waits for the pool's workers)."""
         if self._pool is not None:
+            workers = list(getattr(self._pool, "_processes", {}).values()) if kill else []
             self._pool.shutdown(wait=False, cancel_futures=True)
+            for process in workers:
+                process.terminate()
             self._pool = None
 
     def __enter__(self) -> Replayer:
