@@ -52,7 +52,7 @@ class LiveReplay:
         self.top = top
         self._outbox = outbox
         self._wake = wake
-        self._replayer = Replayer(quiet=True)
+        self._replayer = Replayer(background=True)
         self._lock = threading.Lock()
         self._asked: list[Job] = []  # from the app, not taken yet
         self._queue: deque[Job] = deque()

@@ -39,6 +39,8 @@ BUDGET_S = 60.0
 TOP = 10
 INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
 
+#: How much lower the app's replay worker runs than the app (``os.nice``).
+BACKGROUND_NICE = 10
 #: Calls in the worker's queue at once: one running, the next one ready.
 IN_FLIGHT = 2
 
@@ -78,19 +80,20 @@ def sources(npu: RankDump, bench: RankDump, npu_dir: str | None,
 class Replayer:
     """One worker process that replays calls; start it early, it imports torch in the background.
 
-    ``quiet``: the worker's stdout and stderr go to /dev/null (under the app, whose screen a warning
-    printed by torch's import would tear)."""
+    ``background``: the worker's stdout and stderr go to /dev/null (under the app, whose screen a warning
+    printed by torch's import would tear) and it runs at a lower priority (it gives way to the comparison
+    and the app on a busy machine)."""
 
-    def __init__(self, quiet: bool = False) -> None:
+    def __init__(self, background: bool = False) -> None:
         self._pool: ProcessPoolExecutor | None = None
-        self._quiet = quiet
+        self._background = background
 
     def start(self) -> None:
         if self._pool is None:
             require_torch()
             self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_warm, initargs=(self._quiet,))
-            self._pool.submit(_warm, self._quiet)  # the worker starts now, not at the first call
+                                             initializer=_warm, initargs=(self._background,))
+            self._pool.submit(_ready)  # the worker starts now, not at the first call
 
     def submit(self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource,
                bench: SideSource) -> Future[CallReplay]:
@@ -157,13 +160,19 @@ class Replayer:
         self.close()
 
 
-def _warm(quiet: bool = False) -> None:
-    """Import torch and the runner once, in the worker (``quiet``: its output to /dev/null first)."""
-    if quiet:
+def _warm(background: bool = False) -> None:
+    """Import torch and the runner once, in the worker (``background``: its output to /dev/null and a
+    lower priority first)."""
+    if background:
         devnull = os.open(os.devnull, os.O_WRONLY)
         for fd in (1, 2):
             os.dup2(devnull, fd)
+        os.nice(BACKGROUND_NICE)
     import ptdbg_tui.compare.replay.run  # noqa: F401
+
+
+def _ready() -> None:
+    """Nothing: submitted to make the pool start its worker."""
 
 
 def replay_pair(replayer: Replayer, rows: Sequence[Row], diagnosis: Diagnosis, npu: RankDump,
