@@ -1,5 +1,5 @@
-"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``:
-the arguments, the exit codes, the headless report and its progress bar.
+"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui narrow ...``,
+``ptdbg-tui demo``: the arguments, the exit codes, the headless report and its progress bar.
 
 Heavy imports (textual, torch) happen inside the chosen command so that ``--help`` and
 the headless compare start fast.
@@ -87,15 +87,45 @@ def _replay_options(p: argparse.ArgumentParser) -> None:
                    help="suspects replayed first (default: 10)")
 
 
+def narrow_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui narrow",
+        description="Compare two statistics dumps and write the next dump's config: tensors of one module "
+        "(by default the culprit's innermost module) or call, forward and backward, at the step(s) and "
+        "rank(s) where the runs diverge; prints the commands that run it on both sides.",
+    )
+    _version(p)
+    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level")
+    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--call", metavar="NAME", help="narrow to this call (as the report names it: "
+                        "VF_lstm_0_backward, Functional.silu.0.forward)")
+    target.add_argument("--module", metavar="PATH", help="narrow to this module path (track.lstm)")
+    p.add_argument("--step", type=int, default=None, help="compare this step only")
+    p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
+    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto",
+                   help="pairing of entries (as ptdbg-tui compare)")
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="the config file (default: ./narrow_<module or call>.json)")
+    p.add_argument("--dump-path", metavar="DIR", default=None,
+                   help="where the commands dump: DIR/npu and DIR/bench (default: FILE without .json)")
+    p.add_argument("--script", default=None, help="the training script named in the commands (default: "
+                   "the one the culprit's stack starts in, else SCRIPT)")
+    return p
+
+
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
         # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
               "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+              "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
+              "(the next dump's config)\n"
               "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
-        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui demo --help'.",
+        epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui narrow --help', "
+               "'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(
@@ -339,6 +369,42 @@ class _Counter(_Bar):
         return f"{done}/{total} calls  {rate:.1f}/s"
 
 
+# --- ptdbg-tui narrow: the next dump's config ------------------------------------------------
+
+
+def run_narrow(args: argparse.Namespace) -> int:
+    """``ptdbg-tui narrow``: a statistics compare, then the next dump's config and commands."""
+    from dataclasses import replace
+
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
+    from ptdbg_tui.engine.narrow import NarrowError, default_config, narrowing_of, write_narrowing
+
+    prog = "ptdbg-tui narrow"
+    try:
+        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                                 summary=True, jobs=1)
+        narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
+    except (CompareInputError, NarrowError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: one line, not a traceback
+        print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
+        return EXIT_INTERNAL
+    if args.script:
+        narrowing = replace(narrowing, script=args.script)
+    config = args.output or default_config(narrowing.target)
+    try:
+        written = write_narrowing(narrowing, config, args.dump_path)
+    except OSError as e:
+        print(f"{prog}: error: cannot write {config}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join([report_text(outcomes), *written.lines]), flush=True)
+    return EXIT_OK
+
+
 # --- the app and the demo ---------------------------------------------------------------------
 
 
@@ -425,6 +491,8 @@ def main(argv: list[str] | None = None) -> int:
             # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
             prestart(fused=big_job([args.npu, args.bench]))
         return run_compare(args)
+    if command == "narrow":
+        return run_narrow(narrow_parser().parse_args(argv[1:]))
     if command == "demo":
         return run_demo(demo_parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))
