@@ -77,9 +77,10 @@ class _Chains:
 
 
 def script_of(stack: StackRecord | None) -> str:
-    """The training script, when a call's stack starts in a script's top level; else :data:`SCRIPT`."""
+    """The training script: the innermost top level of a script in a call's stack (a launcher's own
+    is further out); else :data:`SCRIPT`."""
     frames = user_frames(stack.frames) if stack is not None else []
-    return next((f.path for f in frames if f.function == "<module>"), SCRIPT)
+    return next((f.path for f in reversed(frames) if f.function == "<module>"), SCRIPT)
 
 
 def _entry(suspect: Suspect) -> EntryName | None:
@@ -130,13 +131,11 @@ def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
             entry = row.npu.entry if row.npu is not None else None
             if entry is not None and entry.label == label:
                 return o, entry
+    pair = _diverged(outcomes)
+    culprit = pair.diagnosis.culprit if pair is not None else None
+    example = culprit.call if culprit is not None else "Functional_linear_0_forward"
     raise NarrowError(f"no call {name} in the NPU dump (a call is named as the report names it, e.g. "
-                      f"{_example(outcomes)})")
-
-
-def _example(outcomes: Outcomes) -> str:
-    entry = next((r.npu.entry for o in outcomes for r in o.rows if r.npu is not None and r.npu.entry), None)
-    return entry.call if entry is not None else "Functional_linear_0_forward"
+                      f"{example})")
 
 
 def _within(chain: ModuleChain, module: str) -> bool:
@@ -154,9 +153,13 @@ def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains)
 
 def _steps_and_ranks(outcomes: Outcomes, target: Narrowed, chains: _Chains,
                      fallback: list[PairOutcome]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-    """The steps and ranks of the pairs with a suspect inside the target (else of ``fallback``);
-    None where a dump has no step or rank number (the dump covers them all)."""
+    """The earliest step at which a suspect lies inside the target (the later ones inherit the
+    divergence) and the ranks with one there; else those of ``fallback``. None where a dump has no
+    step or rank number (the next dump covers them all)."""
     hits = [o for o in outcomes if any(_inside(o, s, target, chains) for s in o.diagnosis.suspects)]
+    if hits and all(o.npu.step is not None for o in hits):
+        first = min(o.npu.step for o in hits if o.npu.step is not None)
+        hits = [o for o in hits if o.npu.step == first]
     hits = hits or fallback
     steps = {o.npu.step for o in hits}
     ranks = {o.npu.rank for o in hits}
@@ -262,7 +265,6 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
              f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
              f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
              f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}"]
-    script = SCRIPT if n.script == SCRIPT else q(n.script)
-    lines.append(f"  ({script}: the training script with its arguments"
-                 f"{'' if n.script == SCRIPT else ', as the culprit stack names it'})")
+    lines.append(f"  ({SCRIPT}: your training script and its arguments)" if n.script == SCRIPT else
+                 f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)")
     return lines
