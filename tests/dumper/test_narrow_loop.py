@@ -5,7 +5,6 @@ the same culprit."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -20,21 +19,7 @@ from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.reader import module_chain_of
 
-JOB = textwrap.dedent("""
-    import sys
-
-    import torch
-
-    from ptdbg_tui import demo
-
-    npu = sys.argv[1] == "npu"
-    model, x, targets = demo.setup(torch, npu)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(2):
-        opt.zero_grad()
-        demo.run_step(torch, model, x, targets, npu)
-        opt.step()
-""")
+JOB = Path(__file__).with_name("narrow_job.py")
 
 
 def _dump(script: Path, side: str, *options: str) -> None:
@@ -46,11 +31,9 @@ def statistics(tmp_path_factory) -> tuple[Path, Path, Path]:
     """The job's script, and its statistics dumps of steps 0 and 1 on both sides (step 1 starts from
     the weights that step 0 updated with the wrong gradient)."""
     root = tmp_path_factory.mktemp("loop")
-    script = root / "job.py"
-    script.write_text(JOB)
     for side in ("npu", "bench"):
-        _dump(script, side, "--dump-path", str(root / "stats" / side), "--step", "0", "1", "--summary-only")
-    return script, root / "stats" / "npu", root / "stats" / "bench"
+        _dump(JOB, side, "--dump-path", str(root / "stats" / side), "--step", "0", "1", "--summary-only")
+    return JOB, root / "stats" / "npu", root / "stats" / "bench"
 
 
 def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_same_culprit(
