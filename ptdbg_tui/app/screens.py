@@ -1,4 +1,4 @@
-"""Modal screens: the key help and the CSV export dialog."""
+"""Modal screens: the key help, the CSV export dialog, the narrowing dialog and its commands."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Markdown
+from textual.widgets import Button, Checkbox, Input, Label, Markdown, Static
 
 HELP = """\
 # ptdbg-tui keys
@@ -29,6 +29,7 @@ HELP = """\
 | `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
 | `s` | switch between the call tree and the flat execution-order view |
 | `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `t` | on a module or a call: the next dump's config, its tensors only; then that dump replaces this one |
 | `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
@@ -122,3 +123,69 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
     @on(Button.Pressed, "#export-cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class NarrowScreen(ModalScreen["str | None"]):
+    """Asks where the next dump's config goes; dismisses with the path or ``None``."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = """
+    NarrowScreen { align: center middle; }
+    NarrowScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                              border: thick $primary; background: $surface; padding: 1 2; }
+    NarrowScreen Horizontal { height: auto; margin-top: 1; }
+    NarrowScreen Button { margin-right: 2; }
+    """
+
+    def __init__(self, what: str, default_path: str) -> None:
+        super().__init__()
+        self.what = what
+        self.default_path = default_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
+                        "step and rank. Write its config (ptdbg-dump run --config) to:", markup=False)
+            yield Input(self.default_path, id="narrow-path")
+            with Horizontal():
+                yield Button("Write", variant="primary", id="narrow-ok")
+                yield Button("Cancel", id="narrow-cancel")
+
+    def _submit(self) -> None:
+        path = self.query_one("#narrow-path", Input).value.strip()
+        if path:
+            self.dismiss(path)
+
+    @on(Input.Submitted)
+    def _entered(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#narrow-ok")
+    def _ok(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, "#narrow-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class TextScreen(ModalScreen[None]):
+    """Lines to read and copy (the commands a narrowing prints)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll { width: 100%; max-width: 140; height: auto; max-height: 100%;
+                                  border: thick $primary; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with HelpScroll():
+            yield Static("\n".join(self.lines), markup=False, id="text-lines")
+
+    def on_mount(self) -> None:
+        self.query_one(HelpScroll).focus()
