@@ -19,12 +19,7 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.utils.hooks import RemovableHandle
 
-from ptdbg_tui.formats.modules import ModuleChain
-
-
-def within(name: str, path: str) -> bool:
-    """Whether module ``name`` is module ``path`` or one of its submodules."""
-    return name == path or name.startswith(path + ".")
+from ptdbg_tui.formats.modules import ModuleChain, within
 
 
 class ModuleTracker:

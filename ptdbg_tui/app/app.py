@@ -510,7 +510,11 @@ class PtdbgApp(App[None]):
             if not node.key:
                 self.notify("That is the whole model: choose a module inside it.", timeout=4)
                 return None
-            return narrowing_in(info.npu, f"the module chosen ({node.label})", module=node.key)
+            first = node
+            while first.site is None and first.children:  # its first call names the script
+                first = first.children[0]
+            return narrowing_in(info.npu, f"the module chosen ({node.label})", module=node.key,
+                                stack=first.site)
         rows = self.model.call_rows(node)
         entry = next((r.npu.entry for r in rows if r.npu is not None and r.npu.entry is not None), None)
         if entry is None:

@@ -21,7 +21,7 @@ from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
 from ptdbg_tui.formats.layout import RankDump
-from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.modules import ModuleChain, within
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.narrowing import Narrowed, dumper_options, narrowed_to_call, tool_config
 from ptdbg_tui.formats.reader import DumpReader, open_reader
@@ -138,16 +138,12 @@ def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
                       f"{example})")
 
 
-def _within(chain: ModuleChain, module: str) -> bool:
-    return any(q == module or q.startswith(module + ".") for q, _ in chain)
-
-
 def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains) -> bool:
     entry = _entry(suspect)
     if entry is None:
         return False
     if target.module:
-        return _within(chains(o.npu, entry), target.module)
+        return any(within(q, target.module) for q, _ in chains(o.npu, entry))
     return any(entry.key[:3] == c.key[:3] for c in target.calls)
 
 
