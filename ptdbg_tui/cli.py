@@ -286,12 +286,28 @@ class _Bar:
             self.stream.flush()
 
 
+def failure(prog: str, e: BaseException, usage: tuple[type[Exception], ...]) -> int:
+    """What a command stopped on, in one line on stderr, and its exit code: the inputs (``usage``), an
+    interrupt, or a bug (one line, not a traceback over the user's terminal)."""
+    from ptdbg_tui.engine.batch import fault_text
+
+    if isinstance(e, usage):
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(e, KeyboardInterrupt):
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    assert isinstance(e, Exception)
+    print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
     from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
-    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.cluster import ClusterError, require
 
     prog = "ptdbg-tui compare"
@@ -308,15 +324,8 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
                                  summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
-    except (CompareInputError, ClusterError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as e:  # a bug: one line, not a traceback over the user's terminal
-        print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
-        return EXIT_INTERNAL
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (CompareInputError, ClusterError))
     finally:
         bar.close()
     if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
@@ -376,7 +385,7 @@ def run_narrow(args: argparse.Namespace) -> int:
     """``ptdbg-tui narrow``: a statistics compare, then the next dump's config and commands."""
     from dataclasses import replace
 
-    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.narrow import NarrowError, default_config, narrowing_of, write_narrowing
 
     prog = "ptdbg-tui narrow"
@@ -384,15 +393,8 @@ def run_narrow(args: argparse.Namespace) -> int:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
                                  summary=True, jobs=1)
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
-    except (CompareInputError, NarrowError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as e:  # a bug: one line, not a traceback
-        print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
-        return EXIT_INTERNAL
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (CompareInputError, NarrowError))
     if args.script:
         narrowing = replace(narrowing, script=args.script)
     config = args.output or default_config(narrowing.target)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -73,23 +73,57 @@ class HelpScreen(ModalScreen[None]):
         self.query_one(HelpScroll).focus()
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class ExportRequest:
     path: str
     stack: bool
 
 
-class ExportScreen(ModalScreen["ExportRequest | None"]):
-    """Asks where the CSV goes; dismisses with an :class:`ExportRequest` or ``None``."""
+class PathDialog(ModalScreen[T]):
+    """Asks for a path: Enter or the first button submits (:meth:`result` of the path typed), Escape or
+    Cancel dismisses with ``None``. ``compose`` yields the form (:meth:`buttons` at its end)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
-    ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
-                              border: thick $primary; background: $surface; padding: 1 2; }
-    ExportScreen Horizontal { height: auto; margin-top: 1; }
-    ExportScreen Button { margin-right: 2; }
+    PathDialog { align: center middle; }
+    PathDialog > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                            border: thick $primary; background: $surface; padding: 1 2; }
+    PathDialog Horizontal { height: auto; margin-top: 1; }
+    PathDialog Button { margin-right: 2; }
     """
+
+    def result(self, path: str) -> T:
+        raise NotImplementedError
+
+    @staticmethod
+    def buttons(ok: str, name: str) -> ComposeResult:
+        with Horizontal():
+            yield Button(ok, variant="primary", id=f"{name}-ok", classes="ok")
+            yield Button("Cancel", id=f"{name}-cancel", classes="cancel")
+
+    def _submit(self) -> None:
+        path = self.query_one(Input).value.strip()
+        if path:
+            self.dismiss(self.result(path))
+
+    @on(Input.Submitted)
+    def _entered(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, ".ok")
+    def _ok(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, ".cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportScreen(PathDialog["ExportRequest | None"]):
+    """Asks where the CSV goes; dismisses with an :class:`ExportRequest` or ``None``."""
 
     def __init__(self, default_path: str, pairs: int) -> None:
         super().__init__()
@@ -103,39 +137,14 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
                 yield Label(f"{self.pairs} rank/step pairs: one file each, named after the pair.")
             yield Input(self.default_path, id="export-path")
             yield Checkbox("add the NPU_Stack_Info column", id="export-stack")
-            with Horizontal():
-                yield Button("Export", variant="primary", id="export-ok")
-                yield Button("Cancel", id="export-cancel")
+            yield from self.buttons("Export", "export")
 
-    def _submit(self) -> None:
-        path = self.query_one("#export-path", Input).value.strip()
-        if path:
-            self.dismiss(ExportRequest(path, self.query_one("#export-stack", Checkbox).value))
-
-    @on(Input.Submitted)
-    def _entered(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#export-ok")
-    def _ok(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#export-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, path: str) -> ExportRequest | None:
+        return ExportRequest(path, self.query_one("#export-stack", Checkbox).value)
 
 
-class NarrowScreen(ModalScreen["str | None"]):
+class NarrowScreen(PathDialog["str | None"]):
     """Asks where the next dump's config goes; dismisses with the path or ``None``."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-    DEFAULT_CSS = """
-    NarrowScreen { align: center middle; }
-    NarrowScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
-                              border: thick $primary; background: $surface; padding: 1 2; }
-    NarrowScreen Horizontal { height: auto; margin-top: 1; }
-    NarrowScreen Button { margin-right: 2; }
-    """
 
     def __init__(self, what: str, default_path: str) -> None:
         super().__init__()
@@ -147,26 +156,10 @@ class NarrowScreen(ModalScreen["str | None"]):
             yield Label(f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
                         "step and rank. Write its config (ptdbg-dump run --config) to:", markup=False)
             yield Input(self.default_path, id="narrow-path")
-            with Horizontal():
-                yield Button("Write", variant="primary", id="narrow-ok")
-                yield Button("Cancel", id="narrow-cancel")
+            yield from self.buttons("Write", "narrow")
 
-    def _submit(self) -> None:
-        path = self.query_one("#narrow-path", Input).value.strip()
-        if path:
-            self.dismiss(path)
-
-    @on(Input.Submitted)
-    def _entered(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#narrow-ok")
-    def _ok(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#narrow-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, path: str) -> str | None:
+        return path
 
 
 class TextScreen(ModalScreen[None]):
