@@ -15,7 +15,10 @@ then measures, alternating fresh processes ``--repeats`` times:
   the comparisons still running), to everything compared and diagnosed, and to the overview painted
   with every pair's verdict, against the pkl reading; its peak RSS;
 * the statistics verdict of every compare and of the app: the first divergent rank's culprit
-  must be in the planted module (by the module sidecar).
+  must be in the planted module (by the module sidecar);
+* the narrowing loop's first half (``ptdbg-tui narrow NPU BENCH -o FILE``: the statistics compare of
+  every pair, then the next dump's config): wall time and peak RSS against the pkl reading, and the
+  config it wrote must name the planted module, its step and its rank.
 
 Each figure prints as the median over the repeats with its range, the median of its ratios to the
 baseline of the same round, and its target (issue 19: first paint <= 1 s, overview <= 2 s, RSS <=
@@ -211,6 +214,7 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
         "blank": _command(me, "--child", "blank", npu, bench),
         "paint": _command(me, "--child", "app", npu, bench),
         "overview": _command(me, "--child", "overview", npu, bench, str(pairs)),
+        "narrow": _command("-m", "ptdbg_tui", "narrow", npu, bench, "-o", str(root / "narrow.json")),
     }
     runs: dict[str, Timed] = dict(zip(commands, alternate([(c, None) for c in commands.values()], repeats),
                                       strict=True))
@@ -231,6 +235,7 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
     listed, settled, usable = zip(*((float(x) for x in out.split()[-3:]) for out in runs["overview"].outs),
                                   strict=True)
     view = runs["overview"]
+    narrowing, narrowed = narrow(root, runs["narrow"], read, fault)
     figures += [
         Figure("app: first paint", "s", paint, blank, "empty Textual app", f"<= {TARGET_PAINT_S:g} s",
                statistics.median(paint) <= TARGET_PAINT_S),
@@ -240,6 +245,7 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
                f"<= {TARGET_OVERVIEW_S:g} s", statistics.median(usable) <= TARGET_OVERVIEW_S),
         Figure("app: peak RSS", "MB", [view.rss / MB], [runs["blank"].rss / MB], "empty Textual app",
                f"<= {TARGET_RSS_MB} MB", view.rss / MB <= TARGET_RSS_MB),
+        *narrowing,
     ]
     print(f"{rows:,} statistics rows in {pairs} pairs; medians (ranges) over {repeats} rounds; "
           f"load average now {os.getloadavg()[0]:.2f}")
@@ -251,16 +257,28 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
           f"{fault.module} on rank{fault.rank} step{fault.step}):")
     for v in dict.fromkeys(verdicts):
         print(f"  {v}")
-    narrow(root)
-    missed = any(f.met is False for f in figures) or any("MISSED" in v for v in verdicts)
+    print(f"narrowed: {narrowed}")
+    missed = any(f.met is False for f in figures) or any("MISSED" in v for v in [*verdicts, narrowed])
     return 1 if missed else 0
 
 
-def narrow(root: Path) -> None:
-    """The narrowing loop (issue 19.1: ``ptdbg-tui narrow`` writes the tensor dump's config for the
-    culprit's module, the dump runs, the compare names the culprit again): measured here once the
-    command exists."""
-    print("narrow to tensors: not measured (ptdbg-tui narrow is not there yet)")
+def narrow(root: Path, t: Timed, read: Timed, fault: Fault) -> tuple[list[Figure], str]:
+    """The narrowing loop on the statistics dump (issue 19.1): ``ptdbg-tui narrow``'s figures, and
+    whether the config it wrote names the planted module, step and rank (the tensor dump itself needs
+    the model: the tests run the whole loop on a real one)."""
+    from ptdbg_tui.formats.dump_options import read_options
+
+    figures = [
+        Figure("narrow: wall", "s", t.walls, read.walls, "pkl reading"),
+        Figure("narrow: peak RSS", "MB", [t.rss / MB], [read.rss / MB], "pkl reading",
+               f"<= {TARGET_RSS_MB} MB", t.rss / MB <= TARGET_RSS_MB),
+    ]
+    said = next((line for line in t.outs[-1].splitlines() if line.startswith("Narrowed to ")), "nothing said")
+    options = read_options(root / "narrow.json")
+    ok = (options.module == [fault.module] and options.step == [fault.step]
+          and fault.rank in (options.rank or []))
+    config = f"module {options.module}, step {options.step}, rank {options.rank}, mode {options.mode}"
+    return figures, f"{said} — config: {config} — {'ok' if ok else 'MISSED'}"
 
 
 if __name__ == "__main__":

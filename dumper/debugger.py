@@ -9,8 +9,8 @@ from pathlib import Path
 from torch import nn
 
 from dumper.config import ConfigError, DumpConfig
-from dumper.module_chain import within
 from dumper.session import DumpSession
+from ptdbg_tui.formats.modules import within
 
 
 def _check_path(dump_path: object) -> Path:

@@ -2,8 +2,9 @@
 
 Global module forward hooks keep a stack of the modules being run on the dumping thread. Names
 are the qualified names of ``model.named_modules()`` when a model is given; otherwise the first
-top-level module called is taken as the model and the others are named by their attribute in
-their parent (or by class name when they have no parent). The model itself is the root and is
+top-level module called is taken as the model and the others are named by their path in the
+module running around them (``layers.17`` through a ModuleList that is never called itself), or
+by class name when none runs around them. The model itself is the root and is
 not part of a chain, so ``head.lstm`` reads ``[["head", "Head"], ["head.lstm", "LSTM"]]``.
 """
 
@@ -18,12 +19,7 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.utils.hooks import RemovableHandle
 
-from ptdbg_tui.formats.modules import ModuleChain
-
-
-def within(name: str, path: str) -> bool:
-    """Whether module ``name`` is module ``path`` or one of its submodules."""
-    return name == path or name.startswith(path + ".")
+from ptdbg_tui.formats.modules import ModuleChain, within
 
 
 class ModuleTracker:
@@ -83,8 +79,9 @@ class ModuleTracker:
             return name
         if self._stack:
             parent, parent_name, _ = self._stack[-1]
-            attr = next((k for k, m in parent._modules.items() if m is module), type(module).__name__)
-            name = f"{parent_name}.{attr}" if parent_name else attr
+            # a container that is never called itself (ModuleList, ModuleDict) sits between them
+            path = next((k for k, m in parent.named_modules() if k and m is module), type(module).__name__)
+            name = f"{parent_name}.{path}" if parent_name else path
         elif self._model is None:
             self._model, name = module, ""
         else:

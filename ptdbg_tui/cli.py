@@ -1,5 +1,5 @@
-"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui demo``:
-the arguments, the exit codes, the headless report and its progress bar.
+"""Command line: ``ptdbg-tui NPU BENCH`` (the app), ``ptdbg-tui compare ...``, ``ptdbg-tui narrow ...``,
+``ptdbg-tui demo``: the arguments, the exit codes, the headless report and its progress bar.
 
 Heavy imports (textual, torch) happen inside the chosen command so that ``--help`` and
 the headless compare start fast.
@@ -114,6 +114,32 @@ def replay_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where replay_<ts>.csv goes")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes of the compare")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+
+
+def narrow_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui narrow",
+        description="Compare two statistics dumps and write the next dump's config: tensors of one module "
+        "(by default the culprit's innermost module) or call, forward and backward, at the step(s) and "
+        "rank(s) where the runs diverge; prints the commands that run it on both sides.",
+    )
+    _version(p)
+    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level")
+    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--call", metavar="NAME", help="narrow to this call (as the report names it: "
+                        "VF_lstm_0_backward, Functional.silu.0.forward)")
+    target.add_argument("--module", metavar="PATH", help="narrow to this module path (track.lstm)")
+    p.add_argument("--step", type=int, default=None, help="compare this step only")
+    p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
+    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto",
+                   help="pairing of entries (as ptdbg-tui compare)")
+    p.add_argument("-o", "--output", metavar="FILE", default=None,
+                   help="the config file (default: ./narrow_<module or call>.json)")
+    p.add_argument("--dump-path", metavar="DIR", default=None,
+                   help="where the commands dump: DIR/npu and DIR/bench (default: FILE without .json)")
+    p.add_argument("--script", default=None, help="the training script named in the commands (default: "
+                   "the one the culprit's stack starts in, else SCRIPT)")
     return p
 
 
@@ -145,10 +171,12 @@ def app_parser() -> argparse.ArgumentParser:
         # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
               "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+              "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
+              "(the next dump's config)\n"
               "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
-        "'ptdbg-tui repro --help', 'ptdbg-tui demo --help'.",
+        "'ptdbg-tui repro --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(
@@ -311,9 +339,25 @@ class _Bar:
             self.stream.flush()
 
 
+def failure(prog: str, e: BaseException, usage: tuple[type[Exception], ...]) -> int:
+    """What a command stopped on, in one line on stderr, and its exit code: the inputs (``usage``), an
+    interrupt, or a bug (one line, not a traceback over the user's terminal)."""
+    from ptdbg_tui.engine.batch import fault_text
+
+    if isinstance(e, usage):
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(e, KeyboardInterrupt):
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    assert isinstance(e, Exception)
+    print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
-    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps, fault_text
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.cluster import ClusterError, require
 
     prog = "ptdbg-tui compare"
@@ -330,15 +374,8 @@ def run_compare(args: argparse.Namespace) -> int:
     try:
         outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
                                  summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
-    except (CompareInputError, ClusterError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except Exception as e:  # a bug: one line, not a traceback over the user's terminal
-        print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
-        return EXIT_INTERNAL
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (CompareInputError, ClusterError))
     finally:
         bar.close()
     if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
@@ -416,21 +453,16 @@ def run_repro(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui repro"
     try:
         require_torch()
-    except ReplayUnavailable as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
         written = repro_of_dump(args.npu, args.call, args.output, step=args.step, rank=args.rank,
                                 device=args.device)
-    except ReproInputError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
     except CannotReplay as e:
         print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
         print(f"{prog}: error: cannot write to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (ReplayUnavailable, ReproInputError))
     complete = "" if written.complete else " (the dump records no keyword arguments: rebuilt without them)"
     print(f"{written.script}: {written.text}{complete}\nrun: python {written.script}", flush=True)
     return EXIT_OK
@@ -465,6 +497,35 @@ class _Counter(_Bar):
 
     def text(self, done: int, total: int, rate: float) -> str:
         return f"{done}/{total} calls  {rate:.1f}/s"
+
+
+# --- ptdbg-tui narrow: the next dump's config ------------------------------------------------
+
+
+def run_narrow(args: argparse.Namespace) -> int:
+    """``ptdbg-tui narrow``: a statistics compare, then the next dump's config and commands."""
+    from dataclasses import replace
+
+    from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
+    from ptdbg_tui.engine.narrow import NarrowError, default_config, narrowing_of, write_narrowing
+
+    prog = "ptdbg-tui narrow"
+    try:
+        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
+                                 summary=True, jobs=1)
+        narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (CompareInputError, NarrowError))
+    if args.script:
+        narrowing = replace(narrowing, script=args.script)
+    config = args.output or default_config(narrowing.target)
+    try:
+        written = write_narrowing(narrowing, config, args.dump_path)
+    except OSError as e:
+        print(f"{prog}: error: cannot write {config}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join([report_text(outcomes), *written.lines]), flush=True)
+    return EXIT_OK
 
 
 # --- the app and the demo ---------------------------------------------------------------------
@@ -558,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_replay(replay_parser().parse_args(argv[1:]))
     if command == "repro":
         return run_repro(repro_parser().parse_args(argv[1:]))
+    if command == "narrow":
+        return run_narrow(narrow_parser().parse_args(argv[1:]))
     if command == "demo":
         return run_demo(demo_parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))

@@ -58,10 +58,8 @@ def build_model(torch: Any) -> Any:
     return CenterNetLike()
 
 
-def _run(torch: Any, dump_path: Path, npu: bool) -> None:
-    from dumper import PrecisionDebugger
-    from dumper.faults import faulty_backward
-
+def setup(torch: Any, npu: bool) -> tuple[Any, Any, tuple[Any, Any, Any]]:
+    """The model, its input and targets; the "NPU" run's input and weights nudged by :data:`NOISE`."""
     torch.manual_seed(SEED)
     model = build_model(torch)
     x = torch.randn(2, 3, 8, 8)
@@ -71,15 +69,30 @@ def _run(torch: Any, dump_path: Path, npu: bool) -> None:
         with torch.no_grad():
             for p in [x, *model.parameters()]:
                 p.mul_(1 + NOISE * torch.randn(p.shape, generator=gen))
+    return model, x, targets
+
+
+def run_step(torch: Any, model: Any, x: Any, targets: tuple[Any, Any, Any], npu: bool) -> None:
+    """One training step; the "NPU" run's LSTM backward is wrong (scripts run under ``ptdbg-dump run``
+    use it too)."""
+    from dumper.faults import faulty_backward
+
+    if npu:
+        with faulty_backward(torch._VF, "lstm", scale=0.5, seed=SEED):
+            train_step(torch, model, x, targets)
+    else:
+        train_step(torch, model, x, targets)
+
+
+def _run(torch: Any, dump_path: Path, npu: bool) -> None:
+    from dumper import PrecisionDebugger
+
+    model, x, targets = setup(torch, npu)
     debugger = PrecisionDebugger(dump_path=str(dump_path), hook_name="dump", rank=0, step=[0], model=model)
     debugger.configure_hook(mode="api_stack")
     debugger.start()
     try:
-        if npu:
-            with faulty_backward(torch._VF, "lstm", scale=0.5, seed=SEED):
-                train_step(torch, model, x, targets)
-        else:
-            train_step(torch, model, x, targets)
+        run_step(torch, model, x, targets, npu)
     finally:
         debugger.stop()
         debugger.step()

@@ -37,6 +37,7 @@ from ptdbg_tui.engine.live import LiveEngine, LiveOptions
 
 if TYPE_CHECKING:
     from ptdbg_tui.app.screens import ExportRequest
+    from ptdbg_tui.engine.narrow import Narrowing, Written
 
 #: Seconds of UI-thread work per slice when applying a large update.
 SLICE_S = 0.02
@@ -121,6 +122,7 @@ class PtdbgApp(App[None]):
         Binding("s", "toggle_view", "View"),
         Binding("o", "overview", "Overview", show=False),
         Binding("e", "export", "Export", show=False),
+        Binding("t", "narrow", "Narrow", show=False),
     ]
 
     def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None,
@@ -251,7 +253,8 @@ class PtdbgApp(App[None]):
         self.set_timer(DRAIN_GAP_S, self._drain, name="drain")
 
     def _header_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
-        view = ViewState(f"{self.npu.name or self.npu} ↔ {self.bench.name or self.bench}", self.filter_index,
+        npu, bench = self.engine.npu_root, self.engine.bench_root  # a narrowed dump may replace them
+        view = ViewState(f"{npu.name or npu} ↔ {bench.name or bench}", self.filter_index,
                          self.call_tree.flat, self.engine.options.match)
         return [fit(header_segments(self.model, view, styles), width)]
 
@@ -527,6 +530,75 @@ class PtdbgApp(App[None]):
         names = ", ".join(str(p) for p in written)
         self.call_from_thread(self.notify, f"Wrote {names}{note}", timeout=6, markup=False)
 
+    def action_narrow(self) -> None:
+        """On a module or a call: ask where the next dump's config goes, write it, show the commands,
+        and compare the narrowed dump in place of this one once both sides hold it."""
+        narrowing = self._narrowing_at(self.call_tree.cursor_model_node)
+        if narrowing is None:
+            return
+        from ptdbg_tui.app.screens import NarrowScreen
+        from ptdbg_tui.engine.narrow import default_config
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._write_narrowing(narrowing, path)
+
+        self.push_screen(NarrowScreen(narrowing.target.words, default_config(narrowing.target)), chosen)
+
+    def _narrowing_at(self, node: Node | None) -> Narrowing | None:
+        """The next dump's target at a tree node (an entry stands for its call); None, said, elsewhere."""
+        from ptdbg_tui.engine.narrow import narrowing_in
+
+        if node is not None and node.is_leaf:
+            node = node.parent
+        info = self.model.infos.get(node.pair) if node is not None else None
+        if node is None or info is None or node.kind not in ("module", "call"):
+            self.notify("Put the cursor on a module or a call (c goes to the culprit) to narrow the next "
+                        "dump to it.", timeout=4)
+            return None
+        if node.kind == "module":
+            if not node.key:
+                self.notify("That is the whole model: choose a module inside it.", timeout=4)
+                return None
+            first = node
+            while first.site is None and first.children:  # its first call names the script
+                first = first.children[0]
+            return narrowing_in(info.npu, f"the module chosen ({node.label})", module=node.key,
+                                stack=first.site)
+        rows = self.model.call_rows(node)
+        entry = next((r.npu.entry for r in rows if r.npu is not None and r.npu.entry is not None), None)
+        if entry is None:
+            self.notify("This call has no NPU entry to narrow to.", timeout=4)
+            return None
+        rank = self.model.suspect_rank(node)
+        who = "the call chosen" if rank is None else "the culprit" if rank == 0 else f"suspect {rank + 1}"
+        return narrowing_in(info.npu, f"{who} ({entry.call})", call=entry, stack=node.site)
+
+    @work(thread=True, exclusive=True, group="narrow", exit_on_error=False)
+    def _write_narrowing(self, narrowing: Narrowing, path: str) -> None:
+        from ptdbg_tui.engine.narrow import write_narrowing
+
+        try:
+            written = write_narrowing(narrowing, path)
+        except OSError as e:
+            self.call_from_thread(self.notify, f"Cannot write {path}: {e.strerror or e}", severity="error",
+                                  timeout=8, markup=False)
+            return
+        self.call_from_thread(self._narrowed, written)
+
+    def _narrowed(self, written: Written) -> None:
+        """Show the commands; a watching app awaits the narrowed dump."""
+        from ptdbg_tui.app.screens import TextScreen
+
+        npu, bench = written.dump_dir / "npu", written.dump_dir / "bench"
+        if self.engine.watching == "static":
+            after = f"Once it is written, open the app on it: ptdbg-tui {npu} {bench}"
+        else:
+            self.engine.narrow_to(npu, bench)
+            after = (f"This app compares {npu} with {bench} in place of the current dumps as soon as both "
+                     "hold a dump.")
+        self.push_screen(TextScreen([*written.lines, "", after]))
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand("Find", "Entries, calls and modules by (part of) their name or path (/)",
@@ -550,6 +622,8 @@ class PtdbgApp(App[None]):
                             self.action_repro)
         yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
                             self.action_export)
+        yield SystemCommand("Narrow the next dump", "Tensors of the module or call under the cursor only: "
+                            "write its config, then compare it here once dumped (t)", self.action_narrow)
         yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",
                             self.action_toggle_view)
         yield SystemCommand("Help", "All keys (?)", self.action_help)

@@ -1,16 +1,17 @@
-"""Modal screens: the key help, the CSV export dialog and the repro's folder."""
+"""Modal screens: the key help, the CSV export dialog, the narrowing dialog and its commands, the
+repro's folder."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Markdown
+from textual.widgets import Button, Checkbox, Input, Label, Markdown, Static
 
 HELP = """\
 # ptdbg-tui keys
@@ -31,6 +32,7 @@ HELP = """\
 | `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
 | `s` | switch between the call tree and the flat execution-order view |
 | `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `t` | on a module or a call: the next dump's config, its tensors only; then that dump replaces this one |
 | `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
@@ -80,23 +82,57 @@ class HelpScreen(ModalScreen[None]):
         self.query_one(HelpScroll).focus()
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class ExportRequest:
     path: str
     stack: bool
 
 
-class ExportScreen(ModalScreen["ExportRequest | None"]):
-    """Asks where the CSV goes; dismisses with an :class:`ExportRequest` or ``None``."""
+class PathDialog(ModalScreen[T]):
+    """Asks for a path: Enter or the first button submits (:meth:`result` of the path typed), Escape or
+    Cancel dismisses with ``None``. ``compose`` yields the form (:meth:`buttons` at its end)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
-    ExportScreen { align: center middle; }
-    ExportScreen > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
-                              border: thick $primary; background: $surface; padding: 1 2; }
-    ExportScreen Horizontal { height: auto; margin-top: 1; }
-    ExportScreen Button { margin-right: 2; }
+    PathDialog { align: center middle; }
+    PathDialog > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                            border: thick $primary; background: $surface; padding: 1 2; }
+    PathDialog Horizontal { height: auto; margin-top: 1; }
+    PathDialog Button { margin-right: 2; }
     """
+
+    def result(self, path: str) -> T:
+        raise NotImplementedError
+
+    @staticmethod
+    def buttons(ok: str, name: str) -> ComposeResult:
+        with Horizontal():
+            yield Button(ok, variant="primary", id=f"{name}-ok", classes="ok")
+            yield Button("Cancel", id=f"{name}-cancel", classes="cancel")
+
+    def _submit(self) -> None:
+        path = self.query_one(Input).value.strip()
+        if path:
+            self.dismiss(self.result(path))
+
+    @on(Input.Submitted)
+    def _entered(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, ".ok")
+    def _ok(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed, ".cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExportScreen(PathDialog["ExportRequest | None"]):
+    """Asks where the CSV goes; dismisses with an :class:`ExportRequest` or ``None``."""
 
     def __init__(self, default_path: str, pairs: int) -> None:
         super().__init__()
@@ -110,37 +146,55 @@ class ExportScreen(ModalScreen["ExportRequest | None"]):
                 yield Label(f"{self.pairs} rank/step pairs: one file each, named after the pair.")
             yield Input(self.default_path, id="export-path")
             yield Checkbox("add the NPU_Stack_Info column", id="export-stack")
-            with Horizontal():
-                yield Button("Export", variant="primary", id="export-ok")
-                yield Button("Cancel", id="export-cancel")
+            yield from self.buttons("Export", "export")
 
-    def _submit(self) -> None:
-        path = self.query_one("#export-path", Input).value.strip()
-        if path:
-            self.dismiss(ExportRequest(path, self.query_one("#export-stack", Checkbox).value))
-
-    @on(Input.Submitted)
-    def _entered(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#export-ok")
-    def _ok(self) -> None:
-        self._submit()
-
-    @on(Button.Pressed, "#export-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, path: str) -> ExportRequest | None:
+        return ExportRequest(path, self.query_one("#export-stack", Checkbox).value)
 
 
-class ReproScreen(ModalScreen["str | None"]):
-    """Asks where a call's repro goes; dismisses with the folder or ``None``."""
+class NarrowScreen(PathDialog["str | None"]):
+    """Asks where the next dump's config goes; dismisses with the path or ``None``."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    def __init__(self, what: str, default_path: str) -> None:
+        super().__init__()
+        self.what = what
+        self.default_path = default_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
+                        "step and rank. Write its config (ptdbg-dump run --config) to:", markup=False)
+            yield Input(self.default_path, id="narrow-path")
+            yield from self.buttons("Write", "narrow")
+
+    def result(self, path: str) -> str | None:
+        return path
+
+
+class TextScreen(ModalScreen[None]):
+    """Lines to read and copy (the commands a narrowing prints)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
     DEFAULT_CSS = """
-    ReproScreen { align: center middle; }
-    ReproScreen > Vertical { width: 84; max-width: 100%; height: auto; border: thick $primary;
-                             background: $surface; padding: 1 2; }
+    TextScreen { align: center middle; }
+    TextScreen > VerticalScroll { width: 100%; max-width: 140; height: auto; max-height: 100%;
+                                  border: thick $primary; background: $surface; padding: 0 1; }
     """
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def compose(self) -> ComposeResult:
+        with HelpScroll():
+            yield Static("\n".join(self.lines), markup=False, id="text-lines")
+
+    def on_mount(self) -> None:
+        self.query_one(HelpScroll).focus()
+
+
+class ReproScreen(PathDialog["str | None"]):
+    """Asks where a call's repro goes; dismisses with the folder or ``None``."""
 
     def __init__(self, call: str, default_folder: str) -> None:
         super().__init__()
@@ -149,13 +203,10 @@ class ReproScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:")
+            yield Label(f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:",
+                        markup=False)
             yield Input(self.default_folder, id="repro-folder")
+            yield from self.buttons("Write", "repro")
 
-    @on(Input.Submitted)
-    def _entered(self, event: Input.Submitted) -> None:
-        if event.value.strip():
-            self.dismiss(event.value.strip())
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def result(self, path: str) -> str | None:
+        return path

@@ -243,7 +243,10 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
 
 
 def judge_ranks(outcomes: Outcomes) -> None:
-    """The first divergent rank, from the pairs' diagnoses as they stand."""
+    """The first divergent rank and each culprit's module, from the pairs' diagnoses as they stand
+    (the other steps and ranks, and a replay, change them)."""
+    for o in outcomes:
+        o.culprit_module = _culprit_module(o)
     outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
                                  for o in outcomes])
 
@@ -350,8 +353,6 @@ def _diagnose(outcomes: Outcomes) -> None:
             o.diagnosis = diagnose(model_rows(o.rows), o.npu.step)
         except Exception as e:  # the rows and their CSV still count
             outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
-            continue
-        o.culprit_module = _culprit_module(o)
 
 
 def _culprit_module(o: PairOutcome) -> str:

@@ -92,6 +92,7 @@ class LiveEngine:
         self._noted: set[str] = set()  # notices whose condition still holds
         self._noted_now: set[str] = set()
         self._restarts = 0
+        self._next: tuple[Path, Path] | None = None  # folders that replace the roots once they hold a pair
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
         self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
                                     self._stop.is_set, lambda: self._progress(done=False))
@@ -136,6 +137,20 @@ class LiveEngine:
     def repro(self, pair: str, call: str, folder: str) -> None:
         """Write the repro of ``call`` of the pair keyed ``pair`` to ``folder`` (any thread)."""
         self._replay.ask(Job(pair, call, asked=True, repro=folder))
+
+    def narrow_to(self, npu_root: str | Path, bench_root: str | Path) -> None:
+        """Compare these folders in place of the current ones as soon as they hold a pair of dumps (the
+        narrowed tensor dump the app asked for); until then the current comparison stays (any thread)."""
+        roots = (Path(npu_root), Path(bench_root))
+        self._next = roots
+        if self._watcher is not None:
+            self._watcher.set_roots([self.npu_root, self.bench_root, *roots])
+        self.wake()
+
+    @property
+    def awaited(self) -> tuple[Path, Path] | None:
+        """The folders :meth:`narrow_to` waits for, until they arrive."""
+        return self._next
 
     def pairs(self) -> list[tuple[PairInfo, list[Row]]]:
         """The current rows of every pair in execution order (for export)."""
@@ -237,7 +252,29 @@ class LiveEngine:
             side = self._sides[dump.records] = SideState(dump)
         return side
 
+    def _arrived(self, roots: tuple[Path, Path]) -> bool:
+        """Whether both folders hold dumps that pair (for the steps and ranks asked)."""
+        try:
+            npu, bench = scan(roots[0]).dumps, scan(roots[1]).dumps
+        except DumpLayoutError:
+            return False
+        return bool(pair_dumps(npu, bench, self.options.step, self.options.rank))
+
+    def _switch(self) -> None:
+        """The awaited folders arrived: they are the roots now (the old pairs go at this discovery)."""
+        nxt = self._next
+        if nxt is None or not self._arrived(nxt):
+            return
+        old = f"{self.npu_root} ↔ {self.bench_root}"
+        self.npu_root, self.bench_root = nxt
+        self._next = None
+        if self._watcher is not None:
+            self._watcher.set_roots([self.npu_root, self.bench_root])
+        self.outbox.notice(f"The narrowed dump arrived: comparing {self.npu_root} ↔ {self.bench_root} in "
+                           f"place of {old}.")
+
     def _discover(self) -> None:
+        self._switch()
         npu, self._npu_status = self._find("NPU", self.npu_root)
         bench, self._bench_status = self._find("bench", self.bench_root)
         for status in (self._npu_status, self._bench_status):
@@ -270,10 +307,11 @@ class LiveEngine:
         for path, b in pairs.items():
             n = by_records[path]
             state = self._pairs.get(str(path))
-            if state is not None and state.info.bench == b:
-                continue
             info = self._pair_info(n, b)
-            # the bench changed: same tree node, everything recomputed
+            if state is not None and state.info.bench == b and state.info.summary == info.summary:
+                continue
+            # the bench changed, or the tensor files came (a tensor dump written over a statistics
+            # one): same tree node, everything recomputed
             sent = state.sent if state is not None else None
             bench_side = self._side(b) if b is not None else None
             self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)

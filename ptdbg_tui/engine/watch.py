@@ -90,6 +90,17 @@ class DumpWatcher:
             if self._observer is not None:
                 self._retarget()
 
+    def set_roots(self, roots: list[Path]) -> None:
+        """Watch these roots instead (any thread)."""
+        with self._lock:
+            for t in self._targets:
+                if t.watch is not None and self._observer is not None:
+                    with contextlib.suppress(KeyError, OSError):
+                        self._observer.unschedule(t.watch)
+            self._targets = [_Target(Path(r).absolute()) for r in roots]
+            if self._observer is not None:
+                self._retarget()
+
     def stop(self) -> None:
         with self._lock:
             observer, self._observer = self._observer, None

@@ -22,6 +22,11 @@ SUFFIX = ".modules.jsonl"
 ModuleChain = tuple[tuple[str, str], ...]
 
 
+def within(name: str, path: str) -> bool:
+    """Whether module ``name`` is module ``path`` or one of its submodules."""
+    return name == path or name.startswith(path + ".")
+
+
 def sidecar_path(pkl: str | os.PathLike[str]) -> Path:
     pkl = Path(pkl)
     return pkl.with_name(pkl.stem + SUFFIX)

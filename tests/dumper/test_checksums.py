@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
+from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import RankDump, discover
@@ -20,12 +22,12 @@ from ptdbg_tui.formats.pkl import read_pkl
 from .conftest import make_inputs, train_step
 
 
-def _dump(path: Path, nudge: bool = False) -> RankDump:
+def _dump(path: Path, nudge: bool = False, fault: AbstractContextManager[object] | None = None) -> RankDump:
     model, x, target = make_inputs()
     debugger = PrecisionDebugger(dump_path=str(path))
     debugger.configure_hook(summary_mode="md5")
     nudged = replaced(torch, "relu", lambda relu: lambda *a, **k: relu(*a, **k) * 1.001)
-    with nudged if nudge else contextlib.nullcontext():
+    with fault or (nudged if nudge else contextlib.nullcontext()):
         debugger.start()
         train_step(model, x, target)
         debugger.stop()
@@ -81,3 +83,27 @@ def test_a_nudged_op_differs_there_and_downstream(tmp_path: Path) -> None:
                if n.startswith(tuple(f"{c}_forward_output" for c in downstream)))
     assert status["Torch_zeros_0_forward_output"] is Status.PASS  # the LSTM's initial state: unaffected
     assert status["Functional_linear_0_backward_output.1"] is not Status.PASS
+
+
+def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Path) -> None:
+    """One run's relu comes out one ulp off (as a kernel that sums in another order would): its
+    statistics still agree, so its rows only warn; the checksums show its inputs bit-equal and its
+    output not, and that call is the culprit."""
+    ulp = replaced(torch, "relu", lambda relu: lambda *a, **k: relu(*a, **k) * (1 + 2.0**-23))
+    npu = _dump(tmp_path / "npu", fault=ulp)
+    (outcome,) = compare_dumps(npu.records, _dump(tmp_path / "bench").records, jobs=1)
+    relu = next(r for r in outcome.rows if r.name == "Torch_relu_0_forward_output")
+    assert relu.status is Status.WARN and relu.result.reason.startswith("checksums differ, but ")
+    assert not [r for r in outcome.rows if r.status is Status.FAIL]  # statistics alone: nothing wrong
+    culprit = outcome.diagnosis.culprit
+    assert (culprit.call, culprit.kind) == ("Torch_relu_0_forward", NONDETERMINISTIC)
+    assert culprit.finding.startswith("its output differs from bit-equal inputs: the runs compute it "
+                                      "differently (on one device: not deterministic) — "
+                                      "Torch_relu_0_forward_output: checksum ")
+    # downstream calls get different inputs: they are not suspects of their own
+    assert [s.call for s in outcome.diagnosis.suspects] == ["Torch_relu_0_forward"]
+
+
+def test_identical_runs_have_no_suspect(tmp_path: Path) -> None:
+    (outcome,) = compare_dumps(_dump(tmp_path / "a").records, _dump(tmp_path / "b").records, jobs=1)
+    assert not outcome.diagnosis.suspects and outcome.diagnosis.all_clear

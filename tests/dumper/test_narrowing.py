@@ -183,3 +183,58 @@ def test_rank_under_ptdbg_dump_run_is_judged_once_the_job_is_distributed(tmp_pat
     tensors = {r.name: r for r in read_pkl(dump.records).tensors}
     assert tensors["Distributed_all_reduce_0_forward_input.0"].stats[0] == 2.0  # rank 1's own, alone
     assert len(tensors) == len(read_pkl(dump.records).tensors)
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.Linear(4, 4)
+        self.mlp = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(x + self.attn(x))
+
+
+class _Decoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(_Block() for _ in range(3))
+        self.blocks = nn.ModuleDict({"last": _Block()})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:  # the ModuleList itself is never called
+            x = layer(x)
+        return self.blocks["last"](x)
+
+
+class _CausalLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = _Decoder()
+        self.lm_head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(self.model(x))
+
+
+def test_layers_of_a_module_list_are_named_by_their_index_without_a_model(tmp_path: Path) -> None:
+    """LLaMA-style: ``model.layers.1.mlp``, never ``model._Block``, so that --module finds them."""
+    torch.manual_seed(0)
+    model = _CausalLM()
+    runs = {}
+    for name, given in (("named", model), ("found", None)):
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / name), step=[0], model=given)
+        debugger.configure_hook(module=["model.layers.1.mlp", "model.blocks.last.attn"])
+        debugger.start()
+        model(torch.randn(2, 4)).sum().backward()
+        debugger.stop()
+        debugger.step()
+        (dump,) = discover(tmp_path / name)
+        runs[name] = (_calls(dump), ModuleFollower(sidecar_path(dump.records)).read(final=True))
+    calls, chains = runs["found"]
+    assert runs["named"] == runs["found"]
+    assert {c.rsplit("_", 1)[0] for c in calls} == {"Functional_linear_4", "Functional_gelu_1",
+                                                     "Functional_linear_5", "Functional_linear_9"}
+    assert chains["Functional_gelu_1"] == (("model", "_Decoder"), ("model.layers.1", "_Block"),
+                                           ("model.layers.1.mlp", "Sequential"),
+                                           ("model.layers.1.mlp.1", "GELU"))

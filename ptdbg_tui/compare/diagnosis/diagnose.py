@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ptdbg_tui.compare.diagnosis.checksums import departure, departure_text
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
+    NONDETERMINISTIC,
     PARAMETERS,
     RANDOM,
     UNPAIRED,
@@ -330,6 +332,10 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     if verdict.kind is not None and not container:
         kind = RANDOM if op_name(_op(entry)) in RANDOM_OPS else verdict.kind
         walk.found.append(_suspect(calls, key, name, kind, verdict, evidence.text, walk.step))
+    elif not container and (row := departure(members, calls.forward_of(key))) is not None:
+        kind = RANDOM if op_name(_op(entry)) in RANDOM_OPS else NONDETERMINISTIC
+        judgement = replace(verdict, score=math.inf, kind=kind, output=row.name)
+        walk.found.append(_suspect(calls, key, name, kind, judgement, departure_text(row), walk.step))
 
 
 def _rank(suspect: Suspect) -> tuple[int, int]:

@@ -12,7 +12,9 @@ A suspect is where the two runs start to differ, by one of these kinds:
 - ``arguments``: the runs pass different non-tensor arguments to the same call (the scripts differ);
 - ``random``: a random op's draws differ (the generators are not aligned): no numerical fault;
 - ``collective``: a collective whose result on one rank departs from the other ranks' (cross-rank);
-- ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong.
+- ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong;
+- ``nondeterministic``: two runs on the same device, compared by checksums: a call whose inputs are
+  bit-equal and whose output is not.
 
 A replay (:mod:`~ptdbg_tui.compare.replay`) may confirm a suspect (its kernel is wrong on its own
 inputs) or refute it (both sides compute right on their inputs: the difference is inherited).
@@ -34,6 +36,7 @@ ARGUMENTS = "arguments"
 RANDOM = "random"
 COLLECTIVE = "collective"
 REPLAYED = "replayed"
+NONDETERMINISTIC = "nondeterministic"
 
 #: How each kind reads after the call's name.
 KIND_WORDS = {
@@ -48,6 +51,8 @@ KIND_WORDS = {
     RANDOM: "the two runs draw different random numbers — align seeds or disable dropout",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
+    NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
+                      "device: not deterministic)",
 }
 #: Kinds that say where the runs start to differ without a kernel at fault.
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM})

@@ -1,0 +1,43 @@
+"""Two runs on the same device compared by checksums (``--summary-mode md5``, msprobe's md5 mode): a call
+whose tensor inputs are bit-equal in both runs and whose output is not computes differently from the
+same data — the op is not deterministic there. Its statistics may still agree (a rounding-sized
+difference only warns), so the checksums themselves say it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
+
+
+def _equal(row: Row) -> bool | None:
+    """Whether both runs' checksums of a tensor agree; None where a side has none (a Python value, a
+    dump without checksums)."""
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None or npu.is_scalar or not npu.md5 or not bench.md5:
+        return None
+    return npu.md5 == bench.md5
+
+
+def departure(members: Sequence[Row], forward: Sequence[Row]) -> Row | None:
+    """The first output of a call whose checksum differs while every tensor it computes from (a
+    backward call's incoming gradients and what its forward call saved: the forward's tensors) has an
+    equal checksum; None otherwise, or where a tensor has no checksum."""
+    entry = members[0].record.entry if members else None
+    if entry is None:
+        return None
+    outputs = [r for r in members if r.record.entry is not None and r.record.entry.kind in OUTPUT_KINDS]
+    operands = [r for r in members if r not in outputs]
+    if entry.direction == BACKWARD:
+        operands += forward
+    operands = [r for r in operands if not r.record.is_scalar]
+    if not operands or not all(_equal(r) for r in operands):
+        return None
+    return next((r for r in outputs if _equal(r) is False), None)
+
+
+def departure_text(row: Row) -> str:
+    assert row.npu is not None and row.bench is not None
+    return f"{row.name}: checksum {row.npu.md5} against {row.bench.md5}; every input's checksum is equal"

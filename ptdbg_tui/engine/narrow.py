@@ -1,0 +1,266 @@
+"""Narrowing the next dump (issue 19): from a statistics comparison to the configuration of a tensor
+dump of one module (or a few calls), at the step(s) and rank(s) where it diverged, and the commands
+that run it on both sides.
+
+With neither a call nor a module named, the target is the culprit's innermost module (the culprit of
+the first divergent rank when there are several), or the culprit call itself where the dump records
+no module around it. ``ptdbg-tui narrow`` (:mod:`ptdbg_tui.cli`) and the app's narrowing key use it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ptdbg_tui.compare.diagnosis.findings import Suspect
+from ptdbg_tui.engine.batch import Outcomes, PairOutcome
+from ptdbg_tui.engine.callpath import module_label, user_frames
+from ptdbg_tui.formats.dump_options import write_options
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.modules import ModuleChain, within
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
+from ptdbg_tui.formats.narrowing import Narrowed, dumper_options, narrowed_to_call, tool_config
+from ptdbg_tui.formats.reader import DumpReader, open_reader
+from ptdbg_tui.formats.records import StackRecord
+
+#: The training script in the commands, when the stacks do not name it.
+SCRIPT = "SCRIPT"
+#: Module paths a message lists at most.
+LISTED = 12
+
+
+class NarrowError(Exception):
+    """There is nothing to narrow to, or the call or module named is not in the dump (the message
+    says why, in one line)."""
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """The next dump's target, the NPU dump it was found in, why, and the script when known."""
+
+    target: Narrowed
+    npu: RankDump
+    why: str
+    script: str = SCRIPT
+
+
+@dataclass
+class Written:
+    """The files a narrowing wrote and what to tell the user."""
+
+    config: Path
+    dump_dir: Path
+    other: Path | None = None  # the other tool's config (msprobe's), when it wrote the NPU dump
+    lines: list[str] = field(default_factory=list)
+
+
+class _Chains:
+    """Module chains of calls, one reader per NPU dump (read once); none where it cannot be read."""
+
+    def __init__(self) -> None:
+        self._readers: dict[Path, DumpReader | None] = {}
+
+    def __call__(self, dump: RankDump, entry: EntryName) -> ModuleChain:
+        if dump.records not in self._readers:
+            reader: DumpReader | None = open_reader(dump, math.inf)
+            try:
+                reader.read_modules(final=True)
+            except OSError:
+                reader = None
+            self._readers[dump.records] = reader
+        reader = self._readers[dump.records]
+        return (reader.module_chain(entry) or ()) if reader is not None else ()
+
+
+def script_of(stack: StackRecord | None) -> str:
+    """The training script: the innermost top level of a script in a call's stack (a launcher's own
+    is further out); else :data:`SCRIPT`."""
+    frames = user_frames(stack.frames) if stack is not None else []
+    return next((f.path for f in reversed(frames) if f.function == "<module>"), SCRIPT)
+
+
+def _entry(suspect: Suspect) -> EntryName | None:
+    return next((r.record.entry for r in suspect.rows if r.record.entry is not None), None)
+
+
+def _label(name: str) -> str:
+    """A call as given (``VF_lstm_0_backward``, ``Functional.silu.0.forward``, ``VF_lstm_0``) without
+    its direction."""
+    for direction in (FORWARD, BACKWARD):
+        for sep in ("_", "."):
+            if name.endswith(sep + direction):
+                return name[: -len(direction) - 1]
+    return name
+
+
+def _diverged(outcomes: Outcomes) -> PairOutcome | None:
+    """The pair whose culprit the narrowing follows: the first divergent rank's, else the earliest
+    step's pair with a culprit."""
+    first = outcomes.ranks.first
+    if first is not None:
+        view = first.view
+        for o in outcomes:
+            same = (o.npu.label, o.npu.step, o.npu.rank) == (view.label, view.step, view.rank)
+            if same and o.diagnosis.culprit is not None:
+                return o
+    found = [o for o in outcomes if o.diagnosis.culprit is not None and not o.no_verdict]
+    return min(found, key=lambda o: (-1 if o.npu.step is None else o.npu.step), default=None)
+
+
+def _modules(outcomes: Iterable[PairOutcome], chains: _Chains) -> set[str]:
+    """Every module path the NPU dumps record around a call."""
+    seen: set[str] = set()
+    paths: set[str] = set()
+    for o in outcomes:
+        for row in o.rows:
+            entry = row.npu.entry if row.npu is not None else None
+            if entry is not None and entry.label not in seen:
+                seen.add(entry.label)
+                paths.update(q for q, _ in chains(o.npu, entry) if q)
+    return paths
+
+
+def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
+    label = _label(name)
+    for o in outcomes:
+        for row in o.rows:
+            entry = row.npu.entry if row.npu is not None else None
+            if entry is not None and entry.label == label:
+                return o, entry
+    pair = _diverged(outcomes)
+    culprit = pair.diagnosis.culprit if pair is not None else None
+    example = culprit.call if culprit is not None else "Functional_linear_0_forward"
+    raise NarrowError(f"no call {name} in the NPU dump (a call is named as the report names it, e.g. "
+                      f"{example})")
+
+
+def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains) -> bool:
+    entry = _entry(suspect)
+    if entry is None:
+        return False
+    if target.module:
+        return any(within(q, target.module) for q, _ in chains(o.npu, entry))
+    return any(entry.key[:3] == c.key[:3] for c in target.calls)
+
+
+def _steps_and_ranks(outcomes: Outcomes, target: Narrowed, chains: _Chains,
+                     fallback: list[PairOutcome]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The earliest step at which a suspect lies inside the target (the later ones inherit the
+    divergence) and the ranks with one there; else those of ``fallback``. None where a dump has no
+    step or rank number (the next dump covers them all)."""
+    hits = [o for o in outcomes if any(_inside(o, s, target, chains) for s in o.diagnosis.suspects)]
+    if hits and all(o.npu.step is not None for o in hits):
+        first = min(o.npu.step for o in hits if o.npu.step is not None)
+        hits = [o for o in hits if o.npu.step == first]
+    hits = hits or fallback
+    steps = {o.npu.step for o in hits}
+    ranks = {o.npu.rank for o in hits}
+    return (None if None in steps else tuple(sorted(steps)),  # type: ignore[type-var]
+            None if None in ranks else tuple(sorted(ranks)))  # type: ignore[type-var]
+
+
+def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None = None) -> Narrowing:
+    """The next dump's target from a (statistics) comparison: ``call`` or ``module`` when named,
+    else the culprit's innermost module. Raises :class:`NarrowError`."""
+    chains = _Chains()
+    pair = _diverged(outcomes)
+    culprit = pair.diagnosis.culprit if pair is not None else None
+    if call:
+        pair, entry = _named_call(outcomes, call)
+        target, why = narrowed_to_call(entry), f"the call named ({call})"
+    elif module:
+        known = _modules(outcomes, chains)
+        if not known:
+            raise NarrowError("the NPU dump records no modules around its calls (a dump of the original "
+                              "ptdbg_ascend, or msprobe at level L1): name a call with --call")
+        if module not in known:
+            names = sorted(known)
+            more = f" … ({len(names)} in all)" if len(names) > LISTED else ""
+            raise NarrowError(f"no module {module} in the NPU dump; its modules are "
+                              f"{', '.join(names[:LISTED])}{more}")
+        target, why = Narrowed(module=module), f"the module named ({module})"
+    elif pair is None or culprit is None:
+        verdicts = "; ".join(o.no_verdict or o.diagnosis.verdict for o in outcomes)
+        raise NarrowError(f"no culprit to narrow to: {verdicts}")
+    else:
+        target, why = _culprit_target(pair, culprit, chains)
+    steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))
+    target = Narrowed(target.module, target.calls, steps, ranks)
+    stack = culprit.stack if culprit is not None and not (call or module) else None
+    return Narrowing(target, pair.npu if pair is not None else outcomes[0].npu, why, script_of(stack))
+
+
+def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tuple[Narrowed, str]:
+    entry = _entry(culprit)
+    if entry is None:
+        raise NarrowError(f"the culprit {culprit.call} has no call name to narrow to")
+    chain = [item for item in chains(pair.npu, entry) if item[0]]
+    if chain:
+        return Narrowed(module=chain[-1][0]), f"the culprit {culprit.call} ran in {module_label(*chain[-1])}"
+    target = narrowed_to_call(entry)
+    where = "" if target.module else ", which ran in no module the dump records"
+    return target, f"the culprit {culprit.call}{where}"
+
+
+def narrowing_in(npu: RankDump, why: str, module: str = "", call: EntryName | None = None,
+                 stack: StackRecord | None = None) -> Narrowing:
+    """The next dump's target at one pair's step and rank: a module, or a call (the app's key)."""
+    steps = (npu.step,) if npu.step is not None else None
+    ranks = (npu.rank,) if npu.rank is not None else None
+    target = Narrowed(module=module, steps=steps, ranks=ranks) if module or call is None \
+        else narrowed_to_call(call, steps, ranks)
+    return Narrowing(target, npu, why, script_of(stack))
+
+
+def default_config(target: Narrowed) -> str:
+    """``./narrow_<module or call>.json``."""
+    return f"./narrow_{target.name}.json"
+
+
+def dump_dir_for(config: Path) -> Path:
+    """Where the narrowed dumps go by default: beside the config, named after it (``npu`` and
+    ``bench`` below it)."""
+    name = config.name.removesuffix(".json")
+    return config.with_name(name if name != config.name else name + ".dump")
+
+
+def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | None = None) -> Written:
+    """Write the config (and the other tool's, when it wrote the NPU dump: ``<name>.<tool>.json``
+    beside it) and say what to run. Raises OSError."""
+    config = Path(config).expanduser()
+    dump_dir = Path(dump_dir).expanduser() if dump_dir is not None else dump_dir_for(config)
+    npu_dir, bench_dir = dump_dir / "npu", dump_dir / "bench"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    write_options(config, dumper_options(n.target))
+    out = Written(config, dump_dir, lines=_lines(n, config, npu_dir, bench_dir))
+    other = tool_config(n.npu, n.target, str(npu_dir), str(bench_dir))
+    if other is not None:
+        out.other = config.with_name(f"{config.name.removesuffix('.json')}.{other.tool}.json")
+        text = json.dumps(other.data, indent=2)
+        out.other.write_text(text + "\n", encoding="utf-8")
+        out.lines += [f"{other.tool} config: {out.other}", *(f"  {u}" for u in other.usage(out.other)),
+                      *(f"  {line}" for line in text.splitlines())]
+    return out
+
+
+def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
+    t = n.target
+    steps = "every step" if t.steps is None else "step " + ", ".join(map(str, t.steps))
+    ranks = "every rank" if t.ranks is None else "rank " + ", ".join(map(str, t.ranks))
+    what = "its calls" if t.module else "the call" if len(t.calls) == 1 else "the calls"
+    q = shlex.quote
+    run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
+    lines = [f"Narrowed to {t.words}: {n.why}.",
+             f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
+             f"  config: {config}",
+             "Run the same script on both sides, then compare:",
+             f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
+             f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
+             f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}"]
+    lines.append(f"  ({SCRIPT}: your training script and its arguments)" if n.script == SCRIPT else
+                 f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)")
+    return lines

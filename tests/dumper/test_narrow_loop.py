@@ -1,0 +1,115 @@
+"""The narrowing loop end to end (issue 19): a statistics dump of a real small model (the demo's, whose
+"NPU" LSTM backward is wrong) on both sides, ``ptdbg-tui narrow`` writes the next dump's config,
+``ptdbg-dump run --config`` dumps tensors of that module only, and the compare of the new pair names
+the same culprit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dumper.cli import main as dump_main
+from ptdbg_tui.cli import main as tui_main
+from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.callpath import module_label
+from ptdbg_tui.formats.dump_options import DumpOptions, read_options
+from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
+from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.reader import module_chain_of
+
+JOB = Path(__file__).with_name("narrow_job.py")
+
+
+def _dump(script: Path, side: str, *options: str) -> None:
+    assert dump_main(["run", str(script), side, *options]) == 0
+
+
+@pytest.fixture(scope="module")
+def statistics(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The job's script, and its statistics dumps of steps 0 and 1 on both sides (step 1 starts from
+    the weights that step 0 updated with the wrong gradient)."""
+    root = tmp_path_factory.mktemp("loop")
+    for side in ("npu", "bench"):
+        _dump(JOB, side, "--dump-path", str(root / "stats" / side), "--step", "0", "1", "--summary-only")
+    return JOB, root / "stats" / "npu", root / "stats" / "bench"
+
+
+def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_same_culprit(
+        statistics, tmp_path: Path, capsys) -> None:
+    script, npu, bench = statistics
+    before = compare_dumps(npu, bench, summary=True, jobs=1)
+    stats = before[0]
+    assert [o.npu.step for o in before] == [0, 1] and all(o.summary for o in before)
+    assert stats.diagnosis.culprit.call == "VF_lstm_0_backward"
+    assert any(s.call == "VF_lstm_0_backward" for s in before[1].diagnosis.suspects)
+    for o in before:  # the module of the culprit as it stands once the steps are linked
+        entry = o.diagnosis.culprit.rows[0].record.entry
+        assert o.culprit_module == module_label(*module_chain_of(o.npu, entry)[-1])
+
+    config = tmp_path / "narrow.json"
+    assert tui_main(["narrow", str(npu), str(bench), "-o", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "Culprit: VF_lstm_0_backward (backward)" in out  # the statistics verdict, as compare says it
+    assert "Narrowed to module track.lstm: the culprit VF_lstm_0_backward ran in track.lstm · LSTM." in out
+    assert "step 0; rank 0" in out  # where it diverged first: step 1 inherits it
+    dump_dir = tmp_path / "narrow"
+    for side in ("npu", "bench"):
+        assert f"ptdbg-dump run {script} --dump-path {dump_dir / side} --config {config}" in out
+    assert f"ptdbg-tui compare {dump_dir / 'npu'} {dump_dir / 'bench'}" in out
+    assert read_options(config) == DumpOptions(mode="api_stack", step=[0], rank=[0], module=["track.lstm"],
+                                               summary_only=False, summary_mode="statistics")
+    assert not list(tmp_path.glob("*.msprobe.json"))  # a ptdbg dump: no other tool's config
+
+    for side in ("npu", "bench"):  # the commands it printed
+        _dump(script, side, "--dump-path", str(dump_dir / side), "--config", str(config))
+    (narrowed,) = discover(dump_dir / "npu")
+    assert narrowed.step == 0 and narrowed.has_tensors
+    chains = ModuleFollower(sidecar_path(narrowed.records)).read(final=True)
+    assert chains and all(chain[-1][0] == "track.lstm" for chain in chains.values())
+    calls = {r.call for r in read_pkl(narrowed.records).tensors}
+    assert {"VF_lstm_0_forward", "VF_lstm_0_backward"} <= calls
+    assert not any(c.startswith(("Functional_conv2d", "Functional_linear")) for c in calls)
+
+    (after,) = compare_dumps(dump_dir / "npu", dump_dir / "bench", jobs=1)
+    assert not after.summary and len(after.rows) < len(stats.rows) / 10
+    assert after.diagnosis.culprit.call == "VF_lstm_0_backward"
+    assert after.culprit_module == stats.culprit_module == "track.lstm · LSTM"
+
+
+def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) -> None:
+    _, npu, bench = statistics
+    assert tui_main(["narrow", str(npu), str(bench), "--call", "Functional_linear_0_forward",  # track.fc
+                     "-o", str(tmp_path / "call.json"), "--dump-path", str(tmp_path / "d"),
+                     "--script", "train.py --epochs 1"]) == 0
+    out = capsys.readouterr().out
+    assert "Narrowed to call Functional_linear_0: the call named (Functional_linear_0_forward)." in out
+    assert f"ptdbg-dump run 'train.py --epochs 1' --dump-path {tmp_path / 'd' / 'npu'}" in out
+    options = read_options(tmp_path / "call.json")
+    assert options.mode == "list" and options.scope == ["Functional_linear_0_"] and options.step == [0]
+
+    assert tui_main(["narrow", str(npu), str(bench), "--module", "backbone",
+                     "-o", str(tmp_path / "m.json")]) == 0
+    assert read_options(tmp_path / "m.json").module == ["backbone"]
+    # no suspect inside the backbone: the step and rank compared
+    assert "Narrowed to module backbone: the module named (backbone)." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--module", "track.lst"], "no module track.lst in the NPU dump; its modules are backbone, "),
+    (["--call", "Torch_nope_0"], "no call Torch_nope_0 in the NPU dump (a call is named as the report "
+                                 "names it, e.g. VF_lstm_0_backward)"),
+])
+def test_an_unknown_call_or_module_is_said(statistics, tmp_path: Path, capsys, args, message) -> None:
+    _, npu, bench = statistics
+    assert tui_main(["narrow", str(npu), str(bench), *args, "-o", str(tmp_path / "x.json")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_nothing_to_narrow_to_when_the_runs_agree(statistics, tmp_path: Path, capsys) -> None:
+    _, _, bench = statistics
+    assert tui_main(["narrow", str(bench), str(bench), "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ptdbg-tui narrow: error: no culprit to narrow to: ") and "same" in err
