@@ -63,7 +63,8 @@ def side_source(reader: DumpReader, folder: str | None) -> SideSource:
     its call sidecar (this project's dumper; read here, to the end), and what its tool records."""
     reader.read_calls(final=True)
     dialect = dialect_of(reader.producer)
-    return SideSource(folder, reader.call_specs(), dialect.keywords_recorded, dialect.inputs_after_call)
+    return SideSource(folder, reader.call_specs(), dialect.keywords_recorded, dialect.inputs_after_call,
+                      dialect.gradients_in_node_order)
 
 
 def sources(npu: RankDump, bench: RankDump, npu_dir: str | None,

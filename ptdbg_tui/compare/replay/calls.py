@@ -26,6 +26,7 @@ class SideSource:
     specs: Mapping[str, CallSpec] = field(default_factory=dict)  # by call key (``Functional_gelu_0``)
     keywords_recorded: bool = False  # the tool records keyword arguments (msprobe)
     inputs_after_call: bool = False  # the tool records a forward's inputs after the call (the original)
+    node_order: bool = False  # the tool records a backward's gradients in autograd-node order
 
     def only(self, call: str) -> SideSource:
         """This source with the sidecar line of ``call`` alone: what one replay task carries (every
@@ -64,14 +65,15 @@ def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tupl
 
     spec = source.specs.get(call_key(call))
     plan = build_plan(rows, side, call, source.tensor_dir, spec, source.keywords_recorded,
-                      source.inputs_after_call)
+                      source.inputs_after_call, source.node_order)
     if isinstance(plan, NotReplayable):
         return plan.reason, False
     tf32 = spec.state.tf32_matmul if spec is not None else False
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
-        return str(e), plan.complete
+        lacking = "" if plan.complete else " (the tool that wrote this dump records no keyword arguments)"
+        return f"{e}{lacking}", plan.complete
     return judge_side(done.results, done.dtypes, done.names, done.honest), plan.complete
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.ops import RANDOM_OPS, op_name
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
+from ptdbg_tui.formats.dialects import LINEAR_NODE_GRADIENTS
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord
 from ptdbg_tui.formats.tensorfile import data_path
@@ -62,6 +63,7 @@ class Plan:
     incoming: dict[tuple[Any, ...], Recorded] = field(default_factory=dict)  # backward: by output path
     inplace: int | None = None  # the argument the call writes into
     complete: bool = True  # every argument is known (keyword ones too)
+    transposed: set[tuple[Any, ...]] = field(default_factory=set)  # results recorded transposed
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,12 +177,53 @@ def _from_records(fwd: Sequence[TensorRecord], tensor_dir: str | None) -> tuple[
     return _nest(positional), kwargs
 
 
+def _node_order(grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord],
+                op: str) -> list[tuple[int, bool]] | str:
+    """Where the gradients of a tool that records them in autograd-node order belong: per recorded
+    gradient (``output.k``, a ``null`` one included), its forward argument's position and whether it is
+    recorded transposed; or why that cannot be told."""
+    if op == "linear":
+        mapping = LINEAR_NODE_GRADIENTS.get(len(grads))
+        if mapping is None:
+            return f"linear's backward records {len(grads)} gradients, not its node's 2 or 3"
+        return list(mapping)
+    wants = {r.entry.path[0]: r.requires_grad for r in fwd if r.entry is not None and r.entry.kind == INPUT
+             and len(r.entry.path) == 1 and isinstance(r.entry.path[0], int)}
+    candidates = [i for i, a in enumerate(args) if isinstance(a, Recorded) and "float" in a.dtype
+                  and wants.get(i) is not False]
+    if len(candidates) != len(grads):
+        return (f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
+                f"match its {len(candidates)} floating tensor arguments one to one")
+    return [(i, False) for i in candidates]
+
+
+def _by_node_order(plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[TensorRecord], op: str,
+                   tensor_dir: str) -> Plan | NotReplayable:
+    """The plan's results moved from node order to the forward arguments they belong to."""
+    outs = sorted((r for r in entries if r.entry is not None and r.entry.direction == BACKWARD
+                   and r.entry.kind == OUTPUT and len(r.entry.path) == 1 and isinstance(r.entry.path[0], int)),
+                  key=lambda r: r.entry.path[0])  # type: ignore[union-attr]
+    targets = _node_order(outs, plan.args, fwd, op)
+    if isinstance(targets, str):
+        return NotReplayable(plan.call, targets)
+    plan.results = {}
+    for rec, (position, transposed) in zip(outs, targets, strict=True):
+        if rec.is_scalar:  # a null: no gradient for that argument
+            continue
+        plan.results[(position,)] = _recorded(rec, tensor_dir)
+        if transposed:
+            plan.transposed.add((position,))
+    return plan
+
+
 def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None, spec: CallSpec | None,
-               keywords_recorded: bool, inputs_after_call: bool) -> Plan | NotReplayable:
+               keywords_recorded: bool, inputs_after_call: bool,
+               node_order: bool = False) -> Plan | NotReplayable:
     """The plan of one call (``call``: its direction's name, e.g. ``Functional_gelu_0_backward``) on one
     side (``"npu"``/``"bench"``) from the pair's rows; ``spec``: that side's sidecar line of the call;
-    ``keywords_recorded``/``inputs_after_call``: what the side's tool records
-    (:class:`~ptdbg_tui.formats.dialects.Dialect`)."""
+    ``keywords_recorded``/``inputs_after_call``/``node_order``: what the side's tool records
+    (:class:`~ptdbg_tui.formats.dialects.Dialect`; ``node_order``: a backward's gradients in its autograd
+    node's order, not by argument)."""
     recs = _records(rows, side)
     mine = [r for r in recs.values() if r.entry is not None]
     entries = [r for r in mine if r.call == call]
@@ -216,6 +259,10 @@ def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None
                  if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
         plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}
         plan.incoming = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == INPUT}
+        if node_order and spec is None:
+            moved = _by_node_order(plan, entries, fwd, entry.op, tensor_dir)
+            if isinstance(moved, NotReplayable):
+                return moved
     if not plan.results:
         return NotReplayable(call, "no tensor results were recorded to check")
     return plan

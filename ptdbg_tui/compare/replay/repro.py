@@ -66,7 +66,7 @@ def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str
         raise CannotReplay(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
     spec = source.specs.get(call_key(call))
     plan = build_plan(rows, "npu", call, source.tensor_dir, spec, source.keywords_recorded,
-                      source.inputs_after_call)
+                      source.inputs_after_call, source.node_order)
     if isinstance(plan, NotReplayable):
         raise CannotReplay(plan.reason)
     try:

@@ -215,6 +215,8 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         if ref is None:
             raise Refused(f"the replay gives no result for {rec.name}")
         recorded = load(rec, torch.float64)
+        if path in plan.transposed and recorded.dim() == 2:  # the tool records this gradient transposed
+            recorded = recorded.t()
         if recorded.numel() != ref.numel():
             raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
         sens = matching(spread, path) or 0.0

@@ -155,8 +155,10 @@ class CallReplay:
             return (f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
                     f"bench {b}): the difference is inherited")
         if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
+            why = ("the rebuild lacks keyword arguments, which the tool that wrote this dump does not record"
+                   if not self.complete else "the rebuilt call may differ from the recorded one")
             return (f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-                    f"bench {bench.text}): the rebuilt call may differ from the recorded one")
+                    f"bench {bench.text}): {why}")
         if npu.wrong:
             return (f"replay inconclusive — NPU {npu.text}, but the rebuild lacks keyword arguments and "
                     f"the bench was {b}")
