@@ -129,28 +129,29 @@ class ViewState:
     match: str = ""  # the matching the user asked for ("auto" …)
 
 
+def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: Styles) -> list[Segment]:
+    """The failures and how many rows were compared — or that nothing was."""
+    p = model.progress
+    if p.done and p.rows and counts[Status.UNMATCHED] == sum(counts.values()):
+        # no row has both sides (a side missing or empty, or no name in common): no count of
+        # failures or of rows compared; the sides segment or the matching hint says why
+        return [seg("nothing compared", 0, styles.get("warn", Style()))]
+    bad = Text()
+    for status in (Status.FAIL, Status.ERROR):
+        if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
+            bad.append(f"{status.symbol} {counts[status]:,} ",
+                       style=styles.get(status.value if counts[status] else "muted", Style()))
+    bad.rstrip()
+    done = p.done and p.rows and not p.pending
+    return [Segment(bad, 0), seg(f"all {p.rows:,} compared" if done else f"compared {p.compared:,}/{p.rows:,}", 0)]
+
+
 def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[Segment]:
     """Failures and progress first; then the match mode, the filter, counts of the other states,
     pairs, the watch mode and the view; the dumps' names last."""
     p = model.progress
     counts = model.status_counts()
-    out: list[Segment] = []
-    if p.done and p.rows and counts[Status.UNMATCHED] == sum(counts.values()):
-        # no row has both sides (a side missing or empty, or no name in common): no count of
-        # failures or of rows compared; the sides segment or the matching hint says why
-        out.append(seg("nothing compared", 0, styles.get("warn", Style())))
-    else:
-        bad = Text()
-        for status in (Status.FAIL, Status.ERROR):
-            if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
-                bad.append(f"{status.symbol} {counts[status]:,} ",
-                           style=styles.get(status.value if counts[status] else "muted", Style()))
-        bad.rstrip()
-        out.append(Segment(bad, 0))
-        if p.done and p.rows and not p.pending:
-            out.append(seg(f"all {p.rows:,} compared", 0))
-        else:
-            out.append(seg(f"compared {p.compared:,}/{p.rows:,}", 0))
+    out = _compared_segments(model, counts, styles)
     hint = model.match_hint()
     if hint:
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))

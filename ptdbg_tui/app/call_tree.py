@@ -41,6 +41,27 @@ class More:
         self.earlier = earlier
 
 
+def _fit(room: int, head: int, dot: bool, name: Text, extras: list[tuple[int, str]], tag: str) -> bool:
+    """Make a line fit ``room`` cells: the extras go, the least important first (a tagged call's dot
+    before those of rank 0), then the name is cut; never the tag. Returns whether the dot stays."""
+
+    def width() -> int:
+        parts = " · ".join(text for _, text in extras)
+        return head + 2 * dot + name.cell_len + (len(parts) + 2 if parts else 0) + len(tag)
+
+    def shed(least: int) -> None:
+        while width() > room and any(r >= least for r, _ in extras):
+            extras.pop(max(range(len(extras)), key=lambda i: (extras[i][0], i)))
+
+    shed(1)
+    if width() > room and tag:
+        dot = False  # the tag says more than the dot that leads to it
+    shed(0)
+    if width() > room:
+        name.truncate(max(MIN_NAME, name.cell_len - (width() - room)), overflow="ellipsis")
+    return dot
+
+
 class CallTree(Tree[object]):
     """Tree of API calls coloured by status; ``flat`` lists calls in execution order instead."""
 
@@ -136,21 +157,8 @@ class CallTree(Tree[object]):
         rank = self.model.suspect_rank(data) if data.kind == "call" else None
         # its entries may all pass the thresholds: the diagnosis says otherwise
         tag = "" if rank is None else "  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}"
-
-        def width() -> int:
-            parts = " · ".join(text for _, text in extras)
-            return head.cell_len + 2 * dot + name.cell_len + (len(parts) + 2 if parts else 0) + len(tag)
-
-        def shed(least: int) -> None:
-            while room is not None and width() > room and any(r >= least for r, _ in extras):
-                extras.pop(max(range(len(extras)), key=lambda i: (extras[i][0], i)))
-
-        shed(1)
-        if room is not None and width() > room and tag:
-            dot = False  # the tag says more than the dot that leads to it
-        shed(0)
-        if room is not None and width() > room:
-            name.truncate(max(MIN_NAME, name.cell_len - (width() - room)), overflow="ellipsis")
+        if room is not None:
+            dot = _fit(room, head.cell_len, dot, name, extras, tag)
         if dot:
             head.append("● ", style=self._style("fail"))
         text = head + name

@@ -197,12 +197,7 @@ class LiveEngine:
             now = time.monotonic()
             rescan = now >= next_rescan
             if rescan:
-                self._discover()
-                if self._watcher is not None:
-                    self._watcher.refresh()
-                    if self._watcher.notice != self._notice:
-                        self._notice = self._watcher.notice
-                        self.outbox.notice(self._notice)
+                self._rescan()
                 next_rescan = now + self.options.rescan_s
             due = self._pass(rescan)
             if self._replay.step(self._pairs, self._context, settled=due is None and self._quiet()):
@@ -223,6 +218,15 @@ class LiveEngine:
                 timeout = min(timeout, self.options.flush_s)
             if self._wake.wait(max(0.0, timeout)):
                 self._wake.clear()
+
+    def _rescan(self) -> None:
+        """Look for dumps that came or went, and at the watcher (say when it falls back to polling)."""
+        self._discover()
+        if self._watcher is not None:
+            self._watcher.refresh()
+            if self._watcher.notice != self._notice:
+                self._notice = self._watcher.notice
+                self.outbox.notice(self._notice)
 
     def _quiet(self) -> bool:
         """No side of a pair may still grow (a static run: none ever does)."""

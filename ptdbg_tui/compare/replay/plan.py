@@ -251,18 +251,22 @@ def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None
     if inplace is not None and inputs_after_call and spec is None:
         return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
     plan = Plan(call, entry.direction, fn, args, kwargs, inplace=inplace, complete=complete)
-    if entry.direction == FORWARD:
+    done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
+    if isinstance(done, Plan) and not done.results:
+        return NotReplayable(call, "no tensor results were recorded to check")
+    return done
+
+
+def _with_results(plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[TensorRecord], tensor_dir: str,
+                  node_order: bool) -> Plan | NotReplayable:
+    """The recorded results a replay checks: a forward's outputs; a backward's gradients by the forward
+    argument they belong to, and the incoming gradients it is fed."""
+    if plan.direction == FORWARD:
         plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in fwd
                         if r.entry is not None and r.entry.kind == OUTPUT and not r.is_scalar}
-    else:
-        grads = [r for r in entries
-                 if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
-        plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}
-        plan.incoming = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == INPUT}
-        if node_order and spec is None:
-            moved = _by_node_order(plan, entries, fwd, entry.op, tensor_dir)
-            if isinstance(moved, NotReplayable):
-                return moved
-    if not plan.results:
-        return NotReplayable(call, "no tensor results were recorded to check")
-    return plan
+        return plan
+    grads = [r for r in entries if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
+    plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}
+    plan.incoming = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == INPUT}
+    op = grads[0].entry.op if grads and grads[0].entry is not None else ""
+    return _by_node_order(plan, entries, fwd, op, tensor_dir) if node_order else plan

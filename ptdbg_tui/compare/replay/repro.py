@@ -113,22 +113,27 @@ def _torch_name(name: str, kind: type) -> str:
     return f"torch.{attr}"
 
 
+def _value_code(v: Value) -> str:
+    """A recorded non-tensor value as source."""
+    if v.kind == "dtype":
+        return f"D({_torch_name(v.value, torch.dtype)})"
+    if v.kind == "size":
+        return f"torch.Size([{', '.join(str(int(d)) for d in v.value)}])"
+    if v.kind == "device":
+        return "device"
+    if v.kind == "slice":
+        return f"slice({', '.join(_literal(y) for y in v.value)})"
+    if v.kind == "const":
+        return _torch_name(v.value, object)
+    return _literal(v.value)
+
+
 def _code(x: Any) -> str:
     """An argument as the source that rebuilds it in the script's ``arguments(T, D, device)``."""
     if isinstance(x, Recorded):
         return f"T({x.name!r})"
     if isinstance(x, Value):
-        if x.kind == "dtype":
-            return f"D({_torch_name(x.value, torch.dtype)})"
-        if x.kind == "size":
-            return f"torch.Size([{', '.join(str(int(d)) for d in x.value)}])"
-        if x.kind == "device":
-            return "device"
-        if x.kind == "slice":
-            return f"slice({', '.join(_literal(v) for v in x.value)})"
-        if x.kind == "const":
-            return _torch_name(x.value, object)
-        return _literal(x.value)
+        return _value_code(x)
     if isinstance(x, list):
         return f"[{', '.join(_code(y) for y in x)}]"
     if isinstance(x, tuple):
