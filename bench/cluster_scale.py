@@ -72,21 +72,33 @@ def main() -> None:
         print(generated(total, t, root, f"npy in {RANKS} rank pairs"), flush=True)
         commands = [(f"local pool (--jobs {args.jobs})", ours_command(root, args.jobs))]
         for n in args.workers:
-            cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                               dashboard_address=":0", silence_logs=logging.ERROR,
-                                               env=dict(THREAD_ENV))
+            cluster = distributed.LocalCluster(
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+                env=dict(THREAD_ENV),
+            )
             clusters.append(cluster)
-            commands.append((f"cluster of {n} worker(s)",
-                             [*ours_command(root, 1), "--cluster", cluster.scheduler_address]))
-        commands.append(("--cluster local:2 (starts its own)",
-                         [*ours_command(root, 1), "--cluster", "local:2"]))
+            commands.append(
+                (
+                    f"cluster of {n} worker(s)",
+                    [*ours_command(root, 1), "--cluster", cluster.scheduler_address],
+                )
+            )
+        commands.append(
+            ("--cluster local:2 (starts its own)", [*ours_command(root, 1), "--cluster", "local:2"])
+        )
         for _, argv in commands:
             _check(root, argv)
         results = alternate([(argv, None) for _, argv in commands], args.repeat)
         for (label, _), timing in zip(commands, results, strict=True):
             print(_line(label, timing, total))
-        print(f"on {os.cpu_count()} cores; load average now {os.getloadavg()[0]:.2f} (peak RSS: the compare "
-              "command's own process tree; a standing cluster's workers are not in it)")
+        print(
+            f"on {os.cpu_count()} cores; load average now {os.getloadavg()[0]:.2f} (peak RSS: the compare "
+            "command's own process tree; a standing cluster's workers are not in it)"
+        )
     finally:
         for cluster in clusters:
             cluster.close()

@@ -120,13 +120,16 @@ def _conv_entries(batch: int) -> list[tuple[str, tuple[int, ...]]]:
     backward: list[list[tuple[str, tuple[int, ...]]]] = []  # per call, run in reverse
     index: dict[str, int] = {}
 
-    def call(api: str, inputs: list[tuple[int, ...]], output: tuple[int, ...],
-             grads: list[int]) -> None:
+    def call(api: str, inputs: list[tuple[int, ...]], output: tuple[int, ...], grads: list[int]) -> None:
         k = index[api] = index.get(api, -1) + 1
         forward.extend((f"{api}_{k}_forward_input.{i}", shape) for i, shape in enumerate(inputs))
         forward.append((f"{api}_{k}_forward_output", output))
-        backward.append([(f"{api}_{k}_backward_input.0", output),
-                         *((f"{api}_{k}_backward_output.{i}", inputs[i]) for i in grads)])
+        backward.append(
+            [
+                (f"{api}_{k}_backward_input.0", output),
+                *((f"{api}_{k}_backward_output.{i}", inputs[i]) for i in grads),
+            ]
+        )
 
     channels = 3
     for depth, (width, side) in enumerate(CONV_BLOCKS):
@@ -134,8 +137,9 @@ def _conv_entries(batch: int) -> list[tuple[str, tuple[int, ...]]]:
             x = (batch, channels, side, side)
             y = (batch, width, side, side)
             first = depth == 0 and conv == 0  # the images take no gradient
-            call("Functional_conv2d", [x, (width, channels, 3, 3), (width,)], y,
-                 [1, 2] if first else [0, 1, 2])
+            call(
+                "Functional_conv2d", [x, (width, channels, 3, 3), (width,)], y, [1, 2] if first else [0, 1, 2]
+            )
             call("Functional_batch_norm", [y, (width,), (width,), (width,), (width,)], y, [0, 3, 4])
             call("Functional_relu", [y], y, [0])
             channels = width
@@ -143,8 +147,12 @@ def _conv_entries(batch: int) -> list[tuple[str, tuple[int, ...]]]:
     pooled = (batch, channels, CONV_BLOCKS[-1][1] // 2, CONV_BLOCKS[-1][1] // 2)
     flat = (batch, math.prod(pooled[1:]))
     call("Tensor_flatten", [pooled], flat, [0])
-    call("Functional_linear", [flat, (CONV_CLASSES, flat[1]), (CONV_CLASSES,)], (batch, CONV_CLASSES),
-         [0, 1, 2])
+    call(
+        "Functional_linear",
+        [flat, (CONV_CLASSES, flat[1]), (CONV_CLASSES,)],
+        (batch, CONV_CLASSES),
+        [0, 1, 2],
+    )
     call("Functional_cross_entropy", [(batch, CONV_CLASSES)], (), [0])
     return forward + [entry for calls in reversed(backward) for entry in calls]
 
@@ -203,9 +211,14 @@ def metric_pass(root: Path, fused: bool, repeat: int = 2) -> None:
     from ptdbg_tui.compare.metrics.accumulator import compare_arrays, warm_up
 
     npu, bench = discover(root / "npu")[0], discover(root / "bench")[0]
-    pairs = [(np.load(npu.tensor_dir / f"{rec.name}.npy"), np.load(bench.tensor_dir / f"{rec.name}.npy"),
-              rec.dtype)
-             for rec in read_pkl(npu.records).tensors]
+    pairs = [
+        (
+            np.load(npu.tensor_dir / f"{rec.name}.npy"),
+            np.load(bench.tensor_dir / f"{rec.name}.npy"),
+            rec.dtype,
+        )
+        for rec in read_pkl(npu.records).tensors
+    ]
     if fused:
         warm_up()
     compare_arrays(*pairs[0][:2], pairs[0][2], pairs[0][2], histogram=False)
@@ -222,9 +235,11 @@ def _seconds_of(argv: list[str], env: dict[str, str]) -> float:
     return float(subprocess.run(argv, capture_output=True, text=True, check=True, env=env).stdout.split()[-1])
 
 
-JIT_PROBE = ("import time; t = time.perf_counter(); "
-             "from ptdbg_tui.compare.metrics.accumulator import warm_up; "
-             "warm_up(); print(time.perf_counter() - t)")
+JIT_PROBE = (
+    "import time; t = time.perf_counter(); "
+    "from ptdbg_tui.compare.metrics.accumulator import warm_up; "
+    "warm_up(); print(time.perf_counter() - t)"
+)
 
 
 def jit_costs() -> tuple[float, float]:
@@ -254,13 +269,19 @@ def old_checkout(rev: str) -> Iterator[Path]:
     """A temporary git worktree of this repository at ``rev``."""
     repo = Path(__file__).resolve().parent.parent
     where = Path(tempfile.mkdtemp(prefix="ptdbg_old_")) / "tree"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(where), rev], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "--detach", str(where), rev],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield where
     finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(where)], check=False,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "remove", "--force", str(where)],
+            check=False,
+            capture_output=True,
+        )
         shutil.rmtree(where.parent, ignore_errors=True)
 
 
@@ -337,8 +358,9 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
     start = time.perf_counter()
     # From a neutral folder: ``python -m`` puts the current one first on sys.path, ahead of PYTHONPATH,
     # so from the repository's root an --old tree's command ran this tree's code.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=tempfile.gettempdir())
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir()
+    )
     done = threading.Event()
 
     def sample() -> None:
@@ -375,13 +397,26 @@ def alternate(commands: list[tuple[list[str], dict[str, str] | None]], repeat: i
 
 def ours_command(root: Path, jobs: int) -> list[str]:
     """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it."""
-    return [sys.executable, "-m", "ptdbg_tui", "compare", str(root / "npu"), str(root / "bench"),
-            "-o", str(root / "out"), "--jobs", str(jobs), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "ptdbg_tui",
+        "compare",
+        str(root / "npu"),
+        str(root / "bench"),
+        "-o",
+        str(root / "out"),
+        "--jobs",
+        str(jobs),
+        "--no-progress",
+    ]
 
 
 def generated(total: int, since: float, root: Path, what: str) -> str:
-    return (f"generated {total / 1e9:.2f} GB of {what} in {time.perf_counter() - since:.1f} s under {root}; "
-            f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    return (
+        f"generated {total / 1e9:.2f} GB of {what} in {time.perf_counter() - since:.1f} s under {root}; "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
 
 
 def _pass_times(root: Path, trees: dict[str, tuple[Path, bool]], repeat: int) -> dict[str, list[float]]:
@@ -400,30 +435,45 @@ def _ratio(old: list[float], new: list[float]) -> str:
 
 
 def speedup(ours: list[float], base: list[float]) -> str:
-    return (f"speed-up: best {min(base) / min(ours):.1f}x, median "
-            f"{statistics.median(base) / statistics.median(ours):.1f}x")
+    return (
+        f"speed-up: best {min(base) / min(ours):.1f}x, median "
+        f"{statistics.median(base) / statistics.median(ours):.1f}x"
+    )
 
 
 def _line(label: str, t: Timed, total: int) -> str:
     best, median = min(t.walls), statistics.median(t.walls)
-    return (f"{label}: best {best:6.2f} s = {total / best / 1e9:5.2f} GB/s, median {median:6.2f} s = "
-            f"{total / median / 1e9:5.2f} GB/s, CPU median {statistics.median(t.cpus):5.2f} s, "
-            f"peak RSS {t.rss / MB:5.0f} MiB")
+    return (
+        f"{label}: best {best:6.2f} s = {total / best / 1e9:5.2f} GB/s, median {median:6.2f} s = "
+        f"{total / median / 1e9:5.2f} GB/s, CPU median {statistics.median(t.cpus):5.2f} s, "
+        f"peak RSS {t.rss / MB:5.0f} MiB"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--gb", type=float, default=2.0, help="npy bytes of both sides, at least (default 2.0)")
-    p.add_argument("--conv", action="store_true",
-                   help="a real-layout pair: a 6-block conv net's step as the original dumps it (606 npy)")
+    p.add_argument(
+        "--conv",
+        action="store_true",
+        help="a real-layout pair: a 6-block conv net's step as the original dumps it (606 npy)",
+    )
     p.add_argument("--repeat", type=int, default=3, help="alternate runs of each (default 3)")
     p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
     p.add_argument("--no-baseline", action="store_true", help="leave out the original-like baseline")
-    p.add_argument("--no-pass", action="store_true",
-                   help="leave out the metric pass alone (it holds every tensor in memory)")
-    p.add_argument("--old", nargs="+", default=[], metavar="REV",
-                   help="also time ours at these commits (e.g. 15e9299 main)")
+    p.add_argument(
+        "--no-pass",
+        action="store_true",
+        help="leave out the metric pass alone (it holds every tensor in memory)",
+    )
+    p.add_argument(
+        "--old",
+        nargs="+",
+        default=[],
+        metavar="REV",
+        help="also time ours at these commits (e.g. 15e9299 main)",
+    )
     p.add_argument("--baseline-only", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--load-only", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--pass-only", type=Path, default=None, help=argparse.SUPPRESS)
@@ -466,60 +516,88 @@ def _ratios(bases: list[float], values: list[float]) -> str:
     return f"{statistics.median(ratios):.0%}{spread}"
 
 
-def whole_commands(root: Path, total: int, jobs: int, repeat: int, trees: dict[str, Path],
-                   with_baseline: bool = True) -> None:
+def whole_commands(
+    root: Path, total: int, jobs: int, repeat: int, trees: dict[str, Path], with_baseline: bool = True
+) -> None:
     """Ours, the baseline, the read bound, ours with ``--summary`` against a bare start (Python and
     numpy) and ours at older commits, alternately."""
     # One BLAS thread for the baseline: two would fight over the two cores and make it look worse.
     base_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     commands = [
         (f"ours (--jobs {jobs})", ours_command(root, jobs), None),
-        (f"np.load only ({jobs} processes)",
-         [sys.executable, __file__, "--load-only", str(root), "--jobs", str(jobs)], None),
+        (
+            f"np.load only ({jobs} processes)",
+            [sys.executable, __file__, "--load-only", str(root), "--jobs", str(jobs)],
+            None,
+        ),
         ("ours --summary (no tensors)", [*ours_command(root, jobs), "--summary"], None),
         ("python -c 'import numpy'", [sys.executable, "-c", "import numpy"], None),
     ]
     if with_baseline:
-        commands.append(("baseline (1 process)", [sys.executable, __file__, "--baseline-only", str(root)],
-                         base_env))
+        commands.append(
+            ("baseline (1 process)", [sys.executable, __file__, "--baseline-only", str(root)], base_env)
+        )
     olds = len(commands)
-    commands += [(f"ours at {rev}", ours_command(root, jobs), {**os.environ, "PYTHONPATH": str(tree)})
-                 for rev, tree in trees.items()]
+    commands += [
+        (f"ours at {rev}", ours_command(root, jobs), {**os.environ, "PYTHONPATH": str(tree)})
+        for rev, tree in trees.items()
+    ]
     results = alternate([(argv, env) for _, argv, env in commands], repeat)
     for (label, _, _), timing in zip(commands, results, strict=True):
         print(_line(label, timing, total))
     ours, bound, summary, bare = results[:4]
     if with_baseline:
         print(f"{speedup(ours.walls, results[4].walls)} (targets: >= 5x, >= 1 GB/s, peak RSS < 1.5 GB)")
-    print(f"read bound reached (np.load loop / ours, per round): median {_ratios(bound.walls, ours.walls)}, "
-          f"best {min(bound.walls) / min(ours.walls):.0%}; in CPU time {_ratios(bound.cpus, ours.cpus)} "
-          "(target >= 70%, >= 80% on 10 GB)")
+    print(
+        f"read bound reached (np.load loop / ours, per round): median {_ratios(bound.walls, ours.walls)}, "
+        f"best {min(bound.walls) / min(ours.walls):.0%}; in CPU time {_ratios(bound.cpus, ours.cpus)} "
+        "(target >= 70%, >= 80% on 10 GB)"
+    )
     median = statistics.median
-    print(f"--summary: median {median(summary.walls):.2f} s, CPU {median(summary.cpus):.2f} s; a bare start "
-          f"is {_ratios(bare.walls, summary.walls)} of it (CPU {_ratios(bare.cpus, summary.cpus)})")
+    print(
+        f"--summary: median {median(summary.walls):.2f} s, CPU {median(summary.cpus):.2f} s; a bare start "
+        f"is {_ratios(bare.walls, summary.walls)} of it (CPU {_ratios(bare.cpus, summary.cpus)})"
+    )
     for rev, old in zip(trees, results[olds:], strict=True):
-        print(f"ours now against {rev}: median {median(ours.walls) / median(old.walls) - 1:+.0%} time, best "
-              f"{min(ours.walls) / min(old.walls) - 1:+.0%}, CPU median "
-              f"{median(ours.cpus) / median(old.cpus) - 1:+.0%}")
+        print(
+            f"ours now against {rev}: median {median(ours.walls) / median(old.walls) - 1:+.0%} time, best "
+            f"{min(ours.walls) / min(old.walls) - 1:+.0%}, CPU median "
+            f"{median(ours.cpus) / median(old.cpus) - 1:+.0%}"
+        )
 
 
 def metric_passes(root: Path, total: int, repeat: int, trees: dict[str, Path]) -> None:
     """The metric pass alone, ours and at older commits; numba's compile and cache-load times."""
     here = Path(__file__).resolve().parent.parent
-    passes = _pass_times(root, {"ours": (here, True), "ours, numpy pass": (here, False),
-                                **{rev: (tree, True) for rev, tree in trees.items()}}, repeat)
+    passes = _pass_times(
+        root,
+        {
+            "ours": (here, True),
+            "ours, numpy pass": (here, False),
+            **{rev: (tree, True) for rev, tree in trees.items()},
+        },
+        repeat,
+    )
     for label, seconds in passes.items():
-        print(f"metric pass {label}: best {min(seconds):.2f} s = {total / min(seconds) / 1e9:.2f} GB/s "
-              f"a core, median {statistics.median(seconds):.2f} s")
-    print(f"metric pass, fused against the numpy pass: {_ratio(passes['ours, numpy pass'], passes['ours'])} "
-          f"faster (small jobs run the numpy pass and never load numba; jobs of >= {FUSED_BYTES >> 20} MiB "
-          "the fused one)")
+        print(
+            f"metric pass {label}: best {min(seconds):.2f} s = {total / min(seconds) / 1e9:.2f} GB/s "
+            f"a core, median {statistics.median(seconds):.2f} s"
+        )
+    print(
+        f"metric pass, fused against the numpy pass: {_ratio(passes['ours, numpy pass'], passes['ours'])} "
+        f"faster (small jobs run the numpy pass and never load numba; jobs of >= {FUSED_BYTES >> 20} MiB "
+        "the fused one)"
+    )
     for rev in trees:
-        print(f"metric pass, ours against {rev}: {_ratio(passes[rev], passes['ours'])} faster "
-              "(numba must earn >= 1.5x on the numpy pass; the diagnosis measures may cost <= 10%)")
+        print(
+            f"metric pass, ours against {rev}: {_ratio(passes[rev], passes['ours'])} faster "
+            "(numba must earn >= 1.5x on the numpy pass; the diagnosis measures may cost <= 10%)"
+        )
     first, cached = jit_costs()
-    print(f"numba: the fused pass compiled in {first:.2f} s on a first run, loaded from its cache in "
-          f"{cached:.2f} s (numba's import included; once per big run, in the workers' fork server)")
+    print(
+        f"numba: the fused pass compiled in {first:.2f} s on a first run, loaded from its cache in "
+        f"{cached:.2f} s (numba's import included; once per big run, in the workers' fork server)"
+    )
 
 
 if __name__ == "__main__":

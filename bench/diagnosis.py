@@ -91,8 +91,11 @@ def _named(evidence: CallEvidence) -> Named:
 
 def closest_of(outcome: PairOutcome) -> Named | None:
     """The call whose score is highest (a no-fault run's margin: how near the rule came to naming it)."""
-    scored = [_named(e) for e in outcome.diagnosis.calls.values()
-              if e.judgement is not None and not math.isnan(e.judgement.score)]
+    scored = [
+        _named(e)
+        for e in outcome.diagnosis.calls.values()
+        if e.judgement is not None and not math.isnan(e.judgement.score)
+    ]
     return max(scored, key=lambda n: n.score, default=None)
 
 
@@ -114,8 +117,16 @@ def run_one(scenario: Scenario, seed: int, root: Path, summary: bool = False) ->
     calls = {row.npu.call for row in outcome.rows if row.npu is not None}
     missing = sorted(c for c in scenario.truth if c not in calls)
     problem = f"ground truth {', '.join(missing)} not in the NPU dump" if missing else ""
-    return Verdict(scenario, seed, suspects_of(outcome), closest_of(outcome), truth_of(outcome, scenario),
-                   advisor_pick(outcome.rows), time.perf_counter() - start, problem)
+    return Verdict(
+        scenario,
+        seed,
+        suspects_of(outcome),
+        closest_of(outcome),
+        truth_of(outcome, scenario),
+        advisor_pick(outcome.rows),
+        time.perf_counter() - start,
+        problem,
+    )
 
 
 def _mark(ok: bool) -> str:
@@ -141,8 +152,10 @@ def _score(v: Verdict) -> str:
 
 def print_verdict(v: Verdict) -> None:
     truth = " | ".join(sorted(v.scenario.truth)) or "(no fault)"
-    print(f"{v.scenario.name:40s} {_short(truth, 36):36s} {_short(v.ours, 36):36s} {_score(v):>11s} "
-          f"{_mark(v.ours_right)}  {_short(v.advisor, 36):36s} {_mark(v.advisor_right)}  {v.seconds:4.1f}s")
+    print(
+        f"{v.scenario.name:40s} {_short(truth, 36):36s} {_short(v.ours, 36):36s} {_score(v):>11s} "
+        f"{_mark(v.ours_right)}  {_short(v.advisor, 36):36s} {_mark(v.advisor_right)}  {v.seconds:4.1f}s"
+    )
     if v.problem:
         print(f"    BROKEN SCENARIO: {v.problem}")
     if not v.ours_right:
@@ -158,8 +171,10 @@ def print_verdict(v: Verdict) -> None:
 
 
 def header() -> None:
-    print(f"{'scenario':40s} {'ground truth':36s} {'ours (first suspect)':36s} {'score +more':>11s} "
-          f"{'':5s}  {'advisor (first No row)':36s}")
+    print(
+        f"{'scenario':40s} {'ground truth':36s} {'ours (first suspect)':36s} {'score +more':>11s} "
+        f"{'':5s}  {'advisor (first No row)':36s}"
+    )
 
 
 def summary(verdicts: Sequence[Verdict], label: str) -> str:
@@ -169,9 +184,11 @@ def summary(verdicts: Sequence[Verdict], label: str) -> str:
     adv = sum(v.advisor_right for v in faults)
     ours_false = sum(not v.ours_right for v in clean)
     adv_false = sum(not v.advisor_right for v in clean)
-    return (f"{label}: faults named right: ours {ours}/{len(faults)}, advisor {adv}/{len(faults)}; "
-            f"no-fault runs with a false suspect: ours {ours_false}/{len(clean)}, "
-            f"advisor {adv_false}/{len(clean)}")
+    return (
+        f"{label}: faults named right: ours {ours}/{len(faults)}, advisor {adv}/{len(faults)}; "
+        f"no-fault runs with a false suspect: ours {ours_false}/{len(clean)}, "
+        f"advisor {adv_false}/{len(clean)}"
+    )
 
 
 def closest_table(verdicts: Sequence[Verdict], seeds: Sequence[int]) -> None:
@@ -211,13 +228,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="noise seeds (default: 0)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run these scenarios only")
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps under DIR/seedS/NAME/{npu,bench}")
-    p.add_argument("--heldout", action="store_true",
-                   help="the held-out scenarios (diagnosis_scenarios/heldout.py) instead of the library")
-    p.add_argument("--heldout2", action="store_true",
-                   help="the second held-out set (diagnosis_scenarios/heldout2.py) instead of the library")
+    p.add_argument(
+        "--heldout",
+        action="store_true",
+        help="the held-out scenarios (diagnosis_scenarios/heldout.py) instead of the library",
+    )
+    p.add_argument(
+        "--heldout2",
+        action="store_true",
+        help="the second held-out set (diagnosis_scenarios/heldout2.py) instead of the library",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and their ground truth, then exit")
-    p.add_argument("--summary", action="store_true",
-                   help="compare the recorded statistics only, as for a summary_only dump")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="compare the recorded statistics only, as for a summary_only dump",
+    )
     return p.parse_args(argv)
 
 

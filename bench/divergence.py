@@ -108,7 +108,7 @@ class Report:
 
 def parse_report(stdout: str) -> tuple[str | None, str | None, int]:
     lines = [line.strip() for line in stdout.splitlines()]
-    culprit = next((line[len(CULPRIT):] for line in lines if line.startswith(CULPRIT)), None)
+    culprit = next((line[len(CULPRIT) :] for line in lines if line.startswith(CULPRIT)), None)
     rank = next((line for line in lines if line.startswith(RANK_LINE)), None)
     return culprit, rank, sum(bool(NAN_WORDS.search(line)) for line in lines)
 
@@ -120,8 +120,9 @@ def right(truth: Truth, report: Report) -> bool:
     line = report.rank_line if kind.line == "rank" else report.culprit
     if kind.absent:
         # nothing named: no Culprit line, and a rank line (if any) that names no rank
-        return report.culprit is None and (report.rank_line is None or
-                                           report.rank_line.startswith(RANK_LINE + "none"))
+        return report.culprit is None and (
+            report.rank_line is None or report.rank_line.startswith(RANK_LINE + "none")
+        )
     if line is None:
         return kind.absent_ok
     if kind.words and kind.words.format(step=truth.step, rank=truth.rank) not in line:
@@ -166,11 +167,19 @@ class Outcome:
     problem: str = ""  # the scenario could not be dumped
 
 
-def compare(npu: Path, bench: Path, out: Path, step: int | None, rank: int | None,
-            extra: Sequence[str]) -> Report:
+def compare(
+    npu: Path, bench: Path, out: Path, step: int | None, rank: int | None, extra: Sequence[str]
+) -> Report:
     """``ptdbg-tui compare`` as a user runs it."""
-    cmd = [*command("ptdbg-tui", "ptdbg_tui"), "compare", str(npu), str(bench), "-o", str(out),
-           "--no-progress"]
+    cmd = [
+        *command("ptdbg-tui", "ptdbg_tui"),
+        "compare",
+        str(npu),
+        str(bench),
+        "-o",
+        str(out),
+        "--no-progress",
+    ]
     cmd += ["--step", str(step)] if step is not None else []
     cmd += ["--rank", str(rank)] if rank is not None else []
     done = subprocess.run([*cmd, *extra], capture_output=True, text=True)
@@ -184,8 +193,9 @@ def compare(npu: Path, bench: Path, out: Path, step: int | None, rank: int | Non
 DUMPED = "dumped"
 
 
-def run_scenario(name: str, seed: int, root: Path, extra: Sequence[str], check: bool,
-                 reuse: bool = False) -> Outcome:
+def run_scenario(
+    name: str, seed: int, root: Path, extra: Sequence[str], check: bool, reuse: bool = False
+) -> Outcome:
     """Dump one scenario (``reuse``: unless its dumps are complete under ``root``) and judge every
     (step, rank) of it."""
     torch.set_num_threads(1)
@@ -260,16 +270,20 @@ def totals(outcomes: Sequence[Outcome], label: str) -> str:
     faults = [j for j in judged if j.truth.faulty]
     clean = [j for j in judged if not j.truth.faulty and not j.report.error]
     kinds = sorted({j.truth.kind for j in faults})
-    per_kind = ", ".join(f"{k} {sum(j.right for j in faults if j.truth.kind == k)}/"
-                         f"{sum(j.truth.kind == k for j in faults)}" for k in kinds)
+    per_kind = ", ".join(
+        f"{k} {sum(j.right for j in faults if j.truth.kind == k)}/{sum(j.truth.kind == k for j in faults)}"
+        for k in kinds
+    )
     failed = sum(bool(j.report.error) for j in judged)
     broken = [o.name for o in outcomes if o.problem or any(not f.ok for f in o.facts)]
-    return (f"{label}: faults right {sum(j.right for j in faults)}/{len(faults)} ({per_kind}); "
-            f"no-fault false culprits {sum(not j.right for j in clean)}/{len(clean)}; "
-            f"report lines with NaN/Inf {sum(j.report.nan_lines for j in judged)}; "
-            f"seconds {sum(o.dump_s + o.compare_s for o in outcomes):.0f}"
-            + (f"; compare runs that failed {failed}" if failed else "")
-            + (f"; BROKEN: {', '.join(broken)}" if broken else ""))
+    return (
+        f"{label}: faults right {sum(j.right for j in faults)}/{len(faults)} ({per_kind}); "
+        f"no-fault false culprits {sum(not j.right for j in clean)}/{len(clean)}; "
+        f"report lines with NaN/Inf {sum(j.report.nan_lines for j in judged)}; "
+        f"seconds {sum(o.dump_s + o.compare_s for o in outcomes):.0f}"
+        + (f"; compare runs that failed {failed}" if failed else "")
+        + (f"; BROKEN: {', '.join(broken)}" if broken else "")
+    )
 
 
 def list_scenarios(scenarios: Sequence[Training]) -> None:
@@ -292,14 +306,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="noise seeds (default: 0)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run these scenarios only")
     p.add_argument("--list", action="store_true", help="list the scenarios and their ground truth, then exit")
-    p.add_argument("--check", action="store_true",
-                   help="print each scenario's premise as read from its dumps")
+    p.add_argument(
+        "--check", action="store_true", help="print each scenario's premise as read from its dumps"
+    )
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps under DIR/seedS/NAME/{npu,bench}")
-    p.add_argument("--extra", default="", metavar="ARGS",
-                   help='more arguments for every ptdbg-tui compare, e.g. --extra "--replay"')
+    p.add_argument(
+        "--extra",
+        default="",
+        metavar="ARGS",
+        help='more arguments for every ptdbg-tui compare, e.g. --extra "--replay"',
+    )
     p.add_argument("--jobs", type=int, default=1, help="scenarios in parallel processes (default: 1)")
-    p.add_argument("--reuse", action="store_true",
-                   help="with --keep: judge the dumps kept there by an earlier run instead of dumping again")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: judge the dumps kept there by an earlier run instead of dumping again",
+    )
     return p.parse_args(_extra_joined(sys.argv[1:] if argv is None else list(argv)))
 
 
@@ -324,16 +346,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         list_scenarios([SUITE[n] for n in names])
         return 0
     extra = shlex.split(args.extra)
-    print(f"{len(names)} scenario(s), seeds {args.seeds}, jobs {args.jobs}"
-          + (f", compare {' '.join(extra)}" if extra else ""))
+    print(
+        f"{len(names)} scenario(s), seeds {args.seeds}, jobs {args.jobs}"
+        + (f", compare {' '.join(extra)}" if extra else "")
+    )
     start = time.perf_counter()
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="ptdbg_div_") as tmp:
         base = args.keep or Path(tmp)
         for seed in args.seeds:
             runs = []
-            for outcome in outcomes_in_order(names, seed, base / f"seed{seed}", extra, args.check, args.jobs,
-                                             args.reuse and args.keep is not None):
+            for outcome in outcomes_in_order(
+                names,
+                seed,
+                base / f"seed{seed}",
+                extra,
+                args.check,
+                args.jobs,
+                args.reuse and args.keep is not None,
+            ):
                 print_outcome(outcome)
                 runs.append(outcome)
             print(totals(runs, f"\nseed {seed}"))
@@ -342,13 +373,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(totals(outcomes, f"\nall seeds ({len(args.seeds)})"))
     print(f"total {time.perf_counter() - start:.1f}s")
     if args.keep:
-        print(f"dumps kept: ptdbg-tui compare {args.keep}/seedS/NAME/npu {args.keep}/seedS/NAME/bench "
-              "--step S")
+        print(
+            f"dumps kept: ptdbg-tui compare {args.keep}/seedS/NAME/npu {args.keep}/seedS/NAME/bench --step S"
+        )
     return 0
 
 
-def outcomes_in_order(names: Sequence[str], seed: int, base: Path, extra: Sequence[str], check: bool,
-                      jobs: int, reuse: bool = False) -> Iterator[Outcome]:
+def outcomes_in_order(
+    names: Sequence[str],
+    seed: int,
+    base: Path,
+    extra: Sequence[str],
+    check: bool,
+    jobs: int,
+    reuse: bool = False,
+) -> Iterator[Outcome]:
     """Each scenario's outcome, in the order given; ``jobs`` > 1 runs them in spawned processes."""
     if jobs <= 1:
         for n in names:

@@ -51,8 +51,14 @@ class CnnLstm(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
         )
         self.lstm = nn.LSTM(32 * 8, 64, batch_first=True)
         self.head = nn.Linear(64, 10)
@@ -149,16 +155,39 @@ def _spawn(kind: str, args: argparse.Namespace, work: Path, original: str | None
         env["PYTHONPATH"] = os.pathsep.join(p for p in (original, env.get("PYTHONPATH")) if p)
     log = open(work / f"{kind}.log", "w")  # noqa: SIM115 (the child writes it until it ends)
     child = subprocess.Popen(
-        [sys.executable, __file__, "--child", kind, "--results", str(write_fd), "--dir", str(work / kind),
-         "--device", args.device, "--batch", str(args.batch), "--threads", str(args.threads)],
-        stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, pass_fds=(write_fd,))
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            kind,
+            "--results",
+            str(write_fd),
+            "--dir",
+            str(work / kind),
+            "--device",
+            args.device,
+            "--batch",
+            str(args.batch),
+            "--threads",
+            str(args.threads),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        pass_fds=(write_fd,),
+    )
     os.close(write_fd)
     results = os.fdopen(read_fd)
     if results.readline() != "ready\n":
         child.wait(60)
         raise RuntimeError(f"{kind} did not start:\n{(work / f'{kind}.log').read_text()[-3000:]}")
-    return Config(kind.replace("original-", "original ").replace("summary", "summary_only")
-                  .replace("full", "full npy"), child=child, results=results)
+    return Config(
+        kind.replace("original-", "original ").replace("summary", "summary_only").replace("full", "full npy"),
+        child=child,
+        results=results,
+    )
 
 
 def _original_path(args: argparse.Namespace) -> str | None:
@@ -173,8 +202,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=96)
     ap.add_argument("--steps", type=int, default=8, help="rounds (one step of each configuration per round)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--dir", default=None, help="where the dumps go (default: a temporary directory; "
-                    "/dev/shm takes the disk out of the figures)")
+    ap.add_argument(
+        "--dir",
+        default=None,
+        help="where the dumps go (default: a temporary directory; "
+        "/dev/shm takes the disk out of the figures)",
+    )
     ap.add_argument("--original", default=None, help="the original's src/python folder (else PYTHONPATH)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--results", type=int, default=None, help=argparse.SUPPRESS)
@@ -185,8 +218,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     step = make_step(args.device, args.batch)
     work = Path(tempfile.mkdtemp(prefix="dump_overhead_", dir=args.dir))
-    configs = [Config("undumped"), Config("summary_only", _debugger(work / "summary", summary_only=True)),
-               Config("full npy", _debugger(work / "full", summary_only=False))]
+    configs = [
+        Config("undumped"),
+        Config("summary_only", _debugger(work / "summary", summary_only=True)),
+        Config("full npy", _debugger(work / "full", summary_only=False)),
+    ]
     original = _original_path(args)
     try:
         if original is not None:
@@ -222,18 +258,24 @@ def report(configs: list[Config], args: argparse.Namespace, work: Path, size: in
     as the ratio of the medians, of the minimums (the least disturbed rounds) and per round."""
     by = {c.name: c for c in configs}
     base = by["undumped"].times
-    print(f"device={args.device} batch={args.batch} threads={args.threads} rounds={args.steps}; "
-          f"dumps in {work.parent}")
-    print(f"{'':24s} {'wall ms: median (range)':>24s} {'x med':>6s} {'x min':>6s} {'x per round':>19s}   "
-          f"{'cpu ms: median (range)':>23s} {'x med':>6s} {'x min':>6s}")
+    print(
+        f"device={args.device} batch={args.batch} threads={args.threads} rounds={args.steps}; "
+        f"dumps in {work.parent}"
+    )
+    print(
+        f"{'':24s} {'wall ms: median (range)':>24s} {'x med':>6s} {'x min':>6s} {'x per round':>19s}   "
+        f"{'cpu ms: median (range)':>23s} {'x med':>6s} {'x min':>6s}"
+    )
     targets = {"summary_only": "target <= 2x", "full npy": "target <= 4x"}
     for c in configs:
         row = [f"{c.name:24s}"]
         for i in (0, 1):
             ms = [t[i] * 1e3 for t in c.times]
             ref = [t[i] * 1e3 for t in base]
-            row.append(f"{_spread(ms, '{:.0f}'):>24s} {statistics.median(ms) / statistics.median(ref):6.2f} "
-                       f"{min(ms) / min(ref):6.2f}")
+            row.append(
+                f"{_spread(ms, '{:.0f}'):>24s} {statistics.median(ms) / statistics.median(ref):6.2f} "
+                f"{min(ms) / min(ref):6.2f}"
+            )
             if i == 0:
                 row.append(f"{_spread([m / r for m, r in zip(ms, ref, strict=True)]):>19s}  ")
         print(" ".join(row), targets.get(c.name, ""))
@@ -245,16 +287,22 @@ def report(configs: list[Config], args: argparse.Namespace, work: Path, size: in
         for label, pick in (("medians", statistics.median), ("minimums", min)):
             b, o, t = (pick([w for w, _ in x.times]) for x in (by["undumped"], by[ours], theirs))
             fractions[label] = (o / b - 1) / (t / b - 1)
-        rounds = [(o[0] / b[0] - 1) / (t[0] / b[0] - 1)
-                  for o, t, b in zip(by[ours].times, theirs.times, base, strict=True)]
-        print(f"{ours}: our overhead (wall ratio - 1) is {fractions['medians']:.3f} of the original's from "
-              f"the medians, {fractions['minimums']:.3f} from the minimums, {_spread(rounds, '{:.3f}')} per "
-              "round (target <= 0.20)")
-    print(f"full npy writes {size / (args.steps + 1) / 1e6:.1f} MB per step (hard links not counted again); "
-          "writing that many npy files "
-          f"with a plain np.save loop into the same folder takes {floor * 1e3:.1f} ms per step "
-          f"({floor / statistics.median(w for w, _ in base):.2f}x the undumped step): the storage's floor "
-          "for full dumping")
+        rounds = [
+            (o[0] / b[0] - 1) / (t[0] / b[0] - 1)
+            for o, t, b in zip(by[ours].times, theirs.times, base, strict=True)
+        ]
+        print(
+            f"{ours}: our overhead (wall ratio - 1) is {fractions['medians']:.3f} of the original's from "
+            f"the medians, {fractions['minimums']:.3f} from the minimums, {_spread(rounds, '{:.3f}')} per "
+            "round (target <= 0.20)"
+        )
+    print(
+        f"full npy writes {size / (args.steps + 1) / 1e6:.1f} MB per step (hard links not counted again); "
+        "writing that many npy files "
+        f"with a plain np.save loop into the same folder takes {floor * 1e3:.1f} ms per step "
+        f"({floor / statistics.median(w for w, _ in base):.2f}x the undumped step): the storage's floor "
+        "for full dumping"
+    )
 
 
 def storage_floor(work: Path, sizes: list[int], steps: int) -> float:

@@ -122,18 +122,27 @@ class Tracer:
         self.shape = shape
         self.rng = rng
         self.calls: list[Call] = []
-        self.backward: list[tuple[Call, list[tuple[tuple[int, ...], Tensor]],
-                                  list[tuple[tuple[int, ...], Tensor]]]] = []
+        self.backward: list[
+            tuple[Call, list[tuple[tuple[int, ...], Tensor]], list[tuple[tuple[int, ...], Tensor]]]
+        ] = []
         self._counters: dict[str, int] = {}
         self.modules: list[tuple[str, str]] = []
-        self.sites: list[Frame] = [[TRAIN, "318", "<module>", "main()"],
-                                   [TRAIN, "297", "main", "loss = train_step(model, batch, optimizer)"],
-                                   [TRAIN, "212", "train_step", "loss = model(batch.ids, batch.labels)"]]
+        self.sites: list[Frame] = [
+            [TRAIN, "318", "<module>", "main()"],
+            [TRAIN, "297", "main", "loss = train_step(model, batch, optimizer)"],
+            [TRAIN, "212", "train_step", "loss = model(batch.ids, batch.labels)"],
+        ]
 
     # --- tensors ---------------------------------------------------------------------------
 
-    def tensor(self, shape: Sequence[int], scale: float = 1.0, grad: bool = True, shared: bool = False,
-               positive: bool = False) -> Tensor:
+    def tensor(
+        self,
+        shape: Sequence[int],
+        scale: float = 1.0,
+        grad: bool = True,
+        shared: bool = False,
+        positive: bool = False,
+    ) -> Tensor:
         """A fresh tensor with plausible bench statistics (the same on every rank when ``shared``)."""
         ranks = 1 if shared else self.shape.ranks
         rng = self.rng
@@ -151,8 +160,13 @@ class Tracer:
         """Token ids, the same on every rank (int64: max, min, mean and no l2norm)."""
         vocab = self.shape.vocab
         row = [vocab - 1 - int(self.rng.integers(0, 50)), int(self.rng.integers(0, 50)), vocab / 2, math.nan]
-        return Tensor(tuple(shape), np.tile(row, (self.shape.ranks, 1)), np.zeros(self.shape.ranks),
-                      grad=False, dtype="torch.int64")
+        return Tensor(
+            tuple(shape),
+            np.tile(row, (self.shape.ranks, 1)),
+            np.zeros(self.shape.ranks),
+            grad=False,
+            dtype="torch.int64",
+        )
 
     def constant(self, shape: Sequence[int], top: float, low: float) -> Tensor:
         """A tensor needing no gradient, the same on every rank (rotary tables, the causal mask)."""
@@ -162,8 +176,9 @@ class Tracer:
             t.stats[:, 2:] = low / 2, math.inf
         return t
 
-    def like(self, t: Tensor, shape: Sequence[int] | None = None, scale: float = 1.0,
-             positive: bool = False) -> Tensor:
+    def like(
+        self, t: Tensor, shape: Sequence[int] | None = None, scale: float = 1.0, positive: bool = False
+    ) -> Tensor:
         """An op's output computed from ``t``: fresh statistics, ``t``'s departure."""
         out = self.tensor(t.shape if shape is None else shape, scale, positive=positive)
         out.dev = t.dev.copy()
@@ -171,8 +186,16 @@ class Tracer:
 
     # --- recording -------------------------------------------------------------------------
 
-    def call(self, api: str, inputs: Sequence[Arg], outputs: Sequence[Tensor], line: int, source: str,
-             comm: bool = False, nested_first: bool = False) -> Tensor:
+    def call(
+        self,
+        api: str,
+        inputs: Sequence[Arg],
+        outputs: Sequence[Tensor],
+        line: int,
+        source: str,
+        comm: bool = False,
+        nested_first: bool = False,
+    ) -> Tensor:
         """Record a forward call; ``nested_first``: the first argument is a list (``Torch_cat``)."""
         index = self._counters.get(api, 0)
         self._counters[api] = index + 1
@@ -207,8 +230,11 @@ class Tracer:
     def run_backward(self, loss: Tensor, fault: Fault | None, step: int) -> None:
         """Gradients in autograd order (the reverse of the forward calls): each call's incoming
         gradients, then those it produces for its inputs."""
-        loss.grads.append(Tensor((), np.tile([[1.0, 1.0, 1.0, math.nan]], (self.shape.ranks, 1)),
-                                 np.zeros(self.shape.ranks)))
+        loss.grads.append(
+            Tensor(
+                (), np.tile([[1.0, 1.0, 1.0, math.nan]], (self.shape.ranks, 1)), np.zeros(self.shape.ranks)
+            )
+        )
         for call in reversed(self.calls):
             if call.comm:  # a forward collective passes the gradient through to its input
                 for (_, out), (_, arg) in zip(call.outputs, call.inputs, strict=False):
@@ -225,8 +251,12 @@ class Tracer:
                     continue
                 g = self.like(arg, scale=_grad_scale(arg))
                 g.dev = dev.copy()
-                if fault is not None and fault.step == step and call.api == "Functional_silu" and \
-                        any(name == fault.module for name, _ in call.chain):
+                if (
+                    fault is not None
+                    and fault.step == step
+                    and call.api == "Functional_silu"
+                    and any(name == fault.module for name, _ in call.chain)
+                ):
                     g.dev[fault.rank] += FAULT
                 arg.grads.append(g)
                 produced.append((path, g))
@@ -275,33 +305,71 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 
 def rms_norm(tr: Tracer, x: Tensor, name: str, weight: Tensor) -> Tensor:
     with tr.inside(name, "LlamaRMSNorm"):
-        sq = tr.call("Tensor_pow", [x, 2], [tr.like(x, positive=True)], 74,
-                     "variance = hidden_states.pow(2).mean(-1, keepdim=True)")
-        var = tr.call("Tensor_mean", [sq, -1], [tr.like(sq, (*x.shape[:-1], 1), positive=True)], 74,
-                      "variance = hidden_states.pow(2).mean(-1, keepdim=True)")
-        var_eps = tr.call("Tensor___add__", [var, 1e-6], [tr.like(var, positive=True)], 75,
-                          "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)")
-        inv = tr.call("Torch_rsqrt", [var_eps], [tr.like(var_eps, positive=True)], 75,
-                      "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)")
-        normed = tr.call("Tensor___mul__", [x, inv], [tr.like(x)], 75,
-                         "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)")
-        return tr.call("Tensor___mul__", [weight, normed], [tr.like(normed)], 76,
-                       "return self.weight * hidden_states")
+        sq = tr.call(
+            "Tensor_pow",
+            [x, 2],
+            [tr.like(x, positive=True)],
+            74,
+            "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
+        )
+        var = tr.call(
+            "Tensor_mean",
+            [sq, -1],
+            [tr.like(sq, (*x.shape[:-1], 1), positive=True)],
+            74,
+            "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
+        )
+        var_eps = tr.call(
+            "Tensor___add__",
+            [var, 1e-6],
+            [tr.like(var, positive=True)],
+            75,
+            "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)",
+        )
+        inv = tr.call(
+            "Torch_rsqrt",
+            [var_eps],
+            [tr.like(var_eps, positive=True)],
+            75,
+            "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)",
+        )
+        normed = tr.call(
+            "Tensor___mul__",
+            [x, inv],
+            [tr.like(x)],
+            75,
+            "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)",
+        )
+        return tr.call(
+            "Tensor___mul__", [weight, normed], [tr.like(normed)], 76, "return self.weight * hidden_states"
+        )
 
 
-def linear(tr: Tracer, x: Tensor, name: str, weight: Tensor, out_features: int,
-           row_parallel: bool = False) -> Tensor:
+def linear(
+    tr: Tracer, x: Tensor, name: str, weight: Tensor, out_features: int, row_parallel: bool = False
+) -> Tensor:
     with tr.inside(name, "RowParallelLinear" if row_parallel else "ColumnParallelLinear"):
         if not row_parallel:
             x.all_reduced_grad = tr.shape.ranks > 1  # Megatron: the input's gradient is all-reduced
-        out = tr.call("Functional_linear", [x, weight], [tr.like(x, (*x.shape[:-1], out_features))], 98,
-                      "output = F.linear(input_, self.weight)")
+        out = tr.call(
+            "Functional_linear",
+            [x, weight],
+            [tr.like(x, (*x.shape[:-1], out_features))],
+            98,
+            "output = F.linear(input_, self.weight)",
+        )
         if row_parallel:
             total = tr.like(out)
             total.dev[:] = out.dev.mean()
             total.stats[:] = total.stats[0]
-            out = tr.call("Distributed_all_reduce", [out], [total], 101,
-                          "torch.distributed.all_reduce(output, group=self.tp_group)", comm=True)
+            out = tr.call(
+                "Distributed_all_reduce",
+                [out],
+                [total],
+                101,
+                "torch.distributed.all_reduce(output, group=self.tp_group)",
+                comm=True,
+            )
     return out
 
 
@@ -312,14 +380,16 @@ def rotary(tr: Tracer, x: Tensor, cos: Tensor, sin: Tensor, which: str) -> Tenso
     x1 = tr.call("Tensor___getitem__", [x], [tr.like(x, half)], 121, "x1 = x[..., : x.shape[-1] // 2]")
     x2 = tr.call("Tensor___getitem__", [x], [tr.like(x, half)], 122, "x2 = x[..., x.shape[-1] // 2 :]")
     neg = tr.call("Tensor___neg__", [x2], [tr.like(x2)], 123, "return torch.cat((-x2, x1), dim=-1)")
-    rot = tr.call("Torch_cat", [neg, x1], [tr.like(x)], 123, "return torch.cat((-x2, x1), dim=-1)",
-                  nested_first=True)
+    rot = tr.call(
+        "Torch_cat", [neg, x1], [tr.like(x)], 123, "return torch.cat((-x2, x1), dim=-1)", nested_first=True
+    )
     b = tr.call("Tensor___mul__", [rot, sin], [tr.like(x)], 132, src)
     return tr.call("Tensor___add__", [a, b], [tr.like(x)], 132, src)
 
 
-def attention(tr: Tracer, x: Tensor, params: dict[str, Tensor], cos: Tensor, sin: Tensor,
-              mask: Tensor) -> Tensor:
+def attention(
+    tr: Tracer, x: Tensor, params: dict[str, Tensor], cos: Tensor, sin: Tensor, mask: Tensor
+) -> Tensor:
     s = tr.shape
     heads = s.heads // s.ranks
     local = heads * s.head_dim
@@ -328,30 +398,62 @@ def attention(tr: Tracer, x: Tensor, params: dict[str, Tensor], cos: Tensor, sin
         for which in ("q", "k", "v"):
             y = linear(tr, x, f"{which}_proj", params[which], local)
             src = f"{which} = self.{which}_proj(hidden_states).view(bsz, q_len, -1, dim).transpose(1, 2)"
-            y = tr.call("Tensor_view", [y, s.batch, s.seq, heads, s.head_dim],
-                        [tr.like(y, (s.batch, s.seq, heads, s.head_dim))], 160, src)
-            y = tr.call("Tensor_transpose", [y, 1, 2], [tr.like(y, (s.batch, heads, s.seq, s.head_dim))], 160,
-                        src)
+            y = tr.call(
+                "Tensor_view",
+                [y, s.batch, s.seq, heads, s.head_dim],
+                [tr.like(y, (s.batch, s.seq, heads, s.head_dim))],
+                160,
+                src,
+            )
+            y = tr.call(
+                "Tensor_transpose", [y, 1, 2], [tr.like(y, (s.batch, heads, s.seq, s.head_dim))], 160, src
+            )
             qkv.append(y)
         q, k, v = qkv
         q = rotary(tr, q, cos, sin, "q")
         k = rotary(tr, k, cos, sin, "k")
         src = "attn_weights = torch.matmul(query_states, key_states.transpose(2, 3)) / math.sqrt(dim)"
-        kt = tr.call("Tensor_transpose", [k, 2, 3], [tr.like(k, (s.batch, heads, s.head_dim, s.seq))], 171,
-                     src)
+        kt = tr.call(
+            "Tensor_transpose", [k, 2, 3], [tr.like(k, (s.batch, heads, s.head_dim, s.seq))], 171, src
+        )
         scores = (s.batch, heads, s.seq, s.seq)
         w = tr.call("Torch_matmul", [q, kt], [tr.like(q, scores, scale=8.0)], 171, src)
         w = tr.call("Tensor___truediv__", [w, math.sqrt(s.head_dim)], [tr.like(w, scale=0.7)], 171, src)
-        w = tr.call("Tensor___add__", [w, mask], [tr.like(w, scale=0.7)], 174,
-                    "attn_weights = attn_weights + causal_mask")
-        p = tr.call("Functional_softmax", [w, -1], [tr.like(w, scale=0.2, positive=True)], 176,
-                    "attn_weights = nn.functional.softmax(attn_weights, -1)")
-        o = tr.call("Torch_matmul", [p, v], [tr.like(v)], 177,
-                    "attn_output = torch.matmul(attn_weights, value_states)")
-        o = tr.call("Tensor_transpose", [o, 1, 2], [tr.like(o, (s.batch, s.seq, heads, s.head_dim))], 179,
-                    "attn_output = attn_output.transpose(1, 2).contiguous()")
-        o = tr.call("Tensor_reshape", [o, s.batch, s.seq, local], [tr.like(o, (s.batch, s.seq, local))], 180,
-                    "attn_output = attn_output.reshape(bsz, q_len, -1)")
+        w = tr.call(
+            "Tensor___add__",
+            [w, mask],
+            [tr.like(w, scale=0.7)],
+            174,
+            "attn_weights = attn_weights + causal_mask",
+        )
+        p = tr.call(
+            "Functional_softmax",
+            [w, -1],
+            [tr.like(w, scale=0.2, positive=True)],
+            176,
+            "attn_weights = nn.functional.softmax(attn_weights, -1)",
+        )
+        o = tr.call(
+            "Torch_matmul",
+            [p, v],
+            [tr.like(v)],
+            177,
+            "attn_output = torch.matmul(attn_weights, value_states)",
+        )
+        o = tr.call(
+            "Tensor_transpose",
+            [o, 1, 2],
+            [tr.like(o, (s.batch, s.seq, heads, s.head_dim))],
+            179,
+            "attn_output = attn_output.transpose(1, 2).contiguous()",
+        )
+        o = tr.call(
+            "Tensor_reshape",
+            [o, s.batch, s.seq, local],
+            [tr.like(o, (s.batch, s.seq, local))],
+            180,
+            "attn_output = attn_output.reshape(bsz, q_len, -1)",
+        )
         return linear(tr, o, "o_proj", params["o"], s.hidden, row_parallel=True)
 
 
@@ -369,23 +471,35 @@ def mlp(tr: Tracer, x: Tensor, params: dict[str, Tensor]) -> Tensor:
 def layer_params(tr: Tracer) -> dict[str, Tensor]:
     s = tr.shape
     local, ffn = s.hidden // s.ranks, s.ffn // s.ranks
-    shapes = {"in_norm": (s.hidden,), "post_norm": (s.hidden,), "q": (local, s.hidden),
-              "k": (local, s.hidden), "v": (local, s.hidden), "o": (s.hidden, local), "gate": (ffn, s.hidden),
-              "up": (ffn, s.hidden), "down": (s.hidden, ffn)}
-    return {name: tr.tensor(shape, scale=0.02 if len(shape) == 2 else 0.3, shared=len(shape) == 1)
-            for name, shape in shapes.items()}
+    shapes = {
+        "in_norm": (s.hidden,),
+        "post_norm": (s.hidden,),
+        "q": (local, s.hidden),
+        "k": (local, s.hidden),
+        "v": (local, s.hidden),
+        "o": (s.hidden, local),
+        "gate": (ffn, s.hidden),
+        "up": (ffn, s.hidden),
+        "down": (s.hidden, ffn),
+    }
+    return {
+        name: tr.tensor(shape, scale=0.02 if len(shape) == 2 else 0.3, shared=len(shape) == 1)
+        for name, shape in shapes.items()
+    }
 
 
-def decoder_layer(tr: Tracer, x: Tensor, i: int, params: dict[str, Tensor], rope: tuple[Tensor, Tensor],
-                  mask: Tensor) -> Tensor:
+def decoder_layer(
+    tr: Tracer, x: Tensor, i: int, params: dict[str, Tensor], rope: tuple[Tensor, Tensor], mask: Tensor
+) -> Tensor:
     with tr.inside(f"layers.{i}", "LlamaDecoderLayer"):
         h = rms_norm(tr, x, "input_layernorm", params["in_norm"])
         h = attention(tr, h, params, *rope, mask)
         x = tr.call("Tensor___add__", [x, h], [tr.like(x)], 250, "hidden_states = residual + hidden_states")
         h = rms_norm(tr, x, "post_attention_layernorm", params["post_norm"])
         h = mlp(tr, h, params)
-        return tr.call("Tensor___add__", [x, h], [tr.like(x)], 256,
-                       "hidden_states = residual + hidden_states")
+        return tr.call(
+            "Tensor___add__", [x, h], [tr.like(x)], 256, "hidden_states = residual + hidden_states"
+        )
 
 
 def training_step(tr: Tracer, fault: Fault | None, step: int) -> None:
@@ -397,23 +511,48 @@ def training_step(tr: Tracer, fault: Fault | None, step: int) -> None:
     with tr.inside("model", "LlamaModel"):
         with tr.inside("embed_tokens", "VocabParallelEmbedding"):
             table = tr.tensor((s.vocab // s.ranks, s.hidden), scale=0.02)
-            x = tr.call("Functional_embedding", [ids, table], [tr.tensor((s.batch, s.seq, s.hidden), 0.005)],
-                        190, "output_parallel = F.embedding(masked_input, self.weight)")
+            x = tr.call(
+                "Functional_embedding",
+                [ids, table],
+                [tr.tensor((s.batch, s.seq, s.hidden), 0.005)],
+                190,
+                "output_parallel = F.embedding(masked_input, self.weight)",
+            )
             total = tr.like(x)
             total.stats[:] = total.stats[0]
-            x = tr.call("Distributed_all_reduce", [x, None], [total], 193,
-                        "torch.distributed.all_reduce(output_parallel, group=self.tp_group)", comm=True)
+            x = tr.call(
+                "Distributed_all_reduce",
+                [x, None],
+                [total],
+                193,
+                "torch.distributed.all_reduce(output_parallel, group=self.tp_group)",
+                comm=True,
+            )
         for i in range(s.layers):
             x = decoder_layer(tr, x, i, layer_params(tr), (cos, sin), mask)
         x = rms_norm(tr, x, "norm", tr.tensor((s.hidden,), scale=0.3, shared=True))
     with tr.inside("lm_head", "Linear"):
-        logits = tr.call("Functional_linear", [x, tr.tensor((s.vocab, s.hidden), 0.02, shared=True)],
-                         [tr.like(x, (s.batch, s.seq, s.vocab), scale=2.0)], 98,
-                         "return F.linear(input, self.weight)")
-    flat = tr.call("Tensor_view", [logits, -1, s.vocab], [tr.like(logits, (s.batch * s.seq, s.vocab))], 288,
-                   "loss = F.cross_entropy(logits.view(-1, self.vocab_size), labels.view(-1))")
-    loss = tr.call("Functional_cross_entropy", [flat, labels], [tr.like(flat, (), positive=True)], 288,
-                   "loss = F.cross_entropy(logits.view(-1, self.vocab_size), labels.view(-1))")
+        logits = tr.call(
+            "Functional_linear",
+            [x, tr.tensor((s.vocab, s.hidden), 0.02, shared=True)],
+            [tr.like(x, (s.batch, s.seq, s.vocab), scale=2.0)],
+            98,
+            "return F.linear(input, self.weight)",
+        )
+    flat = tr.call(
+        "Tensor_view",
+        [logits, -1, s.vocab],
+        [tr.like(logits, (s.batch * s.seq, s.vocab))],
+        288,
+        "loss = F.cross_entropy(logits.view(-1, self.vocab_size), labels.view(-1))",
+    )
+    loss = tr.call(
+        "Functional_cross_entropy",
+        [flat, labels],
+        [tr.like(flat, (), positive=True)],
+        288,
+        "loss = F.cross_entropy(logits.view(-1, self.vocab_size), labels.view(-1))",
+    )
     tr.run_backward(loss, fault, step)
 
 
@@ -463,8 +602,9 @@ def _arg_line(value: Arg, recorded: _Recorded) -> tuple[str, object, list[object
     return str(type(value)), "[]", [value, value, value, value]
 
 
-def _tensor_entries(call: Call, direction: str, kind: str, items: Sequence[tuple[tuple[int, ...], Arg]],
-                    recorded: _Recorded) -> Iterator[tuple[str, str, object, list]]:
+def _tensor_entries(
+    call: Call, direction: str, kind: str, items: Sequence[tuple[tuple[int, ...], Arg]], recorded: _Recorded
+) -> Iterator[tuple[str, str, object, list]]:
     single = direction == FORWARD and kind == OUTPUT and len(items) == 1 and not call.comm
     for path, value in items:
         if value is None:

@@ -127,8 +127,10 @@ async def _overview(npu: Path, bench: Path, pairs: int) -> None:
         await clock.key("o", shown)
         usable = time.perf_counter() - T0
         top = app.screen.lines[0]
-        print(f"first divergent rank: {top.label.split('/')[-1]} ({top.label.split('/')[0]}): "
-              f"{top.suspect.split(' · ')[0]} (app)")
+        print(
+            f"first divergent rank: {top.label.split('/')[-1]} ({top.label.split('/')[0]}): "
+            f"{top.suspect.split(' · ')[0]} (app)"
+        )
         print(listed, settled, usable)
 
 
@@ -192,11 +194,13 @@ def main() -> int:
     try:
         t = time.perf_counter()
         rows = generate(root, shape, fault)
-        print(f"wrote {pairs} pairs ({shape.layers} layers, {shape.ranks} ranks x {shape.steps} steps), "
-              f"{rows:,} statistics rows, {sum(f.stat().st_size for f in root.rglob('*')) / MB:.0f} MiB, "
-              f"in {time.perf_counter() - t:.1f} s; fault: {fault.module} silu backward, rank{fault.rank} "
-              f"step{fault.step}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
-              flush=True)
+        print(
+            f"wrote {pairs} pairs ({shape.layers} layers, {shape.ranks} ranks x {shape.steps} steps), "
+            f"{rows:,} statistics rows, {sum(f.stat().st_size for f in root.rglob('*')) / MB:.0f} MiB, "
+            f"in {time.perf_counter() - t:.1f} s; fault: {fault.module} silu backward, rank{fault.rank} "
+            f"step{fault.step}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores",
+            flush=True,
+        )
         return measure(root, rows, pairs, fault, max(1, args.repeats))
     finally:
         if args.keep is None:
@@ -216,45 +220,86 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
         "overview": _command(me, "--child", "overview", npu, bench, str(pairs)),
         "narrow": _command("-m", "ptdbg_tui", "narrow", npu, bench, "-o", str(root / "narrow.json")),
     }
-    runs: dict[str, Timed] = dict(zip(commands, alternate([(c, None) for c in commands.values()], repeats),
-                                      strict=True))
+    runs: dict[str, Timed] = dict(
+        zip(commands, alternate([(c, None) for c in commands.values()], repeats), strict=True)
+    )
     read = runs["read"]
     figures = []
     for key, label in (("local", "compare --jobs 2"), ("cluster", "compare --cluster local:2")):
         t = runs[key]
         figures += [
             Figure(f"{label}: wall", "s", t.walls, read.walls, "pkl reading"),
-            Figure(f"{label}: rows/s", "rows/s", [rows / w for w in t.walls], [rows / w for w in read.walls],
-                   "pkl reading", f">= {TARGET_ROWS_S:,}",
-                   statistics.median(rows / w for w in t.walls) >= TARGET_ROWS_S),
-            Figure(f"{label}: peak RSS", "MB", [t.rss / MB], [read.rss / MB], "pkl reading",
-                   f"<= {TARGET_RSS_MB} MB", t.rss / MB <= TARGET_RSS_MB),
+            Figure(
+                f"{label}: rows/s",
+                "rows/s",
+                [rows / w for w in t.walls],
+                [rows / w for w in read.walls],
+                "pkl reading",
+                f">= {TARGET_ROWS_S:,}",
+                statistics.median(rows / w for w in t.walls) >= TARGET_ROWS_S,
+            ),
+            Figure(
+                f"{label}: peak RSS",
+                "MB",
+                [t.rss / MB],
+                [read.rss / MB],
+                "pkl reading",
+                f"<= {TARGET_RSS_MB} MB",
+                t.rss / MB <= TARGET_RSS_MB,
+            ),
         ]
     paint = [float(out.split()[-1]) for out in runs["paint"].outs]
     blank = [float(out.split()[-1]) for out in runs["blank"].outs]
-    listed, settled, usable = zip(*((float(x) for x in out.split()[-3:]) for out in runs["overview"].outs),
-                                  strict=True)
+    listed, settled, usable = zip(
+        *((float(x) for x in out.split()[-3:]) for out in runs["overview"].outs), strict=True
+    )
     view = runs["overview"]
     narrowing, narrowed = narrow(root, runs["narrow"], read, fault)
     figures += [
-        Figure("app: first paint", "s", paint, blank, "empty Textual app", f"<= {TARGET_PAINT_S:g} s",
-               statistics.median(paint) <= TARGET_PAINT_S),
+        Figure(
+            "app: first paint",
+            "s",
+            paint,
+            blank,
+            "empty Textual app",
+            f"<= {TARGET_PAINT_S:g} s",
+            statistics.median(paint) <= TARGET_PAINT_S,
+        ),
         Figure(f"app: overview, {pairs} pairs listed", "s", list(listed), read.walls, "pkl reading"),
         Figure("app: all compared", "s", list(settled), read.walls, "pkl reading"),
-        Figure(f"app: overview, {pairs} verdicts", "s", list(usable), read.walls, "pkl reading",
-               f"<= {TARGET_OVERVIEW_S:g} s", statistics.median(usable) <= TARGET_OVERVIEW_S),
-        Figure("app: peak RSS", "MB", [view.rss / MB], [runs["blank"].rss / MB], "empty Textual app",
-               f"<= {TARGET_RSS_MB} MB", view.rss / MB <= TARGET_RSS_MB),
+        Figure(
+            f"app: overview, {pairs} verdicts",
+            "s",
+            list(usable),
+            read.walls,
+            "pkl reading",
+            f"<= {TARGET_OVERVIEW_S:g} s",
+            statistics.median(usable) <= TARGET_OVERVIEW_S,
+        ),
+        Figure(
+            "app: peak RSS",
+            "MB",
+            [view.rss / MB],
+            [runs["blank"].rss / MB],
+            "empty Textual app",
+            f"<= {TARGET_RSS_MB} MB",
+            view.rss / MB <= TARGET_RSS_MB,
+        ),
         *narrowing,
     ]
-    print(f"{rows:,} statistics rows in {pairs} pairs; medians (ranges) over {repeats} rounds; "
-          f"load average now {os.getloadavg()[0]:.2f}")
+    print(
+        f"{rows:,} statistics rows in {pairs} pairs; medians (ranges) over {repeats} rounds; "
+        f"load average now {os.getloadavg()[0]:.2f}"
+    )
     for f in figures:
         print(f.line())
-    verdicts = [verdict(root, out, fault) for key in ("local", "cluster", "overview")
-                for out in runs[key].outs]
-    print("statistics verdict (first divergent rank's culprit, its module by the sidecar; planted: "
-          f"{fault.module} on rank{fault.rank} step{fault.step}):")
+    verdicts = [
+        verdict(root, out, fault) for key in ("local", "cluster", "overview") for out in runs[key].outs
+    ]
+    print(
+        "statistics verdict (first divergent rank's culprit, its module by the sidecar; planted: "
+        f"{fault.module} on rank{fault.rank} step{fault.step}):"
+    )
     for v in dict.fromkeys(verdicts):
         print(f"  {v}")
     print(f"narrowed: {narrowed}")
@@ -270,13 +315,23 @@ def narrow(root: Path, t: Timed, read: Timed, fault: Fault) -> tuple[list[Figure
 
     figures = [
         Figure("narrow: wall", "s", t.walls, read.walls, "pkl reading"),
-        Figure("narrow: peak RSS", "MB", [t.rss / MB], [read.rss / MB], "pkl reading",
-               f"<= {TARGET_RSS_MB} MB", t.rss / MB <= TARGET_RSS_MB),
+        Figure(
+            "narrow: peak RSS",
+            "MB",
+            [t.rss / MB],
+            [read.rss / MB],
+            "pkl reading",
+            f"<= {TARGET_RSS_MB} MB",
+            t.rss / MB <= TARGET_RSS_MB,
+        ),
     ]
     said = next((line for line in t.outs[-1].splitlines() if line.startswith("Narrowed to ")), "nothing said")
     options = read_options(root / "narrow.json")
-    ok = (options.module == [fault.module] and options.step == [fault.step]
-          and fault.rank in (options.rank or []))
+    ok = (
+        options.module == [fault.module]
+        and options.step == [fault.step]
+        and fault.rank in (options.rank or [])
+    )
     config = f"module {options.module}, step {options.step}, rank {options.rank}, mode {options.mode}"
     return figures, f"{said} — config: {config} — {'ok' if ok else 'MISSED'}"
 

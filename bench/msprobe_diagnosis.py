@@ -61,9 +61,17 @@ def run_one(d: Path, summary: bool) -> Result:
     (o,) = compare_dumps(d / "npu", d / "bench", jobs=1, summary=summary)
     calls = {row.npu.call for row in o.rows if row.npu is not None}
     truth = list(info["truth"])
-    return Result(info["name"], info["what"], truth, suspects_of(o), closest_of(o),
-                  [_named(o.diagnosis.calls[c]) for c in truth if c in o.diagnosis.calls],
-                  advisor_pick(o.rows), time.perf_counter() - start, [c for c in truth if c not in calls])
+    return Result(
+        info["name"],
+        info["what"],
+        truth,
+        suspects_of(o),
+        closest_of(o),
+        [_named(o.diagnosis.calls[c]) for c in truth if c in o.diagnosis.calls],
+        advisor_pick(o.rows),
+        time.perf_counter() - start,
+        [c for c in truth if c not in calls],
+    )
 
 
 def mark(ok: bool) -> str:
@@ -77,9 +85,11 @@ def show(r: Result) -> None:
     elif r.closest:
         score = f"({_fmt(r.closest.score)})"
     truth = " | ".join(r.truth) or "(no fault)"
-    print(f"{r.name:30s} {_short(truth, 40):40s} {_short(r.ours, 40):40s} {score:>10s} "
-          f"{mark(r.right(r.ours))}  "
-          f"{_short(r.advisor, 40):40s} {mark(r.right(r.advisor))} {r.seconds:5.1f}s")
+    print(
+        f"{r.name:30s} {_short(truth, 40):40s} {_short(r.ours, 40):40s} {score:>10s} "
+        f"{mark(r.right(r.ours))}  "
+        f"{_short(r.advisor, 40):40s} {mark(r.right(r.advisor))} {r.seconds:5.1f}s"
+    )
     if r.missing:
         print(f"    ground truth not in the NPU dump: {', '.join(r.missing)}")
     if r.suspects and (r.right(r.ours) or not r.faulty):
@@ -102,8 +112,10 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", default=None)
     a = ap.parse_args()
     dirs = sorted(p.parent for p in a.dir.glob("*/truth.json") if a.only is None or p.parent.name in a.only)
-    print(f"{'scenario':30s} {'ground truth':40s} {'ours (first suspect)':40s} {'score +more':>10s} {'':5s}  "
-          f"{'advisor (first No row)':40s}")
+    print(
+        f"{'scenario':30s} {'ground truth':40s} {'ours (first suspect)':40s} {'score +more':>10s} {'':5s}  "
+        f"{'advisor (first No row)':40s}"
+    )
     results = []
     for d in dirs:
         r = run_one(d, a.summary)
@@ -112,11 +124,13 @@ def main() -> int:
     faults = [r for r in results if r.faulty]
     clean = [r for r in results if not r.faulty]
     mode = "statistics (--summary)" if a.summary else "tensor"
-    print(f"\n{mode}: faults named right: ours {sum(r.right(r.ours) for r in faults)}/{len(faults)}, "
-          f"advisor {sum(r.right(r.advisor) for r in faults)}/{len(faults)}; "
-          f"no-fault runs with a false suspect: ours "
-          f"{sum(not r.right(r.ours) for r in clean)}/{len(clean)}, "
-          f"advisor {sum(not r.right(r.advisor) for r in clean)}/{len(clean)}")
+    print(
+        f"\n{mode}: faults named right: ours {sum(r.right(r.ours) for r in faults)}/{len(faults)}, "
+        f"advisor {sum(r.right(r.advisor) for r in faults)}/{len(faults)}; "
+        f"no-fault runs with a false suspect: ours "
+        f"{sum(not r.right(r.ours) for r in clean)}/{len(clean)}, "
+        f"advisor {sum(not r.right(r.advisor) for r in clean)}/{len(clean)}"
+    )
     return 0
 
 

@@ -64,6 +64,7 @@ VOCAB = 40
 # --- models: bench/diagnosis_scenarios/models.py (torch only), loaded by path: the package itself
 # imports the project's dumper, which this venv does not have
 
+
 def _load(name: str) -> ModuleType:
     path = Path(__file__).resolve().parent / "diagnosis_scenarios" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"scenario_{name}", path)
@@ -90,8 +91,11 @@ def tiny_lm(depth: int = 1, **block: Any) -> Workload:
 
 
 def silu_mlp() -> Workload:
-    return Workload(Mlp([32, 64, 64, 64, 8], nn.SiLU(), gain=1.7), (torch.randn(64, 32), torch.randn(64, 8)),
-                    aux_regression)
+    return Workload(
+        Mlp([32, 64, 64, 64, 8], nn.SiLU(), gain=1.7),
+        (torch.randn(64, 32), torch.randn(64, 8)),
+        aux_regression,
+    )
 
 
 def res_mlp() -> Workload:
@@ -99,13 +103,15 @@ def res_mlp() -> Workload:
 
 
 def tanh_mlp() -> Workload:
-    return Workload(Mlp([16, 32, 32, 4], nn.Tanh()), (torch.randn(8, 16), torch.randint(0, 4, (8,))),
-                    classify)
+    return Workload(
+        Mlp([16, 32, 32, 4], nn.Tanh()), (torch.randn(8, 16), torch.randint(0, 4, (8,))), classify
+    )
 
 
 def deep_mlp() -> Workload:
-    return Workload(Mlp([32] * 31, nn.ReLU(), gain=2.0), (torch.randn(16, 32), torch.randn(16, 32)),
-                    regression)
+    return Workload(
+        Mlp([32] * 31, nn.ReLU(), gain=2.0), (torch.randn(16, 32), torch.randn(16, 32)), regression
+    )
 
 
 def conv_net() -> Workload:
@@ -169,56 +175,128 @@ def on(owner: Any, attr: str, make: Make) -> tuple[Any, str, Make]:
 
 S = Scenario
 SCENARIOS = [
-    S("linear_6th_of_8_scale_1.01", "only the 6th of 8 F.linear calls returns 1.01x", res_mlp,
-      ("Functional.linear.5.forward",), on(F, "linear", lambda fn: corrupted(fn, scale_out(1.01), nth=5))),
-    S("gelu_2nd_of_2_scale_1.01", "two transformer blocks; the 2nd F.gelu returns 1.01x",
-      lambda: tiny_lm(depth=2),
-      ("Functional.gelu.1.forward",), on(F, "gelu", lambda fn: corrupted(fn, scale_out(1.01), nth=1))),
-    S("silu_backward_dropped_term", "2nd SiLU's backward drops the x s(1-s) term; gradients ~1e-4", silu_mlp,
-      ("Functional.silu.1.backward",), on(F, "silu", lambda fn: hooked(fn, node_silu_without_x_term, nth=1))),
-    S("gelu_backward_dropped_term", "GELU's backward drops the x phi(x) term", tiny_lm,
-      ("Functional.gelu.0.backward",), on(F, "gelu", lambda fn: hooked(fn, node_gelu_without_x_term))),
-    S("interpolate_zeros", "F.interpolate returns all zeros", upsampler,
-      ("Functional.interpolate.0.forward",), on(F, "interpolate", lambda fn: corrupted(fn, zero_out))),
-    S("softplus_negative_log_nan", "softplus 0.7 too small: negative for negative inputs, whose log is NaN",
-      positive_head, ("Functional.softplus.0.forward",),
-      on(F, "softplus", lambda fn: corrupted(fn, shift_out(-0.7)))),
-    S("relu_inplace_not_written", "2nd in-place ReLU of a residual MLP never writes its result", res_mlp,
-      ("Functional.relu.1.forward",), on(F, "relu", lambda fn: relu_not_written(fn, 1))),
-    S("linear_weight_grad_only",
-      "2nd linear's weight gradient perturbed (30%); input and bias gradients exact",
-      tanh_mlp, ("Functional.linear.1.backward",),
-      on(F, "linear", lambda fn: hooked(fn, node_perturb(1, 0.3, 3), nth=1))),
-    S("conv_weight_grad_only", "2nd conv's weight gradient perturbed (50%)", conv_net,
-      ("Functional.conv2d.1.backward",),
-      on(F, "conv2d", lambda fn: hooked(fn, node_perturb(1, 0.5, 3), nth=1))),
-    S("layer_norm_eps", "2nd layer_norm uses eps 1e-1 instead of 1e-5", tiny_lm,
-      ("Functional.layer_norm.1.forward",),
-      on(F, "layer_norm", lambda fn: nth_call(fn, eps_of(fn, 1e-1), 1))),
-    S("softmax_backward_5pct", "attention softmax's backward perturbed (5%)", tiny_lm,
-      ("Functional.softmax.0.backward",),
-      on(F, "softmax", lambda fn: hooked(fn, node_perturb(0, 0.05, 8)))),
-    S("matmul_forward_1e-3", "attention's first matmul (q k^T) off by up to 1e-3 relative", tiny_lm,
-      ("Torch.matmul.0.forward",), on(torch, "matmul", lambda fn: corrupted(fn, jitter_out(1e-3), nth=0))),
-    S("lstm_backward", "LSTM's backward: the input gradient perturbed (50%)", lstm_tagger,
-      ("Functional.embedding.0.backward",),
-      on(torch._VF, "lstm", lambda fn: faulty(fn, bwd=perturb_grad(0, 0.5, 5)))),
-    S("sdpa_forward_1e-2", "scaled_dot_product_attention's output off by up to 1% (per element)",
-      lambda: tiny_lm(fused_attention=True), ("Functional.scaled_dot_product_attention.0.forward",),
-      on(F, "scaled_dot_product_attention", lambda fn: corrupted(fn, jitter_out(1e-2)))),
-    S("fp16_softmax_backward_5pct", "whole NPU run in fp16; softmax's backward perturbed (5%)", tiny_lm,
-      ("Functional.softmax.0.backward",),
-      on(F, "softmax", lambda fn: hooked(fn, node_perturb(0, 0.05, 8))),
-      npu_dtype=torch.float16),
-    S("deep30_linear_backward", "30-layer ReLU MLP; the 15th linear's input gradient 2% too large", deep_mlp,
-      ("Functional.linear.14.backward",),
-      on(F, "linear", lambda fn: hooked(fn, node_scale(0, 1.02), nth=14))),
+    S(
+        "linear_6th_of_8_scale_1.01",
+        "only the 6th of 8 F.linear calls returns 1.01x",
+        res_mlp,
+        ("Functional.linear.5.forward",),
+        on(F, "linear", lambda fn: corrupted(fn, scale_out(1.01), nth=5)),
+    ),
+    S(
+        "gelu_2nd_of_2_scale_1.01",
+        "two transformer blocks; the 2nd F.gelu returns 1.01x",
+        lambda: tiny_lm(depth=2),
+        ("Functional.gelu.1.forward",),
+        on(F, "gelu", lambda fn: corrupted(fn, scale_out(1.01), nth=1)),
+    ),
+    S(
+        "silu_backward_dropped_term",
+        "2nd SiLU's backward drops the x s(1-s) term; gradients ~1e-4",
+        silu_mlp,
+        ("Functional.silu.1.backward",),
+        on(F, "silu", lambda fn: hooked(fn, node_silu_without_x_term, nth=1)),
+    ),
+    S(
+        "gelu_backward_dropped_term",
+        "GELU's backward drops the x phi(x) term",
+        tiny_lm,
+        ("Functional.gelu.0.backward",),
+        on(F, "gelu", lambda fn: hooked(fn, node_gelu_without_x_term)),
+    ),
+    S(
+        "interpolate_zeros",
+        "F.interpolate returns all zeros",
+        upsampler,
+        ("Functional.interpolate.0.forward",),
+        on(F, "interpolate", lambda fn: corrupted(fn, zero_out)),
+    ),
+    S(
+        "softplus_negative_log_nan",
+        "softplus 0.7 too small: negative for negative inputs, whose log is NaN",
+        positive_head,
+        ("Functional.softplus.0.forward",),
+        on(F, "softplus", lambda fn: corrupted(fn, shift_out(-0.7))),
+    ),
+    S(
+        "relu_inplace_not_written",
+        "2nd in-place ReLU of a residual MLP never writes its result",
+        res_mlp,
+        ("Functional.relu.1.forward",),
+        on(F, "relu", lambda fn: relu_not_written(fn, 1)),
+    ),
+    S(
+        "linear_weight_grad_only",
+        "2nd linear's weight gradient perturbed (30%); input and bias gradients exact",
+        tanh_mlp,
+        ("Functional.linear.1.backward",),
+        on(F, "linear", lambda fn: hooked(fn, node_perturb(1, 0.3, 3), nth=1)),
+    ),
+    S(
+        "conv_weight_grad_only",
+        "2nd conv's weight gradient perturbed (50%)",
+        conv_net,
+        ("Functional.conv2d.1.backward",),
+        on(F, "conv2d", lambda fn: hooked(fn, node_perturb(1, 0.5, 3), nth=1)),
+    ),
+    S(
+        "layer_norm_eps",
+        "2nd layer_norm uses eps 1e-1 instead of 1e-5",
+        tiny_lm,
+        ("Functional.layer_norm.1.forward",),
+        on(F, "layer_norm", lambda fn: nth_call(fn, eps_of(fn, 1e-1), 1)),
+    ),
+    S(
+        "softmax_backward_5pct",
+        "attention softmax's backward perturbed (5%)",
+        tiny_lm,
+        ("Functional.softmax.0.backward",),
+        on(F, "softmax", lambda fn: hooked(fn, node_perturb(0, 0.05, 8))),
+    ),
+    S(
+        "matmul_forward_1e-3",
+        "attention's first matmul (q k^T) off by up to 1e-3 relative",
+        tiny_lm,
+        ("Torch.matmul.0.forward",),
+        on(torch, "matmul", lambda fn: corrupted(fn, jitter_out(1e-3), nth=0)),
+    ),
+    S(
+        "lstm_backward",
+        "LSTM's backward: the input gradient perturbed (50%)",
+        lstm_tagger,
+        ("Functional.embedding.0.backward",),
+        on(torch._VF, "lstm", lambda fn: faulty(fn, bwd=perturb_grad(0, 0.5, 5))),
+    ),
+    S(
+        "sdpa_forward_1e-2",
+        "scaled_dot_product_attention's output off by up to 1% (per element)",
+        lambda: tiny_lm(fused_attention=True),
+        ("Functional.scaled_dot_product_attention.0.forward",),
+        on(F, "scaled_dot_product_attention", lambda fn: corrupted(fn, jitter_out(1e-2))),
+    ),
+    S(
+        "fp16_softmax_backward_5pct",
+        "whole NPU run in fp16; softmax's backward perturbed (5%)",
+        tiny_lm,
+        ("Functional.softmax.0.backward",),
+        on(F, "softmax", lambda fn: hooked(fn, node_perturb(0, 0.05, 8))),
+        npu_dtype=torch.float16,
+    ),
+    S(
+        "deep30_linear_backward",
+        "30-layer ReLU MLP; the 15th linear's input gradient 2% too large",
+        deep_mlp,
+        ("Functional.linear.14.backward",),
+        on(F, "linear", lambda fn: hooked(fn, node_scale(0, 1.02), nth=14)),
+    ),
     # no fault
     S("fp16_tiny_lm", "whole NPU run in fp16, no fault", tiny_lm, npu_dtype=torch.float16),
     S("bf16_tiny_lm", "whole NPU run in bf16, no fault", tiny_lm, npu_dtype=torch.bfloat16),
     S("deep30_noise", "30-layer ReLU MLP (weights 2x default), noise only", deep_mlp),
-    S("sdpa_noise", "transformer block with F.scaled_dot_product_attention, noise only",
-      lambda: tiny_lm(fused_attention=True)),
+    S(
+        "sdpa_noise",
+        "transformer block with F.scaled_dot_product_attention, noise only",
+        lambda: tiny_lm(fused_attention=True),
+    ),
     S("lstm_noise", "LSTM tagger, noise only", lstm_tagger),
     S("conv_noise", "conv-BN net, noise only", conv_net),
 ]
@@ -238,16 +316,24 @@ def dump_side(scenario: Scenario, out: Path, side: str) -> None:
     if npu:
         nudge([*w.inputs, *w.model.parameters()], zlib.crc32(scenario.name.encode()), NOISE)
         if scenario.npu_dtype is not None:
-            w = Workload(w.model.to(scenario.npu_dtype),
-                         tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in w.inputs),
-                         w.step)
+            w = Workload(
+                w.model.to(scenario.npu_dtype),
+                tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in w.inputs),
+                w.step,
+            )
     if npu and scenario.fault is not None:
         owner, attr, make = scenario.fault
         setattr(owner, attr, make(getattr(owner, attr)))
     out.mkdir(parents=True, exist_ok=True)
-    cfg = {"task": "tensor", "dump_path": str(out), "rank": [], "step": [0], "level": "L1",
-           "async_dump": False,
-           "tensor": {"scope": [], "list": [], "data_mode": ["all"]}}
+    cfg = {
+        "task": "tensor",
+        "dump_path": str(out),
+        "rank": [],
+        "step": [0],
+        "level": "L1",
+        "async_dump": False,
+        "tensor": {"scope": [], "list": [], "data_mode": ["all"]},
+    }
     cfg_path = out.parent / f".cfg_{side}.json"
     cfg_path.write_text(json.dumps(cfg))
     debugger = PrecisionDebugger(config_path=str(cfg_path))
@@ -275,19 +361,30 @@ def dump_ours(scenario: Scenario, out: Path, side: str) -> None:
 TOOLS = {"ours": dump_ours}
 
 
-def run_all(root: Path, names: list[str], jobs: int, by_name: dict[str, Scenario] = BY_NAME,
-            script: str = __file__, tool: str | None = None) -> int:
+def run_all(
+    root: Path,
+    names: list[str],
+    jobs: int,
+    by_name: dict[str, Scenario] = BY_NAME,
+    script: str = __file__,
+    tool: str | None = None,
+) -> int:
     """Dumps each scenario's two sides (``tool``: its bench side), each by ``script --side NAME SIDE
     OUT [TOOL]`` in a process of its own."""
+
     def one(args: tuple[Scenario, str]) -> tuple[str, str, int, str]:
         scenario, side = args
         d = root / scenario.name
         d.mkdir(parents=True, exist_ok=True)
-        (d / "truth.json").write_text(json.dumps({"name": scenario.name, "what": scenario.what,
-                                                  "truth": list(scenario.truth)}))
-        p = subprocess.run([sys.executable, script, "--side", scenario.name, side, str(d / side),
-                            *([tool] if tool else [])],
-                           capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        (d / "truth.json").write_text(
+            json.dumps({"name": scenario.name, "what": scenario.what, "truth": list(scenario.truth)})
+        )
+        p = subprocess.run(
+            [sys.executable, script, "--side", scenario.name, side, str(d / side), *([tool] if tool else [])],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         (d / f"log_{side}.txt").write_text(p.stdout + p.stderr)
         return scenario.name, side, p.returncode, p.stderr[-2000:]
 
@@ -302,8 +399,12 @@ def run_all(root: Path, names: list[str], jobs: int, by_name: dict[str, Scenario
     return failed
 
 
-def main(scenarios: list[Scenario] = SCENARIOS, dump: Callable[[Scenario, Path, str], None] = dump_side,
-         script: str = __file__, doc: str = __doc__ or "") -> int:
+def main(
+    scenarios: list[Scenario] = SCENARIOS,
+    dump: Callable[[Scenario, Path, str], None] = dump_side,
+    script: str = __file__,
+    doc: str = __doc__ or "",
+) -> int:
     by_name = {s.name: s for s in scenarios}
     if len(sys.argv) > 1 and sys.argv[1] == "--side":
         name, side, out, *tool = sys.argv[2:]
@@ -315,8 +416,12 @@ def main(scenarios: list[Scenario] = SCENARIOS, dump: Callable[[Scenario, Path, 
     ap.add_argument("--only", nargs="+", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("--tool", choices=sorted(TOOLS), default=None,
-                    help="dump only the bench run, with this tool (ours: the project's dumper)")
+    ap.add_argument(
+        "--tool",
+        choices=sorted(TOOLS),
+        default=None,
+        help="dump only the bench run, with this tool (ours: the project's dumper)",
+    )
     a = ap.parse_args()
     if a.list or a.dir is None:
         for s in scenarios:

@@ -40,9 +40,17 @@ SMALL = 1000  # tensors of 1..4096 elements
 
 def _leaf(t, data_name: str) -> dict[str, object]:
     x = t.float()
-    return {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape), "Max": x.max().item(),
-            "Min": x.min().item(), "Mean": x.mean().item(), "Norm": x.norm().item(), "requires_grad": False,
-            "data_name": data_name}
+    return {
+        "type": "torch.Tensor",
+        "dtype": str(t.dtype),
+        "shape": list(t.shape),
+        "Max": x.max().item(),
+        "Min": x.min().item(),
+        "Mean": x.mean().item(),
+        "Norm": x.norm().item(),
+        "requires_grad": False,
+        "data_name": data_name,
+    }
 
 
 def generate(root: Path, scale: float, seed: int = 0) -> int:
@@ -67,8 +75,12 @@ def generate(root: Path, scale: float, seed: int = 0) -> int:
             torch.save(t, sides[side] / "dump_tensor_data" / name)
             data[side][entry] = {"input_args": [], "input_kwargs": {}, "output": [_leaf(t, name)]}
     for side, d in sides.items():
-        header = {"task": "tensor", "level": "L1", "framework": "pytorch",
-                  "dump_data_dir": str(d / "dump_tensor_data")}
+        header = {
+            "task": "tensor",
+            "level": "L1",
+            "framework": "pytorch",
+            "dump_data_dir": str(d / "dump_tensor_data"),
+        }
         (d / "dump.json").write_text(json.dumps({**header, "data": data[side]}, indent=1))
         (d / "stack.json").write_text("{}")
         (d / "construct.json").write_text("{}")
@@ -90,8 +102,21 @@ def main() -> None:
         print(generated(total, t, root, ".pt"), flush=True)
         commands = [(ours_command(root, args.jobs), None)]
         if args.msprobe:
-            commands.append(([args.msprobe, "compare", "-tp", str(root / "npu" / "step0"), "-gp",
-                              str(root / "bench" / "step0"), "-o", str(root / "msprobe_out")], None))
+            commands.append(
+                (
+                    [
+                        args.msprobe,
+                        "compare",
+                        "-tp",
+                        str(root / "npu" / "step0"),
+                        "-gp",
+                        str(root / "bench" / "step0"),
+                        "-o",
+                        str(root / "msprobe_out"),
+                    ],
+                    None,
+                )
+            )
         ours, *rest = alternate(commands, args.repeat)
         print(_line(f"ours (--jobs {args.jobs})", ours, total))
         if not rest:
@@ -99,8 +124,9 @@ def main() -> None:
             return
         (theirs,) = rest
         print(_line("msprobe compare", theirs, total))
-        print(f"{speedup(ours.walls, theirs.walls)} (target >= 10x); load average now "
-              f"{os.getloadavg()[0]:.2f}")
+        print(
+            f"{speedup(ours.walls, theirs.walls)} (target >= 10x); load average now {os.getloadavg()[0]:.2f}"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -80,8 +80,9 @@ def input_grad_perturbed(scale: float, seed: int) -> Make:
     def make(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             if x.requires_grad:
-                x.register_hook(lambda g: _mul(g, _to(_add(_mul(_uniform(g.shape, seed), scale), 1),
-                                                      g.dtype)))
+                x.register_hook(
+                    lambda g: _mul(g, _to(_add(_mul(_uniform(g.shape, seed), scale), 1), g.dtype))
+                )
             return fn(x, *args, **kwargs)
 
         return call
@@ -92,11 +93,14 @@ def input_grad_perturbed(scale: float, seed: int) -> Make:
 _on = _ms.on
 _OVERRIDES: dict[str, dict[str, Any]] = {
     # torch.matmul: the Torch_matmul wrapper runs the C function; the fault replaces that kernel
-    "matmul_forward_1e-3": {"fault": _on("Torch", "matmul", lambda fn: _faults.corrupted(
-        fn, _faults.jitter_out(1e-3), nth=0))},
-    "lstm_backward": {"truth": ("VF_lstm_0_backward", "Functional_embedding_0_backward"),
-                      "what": "LSTM's backward: the gradient it gives its input perturbed (50%)",
-                      "fault": _on("VF", "lstm", input_grad_perturbed(0.5, 5))},
+    "matmul_forward_1e-3": {
+        "fault": _on("Torch", "matmul", lambda fn: _faults.corrupted(fn, _faults.jitter_out(1e-3), nth=0))
+    },
+    "lstm_backward": {
+        "truth": ("VF_lstm_0_backward", "Functional_embedding_0_backward"),
+        "what": "LSTM's backward: the gradient it gives its input perturbed (50%)",
+        "fault": _on("VF", "lstm", input_grad_perturbed(0.5, 5)),
+    },
 }
 
 
@@ -142,9 +146,11 @@ def dump_side(scenario: Any, out: Path, side: str) -> None:
     if npu:
         nudge([*w.inputs, *w.model.parameters()], zlib.crc32(scenario.name.encode()), _ms.NOISE)
         if scenario.npu_dtype is not None:
-            w = Workload(w.model.to(scenario.npu_dtype),
-                         tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in w.inputs),
-                         w.step)
+            w = Workload(
+                w.model.to(scenario.npu_dtype),
+                tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in w.inputs),
+                w.step,
+            )
     out.mkdir(parents=True, exist_ok=True)
     debugger = ptdbg_ascend.PrecisionDebugger(dump_path=str(out), hook_name="dump", step=[0])
     debugger.configure_hook(mode="api_stack")

@@ -64,7 +64,8 @@ class Scored:
             lean = LEANING.get(self.name)
             if lean is not None:
                 return all(c.startswith(lean) for c in self.confirmed) and all(
-                    "one-sided" in t for t in self.lean_texts)
+                    "one-sided" in t for t in self.lean_texts
+                )
             return not self.confirmed
         return any(c in self.truth for c in self.confirmed)
 
@@ -117,8 +118,13 @@ def run_suite_scenario(suite: str, name: str, seed: int, budget: float) -> Score
 def run_dir_scenario(folder: Path, budget: float) -> Scored:
     truth = json.loads((folder / "truth.json").read_text())
     calls = truth.get("truth", truth) if isinstance(truth, dict) else truth
-    return score(f"{folder.parent.name}/{folder.name}", frozenset(calls or ()), folder / "npu", folder / "bench",
-                 budget)
+    return score(
+        f"{folder.parent.name}/{folder.name}",
+        frozenset(calls or ()),
+        folder / "npu",
+        folder / "bench",
+        budget,
+    )
 
 
 def print_scored(s: Scored) -> None:
@@ -126,8 +132,10 @@ def print_scored(s: Scored) -> None:
     truth = " | ".join(sorted(s.truth)) or "(no fault)"
     per = f"{s.seconds / s.replayed * 1000:.0f} ms/call" if s.replayed else "-"
     extra = f"  {s.problem}" if s.problem else ""
-    print(f"{s.name:58} {truth[:44]:44} confirmed {','.join(s.confirmed)[:50] or '-':50} "
-          f"refuted {len(s.refuted)}/{len(s.others)}  {s.replayed:3} calls {per:>11}  {mark}{extra}")
+    print(
+        f"{s.name:58} {truth[:44]:44} confirmed {','.join(s.confirmed)[:50] or '-':50} "
+        f"refuted {len(s.refuted)}/{len(s.others)}  {s.replayed:3} calls {per:>11}  {mark}{extra}"
+    )
 
 
 def totals(scored: Sequence[Scored]) -> str:
@@ -136,20 +144,33 @@ def totals(scored: Sequence[Scored]) -> str:
     others = sum(len(s.others) for s in scored)
     refuted = sum(len(s.refuted) for s in scored)
     per_call = [s.seconds / s.replayed * 1000 for s in scored if s.replayed]
-    med = f"{statistics.median(per_call):.0f} ms (range {min(per_call):.0f}–{max(per_call):.0f})" if per_call else "-"
+    med = (
+        f"{statistics.median(per_call):.0f} ms (range {min(per_call):.0f}–{max(per_call):.0f})"
+        if per_call
+        else "-"
+    )
     leaning = [s for s in clean if s.name in LEANING]
-    return (f"true culprits confirmed {sum(s.right for s in faults)}/{len(faults)}; no-fault runs with a call "
-            f"confirmed {sum(not s.right for s in clean)}/{len(clean)} (of them, kernels that lean one way "
-            f"within a unit, confirmed as one-sided: {sum(bool(s.confirmed) for s in leaning)}/{len(leaning)}); "
-            f"other suspects refuted {refuted}/{others}; "
-            f"per replayed call: median {med}; problems {sum(bool(s.problem) for s in scored)}")
+    return (
+        f"true culprits confirmed {sum(s.right for s in faults)}/{len(faults)}; no-fault runs with a call "
+        f"confirmed {sum(not s.right for s in clean)}/{len(clean)} (of them, kernels that lean one way "
+        f"within a unit, confirmed as one-sided: {sum(bool(s.confirmed) for s in leaning)}/{len(leaning)}); "
+        f"other suspects refuted {refuted}/{others}; "
+        f"per replayed call: median {med}; problems {sum(bool(s.problem) for s in scored)}"
+    )
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--suite", nargs="*", default=list(SUITES), choices=SUITES, help="bench/diagnosis.py suites")
-    p.add_argument("--dirs", nargs="*", type=Path, default=[],
-                   help="folders of scenario folders with npu/, bench/ and truth.json")
+    p.add_argument(
+        "--suite", nargs="*", default=list(SUITES), choices=SUITES, help="bench/diagnosis.py suites"
+    )
+    p.add_argument(
+        "--dirs",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="folders of scenario folders with npu/, bench/ and truth.json",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--only", nargs="+", metavar="NAME", help="these scenarios only (by name)")
     p.add_argument("--budget", type=float, default=120.0, help="replay budget per scenario (s)")
@@ -163,11 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs = []
     for seed in args.seeds:
         for suite in args.suite:
-            jobs += [(run_suite_scenario, (suite, s.name, seed, args.budget)) for s in _suite_scenarios(suite)
-                     if not args.only or s.name in args.only]
+            jobs += [
+                (run_suite_scenario, (suite, s.name, seed, args.budget))
+                for s in _suite_scenarios(suite)
+                if not args.only or s.name in args.only
+            ]
     for root in args.dirs:
-        jobs += [(run_dir_scenario, (d, args.budget)) for d in sorted(root.iterdir())
-                 if (d / "truth.json").is_file() and (not args.only or d.name in args.only)]
+        jobs += [
+            (run_dir_scenario, (d, args.budget))
+            for d in sorted(root.iterdir())
+            if (d / "truth.json").is_file() and (not args.only or d.name in args.only)
+        ]
     scored: list[Scored] = []
     if args.jobs <= 1:
         for fn, a in jobs:

@@ -39,15 +39,26 @@ from textual.widgets import Static, Tree  # noqa: E402
 
 SIZE = (120, 40)
 #: Targets: seconds, MB, or for the "all compared" figures the ratio to their baseline.
-TARGETS = {"first paint": 1.0, "all compared": 1.2, "all compared, CPU": 1.2, "key latency": 0.050,
-           "key while busy": 0.050, "rss": 600.0}
+TARGETS = {
+    "first paint": 1.0,
+    "all compared": 1.2,
+    "all compared, CPU": 1.2,
+    "key latency": 0.050,
+    "key while busy": 0.050,
+    "rss": 600.0,
+}
 RATIO_TARGETS = {"all compared", "all compared, CPU"}
-BASELINES = {"first paint": "empty Textual app", "all compared": "headless compare_dumps",
-             "all compared, CPU": "headless compare_dumps",
-             "key latency": "10-node Tree, cursor", "key while busy": "10-node Tree key",
-             "worst while busy": "10-node Tree key",
-             "expand node": "10-node Tree key",
-             "tree/flat switch": "10-node Tree key", "jump to culprit": "10-node Tree key"}
+BASELINES = {
+    "first paint": "empty Textual app",
+    "all compared": "headless compare_dumps",
+    "all compared, CPU": "headless compare_dumps",
+    "key latency": "10-node Tree, cursor",
+    "key while busy": "10-node Tree key",
+    "worst while busy": "10-node Tree key",
+    "expand node": "10-node Tree key",
+    "tree/flat switch": "10-node Tree key",
+    "jump to culprit": "10-node Tree key",
+}
 MODULES = 250
 ARGS = 2  # inputs and outputs per call
 
@@ -74,9 +85,13 @@ def write_side(root: Path, calls: int, faulty: int | None) -> None:
 
     for i in range(calls):
         entries(i, "forward", i == faulty)
-        w.write_stack(stack_name(f"Functional_linear_{i}_forward"),
-                      [["/home/user/net.py", str(40 + i % 7), "forward", "y = self.fc(x)"],
-                       ["/home/user/train.py", "88", "train_step", "out = net(x)"]])
+        w.write_stack(
+            stack_name(f"Functional_linear_{i}_forward"),
+            [
+                ["/home/user/net.py", str(40 + i % 7), "forward", "y = self.fc(x)"],
+                ["/home/user/train.py", "88", "train_step", "out = net(x)"],
+            ],
+        )
         chain = (("layers", "ModuleList"), (f"layers.{i // per_module}", "Block"))
         w.write_modules(f"Functional_linear_{i}", chain)
     for i in reversed(range(calls)):
@@ -212,8 +227,9 @@ def batch_seconds(npu: Path, bench: Path) -> tuple[float, float]:
 
 def in_fresh_process(*args: str) -> list[float]:
     """Run this script in ``--child`` mode (a fresh process) and read the seconds it prints."""
-    out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True
+    )
     return [float(x) for x in out.stdout.splitlines()[-1].split()]
 
 
@@ -272,7 +288,8 @@ def fresh_figures(npu: Path, bench: Path, repeat: int) -> dict[str, tuple[list[f
     """First paint and all compared (wall, CPU), each in fresh processes, alternating with their
     baselines ``repeat`` times."""
     figures: dict[str, tuple[list[float], list[float]]] = {
-        name: ([], []) for name in ("first paint", "all compared", "all compared, CPU")}
+        name: ([], []) for name in ("first paint", "all compared", "all compared, CPU")
+    }
     for _ in range(repeat):
         for name, what in (("first paint", "app"), ("first paint", "blank")):
             figures[name][what == "blank"].append(in_fresh_process(what, str(npu), str(bench))[0])
@@ -311,11 +328,15 @@ def report(figures: dict[str, tuple[list[float], list[float]]]) -> bool:
         shown_ratio = f"{ratio:7.2f}x" if ratio is not None else " " * 8
         shown_base = f"{base:10.3f} {unit}" if base else " " * 12
         goal = "" if target is None else f"<= {target:g}" + ("x" if name in RATIO_TARGETS else f" {unit}")
-        print(f"{name:<19}{value:10.3f} {unit}{shown_base}{shown_ratio}  {goal:>11}  "
-              f"{BASELINES.get(name, '-')} {verdict}")
+        print(
+            f"{name:<19}{value:10.3f} {unit}{shown_base}{shown_ratio}  {goal:>11}  "
+            f"{BASELINES.get(name, '-')} {verdict}"
+        )
         if len(values) > 1:
-            ranges.append(f"{name}: {_spread(values)} {unit} against {_spread(bases)} {unit}, "
-                          f"ratio {_spread(ratios, 2)}")
+            ranges.append(
+                f"{name}: {_spread(values)} {unit} against {_spread(bases)} {unit}, "
+                f"ratio {_spread(ratios, 2)}"
+            )
     if ranges:
         print(f"ranges over {max(len(v) for v, _ in figures.values())} runs (medians above):")
         print("\n".join(f"  {line}" for line in ranges))
@@ -323,12 +344,17 @@ def report(figures: dict[str, tuple[list[float], list[float]]]) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--entries", type=int, default=100_000, help="entries per side (default 100000)")
     parser.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="fresh-process figures: runs, alternating with their baselines (default 1)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="fresh-process figures: runs, alternating with their baselines (default 1)",
+    )
     parser.add_argument("--child", nargs=3, metavar=("WHAT", "NPU", "BENCH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

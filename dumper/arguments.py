@@ -58,15 +58,28 @@ def current_state(args: tuple[Any, ...], training: bool | None) -> CallState:
     """The state that changes the result of a call with these arguments, made now."""
     device = _device_type(args)
     autocast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-    key = (torch.is_grad_enabled(), training, device, autocast, torch._C._get_cublas_allow_tf32(),
-           torch._C._get_cudnn_allow_tf32(), torch.are_deterministic_algorithms_enabled(),
-           torch.get_default_dtype())
+    key = (
+        torch.is_grad_enabled(),
+        training,
+        device,
+        autocast,
+        torch._C._get_cublas_allow_tf32(),
+        torch._C._get_cudnn_allow_tf32(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.get_default_dtype(),
+    )
     state = _states.get(key)
     if state is None:
         grad, _, _, _, matmul, cudnn, deterministic, default = key
         state = _states[key] = CallState(
-            grad, training, None if autocast is None else Autocast(device, str(autocast)),
-            matmul, cudnn, deterministic, str(default))
+            grad,
+            training,
+            None if autocast is None else Autocast(device, str(autocast)),
+            matmul,
+            cudnn,
+            deterministic,
+            str(default),
+        )
     return state
 
 
@@ -93,8 +106,9 @@ class PendingCall:
         """This call with its tensors resolved now, as not recorded (to be written much later: the
         writer must not hold the tensors until then)."""
         spec = self.spec()
-        return PendingCall(self.api, self.index, self.fn, tuple(spec.args), spec.kwargs, self.inplace,
-                           self.state)
+        return PendingCall(
+            self.api, self.index, self.fn, tuple(spec.args), spec.kwargs, self.inplace, self.state
+        )
 
     def _resolve(self, value: Any, path: tuple[int, ...] | None, recorded: Collection[str]) -> Any:
         """Tensors at positional paths (those the pkl names) become :class:`TensorArg`."""
@@ -105,8 +119,9 @@ class PendingCall:
                     return TensorArg(name)
             return TensorArg(None, str(value.dtype), tuple(value.shape))
         if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
-            items = [self._resolve(v, None if path is None else (*path, i), recorded)
-                     for i, v in enumerate(value)]
+            items = [
+                self._resolve(v, None if path is None else (*path, i), recorded) for i, v in enumerate(value)
+            ]
             return items if isinstance(value, list) else tuple(items)
         if isinstance(value, dict):
             return {k: self._resolve(v, None, recorded) for k, v in value.items()}

@@ -50,8 +50,9 @@ def replace_leaves(value: Any, new: dict[tuple[int, ...], torch.Tensor], path: t
     return value
 
 
-def tap_inputs(args: tuple[Any, ...], tensors: dict[tuple[int, ...], torch.Tensor],
-               sink: Sink) -> tuple[Any, ...]:
+def tap_inputs(
+    args: tuple[Any, ...], tensors: dict[tuple[int, ...], torch.Tensor], sink: Sink
+) -> tuple[Any, ...]:
     """The args with ``tensors`` (path -> tensor) routed through one :class:`InputTap`."""
     tapped = InputTap.apply(sink, *tensors.values())
     return replace_leaves(args, dict(zip(tensors, tapped, strict=True)))

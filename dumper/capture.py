@@ -44,8 +44,13 @@ class Value:
 
 
 def recordable_tensor(t: torch.Tensor) -> bool:
-    return (t.layout == torch.strided and not t.is_meta and not t.is_complex()
-            and not t.is_quantized and not t.is_nested)
+    return (
+        t.layout == torch.strided
+        and not t.is_meta
+        and not t.is_complex()
+        and not t.is_quantized
+        and not t.is_nested
+    )
 
 
 def leaves(value: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
@@ -142,8 +147,9 @@ class SeenTensors:
 class CallCapture:
     """The values of one call and direction, awaiting one batched stats transfer."""
 
-    def __init__(self, filter_on: bool, copy_npy: bool, seen: SeenTensors | None = None,
-                 checksums: bool = False) -> None:
+    def __init__(
+        self, filter_on: bool, copy_npy: bool, seen: SeenTensors | None = None, checksums: bool = False
+    ) -> None:
         self.filter_on = filter_on
         self.copy_npy = copy_npy
         self.checksums = checksums  # tensors copied as their raw bytes, for the writer's CRC
@@ -165,8 +171,10 @@ class CallCapture:
     def _add_tensor(self, name: str, user_tensor: torch.Tensor) -> None:
         dtype = str(user_tensor.dtype)
         kind = classify(dtype, tuple(user_tensor.shape))
-        if self.filter_on and (kind in (StatKind.EMPTY, StatKind.INT)
-                               or (kind is StatKind.ZERO_D and not user_tensor.is_floating_point())):
+        if self.filter_on and (
+            kind in (StatKind.EMPTY, StatKind.INT)
+            or (kind is StatKind.ZERO_D and not user_tensor.is_floating_point())
+        ):
             return  # the original's filter, except that 0-d float tensors (losses) are kept
         seen = self.seen.get(user_tensor) if self.seen is not None else None
         if seen is not None:
@@ -211,6 +219,6 @@ def _stats_of(kind: StatKind, is_float: bool, numbers: list[float], pos: int) ->
     if kind is StatKind.ZERO_D:
         return build_stats(kind, numbers[pos] if is_float else int(numbers[pos]))
     if kind is StatKind.INT:
-        mx, mn, mean = numbers[pos: pos + 3]
+        mx, mn, mean = numbers[pos : pos + 3]
         return build_stats(kind, int(mx), int(mn), mean)
-    return build_stats(kind, *numbers[pos: pos + 4])
+    return build_stats(kind, *numbers[pos : pos + 4])

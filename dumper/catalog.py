@@ -19,21 +19,52 @@ log = logging.getLogger("dumper")
 YAML_PATH = Path(__file__).with_name("support_wrap_ops.yaml")
 
 #: In-place collectives: their args are dumped before (input) and again after (output) the call.
-INPLACE_COMM = frozenset({"broadcast", "all_reduce", "reduce", "all_gather", "gather", "scatter",
-                          "reduce_scatter", "_reduce_scatter_base", "_all_gather_base",
-                          "reduce_scatter_tensor", "all_gather_into_tensor", "all_to_all",
-                          "all_to_all_single"})
+INPLACE_COMM = frozenset(
+    {
+        "broadcast",
+        "all_reduce",
+        "reduce",
+        "all_gather",
+        "gather",
+        "scatter",
+        "reduce_scatter",
+        "_reduce_scatter_base",
+        "_all_gather_base",
+        "reduce_scatter_tensor",
+        "all_gather_into_tensor",
+        "all_to_all",
+        "all_to_all_single",
+    }
+)
 #: Dropout APIs whose probability argument is (index, keyword).
 DROPOUT_P = {
-    **{("Functional", n): (1, "p") for n in ("dropout", "dropout1d", "dropout2d", "dropout3d",
-                                           "alpha_dropout", "feature_alpha_dropout")},
-    **{("Torch", n): (1, "p") for n in ("dropout", "dropout_", "alpha_dropout", "alpha_dropout_",
-                                      "feature_dropout", "feature_dropout_", "feature_alpha_dropout",
-                                      "feature_alpha_dropout_")},
+    **{
+        ("Functional", n): (1, "p")
+        for n in ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
+    },
+    **{
+        ("Torch", n): (1, "p")
+        for n in (
+            "dropout",
+            "dropout_",
+            "alpha_dropout",
+            "alpha_dropout_",
+            "feature_dropout",
+            "feature_dropout_",
+            "feature_alpha_dropout",
+            "feature_alpha_dropout_",
+        )
+    },
 }
 #: The module a prefix's APIs are called through, for the qualified name of each (``torch.Tensor.add_``).
-QUALIFIED = {"Tensor": "torch.Tensor", "Torch": "torch", "Functional": "torch.nn.functional",
-             "VF": "torch._VF", "Distributed": "torch.distributed", "NPU": "torch_npu"}
+QUALIFIED = {
+    "Tensor": "torch.Tensor",
+    "Torch": "torch",
+    "Functional": "torch.nn.functional",
+    "VF": "torch._VF",
+    "Distributed": "torch.distributed",
+    "NPU": "torch_npu",
+}
 #: Recurrent kernels whose inter-layer dropout argument is forced to 0 with dropout.
 RNN_KERNELS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
 
@@ -121,15 +152,24 @@ def targets(path: Path = YAML_PATH) -> tuple[ApiTarget, ...]:
             fn = getattr(owners[0], attr, None)
             if not callable(fn):
                 continue
-            found.append(ApiTarget(
-                tuple(o for o in owners if getattr(o, attr, None) is fn), attr, f"{prefix}_{attr}", prefix,
-                mutates_first=_mutates_first(prefix, attr) or (key == "distributed" and attr in INPLACE_COMM),
-                inplace_arg=_inplace_position(fn) if prefix == "Functional" else None,
-                comm=key == "distributed" and attr in INPLACE_COMM,
-            ))
+            found.append(
+                ApiTarget(
+                    tuple(o for o in owners if getattr(o, attr, None) is fn),
+                    attr,
+                    f"{prefix}_{attr}",
+                    prefix,
+                    mutates_first=_mutates_first(prefix, attr)
+                    or (key == "distributed" and attr in INPLACE_COMM),
+                    inplace_arg=_inplace_position(fn) if prefix == "Functional" else None,
+                    comm=key == "distributed" and attr in INPLACE_COMM,
+                )
+            )
     for key, owner in (("silent_tensor", torch.Tensor), ("silent_autograd", torch.autograd)):
-        found += [ApiTarget((owner,), attr, attr, "", silent=True)
-                  for attr in lists.get(key, ()) if callable(getattr(owner, attr, None))]
+        found += [
+            ApiTarget((owner,), attr, attr, "", silent=True)
+            for attr in lists.get(key, ())
+            if callable(getattr(owner, attr, None))
+        ]
     return tuple(found)
 
 
@@ -142,8 +182,9 @@ def dropout_position(target: ApiTarget) -> tuple[int, str | None] | None:
     return None
 
 
-def without_dropout(position: tuple[int, str | None], args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
+def without_dropout(
+    position: tuple[int, str | None], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any], bool]:
     """The arguments with the dropout probability forced to 0 (and whether anything changed)."""
     index, keyword = position
     if index < 0:  # RNN kernels: (input, hx, params, has_biases, ..., dropout) or the packed form
@@ -153,7 +194,7 @@ def without_dropout(position: tuple[int, str | None], args: tuple[Any, ...],
         return args, {**kwargs, keyword: 0.0}, changed
     if len(args) > index:
         changed = args[index] != 0
-        return (*args[:index], 0.0, *args[index + 1:]), kwargs, changed
+        return (*args[:index], 0.0, *args[index + 1 :]), kwargs, changed
     if keyword is not None:  # probability left at its default (0.5 for F.dropout)
         return args, {**kwargs, keyword: 0.0}, True
     return args, kwargs, False

@@ -25,36 +25,66 @@ from dumper.debugger import PrecisionDebugger
 from ptdbg_tui.formats.dump_options import SUMMARY_MODES, DumpOptions, OptionsError, read_options
 
 _FLAGS = ("--summary-only", "--keep-dropout")
-_OPTIONS = ("--dump-path", "--mode", "--step", "--scope", "--api-list", "--module", "--rank", "--config",
-            "--summary-mode", *_FLAGS)
+_OPTIONS = (
+    "--dump-path",
+    "--mode",
+    "--step",
+    "--scope",
+    "--api-list",
+    "--module",
+    "--rank",
+    "--config",
+    "--summary-mode",
+    *_FLAGS,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ptdbg-dump", description="Dump a training script's API calls "
-                                "in ptdbg_ascend v4 format.")
+    p = argparse.ArgumentParser(
+        prog="ptdbg-dump", description="Dump a training script's API calls in ptdbg_ascend v4 format."
+    )
     sub = p.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run SCRIPT under the dumper",
-                         usage="ptdbg-dump run SCRIPT [ARGS...] --dump-path DIR [--mode M] [--step N ...] "
-                               "[--module PATH ...] [--rank R ...] [--config FILE]")
+    run = sub.add_parser(
+        "run",
+        help="run SCRIPT under the dumper",
+        usage="ptdbg-dump run SCRIPT [ARGS...] --dump-path DIR [--mode M] [--step N ...] "
+        "[--module PATH ...] [--rank R ...] [--config FILE]",
+    )
     run.add_argument("--dump-path", help="where ptdbg_dump_v4.0/ is written (required here or in --config)")
     run.add_argument("--mode", choices=MODES, help="default: api_stack")
-    run.add_argument("--step", type=int, nargs="+",
-                     help="training steps to dump (a step ends at each optimizer.step()); default: all, "
-                          "without a stepN level")
+    run.add_argument(
+        "--step",
+        type=int,
+        nargs="+",
+        help="training steps to dump (a step ends at each optimizer.step()); default: all, "
+        "without a stepN level",
+    )
     run.add_argument("--scope", nargs="+", help="call names for modes list/range/stack")
     run.add_argument("--api-list", nargs="+", help="API name parts for mode api_list")
-    run.add_argument("--module", nargs="+", action="extend",
-                     help="dump only the calls made inside these modules (paths as the module sidecar "
-                          "names them, e.g. track.lstm; submodules included), with their backward")
-    run.add_argument("--rank", type=int, nargs="+",
-                     help="dump only these ranks (the others run undumped); one rank also names the "
-                          "rank folder of a job that is not distributed")
+    run.add_argument(
+        "--module",
+        nargs="+",
+        action="extend",
+        help="dump only the calls made inside these modules (paths as the module sidecar "
+        "names them, e.g. track.lstm; submodules included), with their backward",
+    )
+    run.add_argument(
+        "--rank",
+        type=int,
+        nargs="+",
+        help="dump only these ranks (the others run undumped); one rank also names the "
+        "rank folder of a job that is not distributed",
+    )
     run.add_argument("--config", help="a JSON file of options (keys: the long options with underscores)")
-    run.add_argument("--summary-only", action="store_true", default=None,
-                     help="write the pkl only, no npy files")
-    run.add_argument("--summary-mode", choices=SUMMARY_MODES,
-                     help="md5: also a CRC-32 of each tensor's bytes (implies --summary-only), so that two "
-                          "runs on the same device compare by equality; default: statistics")
+    run.add_argument(
+        "--summary-only", action="store_true", default=None, help="write the pkl only, no npy files"
+    )
+    run.add_argument(
+        "--summary-mode",
+        choices=SUMMARY_MODES,
+        help="md5: also a CRC-32 of each tensor's bytes (implies --summary-only), so that two "
+        "runs on the same device compare by equality; default: statistics",
+    )
     run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
     return p
 
@@ -85,9 +115,18 @@ def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def _options(ns: argparse.Namespace) -> DumpOptions:
     """The options file's, overridden by those given on the command line."""
-    given = DumpOptions(dump_path=ns.dump_path, mode=ns.mode, step=ns.step, rank=ns.rank, scope=ns.scope,
-                        api_list=ns.api_list, module=ns.module, summary_only=ns.summary_only,
-                        summary_mode=ns.summary_mode, keep_dropout=ns.keep_dropout)
+    given = DumpOptions(
+        dump_path=ns.dump_path,
+        mode=ns.mode,
+        step=ns.step,
+        rank=ns.rank,
+        scope=ns.scope,
+        api_list=ns.api_list,
+        module=ns.module,
+        summary_only=ns.summary_only,
+        summary_mode=ns.summary_mode,
+        keep_dropout=ns.keep_dropout,
+    )
     return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
 
 
@@ -96,9 +135,15 @@ def _debugger(opts: DumpOptions) -> PrecisionDebugger:
         raise ConfigError("run: --dump-path DIR is required (on the command line or in --config)")
     rank = opts.rank[0] if opts.rank and len(opts.rank) == 1 else opts.rank or None  # one: rank=N
     debugger = PrecisionDebugger(dump_path=opts.dump_path, step=opts.step, rank=rank)
-    debugger.configure_hook(mode=opts.mode or "api_stack", scope=opts.scope, api_list=opts.api_list,
-                            summary_only=bool(opts.summary_only), disable_dropout=not opts.keep_dropout,
-                            module=opts.module, summary_mode=opts.summary_mode or "statistics")
+    debugger.configure_hook(
+        mode=opts.mode or "api_stack",
+        scope=opts.scope,
+        api_list=opts.api_list,
+        summary_only=bool(opts.summary_only),
+        disable_dropout=not opts.keep_dropout,
+        module=opts.module,
+        summary_mode=opts.summary_mode or "statistics",
+    )
     return debugger
 
 

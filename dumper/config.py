@@ -84,15 +84,25 @@ class DumpConfig:
     summary_mode: str = "statistics"  # "md5": a CRC-32 of each tensor in the pkl too
 
     @classmethod
-    def build(cls, mode: str = "api_stack", scope: Sequence[str] | None = None,
-              api_list: Sequence[str] | None = None, filter_switch: str = "OFF",
-              input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
-              disable_dropout: bool = True, acl_config: str | None = None,
-              backward_input: Sequence[str] | None = None, module: Sequence[str] | None = None,
-              summary_mode: str = "statistics") -> DumpConfig:
+    def build(
+        cls,
+        mode: str = "api_stack",
+        scope: Sequence[str] | None = None,
+        api_list: Sequence[str] | None = None,
+        filter_switch: str = "OFF",
+        input_output_mode: Sequence[str] | None = None,
+        summary_only: bool = False,
+        disable_dropout: bool = True,
+        acl_config: str | None = None,
+        backward_input: Sequence[str] | None = None,
+        module: Sequence[str] | None = None,
+        summary_mode: str = "statistics",
+    ) -> DumpConfig:
         if mode == "acl" or acl_config is not None or backward_input is not None:
-            raise ConfigError("mode 'acl' (CANN op-level dump) is not supported by this dumper; "
-                              f"use one of {', '.join(MODES)}")
+            raise ConfigError(
+                "mode 'acl' (CANN op-level dump) is not supported by this dumper; "
+                f"use one of {', '.join(MODES)}"
+            )
         scope_l = _names(scope, "scope")
         apis = [a.lower() for a in _names(api_list, "api_list")]
         _check_mode(mode, scope_l, apis)
@@ -105,8 +115,18 @@ class DumpConfig:
         if summary_mode not in SUMMARY_MODES:
             raise ConfigError(f"summary_mode must be one of {', '.join(SUMMARY_MODES)}, got {summary_mode!r}")
         directions, kinds = _io(input_output_mode)
-        return cls(mode, scope_l, apis, _switch(filter_switch, "filter_switch"), directions, kinds,
-                   summary_only or summary_mode == "md5", disable_dropout, modules, summary_mode)
+        return cls(
+            mode,
+            scope_l,
+            apis,
+            _switch(filter_switch, "filter_switch"),
+            directions,
+            kinds,
+            summary_only or summary_mode == "md5",
+            disable_dropout,
+            modules,
+            summary_mode,
+        )
 
     @property
     def writes_tensors(self) -> bool:

@@ -83,8 +83,9 @@ class DumpDaemon:
         self._thread = threading.Thread(target=self._run, name="ptdbg-dump-daemon", daemon=True)
         self._thread.start()
 
-    def open(self, rank_dir: Path, mode: str, summary_only: bool, fresh: bool,
-             checksums: bool = False) -> None:
+    def open(
+        self, rank_dir: Path, mode: str, summary_only: bool, fresh: bool, checksums: bool = False
+    ) -> None:
         self._put(_Open(rank_dir, mode, summary_only, fresh, checksums), 0)
 
     def put(self, record: CallRecord) -> None:
@@ -101,8 +102,12 @@ class DumpDaemon:
 
     def _put(self, item: object, nbytes: int) -> None:
         with self._cv:
-            while (self.failed is None and not self._closed and self._queue
-                   and (len(self._queue) >= self.max_items or self._bytes + nbytes > self.max_bytes)):
+            while (
+                self.failed is None
+                and not self._closed
+                and self._queue
+                and (len(self._queue) >= self.max_items or self._bytes + nbytes > self.max_bytes)
+            ):
                 self._cv.wait()
             if self.failed is not None or self._closed:
                 return
@@ -183,8 +188,10 @@ class DumpDaemon:
         key = f"{type(e).__name__}: {e}"
         self._bugs[key] = self._bugs.get(key, 0) + 1
         if self._bugs[key] == 1:
-            log.exception("dumper: unexpected error while writing a record; record skipped (the same "
-                          "error again is counted, not logged)")
+            log.exception(
+                "dumper: unexpected error while writing a record; record skipped (the same "
+                "error again is counted, not logged)"
+            )
 
     def _finish(self) -> None:
         try:
@@ -249,8 +256,10 @@ def write_error(e: OSError, folder: Path | None) -> str:
         quota = " (or the user's quota is used up)" if e.errno == errno.EDQUOT else ""
         return f"the disk is full{quota}: cannot write {path} ({space})"
     if e.errno in (errno.EACCES, errno.EPERM):
-        return (f"permission denied: cannot write {path} (user id {os.getuid()} needs write access to "
-                f"{folder or 'the dump folder'}; {space})")
+        return (
+            f"permission denied: cannot write {path} (user id {os.getuid()} needs write access to "
+            f"{folder or 'the dump folder'}; {space})"
+        )
     if e.errno == errno.EROFS:
         return f"the file system is read-only: cannot write {path}"
     return f"cannot write {path}: {e.strerror or e} ({space})"

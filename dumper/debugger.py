@@ -27,8 +27,11 @@ def _check_path(dump_path: object) -> Path:
 def _check_steps(step: object, what: str = "step") -> list[int]:
     if step is None:
         return []
-    if isinstance(step, (str, bytes)) or not isinstance(step, Sequence) \
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in step):
+    if (
+        isinstance(step, (str, bytes))
+        or not isinstance(step, Sequence)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in step)
+    ):
         raise ConfigError(f"{what} must be a list of non-negative integers, got {step!r}")
     return sorted(set(step))
 
@@ -43,21 +46,30 @@ class PrecisionDebugger:
     in the module sidecar; API dumping is unchanged (the original's model mode is not offered).
     """
 
-    def __init__(self, dump_path: str | os.PathLike[str], hook_name: str = "dump",
-                 rank: int | Sequence[int] | None = None,
-                 step: Sequence[int] | None = None, enable_dataloader: bool = False,
-                 model: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        dump_path: str | os.PathLike[str],
+        hook_name: str = "dump",
+        rank: int | Sequence[int] | None = None,
+        step: Sequence[int] | None = None,
+        enable_dataloader: bool = False,
+        model: nn.Module | None = None,
+    ) -> None:
         if hook_name != "dump":
-            raise ConfigError(f"hook_name {hook_name!r} is not supported; this dumper offers 'dump' only "
-                              "(overflow_check needs an NPU runtime)")
+            raise ConfigError(
+                f"hook_name {hook_name!r} is not supported; this dumper offers 'dump' only "
+                "(overflow_check needs an NPU runtime)"
+            )
         ranks = None
         if isinstance(rank, Sequence) and not isinstance(rank, (str, bytes)):
             ranks, rank = frozenset(_check_steps(rank, "rank")), None
         if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
             raise ConfigError(f"rank must be a non-negative integer, a list of them or None, got {rank!r}")
         if enable_dataloader:
-            raise ConfigError("enable_dataloader is not supported: call start(), stop() and step(), "
-                              "or run the script with `ptdbg-dump run`")
+            raise ConfigError(
+                "enable_dataloader is not supported: call start(), stop() and step(), "
+                "or run the script with `ptdbg-dump run`"
+            )
         if model is not None and not isinstance(model, nn.Module):
             raise ConfigError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.dump_path = _check_path(dump_path)
@@ -68,33 +80,54 @@ class PrecisionDebugger:
         self.config = DumpConfig()
         self._session: DumpSession | None = None
 
-    def configure_hook(self, mode: str = "api_stack", scope: Sequence[str] | None = None,
-                       api_list: Sequence[str] | None = None, filter_switch: str = "OFF",
-                       input_output_mode: Sequence[str] | None = None, summary_only: bool = False,
-                       disable_dropout: bool = True, acl_config: str | None = None,
-                       backward_input: Sequence[str] | None = None,
-                       module: Sequence[str] | None = None, summary_mode: str = "statistics") -> None:
+    def configure_hook(
+        self,
+        mode: str = "api_stack",
+        scope: Sequence[str] | None = None,
+        api_list: Sequence[str] | None = None,
+        filter_switch: str = "OFF",
+        input_output_mode: Sequence[str] | None = None,
+        summary_only: bool = False,
+        disable_dropout: bool = True,
+        acl_config: str | None = None,
+        backward_input: Sequence[str] | None = None,
+        module: Sequence[str] | None = None,
+        summary_mode: str = "statistics",
+    ) -> None:
         """Choose what to dump; see docs/dumper.md#configure_hook for each switch.
         ``module=[paths]`` dumps only the calls made inside those modules (and their submodules);
         ``summary_mode="md5"`` adds a CRC-32 of each tensor to its pkl line (no npy files)."""
         if self._session is not None and self._session.active:
             raise ConfigError("configure_hook() must be called before start()")
-        self.config = DumpConfig.build(mode, scope, api_list, filter_switch, input_output_mode,
-                                       summary_only, disable_dropout, acl_config, backward_input, module,
-                                       summary_mode)
+        self.config = DumpConfig.build(
+            mode,
+            scope,
+            api_list,
+            filter_switch,
+            input_output_mode,
+            summary_only,
+            disable_dropout,
+            acl_config,
+            backward_input,
+            module,
+            summary_mode,
+        )
         if self.model is not None and self.config.module:
             names = [n for n, _ in self.model.named_modules() if n]
             missing = [m for m in self.config.module if not any(within(n, m) for n in names)]
             if missing:
-                raise ConfigError(f"module: the model has no module {missing[0]!r}; its modules are "
-                                  f"{', '.join(names[:12])}{' ...' if len(names) > 12 else ''}")
+                raise ConfigError(
+                    f"module: the model has no module {missing[0]!r}; its modules are "
+                    f"{', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
+                )
         self._session = None
 
     @property
     def session(self) -> DumpSession:
         if self._session is None:
-            self._session = DumpSession(self.config, self.dump_path, self.steps, self.rank, self.model,
-                                        self.ranks)
+            self._session = DumpSession(
+                self.config, self.dump_path, self.steps, self.rank, self.model, self.ranks
+            )
         return self._session
 
     def start(self) -> None:

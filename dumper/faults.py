@@ -32,8 +32,12 @@ GradFix = Callable[[int, torch.Tensor, Sequence[torch.Tensor], Sequence[torch.Te
 def perturbation(scale: float, seed: int) -> GradFix:
     """``g * (1 + scale * u)``, ``u`` uniform in [-1, 1], the same ``u`` for the same shape."""
 
-    def fix(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-            incoming: Sequence[torch.Tensor | None]) -> torch.Tensor:
+    def fix(
+        position: int,
+        g: torch.Tensor,
+        tensors: Sequence[torch.Tensor],
+        incoming: Sequence[torch.Tensor | None],
+    ) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
         u = torch.rand(g.shape, generator=gen, dtype=torch.float32).mul_(2).sub_(1)
         return g * (1 + scale * u.to(device=g.device, dtype=g.dtype))
@@ -45,8 +49,15 @@ class _FixedBackward(torch.autograd.Function):
     """Runs ``fn`` exactly; its backward is the true one with the produced gradients fixed up."""
 
     @staticmethod
-    def forward(ctx: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                box: list[Any], fix: GradFix, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def forward(
+        ctx: Any,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        box: list[Any],
+        fix: GradFix,
+        *tensors: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
         paths = [p for p, _ in tensor_leaves(args)]
         inner = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
         with torch.enable_grad():
@@ -60,8 +71,11 @@ class _FixedBackward(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
         pairs = [(o, g) for o, g in zip(ctx.outs, grads, strict=True) if g is not None and o.requires_grad]
         wanted = [t for t in ctx.inner if t.requires_grad]
-        produced = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
-                                            allow_unused=True) if pairs and wanted else ())
+        produced = iter(
+            torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True)
+            if pairs and wanted
+            else ()
+        )
         detached = [t.detach() for t in ctx.inner]
         result = []
         for position, t in enumerate(ctx.inner):
@@ -90,8 +104,9 @@ def faulty(fn: Callable[..., Any], scale: float = 1.0, seed: int = 0) -> Callabl
 
 
 @contextmanager
-def replaced(owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
-             ) -> Iterator[Callable[..., Any]]:
+def replaced(
+    owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Iterator[Callable[..., Any]]:
     """Replace ``owner.attr`` by ``make(true function)``, under the dumper's wrapper when it is
     installed; restore it on the way out."""
     current = getattr(owner, attr)
@@ -117,7 +132,8 @@ def replaced(owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callabl
                 delattr(owner, attr)
 
 
-def faulty_backward(owner: Any, attr: str, scale: float = 1.0, seed: int = 0
-                    ) -> AbstractContextManager[Callable[..., Any]]:
+def faulty_backward(
+    owner: Any, attr: str, scale: float = 1.0, seed: int = 0
+) -> AbstractContextManager[Callable[..., Any]]:
     """Replace ``owner.attr`` (e.g. ``torch._VF``, ``"lstm"``) by :func:`faulty` of it, then restore."""
     return replaced(owner, attr, lambda fn: faulty(fn, scale, seed))

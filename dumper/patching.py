@@ -25,8 +25,9 @@ TLS = _Tls()
 class Session(Protocol):
     disable_dropout: bool
 
-    def call(self, target: ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any: ...
+    def call(
+        self, target: ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
 
     def dropout_forced(self, target: ApiTarget) -> None: ...
 
@@ -58,6 +59,7 @@ class Slot:
 
 def _silent_wrapper(slot: Slot) -> Callable[..., Any]:
     """A call never recorded, whose inner calls are not recorded either."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if TLS.inside:
             return slot.original(*args, **kwargs)
@@ -66,11 +68,13 @@ def _silent_wrapper(slot: Slot) -> Callable[..., Any]:
             return slot.original(*args, **kwargs)
         finally:
             TLS.inside = False
+
     return wrapper
 
 
 def _dropout_wrapper(target: ApiTarget, slot: Slot, position: int) -> Callable[..., Any]:
     """A dropout call, made with p=0 while the session disables dropout, recorded as any call."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         session = STATE.session
         if session is None:
@@ -82,6 +86,7 @@ def _dropout_wrapper(target: ApiTarget, slot: Slot, position: int) -> Callable[.
         if TLS.inside:
             return slot.original(*args, **kwargs)
         return session.call(target, slot.original, args, kwargs)
+
     return wrapper
 
 
@@ -91,6 +96,7 @@ def _recording_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
         if session is None or TLS.inside:
             return slot.original(*args, **kwargs)
         return session.call(target, slot.original, args, kwargs)
+
     return wrapper
 
 

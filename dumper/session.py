@@ -113,8 +113,15 @@ def _mutates_first(target: catalog.ApiTarget, args: tuple[Any, ...], kwargs: dic
 class DumpSession:
     """State shared by the wrappers while a :class:`dumper.PrecisionDebugger` is dumping."""
 
-    def __init__(self, config: DumpConfig, dump_path: Path, steps: list[int], rank: int | None,
-                 model: torch.nn.Module | None, ranks: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        config: DumpConfig,
+        dump_path: Path,
+        steps: list[int],
+        rank: int | None,
+        model: torch.nn.Module | None,
+        ranks: frozenset[int] | None = None,
+    ) -> None:
         self.config = config
         self.dump_path = dump_path
         self.steps = steps
@@ -152,8 +159,9 @@ class DumpSession:
         if not self._rank_selected():
             return
         if self._failed is not None:
-            self._once("failed", logging.WARNING, "dumper: not dumping (an earlier write failed: %s)",
-                       self._failed)
+            self._once(
+                "failed", logging.WARNING, "dumper: not dumping (an earlier write failed: %s)", self._failed
+            )
             return
         if STATE.session is not None:
             log.warning("dumper: another PrecisionDebugger is dumping; stop() it before starting this one")
@@ -163,8 +171,12 @@ class DumpSession:
             atexit.register(self.stop)
             self._atexit = True
         if self.disable_dropout:
-            self._once("dropout", logging.INFO, "dumper: dropout runs with p=0 while dumping so that two "
-                       "runs compare (configure_hook(disable_dropout=False) keeps it)")
+            self._once(
+                "dropout",
+                logging.INFO,
+                "dumper: dropout runs with p=0 while dumping so that two "
+                "runs compare (configure_hook(disable_dropout=False) keeps it)",
+            )
         patching.install(catalog.targets())
         self._modules.install()
         self._thread = threading.get_ident()
@@ -188,9 +200,14 @@ class DumpSession:
         self._seen.clear()
         if self.config.module and not self._module_hit and self._modules.names():
             seen = self._modules.names()
-            self._once("module-miss", logging.WARNING, "dumper: no call ran inside module %s; the modules "
-                       "seen are %s%s", " or ".join(self.config.module), ", ".join(seen[:12]),
-                       f" (+{len(seen) - 12} more)" if len(seen) > 12 else "")
+            self._once(
+                "module-miss",
+                logging.WARNING,
+                "dumper: no call ran inside module %s; the modules seen are %s%s",
+                " or ".join(self.config.module),
+                ", ".join(seen[:12]),
+                f" (+{len(seen) - 12} more)" if len(seen) > 12 else "",
+            )
 
     def next_step(self) -> None:
         """Next step; dumping goes on (or starts, if now in the step list) when it was on."""
@@ -256,18 +273,23 @@ class DumpSession:
                     STATE.session = None
                 return False
             assert self._daemon is not None and self.rank_dir is not None
-            self._daemon.open(self.rank_dir, self.config.mode, not self.config.writes_npy,
-                              fresh=not self._opened_in_step, checksums=self.config.checksums)
+            self._daemon.open(
+                self.rank_dir,
+                self.config.mode,
+                not self.config.writes_npy,
+                fresh=not self._opened_in_step,
+                checksums=self.config.checksums,
+            )
             self._writer_open = self._opened_in_step = True
             return True
 
     # -- recording ------------------------------------------------------------------------
 
-    def call(self, target: catalog.ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> Any:
+    def call(
+        self, target: catalog.ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         """Run one wrapped API call, recording it when it is ours to record."""
-        if (not self.active or threading.get_ident() != self._thread
-                or _graph_task_id() != -1):
+        if not self.active or threading.get_ident() != self._thread or _graph_task_id() != -1:
             return fn(*args, **kwargs)
         assert self._daemon is not None
         if self._daemon.failed is not None:  # the daemon said why, once; stay out of the way
@@ -310,9 +332,13 @@ class DumpSession:
             self._module_hit = True
         call = f"{target.api}_{index}"
         forward = FORWARD in cfg.directions and self._selected(f"{call}_{FORWARD}")
-        backward = (cfg.writes_tensors and BACKWARD in cfg.directions and not target.comm
-                    and torch.is_grad_enabled()
-                    and (self._scope.is_range or self._scope.static_match(f"{call}_{BACKWARD}")))
+        backward = (
+            cfg.writes_tensors
+            and BACKWARD in cfg.directions
+            and not target.comm
+            and torch.is_grad_enabled()
+            and (self._scope.is_range or self._scope.static_match(f"{call}_{BACKWARD}"))
+        )
         if not forward and not backward:
             return None
         plan = _Plan(target, index, args, forward)
@@ -323,10 +349,12 @@ class DumpSession:
             plan.capture = self._capture(leaves(args), target.api, index, FORWARD, INPUT)
         if backward:
             written = _mutates_first(target, args, kwargs)
-            taps = {p: t for p, t in tensor_leaves(args)
-                    if t.requires_grad and not (written and p[:1] == (0,))}
-            bc = BackwardCall(self, target.api, index, self._generation, plan.frames,
-                              None if forward else plan.chain)
+            taps = {
+                p: t for p, t in tensor_leaves(args) if t.requires_grad and not (written and p[:1] == (0,))
+            }
+            bc = BackwardCall(
+                self, target.api, index, self._generation, plan.frames, None if forward else plan.chain
+            )
             first = args[0] if args else None
             bc.written = written and isinstance(first, torch.Tensor) and first.requires_grad
             if taps:
@@ -335,10 +363,18 @@ class DumpSession:
             plan.backward = bc
         return plan
 
-    def _capture(self, items: Iterable[tuple[tuple[int, ...], Any]], api: str, index: int,
-                 direction: str, kind: str, capture: CallCapture | None = None) -> CallCapture:
-        cap = capture or CallCapture(self.config.filter_on, self.config.writes_npy, self._seen,
-                                     self.config.checksums)
+    def _capture(
+        self,
+        items: Iterable[tuple[tuple[int, ...], Any]],
+        api: str,
+        index: int,
+        direction: str,
+        kind: str,
+        capture: CallCapture | None = None,
+    ) -> CallCapture:
+        cap = capture or CallCapture(
+            self.config.filter_on, self.config.writes_npy, self._seen, self.config.checksums
+        )
         for path, value in items:
             if value is not None:
                 cap.add(entry_name(api, index, direction, kind, path), value)
@@ -347,13 +383,22 @@ class DumpSession:
     def _finish(self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         cfg, target = self.config, plan.target
         single = isinstance(out, torch.Tensor)
-        pending = PendingCall(target.api, plan.index, target.qualname, frozen(args), frozen(kwargs),
-                              0 if _mutates_first(target, args, kwargs) else None,
-                              current_state(args, self._modules.training))
+        pending = PendingCall(
+            target.api,
+            plan.index,
+            target.qualname,
+            frozen(args),
+            frozen(kwargs),
+            0 if _mutates_first(target, args, kwargs) else None,
+            current_state(args, self._modules.training),
+        )
         bc = plan.backward
         if bc is not None:
-            outs = [(p, t) for p, t in tensor_leaves(out, (0,) if single else ())
-                    if t.requires_grad and t.grad_fn is not None]
+            outs = [
+                (p, t)
+                for p, t in tensor_leaves(out, (0,) if single else ())
+                if t.requires_grad and t.grad_fn is not None
+            ]
             if outs:
                 bc.out_paths = [p for p, _ in outs]
                 hook_outputs([t for _, t in outs], bc.on_output_grads)
@@ -371,8 +416,14 @@ class DumpSession:
         if self._ensure_open(args, out):
             self._put(capture, f"{plan.call}_{FORWARD}", plan.frames, plan.chain, pending)
 
-    def _put(self, capture: CallCapture | None, call: str, frames: Frames | None,
-             chain: ModuleChain | None, pending: PendingCall | None) -> None:
+    def _put(
+        self,
+        capture: CallCapture | None,
+        call: str,
+        frames: Frames | None,
+        chain: ModuleChain | None,
+        pending: PendingCall | None,
+    ) -> None:
         assert self._daemon is not None
         record = CallRecord(capture.finish() if capture is not None else [], call=pending)
         if frames is not None:
@@ -381,8 +432,9 @@ class DumpSession:
             record.modules = (call.rsplit("_", 1)[0], chain)
         self._daemon.put(record)
 
-    def record_backward(self, bc: BackwardCall, kind: str, paths: list[tuple[int, ...]], grads: Any,
-                        last: bool) -> None:
+    def record_backward(
+        self, bc: BackwardCall, kind: str, paths: list[tuple[int, ...]], grads: Any, last: bool
+    ) -> None:
         """Write the gradients of one side of a call's backward (any autograd thread)."""
         if not self.active or bc.generation != self._generation:
             return
@@ -408,8 +460,9 @@ class DumpSession:
             TLS.inside = inside
 
     def dropout_forced(self, target: catalog.ApiTarget) -> None:
-        self._once(f"dropout:{target.api}", logging.INFO, "dumper: %s ran with p=0 (disable_dropout)",
-                   target.api)
+        self._once(
+            f"dropout:{target.api}", logging.INFO, "dumper: %s ran with p=0 (disable_dropout)", target.api
+        )
 
     def _once(self, key: str, level: int, msg: str, *args: Any) -> None:
         if key not in self._logged:

@@ -39,8 +39,11 @@ def _version(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     _version(p)
-    p.add_argument("npu", metavar="NPU_DIR",
-                   help="NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json")
+    p.add_argument(
+        "npu",
+        metavar="NPU_DIR",
+        help="NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json",
+    )
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
@@ -52,16 +55,25 @@ def _common(p: argparse.ArgumentParser) -> None:
         "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
         "that survives extra/missing calls",
     )
-    p.add_argument("--summary", action="store_true",
-                   help="compare statistics only, even if tensor files exist")
-    p.add_argument("--format", choices=CSV_DIALECTS, default=None,
-                   help="the CSV's columns: ptdbg_ascend's or msprobe's (default: the NPU dump's format)")
+    p.add_argument(
+        "--summary", action="store_true", help="compare statistics only, even if tensor files exist"
+    )
+    p.add_argument(
+        "--format",
+        choices=CSV_DIALECTS,
+        default=None,
+        help="the CSV's columns: ptdbg_ascend's or msprobe's (default: the NPU dump's format)",
+    )
     p.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)"
     )
-    p.add_argument("--cluster", default=None, metavar="ADDRESS",
-                   help="compare on a Dask cluster: a scheduler's tcp://host:port, or local:N for N local "
-                   'worker processes (needs pip install "ptdbg-tui[cluster]")')
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="compare on a Dask cluster: a scheduler's tcp://host:port, or local:N for N local "
+        'worker processes (needs pip install "ptdbg-tui[cluster]")',
+    )
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -73,9 +85,12 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where the CSV goes (default: .)")
     p.add_argument("--stack", action="store_true", help="add the NPU_Stack_Info column")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("--replay", action="store_true",
-                   help="re-run the suspects and the calls up to the first failing row in float64 on each "
-                   "side's own recorded inputs, to prove a kernel wrong (needs torch: the dump extra)")
+    p.add_argument(
+        "--replay",
+        action="store_true",
+        help="re-run the suspects and the calls up to the first failing row in float64 on each "
+        "side's own recorded inputs, to prove a kernel wrong (needs torch: the dump extra)",
+    )
     _replay_options(p)
     return p
 
@@ -85,11 +100,17 @@ REPLAY_BUDGET_S = 60.0
 
 
 def _replay_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--replay-budget", type=float, default=REPLAY_BUDGET_S, metavar="SECONDS",
-                   help="the most time the replay may take, in all; in the app, each time the comparison "
-                   "settles (default: 60; 0: in the app, only the calls r asks for)")
-    p.add_argument("--replay-top", type=int, default=10, metavar="K",
-                   help="suspects replayed first (default: 10)")
+    p.add_argument(
+        "--replay-budget",
+        type=float,
+        default=REPLAY_BUDGET_S,
+        metavar="SECONDS",
+        help="the most time the replay may take, in all; in the app, each time the comparison "
+        "settles (default: 60; 0: in the app, only the calls r asks for)",
+    )
+    p.add_argument(
+        "--replay-top", type=int, default=10, metavar="K", help="suspects replayed first (default: 10)"
+    )
 
 
 def replay_parser() -> argparse.ArgumentParser:
@@ -103,14 +124,28 @@ def replay_parser() -> argparse.ArgumentParser:
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark dump, same forms")
     p.add_argument("--step", type=int, default=None, help="this step only")
     p.add_argument("--rank", type=int, default=None, help="this (NPU) rank only")
-    p.add_argument("--call", nargs="+", default=None, metavar="NAME",
-                   help="these calls (e.g. Functional_gelu_0_forward); default: the suspects, then the calls "
-                   "up to the first failing row, then the failing ones")
+    p.add_argument(
+        "--call",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="these calls (e.g. Functional_gelu_0_forward); default: the suspects, then the calls "
+        "up to the first failing row, then the failing ones",
+    )
     p.add_argument("--top", type=int, default=10, metavar="K", help="suspects replayed first (default: 10)")
-    p.add_argument("--budget", type=float, default=60.0, metavar="SECONDS",
-                   help="the most time the replay may take, in all (default: 60)")
-    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto",
-                   help="pairing of entries (as compare)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the most time the replay may take, in all (default: 60)",
+    )
+    p.add_argument(
+        "--match",
+        choices=("auto", "exact", "fuzzy", "align"),
+        default="auto",
+        help="pairing of entries (as compare)",
+    )
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where replay_<ts>.csv goes")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes of the compare")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -127,19 +162,39 @@ def narrow_parser() -> argparse.ArgumentParser:
     p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level")
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--call", metavar="NAME", help="narrow to this call (as the report names it: "
-                        "VF_lstm_0_backward, Functional.silu.0.forward)")
+    target.add_argument(
+        "--call",
+        metavar="NAME",
+        help="narrow to this call (as the report names it: VF_lstm_0_backward, Functional.silu.0.forward)",
+    )
     target.add_argument("--module", metavar="PATH", help="narrow to this module path (track.lstm)")
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
-    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto",
-                   help="pairing of entries (as ptdbg-tui compare)")
-    p.add_argument("-o", "--output", metavar="FILE", default=None,
-                   help="the config file (default: ./narrow_<module or call>.json)")
-    p.add_argument("--dump-path", metavar="DIR", default=None,
-                   help="where the commands dump: DIR/npu and DIR/bench (default: FILE without .json)")
-    p.add_argument("--script", default=None, help="the training script named in the commands (default: "
-                   "the one the culprit's stack starts in, else SCRIPT)")
+    p.add_argument(
+        "--match",
+        choices=("auto", "exact", "fuzzy", "align"),
+        default="auto",
+        help="pairing of entries (as ptdbg-tui compare)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="the config file (default: ./narrow_<module or call>.json)",
+    )
+    p.add_argument(
+        "--dump-path",
+        metavar="DIR",
+        default=None,
+        help="where the commands dump: DIR/npu and DIR/bench (default: FILE without .json)",
+    )
+    p.add_argument(
+        "--script",
+        default=None,
+        help="the training script named in the commands (default: "
+        "the one the culprit's stack starts in, else SCRIPT)",
+    )
     return p
 
 
@@ -153,15 +208,22 @@ def repro_parser() -> argparse.ArgumentParser:
     )
     _version(p)
     p.add_argument("npu", metavar="NPU_DUMP", help="NPU dump (ptdbg or msprobe), any level, with tensors")
-    p.add_argument("call", metavar="CALL",
-                   help="the call: VF_lstm_0_backward, Functional.gelu.0.forward (a call's key or one of its "
-                   "entries also names it)")
+    p.add_argument(
+        "call",
+        metavar="CALL",
+        help="the call: VF_lstm_0_backward, Functional.gelu.0.forward (a call's key or one of its "
+        "entries also names it)",
+    )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="where repro.py and repro_data.pt go")
     p.add_argument("--step", type=int, default=None, help="the dump of this step")
     p.add_argument("--rank", type=int, default=None, help="the dump of this rank")
-    p.add_argument("--device", choices=("cpu", "cuda", "npu"), default="cpu",
-                   help="where the script re-runs the call in the recorded dtype, when the machine has one "
-                   "(default: cpu; python repro.py --device changes it)")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "npu"),
+        default="cpu",
+        help="where the script re-runs the call in the recorded dtype, when the machine has one "
+        "(default: cpu; python repro.py --device changes it)",
+    )
     return p
 
 
@@ -170,10 +232,10 @@ def app_parser() -> argparse.ArgumentParser:
         prog="ptdbg-tui",
         # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
-              "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
-              "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
-              "(the next dump's config)\n"
-              "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
+        "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
+        "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
+        "(the next dump's config)\n"
+        "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
         "'ptdbg-tui repro --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
@@ -235,8 +297,10 @@ def summary_text(o: PairOutcome) -> str:
     noise = sum(1 for r in o.rows if r.noise and not r.matched)
     own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
     of_them = own if noise else ""
-    lines = [f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
-             f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"]
+    lines = [
+        f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
+        f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
+    ]
     if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
         lines.append(f"  No verdict: {o.no_verdict}")
     if o.match_note:
@@ -246,8 +310,10 @@ def summary_text(o: PairOutcome) -> str:
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
-            lines.append(f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
-                         f"{where}{bad[0].reason}")
+            lines.append(
+                f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
+                f"{where}{bad[0].reason}"
+            )
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
         lines.append(f"  suspects: {suspects_path(o.csv)}")
@@ -269,7 +335,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
         lines.append(f"    module: {module}")
     if site is not None and site.source:
         lines.append(f"    source: {site.source.strip()}")
-    for k, s in enumerate(d.suspects[1:REPORT_SUSPECTS + 1], start=2):
+    for k, s in enumerate(d.suspects[1 : REPORT_SUSPECTS + 1], start=2):
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.finding}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
@@ -372,8 +438,17 @@ def run_compare(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
     try:
-        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
-                                 summary=args.summary, jobs=args.jobs, cluster=args.cluster, progress=bar)
+        outcomes = compare_dumps(
+            args.npu,
+            args.bench,
+            step=args.step,
+            rank=args.rank,
+            match=args.match,
+            summary=args.summary,
+            jobs=args.jobs,
+            cluster=args.cluster,
+            progress=bar,
+        )
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (CompareInputError, ClusterError))
     finally:
@@ -397,9 +472,15 @@ def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> i
 
     try:
         for o in outcomes:
-            o.csv = write_pair_csv(o.rows, args.output, o.npu, args.format, stack_mode=args.stack,
-                                   summary=o.summary,
-                                   suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "")
+            o.csv = write_pair_csv(
+                o.rows,
+                args.output,
+                o.npu,
+                args.format,
+                stack_mode=args.stack,
+                summary=o.summary,
+                suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
+            )
             write_suspects(o.diagnosis, o.csv)
             o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
@@ -417,15 +498,17 @@ def run_replay(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui replay"
     try:
         require_torch()
-        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
-                                 jobs=args.jobs)
+        outcomes = compare_dumps(
+            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, jobs=args.jobs
+        )
     except (ReplayUnavailable, CompareInputError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     progress = _Counter(sys.stderr, not args.no_progress)
     try:
-        done = replay_outcomes(outcomes, budget_s=args.budget, top=args.top, calls=args.call,
-                               progress=progress)
+        done = replay_outcomes(
+            outcomes, budget_s=args.budget, top=args.top, calls=args.call, progress=progress
+        )
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -453,8 +536,9 @@ def run_repro(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui repro"
     try:
         require_torch()
-        written = repro_of_dump(args.npu, args.call, args.output, step=args.step, rank=args.rank,
-                                device=args.device)
+        written = repro_of_dump(
+            args.npu, args.call, args.output, step=args.step, rank=args.rank, device=args.device
+        )
     except CannotReplay as e:
         print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -511,8 +595,9 @@ def run_narrow(args: argparse.Namespace) -> int:
 
     prog = "ptdbg-tui narrow"
     try:
-        outcomes = compare_dumps(args.npu, args.bench, step=args.step, rank=args.rank, match=args.match,
-                                 summary=True, jobs=1)
+        outcomes = compare_dumps(
+            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True, jobs=1
+        )
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (CompareInputError, NarrowError))
@@ -534,9 +619,18 @@ def run_narrow(args: argparse.Namespace) -> int:
 def options_from(args: argparse.Namespace) -> LiveOptions:
     from ptdbg_tui.engine.live import LiveOptions
 
-    return LiveOptions(step=args.step, rank=args.rank, match=args.match, summary=args.summary,
-                       jobs=max(1, args.jobs), watch=not args.no_watch, poll=args.poll, cluster=args.cluster,
-                       replay_budget_s=max(0.0, args.replay_budget), replay_top=args.replay_top)
+    return LiveOptions(
+        step=args.step,
+        rank=args.rank,
+        match=args.match,
+        summary=args.summary,
+        jobs=max(1, args.jobs),
+        watch=not args.no_watch,
+        poll=args.poll,
+        cluster=args.cluster,
+        replay_budget_s=max(0.0, args.replay_budget),
+        replay_top=args.replay_top,
+    )
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -572,8 +666,10 @@ def set_theme(app: App, theme: str | None) -> bool:
     if theme is None:
         return True
     if app.get_theme(theme) is None:
-        print(f"ptdbg-tui: unknown theme {theme!r}; available: {', '.join(sorted(app.available_themes))}",
-              file=sys.stderr)
+        print(
+            f"ptdbg-tui: unknown theme {theme!r}; available: {', '.join(sorted(app.available_themes))}",
+            file=sys.stderr,
+        )
         return False
     app.theme = theme
     return True
@@ -585,8 +681,11 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         npu, bench = write_demo(args.dir)
     except ImportError as e:
-        print(f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
-              "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'", file=sys.stderr)
+        print(
+            f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
+            "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'",
+            file=sys.stderr,
+        )
         return EXIT_MISSING_TORCH
     print(f"NPU dump:   {npu}\nbench dump: {bench}")
     if args.no_app:

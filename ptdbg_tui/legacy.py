@@ -1,8 +1,8 @@
 """The original's ``compare()`` API, for scripts written against ptdbg_ascend::
 
-    from ptdbg_tui.legacy import compare
-    compare({"npu_pkl_path": ..., "bench_pkl_path": ...,
-             "npu_dump_data_dir": ..., "bench_dump_data_dir": ...}, "./out")
+from ptdbg_tui.legacy import compare
+compare({"npu_pkl_path": ..., "bench_pkl_path": ...,
+         "npu_dump_data_dir": ..., "bench_dump_data_dir": ...}, "./out")
 """
 
 from __future__ import annotations
@@ -39,8 +39,14 @@ def _data_dir(value: Any, side: str) -> Path | None:
     return path
 
 
-def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], stack_mode: bool = False,
-            auto_analyze: bool = True, fuzzy_match: bool = False, **kw: Any) -> str:
+def compare(
+    input_param: dict[str, Any],
+    output_path: str | os.PathLike[str],
+    stack_mode: bool = False,
+    auto_analyze: bool = True,
+    fuzzy_match: bool = False,
+    **kw: Any,
+) -> str:
     """``ptdbg_ascend.compare`` call shape; returns the CSV path.
 
     As the original, statistics-only mode is used unless both data dirs are given, and with
@@ -55,8 +61,9 @@ def compare(input_param: dict[str, Any], output_path: str | os.PathLike[str], st
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     check_match(match)
     (outcome,) = compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
-    outcome.csv = write_csv(outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary,
-                            suffix=kw.get("suffix", ""))
+    outcome.csv = write_csv(
+        outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary, suffix=kw.get("suffix", "")
+    )
     write_suspects(outcome.diagnosis, outcome.csv)
     if auto_analyze and not outcome.summary:
         outcome.advisor = write_advisor(outcome.rows, outcome.diagnosis, outcome.csv, outcome.no_verdict)

@@ -72,8 +72,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         # as a user writes them (``ptdbg-tui demo``): the stacks start where theirs do, not in this script
         root = Path(tmp) / "demo"
-        subprocess.run([sys.executable, "-m", "ptdbg_tui", "demo", str(root), "--no-app"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "ptdbg_tui", "demo", str(root), "--no-app"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         npu, bench = root / "npu", root / "cpu"
         svgs = asyncio.run(_shoot(npu, bench, SHOTS))
     for name, svg in svgs.items():

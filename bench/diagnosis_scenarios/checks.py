@@ -42,8 +42,9 @@ class Side:
         """Entry name -> (dtype, the value of a Python scalar, else None)."""
         if (step, rank) not in self._records:
             tensors = read_dump(self.dumps[step, rank]).tensors
-            self._records[step, rank] = {r.name: (r.dtype, r.stats[0] if r.is_scalar else None)
-                                         for r in tensors}
+            self._records[step, rank] = {
+                r.name: (r.dtype, r.stats[0] if r.is_scalar else None) for r in tensors
+            }
         return self._records[step, rank]
 
     def names(self, step: int, rank: int, pattern: str) -> list[str]:
@@ -88,14 +89,20 @@ def _fmt(x: float) -> str:
     return f"{x:.2g}"
 
 
-def error_between(step: int, pattern: str, low: float = 0.0, high: float = math.inf, rank: int = 0,
-                  why: str = "") -> Check:
+def error_between(
+    step: int, pattern: str, low: float = 0.0, high: float = math.inf, rank: int = 0, why: str = ""
+) -> Check:
     """The relative error of ``pattern`` at (step, rank) lies in [low, high)."""
 
     def check(pair: Pair) -> Iterator[Fact]:
         e = pair.error(step, rank, pattern)
-        bounds = f">= {_fmt(low)}" if math.isinf(high) else f"< {_fmt(high)}" if low == 0 else \
-            f"in [{_fmt(low)}, {_fmt(high)})"
+        bounds = (
+            f">= {_fmt(low)}"
+            if math.isinf(high)
+            else f"< {_fmt(high)}"
+            if low == 0
+            else f"in [{_fmt(low)}, {_fmt(high)})"
+        )
         where = f"step{step}" + (f"/rank{rank}" if rank else "")
         because = f" ({why})" if why else ""
         yield Fact(low <= e < high, f"{where} {pattern}: error {_fmt(e)} {bounds}{because}")
@@ -116,7 +123,7 @@ def finite(pair: Pair, skip: Sequence[str] = ()) -> Iterator[Fact]:
     ``skip`` (uninitialised memory) are not read."""
     bad = []
     for side, name in ((pair.npu, "npu"), (pair.bench, "bench")):
-        for (step, rank) in side.dumps:
+        for step, rank in side.dumps:
             for n in side.records(step, rank):
                 if any(fnmatch.fnmatchcase(n, p) for p in skip):
                     continue
@@ -162,8 +169,10 @@ def has_call(step: int, pattern: str, rank: int = 0, side: str = "npu", why: str
 
     def check(pair: Pair) -> Iterator[Fact]:
         found = (pair.npu if side == "npu" else pair.bench).names(step, rank, pattern)
-        yield Fact(bool(found), f"step{step} {side} dump has {pattern}: {len(found)} entries"
-                   + (f" ({why})" if why else ""))
+        yield Fact(
+            bool(found),
+            f"step{step} {side} dump has {pattern}: {len(found)} entries" + (f" ({why})" if why else ""),
+        )
 
     return check
 
@@ -178,8 +187,9 @@ def calls_more_on_npu(step: int, pattern: str, more: int) -> Check:
     return check
 
 
-def departs_from_peers(step: int, entry: str, ranks: Sequence[int], departing: Sequence[int],
-                       high: float = 1e-6) -> Check:
+def departs_from_peers(
+    step: int, entry: str, ranks: Sequence[int], departing: Sequence[int], high: float = 1e-6
+) -> Check:
     """Within the NPU run, ``entry`` (a collective's output, equal on every rank) is the same on
     every rank but ``departing``, which differ from the first other rank by more than ``high``."""
 
@@ -189,7 +199,10 @@ def departs_from_peers(step: int, entry: str, ranks: Sequence[int], departing: S
         errors = {r: relative(pair.npu.value(step, r, entry), theirs) for r in ranks}
         ok = all((e > high) == (r in departing) for r, e in errors.items())
         shown = ", ".join(f"rank{r} {_fmt(e)}" for r, e in errors.items())
-        yield Fact(ok, f"step{step} NPU {entry} against rank{base}'s: {shown} (only "
-                   f"{', '.join(f'rank{r}' for r in departing) or 'none'} above {_fmt(high)})")
+        yield Fact(
+            ok,
+            f"step{step} NPU {entry} against rank{base}'s: {shown} (only "
+            f"{', '.join(f'rank{r}' for r in departing) or 'none'} above {_fmt(high)})",
+        )
 
     return check

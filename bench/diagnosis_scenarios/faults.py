@@ -128,8 +128,9 @@ def part(corrupt: Corrupt, index: Any) -> Corrupt:
 
 
 @recomputed
-def softmax_without_max_shift(fn: Api, x: torch.Tensor, dim: int | None = None, *args: Any,
-                              **kwargs: Any) -> torch.Tensor:
+def softmax_without_max_shift(
+    fn: Api, x: torch.Tensor, dim: int | None = None, *args: Any, **kwargs: Any
+) -> torch.Tensor:
     """``exp(x) / sum(exp(x))`` without subtracting the row maximum first: a row holding a logit
     above ~88 overflows to inf/inf = NaN in float32."""
     e = torch.exp(x)
@@ -159,8 +160,9 @@ def inplace_not_written(fn: Api) -> Api:
 
 
 @recomputed
-def affine_dropped(fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None,
-                   eps: float = 1e-5) -> torch.Tensor:
+def affine_dropped(
+    fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> torch.Tensor:
     """``layer_norm`` that ignores its weight and bias (a fused kernel dropping the affine step)."""
     return fn(x, shape, None, None, eps)
 
@@ -190,8 +192,11 @@ def tanh_approximation(fn: Api) -> Api:
 def zero_row(token: int) -> Make:
     """``embedding`` returning zeros for one token id (a range check that drops the first id of a
     vocabulary shard)."""
-    return recomputed(lambda fn, tokens, weight, *args, **kwargs:
-                      fn(tokens, weight, *args, **kwargs) * (tokens != token).unsqueeze(-1))
+    return recomputed(
+        lambda fn, tokens, weight, *args, **kwargs: (
+            fn(tokens, weight, *args, **kwargs) * (tokens != token).unsqueeze(-1)
+        )
+    )
 
 
 def carry_dropped(tile: int) -> Make:
@@ -219,9 +224,17 @@ def _per_channel_affine(out: torch.Tensor, weight: Any, bias: Any) -> torch.Tens
 
 
 @recomputed
-def unbiased_variance(fn: Api, x: torch.Tensor, running_mean: Any, running_var: Any, weight: Any = None,
-                      bias: Any = None, training: bool = False, momentum: float = 0.1,
-                      eps: float = 1e-5) -> torch.Tensor:
+def unbiased_variance(
+    fn: Api,
+    x: torch.Tensor,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
     """Training-mode ``batch_norm`` normalising by the unbiased batch variance (n - 1) instead of
     the biased one: every output (before the affine step) smaller by about 1/(2n)."""
     dims = [d for d in range(x.dim()) if d != 1]
@@ -231,8 +244,9 @@ def unbiased_variance(fn: Api, x: torch.Tensor, running_mean: Any, running_var: 
 
 
 @recomputed
-def interleaved_groups(fn: Api, x: torch.Tensor, groups: int, weight: Any = None, bias: Any = None,
-                       eps: float = 1e-5) -> torch.Tensor:
+def interleaved_groups(
+    fn: Api, x: torch.Tensor, groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> torch.Tensor:
     """``group_norm`` whose groups take every ``groups``-th channel (c, c + G, c + 2G, ...) instead
     of contiguous channels: a channel-blocked layout (Ascend's NC1HWC0) read with the wrong stride."""
     channels = x.shape[1]
@@ -263,16 +277,18 @@ def label_smoothing_ignored(fn: Api) -> Api:
 # --- wrong backwards ---------------------------------------------------------------------------
 
 
-def silu_without_x_term(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                        incoming: Grads) -> torch.Tensor:
+def silu_without_x_term(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """d silu/dx = s(x) (1 + x (1 - s(x))); this kernel keeps s(x) only."""
     (g_out,) = incoming
     assert g_out is not None
     return g_out * torch.sigmoid(tensors[0])
 
 
-def gelu_without_x_term(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                        incoming: Grads) -> torch.Tensor:
+def gelu_without_x_term(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """d gelu/dx = Phi(x) + x phi(x); this kernel keeps Phi(x) only."""
     (g_out,) = incoming
     assert g_out is not None
@@ -297,8 +313,9 @@ def zero_grad(p: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming
     return torch.zeros_like(g)
 
 
-def embedding_last_write_wins(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                              incoming: Grads) -> torch.Tensor:
+def embedding_last_write_wins(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """Weight gradient written, not accumulated, per token: a row used by several tokens keeps one
     token's gradient instead of their sum (a scatter without atomic add)."""
     if position != 1:
@@ -311,8 +328,9 @@ def embedding_last_write_wins(position: int, g: torch.Tensor, tensors: Sequence[
     return wrong
 
 
-def nearest_not_accumulated(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                            incoming: Grads) -> torch.Tensor:
+def nearest_not_accumulated(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """Backward of a 2x nearest upsampling that writes instead of adding: each input pixel keeps
     the gradient of the top-left of its four output pixels instead of their sum."""
     (g_out,) = incoming
@@ -358,8 +376,9 @@ def lstm_backward_skips_first_step(fn: Api) -> Api:
     def call(x: torch.Tensor, hx: Sequence[torch.Tensor], params: Sequence[torch.Tensor], *rest: Any) -> Any:
         truncated: list[Grads] = []
 
-        def fix(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                incoming: Grads) -> torch.Tensor:
+        def fix(
+            position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+        ) -> torch.Tensor:
             if not truncated:
                 truncated.append(_truncated_grads(fn, tensors, incoming, len(hx), rest))
             got = truncated[0][position]
@@ -370,9 +389,10 @@ def lstm_backward_skips_first_step(fn: Api) -> Api:
     return call
 
 
-def _truncated_grads(fn: Api, tensors: Sequence[torch.Tensor], incoming: Grads, states: int,
-                     rest: tuple[Any, ...]) -> Grads:
-    x, hx, params = tensors[0], list(tensors[1:1 + states]), list(tensors[1 + states:])
+def _truncated_grads(
+    fn: Api, tensors: Sequence[torch.Tensor], incoming: Grads, states: int, rest: tuple[Any, ...]
+) -> Grads:
+    x, hx, params = tensors[0], list(tensors[1 : 1 + states]), list(tensors[1 + states :])
     (g_out, *_) = incoming
     assert g_out is not None
     with torch.enable_grad():

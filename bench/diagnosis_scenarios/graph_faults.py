@@ -24,10 +24,22 @@ from typing import Any
 import torch
 
 # the originals, before a dump tool wraps the module attributes
-_mul, _add, _erf, _sigmoid, _rand, _zeros_like, _sub = (torch.mul, torch.add, torch.erf, torch.sigmoid,
-                                                         torch.rand, torch.zeros_like, torch.sub)
-_detach, _requires_grad_, _gt, _to, _copy_ = (torch.Tensor.detach, torch.Tensor.requires_grad_, torch.gt,
-                                              torch.Tensor.to, torch.Tensor.copy_)
+_mul, _add, _erf, _sigmoid, _rand, _zeros_like, _sub = (
+    torch.mul,
+    torch.add,
+    torch.erf,
+    torch.sigmoid,
+    torch.rand,
+    torch.zeros_like,
+    torch.sub,
+)
+_detach, _requires_grad_, _gt, _to, _copy_ = (
+    torch.Tensor.detach,
+    torch.Tensor.requires_grad_,
+    torch.gt,
+    torch.Tensor.to,
+    torch.Tensor.copy_,
+)
 _autograd_grad = torch.autograd.grad
 
 Tensors = tuple[torch.Tensor, ...]
@@ -88,8 +100,9 @@ class _Faulty(torch.autograd.Function):
         pairs = [(o, g) for o, g in zip(ctx.outs, grads, strict=True) if o.requires_grad and g is not None]
         result: Grads = [None] * len(ctx.leaves)
         if need and pairs:
-            got = _autograd_grad([o for o, _ in pairs], [ctx.leaves[i] for i in need], [g for _, g in pairs],
-                                 allow_unused=True)
+            got = _autograd_grad(
+                [o for o, _ in pairs], [ctx.leaves[i] for i in need], [g for _, g in pairs], allow_unused=True
+            )
             for i, g in zip(need, got, strict=True):
                 result[i] = g
         if ctx.bwd is not None:
@@ -97,8 +110,9 @@ class _Faulty(torch.autograd.Function):
         return (None, *result)
 
 
-def faulty(fn: Callable[..., Any], fwd: FwdFix | None = None, bwd: BwdFix | None = None,
-           nth: int | None = None) -> Callable[..., Any]:
+def faulty(
+    fn: Callable[..., Any], fwd: FwdFix | None = None, bwd: BwdFix | None = None, nth: int | None = None
+) -> Callable[..., Any]:
     """``fn`` with a forward and/or backward fix, on its ``nth`` call only (0-based) or on all."""
     count = itertools.count()
 
@@ -268,7 +282,7 @@ def perturb_grad(position: int, scale: float, seed: int) -> BwdFix:
         g = grads[position]
         if g is not None:
             u = _to(_uniform(g.shape, seed), g.dtype)
-            grads = [*grads[:position], _mul(g, _add(_mul(u, scale), 1)), *grads[position + 1:]]
+            grads = [*grads[:position], _mul(g, _add(_mul(u, scale), 1)), *grads[position + 1 :]]
         return grads
 
     return fix

@@ -210,8 +210,9 @@ class LayerScaleMlp(nn.Module):
         super().__init__()
         self.fc1 = nn.ModuleList(nn.Linear(dim, 2 * dim) for _ in range(blocks))
         self.fc2 = nn.ModuleList(nn.Linear(2 * dim, dim) for _ in range(blocks))
-        self.gamma = nn.ParameterList(nn.Parameter(torch.empty(dim).uniform_(0.1, 1.0))
-                                      for _ in range(blocks))
+        self.gamma = nn.ParameterList(
+            nn.Parameter(torch.empty(dim).uniform_(0.1, 1.0)) for _ in range(blocks)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for fc1, fc2, gamma in zip(self.fc1, self.fc2, self.gamma, strict=True):
@@ -343,8 +344,12 @@ def tcn(side: str) -> Workload:
 
 
 def poisson_mlp(side: str) -> Workload:
-    return _w(Mlp([16, 32, 4], nn.ReLU()), torch.randn(16, 16), torch.poisson(torch.full((16, 4), 2.0)),
-              step=poisson)
+    return _w(
+        Mlp([16, 32, 4], nn.ReLU()),
+        torch.randn(16, 16),
+        torch.poisson(torch.full((16, 4), 2.0)),
+        step=poisson,
+    )
 
 
 def softplus_head(side: str) -> Workload:
@@ -414,8 +419,11 @@ def res_conv_net4(side: str) -> Workload:
 
 def sdpa_lm(side: str) -> Workload:
     tokens = torch.randint(1, VOCAB, (4, 13))
-    return Workload(TinyLm(VOCAB, depth=2, fused_attention=True, q_gain=3.0), (tokens[:, :-1], tokens[:, 1:]),
-                    language_model)
+    return Workload(
+        TinyLm(VOCAB, depth=2, fused_attention=True, q_gain=3.0),
+        (tokens[:, :-1], tokens[:, 1:]),
+        language_model,
+    )
 
 
 def lstm_tagger(side: str) -> Workload:
@@ -423,8 +431,12 @@ def lstm_tagger(side: str) -> Workload:
 
 
 def confident_nll(side: str) -> Workload:
-    return _w(Mlp([32, 64, 10], nn.ReLU(), gain=3.0), torch.randn(16, 32), torch.randint(0, 10, (16,)),
-              step=nll_scaled)
+    return _w(
+        Mlp([32, 64, 10], nn.ReLU(), gain=3.0),
+        torch.randn(16, 32),
+        torch.randint(0, 10, (16,)),
+        step=nll_scaled,
+    )
 
 
 def centered(side: str) -> Workload:
@@ -451,21 +463,24 @@ def bf16_lm(side: str) -> Workload:
 
 
 @recomputed
-def addmm_bias_dropped(fn: Api, bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
-                       **kwargs: Any) -> torch.Tensor:
+def addmm_bias_dropped(
+    fn: Api, bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, **kwargs: Any
+) -> torch.Tensor:
     """``addmm`` with beta = 0: the bias is never added (a GEMM epilogue left out)."""
     return fn(bias, a, b, beta=0)
 
 
 @recomputed
-def layer_norm_eps_1e3(fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None,
-                       eps: float = 1e-5) -> torch.Tensor:
+def layer_norm_eps_1e3(
+    fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> torch.Tensor:
     """``layer_norm`` with a hard-wired eps of 1e-3 instead of the 1e-5 asked for."""
     return fn(x, shape, weight, bias, 1e-3)
 
 
-def softplus_backward_beta_1(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                             incoming: Grads) -> torch.Tensor:
+def softplus_backward_beta_1(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """d softplus_β/dx = sigmoid(βx); this kernel ignores β (sigmoid(x))."""
     (g_out,) = incoming
     assert g_out is not None
@@ -485,15 +500,17 @@ def cat_swapped(fn: Api, tensors: Sequence[torch.Tensor], dim: int = 0) -> torch
 
 
 @recomputed
-def pad_counted(fn: Api, x: torch.Tensor, *args: Any, count_include_pad: bool = True,
-                **kwargs: Any) -> torch.Tensor:
+def pad_counted(
+    fn: Api, x: torch.Tensor, *args: Any, count_include_pad: bool = True, **kwargs: Any
+) -> torch.Tensor:
     """``avg_pool2d`` that ignores ``count_include_pad=False``: border windows divide by 9."""
     return fn(x, *args, count_include_pad=True, **kwargs)
 
 
 @recomputed
-def normalize_eps_in_sqrt(fn: Api, x: torch.Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
-                          out: Any = None) -> torch.Tensor:
+def normalize_eps_in_sqrt(
+    fn: Api, x: torch.Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None
+) -> torch.Tensor:
     """``normalize`` as ``x / sqrt(‖x‖² + 1e-4)`` (an fp16-safe epsilon inside the root)."""
     return x / torch.sqrt(x.pow(2).sum(dim, keepdim=True) + 1e-4)
 
@@ -504,8 +521,9 @@ def clamp_min_ignored(fn: Api, x: torch.Tensor, min: Any = None, max: Any = None
     return fn(x, None, max)
 
 
-def max_pool_to_top_left(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                         incoming: Grads) -> torch.Tensor:
+def max_pool_to_top_left(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """Backward of a 2x2 max pool that routes each window's gradient to its top-left element instead
     of the one the forward picked (the saved argmax indices ignored)."""
     (g_out,) = incoming
@@ -554,131 +572,223 @@ def round_up_bf16(fn: Api, *args: Any, **kwargs: Any) -> torch.Tensor:
 # --- the scenarios -------------------------------------------------------------------------------
 
 FAULTS = [
-    Scenario("ho_addmm_bias_dropped",
-             "2nd of 3 torch.addmm calls drops its bias (beta=0; biases ~U(-0.5, 0.5))",
-             addmm_mlp, truth("Torch_addmm_1_forward"),
-             install(torch, "addmm", only(addmm_bias_dropped, nth=1))),
-    Scenario("ho_baddbmm_query_grad",
-             "attention scores with torch.baddbmm(position bias, q, kᵀ): backward perturbs q's gradient "
-             "(10%)",
-             biased_attention, truth("Torch_baddbmm_0_backward"),
-             install(torch, "baddbmm", backward(on_argument(1, perturbation(0.1, 21))))),
-    Scenario("ho_layer_norm_eps_1e-3",
-             "layer_norm on activations of variance ~1e-2 uses eps 1e-3 instead of 1e-5: outputs ~4% small",
-             small_variance_ln, truth("Functional_layer_norm_0_forward"),
-             install(F, "layer_norm", layer_norm_eps_1e3)),
-    Scenario("ho_tanh_2nd_scaled_1e-3",
-             "2nd of 3 torch.tanh calls returns 1.001x its value",
-             tanh_mlp, truth("Torch_tanh_1_forward"),
-             install(torch, "tanh", only(faults.scaled(1.001), nth=1))),
-    Scenario("ho_conv1d_input_grad_10pct",
-             "2nd (dilated) conv1d's backward perturbs its input gradient (10%), weight/bias grads exact",
-             tcn, truth("Functional_conv1d_1_backward"),
-             install(F, "conv1d", only(backward(on_argument(0, perturbation(0.1, 22))), nth=1))),
-    Scenario("ho_exp_poisson_loss",
-             "torch.exp in a hand-written Poisson NLL: each element off by up to 0.3% (a fast-exp kernel)",
-             poisson_mlp, truth("Torch_exp_0_forward"),
-             install(torch, "exp", faults.noisy(0.003))),
-    Scenario("ho_softplus_backward_beta",
-             "softplus(beta=2)'s backward ignores beta: sigmoid(x) instead of sigmoid(2x)",
-             softplus_head, truth("Functional_softplus_0_backward"),
-             install(F, "softplus", backward(softplus_backward_beta_1))),
-    Scenario("ho_masked_fill_zero",
-             "causal mask's Tensor.masked_fill writes 0 instead of -1e4: the future is attended",
-             causal_attention, truth("Tensor_masked_fill_0_forward"),
-             install(torch.Tensor, "masked_fill", fill_with_zero)),
-    Scenario("ho_cat_swapped",
-             "torch.cat of two 16-feature branches returns them in the wrong order",
-             two_branch, truth("Torch_cat_0_forward"),
-             install(torch, "cat", cat_swapped)),
-    Scenario("ho_avg_pool_count_include_pad",
-             "avg_pool2d(3, stride 1, pad 1) ignores count_include_pad=False: border windows divide by 9",
-             avg_pool_net, truth("Functional_avg_pool2d_0_forward"),
-             install(F, "avg_pool2d", pad_counted)),
-    Scenario("ho_normalize_eps_in_sqrt",
-             "F.normalize as x / sqrt(|x|^2 + 1e-4) on features of norm ~0.3 (and on prototypes of norm ~6)",
-             cosine_classifier, truth("Functional_normalize_0_forward", "Functional_normalize_1_forward"),
-             install(F, "normalize", normalize_eps_in_sqrt)),
-    Scenario("ho_clamp_min_ignored",
-             "torch.clamp(logits, -5, 5) applies the upper bound only: the cap binds rarely, 2-3 of 320 "
-             "logits below -5 come out unclamped (off by up to 1.7)",
-             lambda side: capped_logits(5.0), truth("Torch_clamp_0_forward"),
-             install(torch, "clamp", clamp_min_ignored)),
-    Scenario("ho_clamp_min_ignored_often",
-             "torch.clamp(logits, -1.5, 1.5) applies the upper bound only: ~20% of the logits unclamped",
-             lambda side: capped_logits(1.5), truth("Torch_clamp_0_forward"),
-             install(torch, "clamp", clamp_min_ignored)),
-    Scenario("ho_bmm_weight_grad_only",
-             "grouped linear with torch.bmm: backward perturbs the weight gradient (5%), input grad exact",
-             grouped_linear, truth("Torch_bmm_0_backward"),
-             install(torch, "bmm", backward(on_argument(1, perturbation(0.05, 23))))),
-    Scenario("ho_silu_3rd_of_5_2pct",
-             "3rd of 5 F.silu calls off by up to 2% per element",
-             silu_mlp5, truth("Functional_silu_2_forward"),
-             install(F, "silu", only(faults.noisy(0.02), nth=2))),
-    Scenario("ho_layer_scale_mul_1.001",
-             "2nd of 3 layer-scale torch.mul calls returns 1.001x (a scalar scale off by 0.1%)",
-             layer_scale, truth("Torch_mul_1_forward"),
-             install(torch, "mul", only(faults.scaled(1.001), nth=1))),
-    Scenario("ho_max_pool_backward_top_left",
-             "max_pool2d(2)'s backward routes every window's gradient to its top-left element",
-             conv_pool_net, truth("Functional_max_pool2d_0_backward"),
-             install(F, "max_pool2d", backward(max_pool_to_top_left))),
-    Scenario("ho_residual_branch_input_grad_zero",
-             "2nd block's fc2 (4th linear) returns a zero input gradient; its weight/bias grads exact and "
-             "the skip connection carries most of the gradient on",
-             res_mlp, truth("Functional_linear_3_backward"),
-             install(F, "linear", only(backward(on_argument(0, faults.zero_grad)), nth=3))),
-    Scenario("ho_fp16_silu_3rd_of_5_2pct",
-             "whole NPU run in fp16; 3rd of 5 F.silu calls off by up to 2% per element (~40 fp16 ulps)",
-             silu_mlp5, truth("Functional_silu_2_forward"),
-             install(F, "silu", only(faults.noisy(0.02), nth=2)), npu_dtype=torch.float16),
-    Scenario("ho_relu_last_tile_unprocessed",
-             "1st F.relu (1,040 elements, tiles of 256) never processes its last partial tile: 16 elements "
-             "keep their input, ~8 negative ones pass through",
-             wide_relu_mlp, truth("Functional_relu_0_forward"),
-             install(F, "relu", only(tail_unprocessed(256), nth=0))),
-    Scenario("ho_topk_router_drops_second",
-             "MoE router's torch.topk(k=2) returns the 1st and 3rd largest logits and their experts",
-             moe, truth("Torch_topk_0_forward", "Torch_topk_0_backward"),
-             install(torch, "topk", topk_skips_second)),
+    Scenario(
+        "ho_addmm_bias_dropped",
+        "2nd of 3 torch.addmm calls drops its bias (beta=0; biases ~U(-0.5, 0.5))",
+        addmm_mlp,
+        truth("Torch_addmm_1_forward"),
+        install(torch, "addmm", only(addmm_bias_dropped, nth=1)),
+    ),
+    Scenario(
+        "ho_baddbmm_query_grad",
+        "attention scores with torch.baddbmm(position bias, q, kᵀ): backward perturbs q's gradient (10%)",
+        biased_attention,
+        truth("Torch_baddbmm_0_backward"),
+        install(torch, "baddbmm", backward(on_argument(1, perturbation(0.1, 21)))),
+    ),
+    Scenario(
+        "ho_layer_norm_eps_1e-3",
+        "layer_norm on activations of variance ~1e-2 uses eps 1e-3 instead of 1e-5: outputs ~4% small",
+        small_variance_ln,
+        truth("Functional_layer_norm_0_forward"),
+        install(F, "layer_norm", layer_norm_eps_1e3),
+    ),
+    Scenario(
+        "ho_tanh_2nd_scaled_1e-3",
+        "2nd of 3 torch.tanh calls returns 1.001x its value",
+        tanh_mlp,
+        truth("Torch_tanh_1_forward"),
+        install(torch, "tanh", only(faults.scaled(1.001), nth=1)),
+    ),
+    Scenario(
+        "ho_conv1d_input_grad_10pct",
+        "2nd (dilated) conv1d's backward perturbs its input gradient (10%), weight/bias grads exact",
+        tcn,
+        truth("Functional_conv1d_1_backward"),
+        install(F, "conv1d", only(backward(on_argument(0, perturbation(0.1, 22))), nth=1)),
+    ),
+    Scenario(
+        "ho_exp_poisson_loss",
+        "torch.exp in a hand-written Poisson NLL: each element off by up to 0.3% (a fast-exp kernel)",
+        poisson_mlp,
+        truth("Torch_exp_0_forward"),
+        install(torch, "exp", faults.noisy(0.003)),
+    ),
+    Scenario(
+        "ho_softplus_backward_beta",
+        "softplus(beta=2)'s backward ignores beta: sigmoid(x) instead of sigmoid(2x)",
+        softplus_head,
+        truth("Functional_softplus_0_backward"),
+        install(F, "softplus", backward(softplus_backward_beta_1)),
+    ),
+    Scenario(
+        "ho_masked_fill_zero",
+        "causal mask's Tensor.masked_fill writes 0 instead of -1e4: the future is attended",
+        causal_attention,
+        truth("Tensor_masked_fill_0_forward"),
+        install(torch.Tensor, "masked_fill", fill_with_zero),
+    ),
+    Scenario(
+        "ho_cat_swapped",
+        "torch.cat of two 16-feature branches returns them in the wrong order",
+        two_branch,
+        truth("Torch_cat_0_forward"),
+        install(torch, "cat", cat_swapped),
+    ),
+    Scenario(
+        "ho_avg_pool_count_include_pad",
+        "avg_pool2d(3, stride 1, pad 1) ignores count_include_pad=False: border windows divide by 9",
+        avg_pool_net,
+        truth("Functional_avg_pool2d_0_forward"),
+        install(F, "avg_pool2d", pad_counted),
+    ),
+    Scenario(
+        "ho_normalize_eps_in_sqrt",
+        "F.normalize as x / sqrt(|x|^2 + 1e-4) on features of norm ~0.3 (and on prototypes of norm ~6)",
+        cosine_classifier,
+        truth("Functional_normalize_0_forward", "Functional_normalize_1_forward"),
+        install(F, "normalize", normalize_eps_in_sqrt),
+    ),
+    Scenario(
+        "ho_clamp_min_ignored",
+        "torch.clamp(logits, -5, 5) applies the upper bound only: the cap binds rarely, 2-3 of 320 "
+        "logits below -5 come out unclamped (off by up to 1.7)",
+        lambda side: capped_logits(5.0),
+        truth("Torch_clamp_0_forward"),
+        install(torch, "clamp", clamp_min_ignored),
+    ),
+    Scenario(
+        "ho_clamp_min_ignored_often",
+        "torch.clamp(logits, -1.5, 1.5) applies the upper bound only: ~20% of the logits unclamped",
+        lambda side: capped_logits(1.5),
+        truth("Torch_clamp_0_forward"),
+        install(torch, "clamp", clamp_min_ignored),
+    ),
+    Scenario(
+        "ho_bmm_weight_grad_only",
+        "grouped linear with torch.bmm: backward perturbs the weight gradient (5%), input grad exact",
+        grouped_linear,
+        truth("Torch_bmm_0_backward"),
+        install(torch, "bmm", backward(on_argument(1, perturbation(0.05, 23)))),
+    ),
+    Scenario(
+        "ho_silu_3rd_of_5_2pct",
+        "3rd of 5 F.silu calls off by up to 2% per element",
+        silu_mlp5,
+        truth("Functional_silu_2_forward"),
+        install(F, "silu", only(faults.noisy(0.02), nth=2)),
+    ),
+    Scenario(
+        "ho_layer_scale_mul_1.001",
+        "2nd of 3 layer-scale torch.mul calls returns 1.001x (a scalar scale off by 0.1%)",
+        layer_scale,
+        truth("Torch_mul_1_forward"),
+        install(torch, "mul", only(faults.scaled(1.001), nth=1)),
+    ),
+    Scenario(
+        "ho_max_pool_backward_top_left",
+        "max_pool2d(2)'s backward routes every window's gradient to its top-left element",
+        conv_pool_net,
+        truth("Functional_max_pool2d_0_backward"),
+        install(F, "max_pool2d", backward(max_pool_to_top_left)),
+    ),
+    Scenario(
+        "ho_residual_branch_input_grad_zero",
+        "2nd block's fc2 (4th linear) returns a zero input gradient; its weight/bias grads exact and "
+        "the skip connection carries most of the gradient on",
+        res_mlp,
+        truth("Functional_linear_3_backward"),
+        install(F, "linear", only(backward(on_argument(0, faults.zero_grad)), nth=3)),
+    ),
+    Scenario(
+        "ho_fp16_silu_3rd_of_5_2pct",
+        "whole NPU run in fp16; 3rd of 5 F.silu calls off by up to 2% per element (~40 fp16 ulps)",
+        silu_mlp5,
+        truth("Functional_silu_2_forward"),
+        install(F, "silu", only(faults.noisy(0.02), nth=2)),
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "ho_relu_last_tile_unprocessed",
+        "1st F.relu (1,040 elements, tiles of 256) never processes its last partial tile: 16 elements "
+        "keep their input, ~8 negative ones pass through",
+        wide_relu_mlp,
+        truth("Functional_relu_0_forward"),
+        install(F, "relu", only(tail_unprocessed(256), nth=0)),
+    ),
+    Scenario(
+        "ho_topk_router_drops_second",
+        "MoE router's torch.topk(k=2) returns the 1st and 3rd largest logits and their experts",
+        moe,
+        truth("Torch_topk_0_forward", "Torch_topk_0_backward"),
+        install(torch, "topk", topk_skips_second),
+    ),
 ]
 
 NO_FAULTS = [
-    Scenario("ho_bf16_tiny_variance_layer_norm",
-             "whole NPU run in bf16; LayerNorm input variance ~1e-4 (10x its eps), no fault",
-             tiny_var_ln, npu_dtype=torch.bfloat16),
-    Scenario("ho_fp16_huge_mean_cancellation",
-             "whole NPU run in fp16; features ~1e4 + N(0, 1) (fp16 ulp 8 there) centred per sample: the "
-             "centred values are mostly rounding; no fault",
-             centered, npu_dtype=torch.float16),
-    Scenario("ho_fp16_sharp_attention",
-             "whole NPU run of a transformer block in fp16, query gain 6 (attention logits ~±30), no fault",
-             lambda side: _lm(q_gain=6.0), npu_dtype=torch.float16),
+    Scenario(
+        "ho_bf16_tiny_variance_layer_norm",
+        "whole NPU run in bf16; LayerNorm input variance ~1e-4 (10x its eps), no fault",
+        tiny_var_ln,
+        npu_dtype=torch.bfloat16,
+    ),
+    Scenario(
+        "ho_fp16_huge_mean_cancellation",
+        "whole NPU run in fp16; features ~1e4 + N(0, 1) (fp16 ulp 8 there) centred per sample: the "
+        "centred values are mostly rounding; no fault",
+        centered,
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "ho_fp16_sharp_attention",
+        "whole NPU run of a transformer block in fp16, query gain 6 (attention logits ~±30), no fault",
+        lambda side: _lm(q_gain=6.0),
+        npu_dtype=torch.float16,
+    ),
     Scenario("ho_res_tanh_100", "100 residual blocks x + tanh(Wx), fp32, noise only", res_tanh),
-    Scenario("ho_fp16_resnet_batch4", "whole NPU run of a small ResNet (batch 4) in fp16, no fault",
-             res_conv_net4, npu_dtype=torch.float16),
-    Scenario("ho_bf16_sdpa_transformer",
-             "whole NPU run of two transformer blocks with F.scaled_dot_product_attention, query gain 3, "
-             "in bf16",
-             sdpa_lm, npu_dtype=torch.bfloat16),
-    Scenario("ho_bf16_lstm_tagger", "whole NPU run of an embedding + 2-layer LSTM tagger in bf16, no fault",
-             lstm_tagger, npu_dtype=torch.bfloat16),
-    Scenario("ho_fp16_log_softmax_nll",
-             "whole NPU run in fp16, log_softmax + nll_loss on confident logits (|z| ~10), loss scaled by "
-             "128",
-             confident_nll, npu_dtype=torch.float16),
-    Scenario("ho_huge_mean_cancellation",
-             "features ~1e4 + N(0, 1) centred per sample: x - x.mean() cancels 4 digits; fp32, noise only",
-             centered),
-    Scenario("ho_relu_flips_at_zero",
-             "batch-centred features, 4 of them constant (exactly 0 on the bench, ±1e-6 on the NPU) into a "
-             "ReLU whose mask flips; noise only",
-             batch_centered),
-    Scenario("ho_bf16_linear_round_up",
-             "whole NPU run of two transformer blocks in bf16 whose F.linear rounds toward +inf (< 1 ulp, "
-             "biased): within rounding, nothing to name",
-             bf16_lm, fault=install(F, "linear", round_up_bf16), npu_dtype=torch.bfloat16),
+    Scenario(
+        "ho_fp16_resnet_batch4",
+        "whole NPU run of a small ResNet (batch 4) in fp16, no fault",
+        res_conv_net4,
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "ho_bf16_sdpa_transformer",
+        "whole NPU run of two transformer blocks with F.scaled_dot_product_attention, query gain 3, in bf16",
+        sdpa_lm,
+        npu_dtype=torch.bfloat16,
+    ),
+    Scenario(
+        "ho_bf16_lstm_tagger",
+        "whole NPU run of an embedding + 2-layer LSTM tagger in bf16, no fault",
+        lstm_tagger,
+        npu_dtype=torch.bfloat16,
+    ),
+    Scenario(
+        "ho_fp16_log_softmax_nll",
+        "whole NPU run in fp16, log_softmax + nll_loss on confident logits (|z| ~10), loss scaled by 128",
+        confident_nll,
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "ho_huge_mean_cancellation",
+        "features ~1e4 + N(0, 1) centred per sample: x - x.mean() cancels 4 digits; fp32, noise only",
+        centered,
+    ),
+    Scenario(
+        "ho_relu_flips_at_zero",
+        "batch-centred features, 4 of them constant (exactly 0 on the bench, ±1e-6 on the NPU) into a "
+        "ReLU whose mask flips; noise only",
+        batch_centered,
+    ),
+    Scenario(
+        "ho_bf16_linear_round_up",
+        "whole NPU run of two transformer blocks in bf16 whose F.linear rounds toward +inf (< 1 ulp, "
+        "biased): within rounding, nothing to name",
+        bf16_lm,
+        fault=install(F, "linear", round_up_bf16),
+        npu_dtype=torch.bfloat16,
+    ),
 ]
 
 #: The held-out scenarios by name, faults first.

@@ -442,8 +442,9 @@ def two_iterations(model: nn.Module, x: torch.Tensor, target: torch.Tensor) -> N
                 p.grad = None
 
 
-def graph_step(model: nn.Module, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
-               label: torch.Tensor) -> None:
+def graph_step(
+    model: nn.Module, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, label: torch.Tensor
+) -> None:
     F.cross_entropy(model(x, src, dst), label).backward()
 
 
@@ -492,7 +493,7 @@ def spatial_transformer(side: str) -> Workload:
 def bag_of_tokens(side: str) -> Workload:
     tokens = torch.randint(1, VOCAB, (8, 12))
     for i in range(8):
-        tokens[i, 12 - i:] = 0  # right padding, 0 to 7 positions
+        tokens[i, 12 - i :] = 0  # right padding, 0 to 7 positions
     return _w(BagOfTokens(), tokens, torch.randint(0, 4, (8,)), step=classify)
 
 
@@ -504,8 +505,9 @@ def padded_attention(side: str) -> Workload:
     pad = torch.zeros(4, 8, dtype=torch.bool)
     pad[1, :2] = True  # left padding
     pad[3, :3] = True
-    return _w(PaddedCausalAttention(), torch.randn(4, 8, 16), pad, torch.randn(4, 8, 16),
-              step=masked_regression)
+    return _w(
+        PaddedCausalAttention(), torch.randn(4, 8, 16), pad, torch.randn(4, 8, 16), step=masked_regression
+    )
 
 
 def student(side: str) -> Workload:
@@ -518,8 +520,9 @@ def smooth_l1_mlp(side: str) -> Workload:
 
 def energy_classifier(side: str) -> Workload:
     """Logits up to ~±20: exp overflows fp16 (max 65504) from z > 11.1."""
-    return _w(Mlp([16, 32, 10], nn.ReLU(), gain=8.0), torch.randn(16, 16), torch.randint(0, 10, (16,)),
-              step=energy)
+    return _w(
+        Mlp([16, 32, 10], nn.ReLU(), gain=8.0), torch.randn(16, 16), torch.randint(0, 10, (16,)), step=energy
+    )
 
 
 def wide_projection(side: str) -> Workload:
@@ -564,8 +567,12 @@ def grouped_conv(side: str) -> Workload:
 
 def autocast_mlp(side: str) -> Workload:
     model = Mlp([32, 128, 128, 10], nn.GELU())
-    return _w(model, torch.randn(32, 32), torch.randint(0, 10, (32,)),
-              step=autocast_classify if side == NPU else classify)
+    return _w(
+        model,
+        torch.randn(32, 32),
+        torch.randint(0, 10, (32,)),
+        step=autocast_classify if side == NPU else classify,
+    )
 
 
 def wide_ln_mlp(side: str) -> Workload:
@@ -586,8 +593,12 @@ def scaled_residuals(side: str) -> Workload:
 
 def huge_logits(side: str) -> Workload:
     """Logits ~±1e3 into cross_entropy: log-softmax of -1e3s, a saturated softmax."""
-    return _w(Mlp([16, 32, 10], nn.ReLU(), gain=150.0), torch.randn(16, 16), torch.randint(0, 10, (16,)),
-              step=classify)
+    return _w(
+        Mlp([16, 32, 10], nn.ReLU(), gain=150.0),
+        torch.randn(16, 16),
+        torch.randint(0, 10, (16,)),
+        step=classify,
+    )
 
 
 def padded_images(side: str) -> Workload:
@@ -638,14 +649,16 @@ def logsumexp_unshifted(fn: Api, x: torch.Tensor, dim: Any, keepdim: bool = Fals
 
 
 @recomputed
-def align_corners_flipped(fn: Api, x: torch.Tensor, *args: Any, align_corners: Any = None,
-                          **kwargs: Any) -> torch.Tensor:
+def align_corners_flipped(
+    fn: Api, x: torch.Tensor, *args: Any, align_corners: Any = None, **kwargs: Any
+) -> torch.Tensor:
     return fn(x, *args, align_corners=not align_corners, **kwargs)
 
 
 @recomputed
-def rms_norm_eps_1e5(fn: Api, x: torch.Tensor, shape: Any, weight: Any = None,
-                     eps: Any = None) -> torch.Tensor:
+def rms_norm_eps_1e5(
+    fn: Api, x: torch.Tensor, shape: Any, weight: Any = None, eps: Any = None
+) -> torch.Tensor:
     """``rms_norm`` with a hard-wired eps of 1e-5 instead of the 1e-6 asked for."""
     return fn(x, shape, weight, 1e-5)
 
@@ -662,7 +675,7 @@ def bf16_accumulation(fn: Api, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     """A bf16 ``matmul`` accumulating its k products one by one in bf16 (no fp32 accumulator)."""
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
     for i in range(a.shape[1]):
-        acc = acc + a[:, i:i + 1] * b[i:i + 1, :]
+        acc = acc + a[:, i : i + 1] * b[i : i + 1, :]
     return acc
 
 
@@ -678,9 +691,17 @@ def fp16_accumulation(fn: Api, x: torch.Tensor, dim: Any = None, **kwargs: Any) 
 
 
 @recomputed
-def eval_mode_stats(fn: Api, x: torch.Tensor, running_mean: Any, running_var: Any, weight: Any = None,
-                    bias: Any = None, training: bool = False, momentum: float = 0.1,
-                    eps: float = 1e-5) -> torch.Tensor:
+def eval_mode_stats(
+    fn: Api,
+    x: torch.Tensor,
+    running_mean: Any,
+    running_var: Any,
+    weight: Any = None,
+    bias: Any = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> torch.Tensor:
     """A training-mode ``batch_norm`` normalising with the running statistics (eval mode)."""
     return fn(x, running_mean.clone(), running_var.clone(), weight, bias, False, momentum, eps)
 
@@ -691,8 +712,9 @@ def no_atomic_add(fn: Api, x: torch.Tensor, dim: int, index: torch.Tensor, src: 
     return x + torch.zeros_like(x).scatter(dim, index, src)
 
 
-def padding_row_not_zeroed(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                           incoming: Grads) -> torch.Tensor:
+def padding_row_not_zeroed(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """Embedding backward ignoring ``padding_idx`` 0: the padding row gets its tokens' summed gradient."""
     if position != 1:
         return g
@@ -704,8 +726,9 @@ def padding_row_not_zeroed(position: int, g: torch.Tensor, tensors: Sequence[tor
     return wrong
 
 
-def smooth_l1_without_beta(position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor],
-                           incoming: Grads) -> torch.Tensor:
+def smooth_l1_without_beta(
+    position: int, g: torch.Tensor, tensors: Sequence[torch.Tensor], incoming: Grads
+) -> torch.Tensor:
     """smooth_l1 backward forgetting the 1/beta of the quadratic zone: there d/dx is (x - y), not
     (x - y) / beta (beta 0.5: those gradients half as large)."""
     if position != 0:
@@ -722,7 +745,7 @@ def group_weight_grad_zero(group: int, groups: int) -> faults.GradFix:
             return g
         per = g.shape[0] // groups
         wrong = g.clone()
-        wrong[group * per:(group + 1) * per] = 0
+        wrong[group * per : (group + 1) * per] = 0
         return wrong
 
     return fix
@@ -731,127 +754,221 @@ def group_weight_grad_zero(group: int, groups: int) -> faults.GradFix:
 # --- the scenarios -------------------------------------------------------------------------------
 
 FAULTS = [
-    Scenario("h2_depthwise_conv_one_channel",
-             "MobileNet block: the depthwise conv2d (groups=16) returns channel 5 (one group) 1.03x",
-             mobile_block, truth("Functional_conv2d_1_forward"),
-             install(F, "conv2d", only(channel_scaled(5, 1.03), nth=1))),
-    Scenario("h2_grouped_conv_weight_grad_one_group",
-             "ResNeXt-style grouped conv2d (4 groups): backward returns a zero weight gradient for group 2",
-             grouped_conv, truth("Functional_conv2d_1_backward"),
-             install(F, "conv2d", only(backward(group_weight_grad_zero(2, 4)), nth=1))),
-    Scenario("h2_conv_transpose_weight_grad_halved",
-             "decoder's stride-2 conv_transpose2d: backward halves the weight gradient (input grad exact)",
-             transpose_decoder, truth("Functional_conv_transpose2d_0_backward"),
-             install(F, "conv_transpose2d", backward(on_argument(1, faults.divided(2.0))))),
-    Scenario("h2_einsum_reversed_contraction",
-             "2nd of 3 torch.einsum calls (probs @ V) pairs key k with value 9-k",
-             einsum_attention, truth("Torch_einsum_1_forward"),
-             install(torch, "einsum", only(v_reversed, nth=1))),
-    Scenario("h2_std_unbiased_flipped",
-             "hand-written standardisation's torch.std divides by n = 64 instead of n - 1 (0.8% small)",
-             standardized, truth("Torch_std_0_forward"),
-             install(torch, "std", std_biased)),
-    Scenario("h2_cumprod_last_factor",
-             "survival curve torch.cumprod over 12 intervals: the last element misses its factor",
-             survival, truth("Torch_cumprod_0_forward"),
-             install(torch, "cumprod", last_factor_skipped)),
-    Scenario("h2_fp16_logsumexp_overflow",
-             "whole NPU run in fp16; torch.logsumexp without the max shift on logits up to ~20: exp "
-             "overflows, the loss is inf (the Inf origin)",
-             energy_classifier, truth("Torch_logsumexp_0_forward"),
-             install(torch, "logsumexp", logsumexp_unshifted), npu_dtype=torch.float16),
-    Scenario("h2_interpolate_align_corners",
-             "bilinear F.interpolate computed with align_corners=True where False is asked",
-             bilinear_up, truth("Functional_interpolate_0_forward"),
-             install(F, "interpolate", align_corners_flipped)),
-    Scenario("h2_grid_sample_grid_grad_zero",
-             "spatial transformer: F.grid_sample's backward returns a zero gradient for the grid (the input "
-             "gradient exact): the localisation net learns nothing",
-             spatial_transformer, truth("Functional_grid_sample_0_backward"),
-             install(F, "grid_sample", backward(on_argument(1, faults.zero_grad)))),
-    Scenario("h2_smooth_l1_backward_beta",
-             "F.smooth_l1_loss(beta=0.5)'s backward forgets 1/beta in the quadratic zone",
-             smooth_l1_mlp, truth("Functional_smooth_l1_loss_0_backward"),
-             install(F, "smooth_l1_loss", backward(smooth_l1_without_beta))),
-    Scenario("h2_kl_div_backward_mean",
-             "distillation F.kl_div(batchmean)'s backward divides by all 160 elements, not the batch of 16 "
-             "(gradient 10x small, cosine 1)",
-             student, truth("Functional_kl_div_0_backward"),
-             install(F, "kl_div", backward(on_argument(0, faults.divided(10.0))))),
-    Scenario("h2_embedding_padding_idx_grad",
-             "F.embedding(padding_idx=0)'s backward does not zero the padding row: it gets the summed "
-             "gradient of 28 padding tokens",
-             bag_of_tokens, truth("Functional_embedding_0_backward"),
-             install(F, "embedding", backward(padding_row_not_zeroed))),
-    Scenario("h2_batch_norm_eval_stats",
-             "2nd BatchNorm's training forward normalises with its running statistics (eval mode)",
-             bn_net, truth("Functional_batch_norm_1_forward"),
-             install(F, "batch_norm", only(eval_mode_stats, nth=1))),
-    Scenario("h2_rms_norm_eps",
-             "F.rms_norm on activations of mean square ~1e-3 uses eps 1e-5 instead of 1e-6 (~0.5% small)",
-             rms_mlp, truth("Functional_rms_norm_0_forward"),
-             install(F, "rms_norm", rms_norm_eps_1e5)),
-    Scenario("h2_masked_fill_neg_inf",
-             "causal + left-padding mask: Tensor.masked_fill writes -inf instead of finfo.min, so the 5 "
-             "fully masked query rows are NaN after softmax (uniform on the bench)",
-             padded_attention, truth("Tensor_masked_fill_0_forward"),
-             install(torch.Tensor, "masked_fill", fill_neg_inf)),
-    Scenario("h2_bf16_matmul_bf16_accumulation",
-             "whole NPU run in bf16; torch.matmul with k = 4096 accumulates in bf16 instead of fp32 (a "
-             "precision fault: error grows with k)",
-             wide_projection, truth("Torch_matmul_0_forward"),
-             install(torch, "matmul", bf16_accumulation), npu_dtype=torch.bfloat16),
-    Scenario("h2_fp16_sum_fp16_accumulation",
-             "whole NPU run in fp16; torch.sum over 25,600 pixels per sample accumulates in fp16 (stalls)",
-             pixel_head, truth("Torch_sum_0_forward"),
-             install(torch, "sum", fp16_accumulation), npu_dtype=torch.float16),
-    Scenario("h2_tanh_17th_of_20",
-             "hand-written 20-step RNN: the 17th torch.tanh call off by up to 1% per element",
-             hand_rnn, truth("Torch_tanh_16_forward"),
-             install(torch, "tanh", only(faults.noisy(0.01), nth=16))),
-    Scenario("h2_sigmoid_backward_tiny_grads",
-             "gate's torch.sigmoid backward perturbed (20%); loss weight 1e-5, gradients ~1e-7",
-             gated_tiny, truth("Torch_sigmoid_0_backward"),
-             install(torch, "sigmoid", backward(perturbation(0.2, 31)))),
-    Scenario("h2_second_iteration_gelu",
-             "two training iterations in the dumped step; only the 2nd iteration's first F.gelu is off by up "
-             "to 1% (the 3rd of 4 gelu calls)",
-             two_step_mlp, truth("Functional_gelu_2_forward"),
-             install(F, "gelu", only(faults.noisy(0.01), nth=2))),
-    Scenario("h2_scatter_add_not_atomic",
-             "GNN message passing: torch.scatter_add writes instead of adding (one message per node kept)",
-             graph, truth("Torch_scatter_add_0_forward"),
-             install(torch, "scatter_add", no_atomic_add)),
+    Scenario(
+        "h2_depthwise_conv_one_channel",
+        "MobileNet block: the depthwise conv2d (groups=16) returns channel 5 (one group) 1.03x",
+        mobile_block,
+        truth("Functional_conv2d_1_forward"),
+        install(F, "conv2d", only(channel_scaled(5, 1.03), nth=1)),
+    ),
+    Scenario(
+        "h2_grouped_conv_weight_grad_one_group",
+        "ResNeXt-style grouped conv2d (4 groups): backward returns a zero weight gradient for group 2",
+        grouped_conv,
+        truth("Functional_conv2d_1_backward"),
+        install(F, "conv2d", only(backward(group_weight_grad_zero(2, 4)), nth=1)),
+    ),
+    Scenario(
+        "h2_conv_transpose_weight_grad_halved",
+        "decoder's stride-2 conv_transpose2d: backward halves the weight gradient (input grad exact)",
+        transpose_decoder,
+        truth("Functional_conv_transpose2d_0_backward"),
+        install(F, "conv_transpose2d", backward(on_argument(1, faults.divided(2.0)))),
+    ),
+    Scenario(
+        "h2_einsum_reversed_contraction",
+        "2nd of 3 torch.einsum calls (probs @ V) pairs key k with value 9-k",
+        einsum_attention,
+        truth("Torch_einsum_1_forward"),
+        install(torch, "einsum", only(v_reversed, nth=1)),
+    ),
+    Scenario(
+        "h2_std_unbiased_flipped",
+        "hand-written standardisation's torch.std divides by n = 64 instead of n - 1 (0.8% small)",
+        standardized,
+        truth("Torch_std_0_forward"),
+        install(torch, "std", std_biased),
+    ),
+    Scenario(
+        "h2_cumprod_last_factor",
+        "survival curve torch.cumprod over 12 intervals: the last element misses its factor",
+        survival,
+        truth("Torch_cumprod_0_forward"),
+        install(torch, "cumprod", last_factor_skipped),
+    ),
+    Scenario(
+        "h2_fp16_logsumexp_overflow",
+        "whole NPU run in fp16; torch.logsumexp without the max shift on logits up to ~20: exp "
+        "overflows, the loss is inf (the Inf origin)",
+        energy_classifier,
+        truth("Torch_logsumexp_0_forward"),
+        install(torch, "logsumexp", logsumexp_unshifted),
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "h2_interpolate_align_corners",
+        "bilinear F.interpolate computed with align_corners=True where False is asked",
+        bilinear_up,
+        truth("Functional_interpolate_0_forward"),
+        install(F, "interpolate", align_corners_flipped),
+    ),
+    Scenario(
+        "h2_grid_sample_grid_grad_zero",
+        "spatial transformer: F.grid_sample's backward returns a zero gradient for the grid (the input "
+        "gradient exact): the localisation net learns nothing",
+        spatial_transformer,
+        truth("Functional_grid_sample_0_backward"),
+        install(F, "grid_sample", backward(on_argument(1, faults.zero_grad))),
+    ),
+    Scenario(
+        "h2_smooth_l1_backward_beta",
+        "F.smooth_l1_loss(beta=0.5)'s backward forgets 1/beta in the quadratic zone",
+        smooth_l1_mlp,
+        truth("Functional_smooth_l1_loss_0_backward"),
+        install(F, "smooth_l1_loss", backward(smooth_l1_without_beta)),
+    ),
+    Scenario(
+        "h2_kl_div_backward_mean",
+        "distillation F.kl_div(batchmean)'s backward divides by all 160 elements, not the batch of 16 "
+        "(gradient 10x small, cosine 1)",
+        student,
+        truth("Functional_kl_div_0_backward"),
+        install(F, "kl_div", backward(on_argument(0, faults.divided(10.0)))),
+    ),
+    Scenario(
+        "h2_embedding_padding_idx_grad",
+        "F.embedding(padding_idx=0)'s backward does not zero the padding row: it gets the summed "
+        "gradient of 28 padding tokens",
+        bag_of_tokens,
+        truth("Functional_embedding_0_backward"),
+        install(F, "embedding", backward(padding_row_not_zeroed)),
+    ),
+    Scenario(
+        "h2_batch_norm_eval_stats",
+        "2nd BatchNorm's training forward normalises with its running statistics (eval mode)",
+        bn_net,
+        truth("Functional_batch_norm_1_forward"),
+        install(F, "batch_norm", only(eval_mode_stats, nth=1)),
+    ),
+    Scenario(
+        "h2_rms_norm_eps",
+        "F.rms_norm on activations of mean square ~1e-3 uses eps 1e-5 instead of 1e-6 (~0.5% small)",
+        rms_mlp,
+        truth("Functional_rms_norm_0_forward"),
+        install(F, "rms_norm", rms_norm_eps_1e5),
+    ),
+    Scenario(
+        "h2_masked_fill_neg_inf",
+        "causal + left-padding mask: Tensor.masked_fill writes -inf instead of finfo.min, so the 5 "
+        "fully masked query rows are NaN after softmax (uniform on the bench)",
+        padded_attention,
+        truth("Tensor_masked_fill_0_forward"),
+        install(torch.Tensor, "masked_fill", fill_neg_inf),
+    ),
+    Scenario(
+        "h2_bf16_matmul_bf16_accumulation",
+        "whole NPU run in bf16; torch.matmul with k = 4096 accumulates in bf16 instead of fp32 (a "
+        "precision fault: error grows with k)",
+        wide_projection,
+        truth("Torch_matmul_0_forward"),
+        install(torch, "matmul", bf16_accumulation),
+        npu_dtype=torch.bfloat16,
+    ),
+    Scenario(
+        "h2_fp16_sum_fp16_accumulation",
+        "whole NPU run in fp16; torch.sum over 25,600 pixels per sample accumulates in fp16 (stalls)",
+        pixel_head,
+        truth("Torch_sum_0_forward"),
+        install(torch, "sum", fp16_accumulation),
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "h2_tanh_17th_of_20",
+        "hand-written 20-step RNN: the 17th torch.tanh call off by up to 1% per element",
+        hand_rnn,
+        truth("Torch_tanh_16_forward"),
+        install(torch, "tanh", only(faults.noisy(0.01), nth=16)),
+    ),
+    Scenario(
+        "h2_sigmoid_backward_tiny_grads",
+        "gate's torch.sigmoid backward perturbed (20%); loss weight 1e-5, gradients ~1e-7",
+        gated_tiny,
+        truth("Torch_sigmoid_0_backward"),
+        install(torch, "sigmoid", backward(perturbation(0.2, 31))),
+    ),
+    Scenario(
+        "h2_second_iteration_gelu",
+        "two training iterations in the dumped step; only the 2nd iteration's first F.gelu is off by up "
+        "to 1% (the 3rd of 4 gelu calls)",
+        two_step_mlp,
+        truth("Functional_gelu_2_forward"),
+        install(F, "gelu", only(faults.noisy(0.01), nth=2)),
+    ),
+    Scenario(
+        "h2_scatter_add_not_atomic",
+        "GNN message passing: torch.scatter_add writes instead of adding (one message per node kept)",
+        graph,
+        truth("Torch_scatter_add_0_forward"),
+        install(torch, "scatter_add", no_atomic_add),
+    ),
 ]
 
 NO_FAULTS = [
-    Scenario("h2_bf16_autocast_mlp",
-             "NPU forward under CPU autocast to bf16 (linears in bf16, GELU/loss in fp32), bench fp32: a "
-             "precision choice, nothing to name",
-             autocast_mlp),
-    Scenario("h2_fp16_wide_ln_gelu_mlp", "whole NPU run in fp16: width-512 LayerNorm/GELU residual MLP",
-             wide_ln_mlp, npu_dtype=torch.float16),
-    Scenario("h2_bf16_long_attention",
-             "whole NPU run in bf16: attention over 1024 tokens (softmax rows of 1024)",
-             long_attention, npu_dtype=torch.bfloat16),
-    Scenario("h2_fp16_deep_gru", "whole NPU run in fp16: 3-layer GRU over 24 steps", deep_gru,
-             npu_dtype=torch.float16),
-    Scenario("h2_scaled_residuals", "24 blocks 0.9x + 0.1 tanh(Wx) and scalar affine output; fp32 noise only",
-             scaled_residuals),
-    Scenario("h2_huge_logits_cross_entropy",
-             "logits ~±1e3 into cross_entropy (saturated softmax, log-probs of -1e3); fp32 noise only",
-             huge_logits),
-    Scenario("h2_zero_padded_maxpool_ties",
-             "bias-free conv-ReLU-maxpool on mostly zero-padded images: exact-zero pre-activations and tied "
-             "pooling windows; fp32 noise only",
-             padded_images),
-    Scenario("h2_where_thresholds",
-             "torch.where: a hand-written ELU and a hard |g| > 0.5 gate; fp32 noise only", where_net),
-    Scenario("h2_graph_index_ops",
-             "GNN with index_select/gather/scatter_add/index_add (duplicate indices); fp32 noise only",
-             graph),
-    Scenario("h2_two_iterations", "two training iterations with SGD updates in one dumped step; noise only",
-             two_step_mlp),
+    Scenario(
+        "h2_bf16_autocast_mlp",
+        "NPU forward under CPU autocast to bf16 (linears in bf16, GELU/loss in fp32), bench fp32: a "
+        "precision choice, nothing to name",
+        autocast_mlp,
+    ),
+    Scenario(
+        "h2_fp16_wide_ln_gelu_mlp",
+        "whole NPU run in fp16: width-512 LayerNorm/GELU residual MLP",
+        wide_ln_mlp,
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "h2_bf16_long_attention",
+        "whole NPU run in bf16: attention over 1024 tokens (softmax rows of 1024)",
+        long_attention,
+        npu_dtype=torch.bfloat16,
+    ),
+    Scenario(
+        "h2_fp16_deep_gru",
+        "whole NPU run in fp16: 3-layer GRU over 24 steps",
+        deep_gru,
+        npu_dtype=torch.float16,
+    ),
+    Scenario(
+        "h2_scaled_residuals",
+        "24 blocks 0.9x + 0.1 tanh(Wx) and scalar affine output; fp32 noise only",
+        scaled_residuals,
+    ),
+    Scenario(
+        "h2_huge_logits_cross_entropy",
+        "logits ~±1e3 into cross_entropy (saturated softmax, log-probs of -1e3); fp32 noise only",
+        huge_logits,
+    ),
+    Scenario(
+        "h2_zero_padded_maxpool_ties",
+        "bias-free conv-ReLU-maxpool on mostly zero-padded images: exact-zero pre-activations and tied "
+        "pooling windows; fp32 noise only",
+        padded_images,
+    ),
+    Scenario(
+        "h2_where_thresholds",
+        "torch.where: a hand-written ELU and a hard |g| > 0.5 gate; fp32 noise only",
+        where_net,
+    ),
+    Scenario(
+        "h2_graph_index_ops",
+        "GNN with index_select/gather/scatter_add/index_add (duplicate indices); fp32 noise only",
+        graph,
+    ),
+    Scenario(
+        "h2_two_iterations",
+        "two training iterations with SGD updates in one dumped step; noise only",
+        two_step_mlp,
+    ),
 ]
 
 #: The second held-out set by name, faults first.

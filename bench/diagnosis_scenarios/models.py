@@ -146,8 +146,14 @@ class Block(nn.Module):
     ``F.scaled_dot_product_attention`` instead (a flash-attention kernel on the NPU).
     """
 
-    def __init__(self, dim: int = 16, fused_gelu: bool = True, q_gain: float = 1.0,
-                 naive_softmax: bool = False, fused_attention: bool = False) -> None:
+    def __init__(
+        self,
+        dim: int = 16,
+        fused_gelu: bool = True,
+        q_gain: float = 1.0,
+        naive_softmax: bool = False,
+        fused_attention: bool = False,
+    ) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(dim)
         self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
@@ -342,8 +348,9 @@ def nudge(tensors: Iterable[torch.Tensor], seed: int, noise: float) -> None:
 class LstmTagger(nn.Module):
     """Token embedding, an LSTM of ``layers`` layers, a per-token classifier."""
 
-    def __init__(self, vocab: int = VOCAB, dim: int = 16, hidden: int = 32, tags: int = 6,
-                 layers: int = 2) -> None:
+    def __init__(
+        self, vocab: int = VOCAB, dim: int = 16, hidden: int = 32, tags: int = 6, layers: int = 2
+    ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, dim)
         self.lstm = nn.LSTM(dim, hidden, num_layers=layers, batch_first=True)

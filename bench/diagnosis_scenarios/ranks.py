@@ -76,9 +76,14 @@ class PlainSgd:
 def data_parallel(side: str) -> Loop:
     """An MLP; each rank takes its own 8 rows of a 32-row batch."""
     rank = dist.get_rank()
-    loop = Loop(Mlp([16, 32, 32, 4], nn.Tanh()), batches(lambda: (torch.randn(32, 16), torch.randn(32, 4))),
-                regression, lambda model: PlainSgd(model, 0.5), sync=all_reduce_gradients)
-    loop.batches = [tuple(t[8 * rank: 8 * rank + 8] for t in b) for b in loop.batches]
+    loop = Loop(
+        Mlp([16, 32, 32, 4], nn.Tanh()),
+        batches(lambda: (torch.randn(32, 16), torch.randn(32, 4))),
+        regression,
+        lambda model: PlainSgd(model, 0.5),
+        sync=all_reduce_gradients,
+    )
+    loop.batches = [tuple(t[8 * rank : 8 * rank + 8] for t in b) for b in loop.batches]
     return loop
 
 
@@ -111,10 +116,14 @@ def only_rank_departs(departing: list[int]) -> Check:
     """At step 0 every rank's gradient bucket agrees with the bench; the collective's result departs
     from the bench and from its peers' on ``departing`` only."""
     ranks = range(WORLD)
-    return all_of(*(agrees(0, COLLECTIVE_IN, rank=r) for r in ranks),
-                  *(differs(0, COLLECTIVE_OUT, 1e-3, rank=r) if r in departing
-                    else agrees(0, COLLECTIVE_OUT, rank=r) for r in ranks),
-                  departs_from_peers(0, COLLECTIVE_OUT, ranks, departing, high=1e-7))
+    return all_of(
+        *(agrees(0, COLLECTIVE_IN, rank=r) for r in ranks),
+        *(
+            differs(0, COLLECTIVE_OUT, 1e-3, rank=r) if r in departing else agrees(0, COLLECTIVE_OUT, rank=r)
+            for r in ranks
+        ),
+        departs_from_peers(0, COLLECTIVE_OUT, ranks, departing, high=1e-7),
+    )
 
 
 def _truths() -> dict[tuple[int, int], Truth]:
@@ -136,15 +145,23 @@ _allreduce = Training(
     "allreduce_rank2_tail",
     f"4 data-parallel ranks, gloo; the gradient all_reduce's result on rank {FAULTY_RANK} only has its last "
     "64 elements 1.01x, every step",
-    data_parallel, _truths(),
+    data_parallel,
+    _truths(),
     install(dist, "all_reduce", faults.collective_tail_scaled(1.01, 64)),
     fault_ranks=frozenset({FAULTY_RANK}),
     overall=Truth(RANK, frozenset({COLLECTIVE}), rank=FAULTY_RANK, step=0),
-    dumper=dump_ranks, premise=only_rank_departs([FAULTY_RANK]))
+    dumper=dump_ranks,
+    premise=only_rank_departs([FAULTY_RANK]),
+)
 
 RANKS = [
     _allreduce,
-    _allreduce.variant("allreduce_4ranks_off", "no fault: the same 4-rank data-parallel job",
-                       {(s, r): NO_FAULT for s in range(STEPS) for r in range(WORLD)}, fault=None,
-                       overall=NO_FAULT, premise=only_rank_departs([])),
+    _allreduce.variant(
+        "allreduce_4ranks_off",
+        "no fault: the same 4-rank data-parallel job",
+        {(s, r): NO_FAULT for s in range(STEPS) for r in range(WORLD)},
+        fault=None,
+        overall=NO_FAULT,
+        premise=only_rank_departs([]),
+    ),
 ]

@@ -37,8 +37,9 @@ class Scenario:
     def faulty(self) -> bool:
         return bool(self.truth)
 
-    def with_fault(self, name: str, what: str, truth: frozenset[str],
-                   fault: Callable[[], AbstractContextManager[Any]]) -> Scenario:
+    def with_fault(
+        self, name: str, what: str, truth: frozenset[str], fault: Callable[[], AbstractContextManager[Any]]
+    ) -> Scenario:
         """The same model and run with a fault."""
         return replace(self, name=name, what=what, truth=truth, fault=fault)
 
@@ -86,8 +87,9 @@ def dump_side(scenario: Scenario, path: Path, side: str, seed: int = 0) -> Path:
 S = TypeVar("S")
 
 
-def both_sides(dump: Callable[[S, Path, str, int], Path], scenario: S, root: Path,
-               seed: int = 0) -> tuple[Path, Path]:
+def both_sides(
+    dump: Callable[[S, Path, str, int], Path], scenario: S, root: Path, seed: int = 0
+) -> tuple[Path, Path]:
     """``root/npu`` and ``root/bench``, each dumped by ``dump(scenario, path, side, seed)``."""
     root = Path(root)
     return dump(scenario, root / NPU, NPU, seed), dump(scenario, root / BENCH, BENCH, seed)
@@ -96,4 +98,3 @@ def both_sides(dump: Callable[[S, Path, str, int], Path], scenario: S, root: Pat
 def dump_pair(scenario: Scenario, root: Path, seed: int = 0) -> tuple[Path, Path]:
     """``root/npu`` and ``root/bench`` dumps of the scenario."""
     return both_sides(dump_side, scenario, root, seed)
-

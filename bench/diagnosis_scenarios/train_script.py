@@ -34,8 +34,10 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
     data = np.random.default_rng(0)
-    batches = [(data.standard_normal((20, 16), dtype=np.float32),
-                data.standard_normal((20, 4), dtype=np.float32)) for _ in range(args.steps)]
+    batches = [
+        (data.standard_normal((20, 16), dtype=np.float32), data.standard_normal((20, 4), dtype=np.float32))
+        for _ in range(args.steps)
+    ]
     if args.side == "npu":
         rng = np.random.default_rng(1000 + args.seed)
         for param in model.parameters():

@@ -43,7 +43,15 @@ ALL_STEPS = frozenset(range(STEPS))
 
 # the kinds of ground truth (how the runner judges each: bench/divergence.py's KINDS)
 KERNEL, RANDOM, ARGUMENTS, PARAMETERS, UNPAIRED, RANK, RECEIVED, NONE = (
-    "kernel", "random", "arguments", "parameters", "unpaired", "rank", "received", "none")
+    "kernel",
+    "random",
+    "arguments",
+    "parameters",
+    "unpaired",
+    "rank",
+    "received",
+    "none",
+)
 
 
 @dataclass(frozen=True)
@@ -183,8 +191,10 @@ def prepared(scenario: Training, side: str, seed: int, rank: int = 0) -> Loop:
         nudge([*tensors, *loop.model.parameters()], noise_seed(scenario, seed, rank), NOISE)
         if scenario.npu_dtype is not None:
             loop.model.to(scenario.npu_dtype)
-            loop.batches = [tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in b)
-                            for b in loop.batches]
+            loop.batches = [
+                tuple(t.to(scenario.npu_dtype) if t.is_floating_point() else t for t in b)
+                for b in loop.batches
+            ]
     return loop
 
 
@@ -193,13 +203,22 @@ def train(scenario: Training, path: Path, side: str, seed: int = 0, rank: int | 
     ``rank`` is the process's rank in a distributed job (None: a single process, dumped as rank 0)."""
     loop = prepared(scenario, side, seed, rank or 0)
     optimizer = loop.optimizer(loop.model)
-    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", rank=None if rank is not None else 0,
-                                 step=scenario.steps, model=loop.model)
+    debugger = PrecisionDebugger(
+        dump_path=str(path),
+        hook_name="dump",
+        rank=None if rank is not None else 0,
+        step=scenario.steps,
+        model=loop.model,
+    )
     debugger.configure_hook(mode="api_stack", disable_dropout=not scenario.keep_dropout)
     torch.manual_seed(loop.seed)
     for step, batch in enumerate(loop.batches):
-        faulty = (side == NPU and scenario.fault is not None and step in scenario.fault_steps
-                  and (rank or 0) in scenario.fault_ranks)
+        faulty = (
+            side == NPU
+            and scenario.fault is not None
+            and step in scenario.fault_steps
+            and (rank or 0) in scenario.fault_ranks
+        )
         debugger.start()
         try:
             with scenario.fault() if faulty and scenario.fault else contextlib.nullcontext():

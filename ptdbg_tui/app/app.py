@@ -56,7 +56,10 @@ class FitBar(Static):
     """A bar whose lines are built for its current width (one or more lines: it takes their height)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
-        *(f"bar--{s.value}" for s in Status), "bar--muted", "bar--site", "bar--source",
+        *(f"bar--{s.value}" for s in Status),
+        "bar--muted",
+        "bar--site",
+        "bar--source",
     }
     DEFAULT_CSS = """
     FitBar > .bar--pass { color: $text-success; }
@@ -79,8 +82,13 @@ class FitBar(Static):
     def styles_map(self) -> dict[str, Style]:
         """The component styles (cached per theme: resolving them costs ~2 ms, a bar redraws often)."""
         if self._styles is None or self._styles[0] != self.app.theme:
-            self._styles = (self.app.theme, {name.removeprefix("bar--"): self.get_component_rich_style(
-                name, partial=True) for name in self.COMPONENT_CLASSES})
+            self._styles = (
+                self.app.theme,
+                {
+                    name.removeprefix("bar--"): self.get_component_rich_style(name, partial=True)
+                    for name in self.COMPONENT_CLASSES
+                },
+            )
         return self._styles[1]
 
     def redraw(self) -> None:
@@ -125,8 +133,13 @@ class PtdbgApp(App[None]):
         Binding("t", "narrow", "Narrow", show=False),
     ]
 
-    def __init__(self, npu: str | Path, bench: str | Path, options: LiveOptions | None = None,
-                 csv_format: str | None = None) -> None:
+    def __init__(
+        self,
+        npu: str | Path,
+        bench: str | Path,
+        options: LiveOptions | None = None,
+        csv_format: str | None = None,
+    ) -> None:
         super().__init__()
         self.npu, self.bench = Path(npu), Path(bench)
         self.options = options or LiveOptions()
@@ -137,8 +150,9 @@ class PtdbgApp(App[None]):
         self.detail = DetailPanel(self.model, id="detail")
         self.header_bar = FitBar(self._header_lines, id="progress")
         self.diagnosis_bar = FitBar(self._diagnosis_lines, id="diagnosis")
-        self.search_box = Input(placeholder="entries, calls, modules (Enter/↓ next, shift+Enter/↑ back, Esc)",
-                                id="search")
+        self.search_box = Input(
+            placeholder="entries, calls, modules (Enter/↓ next, shift+Enter/↑ back, Esc)", id="search"
+        )
         self.search_count = Static(id="search-count")
         self.filter_index = 0
         self._draining = False
@@ -254,8 +268,12 @@ class PtdbgApp(App[None]):
 
     def _header_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
         npu, bench = self.engine.npu_root, self.engine.bench_root  # a narrowed dump may replace them
-        view = ViewState(f"{npu.name or npu} ↔ {bench.name or bench}", self.filter_index,
-                         self.call_tree.flat, self.engine.options.match)
+        view = ViewState(
+            f"{npu.name or npu} ↔ {bench.name or bench}",
+            self.filter_index,
+            self.call_tree.flat,
+            self.engine.options.match,
+        )
         return [fit(header_segments(self.model, view, styles), width)]
 
     def _diagnosis_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
@@ -269,8 +287,11 @@ class PtdbgApp(App[None]):
                 # its toast would outlive what it says (Textual withdraws no single toast publicly)
                 self.clear_notifications()
             if hint:  # said once as a toast too; the header keeps it
-                self.notify(f"The matching leaves entries unpaired or shapes apart: {hint}", timeout=HINT_S,
-                            markup=False)
+                self.notify(
+                    f"The matching leaves entries unpaired or shapes apart: {hint}",
+                    timeout=HINT_S,
+                    markup=False,
+                )
                 self._hinted_at = time.monotonic()
         self._hinted = hint
 
@@ -431,12 +452,17 @@ class PtdbgApp(App[None]):
             return None
         info = self.model.infos.get(call.pair)
         if info is None or info.summary:
-            self.notify(f"{call.key}: compared from statistics, without tensors: nothing to {verb} from.",
-                        severity="warning", timeout=5, markup=False)
+            self.notify(
+                f"{call.key}: compared from statistics, without tensors: nothing to {verb} from.",
+                severity="warning",
+                timeout=5,
+                markup=False,
+            )
             return None
         if all(r.npu is None for r in self.model.call_rows(call)):
-            self.notify(f"{call.key}: only the bench run made this call.", severity="warning", timeout=5,
-                        markup=False)
+            self.notify(
+                f"{call.key}: only the bench run made this call.", severity="warning", timeout=5, markup=False
+            )
             return None
         return call.pair, call.key
 
@@ -523,8 +549,9 @@ class PtdbgApp(App[None]):
         try:
             written = export_pairs(pairs, request.path, request.stack, self.csv_format)
         except (OSError, ValueError) as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", timeout=8,
-                                  markup=False)
+            self.call_from_thread(
+                self.notify, f"Export failed: {e}", severity="error", timeout=8, markup=False
+            )
             return
         note = f" ({pending:,} rows not compared yet)" if pending else ""
         names = ", ".join(str(p) for p in written)
@@ -553,8 +580,10 @@ class PtdbgApp(App[None]):
             node = node.parent
         info = self.model.infos.get(node.pair) if node is not None else None
         if node is None or info is None or node.kind not in ("module", "call"):
-            self.notify("Put the cursor on a module or a call (c goes to the culprit) to narrow the next "
-                        "dump to it.", timeout=4)
+            self.notify(
+                "Put the cursor on a module or a call (c goes to the culprit) to narrow the next dump to it.",
+                timeout=4,
+            )
             return None
         if node.kind == "module":
             if not node.key:
@@ -563,8 +592,9 @@ class PtdbgApp(App[None]):
             first = node
             while first.site is None and first.children:  # its first call names the script
                 first = first.children[0]
-            return narrowing_in(info.npu, f"the module chosen ({node.label})", module=node.key,
-                                stack=first.site)
+            return narrowing_in(
+                info.npu, f"the module chosen ({node.label})", module=node.key, stack=first.site
+            )
         rows = self.model.call_rows(node)
         entry = next((r.npu.entry for r in rows if r.npu is not None and r.npu.entry is not None), None)
         if entry is None:
@@ -581,8 +611,13 @@ class PtdbgApp(App[None]):
         try:
             written = write_narrowing(narrowing, path)
         except OSError as e:
-            self.call_from_thread(self.notify, f"Cannot write {path}: {e.strerror or e}", severity="error",
-                                  timeout=8, markup=False)
+            self.call_from_thread(
+                self.notify,
+                f"Cannot write {path}: {e.strerror or e}",
+                severity="error",
+                timeout=8,
+                markup=False,
+            )
             return
         self.call_from_thread(self._narrowed, written)
 
@@ -595,35 +630,55 @@ class PtdbgApp(App[None]):
             after = f"Once it is written, open the app on it: ptdbg-tui {npu} {bench}"
         else:
             self.engine.narrow_to(npu, bench)
-            after = (f"This app compares {npu} with {bench} in place of the current dumps as soon as both "
-                     "hold a dump.")
+            after = (
+                f"This app compares {npu} with {bench} in place of the current dumps as soon as both "
+                "hold a dump."
+            )
         self.push_screen(TextScreen([*written.lines, "", after]))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Find", "Entries, calls and modules by (part of) their name or path (/)",
-                            self.action_search)
+        yield SystemCommand(
+            "Find", "Entries, calls and modules by (part of) their name or path (/)", self.action_search
+        )
         yield SystemCommand("Filter", "Cycle all / failures only / unmatched only (f)", self.action_filter)
-        yield SystemCommand("Next failure", "Next failing entry in execution order (n)",
-                            self.action_next_failure)
+        yield SystemCommand(
+            "Next failure", "Next failing entry in execution order (n)", self.action_next_failure
+        )
         yield SystemCommand("Previous failure", "Previous failing entry (N)", self.action_previous_failure)
-        yield SystemCommand("Next suspect", "Walk the ranked suspects, the culprit first (c)",
-                            self.action_culprit)
-        yield SystemCommand("Previous suspect", "Walk the ranked suspects backwards (C)",
-                            self.action_previous_suspect)
+        yield SystemCommand(
+            "Next suspect", "Walk the ranked suspects, the culprit first (c)", self.action_culprit
+        )
+        yield SystemCommand(
+            "Previous suspect", "Walk the ranked suspects backwards (C)", self.action_previous_suspect
+        )
         for mode in MODES:
-            yield SystemCommand(f"Match: {mode}", f"Re-match every pair in {mode} mode (m cycles)",
-                                lambda mode=mode: self.action_match(mode))
-        yield SystemCommand("Rank/step overview", "One line per pair, first divergence first (o)",
-                            self.action_overview)
-        yield SystemCommand("Replay call", "Re-run the selected call in float64 on each side's own inputs "
-                            "(r)", self.action_replay)
-        yield SystemCommand("Repro", "Write repro.py of the selected call for the kernel team (R)",
-                            self.action_repro)
-        yield SystemCommand("Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)",
-                            self.action_export)
-        yield SystemCommand("Narrow the next dump", "Tensors of the module or call under the cursor only: "
-                            "write its config, then compare it here once dumped (t)", self.action_narrow)
-        yield SystemCommand("Toggle tree / flat view", "Call tree or execution order (s)",
-                            self.action_toggle_view)
+            yield SystemCommand(
+                f"Match: {mode}",
+                f"Re-match every pair in {mode} mode (m cycles)",
+                lambda mode=mode: self.action_match(mode),
+            )
+        yield SystemCommand(
+            "Rank/step overview", "One line per pair, first divergence first (o)", self.action_overview
+        )
+        yield SystemCommand(
+            "Replay call",
+            "Re-run the selected call in float64 on each side's own inputs (r)",
+            self.action_replay,
+        )
+        yield SystemCommand(
+            "Repro", "Write repro.py of the selected call for the kernel team (R)", self.action_repro
+        )
+        yield SystemCommand(
+            "Export CSV", "Write compare_result_<ts>.csv like ptdbg-tui compare (e)", self.action_export
+        )
+        yield SystemCommand(
+            "Narrow the next dump",
+            "Tensors of the module or call under the cursor only: "
+            "write its config, then compare it here once dumped (t)",
+            self.action_narrow,
+        )
+        yield SystemCommand(
+            "Toggle tree / flat view", "Call tree or execution order (s)", self.action_toggle_view
+        )
         yield SystemCommand("Help", "All keys (?)", self.action_help)

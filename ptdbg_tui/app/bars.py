@@ -70,9 +70,12 @@ def flow(segments: Sequence[Segment], width: int, lines: int = MAX_BAR_LINES) ->
     while True:
         rows = _wrap(kept, width, lines)
         if rows is not None:
-            return [Text(NARROW_SEP).join(s.text for s in row) if i == 0 else
-                    Text(INDENT).append_text(Text(NARROW_SEP).join(s.text for s in row))
-                    for i, row in enumerate(rows)]
+            return [
+                Text(NARROW_SEP).join(s.text for s in row)
+                if i == 0
+                else Text(INDENT).append_text(Text(NARROW_SEP).join(s.text for s in row))
+                for i, row in enumerate(rows)
+            ]
         if all(s.priority == 0 for s in kept) or len(kept) == 1:  # nothing may go: cut what is too long
             rest = [Text(INDENT).append_text(fit(kept[1:], width - len(INDENT)))] if kept[1:] else []
             return [fit(kept[:1], width), *rest][:lines]
@@ -139,11 +142,16 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
     bad = Text()
     for status in (Status.FAIL, Status.ERROR):
         if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
-            bad.append(f"{status.symbol} {counts[status]:,} ",
-                       style=styles.get(status.value if counts[status] else "muted", Style()))
+            bad.append(
+                f"{status.symbol} {counts[status]:,} ",
+                style=styles.get(status.value if counts[status] else "muted", Style()),
+            )
     bad.rstrip()
     done = p.done and p.rows and not p.pending
-    return [Segment(bad, 0), seg(f"all {p.rows:,} compared" if done else f"compared {p.compared:,}/{p.rows:,}", 0)]
+    return [
+        Segment(bad, 0),
+        seg(f"all {p.rows:,} compared" if done else f"compared {p.compared:,}/{p.rows:,}", 0),
+    ]
 
 
 def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[Segment]:
@@ -172,8 +180,14 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
     watching = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
     out.append(seg(watching, 4))
     lacking = any(s is not None and (s.state != FOUND or s.problems) for s in (p.npu, p.bench))
-    out.append(seg(sides_text(p), 0 if lacking else 5, styles.get("warn", Style()) if lacking else "",
-                   shrink=24 if lacking else 0))
+    out.append(
+        seg(
+            sides_text(p),
+            0 if lacking else 5,
+            styles.get("warn", Style()) if lacking else "",
+            shrink=24 if lacking else 0,
+        )
+    )
     out.append(seg("flat" if view.flat else "tree", 6))
     out.append(seg(view.title, 7, styles.get("muted", Style())))
     return out
@@ -187,8 +201,9 @@ def module_of(call: Node | None) -> str:
     return next((n.label for n in call.ancestors() if n.kind == "module"), "")
 
 
-def _suspect_segments(model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int,
-                      styles: Styles) -> list[Segment]:
+def _suspect_segments(
+    model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int, styles: Styles
+) -> list[Segment]:
     """The suspect's call, module, pair and rank among the suspects; its call site and evidence."""
     suspect, node = suspects[index]
     fail = styles.get("fail", Style())
@@ -247,23 +262,35 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     alike = {key for key, info in model.infos.items() if info.same}
     same = [model.infos[key].label for key in alike]
     if len(alike) == len(model.infos):  # every row equals itself: that says nothing about the NPU run
-        return ["No verdict: the NPU and bench dumps are the same file", "each row is compared with itself",
-                ""]
-    missing = [info.label for key, info in model.infos.items()
-               if key not in alike and (key not in diagnoses or not diagnoses[key].judged)]
+        return [
+            "No verdict: the NPU and bench dumps are the same file",
+            "each row is compared with itself",
+            "",
+        ]
+    missing = [
+        info.label
+        for key, info in model.infos.items()
+        if key not in alike and (key not in diagnoses or not diagnoses[key].judged)
+    ]
     judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
     compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
-        texts = [f"{failing:,} entries fail (n: next failure)",
-                 f"yet no call judged introduces an error beyond rounding ({judged:,} judged)"]
+        texts = [
+            f"{failing:,} entries fail (n: next failure)",
+            f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
+        ]
     elif judged and not missing and not same:
-        texts = [f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-                 f"({judged:,} calls judged).", caveat_text(p).strip()]  # the caveat may wrap
+        texts = [
+            f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
+            f"({judged:,} calls judged).",
+            caveat_text(p).strip(),
+        ]  # the caveat may wrap
     elif judged:
-        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + \
-            ([f"{', '.join(same)} (the same dump on both sides)"] if same else [])
+        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + (
+            [f"{', '.join(same)} (the same dump on both sides)"] if same else []
+        )
         texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
     elif compared:
         texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]

@@ -45,8 +45,10 @@ def histogram_bins(result: Result | None) -> list[tuple[str, int]]:
     if len(edges) != len(counts) + 1:
         return []
     used = [i for i, c in enumerate(counts) if c]
-    return [(f"≥{sci(edges[i])}" if math.isinf(edges[i + 1]) else f"<{sci(edges[i + 1])}", counts[i])
-            for i in range(used[0], used[-1] + 1)]
+    return [
+        (f"≥{sci(edges[i])}" if math.isinf(edges[i + 1]) else f"<{sci(edges[i + 1])}", counts[i])
+        for i in range(used[0], used[-1] + 1)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +65,13 @@ def call_error(model: TreeModel, call: Node) -> float | None:
     evidence = model.evidence(call)
     if evidence is not None and evidence.judgement is not None:
         return evidence.judgement.output_error
-    rels = [r.result.errors.rel for r in model.call_rows(call)
-            if r.result is not None and r.result.errors is not None
-            and (r.record.entry is None or r.record.entry.kind in OUTPUT_KINDS)]
+    rels = [
+        r.result.errors.rel
+        for r in model.call_rows(call)
+        if r.result is not None
+        and r.result.errors is not None
+        and (r.record.entry is None or r.record.entry.kind in OUTPUT_KINDS)
+    ]
     return max(rels, default=None)
 
 
@@ -73,8 +79,11 @@ def error_series(model: TreeModel, pair: str) -> ErrorSeries:
     calls = model.flat.get(pair, [])
     suspects = {node for _, node in model.suspects() if node is not None and node.pair == pair}
     backward = next((i for i, c in enumerate(calls) if _direction(c) == BACKWARD), None)
-    return ErrorSeries([call_error(model, c) for c in calls],
-                       frozenset(i for i, c in enumerate(calls) if c in suspects), backward)
+    return ErrorSeries(
+        [call_error(model, c) for c in calls],
+        frozenset(i for i, c in enumerate(calls) if c in suspects),
+        backward,
+    )
 
 
 def _direction(call: Node) -> str:
@@ -88,7 +97,7 @@ def downsample(errors: Sequence[float | None], buckets: int) -> tuple[list[float
     xs: list[float] = []
     ys: list[float] = []
     for start in range(0, n, size):
-        chunk = [(e, i) for i, e in enumerate(errors[start:start + size], start) if e is not None]
+        chunk = [(e, i) for i, e in enumerate(errors[start : start + size], start) if e is not None]
         if chunk:
             e, i = max(chunk)
             xs.append(i + 1)
@@ -157,8 +166,11 @@ class ErrorChart(PlotextPlot):
         # While results arrive the series changes all the time: recomputed at most every STALE_S, not
         # at every key press (100k entries take ~0.1 s).
         busy = model.loading or not model.progress.done
-        if self._cache is None or self._cache[0][0] != node.pair or (
-                self._cache[0] != key and (not busy or now - self._computed >= STALE_S)):
+        if (
+            self._cache is None
+            or self._cache[0][0] != node.pair
+            or (self._cache[0] != key and (not busy or now - self._computed >= STALE_S))
+        ):
             self._cache = (key, error_series(model, node.pair))
             self._computed = now
         call = node.parent if node.is_leaf else node if node.kind == "call" else None
@@ -197,8 +209,12 @@ class ErrorChart(PlotextPlot):
             plt.plot([selected + 1] * 2, [ticks[0], ticks[-1]], marker=SELECTED, color="orange")
         plt.scatter(xs, ys, marker="•", color="cyan")
         if bad:
-            plt.scatter([x for x, _ in bad], [math.log10(max(e, ERROR_FLOOR)) for _, e in bad],
-                        marker="●", color="red")
+            plt.scatter(
+                [x for x, _ in bad],
+                [math.log10(max(e, ERROR_FLOOR)) for _, e in bad],
+                marker="●",
+                color="red",
+            )
         if series.backward_from:
             plt.vline(series.backward_from + 0.5, "gray")
         plt.ylim(ticks[0], ticks[-1])
@@ -207,8 +223,10 @@ class ErrorChart(PlotextPlot):
         plt.xlim(1, n)
         step = max(1, math.ceil(n / 4))
         plt.xticks(list(range(1, n + 1, step)))
-        keys = [*(["fwd│bwd"] if series.backward_from else []),
-                *([f"{SELECTED} selected"] if selected is not None else [])]
+        keys = [
+            *(["fwd│bwd"] if series.backward_from else []),
+            *([f"{SELECTED} selected"] if selected is not None else []),
+        ]
         long = "rel. error per call, in execution order" + (f" ({', '.join(keys)})" if keys else "")
         plt.title("rel. error per call →" if self._width() < 50 else long)
         self.refresh()

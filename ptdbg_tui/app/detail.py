@@ -67,8 +67,11 @@ def short_cell(cell: str, digits: int = 6) -> str:
 def not_compared(row: Row) -> bool:
     """A pass that compared no data: a scalar or a value without tensor (shown neutral, not green)."""
     result = row.result
-    return (result is not None and result.status is Status.PASS
-            and (result.errors is None or row.record.is_scalar))
+    return (
+        result is not None
+        and result.status is Status.PASS
+        and (result.errors is None or row.record.is_scalar)
+    )
 
 
 def row_style_name(row: Row) -> str:
@@ -87,8 +90,14 @@ def status_text(status: Status, styles: Styles, reason: str = "") -> Text:
 
 
 def _table(styles: Styles, *columns: str, header: bool = True) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, expand=False, show_header=header,
-                  header_style=styles.get("head"))
+    table = Table(
+        box=None,
+        pad_edge=False,
+        show_edge=False,
+        expand=False,
+        show_header=header,
+        header_style=styles.get("head"),
+    )
     for i, name in enumerate(columns):
         table.add_column(name, style=styles.get("muted") if i == 0 else None, overflow="fold")
     return table
@@ -131,7 +140,7 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
 
 
 def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) -> Table:
-    names = header(False, summary)[6:6 + len(result.cells)]
+    names = header(False, summary)[6 : 6 + len(result.cells)]
     table = _table(styles, "metric", "value", header=False)
     digits = 6 if width >= 48 else 4
     for name, cell in zip(names, result.cells, strict=False):
@@ -144,11 +153,18 @@ def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) ->
 def _where(result: Result, styles: Styles) -> list[RenderableType]:
     out: list[RenderableType] = []
     if result.worst_index is not None:
-        diff = (abs(result.worst_npu - result.worst_bench)
-                if result.worst_npu is not None and result.worst_bench is not None else None)
-        out.append(Text.assemble(("Worst element ", styles.get("head", Style())),
-                                 f"{list(result.worst_index)}: NPU {_fmt(result.worst_npu)} vs bench "
-                                 f"{_fmt(result.worst_bench)} (|Δ| {_fmt(diff)})"))
+        diff = (
+            abs(result.worst_npu - result.worst_bench)
+            if result.worst_npu is not None and result.worst_bench is not None
+            else None
+        )
+        out.append(
+            Text.assemble(
+                ("Worst element ", styles.get("head", Style())),
+                f"{list(result.worst_index)}: NPU {_fmt(result.worst_npu)} vs bench "
+                f"{_fmt(result.worst_bench)} (|Δ| {_fmt(diff)})",
+            )
+        )
     return out
 
 
@@ -156,7 +172,7 @@ def display_path(path: str) -> str:
     """A frame's file relative to the current folder, or under ``~``: shorter, and no machine's layout."""
     for root, shown in ((os.getcwd(), ""), (os.path.expanduser("~"), "~/")):
         if root not in ("", "/") and path.startswith(root.rstrip("/") + "/"):
-            return shown + path[len(root.rstrip("/")) + 1:]
+            return shown + path[len(root.rstrip("/")) + 1 :]
     return path
 
 
@@ -187,8 +203,12 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
         reason = "waiting for the bench side" if not row.matched else "not compared yet"
         parts.append(status_text(Status.PENDING, styles, reason))
     elif not_compared(row):
-        parts.append(Text(f"· not compared — {result.reason or 'no tensor data: nothing to compare'}",
-                          style=styles.get(NEUTRAL, Style())))
+        parts.append(
+            Text(
+                f"· not compared — {result.reason or 'no tensor data: nothing to compare'}",
+                style=styles.get(NEUTRAL, Style()),
+            )
+        )
     else:
         parts.append(status_text(result.status, styles, result.reason))
     call = model.call_of(leaf)
@@ -230,10 +250,16 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
         parts.append(Text(f"{head}: {suspect.finding}", style=styles.get("fail", Style())))
     evidence = model.evidence(call)
     if evidence is not None and not (mine and evidence.introduces):
-        head = ("introduces error: " if evidence.introduces else
-                "no error of its own: " if evidence.judgement is not None else "not judged: ")
-        parts.append(Text(head + evidence.text,
-                          style=styles.get("fail" if evidence.introduces else "head", Style())))
+        head = (
+            "introduces error: "
+            if evidence.introduces
+            else "no error of its own: "
+            if evidence.judgement is not None
+            else "not judged: "
+        )
+        parts.append(
+            Text(head + evidence.text, style=styles.get("fail" if evidence.introduces else "head", Style()))
+        )
     replay = model.replay_text(call)
     if replay and not any(suspect.replay for _, suspect in mine):  # a suspect's finding says it already
         parts.append(replay_line("Replay", replay, styles))
@@ -272,14 +298,21 @@ def summary_text(node: Node, styles: Styles) -> Text:
 
 
 def inner_detail(node: Node, model: TreeModel, styles: Styles) -> RenderableType:
-    parts: list[RenderableType] = [Text(node.label or "all pairs", style=styles.get("title", Style())),
-                                   Text(f"{node.total:,} entries", style=styles.get("muted", Style())),
-                                   summary_text(node, styles)]
+    parts: list[RenderableType] = [
+        Text(node.label or "all pairs", style=styles.get("title", Style())),
+        Text(f"{node.total:,} entries", style=styles.get("muted", Style())),
+        summary_text(node, styles),
+    ]
     failing = _failing_calls(node, 8)
     if failing:
         parts += [Text(""), Text("Failing calls (first in tree order)", style=styles.get("head", Style()))]
-        parts += [Text(f"  {Status.FAIL.symbol} {c.label}  {c.count(Status.FAIL)} fail",
-                       style=styles.get("fail", Style())) for c in failing]
+        parts += [
+            Text(
+                f"  {Status.FAIL.symbol} {c.label}  {c.count(Status.FAIL)} fail",
+                style=styles.get("fail", Style()),
+            )
+            for c in failing
+        ]
     return Group(*parts)
 
 
@@ -293,8 +326,9 @@ def node_stack(node: Node | None) -> StackRecord | None:
     return node.site if node.kind == "call" else None
 
 
-def detail_for(node: Node | None, model: TreeModel, styles: Styles, width: int = 100,
-               stack: bool = True) -> RenderableType:
+def detail_for(
+    node: Node | None, model: TreeModel, styles: Styles, width: int = 100, stack: bool = True
+) -> RenderableType:
     """The panel's text for ``node`` (``stack``: with its stack, which the panel shows below its plots)."""
     if node is None:
         return Text("Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted"))
@@ -313,7 +347,11 @@ class DetailPanel(VerticalScroll, can_focus=True):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         *(f"detail--{s.value}" for s in Status),
-        "detail--title", "detail--head", "detail--muted", "detail--source", f"detail--{NEUTRAL}",
+        "detail--title",
+        "detail--head",
+        "detail--muted",
+        "detail--source",
+        f"detail--{NEUTRAL}",
     }
     DEFAULT_CSS = """
     DetailPanel > .detail--pass { color: $text-success; }
@@ -341,8 +379,10 @@ class DetailPanel(VerticalScroll, can_focus=True):
         yield Static(id="detail-stack")
 
     def styles_map(self) -> dict[str, Style]:
-        return {name.removeprefix("detail--"): self.get_component_rich_style(name, partial=True)
-                for name in self.COMPONENT_CLASSES}
+        return {
+            name.removeprefix("detail--"): self.get_component_rich_style(name, partial=True)
+            for name in self.COMPONENT_CLASSES
+        }
 
     def show(self, node: Node | None) -> None:
         self.node = node

@@ -15,8 +15,9 @@ def default_path(now: float | None = None) -> str:
     return f"./compare_result_{time.strftime('%Y%m%d%H%M%S', time.localtime(now))}.csv"
 
 
-def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool,
-                 fmt: str | None = None) -> list[Path]:
+def export_pairs(
+    pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, stack: bool, fmt: str | None = None
+) -> list[Path]:
     """One CSV per pair, written by the compare engine's writer (in ``fmt``, by default the NPU
     dump's format, as ``ptdbg-tui compare``) and moved to ``path``.
 
@@ -30,8 +31,9 @@ def export_pairs(pairs: Sequence[tuple[PairInfo, list[Row]]], path: str | Path, 
     written = []
     for info, rows in pairs:
         suffix = pair_suffix(info.npu, info.bench) if several else ""
-        csv = write_pair_csv(rows, out_dir, info.npu, fmt, stack_mode=stack, summary=info.summary,
-                             suffix=suffix)
+        csv = write_pair_csv(
+            rows, out_dir, info.npu, fmt, stack_mode=stack, summary=info.summary, suffix=suffix
+        )
         if not to_dir:
             csv = csv.replace(path.with_name(f"{path.stem}{suffix}{path.suffix or '.csv'}"))
         written.append(csv)

@@ -57,11 +57,27 @@ def overview(model: TreeModel) -> list[PairLine]:
     for pair in model.root.children:
         name, count, seq = first.get(pair.key, ("", 0, None))
         divergence = seq if name else fails.get(pair.key)
-        lines.append(PairLine(pair.key, pair.label, pair.worst, tuple(pair.count(s) for s in COUNTED), name,
-                              count, divergence))
+        lines.append(
+            PairLine(
+                pair.key,
+                pair.label,
+                pair.worst,
+                tuple(pair.count(s) for s in COUNTED),
+                name,
+                count,
+                divergence,
+            )
+        )
     order = {p.key: p.order for p in model.root.children}
-    return sorted(lines, key=lambda p: (p.divergence is None, _step(model, p.key) if p.divergence is not None
-                                        else 0, p.divergence or 0, order[p.key]))
+    return sorted(
+        lines,
+        key=lambda p: (
+            p.divergence is None,
+            _step(model, p.key) if p.divergence is not None else 0,
+            p.divergence or 0,
+            order[p.key],
+        ),
+    )
 
 
 def _step(model: TreeModel, key: str) -> int:
@@ -88,8 +104,9 @@ class OverviewScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"{len(self.lines)} rank/step pairs, first divergence first — Enter opens one, "
-                        "Esc closes")
+            yield Label(
+                f"{len(self.lines)} rank/step pairs, first divergence first — Enter opens one, Esc closes"
+            )
             yield DataTable(cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -98,13 +115,16 @@ class OverviewScreen(ModalScreen["str | None"]):
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
             more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
-            table.add_row(line.label, Text(f"{line.worst.symbol} {line.worst.value}", style=style),
-                          *(f"{c:,}" for c in line.counts),
-                          "" if line.divergence is None else f"#{line.divergence:,}", line.suspect + more,
-                          key=line.key)
+            table.add_row(
+                line.label,
+                Text(f"{line.worst.symbol} {line.worst.value}", style=style),
+                *(f"{c:,}" for c in line.counts),
+                "" if line.divergence is None else f"#{line.divergence:,}",
+                line.suspect + more,
+                key=line.key,
+            )
         table.focus()
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
         self.dismiss(event.row_key.value)
-

@@ -162,8 +162,11 @@ class NarrowScreen(PathDialog["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
-                        "step and rank. Write its config (ptdbg-dump run --config) to:", markup=False)
+            yield Label(
+                f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
+                "step and rank. Write its config (ptdbg-dump run --config) to:",
+                markup=False,
+            )
             yield Input(self.default_path, id="narrow-path")
             yield from self.buttons("Write", "narrow")
 
@@ -203,8 +206,9 @@ class ReproScreen(PathDialog["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:",
-                        markup=False)
+            yield Label(
+                f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:", markup=False
+            )
             yield Input(self.default_folder, id="repro-folder")
             yield from self.buttons("Write", "repro")
 

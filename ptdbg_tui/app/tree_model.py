@@ -39,13 +39,28 @@ def shown_status(row: Row) -> Status:
 class Node:
     """One node of the model. Inner nodes count their leaves per status."""
 
-    __slots__ = ("_by_key", "alive", "children", "counts", "id", "key", "kind", "label", "order",
-                 "pair", "parent", "row", "site", "status")
+    __slots__ = (
+        "_by_key",
+        "alive",
+        "children",
+        "counts",
+        "id",
+        "key",
+        "kind",
+        "label",
+        "order",
+        "pair",
+        "parent",
+        "row",
+        "site",
+        "status",
+    )
 
     _ids = itertools.count()
 
-    def __init__(self, kind: str, key: str, label: str, parent: Node | None, order: int,
-                 pair: str = "") -> None:
+    def __init__(
+        self, kind: str, key: str, label: str, parent: Node | None, order: int, pair: str = ""
+    ) -> None:
         self.id = next(Node._ids)
         self.kind = kind
         self.key = key
@@ -241,8 +256,12 @@ class TreeModel:
             if leaf.status is not status:
                 self._restatus(leaf, status)
             return
-        if placed.path is self._last_path and self._last_call is not None and self._last_call.alive \
-                and self._last_call.pair == pair.key:
+        if (
+            placed.path is self._last_path
+            and self._last_call is not None
+            and self._last_call.alive
+            and self._last_call.pair == pair.key
+        ):
             parent = self._last_call  # the next entry of the same call (the engine shares its path)
         else:
             parent = pair
@@ -408,8 +427,11 @@ class TreeModel:
 
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
         """Every pair's ranked suspects, pairs in tree order, with their call nodes."""
-        return [(s, self.calls.get((pair.key, s.call))) for pair in self.root.children
-                for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())]
+        return [
+            (s, self.calls.get((pair.key, s.call)))
+            for pair in self.root.children
+            for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())
+        ]
 
     def _suspect_chains(self) -> Iterator[Node]:
         """Every suspect's call node and its ancestors."""

@@ -34,8 +34,12 @@ class Status(enum.Enum):
 
 _SEVERITY = {s: i for i, s in enumerate(Status)}
 _SYMBOL = {
-    Status.PASS: "✔", Status.PENDING: "…", Status.UNMATCHED: "∅", Status.WARN: "!",
-    Status.ERROR: "⚠", Status.FAIL: "✘",
+    Status.PASS: "✔",
+    Status.PENDING: "…",
+    Status.UNMATCHED: "∅",
+    Status.WARN: "!",
+    Status.ERROR: "⚠",
+    Status.FAIL: "✘",
 }
 
 
@@ -142,8 +146,11 @@ class Row:
     @property
     def shapes_agree(self) -> bool:
         """Both sides hold a tensor of the same shape, once the NPU one is transposed where it must be."""
-        return self.npu is not None and self.bench is not None and same_shape(self.npu, self.bench,
-                                                                              self.transposed)
+        return (
+            self.npu is not None
+            and self.bench is not None
+            and same_shape(self.npu, self.bench, self.transposed)
+        )
 
     @property
     def status(self) -> Status:

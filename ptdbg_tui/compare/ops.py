@@ -14,30 +14,82 @@ def op_name(op: str) -> str:
 
 #: Ops whose outputs are random draws (by :func:`op_name`): they differ between devices unless the
 #: generators match, and no replay draws the same numbers without the generator's state.
-RANDOM_OPS = frozenset({
-    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
-    "bernoulli", "multinomial", "poisson", "random", "exponential", "geometric", "cauchy", "log_normal",
-    "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
-    "gumbel_softmax", "native_dropout", "fused_dropout",
-})
+RANDOM_OPS = frozenset(
+    {
+        "rand",
+        "randn",
+        "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "randperm",
+        "normal",
+        "uniform",
+        "bernoulli",
+        "multinomial",
+        "poisson",
+        "random",
+        "exponential",
+        "geometric",
+        "cauchy",
+        "log_normal",
+        "dropout",
+        "dropout1d",
+        "dropout2d",
+        "dropout3d",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+        "rrelu",
+        "gumbel_softmax",
+        "native_dropout",
+        "fused_dropout",
+    }
+)
 
 #: In-place ops whose result does not depend on what their first argument held: they overwrite it
 #: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data).
-OVERWRITING_OPS = frozenset({"uniform_", "normal_", "zero_", "fill_", "random_", "exponential_", "geometric_",
-                             "cauchy_", "log_normal_", "bernoulli_", "copy_"})
+OVERWRITING_OPS = frozenset(
+    {
+        "uniform_",
+        "normal_",
+        "zero_",
+        "fill_",
+        "random_",
+        "exponential_",
+        "geometric_",
+        "cauchy_",
+        "log_normal_",
+        "bernoulli_",
+        "copy_",
+    }
+)
 
 _WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
 _NORM = ((2, "weight"), (3, "bias"))
 #: Which argument positions of an op (by :func:`op_name`) hold module parameters, and their names.
 PARAMETER_SLOTS: dict[str, dict[int, str]] = {
-    op: dict(slots) for ops, slots in (
-        (("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"),
-         _WEIGHT_BIAS),
+    op: dict(slots)
+    for ops, slots in (
+        (
+            (
+                "linear",
+                "conv1d",
+                "conv2d",
+                "conv3d",
+                "conv_transpose1d",
+                "conv_transpose2d",
+                "conv_transpose3d",
+            ),
+            _WEIGHT_BIAS,
+        ),
         (("layer_norm", "group_norm"), _NORM),
         (("batch_norm", "instance_norm"), ((3, "weight"), (4, "bias"))),
-        (("rms_norm",), ((2, "weight"),)), (("embedding", "prelu"), ((1, "weight"),)),
-        (("bilinear",), _NORM), (("lstm", "gru", "rnn_tanh", "rnn_relu"), ((2, "weights"),)),
-    ) for op in ops
+        (("rms_norm",), ((2, "weight"),)),
+        (("embedding", "prelu"), ((1, "weight"),)),
+        (("bilinear",), _NORM),
+        (("lstm", "gru", "rnn_tanh", "rnn_relu"), ((2, "weights"),)),
+    )
+    for op in ops
 }
 
 #: Inputs that are a module's running state, which a training call updates in place (a tool that records

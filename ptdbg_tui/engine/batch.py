@@ -90,21 +90,38 @@ def _read(dump: RankDump, side: str) -> Any:
         raise CompareInputError(f"cannot read {side} dump file {reason(e)}") from None
 
 
-def _outcome(npu: RankDump, bench: RankDump, npu_tensors: Path | None, bench_tensors: Path | None, match: str,
-             summary: bool) -> PairOutcome:
+def _outcome(
+    npu: RankDump,
+    bench: RankDump,
+    npu_tensors: Path | None,
+    bench_tensors: Path | None,
+    match: str,
+    summary: bool,
+) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    dialects = (dialect_of(producer(npu.format, n.stacks, n.tensors)),
-                dialect_of(producer(bench.format, b.stacks, b.tensors)))
+    dialects = (
+        dialect_of(producer(npu.format, n.stacks, n.tensors)),
+        dialect_of(producer(bench.format, b.stacks, b.tensors)),
+    )
     matching = choose_match(n.tensors, b.tensors, match, dialects)
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_tensors is not None and bench_tensors is not None
     for row in rows:
         row.result = settled_result(row, summary=not full)
-    return PairOutcome(npu, bench, rows, bad_lines=(n.bad, b.bad), summary=not full,
-                       stack_mode=bool(n.stacks), npu_tensors=npu_tensors if full else None,
-                       bench_tensors=bench_tensors if full else None, match=matching.mode,
-                       match_note=matching.note, no_verdict=_no_verdict(npu, bench, rows))
+    return PairOutcome(
+        npu,
+        bench,
+        rows,
+        bad_lines=(n.bad, b.bad),
+        summary=not full,
+        stack_mode=bool(n.stacks),
+        npu_tensors=npu_tensors if full else None,
+        bench_tensors=bench_tensors if full else None,
+        match=matching.mode,
+        match_note=matching.note,
+        no_verdict=_no_verdict(npu, bench, rows),
+    )
 
 
 def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> str:
@@ -112,8 +129,10 @@ def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> str:
     row equals itself), or a side holds no entries (no row is compared); "" when neither."""
     if same := same_dump_note(npu, bench):
         return same
-    for role, dump, found in (("NPU", npu, any(r.npu is not None for r in rows)),
-                              ("bench", bench, any(r.bench is not None for r in rows))):
+    for role, dump, found in (
+        ("NPU", npu, any(r.npu is not None for r in rows)),
+        ("bench", bench, any(r.bench is not None for r in rows)),
+    ):
         if not found:
             return f"the {role} dump file {dump.records} holds no entries"
     return ""
@@ -165,8 +184,9 @@ def _in_context(outcomes: Outcomes, match: str) -> None:
         outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
 
 
-def _earlier(npu: RankDump, bench: RankDump, match: str,
-             npu_dumps: Sequence[RankDump]) -> tuple[list[Row], Diagnosis] | None:
+def _earlier(
+    npu: RankDump, bench: RankDump, match: str, npu_dumps: Sequence[RankDump]
+) -> tuple[list[Row], Diagnosis] | None:
     """A pair compared from its statistics alone (its collectives checked against the other ranks'),
     for what a later step's verdict needs of it."""
     try:
@@ -185,8 +205,9 @@ class Around(NamedTuple):
     pairs: list[tuple[RankDump, RankDump]]
 
 
-def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None,
-           rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
+def _pairs(
+    npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None, rank: int | None
+) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
     """The pairs to compare and notes on what stays out: unreadable folders, dumps on one side only."""
     found = []
     for path in (npu_path, bench_path):
@@ -197,8 +218,13 @@ def _pairs(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
     return _paired(found[0], found[1], (npu_path, bench_path), step, rank)
 
 
-def _paired(npu_scan: Scan, bench_scan: Scan, paths: Sequence[str | os.PathLike[str]], step: int | None,
-            rank: int | None) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
+def _paired(
+    npu_scan: Scan,
+    bench_scan: Scan,
+    paths: Sequence[str | os.PathLike[str]],
+    step: int | None,
+    rank: int | None,
+) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
     sides = []
     notes: list[str] = []
     for role, path, found in (("NPU", paths[0], npu_scan), ("bench", paths[1], bench_scan)):
@@ -214,10 +240,18 @@ def _paired(npu_scan: Scan, bench_scan: Scan, paths: Sequence[str | os.PathLike[
     return pairs, [*notes, *unpaired], Around(npu, pair_dumps(npu, bench))
 
 
-def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], *,
-                  step: int | None = None, rank: int | None = None, match: str = "auto",
-                  summary: bool = False, jobs: int | None = None, cluster: str | None = None,
-                  progress: ProgressFn | None = None) -> Outcomes:
+def compare_dumps(
+    npu_path: str | os.PathLike[str],
+    bench_path: str | os.PathLike[str],
+    *,
+    step: int | None = None,
+    rank: int | None = None,
+    match: str = "auto",
+    summary: bool = False,
+    jobs: int | None = None,
+    cluster: str | None = None,
+    progress: ProgressFn | None = None,
+) -> Outcomes:
     """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl), here or
     on the Dask cluster at ``cluster`` (``tcp://host:port`` or ``local:N``), and find the first
     divergent rank (``ranks``).
@@ -233,8 +267,9 @@ def compare_dumps(npu_path: str | os.PathLike[str], bench_path: str | os.PathLik
         pairs, notes, around = _pairs(npu_path, bench_path, step, rank)
         if not summary:
             notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
-        outcomes = compare_pairs([(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary,
-                                  jobs, progress)
+        outcomes = compare_pairs(
+            [(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary, jobs, progress
+        )
         outcomes.notes[:0] = notes
         outcomes.around = around
     _in_context(outcomes, match)
@@ -247,8 +282,9 @@ def judge_ranks(outcomes: Outcomes) -> None:
     (the other steps and ranks, and a replay, change them)."""
     for o in outcomes:
         o.culprit_module = _culprit_module(o)
-    outcomes.ranks = cross_rank([RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis)
-                                 for o in outcomes])
+    outcomes.ranks = cross_rank(
+        [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
+    )
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> str | None:
@@ -283,9 +319,16 @@ def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
     return out
 
 
-def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str],
-                        step: int | None, rank: int | None, match: str, summary: bool, address: str,
-                        progress: ProgressFn | None) -> Outcomes:
+def _compare_on_cluster(
+    npu_path: str | os.PathLike[str],
+    bench_path: str | os.PathLike[str],
+    step: int | None,
+    rank: int | None,
+    match: str,
+    summary: bool,
+    address: str,
+    progress: ProgressFn | None,
+) -> Outcomes:
     """The workers find the rank dumps (they may live on the workers' own disks), read and match each
     pair where both its folders can be read, and compare the tensors; only rows and metrics come back.
     A pair that cannot be read or compared is a note and the others go on."""
@@ -301,8 +344,10 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
         for n, b in pairs:
             call = pool.submit(pair_outcome, n, b, match, summary, dirs=(str(n.rank_dir), str(b.rank_dir)))
             if call is None:  # e.g. the NPU folder on one node's disk, the bench one on another's
-                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — no worker of the cluster "
-                                      "can read both its folders")
+                outcomes.notes.append(
+                    f"{n.label} vs {b.label}: not compared — no worker of the cluster "
+                    "can read both its folders"
+                )
             else:
                 calls.append(call)
         for call, got in zip(calls, pool.gather(calls), strict=True):
@@ -321,8 +366,13 @@ def _compare_on_cluster(npu_path: str | os.PathLike[str], bench_path: str | os.P
     return outcomes
 
 
-def compare_pairs(pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]], match: str,
-                   summary: bool, jobs: int | None, progress: ProgressFn | None) -> Outcomes:
+def compare_pairs(
+    pairs: Sequence[tuple[RankDump, RankDump, Path | None, Path | None]],
+    match: str,
+    summary: bool,
+    jobs: int | None,
+    progress: ProgressFn | None,
+) -> Outcomes:
     """Outcomes of (npu, bench, NPU tensor folder, bench tensor folder) pairs; the workers start first so
     their start-up overlaps the reading of the records. A pair that cannot be read or compared is a note and
     the others go on; :class:`CompareInputError` when none could be."""
@@ -373,8 +423,10 @@ def _side_notes(o: PairOutcome) -> list[str]:
     """A side with names that repeat (a side without entries, or one dump on both sides, is the pair's
     ``no_verdict``)."""
     notes = []
-    for role, dump, records in (("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
-                                ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None])):
+    for role, dump, records in (
+        ("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
+        ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None]),
+    ):
         if records and (repeats := repeated_names(sorted(records, key=lambda t: t.order))):
             notes.append(f"{role} dump {dump.records}: {repeats}")
     return notes

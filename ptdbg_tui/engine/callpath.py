@@ -55,8 +55,13 @@ def placement_stack(entry: EntryName | None, stacks: Mapping[str, StackRecord]) 
     return stacks.get(entry.forward_call) or stacks.get(entry.call)
 
 
-def call_path(entry: EntryName | None, name: str, chain: ModuleChain | None,
-              stack: StackRecord | None, noise: bool = False) -> tuple[Seg, ...]:
+def call_path(
+    entry: EntryName | None,
+    name: str,
+    chain: ModuleChain | None,
+    stack: StackRecord | None,
+    noise: bool = False,
+) -> tuple[Seg, ...]:
     """Path of the call of one entry, from its direction down to the call node itself; a noise
     call (the other tool's own, in a mixed pair) goes into one group of its direction."""
     direction = entry.direction if entry else OTHER

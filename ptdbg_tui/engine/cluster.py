@@ -78,8 +78,9 @@ def check_address(address: str) -> None:
         if int(m.group(1)) < 1:
             raise ClusterError("--cluster local:N needs at least 1 worker")
     elif "://" not in address and not re.match(r"^[\w.-]+:\d+$", address):
-        raise ClusterError(f"--cluster {address!r}: expected a scheduler address (tcp://host:port) "
-                           "or local:N")
+        raise ClusterError(
+            f"--cluster {address!r}: expected a scheduler address (tcp://host:port) or local:N"
+        )
 
 
 # --- what the workers run -----------------------------------------------------------------------
@@ -106,8 +107,11 @@ def probe(dirs: Sequence[str]) -> list[bool]:
 
 
 def _order(dump: RankDump) -> tuple[int, int, str]:
-    return (dump.step if dump.step is not None else -1, dump.rank if dump.rank is not None else -1,
-            str(dump.records))
+    return (
+        dump.step if dump.step is not None else -1,
+        dump.rank if dump.rank is not None else -1,
+        str(dump.records),
+    )
 
 
 def _where() -> str:
@@ -173,8 +177,15 @@ class ClusterPool:
     workers were lost).
     """
 
-    def __init__(self, address: str, *, batch_bytes: int = BATCH_BYTES, batch_tasks: int = BATCH_TASKS,
-                 part_bytes: int = PART_BYTES, reconnect_s: float = RECONNECT_S) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        batch_bytes: int = BATCH_BYTES,
+        batch_tasks: int = BATCH_TASKS,
+        part_bytes: int = PART_BYTES,
+        reconnect_s: float = RECONNECT_S,
+    ) -> None:
         check_address(address)
         self.address = address
         self.batch_bytes = batch_bytes
@@ -209,8 +220,13 @@ class ClusterPool:
         try:
             if m is not None:
                 self._local = distributed.LocalCluster(
-                    n_workers=int(m.group(1)), threads_per_worker=1, processes=True, dashboard_address=":0",
-                    silence_logs=logging.ERROR, env=dict(THREAD_ENV))
+                    n_workers=int(m.group(1)),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                    env=dict(THREAD_ENV),
+                )
                 self._client = distributed.Client(self._local)
             else:
                 self._client = distributed.Client(self.address, timeout=CONNECT_S)
@@ -251,11 +267,14 @@ class ClusterPool:
     def _eligible_by_dirs(self, groups: set[tuple[str, ...]]) -> dict[tuple[str, ...], list[str]]:
         """:meth:`eligible` of each folder group, with one look at the cluster."""
         live = self._learn({d for dirs in groups for d in dirs})
-        return {dirs: sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
-                for dirs in groups}
+        return {
+            dirs: sorted(w for w in live if all(self._seen.get(w, {}).get(d) for d in dirs))
+            for dirs in groups
+        }
 
-    def scan(self, roots: Sequence[str],
-             scan_roots: Callable[[Sequence[str]], list[Scan | str]]) -> list[Scan]:
+    def scan(
+        self, roots: Sequence[str], scan_roots: Callable[[Sequence[str]], list[Scan | str]]
+    ) -> list[Scan]:
         """What the workers find below each root (``scan_roots`` runs on every worker: a list of a
         :class:`~ptdbg_tui.formats.layout.Scan` or the reason for none, per root), merged: every rank
         dump some worker serves, and the problems met. Raises :class:`ClusterError` when no worker
@@ -287,8 +306,9 @@ class ClusterPool:
         return call
 
     def _send(self, call: Call) -> None:
-        call.future = self.client.submit(located, call.fn, *call.args, workers=call.workers,
-                                         allow_other_workers=False, pure=False)
+        call.future = self.client.submit(
+            located, call.fn, *call.args, workers=call.workers, allow_other_workers=False, pure=False
+        )
 
     def gather(self, calls: Sequence[Call]) -> Iterator[Any]:
         """The values of :meth:`submit`'s calls, in order, each as it comes; a call that raised gives its
@@ -359,8 +379,9 @@ class ClusterPool:
         _, start, stop, _ = job.part
         return self.client.submit(run_one_part, tasks[job.indices[0]], start, stop, **opts)
 
-    def map(self, tasks: Sequence[CompareTask], *,
-            largest_first: bool = False) -> Iterator[tuple[int, Result]]:
+    def map(
+        self, tasks: Sequence[CompareTask], *, largest_first: bool = False
+    ) -> Iterator[tuple[int, Result]]:
         """``(index into tasks, result)`` as they complete (see :meth:`MetricPool.map`)."""
         order = list(range(len(tasks)))
         if largest_first:
@@ -399,8 +420,9 @@ class ClusterPool:
     def _unreadable(self, job: _Job) -> str:
         return f"No worker of the cluster can read {' and '.join(job.dirs)}."
 
-    def _results(self, job: _Job, results: Sequence[PartOutcome], tasks: Sequence[CompareTask],
-                 parts: _Parts) -> Iterator[tuple[int, Result]]:
+    def _results(
+        self, job: _Job, results: Sequence[PartOutcome], tasks: Sequence[CompareTask], parts: _Parts
+    ) -> Iterator[tuple[int, Result]]:
         if job.part is None:
             yield from zip(job.indices, results, strict=True)  # type: ignore[misc]
             return
@@ -411,14 +433,21 @@ class ClusterPool:
             del parts[i]
             yield i, finish_parts(tasks[i], [got[k] for k in sorted(got)])
 
-    def _give_up(self, job: _Job, tasks: Sequence[CompareTask], parts: _Parts,
-                 message: str) -> Iterator[tuple[int, Result]]:
+    def _give_up(
+        self, job: _Job, tasks: Sequence[CompareTask], parts: _Parts, message: str
+    ) -> Iterator[tuple[int, Result]]:
         if job.part is not None and job.indices[0] not in parts:
             return  # its task already settled by another part
         yield from self._results(job, [error_result(message) for _ in job.indices], tasks, parts)
 
-    def _collect(self, future: Future, job: _Job, tasks: Sequence[CompareTask], parts: _Parts,
-                 pending: dict[Future, _Job]) -> Iterator[tuple[int, Result]]:
+    def _collect(
+        self,
+        future: Future,
+        job: _Job,
+        tasks: Sequence[CompareTask],
+        parts: _Parts,
+        pending: dict[Future, _Job],
+    ) -> Iterator[tuple[int, Result]]:
         if job.part is not None and job.indices[0] not in parts:
             return
         status = future.status
@@ -451,8 +480,9 @@ class ClusterPool:
             return
         yield from self._give_up(job, tasks, parts, f"The cluster lost this task {job.attempts} times.")
 
-    def _heal(self, pending: dict[Future, _Job], waiting: list[_Job], tasks: Sequence[CompareTask],
-              parts: _Parts) -> Iterator[tuple[int, Result]]:
+    def _heal(
+        self, pending: dict[Future, _Job], waiting: list[_Job], tasks: Sequence[CompareTask], parts: _Parts
+    ) -> Iterator[tuple[int, Result]]:
         """Move jobs whose workers are all gone to the workers that can read their files now; give
         up on those that found none for ``reconnect_s``."""
         try:

@@ -59,8 +59,10 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
     for d in npu_dumps:
         peers.setdefault(d.step, []).append(d)
     for step, compared in by_step.items():
-        results = {rank: collective_results([r.npu for r in p.rows if r.npu is not None])
-                   for rank, p in compared.items()}
+        results = {
+            rank: collective_results([r.npu for r in p.rows if r.npu is not None])
+            for rank, p in compared.items()
+        }
         if not any(results.values()):
             continue
         for d in peers.get(step, ()):
@@ -72,8 +74,9 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
                 apply_departure(p.diagnosis, p.rows, departure, step)
 
 
-def link_to_earlier_steps(pairs: Sequence[Compared], all_pairs: Iterable[tuple[RankDump, RankDump]],
-                          earlier: Earlier) -> None:
+def link_to_earlier_steps(
+    pairs: Sequence[Compared], all_pairs: Iterable[tuple[RankDump, RankDump]], earlier: Earlier
+) -> None:
     """Parameters that differ on entry to a step: inherited when the step before (compared here, or
     else from its statistics) named a suspect of its own."""
     views = [StepView(p.npu.step, p.npu.rank, p.rows, p.diagnosis) for p in pairs]

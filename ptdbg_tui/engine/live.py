@@ -69,8 +69,9 @@ class LiveOptions:
 class LiveEngine:
     """Background thread comparing ``npu_root`` against ``bench_root`` for the app."""
 
-    def __init__(self, npu_root: str | Path, bench_root: str | Path, options: LiveOptions,
-                 notify: Callable[[], None]) -> None:
+    def __init__(
+        self, npu_root: str | Path, bench_root: str | Path, options: LiveOptions, notify: Callable[[], None]
+    ) -> None:
         self.npu_root = Path(npu_root)
         self.bench_root = Path(bench_root)
         self.options = options
@@ -84,8 +85,9 @@ class LiveEngine:
         self._headline = ""  # the cross-rank verdict last reported
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         self._notice = ""  # the watcher's fallback notice, once reported
-        self._watcher = (DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll)
-                         if options.watch else None)
+        self._watcher = (
+            DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll) if options.watch else None
+        )
         self._npu_status: SideStatus | None = None
         self._bench_status: SideStatus | None = None
         self._unpaired: tuple[str, ...] = ()
@@ -94,8 +96,14 @@ class LiveEngine:
         self._restarts = 0
         self._next: tuple[Path, Path] | None = None  # folders that replace the roots once they hold a pair
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
-        self._context = PairContext(options, not options.watch, self.outbox, self._metric_pool,
-                                    self._stop.is_set, lambda: self._progress(done=False))
+        self._context = PairContext(
+            options,
+            not options.watch,
+            self.outbox,
+            self._metric_pool,
+            self._stop.is_set,
+            lambda: self._progress(done=False),
+        )
         self._replay = LiveReplay(options.replay_budget_s, options.replay_top, self.outbox, self.wake)
         # The compiled pass only where the tensor files already make a big job (numba's load would
         # compete with the app's start; a dump that grows past it runs the numpy pass: same values).
@@ -171,8 +179,9 @@ class LiveEngine:
                     return
                 except Exception as e:
                     log.exception("live engine: unexpected error; restarting")
-                    self.outbox.notice(f"The comparison engine hit an unexpected error ({_what(e)}) "
-                                       "and restarted.")
+                    self.outbox.notice(
+                        f"The comparison engine hit an unexpected error ({_what(e)}) and restarted."
+                    )
                     self.outbox.flush(force=True)
                     self._restarts += 1
                     for key in list(self._pairs):
@@ -244,11 +253,17 @@ class LiveEngine:
             detail = f"waiting for {root} to appear" if missing and self._watcher is not None else str(e)
             return [], SideStatus(role, str(root), MISSING if missing else NO_DUMP, detail)
         if not found.dumps:
-            return [], SideStatus(role, str(root), NO_DUMP, no_dump_message(root, found.problems),
-                                  problems=tuple(found.problems))
+            return [], SideStatus(
+                role,
+                str(root),
+                NO_DUMP,
+                no_dump_message(root, found.problems),
+                problems=tuple(found.problems),
+            )
         steps, ranks = steps_and_ranks(found.dumps)
-        return found.dumps, SideStatus(role, str(root), FOUND, "", tuple(steps), tuple(ranks),
-                                       problems=tuple(found.problems))
+        return found.dumps, SideStatus(
+            role, str(root), FOUND, "", tuple(steps), tuple(ranks), problems=tuple(found.problems)
+        )
 
     def _side(self, dump: RankDump) -> SideState:
         side = self._sides.get(dump.records)
@@ -274,8 +289,9 @@ class LiveEngine:
         self._next = None
         if self._watcher is not None:
             self._watcher.set_roots([self.npu_root, self.bench_root])
-        self.outbox.notice(f"The narrowed dump arrived: comparing {self.npu_root} ↔ {self.bench_root} in "
-                           f"place of {old}.")
+        self.outbox.notice(
+            f"The narrowed dump arrived: comparing {self.npu_root} ↔ {self.bench_root} in place of {old}."
+        )
 
     def _discover(self) -> None:
         self._switch()
@@ -382,8 +398,10 @@ class LiveEngine:
             self._note(problem)
         if len(side.bad) > side.reported_bad:
             first = side.bad[side.reported_bad]
-            self.outbox.notice(f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
-                               f"line(s) skipped (line {first.line}: {first.reason})")
+            self.outbox.notice(
+                f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
+                f"line(s) skipped (line {first.line}: {first.reason})"
+            )
             side.reported_bad = len(side.bad)
 
     def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:
@@ -424,8 +442,11 @@ class LiveEngine:
             return status
         sides = [s for s in self._sides.values() if s.dump.records in records]
         now = time.monotonic()
-        return replace(status, writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
-                       problems=status.problems + tuple(p for s in sides for p in s.problems))
+        return replace(
+            status,
+            writing=any(not s.quiet(now, self.options.quiet_s) for s in sides),
+            problems=status.problems + tuple(p for s in sides for p in s.problems),
+        )
 
     def _cross_rank(self) -> None:
         """Whenever a pair's diagnosis changed: the other ranks' collectives and the step before each pair
@@ -446,8 +467,11 @@ class LiveEngine:
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
         if len({p.info.npu.rank for p in pairs}) < 2:
             return
-        views = [RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
-                 for p in pairs if p.diagnosis is not None]
+        views = [
+            RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
+            for p in pairs
+            if p.diagnosis is not None
+        ]
         headline = cross_rank(views).headline
         if headline != self._headline:
             self._headline = headline
@@ -485,12 +509,28 @@ class LiveEngine:
         bench = {p.bench.dump.records: len(p.bench.tensors) for p in pairs if p.bench}
         rows = sum(len(p.rows) for p in pairs)
         compared = sum(p.compared for p in pairs)
-        statuses = [self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
-                    for s in (self._npu_status, self._bench_status)]
+        statuses = [
+            self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
+            for s in (self._npu_status, self._bench_status)
+        ]
         faults = tuple(p.failed.notice for p in pairs if p.failed is not None)
-        self.outbox.put_progress(Progress(sum(npu.values()), sum(bench.values()), rows, compared, len(pairs),
-                                          self.watching, done, statuses[0], statuses[1], self._unpaired,
-                                          faults, self._replay.done, self._replay.total))
+        self.outbox.put_progress(
+            Progress(
+                sum(npu.values()),
+                sum(bench.values()),
+                rows,
+                compared,
+                len(pairs),
+                self.watching,
+                done,
+                statuses[0],
+                statuses[1],
+                self._unpaired,
+                faults,
+                self._replay.done,
+                self._replay.total,
+            )
+        )
 
 
 def _what(e: BaseException) -> str:

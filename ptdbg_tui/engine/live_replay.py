@@ -218,8 +218,10 @@ class LiveReplay:
         left = [j for j in self._queue if not j.asked]
         self._queue = deque(j for j in self._queue if j.asked)
         self.total -= len(left)
-        self._outbox.notice(f"Replay: the budget of {self.budget_s:g} s ran out with {len(left)} call(s) not "
-                            "replayed (--replay-budget; r replays the selected call).")
+        self._outbox.notice(
+            f"Replay: the budget of {self.budget_s:g} s ran out with {len(left)} call(s) not "
+            "replayed (--replay-budget; r replays the selected call)."
+        )
 
     def _stop(self, why: str) -> None:
         """Replay cannot run here: say why once, and queue nothing more."""

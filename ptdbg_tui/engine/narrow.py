@@ -108,7 +108,7 @@ def _diverged(outcomes: Outcomes) -> PairOutcome | None:
             if same and o.diagnosis.culprit is not None:
                 return o
     found = [o for o in outcomes if o.diagnosis.culprit is not None and not o.no_verdict]
-    return min(found, key=lambda o: (-1 if o.npu.step is None else o.npu.step), default=None)
+    return min(found, key=lambda o: -1 if o.npu.step is None else o.npu.step, default=None)
 
 
 def _modules(outcomes: Iterable[PairOutcome], chains: _Chains) -> set[str]:
@@ -134,8 +134,9 @@ def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
     pair = _diverged(outcomes)
     culprit = pair.diagnosis.culprit if pair is not None else None
     example = culprit.call if culprit is not None else "Functional_linear_0_forward"
-    raise NarrowError(f"no call {name} in the NPU dump (a call is named as the report names it, e.g. "
-                      f"{example})")
+    raise NarrowError(
+        f"no call {name} in the NPU dump (a call is named as the report names it, e.g. {example})"
+    )
 
 
 def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains) -> bool:
@@ -147,8 +148,9 @@ def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains)
     return any(entry.key[:3] == c.key[:3] for c in target.calls)
 
 
-def _steps_and_ranks(outcomes: Outcomes, target: Narrowed, chains: _Chains,
-                     fallback: list[PairOutcome]) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+def _steps_and_ranks(
+    outcomes: Outcomes, target: Narrowed, chains: _Chains, fallback: list[PairOutcome]
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """The earliest step at which a suspect lies inside the target (the later ones inherit the
     divergence) and the ranks with one there; else those of ``fallback``. None where a dump has no
     step or rank number (the next dump covers them all)."""
@@ -159,8 +161,10 @@ def _steps_and_ranks(outcomes: Outcomes, target: Narrowed, chains: _Chains,
     hits = hits or fallback
     steps = {o.npu.step for o in hits}
     ranks = {o.npu.rank for o in hits}
-    return (None if None in steps else tuple(sorted(steps)),  # type: ignore[type-var]
-            None if None in ranks else tuple(sorted(ranks)))  # type: ignore[type-var]
+    return (
+        None if None in steps else tuple(sorted(steps)),  # type: ignore[type-var]
+        None if None in ranks else tuple(sorted(ranks)),
+    )  # type: ignore[type-var]
 
 
 def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None = None) -> Narrowing:
@@ -175,13 +179,16 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     elif module:
         known = _modules(outcomes, chains)
         if not known:
-            raise NarrowError("the NPU dump records no modules around its calls (a dump of the original "
-                              "ptdbg_ascend, or msprobe at level L1): name a call with --call")
+            raise NarrowError(
+                "the NPU dump records no modules around its calls (a dump of the original "
+                "ptdbg_ascend, or msprobe at level L1): name a call with --call"
+            )
         if module not in known:
             names = sorted(known)
             more = f" … ({len(names)} in all)" if len(names) > LISTED else ""
-            raise NarrowError(f"no module {module} in the NPU dump; its modules are "
-                              f"{', '.join(names[:LISTED])}{more}")
+            raise NarrowError(
+                f"no module {module} in the NPU dump; its modules are {', '.join(names[:LISTED])}{more}"
+            )
         target, why = Narrowed(module=module), f"the module named ({module})"
     elif pair is None or culprit is None:
         verdicts = "; ".join(o.no_verdict or o.diagnosis.verdict for o in outcomes)
@@ -206,13 +213,17 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
     return target, f"the culprit {culprit.call}{where}"
 
 
-def narrowing_in(npu: RankDump, why: str, module: str = "", call: EntryName | None = None,
-                 stack: StackRecord | None = None) -> Narrowing:
+def narrowing_in(
+    npu: RankDump, why: str, module: str = "", call: EntryName | None = None, stack: StackRecord | None = None
+) -> Narrowing:
     """The next dump's target at one pair's step and rank: a module, or a call (the app's key)."""
     steps = (npu.step,) if npu.step is not None else None
     ranks = (npu.rank,) if npu.rank is not None else None
-    target = Narrowed(module=module, steps=steps, ranks=ranks) if module or call is None \
+    target = (
+        Narrowed(module=module, steps=steps, ranks=ranks)
+        if module or call is None
         else narrowed_to_call(call, steps, ranks)
+    )
     return Narrowing(target, npu, why, script_of(stack))
 
 
@@ -242,8 +253,11 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
         out.other = config.with_name(f"{config.name.removesuffix('.json')}.{other.tool}.json")
         text = json.dumps(other.data, indent=2)
         out.other.write_text(text + "\n", encoding="utf-8")
-        out.lines += [f"{other.tool} config: {out.other}", *(f"  {u}" for u in other.usage(out.other)),
-                      *(f"  {line}" for line in text.splitlines())]
+        out.lines += [
+            f"{other.tool} config: {out.other}",
+            *(f"  {u}" for u in other.usage(out.other)),
+            *(f"  {line}" for line in text.splitlines()),
+        ]
     return out
 
 
@@ -254,13 +268,18 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
     what = "its calls" if t.module else "the call" if len(t.calls) == 1 else "the calls"
     q = shlex.quote
     run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
-    lines = [f"Narrowed to {t.words}: {n.why}.",
-             f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
-             f"  config: {config}",
-             "Run the same script on both sides, then compare:",
-             f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
-             f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
-             f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}"]
-    lines.append(f"  ({SCRIPT}: your training script and its arguments)" if n.script == SCRIPT else
-                 f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)")
+    lines = [
+        f"Narrowed to {t.words}: {n.why}.",
+        f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
+        f"  config: {config}",
+        "Run the same script on both sides, then compare:",
+        f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
+        f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
+        f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}",
+    ]
+    lines.append(
+        f"  ({SCRIPT}: your training script and its arguments)"
+        if n.script == SCRIPT
+        else f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)"
+    )
     return lines

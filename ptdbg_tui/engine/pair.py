@@ -107,8 +107,14 @@ def row_key(row: Row) -> str:
 
 
 def _same(a: Row, b: Row) -> bool:
-    return (a.npu is b.npu and a.bench is b.bench and a.result is b.result and a.seq == b.seq
-            and a.stack is b.stack and a.fuzzy == b.fuzzy)
+    return (
+        a.npu is b.npu
+        and a.bench is b.bench
+        and a.result is b.result
+        and a.seq == b.seq
+        and a.stack is b.stack
+        and a.fuzzy == b.fuzzy
+    )
 
 
 def _is_retryable(result: Result) -> bool:
@@ -199,8 +205,9 @@ class DiagnosisClock:
 class PairState:
     """Rows of one pair, and its pass: read, match, compare, diagnose, emit."""
 
-    def __init__(self, info: PairInfo, npu: SideState, bench: SideState | None,
-                 sent: Sent | None = None) -> None:
+    def __init__(
+        self, info: PairInfo, npu: SideState, bench: SideState | None, sent: Sent | None = None
+    ) -> None:
         self.info = info
         self.npu = npu
         self.bench = bench
@@ -234,8 +241,9 @@ class PairState:
     def rematch(self, mode: str) -> None:
         npu = dialect_of(self.npu.reader.producer)
         bench = dialect_of(self.bench.reader.producer) if self.bench is not None else npu
-        self.matching = choose_match(self.npu.tensors, self.bench.tensors if self.bench else [], mode,
-                                     (npu, bench))
+        self.matching = choose_match(
+            self.npu.tensors, self.bench.tensors if self.bench else [], mode, (npu, bench)
+        )
         self.match_asked = mode
         rows = self.matching.rows
         attach_stacks(rows, self.npu.stacks)
@@ -307,8 +315,11 @@ class PairState:
                     due = at if due is None else min(due, at)
                 continue
             other = self.bench if row.npu is not None else self.npu
-            final = static or row.seq < self.last_matched or (
-                self.npu.quiet(now, quiet_s) if other is None else other.quiet(now, quiet_s))
+            final = (
+                static
+                or row.seq < self.last_matched
+                or (self.npu.quiet(now, quiet_s) if other is None else other.quiet(now, quiet_s))
+            )
             if final:
                 todo.append(i)
             else:
@@ -333,7 +344,7 @@ class PairState:
         npu_dir = self.info.npu.tensor_dir
         bench_dir = self.info.bench.tensor_dir if self.info.bench else None
         for start in range(0, len(tasks_at), ctx.options.chunk):
-            part = tasks_at[start:start + ctx.options.chunk]
+            part = tasks_at[start : start + ctx.options.chunk]
             tasks = [task_for(self.rows[i], npu_dir, bench_dir) for i in part]
             started = time.time_ns()
             for k, result in pool.map(tasks):
@@ -344,7 +355,8 @@ class PairState:
                     paths = (tasks[k].npu_path, tasks[k].bench_path)
                     states = _states(paths)
                     if any(_changed_since(st, started) for st in states) or (
-                            _is_retryable(result) and self.settling(now, ctx.options.quiet_s)):
+                        _is_retryable(result) and self.settling(now, ctx.options.quiet_s)
+                    ):
                         self.cache.retry[key] = now + RETRY_S  # being written, or changed while read
                         continue
                     self.cache.errored[key] = Errored(paths, states)
@@ -423,9 +435,13 @@ class PairState:
         stack = placement_stack(entry, side.stacks)
         # The dumper writes a call's tensor lines, then its stack line, then its module line:
         # only the last call of a file may still be missing them.
-        settled = (ctx.static or chain is not None or rec.call != side.tail_call
-                   or (stack is not None and not side.reader.has_modules)
-                   or side.quiet(time.monotonic(), ctx.options.quiet_s))
+        settled = (
+            ctx.static
+            or chain is not None
+            or rec.call != side.tail_call
+            or (stack is not None and not side.reader.has_modules)
+            or side.quiet(time.monotonic(), ctx.options.quiet_s)
+        )
         if not settled:
             return None
         found = self.sent.paths[key] = (call_path(entry, rec.name, chain, stack, row.noise), stack)
@@ -460,4 +476,3 @@ class PairState:
                 del sent.rows[k]
         if upserts or removes:
             ctx.outbox.put_rows(self.info, upserts, removes)
-

@@ -112,8 +112,12 @@ def _crashed(message: str) -> Result:
     return error_result(message)
 
 
-def batches(tasks: Sequence[CompareTask], order: Sequence[int], batch_bytes: int = BATCH_BYTES,
-            batch_tasks: int = BATCH_TASKS) -> Iterator[list[int]]:
+def batches(
+    tasks: Sequence[CompareTask],
+    order: Sequence[int],
+    batch_bytes: int = BATCH_BYTES,
+    batch_tasks: int = BATCH_TASKS,
+) -> Iterator[list[int]]:
     """Indices of ``tasks`` in ``order``, cut into batches of at most ``batch_bytes`` (a bigger task
     alone) or ``batch_tasks`` tasks."""
     batch: list[int] = []
@@ -133,8 +137,9 @@ class TaskPool(Protocol):
     """What runs compare tasks: a :class:`MetricPool` here, a
     :class:`~ptdbg_tui.engine.cluster.ClusterPool` on a Dask cluster."""
 
-    def map(self, tasks: Sequence[CompareTask], *,
-            largest_first: bool = False) -> Iterator[tuple[int, Result]]: ...
+    def map(
+        self, tasks: Sequence[CompareTask], *, largest_first: bool = False
+    ) -> Iterator[tuple[int, Result]]: ...
 
     def close(self) -> None: ...
 
@@ -153,8 +158,9 @@ class MetricPool:
     ``fused``: the workers (or with one job, this process) run the compiled pass, for big jobs; else
     the numpy pass, which gives the very same values without numba's load."""
 
-    def __init__(self, jobs: int, *, fused: bool = True, batch_bytes: int = BATCH_BYTES,
-                 batch_tasks: int = BATCH_TASKS) -> None:
+    def __init__(
+        self, jobs: int, *, fused: bool = True, batch_bytes: int = BATCH_BYTES, batch_tasks: int = BATCH_TASKS
+    ) -> None:
         self.jobs = max(1, int(jobs))
         self.fused = fused
         self.batch_bytes = batch_bytes
@@ -188,8 +194,9 @@ class MetricPool:
 
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(self.jobs, mp_context=_context(self.fused),
-                                                 initializer=_init_worker, initargs=(self.fused,))
+            self._executor = ProcessPoolExecutor(
+                self.jobs, mp_context=_context(self.fused), initializer=_init_worker, initargs=(self.fused,)
+            )
         return self._executor
 
     def _submit(self, tasks: list[CompareTask]) -> tuple[Future[list[Result]], ProcessPoolExecutor]:
@@ -205,8 +212,9 @@ class MetricPool:
     def _batches(self, tasks: Sequence[CompareTask], order: Sequence[int]) -> Iterator[list[int]]:
         return batches(tasks, order, self.batch_bytes, self.batch_tasks)
 
-    def map(self, tasks: Sequence[CompareTask], *,
-            largest_first: bool = False) -> Iterator[tuple[int, Result]]:
+    def map(
+        self, tasks: Sequence[CompareTask], *, largest_first: bool = False
+    ) -> Iterator[tuple[int, Result]]:
         """``(index into tasks, result)`` as they complete.
 
         ``largest_first`` schedules big tensors first so that no worker is left with a long tail
@@ -226,8 +234,9 @@ class MetricPool:
             return
         yield from self._map_processes(tasks, self._batches(tasks, order))
 
-    def _map_processes(self, tasks: Sequence[CompareTask],
-                       batches: Iterator[list[int]]) -> Iterator[tuple[int, Result]]:
+    def _map_processes(
+        self, tasks: Sequence[CompareTask], batches: Iterator[list[int]]
+    ) -> Iterator[tuple[int, Result]]:
         pending: dict[Future[list[Result]], _Batch] = {}
         retry: list[list[int]] = []  # batches of a pool that broke, to rerun one task at a time
         try:
@@ -245,8 +254,13 @@ class MetricPool:
             for future in pending:
                 future.cancel()
 
-    def _fill(self, tasks: Sequence[CompareTask], batches: Iterator[list[int]],
-              pending: dict[Future[list[Result]], _Batch], retry: list[list[int]]) -> None:
+    def _fill(
+        self,
+        tasks: Sequence[CompareTask],
+        batches: Iterator[list[int]],
+        pending: dict[Future[list[Result]], _Batch],
+        retry: list[list[int]],
+    ) -> None:
         """Submit batches until enough are in flight; a suspect of a crash runs alone, so that a
         second crash names it."""
         while len(pending) < self.jobs * INFLIGHT:
@@ -261,8 +275,9 @@ class MetricPool:
             if single:
                 return
 
-    def _results(self, future: Future[list[Result]], batch: _Batch,
-                 retry: list[list[int]]) -> list[Result] | None:
+    def _results(
+        self, future: Future[list[Result]], batch: _Batch, retry: list[list[int]]
+    ) -> list[Result] | None:
         """A finished batch's results; ``None`` when its pool broke and its tasks go to ``retry``."""
         try:
             return future.result()

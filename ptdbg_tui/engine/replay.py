@@ -63,12 +63,18 @@ def side_source(reader: DumpReader, folder: str | None) -> SideSource:
     its call sidecar (this project's dumper; read here, to the end), and what its tool records."""
     reader.read_calls(final=True)
     dialect = dialect_of(reader.producer)
-    return SideSource(folder, reader.call_specs(), dialect.keywords_recorded, dialect.inputs_after_call,
-                      dialect.gradients_in_node_order)
+    return SideSource(
+        folder,
+        reader.call_specs(),
+        dialect.keywords_recorded,
+        dialect.inputs_after_call,
+        dialect.gradients_in_node_order,
+    )
 
 
-def sources(npu: RankDump, bench: RankDump, npu_dir: str | None,
-            bench_dir: str | None) -> tuple[SideSource, SideSource]:
+def sources(
+    npu: RankDump, bench: RankDump, npu_dir: str | None, bench_dir: str | None
+) -> tuple[SideSource, SideSource]:
     """Both sides' :func:`side_source`, their records read again."""
     out = []
     for dump, folder in ((npu, npu_dir), (bench, bench_dir)):
@@ -92,12 +98,17 @@ class Replayer:
     def start(self) -> None:
         if self._pool is None:
             require_torch()
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_warm, initargs=(self._background,))
+            self._pool = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_warm,
+                initargs=(self._background,),
+            )
             self._pool.submit(_ready)  # the worker starts now, not at the first call
 
-    def submit(self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource,
-               bench: SideSource) -> Future[CallReplay]:
+    def submit(
+        self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource, bench: SideSource
+    ) -> Future[CallReplay]:
         """Replay ``call`` (``rows``: the pair's, or :func:`rows_by_call` of them) in the worker."""
         return self.run(replay_call, call_rows(rows, call), call, npu.only(call), bench.only(call))
 
@@ -107,8 +118,15 @@ class Replayer:
         assert self._pool is not None
         return self._pool.submit(fn, *args)
 
-    def replay(self, rows: Sequence[Row], calls: Sequence[str], npu: SideSource, bench: SideSource,
-               budget_s: float = BUDGET_S, progress: ReplayProgress | None = None) -> Iterator[CallReplay]:
+    def replay(
+        self,
+        rows: Sequence[Row],
+        calls: Sequence[str],
+        npu: SideSource,
+        bench: SideSource,
+        budget_s: float = BUDGET_S,
+        progress: ReplayProgress | None = None,
+    ) -> Iterator[CallReplay]:
         """Each call's replay as it finishes, until the calls or the budget run out."""
         deadline = time.monotonic() + budget_s
         by_call = rows_by_call(rows)
@@ -121,8 +139,9 @@ class Replayer:
                 pending[self.submit(by_call, call, npu, bench)] = call
             if not pending:
                 break
-            finished, _ = wait(pending, timeout=max(0.0, deadline - time.monotonic()) + 5,
-                               return_when=FIRST_COMPLETED)
+            finished, _ = wait(
+                pending, timeout=max(0.0, deadline - time.monotonic()) + 5, return_when=FIRST_COMPLETED
+            )
             if not finished:  # a call past the budget: leave it
                 break
             for f in finished:
@@ -176,10 +195,20 @@ def _ready() -> None:
     """Nothing: submitted to make the pool start its worker."""
 
 
-def replay_pair(replayer: Replayer, rows: Sequence[Row], diagnosis: Diagnosis, npu: RankDump,
-                bench: RankDump, npu_dir: str | None, bench_dir: str | None, *, budget_s: float = BUDGET_S,
-                top: int = TOP, calls: Sequence[str] | None = None,
-                progress: ReplayProgress | None = None) -> dict[str, CallReplay]:
+def replay_pair(
+    replayer: Replayer,
+    rows: Sequence[Row],
+    diagnosis: Diagnosis,
+    npu: RankDump,
+    bench: RankDump,
+    npu_dir: str | None,
+    bench_dir: str | None,
+    *,
+    budget_s: float = BUDGET_S,
+    top: int = TOP,
+    calls: Sequence[str] | None = None,
+    progress: ReplayProgress | None = None,
+) -> dict[str, CallReplay]:
     """Replay a pair's calls (``calls``, else :func:`replay_order`'s) and fold the results into its
     diagnosis; returns them by call."""
     npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir)
@@ -189,9 +218,15 @@ def replay_pair(replayer: Replayer, rows: Sequence[Row], diagnosis: Diagnosis, n
     return got
 
 
-def replay_outcomes(outcomes: Sequence[PairOutcome], *, budget_s: float = BUDGET_S, top: int = TOP,
-                    calls: Sequence[str] | None = None, progress: ReplayProgress | None = None,
-                    replayer: Replayer | None = None) -> dict[str, dict[str, CallReplay]]:
+def replay_outcomes(
+    outcomes: Sequence[PairOutcome],
+    *,
+    budget_s: float = BUDGET_S,
+    top: int = TOP,
+    calls: Sequence[str] | None = None,
+    progress: ReplayProgress | None = None,
+    replayer: Replayer | None = None,
+) -> dict[str, dict[str, CallReplay]]:
     """Replay the compared pairs' calls within one budget, pair after pair; by pair label, each call's
     replay. A pair compared from statistics only is left as it is (its diagnosis says so)."""
     out: dict[str, dict[str, CallReplay]] = {}
@@ -206,9 +241,19 @@ def replay_outcomes(outcomes: Sequence[PairOutcome], *, budget_s: float = BUDGET
             if left <= 0:
                 o.diagnosis.replay = "not replayed: the replay budget ran out (--replay-budget)"
                 continue
-            out[o.label] = replay_pair(worker, o.rows, o.diagnosis, o.npu, o.bench, str(o.npu_tensors),
-                                       str(o.bench_tensors), budget_s=left, top=top, calls=calls,
-                                       progress=progress)
+            out[o.label] = replay_pair(
+                worker,
+                o.rows,
+                o.diagnosis,
+                o.npu,
+                o.bench,
+                str(o.npu_tensors),
+                str(o.bench_tensors),
+                budget_s=left,
+                top=top,
+                calls=calls,
+                progress=progress,
+            )
     finally:
         if replayer is None:  # a worker started here ends here; one given stays for its owner
             worker.close()
@@ -261,16 +306,24 @@ def named_call(records: Sequence[TensorRecord], call: str) -> str:
     raise ReproInputError(f"the dump holds no call {call}{hint}")
 
 
-def repro_task(rows: Sequence[Row], call: str, source: SideSource, out_dir: str, origin: Origin,
-               device: str = "cpu") -> Written:
+def repro_task(
+    rows: Sequence[Row], call: str, source: SideSource, out_dir: str, origin: Origin, device: str = "cpu"
+) -> Written:
     """:func:`~ptdbg_tui.compare.replay.repro.write_repro` as a worker runs it (imported there: torch)."""
     from ptdbg_tui.compare.replay.repro import write_repro
 
     return write_repro(rows, call, source, out_dir, origin, device)
 
 
-def repro_of_dump(path: str, call: str, out_dir: str, *, step: int | None = None, rank: int | None = None,
-                  device: str = "cpu") -> Written:
+def repro_of_dump(
+    path: str,
+    call: str,
+    out_dir: str,
+    *,
+    step: int | None = None,
+    rank: int | None = None,
+    device: str = "cpu",
+) -> Written:
     """``ptdbg-tui repro``: write the repro of ``call`` of the NPU dump at ``path``, in this process (it
     imports torch). Raises :class:`ReproInputError`, or
     :class:`~ptdbg_tui.compare.replay.plan.CannotReplay` when the call cannot be rebuilt."""

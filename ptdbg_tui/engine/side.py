@@ -89,5 +89,3 @@ def _monotonic_mtime(path: Path) -> float:
     except OSError:
         age = 0.0
     return time.monotonic() - age
-
-

@@ -64,15 +64,26 @@ class CompareTask:
 
 def _itemsize(dtype: str) -> int:
     name = dtype.rsplit(".", 1)[-1]
-    for prefix, size in (("float16", 2), ("half", 2), ("bool", 1), ("int8", 1), ("uint8", 1),
-                         ("int16", 2), ("int32", 4), ("float64", 8), ("double", 8), ("int64", 8)):
+    for prefix, size in (
+        ("float16", 2),
+        ("half", 2),
+        ("bool", 1),
+        ("int8", 1),
+        ("uint8", 1),
+        ("int16", 2),
+        ("int32", 4),
+        ("float64", 8),
+        ("double", 8),
+        ("int64", 8),
+    ):
         if name.startswith(prefix):
             return size
     return 4  # float32, bfloat16 (stored as float32), scalars
 
 
-def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
-             histogram: bool = True) -> CompareTask:
+def task_for(
+    row: Row, npu_dir: Path | None, bench_dir: Path | None, *, histogram: bool = True
+) -> CompareTask:
     """The task comparing a matched row's two tensor files (``None`` dirs: a summary-only dump)."""
     npu, bench = row.npu, row.bench
     if npu is None or bench is None:
@@ -80,8 +91,12 @@ def task_for(row: Row, npu_dir: Path | None, bench_dir: Path | None, *,
     return CompareTask(
         npu_path=None if npu_dir is None else data_path(npu_dir, npu),
         bench_path=None if bench_dir is None else data_path(bench_dir, bench),
-        npu_dtype=npu.dtype, bench_dtype=bench.dtype, npu_shape=npu.shape, bench_shape=bench.shape,
-        fuzzy=row.fuzzy, histogram=histogram,
+        npu_dtype=npu.dtype,
+        bench_dtype=bench.dtype,
+        npu_shape=npu.shape,
+        bench_shape=bench.shape,
+        fuzzy=row.fuzzy,
+        histogram=histogram,
         nbytes=npu.numel * _itemsize(npu.dtype) + bench.numel * _itemsize(bench.dtype),
         transposed=row.transposed,
     )
@@ -93,8 +108,10 @@ class ShapeMismatch(Exception):
 
 def _check_shape(path: str, header_shape: tuple[int, ...], recorded_shape: tuple[int, ...]) -> None:
     if header_shape != recorded_shape:
-        raise ShapeMismatch(f"Dump file {Path(path).name} holds shape {list(header_shape)} but the dump "
-                            f"records {list(recorded_shape)}.")
+        raise ShapeMismatch(
+            f"Dump file {Path(path).name} holds shape {list(header_shape)} but the dump "
+            f"records {list(recorded_shape)}."
+        )
 
 
 def _headers(task: CompareTask) -> tuple[TensorHeader, np.ndarray | None, TensorHeader, np.ndarray | None]:
@@ -119,15 +136,22 @@ def _compare_files(task: CompareTask) -> Result:
 
 def _dtype_notes(task: CompareTask, hn: TensorHeader, hb: TensorHeader) -> list[str]:
     assert task.npu_path is not None and task.bench_path is not None
-    return [note for note in (_dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
-                              _dtype_note(task.bench_path, hb.dtype, task.bench_dtype)) if note]
+    return [
+        note
+        for note in (
+            _dtype_note(task.npu_path, hn.dtype, task.npu_dtype),
+            _dtype_note(task.bench_path, hb.dtype, task.bench_dtype),
+        )
+        if note
+    ]
 
 
 def _with_notes(result: Result, notes: Sequence[str]) -> Result:
     if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
         result.message = join_messages([result.message, *notes])
-        result.status, result.reason = with_caveat(result.status, result.reason,
-                                                   "a tensor file's dtype differs from the recorded one")
+        result.status, result.reason = with_caveat(
+            result.status, result.reason, "a tensor file's dtype differs from the recorded one"
+        )
     return result
 
 
@@ -149,26 +173,38 @@ def _compare_transposed(task: CompareTask) -> Result:
     """The NPU tensor read whole and transposed (a 2-D weight's gradient: its rows are the bench's
     columns, so no chunk of one file lines up with a chunk of the other)."""
     assert task.npu_path is not None and task.bench_path is not None
-    result = compare_arrays(np.transpose(load_tensor(task.npu_path)), load_tensor(task.bench_path),
-                            task.npu_dtype, task.bench_dtype, histogram=task.histogram)
+    result = compare_arrays(
+        np.transpose(load_tensor(task.npu_path)),
+        load_tensor(task.bench_path),
+        task.npu_dtype,
+        task.bench_dtype,
+        histogram=task.histogram,
+    )
     result.message = join_messages([result.message, MSG_TRANSPOSED])
     return result
 
 
-def _compare_data(task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader,
-                  b: np.ndarray | None) -> Result:
+def _compare_data(
+    task: CompareTask, hn: TensorHeader, n: np.ndarray | None, hb: TensorHeader, b: np.ndarray | None
+) -> Result:
     if task.transposed:
         return _compare_transposed(task)
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order
-        return compare_arrays(load_tensor(task.npu_path), load_tensor(task.bench_path), task.npu_dtype,
-                              task.bench_dtype, histogram=task.histogram)
+        return compare_arrays(
+            load_tensor(task.npu_path),
+            load_tensor(task.bench_path),
+            task.npu_dtype,
+            task.bench_dtype,
+            histogram=task.histogram,
+        )
     pre = precheck(hn.shape, hb.shape, hn.dtype, hb.dtype, task.npu_dtype, task.bench_dtype)
     if isinstance(pre, Result):
         return pre
-    return _accumulate(task, hn, hb, 0, math.prod(hn.shape)).result(hn.shape, task.npu_dtype,
-                                                                     task.bench_dtype, pre)
+    return _accumulate(task, hn, hb, 0, math.prod(hn.shape)).result(
+        hn.shape, task.npu_dtype, task.bench_dtype, pre
+    )
 
 
 def _accumulate(task: CompareTask, hn: TensorHeader, hb: TensorHeader, start: int, stop: int) -> MetricState:
@@ -177,9 +213,11 @@ def _accumulate(task: CompareTask, hn: TensorHeader, hb: TensorHeader, start: in
     acc = MetricAccumulator(math.prod(hn.shape), hb.dtype, task.histogram, offset=start)
     bn, bb = borrow(READ_CHUNK * hn.dtype.itemsize), borrow(READ_CHUNK * hb.dtype.itemsize)
     try:
-        for n_chunk, b_chunk in zip(iter_chunks(task.npu_path, hn, READ_CHUNK, bn, start, stop),
-                                    iter_chunks(task.bench_path, hb, READ_CHUNK, bb, start, stop),
-                                    strict=True):
+        for n_chunk, b_chunk in zip(
+            iter_chunks(task.npu_path, hn, READ_CHUNK, bn, start, stop),
+            iter_chunks(task.bench_path, hb, READ_CHUNK, bb, start, stop),
+            strict=True,
+        ):
             acc.add(n_chunk, b_chunk)
     finally:
         give_back(bn, bb)

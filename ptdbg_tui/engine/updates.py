@@ -181,5 +181,3 @@ class Outbox:
             update, self._update = self._update, EngineUpdate()
             self._posted = False
         return update or None
-
-

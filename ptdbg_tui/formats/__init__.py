@@ -23,7 +23,25 @@ from ptdbg_tui.formats.tensorfile import load_tensor, read_tensor
 from ptdbg_tui.formats.writer import RankWriter
 
 __all__ = [
-    "BadLine", "DumpLayoutError", "DumpReader", "EntryName", "Frame", "RankDump", "RankWriter",
-    "RecordBatch", "Scan", "StackRecord", "TensorRecord", "discover", "entry_name", "load_tensor",
-    "open_reader", "pair_dumps", "parse_name", "rank_dir_path", "read_dump", "read_tensor", "scan",
+    "BadLine",
+    "DumpLayoutError",
+    "DumpReader",
+    "EntryName",
+    "Frame",
+    "RankDump",
+    "RankWriter",
+    "RecordBatch",
+    "Scan",
+    "StackRecord",
+    "TensorRecord",
+    "discover",
+    "entry_name",
+    "load_tensor",
+    "open_reader",
+    "pair_dumps",
+    "parse_name",
+    "rank_dir_path",
+    "read_dump",
+    "read_tensor",
+    "scan",
 ]

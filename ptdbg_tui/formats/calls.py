@@ -173,16 +173,23 @@ def encode_arg(value: Any, convert: Convert | None = None, depth: int = 0) -> di
 
 
 #: The small classes of a decoded line, by the tag that encodes each and the attribute it holds.
-_NAMED = ((Dtype, "dtype", "name"), (Device, "device", "name"), (TorchConst, "torch", "name"),
-          (Opaque, "opaque", "type_name"))
+_NAMED = (
+    (Dtype, "dtype", "name"),
+    (Device, "device", "name"),
+    (TorchConst, "torch", "name"),
+    (Opaque, "opaque", "type_name"),
+)
 
 
 def _encode_known(value: Any) -> dict[str, Any] | None:
     if isinstance(value, TensorArg):
         if value.entry is not None:
             return {"tensor": value.entry}
-        return {"tensor": None, "dtype": value.dtype,
-                "shape": None if value.shape is None else list(value.shape)}
+        return {
+            "tensor": None,
+            "dtype": value.dtype,
+            "shape": None if value.shape is None else list(value.shape),
+        }
     for cls, tag, attr in _NAMED:
         if isinstance(value, cls):
             return {tag: getattr(value, attr)}
@@ -218,20 +225,29 @@ def _encode_subclass(value: Any, convert: Convert | None, depth: int) -> dict[st
 
 def _encode_state(state: CallState) -> dict[str, Any]:
     autocast = state.autocast
-    return {"grad": state.grad, "training": state.training,
-            "autocast": None if autocast is None else {"device": autocast.device, "dtype": autocast.dtype},
-            "allow_tf32": {"matmul": state.tf32_matmul, "cudnn": state.tf32_cudnn},
-            "deterministic": state.deterministic, "default_dtype": state.default_dtype}
+    return {
+        "grad": state.grad,
+        "training": state.training,
+        "autocast": None if autocast is None else {"device": autocast.device, "dtype": autocast.dtype},
+        "allow_tf32": {"matmul": state.tf32_matmul, "cudnn": state.tf32_cudnn},
+        "deterministic": state.deterministic,
+        "default_dtype": state.default_dtype,
+    }
 
 
 def encode_call_line(spec: CallSpec, convert: Convert | None = None) -> str:
     """One sidecar line (without its newline); ``convert`` as in :func:`encode_arg`."""
-    return json.dumps({
-        "call": spec.call, "fn": spec.fn,
-        "args": [encode_arg(a, convert) for a in spec.args],
-        "kwargs": {k: encode_arg(v, convert) for k, v in spec.kwargs.items()},
-        "inplace": spec.inplace, "state": _encode_state(spec.state),
-    }, allow_nan=False)
+    return json.dumps(
+        {
+            "call": spec.call,
+            "fn": spec.fn,
+            "args": [encode_arg(a, convert) for a in spec.args],
+            "kwargs": {k: encode_arg(v, convert) for k, v in spec.kwargs.items()},
+            "inplace": spec.inplace,
+            "state": _encode_state(spec.state),
+        },
+        allow_nan=False,
+    )
 
 
 # -- decoding -------------------------------------------------------------------------------------
@@ -242,8 +258,11 @@ class _Bad(ValueError):
 
 
 def _int_list(value: Any, what: str, non_negative: bool) -> tuple[int, ...]:
-    if not isinstance(value, list) or len(value) > MAX_DIMS \
-            or not all(type(d) is int and (d >= 0 or not non_negative) for d in value):
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_DIMS
+        or not all(type(d) is int and (d >= 0 or not non_negative) for d in value)
+    ):
         raise _Bad(f"{what} must be a list of at most {MAX_DIMS} integers")
     if non_negative and math.prod(value) > MAX_NUMEL:
         raise _Bad(f"{what} is too large to be a tensor's")
@@ -261,7 +280,7 @@ def _number(value: Any) -> float:
         return _NON_FINITE[value]
     if type(value) in (int, float):
         return float(value)
-    raise _Bad("a complex part must be a number or \"inf\", \"-inf\", \"nan\"")
+    raise _Bad('a complex part must be a number or "inf", "-inf", "nan"')
 
 
 class _ArgDecoder:
@@ -277,7 +296,7 @@ class _ArgDecoder:
         if depth > MAX_DEPTH:
             raise _Bad(f"arguments nested deeper than {MAX_DEPTH}")
         if not isinstance(arg, dict) or not arg:
-            raise _Bad("an argument must be a tagged object such as {\"value\": 1}")
+            raise _Bad('an argument must be a tagged object such as {"value": 1}')
         tag = next(iter(arg))
         decode = _DECODERS.get(tag)
         if decode is None:
@@ -338,16 +357,25 @@ def _dict(dec: _ArgDecoder, v: Any, arg: dict[str, Any], depth: int) -> dict[str
 def _named(kind: Callable[[str], Any]) -> Callable[[_ArgDecoder, Any, dict[str, Any], int], Any]:
     def decode(dec: _ArgDecoder, v: Any, arg: dict[str, Any], depth: int) -> Any:
         return kind(_text(v, "a named value"))
+
     return decode
 
 
 _DECODERS: dict[str, Callable[[_ArgDecoder, Any, dict[str, Any], int], Any]] = {
-    "tensor": _tensor, "value": _value, "float": _non_finite, "complex": _complex, "slice": _slice,
-    "ellipsis": _ellipsis, "dict": _dict,
+    "tensor": _tensor,
+    "value": _value,
+    "float": _non_finite,
+    "complex": _complex,
+    "slice": _slice,
+    "ellipsis": _ellipsis,
+    "dict": _dict,
     "list": lambda dec, v, arg, depth: dec.items(v, depth),
     "tuple": lambda dec, v, arg, depth: tuple(dec.items(v, depth)),
     "size": lambda dec, v, arg, depth: Size(_int_list(v, "a size", False)),
-    "dtype": _named(Dtype), "device": _named(Device), "torch": _named(TorchConst), "opaque": _named(Opaque),
+    "dtype": _named(Dtype),
+    "device": _named(Device),
+    "torch": _named(TorchConst),
+    "opaque": _named(Opaque),
 }
 
 
@@ -365,12 +393,13 @@ def _state(value: Any) -> CallState:
     autocast = value.get("autocast")
     if autocast is not None:
         if not isinstance(autocast, dict):
-            raise _Bad("state autocast must be null or {\"device\": ..., \"dtype\": ...}")
-        autocast = Autocast(_text(autocast.get("device"), "autocast device"),
-                            _text(autocast.get("dtype"), "autocast dtype"))
+            raise _Bad('state autocast must be null or {"device": ..., "dtype": ...}')
+        autocast = Autocast(
+            _text(autocast.get("device"), "autocast device"), _text(autocast.get("dtype"), "autocast dtype")
+        )
     tf32 = value.get("allow_tf32", {})
     if not isinstance(tf32, dict):
-        raise _Bad("state allow_tf32 must be {\"matmul\": ..., \"cudnn\": ...}")
+        raise _Bad('state allow_tf32 must be {"matmul": ..., "cudnn": ...}')
     training = value.get("training")
     return CallState(
         grad=_flag(value.get("grad", d.grad), "grad"),
@@ -395,8 +424,14 @@ def decode_call(value: Any, line: int = 0) -> CallSpec:
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise _Bad("args must be a list and kwargs an object")
     dec = _ArgDecoder()
-    spec = CallSpec(call, fn, [dec(a) for a in args], {k: dec(v) for k, v in kwargs.items()},
-                    state=_state(value.get("state", {})), line=line)
+    spec = CallSpec(
+        call,
+        fn,
+        [dec(a) for a in args],
+        {k: dec(v) for k, v in kwargs.items()},
+        state=_state(value.get("state", {})),
+        line=line,
+    )
     inplace = value.get("inplace")
     if inplace is not None and not (type(inplace) is int and 0 <= inplace < len(spec.args)):
         raise _Bad("inplace must be null or the index of a positional argument")

@@ -36,8 +36,19 @@ ORIGINAL_PTDBG = "ptdbg_ascend"
 #: The original's stack lines start in its own hook module.
 _ORIGINAL_FRAME = "/ptdbg_ascend/hook_module/"
 #: This project's dumper's modules whose frames can sit between the user's line and a recorded call.
-_OUR_MODULES = ("patching", "session", "capture", "backward", "debugger", "cli", "daemon", "module_chain",
-                "stack", "arguments", "faults")
+_OUR_MODULES = (
+    "patching",
+    "session",
+    "capture",
+    "backward",
+    "debugger",
+    "cli",
+    "daemon",
+    "module_chain",
+    "stack",
+    "arguments",
+    "faults",
+)
 #: Frames whose path contains one of these belong to a dump tool, not to the user's code (our dumper's by
 #: its module files: a user's own folder named ``dumper`` stays user code).
 TOOL_PATH_MARKS = ("ptdbg_ascend", "/site-packages/msprobe/", *(f"/dumper/{m}.py" for m in _OUR_MODULES))
@@ -59,8 +70,9 @@ class Dialect:
 
 
 DIALECTS = {
-    OURS: Dialect(OURS, gradients_in_node_order=False, inputs_after_call=False,
-                  records_inside_backward=False),
+    OURS: Dialect(
+        OURS, gradients_in_node_order=False, inputs_after_call=False, records_inside_backward=False
+    ),
     MSPROBE: Dialect(MSPROBE, gradients_in_node_order=True, inputs_after_call=False, keywords_recorded=True),
     ORIGINAL_PTDBG: Dialect(ORIGINAL_PTDBG, gradients_in_node_order=True, inputs_after_call=True),
 }
@@ -85,9 +97,29 @@ LINEAR_NODE_GRADIENTS: dict[int, tuple[tuple[int, bool], ...]] = {
 }
 
 #: Ops that may write their first argument (``relu(x, inplace=True)``, and any ``op_``).
-INPLACE_CAPABLE = frozenset({"relu", "relu6", "elu", "selu", "celu", "leaky_relu", "rrelu", "hardtanh",
-                             "silu", "hardswish", "hardsigmoid", "mish", "threshold", "dropout", "dropout1d",
-                             "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+INPLACE_CAPABLE = frozenset(
+    {
+        "relu",
+        "relu6",
+        "elu",
+        "selu",
+        "celu",
+        "leaky_relu",
+        "rrelu",
+        "hardtanh",
+        "silu",
+        "hardswish",
+        "hardsigmoid",
+        "mish",
+        "threshold",
+        "dropout",
+        "dropout1d",
+        "dropout2d",
+        "dropout3d",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+    }
+)
 
 
 def producer(fmt: str, stacks: Iterable[StackRecord], tensors: Iterable[TensorRecord] = ()) -> str | None:
@@ -131,8 +163,11 @@ def inside_backward(records: Sequence[TensorRecord]) -> set[int]:
     backward = [i for i, r in enumerate(records) if r.entry is not None and r.entry.direction == BACKWARD]
     if not backward:
         return set()
-    return {id(r) for r in records[backward[0]:backward[-1]]
-            if r.entry is not None and r.entry.direction != BACKWARD}
+    return {
+        id(r)
+        for r in records[backward[0] : backward[-1]]
+        if r.entry is not None and r.entry.direction != BACKWARD
+    }
 
 
 def tool_noise(records: Sequence[TensorRecord]) -> set[int]:

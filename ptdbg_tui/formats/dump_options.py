@@ -96,9 +96,18 @@ def _summary_mode(value: Any, key: str) -> str:
     return value
 
 
-_CHECKS = {"dump_path": _text, "mode": _text, "step": _ints, "rank": _ints, "scope": _names,
-           "api_list": _names, "module": _names, "summary_only": _flag, "summary_mode": _summary_mode,
-           "keep_dropout": _flag}
+_CHECKS = {
+    "dump_path": _text,
+    "mode": _text,
+    "step": _ints,
+    "rank": _ints,
+    "scope": _names,
+    "api_list": _names,
+    "module": _names,
+    "summary_only": _flag,
+    "summary_mode": _summary_mode,
+    "keep_dropout": _flag,
+}
 
 
 def _short(value: Any) -> str:
@@ -109,11 +118,12 @@ def _short(value: Any) -> str:
 def parse_options(data: Any) -> DumpOptions:
     """Options from a decoded JSON value; raises :class:`OptionsError`."""
     if not isinstance(data, dict):
-        raise OptionsError("the options must be a JSON object such as {\"mode\": \"api_stack\"}")
+        raise OptionsError('the options must be a JSON object such as {"mode": "api_stack"}')
     unknown = sorted(set(data) - set(_CHECKS))
     if unknown:
-        raise OptionsError(f"unknown option(s) {', '.join(map(repr, unknown))}; expected some of "
-                           f"{', '.join(_CHECKS)}")
+        raise OptionsError(
+            f"unknown option(s) {', '.join(map(repr, unknown))}; expected some of {', '.join(_CHECKS)}"
+        )
     return DumpOptions(**{k: None if v is None else _CHECKS[k](v, k) for k, v in data.items()})
 
 

@@ -16,9 +16,14 @@ import stat
 #: Surrogates that no byte of a file name decodes to (undecodable bytes become U+DC80..U+DCFF).
 _LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")
 
-_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -45,8 +50,9 @@ def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
 def safe_name(name: str) -> bool:
     """Whether ``name`` can be a file name inside a folder, and only there: no separator that would
     make it a path of its own (``../x``, ``/etc/x``), no NUL that no file name can hold."""
-    return (bool(name) and "/" not in name and "\\" not in name and "\0" not in name
-            and name not in (".", ".."))
+    return (
+        bool(name) and "/" not in name and "\\" not in name and "\0" not in name and name not in (".", "..")
+    )
 
 
 def holds_lone_surrogate(name: str) -> bool:

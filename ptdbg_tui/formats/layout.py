@@ -93,8 +93,13 @@ class RankDump:
         return "/".join(parts)
 
 
-def rank_dir_path(dump_path: str | os.PathLike[str], rank: int, step: int | None = None,
-                  tag: str = DUMP_TAG, version: str = VERSION) -> Path:
+def rank_dir_path(
+    dump_path: str | os.PathLike[str],
+    rank: int,
+    step: int | None = None,
+    tag: str = DUMP_TAG,
+    version: str = VERSION,
+) -> Path:
     """Where a writer puts a rank's files."""
     base = Path(dump_path) / f"{tag}_v{version}"
     if step is not None:
@@ -134,8 +139,10 @@ def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None
     if files:
         if len(files) > 1:  # e.g. two dump modes into one dump_path: the others are not compared
             others = ", ".join(e.name for e in files[1:])
-            problems.append(f"{Path(files[0].path).parent}: holds several dump files; {files[0].name} is "
-                            f"read, not {others}")
+            problems.append(
+                f"{Path(files[0].path).parent}: holds several dump files; {files[0].name} is "
+                f"read, not {others}"
+            )
         return Path(files[0].path)
     for entry in candidates:
         try:
@@ -196,10 +203,17 @@ def _scan_folder(d: Path, is_root: bool, found: Scan) -> list[Path]:
     if records is not None:
         found.dumps.append(_rank_dump(records))
         return []
-    subdirs = [Path(e.path) for e in entries if _is(e, "dir") and
-               any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))]
-    if (not subdirs and len(found.problems) == known and not is_root
-            and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))):
+    subdirs = [
+        Path(e.path)
+        for e in entries
+        if _is(e, "dir") and any(r.match(e.name) for r in (_RANK_RE, _RANKLESS_RE, _STEP_RE, _TAG_RE))
+    ]
+    if (
+        not subdirs
+        and len(found.problems) == known
+        and not is_root
+        and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))
+    ):
         found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
     return subdirs
 
@@ -266,8 +280,11 @@ def npy_note(dump: RankDump) -> str | None:
 def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
     """Why a pair can compare statistics only when that looks unintended: a data folder that is
     something else or named otherwise, or one side without the data folder the other has."""
-    notes = [f"{role}: {note}" for role, d in (("NPU", npu), ("bench", bench))
-             if d is not None and (note := npy_note(d))]
+    notes = [
+        f"{role}: {note}"
+        for role, d in (("NPU", npu), ("bench", bench))
+        if d is not None and (note := npy_note(d))
+    ]
     if not notes and bench is not None and npu.has_tensors != bench.has_tensors:
         role, missing = ("bench", bench) if npu.has_tensors else ("NPU", npu)
         notes.append(f"the {role} dump has no data folder {missing.tensor_dir}")
@@ -283,8 +300,10 @@ def same_dump_note(npu: RankDump, bench: RankDump) -> str | None:
         return None
     if not same:
         return None
-    return (f"the NPU and bench dumps are the same file ({npu.records}): each row is compared with itself, "
-            "so every row passes")
+    return (
+        f"the NPU and bench dumps are the same file ({npu.records}): each row is compared with itself, "
+        "so every row passes"
+    )
 
 
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:
@@ -293,8 +312,9 @@ def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int |
     return steps, ranks
 
 
-def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = None,
-               rank: int | None = None) -> list[tuple[RankDump, RankDump]]:
+def pair_dumps(
+    npu: list[RankDump], bench: list[RankDump], step: int | None = None, rank: int | None = None
+) -> list[tuple[RankDump, RankDump]]:
     """Pair NPU and bench rank dumps by step and rank.
 
     Within a step, ranks pair by number; when each side holds exactly one rank they pair
@@ -303,8 +323,9 @@ def pair_dumps(npu: list[RankDump], bench: list[RankDump], step: int | None = No
     """
     if len(npu) == 1 and len(bench) == 1:  # one dump each: pair whatever the step/rank names
         only = [(npu[0], bench[0])]
-        return [p for p in only
-                if (step is None or p[0].step == step) and (rank is None or p[0].rank == rank)]
+        return [
+            p for p in only if (step is None or p[0].step == step) and (rank is None or p[0].rank == rank)
+        ]
     pairs = []
     steps = {d.step for d in npu} | {d.step for d in bench}
     for s in sorted(steps, key=lambda v: -1 if v is None else v):
@@ -334,16 +355,23 @@ def _canonical_last(d: RankDump) -> tuple[bool, str]:
     return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.records))
 
 
-def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tuple[RankDump, RankDump]],
-                   step: int | None, rank: int | None) -> tuple[str, ...]:
+def unpaired_notes(
+    npu: list[RankDump],
+    bench: list[RankDump],
+    paired: list[tuple[RankDump, RankDump]],
+    step: int | None,
+    rank: int | None,
+) -> tuple[str, ...]:
     """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
     notes = []
     if npu and bench and not paired:
         ns, nr = steps_and_ranks(npu)
         bs, br = steps_and_ranks(bench)
         want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
-        notes.append(f"no NPU and bench rank dumps pair up{want and ' for' + want} "
-                     f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})")
+        notes.append(
+            f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+            f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})"
+        )
     for role, dumps, other, side in (("NPU", npu, "bench", 0), ("bench", bench, "NPU", 1)):
         compared = {p[side].label: p[side] for p in paired}
         done = {p[side].records for p in paired}
@@ -354,9 +382,10 @@ def unpaired_notes(npu: list[RankDump], bench: list[RankDump], paired: list[tupl
                 continue  # the rank option picks the dumps; bench dumps are news only beside pairs
             twin = compared.get(d.label)
             if twin is not None:
-                notes.append(f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "
-                             f"same step and rank and is compared")
+                notes.append(
+                    f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "
+                    f"same step and rank and is compared"
+                )
             else:
                 notes.append(f"{role} {d.label}: no {other} dump for it")
     return tuple(notes)
-

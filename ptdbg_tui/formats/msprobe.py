@@ -58,8 +58,13 @@ CONSTRUCT_JSON = "construct.json"
 DATA_DIR = "dump_tensor_data"
 
 #: The keys of an entry that hold values, in row order, with the kind their rows get.
-_SECTIONS = (("input_args", INPUT), ("input_kwargs", INPUT), ("input", INPUT), ("parameters", PARAMETERS),
-             ("output", OUTPUT))
+_SECTIONS = (
+    ("input_args", INPUT),
+    ("input_kwargs", INPUT),
+    ("input", INPUT),
+    ("parameters", PARAMETERS),
+    ("output", OUTPUT),
+)
 #: Non-tensor types whose "shape" is a description of the value rather than ``[]``.
 _STAT_KEYS = ("Max", "Min", "Mean", "Norm")
 _MODULE_RE = re.compile(r"^(Module\..+)\.(forward|backward)\.(\d+)$")
@@ -115,14 +120,23 @@ def _value_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> T
         dtype, shape, stats = kind, "[]", [str(value)] * 4
     else:
         dtype, shape = str(type(value)), "[]"
-    return TensorRecord(name, 0, dtype, shape, stats, entry, data_name="",
-                        md5=checksum(str(value if value is not None else "").encode()))
+    return TensorRecord(
+        name,
+        0,
+        dtype,
+        shape,
+        stats,
+        entry,
+        data_name="",
+        md5=checksum(str(value if value is not None else "").encode()),
+    )
 
 
 def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> TensorRecord:
     shape = leaf.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                              for d in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
         shape = None
     elif len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
         raise ValueError(f"{name}: shape {shape[:8]} is too large to be a tensor's")
@@ -135,10 +149,17 @@ def _tensor_record(name: str, leaf: dict[str, Any], entry: EntryName | None) -> 
     if isinstance(data_name, str) and holds_lone_surrogate(data_name):
         raise ValueError(f"{name}: data_name holds a lone UTF-16 surrogate, which no file name can hold")
     grad = leaf.get("requires_grad")
-    return TensorRecord(name, 0, str(leaf.get("dtype")), shape, _stats(leaf), entry,
-                        data_name=data_name if isinstance(data_name, str) else "",
-                        requires_grad=grad if isinstance(grad, bool) else None,
-                        md5=str(leaf["md5"]) if leaf.get("md5") is not None else None)
+    return TensorRecord(
+        name,
+        0,
+        str(leaf.get("dtype")),
+        shape,
+        _stats(leaf),
+        entry,
+        data_name=data_name if isinstance(data_name, str) else "",
+        requires_grad=grad if isinstance(grad, bool) else None,
+        md5=str(leaf["md5"]) if leaf.get("md5") is not None else None,
+    )
 
 
 def _none_record(name: str, entry: EntryName | None) -> TensorRecord:
@@ -156,8 +177,12 @@ def _row_name(leaf: dict[str, Any], built: str) -> str:
 Path_ = tuple[int | str, ...]
 
 
-def _leaves(value: Any, path: Path_ = (), depth: int = 0, index_lists: bool = True,
-            ) -> Iterator[tuple[Path_, dict[str, Any] | None]]:
+def _leaves(
+    value: Any,
+    path: Path_ = (),
+    depth: int = 0,
+    index_lists: bool = True,
+) -> Iterator[tuple[Path_, dict[str, Any] | None]]:
     """``(path, leaf)`` of a value tree in order; a leaf is a ``{"type": ...}`` object or ``None``."""
     if depth > MAX_DEPTH:
         raise ValueError(f"values nested deeper than {MAX_DEPTH} levels")
@@ -253,8 +278,12 @@ def decode_stacks(data: Any) -> list[StackRecord]:
         return []
     out: list[StackRecord] = []
     for key, value in data.items():
-        if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value) \
-                and key.isdigit():
+        if (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(isinstance(v, list) for v in value)
+            and key.isdigit()
+        ):
             names, frames = value
         elif isinstance(value, list):
             names, frames = [key], value
@@ -344,8 +373,10 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
-              ) -> tuple[str, tuple[int, int, int, int]] | None:
+def read_text(
+    path: Path,
+    last: tuple[int, int, int, int] | None = None,
+) -> tuple[str, tuple[int, int, int, int]] | None:
     """The file's text and identity, ``None`` if it has not changed since ``last`` (or is absent).
 
     Raises :class:`HalfWritten` while the writer holds its lock, OSError for a file that cannot be
@@ -360,8 +391,11 @@ def read_text(path: Path, last: tuple[int, int, int, int] | None = None,
         if ident == last:
             return None
         if st.st_size > MAX_JSON_BYTES:
-            raise OSError(errno.EFBIG, f"is {st.st_size / 2**30:.1f} GiB, more than the "
-                          f"{MAX_JSON_BYTES / 2**30:.0f} GiB read whole", str(path))
+            raise OSError(
+                errno.EFBIG,
+                f"is {st.st_size / 2**30:.1f} GiB, more than the {MAX_JSON_BYTES / 2**30:.0f} GiB read whole",
+                str(path),
+            )
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -405,7 +439,7 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
         try:
             header = json.loads(head[:-1] + "}")
             entries: Entries = []
-            for piece in body[:-len(_END)].split(_ENTRY)[1:] if body != "}\n}" else ():
+            for piece in body[: -len(_END)].split(_ENTRY)[1:] if body != "}\n}" else ():
                 raw, colon, value = piece.partition('": ')
                 if not colon:
                     raise ValueError("no entry name")
@@ -588,7 +622,6 @@ class MsprobeFollower:
     def call_specs(self) -> dict[str, CallSpec]:
         """None: a replay rebuilds msprobe's calls from their records, keyword arguments included."""
         return {}
-
 
 
 _MALFORMED = object()

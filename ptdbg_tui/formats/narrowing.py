@@ -44,8 +44,9 @@ class Narrowed:
         return ("call " if len(self.calls) == 1 else "calls ") + ", ".join(c.label for c in self.calls)
 
 
-def narrowed_to_call(call: EntryName, steps: tuple[int, ...] | None = None,
-                     ranks: tuple[int, ...] | None = None) -> Narrowed:
+def narrowed_to_call(
+    call: EntryName, steps: tuple[int, ...] | None = None, ranks: tuple[int, ...] | None = None
+) -> Narrowed:
     """A call's target: the call itself; for one of msprobe's module entries (``Module.track.lstm.LSTM``),
     that module."""
     if call.style == STYLE_MSPROBE and call.prefix == "Module" and (path := call.op.rpartition(".")[0]):
@@ -66,10 +67,22 @@ def dumper_options(target: Narrowed) -> DumpOptions:
     steps = list(target.steps) if target.steps is not None else None
     ranks = list(target.ranks) if target.ranks is not None else None
     if target.module:
-        return DumpOptions(mode="api_stack", module=[target.module], step=steps, rank=ranks,
-                           summary_only=False, summary_mode="statistics")
-    return DumpOptions(mode="list", scope=[_ptdbg_call(c) for c in target.calls], step=steps, rank=ranks,
-                       summary_only=False, summary_mode="statistics")
+        return DumpOptions(
+            mode="api_stack",
+            module=[target.module],
+            step=steps,
+            rank=ranks,
+            summary_only=False,
+            summary_mode="statistics",
+        )
+    return DumpOptions(
+        mode="list",
+        scope=[_ptdbg_call(c) for c in target.calls],
+        step=steps,
+        rank=ranks,
+        summary_only=False,
+        summary_mode="statistics",
+    )
 
 
 @dataclass(frozen=True)
@@ -82,11 +95,16 @@ class ToolConfig:
 
     def usage(self, path: Path) -> list[str]:
         """How to run it on both sides, in words."""
-        model = ", and debugger.start(model=model): level mix hooks the modules" \
-            if self.data["level"] == "mix" else ""
-        return [f"{self.tool}: PrecisionDebugger(config_path=\"{path}\") on the NPU (it dumps to "
-                f"{self.data['dump_path']}); on the bench PrecisionDebugger(config_path=\"{path}\", "
-                f"dump_path=\"{self.bench_path}\"){model}"]
+        model = (
+            ", and debugger.start(model=model): level mix hooks the modules"
+            if self.data["level"] == "mix"
+            else ""
+        )
+        return [
+            f'{self.tool}: PrecisionDebugger(config_path="{path}") on the NPU (it dumps to '
+            f'{self.data["dump_path"]}); on the bench PrecisionDebugger(config_path="{path}", '
+            f'dump_path="{self.bench_path}"){model}'
+        ]
 
 
 def tool_config(dump: RankDump, target: Narrowed, npu_path: str, bench_path: str) -> ToolConfig | None:
@@ -98,9 +116,13 @@ def tool_config(dump: RankDump, target: Narrowed, npu_path: str, bench_path: str
         level, names = "mix", [f"Module.{target.module}."]
     else:
         level, names = "L1", [f"{c.label}." for c in target.calls]
-    data = {"task": "tensor", "dump_path": npu_path,
-            "rank": list(target.ranks) if target.ranks is not None else [],
-            "step": list(target.steps) if target.steps is not None else [],
-            "level": level, "async_dump": False,
-            "tensor": {"scope": [], "list": names, "data_mode": ["all"]}}
+    data = {
+        "task": "tensor",
+        "dump_path": npu_path,
+        "rank": list(target.ranks) if target.ranks is not None else [],
+        "step": list(target.steps) if target.steps is not None else [],
+        "level": level,
+        "async_dump": False,
+        "tensor": {"scope": [], "list": names, "data_mode": ["all"]},
+    }
     return ToolConfig("msprobe", data, bench_path)

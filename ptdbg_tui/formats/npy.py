@@ -110,8 +110,9 @@ def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHe
         raise NpyError(open_error(e, _name(path)), isinstance(e, FileNotFoundError)) from None
 
 
-def _read_fd(fd: int, size: int, path: str | os.PathLike[str],
-             data_limit: float) -> tuple[NpyHeader, np.ndarray | None]:
+def _read_fd(
+    fd: int, size: int, path: str | os.PathLike[str], data_limit: float
+) -> tuple[NpyHeader, np.ndarray | None]:
     head = os.read(fd, size if size <= _PREFIX + data_limit else _PREFIX)  # one read for a small file
     try:
         shape, fortran, dtype, offset, head = _parse(head, lambda n: os.read(fd, n))
@@ -125,11 +126,12 @@ def _read_fd(fd: int, size: int, path: str | os.PathLike[str],
         raise NpyError(f"Dump file {_name(path)} holds Python objects; refusing to unpickle it.")
     nbytes = header.nbytes
     if size - offset < nbytes:
-        raise NpyError(f"Dump file {_name(path)} is truncated: {size - offset} of {nbytes} data bytes "
-                       "present.")
+        raise NpyError(
+            f"Dump file {_name(path)} is truncated: {size - offset} of {nbytes} data bytes present."
+        )
     if nbytes > data_limit:
         return header, None
-    data = head[offset:offset + nbytes]
+    data = head[offset : offset + nbytes]
     if len(data) < nbytes:
         data += os.pread(fd, nbytes - len(data), offset + len(data))
     try:
@@ -157,9 +159,14 @@ def load_npy(path: str | os.PathLike[str], mmap: bool | None = None) -> np.ndarr
         raise NpyError(f"Dump file {_name(path)} cannot be loaded ({e}).") from None
 
 
-def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
-                buffer: np.ndarray | None = None, start: int = 0,
-                stop: int | None = None) -> Iterator[np.ndarray]:
+def iter_chunks(
+    path: str | os.PathLike[str],
+    header: NpyHeader,
+    chunk: int,
+    buffer: np.ndarray | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> Iterator[np.ndarray]:
     """The data in file order, ``chunk`` elements at a time, read into one reused buffer.
 
     Each yielded array is overwritten by the next one. Reading a file instead of mapping it keeps
@@ -172,7 +179,7 @@ def iter_chunks(path: str | os.PathLike[str], header: NpyHeader, chunk: int,
     if buffer is None:
         buf = np.empty(n, dtype=header.dtype)
     else:
-        buf = buffer[:n * header.dtype.itemsize].view(header.dtype)
+        buf = buffer[: n * header.dtype.itemsize].view(header.dtype)
     try:
         with os.fdopen(open_regular(path)[0], "rb", buffering=0) as f:
             if hasattr(os, "posix_fadvise"):

@@ -72,8 +72,9 @@ class LineFollower:
             return out
         try:
             identity = (st.st_dev, st.st_ino)
-            if self._identity is not None and (identity != self._identity or st.st_size < self.offset
-                                               or self._rewritten(fd, st)):
+            if self._identity is not None and (
+                identity != self._identity or st.st_size < self.offset or self._rewritten(fd, st)
+            ):
                 out.reset = True
                 self.offset = self.lines = 0
                 self._skipping, self._tail = False, b""
@@ -108,15 +109,19 @@ class LineFollower:
             return out
         self.offset += end
         out.data = data[:end]
-        self._tail = data[max(0, end - TAIL):end]
+        self._tail = data[max(0, end - TAIL) : end]
         out.more = not at_eof
         self.lines += out.data.count(b"\n") + (0 if out.data.endswith(b"\n") else 1)
         return out
 
 
-def decode_lines(data: bytes, first: int, from_value: Callable[[Any, int], T],
-                 from_text: Callable[[str, int], T | None],
-                 repair: Callable[[T], T] | None = None) -> list[T | None]:
+def decode_lines(
+    data: bytes,
+    first: int,
+    from_value: Callable[[Any, int], T],
+    from_text: Callable[[str, int], T | None],
+    repair: Callable[[T], T] | None = None,
+) -> list[T | None]:
     """Decode complete JSON lines; ``first`` is the 1-based number of the first line.
 
     Bytes that are not UTF-8 are kept as surrogate escapes (as are JSON's escapes of them), and
@@ -148,9 +153,13 @@ class KeyedFollower(Generic[V]):
     and call sidecars): complete lines only, the last line of a key wins, malformed lines (and lines
     longer than a chunk) are counted in :attr:`bad_lines` and skipped; a replaced file is read again."""
 
-    def __init__(self, path: str | os.PathLike[str], from_value: Callable[[Any, int], tuple[str, V] | None],
-                 from_text: Callable[[str, int], tuple[str, V] | None],
-                 repair: Callable[[tuple[str, V]], tuple[str, V]]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        from_value: Callable[[Any, int], tuple[str, V] | None],
+        from_text: Callable[[str, int], tuple[str, V] | None],
+        repair: Callable[[tuple[str, V]], tuple[str, V]],
+    ) -> None:
         self.path = Path(path)
         self.items: dict[str, V] = {}
         self.bad_lines = 0
@@ -200,8 +209,9 @@ class PklFollower:
         if chunk.reset:
             self.tensor_count = 0
         if chunk.too_long:
-            batch.bad.append(BadLine(chunk.first_line,
-                                     f"line longer than {self._lines.chunk} bytes, skipped"))
+            batch.bad.append(
+                BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped")
+            )
         for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count

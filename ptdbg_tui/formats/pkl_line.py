@@ -54,8 +54,9 @@ def decode_value(value: Any, line: int = 0) -> Record:
     if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
         return _stack_record(value[0], value[1], line)
     if len(value) != 6:
-        return BadLine(line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}",
-                       short(value))
+        return BadLine(
+            line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}", short(value)
+        )
     name, dump_step, checksums, dtype, shape, stats = value
     problem = _name_problem(name, dtype, value) or _value_problem(name, shape, stats, value)
     if problem is not None:
@@ -63,14 +64,27 @@ def decode_value(value: Any, line: int = 0) -> Record:
     step = dump_step if type(dump_step) is int else _dump_step(dump_step)
     if step is None:
         return BadLine(line, f"dump_step must be an integer, got {short(dump_step, 40)}", short(value))
-    md5 = checksums[0] if isinstance(checksums, list) and len(checksums) == 1 \
-        and isinstance(checksums[0], str) and _CRC_RE.fullmatch(checksums[0]) else None
+    md5 = (
+        checksums[0]
+        if isinstance(checksums, list)
+        and len(checksums) == 1
+        and isinstance(checksums[0], str)
+        and _CRC_RE.fullmatch(checksums[0])
+        else None
+    )
     return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line, md5=md5)
 
 
 def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
-    if all(type(f) is list and len(f) == 4 and type(f[0]) is str and type(f[1]) is str  # as written
-           and type(f[2]) is str and (f[3] is None or type(f[3]) is str) for f in raw):
+    if all(
+        type(f) is list
+        and len(f) == 4
+        and type(f[0]) is str
+        and type(f[1]) is str  # as written
+        and type(f[2]) is str
+        and (f[3] is None or type(f[3]) is str)
+        for f in raw
+    ):
         return StackRecord(name, [Frame._make(f) for f in raw], line)
     frames = []
     for f in raw:
@@ -86,8 +100,11 @@ def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | 
     if not isinstance(name, str) or not isinstance(dtype, str):
         return "name and dtype must be strings", short(value)
     if not safe_name(name):
-        return ("the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
-                "folder", short(name))
+        return (
+            "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
+            "folder",
+            short(name),
+        )
     if holds_lone_surrogate(name):
         return "the name holds a lone UTF-16 surrogate, which no file name can hold", short(shown(name))
     return None
@@ -96,7 +113,7 @@ def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | 
 def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[str, str] | None:
     """Why a tensor line's shape or statistics cannot be taken, and what to show; ``None`` if fine."""
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
-        return "shape must be a list or \"[]\" and stats a list", short(value)
+        return 'shape must be a list or "[]" and stats a list', short(value)
     if isinstance(shape, list):
         if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
             return "shape must hold non-negative integers", short(value)
@@ -105,7 +122,7 @@ def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple
     bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
     if bad_stat is not None or len(stats) > 4:
         what = f"holds {short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
-        return f"stats {what}; expected up to 4 numbers, \"Nan\" or []", short(value)
+        return f'stats {what}; expected up to 4 numbers, "Nan" or []', short(value)
     return None
 
 
@@ -130,8 +147,9 @@ def may_hold_surrogates(text: str) -> bool:
     return _SURROGATE_ESCAPE.search(text) is not None
 
 
-def encode_tensor_line(name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                       md5: str | None = None) -> str:
+def encode_tensor_line(
+    name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any], md5: str | None = None
+) -> str:
     """One tensor line, byte-compatible with the original's ``json.dumps`` output (a checksum, when
     given, in the element the original leaves empty)."""
     return json.dumps([name, dump_step, [] if md5 is None else [md5], dtype, shape, stats])

@@ -35,17 +35,39 @@ from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 SMALL_FILE = 1 << 20
 #: Storage type -> numpy dtype; ``bfloat16`` is read as uint16 and widened to float32.
 STORAGE_DTYPES = {
-    "FloatStorage": "f4", "DoubleStorage": "f8", "HalfStorage": "f2", "BFloat16Storage": "bfloat16",
-    "LongStorage": "i8", "IntStorage": "i4", "ShortStorage": "i2", "CharStorage": "i1", "ByteStorage": "u1",
-    "BoolStorage": "?", "ComplexFloatStorage": "c8", "ComplexDoubleStorage": "c16",
+    "FloatStorage": "f4",
+    "DoubleStorage": "f8",
+    "HalfStorage": "f2",
+    "BFloat16Storage": "bfloat16",
+    "LongStorage": "i8",
+    "IntStorage": "i4",
+    "ShortStorage": "i2",
+    "CharStorage": "i1",
+    "ByteStorage": "u1",
+    "BoolStorage": "?",
+    "ComplexFloatStorage": "c8",
+    "ComplexDoubleStorage": "c16",
 }
 #: ``torch.<dtype>`` globals (``_rebuild_tensor_v3`` names the dtype) -> storage type.
 TORCH_DTYPES = {
-    "float32": "FloatStorage", "float": "FloatStorage", "float64": "DoubleStorage", "double": "DoubleStorage",
-    "float16": "HalfStorage", "half": "HalfStorage", "bfloat16": "BFloat16Storage", "int64": "LongStorage",
-    "long": "LongStorage", "int32": "IntStorage", "int": "IntStorage", "int16": "ShortStorage",
-    "short": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage",
-    "complex64": "ComplexFloatStorage", "complex128": "ComplexDoubleStorage",
+    "float32": "FloatStorage",
+    "float": "FloatStorage",
+    "float64": "DoubleStorage",
+    "double": "DoubleStorage",
+    "float16": "HalfStorage",
+    "half": "HalfStorage",
+    "bfloat16": "BFloat16Storage",
+    "int64": "LongStorage",
+    "long": "LongStorage",
+    "int32": "IntStorage",
+    "int": "IntStorage",
+    "int16": "ShortStorage",
+    "short": "ShortStorage",
+    "int8": "CharStorage",
+    "uint8": "ByteStorage",
+    "bool": "BoolStorage",
+    "complex64": "ComplexFloatStorage",
+    "complex128": "ComplexDoubleStorage",
 }
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., file name length, extra field length
 _LOCAL_SIG = b"PK\x03\x04"
@@ -89,14 +111,23 @@ def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any, *
     if not isinstance(storage, _Storage):
         raise pickle.UnpicklingError("a tensor without a storage")
     try:
-        return _Tensor(storage, int(storage_offset), tuple(int(d) for d in size),
-                       tuple(int(s) for s in stride))
+        return _Tensor(
+            storage, int(storage_offset), tuple(int(d) for d in size), tuple(int(s) for s in stride)
+        )
     except (TypeError, ValueError):
         raise pickle.UnpicklingError("a tensor with a malformed size or stride") from None
 
 
-def _rebuild_tensor_v3(storage: Any, storage_offset: Any, size: Any, stride: Any, requires_grad: Any,
-                       hooks: Any, dtype: Any, *_: Any) -> _Tensor:
+def _rebuild_tensor_v3(
+    storage: Any,
+    storage_offset: Any,
+    size: Any,
+    stride: Any,
+    requires_grad: Any,
+    hooks: Any,
+    dtype: Any,
+    *_: Any,
+) -> _Tensor:
     if isinstance(dtype, _TorchDtype) and isinstance(storage, _Storage):
         storage = storage._replace(type=dtype.storage)
     return _rebuild_tensor(storage, storage_offset, size, stride)
@@ -183,7 +214,7 @@ def _central(blob: bytes) -> dict[str, _Member] | None:
     plain layout torch.save writes (zipfile then reads it: it costs ~0.2 ms a file, and a dump holds
     thousands of small ones)."""
     end = len(blob) - _EOCD.size
-    if end < 0 or blob[end:end + 4] != _EOCD_SIG:
+    if end < 0 or blob[end : end + 4] != _EOCD_SIG:
         return None
     _, disk, cd_disk, here, total, cd_size, cd_offset, _ = _EOCD.unpack_from(blob, end)
     if disk or cd_disk or here != total or cd_offset + cd_size > end:
@@ -191,13 +222,13 @@ def _central(blob: bytes) -> dict[str, _Member] | None:
     members: dict[str, _Member] = {}
     pos = cd_offset
     for _ in range(total):
-        if blob[pos:pos + 4] != _CENTRAL_SIG:
+        if blob[pos : pos + 4] != _CENTRAL_SIG:
             return None
         f = _CENTRAL.unpack_from(blob, pos)
         method, size, n_name, n_extra, n_comment, offset = f[4], f[8], f[10], f[11], f[12], f[16]
         if size == 0xFFFFFFFF or offset == 0xFFFFFFFF:  # zip64 fields
             return None
-        name = blob[pos + _CENTRAL.size:pos + _CENTRAL.size + n_name].decode("utf-8", "replace")
+        name = blob[pos + _CENTRAL.size : pos + _CENTRAL.size + n_name].decode("utf-8", "replace")
         members[name.partition("/")[2]] = _Member(offset, size, method == zipfile.ZIP_STORED)
         pos += _CENTRAL.size + n_name + n_extra + n_comment
     return members
@@ -205,9 +236,12 @@ def _central(blob: bytes) -> dict[str, _Member] | None:
 
 def _listed(f: BinaryIO) -> dict[str, _Member]:
     with zipfile.ZipFile(f) as zf:
-        return {i.filename.partition("/")[2]: _Member(i.header_offset, i.compress_size,
-                                                        i.compress_type == zipfile.ZIP_STORED)
-                for i in zf.infolist()}
+        return {
+            i.filename.partition("/")[2]: _Member(
+                i.header_offset, i.compress_size, i.compress_type == zipfile.ZIP_STORED
+            )
+            for i in zf.infolist()
+        }
 
 
 def _start(f: BinaryIO, m: _Member, name: str) -> int:
@@ -251,21 +285,31 @@ def _parse(f: BinaryIO, members: dict[str, _Member], name: str) -> _Parsed:
     data = members.get(f"data/{obj.storage.key}")
     if data is None:
         raise PtError(f"Dump file {name} lacks the data of its storage {obj.storage.key}.")
-    if (len(obj.size) != len(obj.stride) or any(d < 0 for d in obj.size) or obj.offset < 0
-            or any(s < 0 for s in obj.stride)):
-        raise PtError(f"Dump file {name} describes an impossible tensor (size {list(obj.size)}, "
-                      f"stride {list(obj.stride)}).")
+    if (
+        len(obj.size) != len(obj.stride)
+        or any(d < 0 for d in obj.size)
+        or obj.offset < 0
+        or any(s < 0 for s in obj.stride)
+    ):
+        raise PtError(
+            f"Dump file {name} describes an impossible tensor (size {list(obj.size)}, "
+            f"stride {list(obj.stride)})."
+        )
     numel = math.prod(obj.size)
     span = 1 + sum((d - 1) * s for d, s in zip(obj.size, obj.stride, strict=True)) if numel else 0
     extent = obj.offset + span
     if extent > obj.storage.numel or data.size < extent * raw.itemsize:
-        raise PtError(f"Dump file {name} is truncated: its storage holds {data.size // raw.itemsize} "
-                      f"elements, the tensor needs {extent}.")
+        raise PtError(
+            f"Dump file {name} is truncated: its storage holds {data.size // raw.itemsize} "
+            f"elements, the tensor needs {extent}."
+        )
     start = _start(f, data, name)
     end = f.seek(0, os.SEEK_END)
     if start + data.size > end:  # a size the zip declares but the file does not hold
-        raise PtError(f"Dump file {name} is truncated: its storage's data should be {data.size} bytes, "
-                      f"the file holds {max(0, end - start)} of them.")
+        raise PtError(
+            f"Dump file {name} is truncated: its storage's data should be {data.size} bytes, "
+            f"the file holds {max(0, end - start)} of them."
+        )
     offset = start + obj.offset * raw.itemsize if _c_contiguous(obj.size, obj.stride) else -1
     return _Parsed(PtHeader(obj.size, dtype, raw, offset), obj, start, data.size)
 
@@ -304,7 +348,7 @@ def _widen(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     if out is None:
         wide = np.empty(raw.shape, np.uint32)
     else:
-        wide = out.view(np.uint32)[:raw.size].reshape(raw.shape)
+        wide = out.view(np.uint32)[: raw.size].reshape(raw.shape)
     np.copyto(wide, raw, casting="unsafe")
     np.left_shift(wide, 16, out=wide)
     return wide.view(np.float32)
@@ -319,10 +363,10 @@ def _values(f: BinaryIO, p: _Parsed, name: str) -> np.ndarray:
         raise PtError(f"Dump file {name} is truncated: it shrank while being read.")
     storage = np.frombuffer(blob, dtype=raw, count=p.storage_bytes // raw.itemsize)
     if _c_contiguous(t.size, t.stride):
-        array = storage[t.offset:t.offset + math.prod(t.size)].reshape(t.size)
+        array = storage[t.offset : t.offset + math.prod(t.size)].reshape(t.size)
     else:
         strides = tuple(s * raw.itemsize for s in t.stride)
-        array = np.lib.stride_tricks.as_strided(storage[t.offset:], t.size, strides).copy()
+        array = np.lib.stride_tricks.as_strided(storage[t.offset :], t.size, strides).copy()
     return _widen(array) if p.header.dtype != raw else array
 
 
@@ -348,9 +392,14 @@ def load_pt(path: str | os.PathLike[str]) -> np.ndarray:
     return array
 
 
-def iter_pt_chunks(path: str | os.PathLike[str], header: PtHeader, chunk: int,
-                   buffer: np.ndarray | None = None, start: int = 0,
-                   stop: int | None = None) -> Iterator[np.ndarray]:
+def iter_pt_chunks(
+    path: str | os.PathLike[str],
+    header: PtHeader,
+    chunk: int,
+    buffer: np.ndarray | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> Iterator[np.ndarray]:
     """The elements ``[start, stop)`` in order, ``chunk`` at a time, each yield overwriting the previous
     one, read as an npy's (:func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of
     ``chunk`` yielded elements."""
@@ -361,6 +410,6 @@ def iter_pt_chunks(path: str | os.PathLike[str], header: PtHeader, chunk: int,
     n = max(1, min(chunk, math.prod(header.shape)))
     if buffer is None:
         buffer = np.empty(n * header.dtype.itemsize, np.uint8)
-    out = buffer[:n * header.dtype.itemsize].view(header.dtype)
+    out = buffer[: n * header.dtype.itemsize].view(header.dtype)
     for part in iter_chunks(path, raw, chunk, None, start, stop):
         yield _widen(part, out)

@@ -181,11 +181,14 @@ def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
     if not again:
         return None
     a, b = again[0]
-    where = (f"lines {a.line} and {b.line}" if a.line and b.line
-             else f"entries {a.order + 1} and {b.order + 1}")
+    where = (
+        f"lines {a.line} and {b.line}" if a.line and b.line else f"entries {a.order + 1} and {b.order + 1}"
+    )
     more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
-    return (f"{len(again)} duplicate entry name(s): {short(a.name, 80)} at {where}{more}; each is a row "
-            "of its own")
+    return (
+        f"{len(again)} duplicate entry name(s): {short(a.name, 80)} at {where}{more}; each is a row "
+        "of its own"
+    )
 
 
 def shown(text: str) -> str:
@@ -208,8 +211,10 @@ def undecodable(record: Record) -> Record:
         record.stats = [shown(v) if isinstance(v, str) else v for v in record.stats]
     elif isinstance(record, StackRecord):
         record.name = shown(record.name)
-        record.frames = [Frame(shown(f), shown(n), shown(fn), None if src is None else shown(src))
-                         for f, n, fn, src in record.frames]
+        record.frames = [
+            Frame(shown(f), shown(n), shown(fn), None if src is None else shown(src))
+            for f, n, fn, src in record.frames
+        ]
     else:
         record.reason, record.text = shown(record.reason), shown(record.text)
     return record

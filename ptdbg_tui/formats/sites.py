@@ -12,8 +12,16 @@ from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames of what started the user's script, not of the script: the console scripts ``ptdbg-dump`` and
 #: ``ptdbg-tui`` (the demo), this package's command line, and Python's ``runpy`` (``python -m``).
-LAUNCHER_PATH_MARKS = ("/bin/ptdbg-dump", "/bin/ptdbg-tui", "/Scripts/ptdbg-dump", "/Scripts/ptdbg-tui",
-                       "/ptdbg_tui/cli.py", "/ptdbg_tui/__main__.py", "/runpy.py", "<frozen runpy>")
+LAUNCHER_PATH_MARKS = (
+    "/bin/ptdbg-dump",
+    "/bin/ptdbg-tui",
+    "/Scripts/ptdbg-dump",
+    "/Scripts/ptdbg-tui",
+    "/ptdbg_tui/cli.py",
+    "/ptdbg_tui/__main__.py",
+    "/runpy.py",
+    "<frozen runpy>",
+)
 #: Frames inside these belong to the framework; the user's call site is further out.
 LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")
 

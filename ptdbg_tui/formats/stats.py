@@ -49,8 +49,9 @@ def _json_number(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def build_stats(kind: StatKind, mx: Any = None, mn: Any = None, mean: Any = None,
-                norm: Any = None) -> list[Any]:
+def build_stats(
+    kind: StatKind, mx: Any = None, mn: Any = None, mean: Any = None, norm: Any = None
+) -> list[Any]:
     """The stats array for a value of ``kind`` from its computed reductions."""
     if kind is StatKind.EMPTY:
         return [[], [], [], NAN_SENTINEL]
@@ -79,5 +80,6 @@ def array_stats(a: np.ndarray | int | float | bool, dtype: str) -> list[Any]:
     if kind is StatKind.INT:
         return build_stats(kind, a.max().item(), a.min().item(), float(a.mean(dtype=np.float64)))
     x = a.astype(np.float64, copy=False)
-    return build_stats(kind, float(x.max()), float(x.min()), float(x.mean()),
-                       float(np.sqrt(np.dot(x.ravel(), x.ravel()))))
+    return build_stats(
+        kind, float(x.max()), float(x.min()), float(x.mean()), float(np.sqrt(np.dot(x.ravel(), x.ravel())))
+    )

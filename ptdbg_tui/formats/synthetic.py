@@ -15,8 +15,17 @@ from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.stats import array_stats
 from ptdbg_tui.formats.writer import RankWriter
 
-_TORCH_NAMES = {"float32": "float32", "float16": "float16", "float64": "float64", "bool": "bool",
-                "int64": "int64", "int32": "int32", "int8": "int8", "uint8": "uint8", "int16": "int16"}
+_TORCH_NAMES = {
+    "float32": "float32",
+    "float16": "float16",
+    "float64": "float64",
+    "bool": "bool",
+    "int64": "int64",
+    "int32": "int32",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int16": "int16",
+}
 
 
 def torch_dtype(dtype: np.dtype | type | str) -> str:
@@ -25,8 +34,9 @@ def torch_dtype(dtype: np.dtype | type | str) -> str:
     return f"torch.{_TORCH_NAMES.get(name, name)}"
 
 
-def write_array(writer: RankWriter, name: str, array: np.ndarray, dtype: str | None = None,
-                dump_step: int = 0) -> None:
+def write_array(
+    writer: RankWriter, name: str, array: np.ndarray, dtype: str | None = None, dump_step: int = 0
+) -> None:
     """One tensor entry; ``dtype`` overrides the recorded dtype (``torch.bfloat16`` for fp32 data)."""
     dtype = dtype or torch_dtype(array.dtype)
     writer.write_tensor(name, dump_step, dtype, list(array.shape), array_stats(array, dtype), array)
@@ -57,13 +67,20 @@ def _entries(api: str, index: int, direction: str, ins: list, outs: list) -> lis
 
 def _seed_stack(api: str, direction: str) -> list[tuple[str, str, str, str]]:
     """As the original records them: tool frames first; backward shows the autograd side only."""
-    tool = ("/usr/lib/python3/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__",
-            "result = self.forward(*args)")
+    tool = (
+        "/usr/lib/python3/site-packages/ptdbg_ascend/hook_module/hook_module.py",
+        "58",
+        "__call__",
+        "result = self.forward(*args)",
+    )
     if direction == "backward":
         return [("/home/user/centernet/train.py", "88", "main", "loss.backward()")]
     line = 40 + [c[0] for c in _SEED_CALLS].index(api)
-    return [tool, ("/home/user/centernet/model.py", str(line), "forward", f"y = {api}(x)"),
-            ("/home/user/centernet/train.py", "80", "main", "out = model(x)")]
+    return [
+        tool,
+        ("/home/user/centernet/model.py", str(line), "forward", f"y = {api}(x)"),
+        ("/home/user/centernet/train.py", "80", "main", "out = model(x)"),
+    ]
 
 
 def write_seed_pair(root: str | os.PathLike[str], seed: int = 0, noise: float = 1e-7) -> tuple[Path, Path]:
@@ -95,9 +112,18 @@ def write_seed_pair(root: str | os.PathLike[str], seed: int = 0, noise: float = 
     return roots
 
 
-def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int = 3,
-                     faulty_rank: int | None = 3, faulty_layer: int = 1, width: int = 32, rows: int = 8,
-                     seed: int = 0, noise: float = 1e-7, collectives: bool = True) -> tuple[Path, Path]:
+def write_ranks_pair(
+    root: str | os.PathLike[str],
+    ranks: int = 8,
+    layers: int = 3,
+    faulty_rank: int | None = 3,
+    faulty_layer: int = 1,
+    width: int = 32,
+    rows: int = 8,
+    seed: int = 0,
+    noise: float = 1e-7,
+    collectives: bool = True,
+) -> tuple[Path, Path]:
     """A tensor-parallel job dumped on both sides (``root/npu``, ``root/bench``; step 0, ``ranks`` ranks).
 
     Each layer: every rank multiplies the same input by its own weight shard
@@ -110,8 +136,13 @@ def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int =
     rng = np.random.default_rng(seed)
     roots = Path(root) / "npu", Path(root) / "bench"
     writers = [[RankWriter(rank_dir_path(side, r, step=0)) for r in range(ranks)] for side in roots]
-    weights = [[rng.standard_normal((width, width)).astype(np.float32) / np.float32(np.sqrt(width * ranks))
-                for _ in range(ranks)] for _ in range(layers)]
+    weights = [
+        [
+            rng.standard_normal((width, width)).astype(np.float32) / np.float32(np.sqrt(width * ranks))
+            for _ in range(ranks)
+        ]
+        for _ in range(layers)
+    ]
     x = rng.standard_normal((rows, width)).astype(np.float32)
 
     def put(r: int, name: str, bench: np.ndarray, npu: np.ndarray | None = None) -> None:
@@ -128,8 +159,11 @@ def write_ranks_pair(root: str | os.PathLike[str], ranks: int = 8, layers: int =
             npu_partial[faulty_rank] = npu_partial[faulty_rank] * np.float32(1.05)
         total, npu_total = np.sum(partial, axis=0), np.sum(npu_partial, axis=0)
         out, npu_out = np.tanh(total), np.tanh(npu_total)
-        lin, red, act = (f"Functional_linear_{layer}_forward", f"Distributed_all_reduce_{layer}_forward",
-                         f"Torch_tanh_{layer}_forward")
+        lin, red, act = (
+            f"Functional_linear_{layer}_forward",
+            f"Distributed_all_reduce_{layer}_forward",
+            f"Torch_tanh_{layer}_forward",
+        )
         for r in range(ranks):
             put(r, f"{lin}_input.0", x, npu_x)
             put(r, f"{lin}_input.1", weights[layer][r])

@@ -30,8 +30,9 @@ def data_path(data_dir: str | os.PathLike[str], record: TensorRecord) -> str | N
     return None if name is None else os.path.join(data_dir, name)
 
 
-def read_tensor(path: str | os.PathLike[str],
-                data_limit: float = 0) -> tuple[TensorHeader, np.ndarray | None]:
+def read_tensor(
+    path: str | os.PathLike[str], data_limit: float = 0
+) -> tuple[TensorHeader, np.ndarray | None]:
     """The checked header, and the data too (read-only) when it is at most ``data_limit`` bytes."""
     return pt.read_pt(path, data_limit) if _is_pt(path) else npy.read_npy(path, data_limit)
 
@@ -41,9 +42,14 @@ def load_tensor(path: str | os.PathLike[str]) -> np.ndarray:
     return pt.load_pt(path) if _is_pt(path) else npy.load_npy(path)
 
 
-def iter_chunks(path: str | os.PathLike[str], header: TensorHeader, chunk: int,
-                buffer: np.ndarray | None = None, start: int = 0,
-                stop: int | None = None) -> Iterator[np.ndarray]:
+def iter_chunks(
+    path: str | os.PathLike[str],
+    header: TensorHeader,
+    chunk: int,
+    buffer: np.ndarray | None = None,
+    start: int = 0,
+    stop: int | None = None,
+) -> Iterator[np.ndarray]:
     """The elements ``[start, stop)`` in file order, ``chunk`` at a time, into one reused buffer."""
     if isinstance(header, pt.PtHeader):
         return pt.iter_pt_chunks(path, header, chunk, buffer, start, stop)
@@ -51,8 +57,14 @@ def iter_chunks(path: str | os.PathLike[str], header: TensorHeader, chunk: int,
 
 
 #: torch's other names of dtypes whose numpy name differs.
-_TORCH_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "long": "int64", "int": "int32",
-                  "short": "int16"}
+_TORCH_ALIASES = {
+    "float": "float32",
+    "half": "float16",
+    "double": "float64",
+    "long": "int64",
+    "int": "int32",
+    "short": "int16",
+}
 
 
 def stored_dtypes(recorded: str) -> tuple[str, ...] | None:

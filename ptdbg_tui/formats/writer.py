@@ -29,8 +29,13 @@ FILE_MODE = 0o640
 class RankWriter:
     """Appends records to one rank dir (``.../rankR/``)."""
 
-    def __init__(self, rank_dir: str | os.PathLike[str], mode: str = "api_stack",
-                 summary_only: bool = False, fresh: bool = True) -> None:
+    def __init__(
+        self,
+        rank_dir: str | os.PathLike[str],
+        mode: str = "api_stack",
+        summary_only: bool = False,
+        fresh: bool = True,
+    ) -> None:
         self.rank_dir = Path(rank_dir)
         self.pkl = self.rank_dir / PKL_NAMES.get(mode, f"{mode}_dump.pkl")
         self.npy_dir = self.pkl.with_suffix("")
@@ -81,9 +86,17 @@ class RankWriter:
         os.replace(tmp, final)
         return final
 
-    def write_tensor(self, name: str, dump_step: int, dtype: str, shape: Any, stats: list[Any],
-                     array: np.ndarray | None = None, same_as: Path | None = None,
-                     md5: str | None = None) -> Path | None:
+    def write_tensor(
+        self,
+        name: str,
+        dump_step: int,
+        dtype: str,
+        shape: Any,
+        stats: list[Any],
+        array: np.ndarray | None = None,
+        same_as: Path | None = None,
+        md5: str | None = None,
+    ) -> Path | None:
         """One tensor/scalar record; its npy (``array``, or a link to the npy ``same_as`` holding the
         same data) lands first unless summary-only. Returns the npy written, if any."""
         npy = None

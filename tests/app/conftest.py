@@ -64,8 +64,13 @@ def script_dumps(tmp_path_factory) -> tuple[Path, Path]:
     script = root / "train.py"
     script.write_text(TRAIN_SCRIPT)
     launcher = Path(sys.executable).with_name("ptdbg-dump")
-    done = subprocess.run([str(launcher), "run", str(script), "--dump-path", str(root / "npu")],
-                          capture_output=True, text=True, timeout=120, cwd=root)
+    done = subprocess.run(
+        [str(launcher), "run", str(script), "--dump-path", str(root / "npu")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stderr
     shutil.copytree(root / "npu", root / "bench")
     return root / "npu", root / "bench"
@@ -141,8 +146,14 @@ class Ui:
     def screen_text(app: PtdbgApp) -> str:
         """What the terminal shows, as plain text (the composited screen, modal screens included)."""
         width, height = app.size
-        console = Console(width=width, height=height, file=io.StringIO(), record=True, color_system=None,
-                          legacy_windows=False)
+        console = Console(
+            width=width,
+            height=height,
+            file=io.StringIO(),
+            record=True,
+            color_system=None,
+            legacy_windows=False,
+        )
         console.print(app.screen._compositor.render_update(full=True))
         return console.export_text()
 

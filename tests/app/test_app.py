@@ -22,8 +22,13 @@ async def test_culprit_key_reveals_the_faulty_lstm_backward(demo_dumps, ui, demo
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         bar = str(app.query_one("#diagnosis").render())
-        for expected in ("Culprit VF_lstm_0_backward", "track.lstm · LSTM", demo_lstm_site,
-                         "out, _ = self.lstm(seq)", "inputs 3e-06"):
+        for expected in (
+            "Culprit VF_lstm_0_backward",
+            "track.lstm · LSTM",
+            demo_lstm_site,
+            "out, _ = self.lstm(seq)",
+            "inputs 3e-06",
+        ):
             assert expected in bar, expected
         await pilot.press("c")
         call = _cursor(app)
@@ -43,8 +48,20 @@ async def test_detail_panel_of_a_failing_gradient(demo_dumps, ui):
         leaf = _cursor(app)
         assert leaf.key == "VF_lstm_0_backward_output.0" and leaf.status is Status.FAIL
         text = ui.detail_text(app)
-        for expected in ("NPU", "Bench", "f32", "l2norm", "Δ", "rel Δ", "Cosine", "MaxAbsErr",
-                         "Accuracy Reached or Not", "Worst element", "Stack", "out, _ = self.lstm(seq)"):
+        for expected in (
+            "NPU",
+            "Bench",
+            "f32",
+            "l2norm",
+            "Δ",
+            "rel Δ",
+            "Cosine",
+            "MaxAbsErr",
+            "Accuracy Reached or Not",
+            "Worst element",
+            "Stack",
+            "out, _ = self.lstm(seq)",
+        ):
             assert expected in text, expected
         assert "✘ fail — Cosine" in text and "< 0.99" in text, "the reason names the threshold"
         histogram = app.detail.query_one("#histogram")
@@ -151,15 +168,29 @@ async def test_help_and_palette_commands(demo_dumps, ui):
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for title in ("Find", "Filter", "Next failure", "Previous failure", "Next suspect",
-                      "Export CSV", "Toggle tree / flat view", "Help", "Match: align", "Rank/step overview"):
+        for title in (
+            "Find",
+            "Filter",
+            "Next failure",
+            "Previous failure",
+            "Next suspect",
+            "Export CSV",
+            "Toggle tree / flat view",
+            "Help",
+            "Match: align",
+            "Rank/step overview",
+        ):
             assert title in titles
 
 
 async def test_export_writes_the_cli_csv(demo_dumps, ui, tmp_path):
     npu, bench = demo_dumps
-    assert cli_main(["compare", str(npu), str(bench), "-o", str(tmp_path / "cli"), "--no-progress",
-                     "--jobs", "1"]) == 0
+    assert (
+        cli_main(
+            ["compare", str(npu), str(bench), "-o", str(tmp_path / "cli"), "--no-progress", "--jobs", "1"]
+        )
+        == 0
+    )
     (cli_csv,) = (tmp_path / "cli").glob("compare_result_*.csv")
     target = tmp_path / "app" / "mine.csv"
     app = ui.app(npu, bench)

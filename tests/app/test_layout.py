@@ -38,27 +38,37 @@ def test_fit_drops_the_least_important_segments_then_cuts():
 
 
 def test_flow_wraps_onto_two_lines_and_drops_the_least_important():
-    bar = [seg("✘ Culprit Functional_layer_norm_3_backward", 0), seg("encoder.layers.1.norm1 · LayerNorm", 1),
-           seg("step1/rank0", 1), seg("+4 more (c/C)", 0), seg("train.py:56  x = self.norm1(x)", 0),
-           seg("inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000", 2, shrink=12)]
+    bar = [
+        seg("✘ Culprit Functional_layer_norm_3_backward", 0),
+        seg("encoder.layers.1.norm1 · LayerNorm", 1),
+        seg("step1/rank0", 1),
+        seg("+4 more (c/C)", 0),
+        seg("train.py:56  x = self.norm1(x)", 0),
+        seg("inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000", 2, shrink=12),
+    ]
     assert [t.plain for t in flow(bar, 250)] == ["  │  ".join(s.text.plain for s in bar)]
     assert [t.plain for t in flow(bar, 120)] == [
         "✘ Culprit Functional_layer_norm_3_backward │ encoder.layers.1.norm1 · LayerNorm │ step1/rank0 │ "
         "+4 more (c/C)",
-        "  train.py:56  x = self.norm1(x) │ inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000"]
+        "  train.py:56  x = self.norm1(x) │ inputs 3e-06, outputs 0.21, allowed 2e-05: ×10,000",
+    ]
     assert [t.plain for t in flow(bar, 78)] == [
         "✘ Culprit Functional_layer_norm_3_backward │ step1/rank0 │ +4 more (c/C)",
-        "  encoder.layers.1.norm1 · LayerNorm │ train.py:56  x = self.norm1(x)"], "the first line with room"
+        "  encoder.layers.1.norm1 · LayerNorm │ train.py:56  x = self.norm1(x)",
+    ], "the first line with room"
     assert [t.plain for t in flow(bar, 60)] == [
         "✘ Culprit Functional_layer_norm_3_backward │ +4 more (c/C)",
-        "  train.py:56  x = self.norm1(x)"], "the evidence, then the less important names go"
-    assert [t.plain for t in flow(bar, 30)] == ["✘ Culprit Functional_layer_no…", "  +4 more (c/C)"], \
+        "  train.py:56  x = self.norm1(x)",
+    ], "the evidence, then the less important names go"
+    assert [t.plain for t in flow(bar, 30)] == ["✘ Culprit Functional_layer_no…", "  +4 more (c/C)"], (
         "what must stay is cut, not dropped"
+    )
 
 
 @pytest.mark.parametrize("size", SIZES)
-async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(demo_dumps, ui, size,
-                                                                         demo_lstm_site):
+async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(
+    demo_dumps, ui, size, demo_lstm_site
+):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=size) as pilot:
         await ui.settle(pilot)
@@ -145,8 +155,9 @@ async def test_the_hint_names_align_and_m_rematches_every_pair(shifted_dumps, ui
 
 
 @pytest.mark.parametrize("watch", [False, True])
-async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing(demo_dumps, ui, tmp_path,
-                                                                                 watch):
+async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing(
+    demo_dumps, ui, tmp_path, watch
+):
     app = ui.app(demo_dumps[0], tmp_path / "nothing", watch=watch)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.wait_until(pilot, lambda: ui.settled(app) and app.model.progress.npu_seen == 179)
@@ -181,8 +192,9 @@ async def test_help_scrolls_at_80x24(demo_dumps, ui):
         assert "call shows its replay." in ui.screen_text(app), "the help's last line"
 
 
-async def test_a_screenshot_goes_to_the_current_folder_without_downloads(demo_dumps, ui, tmp_path,
-                                                                        monkeypatch):
+async def test_a_screenshot_goes_to_the_current_folder_without_downloads(
+    demo_dumps, ui, tmp_path, monkeypatch
+):
     from ptdbg_tui.app import app as app_module
 
     monkeypatch.setattr(app_module, "user_downloads_path", lambda: tmp_path / "no" / "Downloads")
@@ -232,7 +244,7 @@ async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, si
         app.clear_notifications()  # the toast goes: the bar still says it
         await pilot.pause()
         screen = ui.screen_text(app).splitlines()
-        bar = "\n".join(screen[1:1 + len(app.diagnosis_bar.lines)])
+        bar = "\n".join(screen[1 : 1 + len(app.diagnosis_bar.lines)])
         assert "No operator" not in bar and Status.PASS.symbol not in bar
         assert "No verdict: the NPU and bench dumps are the same file" in bar
         assert "each row is compared with itself" in bar
@@ -270,13 +282,19 @@ async def test_at_80x24_c_shows_the_suspect_s_row_whole_and_the_bar_its_score(st
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
         tree = app.call_tree
-        for keys, tag in ((["c"], "◀ culprit"), (["c"], "◀ suspect 2"), (["s", "c"], "◀ culprit"),
-                          (["c"], "◀ suspect 2")):
+        for keys, tag in (
+            (["c"], "◀ culprit"),
+            (["c"], "◀ suspect 2"),
+            (["s", "c"], "◀ culprit"),
+            (["c"], "◀ suspect 2"),
+        ):
             await pilot.press(*keys)
             await pilot.pause()
             top = int(tree.scroll_y)
             assert top <= tree.cursor_line < top + tree.scrollable_content_region.height, "in view"
-            row = ui.screen_text(app).splitlines()[tree.region.y + tree.cursor_line - top][:tree.region.width]
+            row = ui.screen_text(app).splitlines()[tree.region.y + tree.cursor_line - top][
+                : tree.region.width
+            ]
             assert "VF_lstm_0  " in row and row.rstrip().endswith(tag), row
             bar = "\n".join(line.plain for line in app.diagnosis_bar.lines)
             assert "VF_lstm_0_backward ×" in bar, "the score stays with the call"
@@ -292,7 +310,7 @@ async def test_at_80x24_flat_rows_keep_whole_names_and_the_export_dialog_fits(de
         screen = ui.screen_text(app).splitlines()
         for line in range(tree.scrollable_content_region.height):
             node = tree.get_node_at_line(line).data
-            row = screen[tree.region.y + line][:tree.region.width]
+            row = screen[tree.region.y + line][: tree.region.width]
             direction = node.children[0].row.record.entry.direction
             assert f" {node.label}  {direction}" in row and "…" not in row, row
         assert tree.virtual_size.width <= tree.scrollable_content_region.width, "nothing to scroll sideways"
@@ -316,5 +334,5 @@ async def test_the_error_chart_labels_its_whole_range_and_marks_the_selection_ap
         drawn = [i for i, row in enumerate(rows) if "•" in row or "●" in row]
         assert labelled[0] <= drawn[0] and drawn[-1] <= labelled[-1], "every point between two labels"
         (selected,) = {row.index("┊") for row in rows if "┊" in row}  # the selected call: dotted
-        assert not [row for row in rows if row[selected:selected + 1] == "│"], "unlike the fwd│bwd divider"
+        assert not [row for row in rows if row[selected : selected + 1] == "│"], "unlike the fwd│bwd divider"
         assert any(row.count("│") > 2 for row in rows), "the divider is drawn"

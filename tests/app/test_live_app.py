@@ -15,8 +15,11 @@ async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_pa
     async with app.run_test(size=ui.size) as pilot:
         await ui.wait_until(pilot, lambda: app.engine.watching in ("inotify", "polling"))
         assert app.model.root.total == 0
-        child = subprocess.Popen([sys.executable, "-m", "ptdbg_tui", "demo", str(root), "--no-app"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "ptdbg_tui", "demo", str(root), "--no-app"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         try:
             await ui.wait_until(pilot, lambda: app.model.first_culprit() is not None)
             await ui.wait_until(pilot, lambda: child.poll() is not None)

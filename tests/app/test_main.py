@@ -38,8 +38,14 @@ def test_demo_without_torch_says_how_to_install_it(monkeypatch, tmp_path, capsys
 
 
 def _pair(step: int) -> tuple[PairInfo, list[Row]]:
-    rec = TensorRecord("Torch_add_0_forward_output", 0, "torch.float32", [2], [1.0, 0.0, 0.5, 1.0],
-                       parse_name("Torch_add_0_forward_output"))
+    rec = TensorRecord(
+        "Torch_add_0_forward_output",
+        0,
+        "torch.float32",
+        [2],
+        [1.0, 0.0, 0.5, 1.0],
+        parse_name("Torch_add_0_forward_output"),
+    )
     row = Row(rec, rec)
     row.result = summary_result(row)
     n = RankDump(Path(f"/d/npu/step{step}/rank0/api_stack_dump.pkl"), step, 0)
@@ -49,8 +55,10 @@ def _pair(step: int) -> tuple[PairInfo, list[Row]]:
 
 def test_export_of_several_pairs_names_each_file_after_its_pair(tmp_path):
     written = export_pairs([_pair(0), _pair(1)], tmp_path / "out" / "mine.csv", stack=False)
-    assert [p.name for p in written] == ["mine_step0_rank0-step0_rank0.csv",
-                                         "mine_step1_rank0-step1_rank0.csv"]
+    assert [p.name for p in written] == [
+        "mine_step0_rank0-step0_rank0.csv",
+        "mine_step1_rank0-step1_rank0.csv",
+    ]
     assert all(p.read_text().startswith("NPU Name,Bench Name") for p in written)
 
 

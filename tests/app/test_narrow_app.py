@@ -18,7 +18,8 @@ def _dump(side: str, *options: str) -> None:
 
 
 async def test_t_on_a_module_writes_its_config_and_the_tensor_dump_replaces_the_statistics(
-        tmp_path, ui, monkeypatch) -> None:
+    tmp_path, ui, monkeypatch
+) -> None:
     stats = tmp_path / "stats"
     for side in ("npu", "bench"):
         _dump(side, "--dump-path", str(stats / side), "--step", "0", "--summary-only")
@@ -52,8 +53,13 @@ async def test_t_on_a_module_writes_its_config_and_the_tensor_dump_replaces_the_
 
         def replaced() -> bool:
             infos = app.model.infos
-            return bool(infos) and not stale & set(infos) and not any(i.summary for i in infos.values()) \
-                and ui.settled(app) and app.model.first_culprit() is not None
+            return (
+                bool(infos)
+                and not stale & set(infos)
+                and not any(i.summary for i in infos.values())
+                and ui.settled(app)
+                and app.model.first_culprit() is not None
+            )
 
         await ui.wait_until(pilot, replaced)
         assert app.engine.awaited is None

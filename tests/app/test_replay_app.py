@@ -28,8 +28,13 @@ def _said(app, text: str) -> bool:
 async def _select(pilot, ui, name: str) -> None:
     """Put the cursor on the node named ``name`` (the search's first hit) and close the search."""
     await pilot.press("slash", *name, "enter", "escape")
-    await ui.wait_until(pilot, lambda: pilot.app.call_tree.cursor_model_node is not None
-                        and pilot.app.call_tree.cursor_model_node.key == name)
+    await ui.wait_until(
+        pilot,
+        lambda: (
+            pilot.app.call_tree.cursor_model_node is not None
+            and pilot.app.call_tree.cursor_model_node.key == name
+        ),
+    )
 
 
 async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, ui):
@@ -55,8 +60,13 @@ async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, 
         # re-matched: every pair diagnosed again, the replays folded in again, none run again
         replayed, before = app.model.progress.replaying, app.model.diagnoses.copy()
         await pilot.press("m")
-        await ui.wait_until(pilot, lambda: app.model.match_modes() == "exact"
-                            and all(app.model.diagnoses[k] is not d for k, d in before.items()))
+        await ui.wait_until(
+            pilot,
+            lambda: (
+                app.model.match_modes() == "exact"
+                and all(app.model.diagnoses[k] is not d for k, d in before.items())
+            ),
+        )
         await ui.settle(pilot)
         assert confirmed() and app.model.progress.replaying == replayed and not app.engine._replay.busy
 
@@ -94,19 +104,21 @@ async def test_a_refuted_suspect_drops_and_the_bar_moves_on(demo_dumps, ui):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-        (info, rows), = app.engine.pairs()
+        ((info, rows),) = app.engine.pairs()
         diagnosis = app.model.diagnoses[info.key]
         fine = SideVerdict(3e-8, 1.6e-5, 0.0, 1e-6, "VF_lstm_0_backward_output.0")
         refuted = CallReplay("VF_lstm_0_backward", fine, replace(fine, error=4e-8))
-        update = EngineUpdate({info.key: PairDelta(info, diagnosis=with_replays(diagnosis, rows,
-                                                                                 {refuted.call: refuted}))})
+        update = EngineUpdate(
+            {info.key: PairDelta(info, diagnosis=with_replays(diagnosis, rows, {refuted.call: refuted}))}
+        )
         app.model.load(update)
         app.model.apply()
         app.diagnosis_bar.redraw()
         bar = str(app.query_one("#diagnosis").render())
         assert "Culprit" not in bar and "yet no call judged introduces an error beyond rounding" in bar
-        assert "replay: 1 call(s) replayed on each side's own inputs in float64: 0 confirmed, 1 refuted" in \
-            bar
+        assert (
+            "replay: 1 call(s) replayed on each side's own inputs in float64: 0 confirmed, 1 refuted" in bar
+        )
         assert app.model.diagnoses[info.key] is not diagnosis and diagnosis.suspects, "the sent one is a copy"
 
 
@@ -121,15 +133,17 @@ async def test_shift_r_writes_a_repro_that_exits_1(demo_dumps, ui, tmp_path):
         await pilot.press("enter")
         await ui.wait_until(pilot, lambda: _said(app, f"Wrote {tmp_path / 'lstm' / 'repro.py'}"))
         assert _said(app, "NPU kernel wrong on its own inputs")
-    done = subprocess.run([sys.executable, str(tmp_path / "lstm" / "repro.py")], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "lstm" / "repro.py")], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1, done.stdout + done.stderr
 
 
 async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, monkeypatch):
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
+    )
     app = ui.app(*demo_dumps, replay_budget_s=60)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
@@ -162,5 +176,6 @@ async def test_a_statistics_only_pair_has_nothing_to_replay(demo_dumps, ui):
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await pilot.press("c", "r")
-        assert _said(app, "VF_lstm_0_backward: compared from statistics, without tensors: nothing to replay "
-                          "from.")
+        assert _said(
+            app, "VF_lstm_0_backward: compared from statistics, without tensors: nothing to replay from."
+        )

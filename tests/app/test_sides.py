@@ -16,8 +16,14 @@ async def test_a_mistyped_bench_path_is_named_and_no_all_clear_is_shown(small_du
     typo = bench.parent / (bench.name + "u")
     app = ui.app(npu, typo, watch=True, quiet_s=0.2, rescan_s=0.2)
     async with app.run_test(size=ui.size) as pilot:
-        await ui.wait_until(pilot, lambda: app.model.progress.done and app.model.progress.rows > 0
-                            and app.model.status_counts()[Status.PENDING] == 0)
+        await ui.wait_until(
+            pilot,
+            lambda: (
+                app.model.progress.done
+                and app.model.progress.rows > 0
+                and app.model.status_counts()[Status.PENDING] == 0
+            ),
+        )
         progress, bar = _texts(app)
         assert f"bench: waiting for …/{bench.parent.name}/{typo.name}" in progress
         assert f"No verdict: bench: waiting for {typo} to appear" in bar

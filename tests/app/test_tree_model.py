@@ -12,8 +12,9 @@ from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord
 
-INFO = PairInfo("p0", "step0/rank0", RankDump(Path("/d/npu.pkl"), 0, 0), RankDump(Path("/d/b.pkl"), 0, 0),
-                False)
+INFO = PairInfo(
+    "p0", "step0/rank0", RankDump(Path("/d/npu.pkl"), 0, 0), RankDump(Path("/d/b.pkl"), 0, 0), False
+)
 CHAIN = (("head", "Head"),)
 
 
@@ -36,9 +37,14 @@ def _model(*placed: Placed) -> TreeModel:
     return model
 
 
-ROWS = [("Torch_add_0_forward_input.0", Status.PASS), ("Torch_add_0_forward_output", Status.PASS),
-        ("Torch_mul_0_forward_input.0", Status.PASS), ("Torch_mul_0_forward_output", Status.FAIL),
-        ("Torch_mul_0_backward_input.0", Status.FAIL), ("Torch_mul_0_backward_output.0", None)]
+ROWS = [
+    ("Torch_add_0_forward_input.0", Status.PASS),
+    ("Torch_add_0_forward_output", Status.PASS),
+    ("Torch_mul_0_forward_input.0", Status.PASS),
+    ("Torch_mul_0_forward_output", Status.FAIL),
+    ("Torch_mul_0_backward_input.0", Status.FAIL),
+    ("Torch_mul_0_backward_output.0", None),
+]
 
 
 def _demo() -> TreeModel:
@@ -103,8 +109,11 @@ def test_next_failure_and_search_follow_execution_order():
     assert model.next_failure(model.position(second)) is first, "wraps around"
     assert model.next_failure(model.position(first), backward=True) is second
     hits = model.search("MUL_0_f")
-    assert [n.key for n in hits] == ["Torch_mul_0_forward", "Torch_mul_0_forward_input.0",
-                                     "Torch_mul_0_forward_output"], "the call first, then its entries"
+    assert [n.key for n in hits] == [
+        "Torch_mul_0_forward",
+        "Torch_mul_0_forward_input.0",
+        "Torch_mul_0_forward_output",
+    ], "the call first, then its entries"
     assert model.next_hit(hits, None) == 0 and model.next_hit(hits, hits[0]) == 1
     assert model.next_hit(hits, hits[0], backward=True) == 2, "wraps around"
     add = model.leaves[("p0", "Torch_add_0_forward_output")]

@@ -16,10 +16,23 @@ from ptdbg_tui.formats.records import TensorRecord
 from ptdbg_tui.formats.stats import array_stats
 
 
-def _record(name: str, shape: list[int] | str = (3,), dtype: str = "torch.float32",
-            stats: list | None = None, dump_step: int = 0) -> TensorRecord:
-    rec = decode_value([name, dump_step, [], dtype, list(shape) if not isinstance(shape, str) else shape,
-                        [1.0, 0.0, 0.5, 1.0] if stats is None else stats])
+def _record(
+    name: str,
+    shape: list[int] | str = (3,),
+    dtype: str = "torch.float32",
+    stats: list | None = None,
+    dump_step: int = 0,
+) -> TensorRecord:
+    rec = decode_value(
+        [
+            name,
+            dump_step,
+            [],
+            dtype,
+            list(shape) if not isinstance(shape, str) else shape,
+            [1.0, 0.0, 0.5, 1.0] if stats is None else stats,
+        ]
+    )
     assert isinstance(rec, TensorRecord)
     return rec
 
@@ -43,8 +56,15 @@ class Calls:
         self.record = record
         self.rows: list[Row] = []
 
-    def add(self, name: str, npu, bench, npu_dtype: str = "torch.float32", bench_dtype: str = "torch.float32",
-            summary: bool = False) -> Row:
+    def add(
+        self,
+        name: str,
+        npu,
+        bench,
+        npu_dtype: str = "torch.float32",
+        bench_dtype: str = "torch.float32",
+        summary: bool = False,
+    ) -> Row:
         n, b = np.asarray(npu), np.asarray(bench)
         rn = self.record(name, shape=list(n.shape), dtype=npu_dtype, stats=array_stats(n, npu_dtype))
         rb = self.record(name, shape=list(b.shape), dtype=bench_dtype, stats=array_stats(b, bench_dtype))
@@ -74,8 +94,11 @@ class Calls:
     def npu_only(self, name: str, npu) -> Row:
         """An entry only the NPU run recorded (a call the bench run does not make)."""
         n = np.asarray(npu)
-        row = Row(self.record(name, shape=list(n.shape), stats=array_stats(n, "torch.float32")), None,
-                  seq=len(self.rows))
+        row = Row(
+            self.record(name, shape=list(n.shape), stats=array_stats(n, "torch.float32")),
+            None,
+            seq=len(self.rows),
+        )
         row.result = settled_result(row, summary=False)
         self.rows.append(row)
         return row

@@ -21,8 +21,12 @@ from ptdbg_tui.formats.records import StackRecord
 
 NAMES = "NPU Name,Bench Name,NPU Tensor Dtype,Bench Tensor Dtype,NPU Tensor Shape,Bench Tensor Shape,"
 STATS = "NPU max,NPU min,NPU mean,NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm"
-FULL = (NAMES + "Cosine,MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,Five Thousandths Err Ratio,"
-        + STATS + ",Accuracy Reached or Not,Err_message")
+FULL = (
+    NAMES
+    + "Cosine,MaxAbsErr,MaxRelativeErr,One Thousandth Err Ratio,Five Thousandths Err Ratio,"
+    + STATS
+    + ",Accuracy Reached or Not,Err_message"
+)
 SUMMARY = NAMES + "Max diff,Min diff,Mean diff,L2norm diff," + STATS
 
 
@@ -46,35 +50,48 @@ def _lines(path):
 def test_full_mode_cells_match_the_originals_observed_rows(tmp_path):
     scalar = _rec('["Torch_add_0_forward_input.1", 0, [], "<class \'int\'>", "[]", [1, 1, 1, 1]]')
     relu_n = _rec('["Torch_relu_0_forward_output", 0, [], "torch.float32", [4], [0.0, 0.0, 0.0, 0.0]]')
-    relu_b = _rec('["Torch_relu_0_forward_output", 0, [], "torch.float32", [4], '
-                  '[4.0, 1.0, 2.5, 5.477225575051661]]')
+    relu_b = _rec(
+        '["Torch_relu_0_forward_output", 0, [], "torch.float32", [4], [4.0, 1.0, 2.5, 5.477225575051661]]'
+    )
     empty = _rec('["Torch_empty_0_forward_output", 0, [], "torch.float32", [0, 3], [[], [], [], "Nan"]]')
-    matmul = _rec('["Torch_matmul_0_forward_output", 0, [], "torch.bfloat16", [3, 3], '
-                  '[0.93446, -0.58343, -0.01088, 1.28029]]')
+    matmul = _rec(
+        '["Torch_matmul_0_forward_output", 0, [], "torch.bfloat16", [3, 3], '
+        "[0.93446, -0.58343, -0.01088, 1.28029]]"
+    )
     rows = [Row(scalar, scalar), Row(relu_n, relu_b), Row(empty, empty), Row(matmul, None)]
     rows[0].result = compare_arrays(np.array(1), np.array(1), scalar.dtype, scalar.dtype)
-    rows[1].result = compare_arrays(np.zeros(4, np.float32), np.array([4, 1, 2, 3], np.float32),
-                                    relu_n.dtype, relu_b.dtype)
-    rows[2].result = compare_arrays(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32),
-                                    empty.dtype, empty.dtype)
+    rows[1].result = compare_arrays(
+        np.zeros(4, np.float32), np.array([4, 1, 2, 3], np.float32), relu_n.dtype, relu_b.dtype
+    )
+    rows[2].result = compare_arrays(
+        np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32), empty.dtype, empty.dtype
+    )
     rows[3].result = unmatched_result(rows[3])
     path = write_csv(rows, tmp_path)
     assert re.fullmatch(r"compare_result_\d{14}\.csv", path.name)
     assert oct(path.stat().st_mode & 0o777) == "0o640"
     lines = _lines(path)
     assert lines[0] == FULL
-    assert lines[1] == ("Torch_add_0_forward_input.1,Torch_add_0_forward_input.1,<class 'int'>,<class 'int'>,"
-                        "[],[],unsupported,0.000000000000,0.000000000000,Nan,Nan,1,1,1,1,1,1,1,1,Nan,"
-                        '"This is type of scalar data, can not compare."')
-    assert lines[2] == ("Torch_relu_0_forward_output,Torch_relu_0_forward_output,torch.float32,torch.float32,"
-                        "[4],[4],Nan,4.000000000000,1.000000000000,0.000000000000,0.000000000000,0.0,0.0,0.0,0.0,4.0,1.0,2.5,"
-                        "5.477225575051661,Nan,"
-                        '"Cannot compare by Cosine Similarity, All the data is Zero in npu dump data."')
-    assert lines[3] == ("Torch_empty_0_forward_output,Torch_empty_0_forward_output,torch.float32,"
-                        'torch.float32,"[0, 3]","[0, 3]",unsupported,0,0,0,0,[],[],[],Nan,[],[],[],Nan,Nan,'
-                        '"This is empty data, can not compare."')
-    assert lines[4] == ('Torch_matmul_0_forward_output,Nan,torch.bfloat16,Nan,"[3, 3]",Nan,Nan,Nan,Nan,Nan,'
-                        "Nan,0.93446,-0.58343,-0.01088,1.28029,Nan,Nan,Nan,Nan,Nan,No bench data matched.")
+    assert lines[1] == (
+        "Torch_add_0_forward_input.1,Torch_add_0_forward_input.1,<class 'int'>,<class 'int'>,"
+        "[],[],unsupported,0.000000000000,0.000000000000,Nan,Nan,1,1,1,1,1,1,1,1,Nan,"
+        '"This is type of scalar data, can not compare."'
+    )
+    assert lines[2] == (
+        "Torch_relu_0_forward_output,Torch_relu_0_forward_output,torch.float32,torch.float32,"
+        "[4],[4],Nan,4.000000000000,1.000000000000,0.000000000000,0.000000000000,0.0,0.0,0.0,0.0,4.0,1.0,2.5,"
+        "5.477225575051661,Nan,"
+        '"Cannot compare by Cosine Similarity, All the data is Zero in npu dump data."'
+    )
+    assert lines[3] == (
+        "Torch_empty_0_forward_output,Torch_empty_0_forward_output,torch.float32,"
+        'torch.float32,"[0, 3]","[0, 3]",unsupported,0,0,0,0,[],[],[],Nan,[],[],[],Nan,Nan,'
+        '"This is empty data, can not compare."'
+    )
+    assert lines[4] == (
+        'Torch_matmul_0_forward_output,Nan,torch.bfloat16,Nan,"[3, 3]",Nan,Nan,Nan,Nan,Nan,'
+        "Nan,0.93446,-0.58343,-0.01088,1.28029,Nan,Nan,Nan,Nan,Nan,No bench data matched."
+    )
 
 
 def test_json_nan_stat_is_an_empty_cell_and_inf_prints_inf(tmp_path):
@@ -145,7 +162,7 @@ def test_cells_print_as_pandas_prints_the_originals_frame(tmp_path):
         mix = rng.sample(kinds, rng.randint(1, 3))
         columns.append([rng.choice(_VALUES[rng.choice(mix)]) for _ in range(rng.randint(1, 5))])
     for k in range(0, len(columns), 8):
-        group = columns[k:k + 8]
+        group = columns[k : k + 8]
         height = min(len(c) for c in group)
         names = [f"c{i}" for i in range(len(group))]
         rows = [list(r) for r in zip(*(c[:height] for c in group), strict=True)]

@@ -37,7 +37,8 @@ def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     assert all(r.status is Status.FAIL for r in later)  # downstream noise the original would blame
     diagnosis = diagnose(rows)
     assert [(s.direction, s.call, s.api, s.kind) for s in diagnosis.suspects] == [
-        ("backward", SEED_CULPRIT, "VF_lstm", "growth")]
+        ("backward", SEED_CULPRIT, "VF_lstm", "growth")
+    ]
     culprit = diagnosis.culprit
     assert culprit is not None and culprit.score > 1000
     assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
@@ -62,23 +63,43 @@ def _rows(record, statuses: dict[str, Status]) -> list[Row]:
     rows = []
     for name, status in statuses.items():
         r = Row(record(name), record(name))
-        r.result = Result(("1.0",) * 5, "Yes" if status is Status.PASS else "No", "", status,
-                          errors=ErrorMeasures(0.0, 0.0, 1.0, 1.0, 3, 2.0**-24))
+        r.result = Result(
+            ("1.0",) * 5,
+            "Yes" if status is Status.PASS else "No",
+            "",
+            status,
+            errors=ErrorMeasures(0.0, 0.0, 1.0, 1.0, 3, 2.0**-24),
+        )
         rows.append(r)
     return rows
 
 
-@pytest.mark.parametrize(("frames", "site"), [
-    ([("/x/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
-      ("/x/site-packages/ptdbg_ascend/hook_module/wrap_torch.py", "71", "torch_op_template", None),
-      ("/home/u/train.py", "42", "forward", "y = torch.add(x, 1)")], "/home/u/train.py"),
-    ([("/repo/dumper/capture.py", "10", "hook", None), ("/home/u/m.py", "7", "f", None)], "/home/u/m.py"),
-    ([("/x/site-packages/torch/nn/modules/rnn.py", "900", "forward", None),
-      ("/home/u/model.py", "5", "forward", "self.lstm(x)")], "/home/u/model.py"),
-    ([("/x/site-packages/torch/nn/modules/rnn.py", "900", "forward", None)],
-     "/x/site-packages/torch/nn/modules/rnn.py"),
-    ([("/x/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None)], None),
-])
+@pytest.mark.parametrize(
+    ("frames", "site"),
+    [
+        (
+            [
+                ("/x/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
+                ("/x/site-packages/ptdbg_ascend/hook_module/wrap_torch.py", "71", "torch_op_template", None),
+                ("/home/u/train.py", "42", "forward", "y = torch.add(x, 1)"),
+            ],
+            "/home/u/train.py",
+        ),
+        ([("/repo/dumper/capture.py", "10", "hook", None), ("/home/u/m.py", "7", "f", None)], "/home/u/m.py"),
+        (
+            [
+                ("/x/site-packages/torch/nn/modules/rnn.py", "900", "forward", None),
+                ("/home/u/model.py", "5", "forward", "self.lstm(x)"),
+            ],
+            "/home/u/model.py",
+        ),
+        (
+            [("/x/site-packages/torch/nn/modules/rnn.py", "900", "forward", None)],
+            "/x/site-packages/torch/nn/modules/rnn.py",
+        ),
+        ([("/x/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None)], None),
+    ],
+)
 def test_stack_site_skips_tool_frames(frames, site):
     found = stack_site(StackRecord("A_x_0_forward_stack_info", frames))
     assert (found[0] if found else None) == site

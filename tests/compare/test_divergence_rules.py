@@ -149,8 +149,14 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 def test_an_elementwise_result_that_leans_one_bf16_unit_is_a_one_sided_error(calls):
     x = _x(4096)
     xn = _bf16(x)
-    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn) * 1.005), _gelu(x))],
-               npu_dtype="torch.bfloat16")
+    calls.call(
+        "Functional_gelu",
+        0,
+        "forward",
+        [(xn, x)],
+        [(_bf16(_gelu(xn) * 1.005), _gelu(x))],
+        npu_dtype="torch.bfloat16",
+    )
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Functional_gelu_0_forward", LEAN)]
     assert "one-sided" in d.verdict
@@ -159,6 +165,7 @@ def test_an_elementwise_result_that_leans_one_bf16_unit_is_a_one_sided_error(cal
 def test_bf16_rounding_of_an_elementwise_result_does_not_lean(calls):
     x = _x(4096)
     xn = _bf16(x)
-    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))],
-               npu_dtype="torch.bfloat16")
+    calls.call(
+        "Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))], npu_dtype="torch.bfloat16"
+    )
     assert calls.suspects() == []

@@ -37,8 +37,9 @@ def _fused(n, b, x, y, d):
 
 def _numpy(n, b, x, y, d):
     with np.errstate(invalid="ignore", over="ignore"):  # as the accumulator calls it
-        return numpy_pass(n, b, x, y, d, np.empty(n.size), np.empty(n.size, bool), EPS, THOUSANDTH,
-                          FIVE_THOUSANDTHS)
+        return numpy_pass(
+            n, b, x, y, d, np.empty(n.size), np.empty(n.size, bool), EPS, THOUSANDTH, FIVE_THOUSANDTHS
+        )
 
 
 PASSES = pytest.mark.parametrize("element_pass", [_fused, _numpy], ids=["fused", "numpy"])
@@ -50,8 +51,10 @@ def _run(n, b, element_pass=_fused):
 
 
 @PASSES
-@pytest.mark.parametrize(("dn", "db"), [(np.float32, np.float32), (np.float16, np.float16),
-                                        (np.float64, np.float64), (np.float16, np.float32)])
+@pytest.mark.parametrize(
+    ("dn", "db"),
+    [(np.float32, np.float32), (np.float16, np.float16), (np.float64, np.float64), (np.float16, np.float32)],
+)
 def test_the_pass_gives_numpys_values(dn, db, element_pass):
     n, b = _pair(dn, db)
     (bad, top, rel_top, low, high, flips), x, y, d = _run(n, b, element_pass)
@@ -111,16 +114,24 @@ def test_a_tensor_compares_the_same_with_either_pass(monkeypatch, histogram):
     fused = compared()
     accumulator._fused = None
     numpy = compared()
-    assert (fused.cells, fused.message, fused.errors, fused.worst_index, fused.histogram) == \
-        (numpy.cells, numpy.message, numpy.errors, numpy.worst_index, numpy.histogram)
+    assert (fused.cells, fused.message, fused.errors, fused.worst_index, fused.histogram) == (
+        numpy.cells,
+        numpy.message,
+        numpy.errors,
+        numpy.worst_index,
+        numpy.histogram,
+    )
 
 
-@pytest.mark.parametrize("make", [
-    lambda a: a.astype(np.int32),
-    lambda a: a.astype(">f4"),  # big-endian
-    lambda a: np.repeat(a, 2)[::2],  # strided
-    lambda a: a > 0,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a.astype(np.int32),
+        lambda a: a.astype(">f4"),  # big-endian
+        lambda a: np.repeat(a, 2)[::2],  # strided
+        lambda a: a > 0,
+    ],
+)
 def test_other_dtypes_and_layouts_are_cast_first(make):
     n, b = _pair(np.float64, np.float64, size=5_000, seed=1)
     n, b = make(n * 100), make(b * 100)
@@ -149,12 +160,17 @@ def test_nan_and_inf_at_the_same_places_are_set_aside_as_before():
 
 def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
     """No cache locator applies (as a read-only install without a writable home): still compiled."""
-    probe = ("import numpy as np; from ptdbg_tui.compare.metrics.kernel import fused_pass; "
-             "from ptdbg_tui.compare.metrics.accumulator import compare_arrays; "
-             "a = np.arange(5, dtype=np.float32); r = compare_arrays(a, a + 1, 'f', 'f'); "
-             "print(type(fused_pass._cache).__name__, r.cells[1])")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
-           "NUMBA_CACHE_LOCATOR_CLASSES": "numba.core.caching.IPythonCacheLocator"}
+    probe = (
+        "import numpy as np; from ptdbg_tui.compare.metrics.kernel import fused_pass; "
+        "from ptdbg_tui.compare.metrics.accumulator import compare_arrays; "
+        "a = np.arange(5, dtype=np.float32); r = compare_arrays(a, a + 1, 'f', 'f'); "
+        "print(type(fused_pass._cache).__name__, r.cells[1])"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "NUMBA_CACHE_LOCATOR_CLASSES": "numba.core.caching.IPythonCacheLocator",
+    }
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["NullCache", "1.000000000000"]
 

@@ -28,10 +28,16 @@ def _recs(record, calls):
 
 
 def test_exact_keeps_npu_order_and_reports_both_sides(records):
-    npu = records("A_x_0_forward_input.0", "A_x_0_forward_output", "B_y_0_forward_output",
-                  "D_w_0_forward_output")
-    bench = records("Z_z_0_forward_output", "A_x_0_forward_input.0", "A_x_0_forward_output",
-                    "C_c_0_forward_output", "D_w_0_forward_output")
+    npu = records(
+        "A_x_0_forward_input.0", "A_x_0_forward_output", "B_y_0_forward_output", "D_w_0_forward_output"
+    )
+    bench = records(
+        "Z_z_0_forward_output",
+        "A_x_0_forward_input.0",
+        "A_x_0_forward_output",
+        "C_c_0_forward_output",
+        "D_w_0_forward_output",
+    )
     rows = match_records(npu, bench)
     assert _pairs(rows) == [
         (None, "Z_z_0_forward_output"),  # bench-only before any matched entry: first
@@ -177,14 +183,30 @@ def test_attach_stacks_on_the_first_row_of_each_call(records):
 
 def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
     # NPU: a fused linear; bench: matmul + add, so every later Torch_matmul index shifts by one
-    npu = _recs(record, [_call("Torch_matmul", 0), _call("Functional_linear", 0, shape=(5,)),
-                         _call("Torch_matmul", 1, shape=(4,)), _call("Torch_relu", 0)])
-    bench = _recs(record, [_call("Torch_matmul", 0), _call("Torch_matmul", 1, shape=(5,)),
-                           _call("Torch_add", 0, shape=(5,)), _call("Torch_matmul", 2, shape=(4,)),
-                           _call("Torch_relu", 0)])
+    npu = _recs(
+        record,
+        [
+            _call("Torch_matmul", 0),
+            _call("Functional_linear", 0, shape=(5,)),
+            _call("Torch_matmul", 1, shape=(4,)),
+            _call("Torch_relu", 0),
+        ],
+    )
+    bench = _recs(
+        record,
+        [
+            _call("Torch_matmul", 0),
+            _call("Torch_matmul", 1, shape=(5,)),
+            _call("Torch_add", 0, shape=(5,)),
+            _call("Torch_matmul", 2, shape=(4,)),
+            _call("Torch_relu", 0),
+        ],
+    )
     exact = choose_match(npu, bench, "exact")
-    assert exact.mode == "exact" and ("Torch_matmul_1_forward_output", "Torch_matmul_1_forward_output") in \
-        _pairs(exact.rows)  # shapes 4 against 5
+    assert exact.mode == "exact" and (
+        "Torch_matmul_1_forward_output",
+        "Torch_matmul_1_forward_output",
+    ) in _pairs(exact.rows)  # shapes 4 against 5
     auto = choose_match(npu, bench)
     assert auto.mode == "align" and auto.note.startswith("calls aligned automatically (exact names left")
     assert ("Torch_matmul_1_forward_output", "Torch_matmul_2_forward_output") in _pairs(auto.rows)
@@ -219,8 +241,9 @@ def _linear_backward(record, theirs, batch=4):
     transposed weight) or ours (input, weight, bias), all but the bias [4, 4]."""
     call = "Functional_linear_0_backward"
     shapes = [(4,), (batch, 4), (4, 4)] if theirs else [(batch, 4), (4, 4), (4,)]
-    return [record(f"{call}_input.0", [batch, 4])] + [record(f"{call}_output.{k}", list(s))
-                                                      for k, s in enumerate(shapes)]
+    return [record(f"{call}_input.0", [batch, 4])] + [
+        record(f"{call}_output.{k}", list(s)) for k, s in enumerate(shapes)
+    ]
 
 
 @pytest.mark.parametrize("swap", [False, True])
@@ -232,10 +255,12 @@ def test_a_square_linears_transposed_weight_gradient_pairs_with_ours_transposed(
     rows = match_records(*((ours, theirs) if swap else (theirs, ours)), "exact", dialects)
     pairs = {(r.bench if swap else r.npu).name: (r.npu if swap else r.bench).name for r in rows if r.matched}
     call = "Functional_linear_0_backward"
-    assert pairs == {f"{call}_input.0": f"{call}_input.0",
-                     f"{call}_output.0": f"{call}_output.2",  # bias
-                     f"{call}_output.1": f"{call}_output.0",  # input
-                     f"{call}_output.2": f"{call}_output.1"}  # their W^T, our W
+    assert pairs == {
+        f"{call}_input.0": f"{call}_input.0",
+        f"{call}_output.0": f"{call}_output.2",  # bias
+        f"{call}_output.1": f"{call}_output.0",  # input
+        f"{call}_output.2": f"{call}_output.1",
+    }  # their W^T, our W
     assert [r.name for r in rows if r.transposed] == [f"{call}_output.{1 if swap else 2}"]
 
 
@@ -245,8 +270,10 @@ def test_a_linears_transposed_weight_gradient_pairs_only_when_its_shape_is_ours_
     ours[2] = record("Functional_linear_0_backward_output.1", [4, 5])  # not [4, 4] reversed
     rows = match_records(theirs, ours, "exact", (DIALECTS[ORIGINAL_PTDBG], DIALECTS[OURS]))
     assert not [r for r in rows if r.transposed]
-    assert {r.name for r in rows if not r.matched} == {"Functional_linear_0_backward_output.2",
-                                                       "Functional_linear_0_backward_output.1"}
+    assert {r.name for r in rows if not r.matched} == {
+        "Functional_linear_0_backward_output.2",
+        "Functional_linear_0_backward_output.1",
+    }
 
 
 def test_two_tools_in_autograd_order_pair_linears_gradients_by_path(record):
@@ -259,23 +286,29 @@ def test_an_inner_view_nodes_gradient_does_not_pair_with_one_of_the_ops_own(reco
     view: one gradient, the incoming one, here of v's shape ([2, 3, 5]: attn [2, 3, 3] @ v)."""
     call = "Torch_matmul_0_backward"
     theirs = [record(f"{call}_input.0", [2, 3, 5]), record(f"{call}_output", [2, 3, 5])]
-    ours = [record(f"{call}_input.0", [2, 3, 5]), record(f"{call}_output.0", [2, 3, 3]),
-            record(f"{call}_output.1", [2, 3, 5])]
+    ours = [
+        record(f"{call}_input.0", [2, 3, 5]),
+        record(f"{call}_output.0", [2, 3, 3]),
+        record(f"{call}_output.1", [2, 3, 5]),
+    ]
     assert _mixed(theirs, ours) == {f"{call}_input.0": f"{call}_input.0"}
 
 
 def _relu(record, input_stats, output_stats):
     call = "Functional_relu_0_forward"
-    return [record(f"{call}_input.0", [4], stats=input_stats),
-            record(f"{call}_output", [4], stats=output_stats)]
+    return [
+        record(f"{call}_input.0", [4], stats=input_stats),
+        record(f"{call}_output", [4], stats=output_stats),
+    ]
 
 
 def test_an_inplace_calls_input_the_original_records_after_the_write_stays_unpaired(record):
     """The original records ``relu(x, inplace=True)``'s input after the call: its output."""
     x, relu_x = [1.0, -1.0, 0.0, 1.5], [1.0, 0.0, 0.5, 1.2]
     ours = _relu(record, x, relu_x)
-    assert _mixed(_relu(record, relu_x, relu_x), ours) == {"Functional_relu_0_forward_output":
-                                                           "Functional_relu_0_forward_output"}
+    assert _mixed(_relu(record, relu_x, relu_x), ours) == {
+        "Functional_relu_0_forward_output": "Functional_relu_0_forward_output"
+    }
     # a relu that failed to write (its output is its input) is nearer our input: still paired
     assert len(_mixed(_relu(record, x, x), ours)) == 2
     # a tool that records the input before the call (ours, msprobe) on both sides: never unpaired

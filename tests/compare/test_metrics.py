@@ -45,12 +45,18 @@ def test_known_values_and_cells():
     assert r.message == ""
 
 
-@pytest.mark.parametrize(("size", "noise", "zeros"), [
-    (7, 2e-3, True), (CHUNK - 1, 2e-3, True), (CHUNK, 2e-3, True), (CHUNK + 1, 2e-3, True),
-    (3 * CHUNK + 17, 2e-3, True),
-    (2 * CHUNK, 5e-4, False),  # every relative error < 0.005, some >= 0.001
-    (2 * CHUNK, 1e-5, False),  # every relative error < 0.001
-])
+@pytest.mark.parametrize(
+    ("size", "noise", "zeros"),
+    [
+        (7, 2e-3, True),
+        (CHUNK - 1, 2e-3, True),
+        (CHUNK, 2e-3, True),
+        (CHUNK + 1, 2e-3, True),
+        (3 * CHUNK + 17, 2e-3, True),
+        (2 * CHUNK, 5e-4, False),  # every relative error < 0.005, some >= 0.001
+        (2 * CHUNK, 1e-5, False),  # every relative error < 0.001
+    ],
+)
 def test_chunked_matches_the_naive_float64_formulas(size, noise, zeros):
     rng = np.random.default_rng(size)
     b = rng.standard_normal(size).astype(np.float32)
@@ -164,12 +170,15 @@ def test_nan_and_inf_at_the_same_positions_are_zeroed_for_every_metric():
     assert "same 3 position(s)" in r.message and r.accuracy == "Yes" and r.status is Status.WARN
 
 
-@pytest.mark.parametrize(("n", "b"), [
-    ([1.0, np.nan, 2.0], [1.0, 1.0, 2.0]),
-    ([1.0, np.nan, 2.0], [1.0, 2.0, np.nan]),
-    ([1.0, np.inf, 2.0], [1.0, np.nan, 2.0]),
-    ([1.0, np.inf, 2.0], [1.0, -np.inf, 2.0]),  # the original would call these equal
-])
+@pytest.mark.parametrize(
+    ("n", "b"),
+    [
+        ([1.0, np.nan, 2.0], [1.0, 1.0, 2.0]),
+        ([1.0, np.nan, 2.0], [1.0, 2.0, np.nan]),
+        ([1.0, np.inf, 2.0], [1.0, np.nan, 2.0]),
+        ([1.0, np.inf, 2.0], [1.0, -np.inf, 2.0]),  # the original would call these equal
+    ],
+)
 def test_nan_or_inf_at_different_positions(n, b):
     r = compare_arrays(np.array(n, np.float32), np.array(b, np.float32), F32, F32)
     assert r.cells == ("N/A",) * 5 and r.accuracy == "No" and r.status is Status.FAIL
@@ -205,8 +214,9 @@ def test_bf16_stored_as_fp32_against_fp32_is_compared_and_flagged():
 
 
 def test_bool_and_int_tensors():
-    r = compare_arrays(np.array([True, False, True]), np.array([True, True, True]), "torch.bool",
-                       "torch.bool")
+    r = compare_arrays(
+        np.array([True, False, True]), np.array([True, True, True]), "torch.bool", "torch.bool"
+    )
     assert r.max_abs == 1.0 and r.accuracy == "No"
     r = compare_arrays(np.arange(5), np.arange(5), "torch.int64", "torch.int64")
     assert r.cells[0] == "1.0" and r.status is Status.PASS
@@ -222,10 +232,13 @@ def test_cosine_above_0_99999_prints_as_one():
     assert compare_arrays(n, b, "torch.float64", "torch.float64").cells[0] == "1.0"
 
 
-@pytest.mark.parametrize(("cos_scale", "shift", "accuracy", "words"), [
-    (1.0, 0.0005, "Yes", "not (Cosine"),
-    (1.0, 2.0, "No", "MaxAbsErr 2 > 1"),
-])
+@pytest.mark.parametrize(
+    ("cos_scale", "shift", "accuracy", "words"),
+    [
+        (1.0, 0.0005, "Yes", "not (Cosine"),
+        (1.0, 2.0, "No", "MaxAbsErr 2 > 1"),
+    ],
+)
 def test_accuracy_from_the_metrics(cos_scale, shift, accuracy, words):
     b = np.linspace(1, 2, 50)
     r = compare_arrays(b * cos_scale + shift, b, "torch.float64", "torch.float64")
@@ -252,5 +265,5 @@ def test_sums_of_squares_are_the_sliced_dot_products_added_in_order(size):
 
     rng = np.random.default_rng(size)
     a = rng.standard_normal(size) * 10.0 ** rng.uniform(-6, 6, size)
-    want = float(sum(np.dot(s, s) for s in (a[i:i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
+    want = float(sum(np.dot(s, s) for s in (a[i : i + DOT_SLICE] for i in range(0, a.size, DOT_SLICE))))
     assert _sum_squares(a) == want

@@ -83,8 +83,13 @@ def test_a_theoretically_zero_gradient_is_no_fault(calls):
     w = RNG.standard_normal((16, 4, 3, 3)).astype(np.float32)
     gw = RNG.standard_normal((16, 4, 3, 3)).astype(np.float32)
     bias_bench, bias_npu = (1e-9 * RNG.standard_normal((2, 16))).astype(np.float32)
-    calls.call("Functional_conv2d", 0, "backward", [(gn, g)],
-               [(_noisy(w), w), (_noisy(gw), gw), (bias_npu, bias_bench)])
+    calls.call(
+        "Functional_conv2d",
+        0,
+        "backward",
+        [(gn, g)],
+        [(_noisy(w), w), (_noisy(gw), gw), (bias_npu, bias_bench)],
+    )
     assert calls.row("Functional_conv2d_0_backward_output.2").result.accuracy == NO  # a random cosine
     assert calls.suspects() == []
 

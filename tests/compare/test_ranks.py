@@ -62,8 +62,10 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     assert run.ranks.first is not None and run.ranks.first.view.rank == 2
     others = [v for v in run.ranks.verdicts if v.view.rank != 2]
     assert all(v.received and v.suspect.kind == ENTERS for v in others)
-    assert "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward" in \
-        report_text(run)
+    assert (
+        "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward"
+        in report_text(run)
+    )
 
 
 def test_collectives_of_both_grammars():

@@ -14,7 +14,9 @@ def _rows(record, names: list[str], scalars: dict[str, object] | None = None) ->
     rows = []
     for n in names:
         if scalars and n in scalars:
-            rec = record(n, shape="[]", dtype=f"<class '{type(scalars[n]).__name__}'>", stats=[scalars[n]] * 4)
+            rec = record(
+                n, shape="[]", dtype=f"<class '{type(scalars[n]).__name__}'>", stats=[scalars[n]] * 4
+            )
             rec.data_name = ""
         else:
             rec = record(n, shape=[4])
@@ -26,18 +28,24 @@ def test_only_api_calls_of_torchs_namespaces_that_draw_no_random_numbers_are_rep
     assert function_of(parse_name("Functional_gelu_0_forward_output")) == "torch.nn.functional.gelu"
     assert function_of(parse_name("Tensor_add__0_forward_output")) == "torch.Tensor.add_"
     assert function_of(parse_name("VF_lstm_0_backward_output.0")) == "torch._VF.lstm"
-    for name, why in (("Distributed_all_reduce_0_forward_output.0", "collective"),
-                      ("Functional_dropout_0_forward_output", "random"),
-                      ("Tensor_uniform__0_forward_output", "random")):
+    for name, why in (
+        ("Distributed_all_reduce_0_forward_output.0", "collective"),
+        ("Functional_dropout_0_forward_output", "random"),
+        ("Tensor_uniform__0_forward_output", "random"),
+    ):
         got = function_of(parse_name(name))
         assert isinstance(got, NotReplayable) and why in got.reason, got
 
 
 def test_a_plan_from_the_records_takes_positional_arguments_and_the_values(record):
-    rows = _rows(record, ["Torch_add_0_forward_input.0", "Torch_add_0_forward_input.1",
-                          "Torch_add_0_forward_output"], scalars={"Torch_add_0_forward_input.1": 2.5})
-    plan = build_plan(rows, "npu", "Torch_add_0_forward", "/d", None, keywords_recorded=False,
-                      inputs_after_call=False)
+    rows = _rows(
+        record,
+        ["Torch_add_0_forward_input.0", "Torch_add_0_forward_input.1", "Torch_add_0_forward_output"],
+        scalars={"Torch_add_0_forward_input.1": 2.5},
+    )
+    plan = build_plan(
+        rows, "npu", "Torch_add_0_forward", "/d", None, keywords_recorded=False, inputs_after_call=False
+    )
     assert isinstance(plan, Plan) and plan.fn == "torch.add"
     assert isinstance(plan.args[0], Recorded) and plan.args[1] == Value("plain", 2.5)
     assert not plan.complete, "the original records no keyword arguments"
@@ -54,15 +62,20 @@ def test_msprobes_keyword_arguments_are_rebuilt(record):
         else:
             rec = TensorRecord(name, 0, "torch.float32", [4], [1.0, 0.0, 0.5, 1.0], entry)
         rows.append(Row(rec, rec))
-    plan = build_plan(rows, "npu", "Functional.gelu.0.forward", "/d", None, keywords_recorded=True,
-                      inputs_after_call=False)
+    plan = build_plan(
+        rows, "npu", "Functional.gelu.0.forward", "/d", None, keywords_recorded=True, inputs_after_call=False
+    )
     assert isinstance(plan, Plan) and plan.kwargs == {"approximate": Value("plain", "tanh")} and plan.complete
 
 
 def test_the_sidecar_gives_every_argument(record):
     rows = _rows(record, ["Functional_gelu_0_forward_input.0", "Functional_gelu_0_forward_output"])
-    spec = CallSpec("Functional_gelu_0", "torch.nn.functional.gelu",
-                    [TensorArg("Functional_gelu_0_forward_input.0")], {"approximate": "tanh"})
+    spec = CallSpec(
+        "Functional_gelu_0",
+        "torch.nn.functional.gelu",
+        [TensorArg("Functional_gelu_0_forward_input.0")],
+        {"approximate": "tanh"},
+    )
     plan = build_plan(rows, "bench", "Functional_gelu_0_forward", "/d", spec, False, False)
     assert isinstance(plan, Plan) and plan.kwargs == {"approximate": Value("plain", "tanh")} and plan.complete
 
@@ -72,11 +85,22 @@ def test_what_cannot_be_rebuilt_says_why(record):
     call = "Functional_gelu_0_forward"
     cases = [
         (None, None, "statistics only"),
-        ("/d", CallSpec("Functional_gelu_0", "torch.nn.functional.gelu", [TensorArg(None, "torch.float32", (4,))]),
-         "was not recorded"),
-        ("/d", CallSpec("Functional_gelu_0", "torch.nn.functional.gelu",
-                        [TensorArg("Functional_gelu_0_forward_input.0"), Opaque("torch._C.Generator")]),
-         "cannot be rebuilt"),
+        (
+            "/d",
+            CallSpec(
+                "Functional_gelu_0", "torch.nn.functional.gelu", [TensorArg(None, "torch.float32", (4,))]
+            ),
+            "was not recorded",
+        ),
+        (
+            "/d",
+            CallSpec(
+                "Functional_gelu_0",
+                "torch.nn.functional.gelu",
+                [TensorArg("Functional_gelu_0_forward_input.0"), Opaque("torch._C.Generator")],
+            ),
+            "cannot be rebuilt",
+        ),
     ]
     for folder, spec, why in cases:
         got = build_plan(rows, "npu", call, folder, spec, False, False)
@@ -86,7 +110,9 @@ def test_what_cannot_be_rebuilt_says_why(record):
 
 
 def test_an_in_place_call_recorded_after_it_wrote_its_input_is_not_replayed(record):
-    rows = _rows(record, ["Tensor_add__0_forward_input.0", "Tensor_add__0_forward_input.1",
-                          "Tensor_add__0_forward_output"])
+    rows = _rows(
+        record,
+        ["Tensor_add__0_forward_input.0", "Tensor_add__0_forward_input.1", "Tensor_add__0_forward_output"],
+    )
     got = build_plan(rows, "npu", "Tensor_add__0_forward", "/d", None, False, inputs_after_call=True)
     assert isinstance(got, NotReplayable) and "after it wrote" in got.reason

@@ -27,8 +27,9 @@ def dirs(tmp_path):
 def _row(record, n: np.ndarray, b: np.ndarray, dirs, name=NAME, bench_name=None):
     np.save(dirs[0] / f"{name}.npy", n)
     np.save(dirs[1] / f"{bench_name or name}.npy", b)
-    return Row(record(name, list(n.shape)), record(bench_name or name, list(b.shape)),
-               fuzzy=bench_name is not None)
+    return Row(
+        record(name, list(n.shape)), record(bench_name or name, list(b.shape)), fuzzy=bench_name is not None
+    )
 
 
 def test_task_is_picklable_and_matches_compare_arrays(record, dirs):
@@ -62,8 +63,11 @@ def test_a_transposed_pair_is_compared_transposed(record, dirs, shape):
     plain = run_task(task_for(row, *dirs))
     assert plain.status is Status.FAIL
     stats = lambda a: [float(a.max()), float(a.min()), float(a.mean()), float(np.linalg.norm(a))]  # noqa: E731
-    row = Row(record(NAME, list(shape[::-1]), stats=stats(n)), record(NAME, list(shape), stats=stats(b)),
-              transposed=True)
+    row = Row(
+        record(NAME, list(shape[::-1]), stats=stats(n)),
+        record(NAME, list(shape), stats=stats(b)),
+        transposed=True,
+    )
     summary = summary_result(row)
     assert summary.status is Status.PASS and summary.errors is not None and MSG_TRANSPOSED in summary.message
 
@@ -76,11 +80,14 @@ def test_missing_npy_is_an_error_row(record, dirs):
     assert r.message == f"Dump file: {NAME}.npy not found."
 
 
-@pytest.mark.parametrize(("damage", "words"), [
-    (lambda p: p.write_bytes(p.read_bytes()[:-8]), "truncated"),
-    (lambda p: p.write_bytes(b"\x00garbage" * 20), "not a valid npy"),
-    (lambda p: np.save(p, np.ones(4, np.float32)), "holds shape [4] but the dump records [3]"),
-])
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:-8]), "truncated"),
+        (lambda p: p.write_bytes(b"\x00garbage" * 20), "not a valid npy"),
+        (lambda p: np.save(p, np.ones(4, np.float32)), "holds shape [4] but the dump records [3]"),
+    ],
+)
 def test_bad_npy_is_an_error_row(record, dirs, damage, words):
     row = _row(record, np.ones(3, np.float32), np.ones(3, np.float32), dirs)
     damage(dirs[0] / f"{NAME}.npy")
@@ -105,15 +112,23 @@ def test_big_chunked_file_with_nan_mismatch(record, dirs):
 def test_scalar_files(record, dirs):
     np.save(dirs[0] / "Torch_add_0_forward_input.1.npy", np.array(1))
     np.save(dirs[1] / "Torch_add_0_forward_input.1.npy", np.array(1))
-    row = Row(record("Torch_add_0_forward_input.1", "[]", "<class 'int'>", [1, 1, 1, 1]),
-              record("Torch_add_0_forward_input.1", "[]", "<class 'int'>", [1, 1, 1, 1]))
+    row = Row(
+        record("Torch_add_0_forward_input.1", "[]", "<class 'int'>", [1, 1, 1, 1]),
+        record("Torch_add_0_forward_input.1", "[]", "<class 'int'>", [1, 1, 1, 1]),
+    )
     r = run_task(task_for(row, *dirs))
     assert r.cells == ("unsupported", "0.000000000000", "0.000000000000", "Nan", "Nan")
 
 
 def test_fuzzy_row_gets_the_original_message_and_warns(record, dirs):
-    row = _row(record, np.ones(3, np.float32), np.ones(3, np.float32), dirs,
-               name="Torch_add_1_forward_output", bench_name="Torch_add_0_forward_output")
+    row = _row(
+        record,
+        np.ones(3, np.float32),
+        np.ones(3, np.float32),
+        dirs,
+        name="Torch_add_1_forward_output",
+        bench_name="Torch_add_0_forward_output",
+    )
     r = run_task(task_for(row, *dirs))
     assert r.accuracy == "Yes" and r.message == MSG_FUZZY and r.status is Status.WARN
 

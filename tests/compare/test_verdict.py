@@ -8,20 +8,23 @@ from ptdbg_tui.compare.metrics.verdict import check_accuracy, is_close, stats_ve
 from ptdbg_tui.compare.model import Status
 
 
-@pytest.mark.parametrize(("cos", "mae", "expected"), [
-    ("shape unmatched", "shape unmatched", "Unmatched"),
-    ("Nan", "0.000000000000", "Nan"),
-    ("1.0", "Nan", "Nan"),
-    ("N/A", "N/A", "No"),
-    ("unsupported", "0.000000000000", "Nan"),
-    ("0.980000000000", "0.002000000000", "No"),  # cos < 0.99 and mae > 0.001
-    ("0.980000000000", "0.001000000000", "Yes"),  # mae not > 0.001
-    ("0.990000000000", "0.500000000000", "Yes"),  # cos not < 0.99
-    ("0.899999999999", "0.000000000000", "No"),  # cos < 0.9
-    ("1.0", "1.000000000001", "No"),  # mae > 1
-    ("1.0", "1.000000000000", "Yes"),  # a constant tensor 2x too large passes, as in the original
-    ("1.0", "0.000000000000", "Yes"),
-])
+@pytest.mark.parametrize(
+    ("cos", "mae", "expected"),
+    [
+        ("shape unmatched", "shape unmatched", "Unmatched"),
+        ("Nan", "0.000000000000", "Nan"),
+        ("1.0", "Nan", "Nan"),
+        ("N/A", "N/A", "No"),
+        ("unsupported", "0.000000000000", "Nan"),
+        ("0.980000000000", "0.002000000000", "No"),  # cos < 0.99 and mae > 0.001
+        ("0.980000000000", "0.001000000000", "Yes"),  # mae not > 0.001
+        ("0.990000000000", "0.500000000000", "Yes"),  # cos not < 0.99
+        ("0.899999999999", "0.000000000000", "No"),  # cos < 0.9
+        ("1.0", "1.000000000001", "No"),  # mae > 1
+        ("1.0", "1.000000000000", "Yes"),  # a constant tensor 2x too large passes, as in the original
+        ("1.0", "0.000000000000", "Yes"),
+    ],
+)
 def test_check_accuracy(cos, mae, expected):
     assert check_accuracy(cos, mae) == expected
 

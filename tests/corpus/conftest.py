@@ -41,9 +41,13 @@ PKL = "api_stack_dump.pkl"
 NPY = "api_stack_dump"
 SIDECAR = "api_stack_dump.modules.jsonl"
 #: (api, index, direction, inputs): the calls of the clean rank dump, in order.
-CALLS = [("Functional_conv2d", 0, "forward", 2), ("Functional_relu", 0, "forward", 1),
-         ("Tensor_add", 0, "forward", 2), ("Torch_sum", 0, "forward", 1),
-         ("Functional_conv2d", 0, "backward", 1)]
+CALLS = [
+    ("Functional_conv2d", 0, "forward", 2),
+    ("Functional_relu", 0, "forward", 1),
+    ("Tensor_add", 0, "forward", 2),
+    ("Torch_sum", 0, "forward", 1),
+    ("Functional_conv2d", 0, "backward", 1),
+]
 
 
 def array_for(name: str) -> np.ndarray:
@@ -77,6 +81,7 @@ def write_clean_rank(rank_dir: Path) -> None:
 
 # --- damage helpers (on a rank folder) --------------------------------------------------------
 
+
 def _lines(r: Path) -> list[bytes]:
     return (r / PKL).read_bytes().splitlines(keepends=True)
 
@@ -96,10 +101,14 @@ def replace_line(r: Path, name: str, text: bytes | str) -> set[str]:
 def tensor_line(entry: str, **changes: object) -> str:
     """A tensor line of the clean dump with some fields changed (``field=...`` as raw JSON text)."""
     a = array_for(entry)
-    fields = {"name": json.dumps(entry), "dump_step": "0", "empty": "[]", "dtype": '"torch.float32"',
-              "shape": json.dumps(list(a.shape)),
-              "stats": json.dumps([float(a.max()), float(a.min()), float(a.mean()),
-                                   float(np.linalg.norm(a))])}
+    fields = {
+        "name": json.dumps(entry),
+        "dump_step": "0",
+        "empty": "[]",
+        "dtype": '"torch.float32"',
+        "shape": json.dumps(list(a.shape)),
+        "stats": json.dumps([float(a.max()), float(a.min()), float(a.mean()), float(np.linalg.norm(a))]),
+    }
     fields.update({k: str(v) for k, v in changes.items()})
     return "[" + ", ".join(fields.values()) + "]"
 
@@ -117,7 +126,7 @@ def cut_in_line(r: Path, name: str) -> set[str]:
     i = _line_of(r, name)
     (r / PKL).write_bytes(b"".join(lines[:i]) + lines[i][: len(lines[i]) // 2])
     names = entries()
-    return set(names[names.index(name):])
+    return set(names[names.index(name) :])
 
 
 def replace_file(path: Path, make: Callable[[Path], None]) -> None:
@@ -160,6 +169,7 @@ NON_UTF8 = b"Tensor_add_0_forward_output.\xff"  # not a valid name of the gramma
 
 # --- the cases --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Case:
     """One damaged input. ``damage(npu_rank, bench_rank)`` returns the entries it may cost (whose
@@ -190,6 +200,7 @@ def case(name: str, *expect: str, **kw: object) -> Callable[[Callable], Callable
     def add(fn: Callable) -> Callable:
         CASES.append(Case(name, tuple(e.lower() for e in expect), fn, **kw))
         return fn
+
     return add
 
 
@@ -203,15 +214,18 @@ case("pkl_cut_in_first_line", "not valid json")(lambda n, b: cut_in_line(n, FIRS
 case("pkl_garbage_line", "not valid json")(lambda n, b: insert_line(n, 3, b"\x8f\x00garbage{{[}"))
 case("pkl_nul_line", "not valid json")(lambda n, b: insert_line(n, 2, b"\0" * 100))
 case("pkl_all_garbage", "not valid json")(
-    lambda n, b: lose(ALL, (n / PKL).write_bytes(np.random.default_rng(1).bytes(3000).replace(b"\n", b"x"))))
+    lambda n, b: lose(ALL, (n / PKL).write_bytes(np.random.default_rng(1).bytes(3000).replace(b"\n", b"x")))
+)
 case("pkl_all_nul", "not valid json")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"\0" * 4096)))
 case("pkl_empty", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"")))
 case("pkl_blank_lines_only", "holds no entries")(lambda n, b: lose(ALL, (n / PKL).write_bytes(b"\n \n\t\n")))
 case("pkl_crlf_line_ends")(lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes().replace(b"\n", b"\r\n")))
 case("pkl_duplicate_line", "duplicate entry name")(
-    lambda n, b: insert_line(n, _line_of(n, MID), _lines(n)[_line_of(n, MID)].rstrip(b"\n")))
+    lambda n, b: insert_line(n, _line_of(n, MID), _lines(n)[_line_of(n, MID)].rstrip(b"\n"))
+)
 case("pkl_whole_file_twice", "duplicate entry name")(
-    lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes() * 2))
+    lambda n, b: (n / PKL).write_bytes((n / PKL).read_bytes() * 2)
+)
 case("pkl_line_10mib_long", "longer than")(lambda n, b: insert_line(n, 4, b'["' + b"x" * (9 << 20) + b'"]'))
 
 # pkl: one line of the wrong shape or types
@@ -244,13 +258,21 @@ line_case("nesting_in_stats", tensor_line(MID, stats="[" * 3000 + "]" * 3000), "
 line_case("name_parent_dirs", tensor_line(MID, name='"../../../../etc/hostname"'), "outside the dump folder")
 line_case("name_absolute", tensor_line(MID, name='"/etc/hostname"'), "outside the dump folder")
 line_case("name_backslashes", tensor_line(MID, name='"..\\\\..\\\\x"'), "outside the dump folder")
-line_case("name_nul", tensor_line(MID, name='"Tensor_add_0_forward_output\\u0000"'),
-          "outside the dump folder")
+line_case(
+    "name_nul", tensor_line(MID, name='"Tensor_add_0_forward_output\\u0000"'), "outside the dump folder"
+)
 line_case("name_empty", tensor_line(MID, name='""'), "outside the dump folder")
-line_case("stack_frames_not_lists", json.dumps([stack_name("Functional_relu_0_forward"), [["a"]]]),
-          "stack frame is not", entry=MID)
-case("stack_frame_deep", "stack frame is not")(lambda n, b: insert_line(
-    n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [[[[[[1]]]]], "1", "f", "s"]]).encode()))
+line_case(
+    "stack_frames_not_lists",
+    json.dumps([stack_name("Functional_relu_0_forward"), [["a"]]]),
+    "stack frame is not",
+    entry=MID,
+)
+case("stack_frame_deep", "stack frame is not")(
+    lambda n, b: insert_line(
+        n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [[[[[[1]]]]], "1", "f", "s"]]).encode()
+    )
+)
 
 
 @case("name_10k_characters", "file name too long")
@@ -289,66 +311,99 @@ def _escaped_non_utf8(n: Path, b: Path) -> None:
             np.save(f, array_for("PLACEHOLDER"))
 
 
-line_case("name_lone_surrogate", tensor_line(MID, name='"Tensor_add_0_forward_output.\\ud800"'),
-          "lone utf-16 surrogate")
+line_case(
+    "name_lone_surrogate",
+    tensor_line(MID, name='"Tensor_add_0_forward_output.\\ud800"'),
+    "lone utf-16 surrogate",
+)
 line_case("dtype_lone_surrogate", tensor_line(MID, dtype='"torch.\\ud800"'), "dtype")
-case("stack_source_lone_surrogate")(lambda n, b: insert_line(
-    n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "x\ud800"]]]).encode()))
+case("stack_source_lone_surrogate")(
+    lambda n, b: insert_line(
+        n,
+        1,
+        json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "x\ud800"]]]).encode(),
+    )
+)
 case("second_pkl_in_rank_folder", "holds several dump files")(
-    lambda n, b: shutil.copyfile(n / PKL, n / "dump.pkl"))
-case("stack_source_not_utf8")(lambda n, b: insert_line(
-    n, 1, json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "SRC"]]])
-    .encode().replace(b"SRC", b"x = \xe9\xff")))
+    lambda n, b: shutil.copyfile(n / PKL, n / "dump.pkl")
+)
+case("stack_source_not_utf8")(
+    lambda n, b: insert_line(
+        n,
+        1,
+        json.dumps([stack_name("Functional_conv2d_0_forward"), [["m.py", "1", "f", "SRC"]]])
+        .encode()
+        .replace(b"SRC", b"x = \xe9\xff"),
+    )
+)
 
 # pkl: not a readable file
 case("pkl_is_a_directory", "is a directory", cli_fails=True)(
-    lambda n, b: lose(ALL, replace_file(n / PKL, Path.mkdir)))
+    lambda n, b: lose(ALL, replace_file(n / PKL, Path.mkdir))
+)
 case("pkl_is_a_fifo", "named pipe", cli_fails=True)(lambda n, b: lose(ALL, replace_file(n / PKL, fifo)))
 case("pkl_symlink_loop", "too many levels of symbolic links", cli_fails=True)(
-    lambda n, b: lose(ALL, replace_file(n / PKL, symlink_loop)))
+    lambda n, b: lose(ALL, replace_file(n / PKL, symlink_loop))
+)
 case("pkl_dangling_symlink", "no such file", cli_fails=True)(
-    lambda n, b: lose(ALL, replace_file(n / PKL, lambda p: p.symlink_to("gone.pkl"))))
+    lambda n, b: lose(ALL, replace_file(n / PKL, lambda p: p.symlink_to("gone.pkl")))
+)
 
 # npy files
 case("npy_missing", "not found")(lambda n, b: lose({MID}, npy(n, MID).unlink()))
 case("npy_zero_bytes", "empty: 0 bytes")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(b"")))
 case("npy_truncated", "truncated")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy(n, MID).read_bytes()[:-10])))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy(n, MID).read_bytes()[:-10]))
+)
 case("npy_header_only", "truncated")(lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6)))))
 case("npy_wrong_shape", "holds shape")(
-    lambda n, b: lose({MID}, np.save(npy(n, MID), np.zeros((6, 4), np.float32))))
+    lambda n, b: lose({MID}, np.save(npy(n, MID), np.zeros((6, 4), np.float32)))
+)
 case("npy_wrong_dtype", "holds float64 data")(
-    lambda n, b: lose({MID}, np.save(npy(n, MID), array_for(MID).astype(np.float64))))
+    lambda n, b: lose({MID}, np.save(npy(n, MID), array_for(MID).astype(np.float64)))
+)
 case("npy_is_a_directory", "is a directory")(lambda n, b: lose({MID}, replace_file(npy(n, MID), Path.mkdir)))
 case("npy_symlink_loop", "symbolic link loop")(
-    lambda n, b: lose({MID}, replace_file(npy(n, MID), symlink_loop)))
+    lambda n, b: lose({MID}, replace_file(npy(n, MID), symlink_loop))
+)
 case("npy_is_a_fifo", "named pipe (fifo)")(lambda n, b: lose({MID}, replace_file(npy(n, MID), fifo)))
 case("npy_object_array", "python objects")(
-    lambda n, b: lose({MID}, np.save(npy(n, MID), np.full((4, 6), {"a": 1}, object), allow_pickle=True)))
+    lambda n, b: lose({MID}, np.save(npy(n, MID), np.full((4, 6), {"a": 1}, object), allow_pickle=True))
+)
 case("npy_pickle_file", "not a valid npy")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(pickle.dumps([1, 2]))))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(pickle.dumps([1, 2])))
+)
 case("npy_header_expression", "string on line 1: an expression")(  # never run, never shown as an ast repr
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("__import__('os').getpid()") + b"\0" * 96)))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("__import__('os').getpid()") + b"\0" * 96))
+)
 case("npy_bad_header", "not a valid npy")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("{{{{{") + b"\0" * 96)))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header("{{{{{") + b"\0" * 96))
+)
 case("npy_huge_shape", "truncated")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6, 2**40)) + b"\0" * 96)))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6, 2**40)) + b"\0" * 96))
+)
 case("npy_version_9", "unsupported npy format version")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6), version=9) + b"\0" * 96)))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(npy_header((4, 6), version=9) + b"\0" * 96))
+)
 case("npy_random_bytes", "not a valid npy")(
-    lambda n, b: lose({MID}, npy(n, MID).write_bytes(np.random.default_rng(2).bytes(200))))
+    lambda n, b: lose({MID}, npy(n, MID).write_bytes(np.random.default_rng(2).bytes(200)))
+)
 case("npy_folder_is_a_file", "not a folder", summary=True)(
-    lambda n, b: replace_file(n / NPY, lambda p: p.write_bytes(b"x")))
+    lambda n, b: replace_file(n / NPY, lambda p: p.write_bytes(b"x"))
+)
 case("npy_folder_renamed", "no npy folder", summary=True)(lambda n, b: (n / NPY).rename(n / "npy_data"))
 case("npy_folder_missing_on_bench", "has no data folder", summary=True)(lambda n, b: shutil.rmtree(b / NPY))
 case("npy_folder_is_a_fifo", "named pipe", summary=True)(lambda n, b: replace_file(n / NPY, fifo))
 
 # the module sidecar: only the app reads it
 case("sidecar_is_a_directory", expect_app=("module sidecar",))(
-    lambda n, b: replace_file(n / SIDECAR, Path.mkdir))
+    lambda n, b: replace_file(n / SIDECAR, Path.mkdir)
+)
 case("sidecar_is_a_fifo", expect_app=("named pipe",))(lambda n, b: replace_file(n / SIDECAR, fifo))
 case("sidecar_garbage")(lambda n, b: (n / SIDECAR).write_bytes(b"\x00\xff[[[\n{}\n42\n"))
-case("sidecar_nesting", )(lambda n, b: (n / SIDECAR).write_bytes(b"[" * 100_000 + b"\n"))
+case(
+    "sidecar_nesting",
+)(lambda n, b: (n / SIDECAR).write_bytes(b"[" * 100_000 + b"\n"))
 
 # permissions (root reads everything: these run without the DAC capabilities)
 DENIED = "permission denied"
@@ -357,13 +412,16 @@ case("rank_folder_unreadable", DENIED, privileged=True, cli_fails=True)(lambda n
 case("npy_folder_unreadable", DENIED, privileged=True)(lambda n, b: lose(ALL, (n / NPY).chmod(0)))
 case("npy_file_unreadable", DENIED, privileged=True)(lambda n, b: lose({MID}, npy(n, MID).chmod(0)))
 case("sidecar_unreadable", expect_app=("permission denied",), privileged=True)(
-    lambda n, b: (n / SIDECAR).chmod(0))
+    lambda n, b: (n / SIDECAR).chmod(0)
+)
 
 
 # --- root cases: what the two paths point at --------------------------------------------------
 
-def _pair(root: Path, npu: list[tuple[int | None, int]] = ((0, 0),),
-          bench: list[tuple[int | None, int]] = ((0, 0),)) -> tuple[Path, Path]:
+
+def _pair(
+    root: Path, npu: list[tuple[int | None, int]] = ((0, 0),), bench: list[tuple[int | None, int]] = ((0, 0),)
+) -> tuple[Path, Path]:
     for side, ranks in (("npu", npu), ("bench", bench)):
         for step, rank in ranks:
             write_clean_rank(rank_dir_path(root / side, rank, step))
@@ -374,6 +432,7 @@ def root_case(name: str, *expect: str, **kw: object) -> Callable[[Callable], Cal
     def add(fn: Callable) -> Callable:
         CASES.append(Case(name, tuple(e.lower() for e in expect), root=fn, **kw))
         return fn
+
     return add
 
 
@@ -508,7 +567,7 @@ def _first_data_name(root: Path, value: str):
     p = _dump_json(n)
     text = p.read_text()
     first = text.index('"data_name": "') + len('"data_name": "')
-    p.write_text(text[:first] + value + text[text.index('"', first):])
+    p.write_text(text[:first] + value + text[text.index('"', first) :])
     return n, b, {}
 
 
@@ -556,7 +615,8 @@ def _ms_stack_deep(root: Path):
     show one differ in NPU_Stack_Info alone), never the dump."""
     n, b = _msprobe(root)
     (_dump_json(n).parent / "stack.json").write_text(
-        '{"0": [["Functional.conv2d.0.forward"], ' + "[" * 5000 + "]" * 5000 + "]}")
+        '{"0": [["Functional.conv2d.0.forward"], ' + "[" * 5000 + "]" * 5000 + "]}"
+    )
     return n, b, {}
 
 
@@ -573,8 +633,11 @@ def _ms_construct_chain(root: Path):
     chains are bounded and computed per call asked, never nodes × depth at load."""
     n, b = _msprobe(root)
     chain = {f"Module.m{i}.M.forward.0": f"Module.m{i + 1}.M.forward.0" for i in range(100_000)}
-    chain |= {"Module.a.A.forward.0": "Module.b.B.forward.0", "Module.b.B.forward.0": "Module.a.A.forward.0",
-              "Module.s.S.forward.0": "Module.s.S.forward.0"}
+    chain |= {
+        "Module.a.A.forward.0": "Module.b.B.forward.0",
+        "Module.b.B.forward.0": "Module.a.A.forward.0",
+        "Module.s.S.forward.0": "Module.s.S.forward.0",
+    }
     calls = list(json.loads(_dump_json(n).read_text())["data"])
     for i, call in enumerate(calls):
         chain[call] = ("Module.m0.M.forward.0", "Module.a.A.forward.0", "Module.s.S.forward.0", call)[i % 4]
@@ -609,7 +672,7 @@ def _ms_pt_declared_size(root: Path):
     at = 0
     while (at := data.find(b"PK\x01\x02", at + 1)) >= 0:
         length = struct.unpack_from("<H", data, at + 28)[0]
-        if data[at + 46:at + 46 + length].endswith(b"/data/0"):
+        if data[at + 46 : at + 46 + length].endswith(b"/data/0"):
             struct.pack_into("<LL", data, at + 20, 0xFFFFFFF0, 0xFFFFFFF0)  # compressed, uncompressed
     p.write_bytes(bytes(data))
     return n, b, {}
@@ -623,6 +686,7 @@ def _same_dump(root: Path):
 
 
 # --- building ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Built:
@@ -692,13 +756,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 # --- dropping root's power to read everything -------------------------------------------------
 
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
 
 
 _CAP_V3 = 0x20080522

@@ -22,10 +22,10 @@ SIZE = (140, 40)
 #: What only a fault of the engine itself would say.
 ENGINE_FAULTS = ("engine stopped", "unexpected error", "traceback", "comparing failed")
 
+
 def shown(bar) -> str:
     """What a bar of the app shows now, as plain text."""
     return "\n".join(line.plain for line in bar.lines)
-
 
 
 class Session:
@@ -81,9 +81,14 @@ def _clean(outcome_rows) -> dict[str, Status]:
 @pytest.fixture(scope="module")
 def clean_statuses(corpus) -> dict[str, dict[str, Status]]:
     """Each row's status on the clean pairs (the engine and the batch compare agree on them)."""
-    return {name: _clean(compare_dumps(*pair, jobs=1, summary=summary)[0].rows)
-            for name, pair, summary in (("ptdbg", corpus.clean, False), ("summary", corpus.clean, True),
-                                        ("msprobe", corpus.msprobe, False))}
+    return {
+        name: _clean(compare_dumps(*pair, jobs=1, summary=summary)[0].rows)
+        for name, pair, summary in (
+            ("ptdbg", corpus.clean, False),
+            ("summary", corpus.clean, True),
+            ("msprobe", corpus.msprobe, False),
+        )
+    }
 
 
 def _check(session: Session, built, clean: dict[str, Status], rank: int | None) -> list[str]:
@@ -99,8 +104,10 @@ def _check(session: Session, built, clean: dict[str, Status], rank: int | None) 
     limit = 0 if rank is not None else case.lost_limit
     differ = [n for n, s in clean.items() if n not in built.lost and s not in statuses.get(n, [])]
     if limit is not None and len(differ) > limit:
-        problems.append(f"{case.name}: rows not compared as on the clean dump: {differ[:4]} "
-                        f"{[statuses.get(n) for n in differ[:4]]}")
+        problems.append(
+            f"{case.name}: rows not compared as on the clean dump: {differ[:4]} "
+            f"{[statuses.get(n) for n in differ[:4]]}"
+        )
     return problems
 
 

@@ -37,8 +37,9 @@ def _messages(rows: Rows) -> list[str]:
     return [r.get("Err_message", "") for same in rows.values() for r in same]
 
 
-def run(capsys, out: Path, npu: Path, bench: Path, options: dict[str, object],
-        summary: bool = False) -> tuple[int, str, Rows]:
+def run(
+    capsys, out: Path, npu: Path, bench: Path, options: dict[str, object], summary: bool = False
+) -> tuple[int, str, Rows]:
     argv = ["compare", str(npu), str(bench), "-o", str(out), "--jobs", "1", "--no-progress"]
     argv += [x for k, v in options.items() for x in (f"--{k}", str(v))] + (["--summary"] if summary else [])
     code = main(argv)
@@ -53,8 +54,11 @@ def baselines(corpus, tmp_path_factory) -> dict[str, Rows]:
     """The clean pairs' rows: tensors, statistics only, msprobe."""
     out = tmp_path_factory.mktemp("baselines")
     found = {}
-    for name, (npu, bench), summary in (("ptdbg", corpus.clean, False), ("summary", corpus.clean, True),
-                                        ("msprobe", corpus.msprobe, False)):
+    for name, (npu, bench), summary in (
+        ("ptdbg", corpus.clean, False),
+        ("summary", corpus.clean, True),
+        ("msprobe", corpus.msprobe, False),
+    ):
         argv = ["compare", str(npu), str(bench), "-o", str(out / name), "--jobs", "1", "--no-progress"]
         assert main(argv + (["--summary"] if summary else [])) == 0
         found[name] = _rows(out / name)
@@ -73,8 +77,11 @@ def _own(row: dict[str, str]) -> dict[str, str]:
 
 def check_rows(rows: Rows, clean: Rows, lost: frozenset[str], limit: int | None) -> None:
     """Every clean row that the damage may not cost is there, compared as on the clean dump."""
-    differ = [name for name, (cells, *_) in clean.items()
-              if name not in lost and _own(cells) not in [_own(r) for r in rows.get(name, [])]]
+    differ = [
+        name
+        for name, (cells, *_) in clean.items()
+        if name not in lost and _own(cells) not in [_own(r) for r in rows.get(name, [])]
+    ]
     if limit is None:
         return
     assert len(differ) <= limit, [(n, clean[n], rows.get(n)) for n in differ[:5]]
@@ -104,19 +111,32 @@ def _process(*argv: str, privileged: bool = False, **env: str) -> subprocess.Com
             pytest.skip("runs as root and setpriv is missing: cannot drop the DAC capabilities")
         prefix = [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}
-    return subprocess.run([*prefix, sys.executable, "-m", "ptdbg_tui", "compare", *argv, "--jobs", "1",
-                           "--no-progress"], capture_output=True, text=True, timeout=HANG_S, env=env,
-                          check=False)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "ptdbg_tui", "compare", *argv, "--jobs", "1", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env=env,
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("name", ["npy_is_a_fifo", "nesting_100k_open", "dump_step_infinity",
-                                  "pkl_unreadable", "bench_path_typo", "msprobe_dump_json_nesting"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "npy_is_a_fifo",
+        "nesting_100k_open",
+        "dump_step_infinity",
+        "pkl_unreadable",
+        "bench_path_typo",
+        "msprobe_dump_json_nesting",
+    ],
+)
 def test_cli_process(name, corpus, tmp_path):
     """The real command: a pipe where a tensor file should be does not block it, nothing prints a
     traceback, and the exit code says whether it compared."""
     built = corpus.built[name]
-    done = _process(str(built.npu), str(built.bench), "-o", str(tmp_path),
-                    privileged=built.case.privileged)
+    done = _process(str(built.npu), str(built.bench), "-o", str(tmp_path), privileged=built.case.privileged)
     text = "\n".join([done.stdout, done.stderr, *_messages(_rows(tmp_path))]).lower()
     assert "traceback" not in text, text
     assert done.returncode == (2 if built.case.cli_fails else 0), text

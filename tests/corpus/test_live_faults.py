@@ -18,10 +18,10 @@ from ptdbg_tui.formats.layout import rank_dir_path
 WAIT_S = 30.0
 ROWS = 12
 
+
 def shown(bar) -> str:
     """What a bar of the app shows now, as plain text."""
     return "\n".join(line.plain for line in bar.lines)
-
 
 
 @pytest.mark.timeout(180)
@@ -36,8 +36,9 @@ async def test_the_app_recovers_from_faults_under_it(tmp_path, dropped_dac, clea
     npy_bytes = npy.read_bytes()
     notices: list[str] = []
     with dropped_dac():  # "unreadable" must mean unreadable, root or not
-        app = PtdbgApp(tmp_path / "npu", tmp_path / "bench",
-                       LiveOptions(watch=True, jobs=1, quiet_s=0.3, rescan_s=0.3))
+        app = PtdbgApp(
+            tmp_path / "npu", tmp_path / "bench", LiveOptions(watch=True, jobs=1, quiet_s=0.3, rescan_s=0.3)
+        )
         notify = app.notify
         app.notify = lambda message, **kw: (notices.append(message), notify(message, **kw))[1]
         async with app.run_test(size=(140, 40)) as pilot:
@@ -47,8 +48,12 @@ async def test_the_app_recovers_from_faults_under_it(tmp_path, dropped_dac, clea
                 while not condition():
                     thread = app.engine._thread  # the app starts it once its first frame is out
                     assert thread.ident is None or thread.is_alive(), f"the engine stopped ({what})"
-                    rows = [(r.name, r.status, r.result and r.result.message)
-                            for _, rs in app.engine.pairs() for r in rs if r.status is not Status.PASS]
+                    rows = [
+                        (r.name, r.status, r.result and r.result.message)
+                        for _, rs in app.engine.pairs()
+                        for r in rs
+                        if r.status is not Status.PASS
+                    ]
                     assert time.monotonic() < deadline, f"{what}: {app.model.progress} {notices} {rows}"
                     await pilot.pause(0.05)
 

@@ -60,8 +60,12 @@ def test_in_place_ops_and_views_of_parameters_still_work(tmp_path: Path) -> None
     expected_grad, lin.weight.grad = lin.weight.grad, None
     h, recs = _dump(tmp_path, step)
     assert torch.equal(h.detach(), expected) and torch.equal(lin.weight.grad, expected_grad)
-    assert {"Tensor___iadd___0_forward_input.0", "Tensor_mul__0_backward_input.0",
-            "Tensor_t_0_backward_output.0", "Functional_relu_0_backward_input.0"} <= set(recs)
+    assert {
+        "Tensor___iadd___0_forward_input.0",
+        "Tensor_mul__0_backward_input.0",
+        "Tensor_t_0_backward_output.0",
+        "Functional_relu_0_backward_input.0",
+    } <= set(recs)
 
 
 def test_an_in_place_call_records_the_gradient_of_the_argument_it_writes(tmp_path: Path) -> None:
@@ -91,8 +95,11 @@ def test_an_in_place_call_records_the_gradient_of_the_argument_it_writes(tmp_pat
 def test_python_scalars_and_nested_lists(tmp_path: Path) -> None:
     a, b = torch.ones(2), torch.zeros(2)
     _, recs = _dump(tmp_path, lambda: (torch.cat([a, b], 0), torch.add(a, 2.5), torch.full((2,), True)))
-    assert {"Torch_cat_0_forward_input.0.0", "Torch_cat_0_forward_input.0.1",
-            "Torch_cat_0_forward_input.1"} <= set(recs)
+    assert {
+        "Torch_cat_0_forward_input.0.0",
+        "Torch_cat_0_forward_input.0.1",
+        "Torch_cat_0_forward_input.1",
+    } <= set(recs)
     scalar = recs["Torch_add_0_forward_input.1"]
     assert (scalar.dtype, scalar.shape_raw, scalar.stats) == ("<class 'float'>", "[]", [2.5] * 4)
     tensor_dir = recs["_dump"].tensor_dir
@@ -148,8 +155,9 @@ def test_lstm_inter_layer_dropout_forced_off(tmp_path: Path) -> None:
     assert recs["VF_lstm_0_forward_input.5"].stats[0] == 0.0
 
 
-def test_an_error_inside_the_dumper_is_logged_and_the_result_returned(tmp_path: Path, monkeypatch,
-                                                                      caplog) -> None:
+def test_an_error_inside_the_dumper_is_logged_and_the_result_returned(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
     def broken(self, name, value):
         raise RuntimeError("boom")
 
@@ -188,8 +196,10 @@ def test_model_argument_names_modules(tmp_path: Path) -> None:
     from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
 
     chains = ModuleFollower(sidecar_path(recs["_dump"].records)).read(final=True)
-    assert chains == {"Functional_linear_0": (("0", "Linear"),),
-                      "Torch_tanh_0": (("1", "Sequential"), ("1.0", "Tanh"))}
+    assert chains == {
+        "Functional_linear_0": (("0", "Linear"),),
+        "Torch_tanh_0": (("1", "Sequential"), ("1.0", "Tanh")),
+    }
 
 
 def test_without_torch_npu_its_list_is_skipped_with_one_log_line(caplog) -> None:
@@ -200,7 +210,8 @@ def test_without_torch_npu_its_list_is_skipped_with_one_log_line(caplog) -> None
         catalog.targets.cache_clear()
         catalog.targets()
     assert [m for m in caplog.messages if "torch_npu" in m] == [
-        "dumper: torch_npu is not installed; its fused operators (NPU_*) are not wrapped"]
+        "dumper: torch_npu is not installed; its fused operators (NPU_*) are not wrapped"
+    ]
     prefixes = {t.prefix for t in targets}
     assert {"Tensor", "Torch", "Functional", "VF", "Distributed"} <= prefixes and "NPU" not in prefixes
     apis = {t.api for t in targets}
@@ -222,8 +233,12 @@ def test_stack_line_of_a_direct_call_names_this_file(tmp_path: Path) -> None:
     debugger.stop()
     (dump,) = discover(tmp_path)
     stack = {s.call: s for s in read_pkl(dump.records).stacks}["Torch_add_0_forward"]
-    assert stack.frames[0] == (__file__, str(line), "test_stack_line_of_a_direct_call_names_this_file",
-                               "torch.add(torch.ones(1), 1)  # the line the stack must name")
+    assert stack.frames[0] == (
+        __file__,
+        str(line),
+        "test_stack_line_of_a_direct_call_names_this_file",
+        "torch.add(torch.ones(1), 1)  # the line the stack must name",
+    )
 
 
 def test_small_net_runs_under_the_dumper_in_eval_and_no_grad(tmp_path: Path) -> None:
@@ -262,5 +277,8 @@ def test_inference_mode_and_a_second_debugger(tmp_path: Path, caplog) -> None:
     assert "another PrecisionDebugger is dumping" in caplog.text and not (tmp_path / "other").exists()
     (dump,) = discover(tmp_path / "d")
     names = {r.name for r in read_pkl(dump.records).tensors}
-    assert {"Torch_exp_0_forward_output", "Torch_exp_1_forward_input.0",
-            "Torch_exp_1_forward_output"} <= names
+    assert {
+        "Torch_exp_0_forward_output",
+        "Torch_exp_1_forward_input.0",
+        "Torch_exp_1_forward_output",
+    } <= names

@@ -87,8 +87,12 @@ def test_every_recorded_call_has_a_spec_that_names_a_real_function(dumped) -> No
     assert keys == set(specs)
     for spec in specs.values():
         assert callable(functools.reduce(getattr, spec.fn.split(".")[1:], torch)), spec.fn
-    assert {"torch.Tensor.__getitem__", "torch._VF.lstm", "torch.nn.functional.conv2d",
-            "torch.nn.functional.multi_head_attention_forward"} <= {s.fn for s in specs.values()}
+    assert {
+        "torch.Tensor.__getitem__",
+        "torch._VF.lstm",
+        "torch.nn.functional.conv2d",
+        "torch.nn.functional.multi_head_attention_forward",
+    } <= {s.fn for s in specs.values()}
 
 
 def test_recorded_tensors_point_at_pkl_entries_and_the_others_say_dtype_and_shape(dumped) -> None:
@@ -186,8 +190,9 @@ def test_the_pkl_and_npy_are_the_same_bytes_with_or_without_the_sidecar(tmp_path
     assert with_sidecar.records.read_bytes() == without.records.read_bytes()
     npys = sorted(p.name for p in with_sidecar.tensor_dir.iterdir())
     assert npys == sorted(p.name for p in without.tensor_dir.iterdir())
-    assert all((with_sidecar.tensor_dir / n).read_bytes() == (without.tensor_dir / n).read_bytes()
-               for n in npys)
+    assert all(
+        (with_sidecar.tensor_dir / n).read_bytes() == (without.tensor_dir / n).read_bytes() for n in npys
+    )
 
 
 def test_an_opaque_argument_is_named_by_its_type(tmp_path: Path) -> None:

@@ -77,10 +77,21 @@ def test_a_nudged_op_differs_there_and_downstream(tmp_path: Path) -> None:
     assert rows[first].name == "Torch_relu_0_forward_output"
     assert all(r.status is Status.PASS for r in rows[:first])  # conv, batch norm: untouched
     status = {r.name: r.status for r in rows}
-    downstream = ["Tensor_mean_0", "Tensor_transpose_0", "VF_lstm_0", "Tensor___getitem___0",
-                  "Functional_linear_0", "Functional_softmax_0", "Torch_log_0", "Functional_nll_loss_0"]
-    assert all(status[n] is not Status.PASS for n in status
-               if n.startswith(tuple(f"{c}_forward_output" for c in downstream)))
+    downstream = [
+        "Tensor_mean_0",
+        "Tensor_transpose_0",
+        "VF_lstm_0",
+        "Tensor___getitem___0",
+        "Functional_linear_0",
+        "Functional_softmax_0",
+        "Torch_log_0",
+        "Functional_nll_loss_0",
+    ]
+    assert all(
+        status[n] is not Status.PASS
+        for n in status
+        if n.startswith(tuple(f"{c}_forward_output" for c in downstream))
+    )
     assert status["Torch_zeros_0_forward_output"] is Status.PASS  # the LSTM's initial state: unaffected
     assert status["Functional_linear_0_backward_output.1"] is not Status.PASS
 
@@ -97,9 +108,11 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     assert not [r for r in outcome.rows if r.status is Status.FAIL]  # statistics alone: nothing wrong
     culprit = outcome.diagnosis.culprit
     assert (culprit.call, culprit.kind) == ("Torch_relu_0_forward", NONDETERMINISTIC)
-    assert culprit.finding.startswith("its output differs from bit-equal inputs: the runs compute it "
-                                      "differently (on one device: not deterministic) — "
-                                      "Torch_relu_0_forward_output: checksum ")
+    assert culprit.finding.startswith(
+        "its output differs from bit-equal inputs: the runs compute it "
+        "differently (on one device: not deterministic) — "
+        "Torch_relu_0_forward_output: checksum "
+    )
     # downstream calls get different inputs: they are not suspects of their own
     assert [s.call for s in outcome.diagnosis.suspects] == ["Torch_relu_0_forward"]
 

@@ -31,8 +31,9 @@ def test_run_dumps_the_listed_step_and_passes_the_script_its_arguments(tmp_path:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     seen = tmp_path / "argv.txt"
-    code = main(["run", str(script), str(seen), "--lr", "0.1", "--dump-path", str(tmp_path / "d"),
-                 "--step", "1"])
+    code = main(
+        ["run", str(script), str(seen), "--lr", "0.1", "--dump-path", str(tmp_path / "d"), "--step", "1"]
+    )
     assert code == 0 and seen.read_text() == "--lr 0.1"
     (dump,) = discover(tmp_path / "d")
     assert dump.step == 1 and dump.records.name == "api_stack_dump.pkl"
@@ -43,8 +44,21 @@ def test_run_dumps_the_listed_step_and_passes_the_script_its_arguments(tmp_path:
 def test_run_without_step_dumps_the_whole_run_in_summary(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    assert main(["run", "--dump-path", str(tmp_path / "d"), "--summary-only", "--mode", "all",
-                 str(script), str(tmp_path / "argv.txt")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dump-path",
+                str(tmp_path / "d"),
+                "--summary-only",
+                "--mode",
+                "all",
+                str(script),
+                str(tmp_path / "argv.txt"),
+            ]
+        )
+        == 0
+    )
     (dump,) = discover(tmp_path / "d")
     assert dump.step is None and dump.records.name == "dump.pkl" and not dump.has_tensors
     calls = {r.call for r in read_pkl(dump.records).tensors}
@@ -52,10 +66,14 @@ def test_run_without_step_dumps_the_whole_run_in_summary(tmp_path: Path) -> None
 
 
 def test_arguments_after_a_double_dash_go_to_the_script() -> None:
-    assert split_args(["run", "--dump-path", "d", "t.py", "--", "--mode", "x"]) == \
-        (["run", "--dump-path", "d"], ["t.py", "--mode", "x"])
-    assert split_args(["run", "--step", "0", "1", "t.py", "a"]) == \
-        (["run", "--step", "0", "1"], ["t.py", "a"])
+    assert split_args(["run", "--dump-path", "d", "t.py", "--", "--mode", "x"]) == (
+        ["run", "--dump-path", "d"],
+        ["t.py", "--mode", "x"],
+    )
+    assert split_args(["run", "--step", "0", "1", "t.py", "a"]) == (
+        ["run", "--step", "0", "1"],
+        ["t.py", "a"],
+    )
 
 
 def test_bad_options_exit_with_usage(tmp_path: Path, capsys) -> None:

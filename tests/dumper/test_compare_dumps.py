@@ -40,8 +40,21 @@ def test_summary_only_dumps_compare_on_statistics(dump_model) -> None:
 def test_the_report_names_the_culprit_s_module_and_source_line(dump_model, tmp_path, capsys) -> None:
     """What the app's bar shows: the module (``lstm · LSTM``) and the source line, after the Culprit line."""
     bench, npu = dump_model("bench"), dump_model("npu", fault=True)
-    assert main(["compare", str(npu.records), str(bench.records), "-o", str(tmp_path / "out"), "--jobs", "1",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(npu.records),
+                str(bench.records),
+                "-o",
+                str(tmp_path / "out"),
+                "--jobs",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     (at,) = [i for i, line in enumerate(lines) if line.startswith("  Culprit: VF_lstm_0_backward (backward)")]
     assert lines[at + 1] == "    module: lstm · LSTM"

@@ -37,7 +37,8 @@ def test_cuda_dump_matches_the_cpu_dump(dump_model) -> None:
     (outcome,) = compare_dumps(gpu.records, cpu.records, jobs=1)
     counts = outcome.counts()
     assert counts[Status.FAIL] == counts[Status.UNMATCHED] == counts[Status.ERROR] == 0, [
-        (r.name, r.result.reason) for r in outcome.rows if r.status is Status.FAIL]
+        (r.name, r.result.reason) for r in outcome.rows if r.status is Status.FAIL
+    ]
     assert outcome.diagnosis.suspects == []
 
 

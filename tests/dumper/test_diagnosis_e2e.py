@@ -19,11 +19,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from diagnosis_scenarios import SCENARIOS, dump_pair
 
 
-@pytest.mark.parametrize(("name", "direction"), [
-    ("interpolate_zeros", "forward"),  # all-zero output: no cosine, the original thresholds see no "No"
-    ("conv_weight_grad_only", "backward"),  # only the weight gradient of the 2nd conv is wrong
-    ("fp16_log_backward_overflow", "backward"),  # log's backward overflows in fp16, its forward finite
-])
+@pytest.mark.parametrize(
+    ("name", "direction"),
+    [
+        ("interpolate_zeros", "forward"),  # all-zero output: no cosine, the original thresholds see no "No"
+        ("conv_weight_grad_only", "backward"),  # only the weight gradient of the 2nd conv is wrong
+        ("fp16_log_backward_overflow", "backward"),  # log's backward overflows in fp16, its forward finite
+    ],
+)
 def test_the_diagnosis_names_the_faulty_call(tmp_path: Path, name: str, direction: str) -> None:
     scenario = SCENARIOS[name]
     npu, bench = dump_pair(scenario, tmp_path, seed=0)

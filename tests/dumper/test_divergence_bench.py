@@ -29,8 +29,10 @@ REDUCE = "Distributed_all_reduce_0_forward"
 
 
 def culprit(call: str, finding: str = "introduces error — inputs 1e-06, outputs 0.01") -> str:
-    return (f"step2/rank0 vs step2/rank0 (tensors): 53 rows: 53 passed\n"
-            f"  Culprit: {call} (forward): {finding}; called at m.py:1 in f\n  CSV: out.csv\n")
+    return (
+        f"step2/rank0 vs step2/rank0 (tensors): 53 rows: 53 passed\n"
+        f"  Culprit: {call} (forward): {finding}; called at m.py:1 in f\n  CSV: out.csv\n"
+    )
 
 
 ALL_CLEAR = "step1/rank0 vs step1/rank0: 9 rows\n  No operator introduces an error beyond rounding.\n"
@@ -40,31 +42,52 @@ def judge(truth: Truth, stdout: str) -> bool:
     return divergence.right(truth, divergence.Report(*divergence.parse_report(stdout)))
 
 
-@pytest.mark.parametrize(("truth", "stdout", "expected"), [
-    (kernel(GELU), culprit(GELU), True),
-    (kernel(GELU), culprit("Functional_linear_2_forward"), False),
-    (kernel(GELU), culprit("Functional_linear_2_forward", f"error enters after {GELU}"), False),
-    (kernel(GELU), ALL_CLEAR, False),
-    (NO_FAULT, ALL_CLEAR, True),
-    (NO_FAULT, culprit(GELU), False),
-    (random_op("Functional_dropout_0_forward"),
-     culprit("Functional_dropout_0_forward", "the two runs draw different random numbers"), True),
-    (random_op("Functional_dropout_0_forward"), culprit("Functional_dropout_0_forward"), False),
-    (arguments("Torch_mul_0_forward"),
-     culprit("Torch_mul_0_forward", "the runs pass different arguments: 0.0458 against 0.044715"), True),
-    (arguments("Torch_mul_0_forward"),
-     culprit("Torch_mul_10_forward", "the runs pass different arguments"), False),
-    (parameters("Functional_linear_0_forward", 1),
-     culprit("Functional_linear_0_forward", "parameters differ on entry to step 1"), True),
-    (parameters("Functional_linear_0_forward", 2),
-     culprit("Functional_linear_0_forward", "parameters differ on entry to step 1"), False),
-    (unpaired("Tensor___mul___0_forward"), culprit("Tensor___mul___0_forward", "an NPU-only call"), True),
-    (unpaired("Tensor___mul___0_forward"),
-     culprit("Functional_linear_0_forward", "it entered after Tensor___mul___0_forward"), False),
-    (Truth(RECEIVED, frozenset({REDUCE}), rank=2), ALL_CLEAR, True),
-    (Truth(RECEIVED, frozenset({REDUCE}), rank=2), culprit(REDUCE), True),
-    (Truth(RECEIVED, frozenset({REDUCE}), rank=2), culprit(GELU), False),
-])
+@pytest.mark.parametrize(
+    ("truth", "stdout", "expected"),
+    [
+        (kernel(GELU), culprit(GELU), True),
+        (kernel(GELU), culprit("Functional_linear_2_forward"), False),
+        (kernel(GELU), culprit("Functional_linear_2_forward", f"error enters after {GELU}"), False),
+        (kernel(GELU), ALL_CLEAR, False),
+        (NO_FAULT, ALL_CLEAR, True),
+        (NO_FAULT, culprit(GELU), False),
+        (
+            random_op("Functional_dropout_0_forward"),
+            culprit("Functional_dropout_0_forward", "the two runs draw different random numbers"),
+            True,
+        ),
+        (random_op("Functional_dropout_0_forward"), culprit("Functional_dropout_0_forward"), False),
+        (
+            arguments("Torch_mul_0_forward"),
+            culprit("Torch_mul_0_forward", "the runs pass different arguments: 0.0458 against 0.044715"),
+            True,
+        ),
+        (
+            arguments("Torch_mul_0_forward"),
+            culprit("Torch_mul_10_forward", "the runs pass different arguments"),
+            False,
+        ),
+        (
+            parameters("Functional_linear_0_forward", 1),
+            culprit("Functional_linear_0_forward", "parameters differ on entry to step 1"),
+            True,
+        ),
+        (
+            parameters("Functional_linear_0_forward", 2),
+            culprit("Functional_linear_0_forward", "parameters differ on entry to step 1"),
+            False,
+        ),
+        (unpaired("Tensor___mul___0_forward"), culprit("Tensor___mul___0_forward", "an NPU-only call"), True),
+        (
+            unpaired("Tensor___mul___0_forward"),
+            culprit("Functional_linear_0_forward", "it entered after Tensor___mul___0_forward"),
+            False,
+        ),
+        (Truth(RECEIVED, frozenset({REDUCE}), rank=2), ALL_CLEAR, True),
+        (Truth(RECEIVED, frozenset({REDUCE}), rank=2), culprit(REDUCE), True),
+        (Truth(RECEIVED, frozenset({REDUCE}), rank=2), culprit(GELU), False),
+    ],
+)
 def test_the_judge_reads_each_kind_of_truth(truth: Truth, stdout: str, expected: bool) -> None:
     assert judge(truth, stdout) is expected
 
@@ -74,8 +97,11 @@ def test_the_rank_line_names_the_rank_step_and_call() -> None:
     line = f"first divergent rank: rank2 (step0): {REDUCE} (forward): introduces error\n  rank0 (step0): -\n"
     assert judge(truth, line)
     assert not judge(truth, line.replace("rank2 (step0)", "rank1 (step0)"))
-    assert not judge(truth, "first divergent rank: none of the dumped ranks makes an error of its own; "
-                            f"it first shows in {REDUCE} on rank2 (step0)\n")
+    assert not judge(
+        truth,
+        "first divergent rank: none of the dumped ranks makes an error of its own; "
+        f"it first shows in {REDUCE} on rank2 (step0)\n",
+    )
     assert judge(NO_FAULT, "first divergent rank: none (no rank has a suspect)\n")
 
 

@@ -18,10 +18,16 @@ from ptdbg_tui.formats.pkl import read_pkl
 from .conftest import make_inputs, train_step
 
 EXPECTED_CALLS = [
-    "Functional_conv2d_0_forward", "Functional_batch_norm_0_forward", "Torch_relu_0_forward",
-    "Tensor_mean_0_forward", "Tensor_transpose_0_forward", "VF_lstm_0_forward",
+    "Functional_conv2d_0_forward",
+    "Functional_batch_norm_0_forward",
+    "Torch_relu_0_forward",
+    "Tensor_mean_0_forward",
+    "Tensor_transpose_0_forward",
+    "VF_lstm_0_forward",
     "Tensor___getitem___0_forward",
-    "Functional_linear_0_forward", "Functional_softmax_0_forward", "Torch_log_0_forward",
+    "Functional_linear_0_forward",
+    "Functional_softmax_0_forward",
+    "Torch_log_0_forward",
     "Functional_nll_loss_0_forward",
 ]
 
@@ -65,8 +71,11 @@ def test_expected_calls_in_execution_order(dumped) -> None:
     positions = [forward.index(c) for c in EXPECTED_CALLS]
     assert positions == sorted(positions)
     backward = [c for c in calls if c.endswith("_backward")]
-    assert backward.index("Functional_linear_0_backward") < backward.index("VF_lstm_0_backward") \
+    assert (
+        backward.index("Functional_linear_0_backward")
+        < backward.index("VF_lstm_0_backward")
         < backward.index("Functional_conv2d_0_backward")
+    )
     assert "Torch_ones_like_0_forward" not in calls  # autograd's own seed gradient is not a user call
     assert not any("detach" in c for c in calls)  # the dumper's own ops are never recorded
 
@@ -79,7 +88,9 @@ def test_the_loss_backward_records_its_seed_gradient(dumped) -> None:
     seed = by_name["Functional_nll_loss_0_backward_input.0"]
     assert seed.shape == () and seed.stats[:3] == [1.0, 1.0, 1.0]
     assert [r.name for r in batch.tensors if r.call == "Functional_nll_loss_0_backward"] == [
-        "Functional_nll_loss_0_backward_input.0", "Functional_nll_loss_0_backward_output.0"]
+        "Functional_nll_loss_0_backward_input.0",
+        "Functional_nll_loss_0_backward_output.0",
+    ]
 
 
 def test_shapes_dtypes_and_stats_match_torch(dumped) -> None:
@@ -121,8 +132,12 @@ def test_stack_lines_point_at_the_user_code(dumped) -> None:
 def test_lstm_backward_holds_the_true_gradients(dumped) -> None:
     dump, batch = dumped
     names = {r.name for r in batch.tensors}
-    assert {"VF_lstm_0_backward_input.0", "VF_lstm_0_backward_output.0", "VF_lstm_0_backward_output.2.0",
-            "VF_lstm_0_backward_output.2.3"} <= names
+    assert {
+        "VF_lstm_0_backward_input.0",
+        "VF_lstm_0_backward_output.0",
+        "VF_lstm_0_backward_output.2.0",
+        "VF_lstm_0_backward_output.2.3",
+    } <= names
     assert "VF_lstm_0_backward_output.1.0" not in names  # h0 needs no grad: skipped, index kept
 
     model, x, target = make_inputs()  # the same step again, without the dumper
@@ -137,8 +152,9 @@ def test_lstm_backward_holds_the_true_gradients(dumped) -> None:
         "VF_lstm_0_backward_output.2.3": model.lstm.bias_hh_l0.grad,
     }
     for name, grad in expected.items():
-        np.testing.assert_allclose(load_npy(npy_path(dump.tensor_dir, name)), grad.numpy(),
-                                   rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(
+            load_npy(npy_path(dump.tensor_dir, name)), grad.numpy(), rtol=1e-5, atol=1e-8
+        )
 
 
 def test_module_sidecar_names_the_modules(dumped) -> None:

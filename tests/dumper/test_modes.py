@@ -35,8 +35,12 @@ def test_summary_only_writes_no_npy(dump_model) -> None:
 def test_api_list_is_a_lowercase_substring_test(dump_model) -> None:
     dump = dump_model(mode="api_list", api_list=["LSTM", "linear"])
     assert dump.records.name == "api_list_dump.pkl"
-    assert _calls(dump) == {"VF_lstm_0_forward", "VF_lstm_0_backward", "Functional_linear_0_forward",
-                            "Functional_linear_0_backward"}
+    assert _calls(dump) == {
+        "VF_lstm_0_forward",
+        "VF_lstm_0_backward",
+        "Functional_linear_0_forward",
+        "Functional_linear_0_backward",
+    }
 
 
 def test_list_selects_by_name_prefix(dump_model) -> None:
@@ -47,8 +51,13 @@ def test_list_selects_by_name_prefix(dump_model) -> None:
 def test_range_runs_from_first_to_last(dump_model) -> None:
     dump = dump_model(mode="range", scope=["Tensor_mean_0_forward", "VF_lstm_0_forward"])
     forward = sorted(c for c in _calls(dump) if c.endswith("forward"))
-    assert forward == ["Tensor_mean_0_forward", "Tensor_transpose_0_forward", "Torch_zeros_0_forward",
-                       "Torch_zeros_1_forward", "VF_lstm_0_forward"]  # nn.LSTM makes h0 and c0
+    assert forward == [
+        "Tensor_mean_0_forward",
+        "Tensor_transpose_0_forward",
+        "Torch_zeros_0_forward",
+        "Torch_zeros_1_forward",
+        "VF_lstm_0_forward",
+    ]  # nn.LSTM makes h0 and c0
     assert not any(c.endswith("backward") for c in _calls(dump))  # the range ended before backward
 
 
@@ -72,31 +81,37 @@ def test_filter_switch_drops_scalars_ints_and_empties_but_keeps_the_loss(dump_mo
     assert "Functional_nll_loss_0_forward_output" in {r.name for r in recs}  # 0-d float kept
 
 
-@pytest.mark.parametrize(("hook", "message"), [
-    ({"mode": "nonsense"}, "unknown mode 'nonsense'"),
-    ({"mode": "list"}, "needs scope"),
-    ({"mode": "range", "scope": ["a"]}, "two call names"),
-    ({"mode": "api_list"}, "needs api_list"),
-    ({"mode": "acl", "scope": ["x"]}, "not supported"),
-    ({"filter_switch": "on"}, '"ON" or "OFF"'),
-    ({"input_output_mode": ["forwards"]}, "unknown ['forwards']"),
-    ({"scope": ["Torch_add"]}, "not by 'api_stack'"),
-    ({"summary_only": "yes"}, "True or False"),
-])
+@pytest.mark.parametrize(
+    ("hook", "message"),
+    [
+        ({"mode": "nonsense"}, "unknown mode 'nonsense'"),
+        ({"mode": "list"}, "needs scope"),
+        ({"mode": "range", "scope": ["a"]}, "two call names"),
+        ({"mode": "api_list"}, "needs api_list"),
+        ({"mode": "acl", "scope": ["x"]}, "not supported"),
+        ({"filter_switch": "on"}, '"ON" or "OFF"'),
+        ({"input_output_mode": ["forwards"]}, "unknown ['forwards']"),
+        ({"scope": ["Torch_add"]}, "not by 'api_stack'"),
+        ({"summary_only": "yes"}, "True or False"),
+    ],
+)
 def test_invalid_configure_hook_fails_with_a_clear_message(tmp_path: Path, hook, message) -> None:
     debugger = PrecisionDebugger(dump_path=str(tmp_path))
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
         debugger.configure_hook(**hook)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"hook_name": "overflow_check"}, "overflow_check"),
-    ({"step": [0, -1]}, "non-negative"),
-    ({"step": "0"}, "list of non-negative"),
-    ({"rank": -2}, "rank must be"),
-    ({"enable_dataloader": True}, "enable_dataloader"),
-    ({"model": "net"}, "torch.nn.Module"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hook_name": "overflow_check"}, "overflow_check"),
+        ({"step": [0, -1]}, "non-negative"),
+        ({"step": "0"}, "list of non-negative"),
+        ({"rank": -2}, "rank must be"),
+        ({"enable_dataloader": True}, "enable_dataloader"),
+        ({"model": "net"}, "torch.nn.Module"),
+    ],
+)
 def test_invalid_constructor_arguments_fail_at_construction(tmp_path: Path, kwargs, message) -> None:
     with pytest.raises(ConfigError, match=message):
         PrecisionDebugger(dump_path=str(tmp_path), **kwargs)
@@ -142,5 +157,7 @@ def test_calls_are_counted_only_while_dumping(tmp_path: Path) -> None:
     debugger.stop()
     (dump,) = discover(tmp_path)
     assert dump.step is None and dump.rank == 0
-    assert [r.call for r in read_pkl(dump.records).tensors if r.name.endswith("output")] == \
-        ["Torch_add_0_forward", "Torch_add_1_forward"]
+    assert [r.call for r in read_pkl(dump.records).tensors if r.name.endswith("output")] == [
+        "Torch_add_0_forward",
+        "Torch_add_1_forward",
+    ]

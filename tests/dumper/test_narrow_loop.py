@@ -37,7 +37,8 @@ def statistics(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_same_culprit(
-        statistics, tmp_path: Path, capsys) -> None:
+    statistics, tmp_path: Path, capsys
+) -> None:
     script, npu, bench = statistics
     before = compare_dumps(npu, bench, summary=True, jobs=1)
     stats = before[0]
@@ -58,8 +59,14 @@ def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_sam
     for side in ("npu", "bench"):
         assert f"ptdbg-dump run {script} --dump-path {dump_dir / side} --config {config}" in out
     assert f"ptdbg-tui compare {dump_dir / 'npu'} {dump_dir / 'bench'}" in out
-    assert read_options(config) == DumpOptions(mode="api_stack", step=[0], rank=[0], module=["track.lstm"],
-                                               summary_only=False, summary_mode="statistics")
+    assert read_options(config) == DumpOptions(
+        mode="api_stack",
+        step=[0],
+        rank=[0],
+        module=["track.lstm"],
+        summary_only=False,
+        summary_mode="statistics",
+    )
     assert not list(tmp_path.glob("*.msprobe.json"))  # a ptdbg dump: no other tool's config
 
     for side in ("npu", "bench"):  # the commands it printed
@@ -80,27 +87,50 @@ def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_sam
 
 def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) -> None:
     _, npu, bench = statistics
-    assert tui_main(["narrow", str(npu), str(bench), "--call", "Functional_linear_0_forward",  # track.fc
-                     "-o", str(tmp_path / "call.json"), "--dump-path", str(tmp_path / "d"),
-                     "--script", "train.py --epochs 1"]) == 0
+    assert (
+        tui_main(
+            [
+                "narrow",
+                str(npu),
+                str(bench),
+                "--call",
+                "Functional_linear_0_forward",  # track.fc
+                "-o",
+                str(tmp_path / "call.json"),
+                "--dump-path",
+                str(tmp_path / "d"),
+                "--script",
+                "train.py --epochs 1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Narrowed to call Functional_linear_0: the call named (Functional_linear_0_forward)." in out
     assert f"ptdbg-dump run 'train.py --epochs 1' --dump-path {tmp_path / 'd' / 'npu'}" in out
     options = read_options(tmp_path / "call.json")
     assert options.mode == "list" and options.scope == ["Functional_linear_0_"] and options.step == [0]
 
-    assert tui_main(["narrow", str(npu), str(bench), "--module", "backbone",
-                     "-o", str(tmp_path / "m.json")]) == 0
+    assert (
+        tui_main(["narrow", str(npu), str(bench), "--module", "backbone", "-o", str(tmp_path / "m.json")])
+        == 0
+    )
     assert read_options(tmp_path / "m.json").module == ["backbone"]
     # no suspect inside the backbone: the step and rank compared
     assert "Narrowed to module backbone: the module named (backbone)." in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--module", "track.lst"], "no module track.lst in the NPU dump; its modules are backbone, "),
-    (["--call", "Torch_nope_0"], "no call Torch_nope_0 in the NPU dump (a call is named as the report "
-                                 "names it, e.g. VF_lstm_0_backward)"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--module", "track.lst"], "no module track.lst in the NPU dump; its modules are backbone, "),
+        (
+            ["--call", "Torch_nope_0"],
+            "no call Torch_nope_0 in the NPU dump (a call is named as the report "
+            "names it, e.g. VF_lstm_0_backward)",
+        ),
+    ],
+)
 def test_an_unknown_call_or_module_is_said(statistics, tmp_path: Path, capsys, args, message) -> None:
     _, npu, bench = statistics
     assert tui_main(["narrow", str(npu), str(bench), *args, "-o", str(tmp_path / "x.json")]) == 2

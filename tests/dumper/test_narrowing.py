@@ -76,10 +76,23 @@ def _calls(dump) -> set[str]:
 def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: Path) -> None:
     (full,) = _run(tmp_path / "full", "--dump-path", str(tmp_path / "full" / "d"), "--step", "1")
     (lstm,) = _run(tmp_path, "--dump-path", str(tmp_path / "d"), "--step", "1", "--module", "track.lstm")
-    assert _calls(lstm) == {"Torch_zeros_0_forward", "Torch_zeros_1_forward",  # its initial state
-                            "VF_lstm_0_forward", "VF_lstm_0_backward"}
-    (track,) = _run(tmp_path / "t", "--dump-path", str(tmp_path / "t" / "d"), "--step", "1",
-                    "--module", "track", "--module", "head")
+    assert _calls(lstm) == {
+        "Torch_zeros_0_forward",
+        "Torch_zeros_1_forward",  # its initial state
+        "VF_lstm_0_forward",
+        "VF_lstm_0_backward",
+    }
+    (track,) = _run(
+        tmp_path / "t",
+        "--dump-path",
+        str(tmp_path / "t" / "d"),
+        "--step",
+        "1",
+        "--module",
+        "track",
+        "--module",
+        "head",
+    )
     chains = ModuleFollower(sidecar_path(track.records)).read(final=True)
     assert chains and all(chain[0][0] in ("track", "head") for chain in chains.values())
     full_chains = ModuleFollower(sidecar_path(full.records)).read(final=True)
@@ -87,33 +100,45 @@ def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: 
     # the same calls under the same names as in the full dump: a narrowed dump pairs with it
     assert {c.rsplit("_", 1)[0] for c in _calls(track)} == inside
     assert _calls(track) <= _calls(full) and "Functional_linear_0_forward" not in _calls(track)
-    assert {"Functional_linear_1_forward", "Functional_linear_1_backward", "Torch_tanh_0_backward",
-            "Functional_linear_2_forward"} <= _calls(track)
+    assert {
+        "Functional_linear_1_forward",
+        "Functional_linear_1_backward",
+        "Torch_tanh_0_backward",
+        "Functional_linear_2_forward",
+    } <= _calls(track)
 
 
 def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_path: Path) -> None:
-    config = write_options(tmp_path / "narrow.json", DumpOptions(
-        dump_path=str(tmp_path / "d"), mode="all", step=[0], module=["track.proj"], summary_only=True))
+    config = write_options(
+        tmp_path / "narrow.json",
+        DumpOptions(
+            dump_path=str(tmp_path / "d"), mode="all", step=[0], module=["track.proj"], summary_only=True
+        ),
+    )
     (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack")
     assert dump.step == 0 and dump.mode == "api_stack" and not dump.has_tensors
     assert _calls(dump) == {"Functional_linear_1_forward", "Functional_linear_1_backward"}
 
 
 def test_md5_mode_from_the_config_writes_checksums_and_no_npy(tmp_path: Path) -> None:
-    config = write_options(tmp_path / "c.json", DumpOptions(dump_path=str(tmp_path / "d"), step=[0],
-                                                             summary_mode="md5"))
+    config = write_options(
+        tmp_path / "c.json", DumpOptions(dump_path=str(tmp_path / "d"), step=[0], summary_mode="md5")
+    )
     (dump,) = _run(tmp_path, "--config", str(config))
     tensors = read_pkl(dump.records).tensors
     assert not dump.has_tensors and all(r.md5 for r in tensors if not r.is_scalar)
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"dump_path": "d", "modules": ["x"]}, "unknown option(s) 'modules'"),
-    ({"dump_path": "d", "step": "0"}, "step must be a list"),
-    ({"dump_path": "d", "mode": "lst"}, "unknown mode 'lst'"),
-    ({"dump_path": "d", "module": ["track..lstm"]}, "not a module path"),
-    ({"mode": "all"}, "--dump-path DIR is required"),
-])
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"dump_path": "d", "modules": ["x"]}, "unknown option(s) 'modules'"),
+        ({"dump_path": "d", "step": "0"}, "step must be a list"),
+        ({"dump_path": "d", "mode": "lst"}, "unknown mode 'lst'"),
+        ({"dump_path": "d", "module": ["track..lstm"]}, "not a module path"),
+        ({"mode": "all"}, "--dump-path DIR is required"),
+    ],
+)
 def test_bad_options_fail_before_the_script_starts(tmp_path: Path, capsys, config, message) -> None:
     (tmp_path / "c.json").write_text(json.dumps(config))
     with pytest.raises(SystemExit) as e:
@@ -122,8 +147,9 @@ def test_bad_options_fail_before_the_script_starts(tmp_path: Path, capsys, confi
     assert not (tmp_path / "started").exists()
 
 
-def test_a_module_the_model_lacks_is_refused_and_a_scope_nothing_ran_in_is_said(tmp_path: Path,
-                                                                                 caplog) -> None:
+def test_a_module_the_model_lacks_is_refused_and_a_scope_nothing_ran_in_is_said(
+    tmp_path: Path, caplog
+) -> None:
     model = nn.Sequential(nn.Linear(2, 2), nn.Tanh())
     with pytest.raises(ConfigError, match="no module 'lstm'; its modules are 0, 1"):
         PrecisionDebugger(dump_path=str(tmp_path), model=model).configure_hook(module=["lstm"])
@@ -171,10 +197,28 @@ def test_rank_under_ptdbg_dump_run_is_judged_once_the_job_is_distributed(tmp_pat
     job = tmp_path / "job.py"
     job.write_text(RANK_JOB)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-m", "dumper.cli", "run", str(job), str(r),
-                               str(tmp_path / "store"), "--dump-path", str(tmp_path / "d"), "--rank", "1"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "dumper.cli",
+                "run",
+                str(job),
+                str(r),
+                str(tmp_path / "store"),
+                "--dump-path",
+                str(tmp_path / "d"),
+                "--rank",
+                "1",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(2)
+    ]
     for proc in procs:
         out = proc.communicate(timeout=120)[0]
         assert proc.returncode == 0, out
@@ -233,8 +277,15 @@ def test_layers_of_a_module_list_are_named_by_their_index_without_a_model(tmp_pa
         runs[name] = (_calls(dump), ModuleFollower(sidecar_path(dump.records)).read(final=True))
     calls, chains = runs["found"]
     assert runs["named"] == runs["found"]
-    assert {c.rsplit("_", 1)[0] for c in calls} == {"Functional_linear_4", "Functional_gelu_1",
-                                                     "Functional_linear_5", "Functional_linear_9"}
-    assert chains["Functional_gelu_1"] == (("model", "_Decoder"), ("model.layers.1", "_Block"),
-                                           ("model.layers.1.mlp", "Sequential"),
-                                           ("model.layers.1.mlp.1", "GELU"))
+    assert {c.rsplit("_", 1)[0] for c in calls} == {
+        "Functional_linear_4",
+        "Functional_gelu_1",
+        "Functional_linear_5",
+        "Functional_linear_9",
+    }
+    assert chains["Functional_gelu_1"] == (
+        ("model", "_Decoder"),
+        ("model.layers.1", "_Block"),
+        ("model.layers.1.mlp", "Sequential"),
+        ("model.layers.1.mlp.1", "GELU"),
+    )

@@ -19,9 +19,24 @@ FAULTY = 1
 
 def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    ranks = [subprocess.Popen([sys.executable, str(JOB), str(r), str(WORLD), str(tmp_path / "store"),
-                               str(tmp_path), str(FAULTY)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
+    ranks = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(JOB),
+                str(r),
+                str(WORLD),
+                str(tmp_path / "store"),
+                str(tmp_path),
+                str(FAULTY),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(WORLD)
+    ]
     for proc in ranks:
         out = proc.communicate(timeout=120)[0]
         assert proc.returncode == 0, out

@@ -50,7 +50,9 @@ def test_a_kernel_fault_is_confirmed_on_its_own_inputs_and_honest_calls_are_refu
     assert culprit is not None and culprit.call == truth and culprit.confirmed
     assert "confirmed by replay — NPU kernel wrong on its own inputs" in outcome.diagnosis.verdict
     honest = [r for c, r in replays.items() if c != truth]
-    assert honest and all(r.outcome == REFUTED for r in honest), [r.text for r in honest if r.outcome != REFUTED]
+    assert honest and all(r.outcome == REFUTED for r in honest), [
+        r.text for r in honest if r.outcome != REFUTED
+    ]
     assert "replayed on each side's own inputs" in outcome.diagnosis.replay
 
 
@@ -90,14 +92,18 @@ def test_a_one_sided_bf16_error_of_one_unit_is_caught_by_both_lean_tests(tmp_pat
     npu, bench = _dump(tmp_path / "npu", True), _dump(tmp_path / "bench", False)
     outcomes = compare_dumps(npu, bench, jobs=1)
     two_dumps = outcomes[0].diagnosis.culprit
-    assert two_dumps is not None and two_dumps.call == "Functional_gelu_0_forward" and two_dumps.kind == "lean"
+    assert (
+        two_dumps is not None and two_dumps.call == "Functional_gelu_0_forward" and two_dumps.kind == "lean"
+    )
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
     r = got["Functional_gelu_0_forward"]
     assert r.outcome == CONFIRMED and "one-sided" in r.text, r.text
     assert outcomes[0].diagnosis.culprit.call == "Functional_gelu_0_forward"
 
 
-@pytest.mark.parametrize("name", ["os.system", "builtins.eval", "torch.load", "torch.nn.functional.no_such_op"])
+@pytest.mark.parametrize(
+    "name", ["os.system", "builtins.eval", "torch.load", "torch.nn.functional.no_such_op"]
+)
 def test_only_the_named_torch_function_of_the_dumped_api_list_is_ever_resolved(name):
     with pytest.raises(Refused):
         resolve(name)

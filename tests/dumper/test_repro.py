@@ -65,8 +65,13 @@ def _repro(capsys, dump: Path, call: str, out: Path) -> tuple[int, str, str]:
 
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``python repro.py`` as the kernel team runs it: its own process, from another folder."""
-    return subprocess.run([sys.executable, str(folder / "repro.py"), *args], capture_output=True, text=True,
-                          timeout=120, cwd=folder.parent)
+    return subprocess.run(
+        [sys.executable, str(folder / "repro.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder.parent,
+    )
 
 
 def test_the_demo_lstm_backward_repro_exits_1(demo_npu, tmp_path, capsys):
@@ -136,8 +141,10 @@ def test_a_name_outside_torch_is_never_run(gelu_npu, tmp_path, capsys):
     """A sidecar that names another function (a damaged or hostile file) is refused, never looked up."""
     sidecar = calls_path(gelu_npu.records)
     lines = sidecar.read_text().splitlines()
-    edited = [json.dumps({**json.loads(line), "fn": "os.system"}) if '"Functional_gelu_0"' in line else line
-              for line in lines]
+    edited = [
+        json.dumps({**json.loads(line), "fn": "os.system"}) if '"Functional_gelu_0"' in line else line
+        for line in lines
+    ]
     sidecar.write_text("\n".join(edited) + "\n")
     try:
         code, _, err = _repro(capsys, gelu_npu.records, "Functional_gelu_0_forward", tmp_path / "r")
@@ -185,7 +192,8 @@ def test_without_torch_the_command_says_how_to_install_it(demo_npu, tmp_path, ca
     from ptdbg_tui.engine.replay import INSTALL
 
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
+    )
     code, _, err = _repro(capsys, demo_npu, "VF_lstm_0", tmp_path / "r")
     assert code == 2 and INSTALL in err and not (tmp_path / "r").exists()

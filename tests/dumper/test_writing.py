@@ -141,18 +141,35 @@ FULL_AND_LOCKED = textwrap.dedent("""
 """)
 #: In a user and mount namespace: a 64 KiB tmpfs, a folder nobody may write, and the child without
 #: root's DAC override (so that the folder's mode holds for it).
-NAMESPACE = ("mkdir full locked && mount -t tmpfs -o size=64k tmpfs full && chmod 555 locked && exec setpriv "
-             "--inh-caps=-all --bounding-set=-dac_override,-dac_read_search \"$0\" child.py")
+NAMESPACE = (
+    "mkdir full locked && mount -t tmpfs -o size=64k tmpfs full && chmod 555 locked && exec setpriv "
+    '--inh-caps=-all --bounding-set=-dac_override,-dac_read_search "$0" child.py'
+)
 
 
 def test_a_real_full_disk_and_a_folder_without_permission_say_so(tmp_path: Path) -> None:
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs tmpfs /mnt && setpriv "
-                            "--bounding-set=-dac_override true"], capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        [
+            "unshare",
+            "-Urm",
+            "sh",
+            "-c",
+            "mount -t tmpfs tmpfs /mnt && setpriv --bounding-set=-dac_override true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0:
         pytest.skip(f"no user/mount namespace with a tmpfs here: {probe.stderr.strip()}")
     (tmp_path / "child.py").write_text(FULL_AND_LOCKED.format(tests=str(Path(__file__).parent)))
-    child = subprocess.run(["unshare", "-Urm", "sh", "-c", NAMESPACE, sys.executable], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", NAMESPACE, sys.executable],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = child.stdout.splitlines()
     assert child.returncode == 0 and lines[:2] == ["trained 3"] * 2, child.stderr
     errors = [line for line in child.stderr.splitlines() if "Dumping stopped" in line]
@@ -201,8 +218,11 @@ def test_the_queue_is_bounded(tmp_path: Path) -> None:
     gate.set()
     blocked.join(30)
     assert not blocked.is_alive() and daemon.shutdown(30)
-    assert [s.name for s in read_pkl(tmp_path / "rank0" / "api_stack_dump.pkl").stacks] == \
-        ["a_stack_info", "b_stack_info", "c_stack_info"]
+    assert [s.name for s in read_pkl(tmp_path / "rank0" / "api_stack_dump.pkl").stacks] == [
+        "a_stack_info",
+        "b_stack_info",
+        "c_stack_info",
+    ]
 
 
 def _debug_run(tmp_path: Path, caplog, steps: int = 2) -> list[logging.LogRecord]:

@@ -22,8 +22,10 @@ LAYERS = 3
 def main(rank: int, world: int, store: str, root: str, faulty: int) -> None:
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(0))
-    weights = [torch.randn(32, 32, generator=torch.Generator().manual_seed(100 * layer + rank)) / 16
-               for layer in range(LAYERS)]
+    weights = [
+        torch.randn(32, 32, generator=torch.Generator().manual_seed(100 * layer + rank)) / 16
+        for layer in range(LAYERS)
+    ]
 
     def second_off(matmul):
         calls = iter(range(LAYERS))

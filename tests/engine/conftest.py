@@ -39,8 +39,17 @@ class Dump:
         self.root = root
         self.writer = RankWriter(rank_dir_path(root, rank, step), summary_only=summary_only)
 
-    def call(self, api: str, index: int, direction: str = "forward", inputs: int = 1, outputs: int = 1,
-             wrong: float = 1.0, site: int = 10, with_npy: bool = True) -> None:
+    def call(
+        self,
+        api: str,
+        index: int,
+        direction: str = "forward",
+        inputs: int = 1,
+        outputs: int = 1,
+        wrong: float = 1.0,
+        site: int = 10,
+        with_npy: bool = True,
+    ) -> None:
         """``wrong`` scales the outputs (1.0: identical to the other side)."""
         for kind, count in (("input", inputs), ("output", outputs)):
             for k in range(count):
@@ -54,8 +63,10 @@ class Dump:
                     stats = array_stats(a, "torch.float32")
                     self.writer.write_tensor(name, 0, "torch.float32", list(a.shape), stats)
         call = f"{api}_{index}_{direction}"
-        frames = [["/home/u/model.py", str(site), "forward", f"y = {api}(x)"],
-                  ["/home/u/train.py", "99", "main", "model(x)"]]
+        frames = [
+            ["/home/u/model.py", str(site), "forward", f"y = {api}(x)"],
+            ["/home/u/train.py", "99", "main", "model(x)"],
+        ]
         self.writer.write_stack(stack_name(call), frames)
 
     def close(self) -> None:
@@ -73,8 +84,11 @@ class Collected:
     ever: dict[str, set[Status]] = field(default_factory=dict)  # every status a key was sent with
 
     def statuses(self) -> dict[str, Status]:
-        return {k: (p.row.result.status if p.row.result else Status.PENDING)
-                for rows in self.rows.values() for k, p in rows.items()}
+        return {
+            k: (p.row.result.status if p.row.result else Status.PENDING)
+            for rows in self.rows.values()
+            for k, p in rows.items()
+        }
 
 
 class Follower:
@@ -114,8 +128,10 @@ class Follower:
                 return self.seen
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"condition not reached; last state: {self.seen.statuses()} "
-                                     f"{self.seen.progress} {self.seen.notices}")
+                raise AssertionError(
+                    f"condition not reached; last state: {self.seen.statuses()} "
+                    f"{self.seen.progress} {self.seen.notices}"
+                )
             if self.news.wait(min(left, 0.5)):
                 self.news.clear()
 

@@ -21,8 +21,10 @@ def check(path: str) -> None:
     common, task = parse_json_config(path, None)
     config = DebuggerConfig(common, task, None, None, None)
     scope = ScopeFactory(config).build_scope()
-    print(f"loaded {path}: task {config.task}, level {config.level}, list {config.list}, "
-          f"scope {type(scope).__name__}")
+    print(
+        f"loaded {path}: task {config.task}, level {config.level}, list {config.list}, "
+        f"scope {type(scope).__name__}"
+    )
 
 
 def main(config: str, side: str, out: str, checks: list[str]) -> None:

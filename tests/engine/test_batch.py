@@ -99,9 +99,18 @@ def test_several_ranks_share_one_pool(tmp_path):
 def test_compare_api_with_the_seeds_call_shape(seed, tmp_path):
     n, b = discover(seed[0])[0], discover(seed[1])[0]
     out = tmp_path / "out"
-    path = compare({"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
-                    "npu_dump_data_dir": str(n.tensor_dir), "bench_dump_data_dir": str(b.tensor_dir),
-                    "is_print_compare_log": False}, str(out), stack_mode=True, jobs=1)
+    path = compare(
+        {
+            "npu_pkl_path": str(n.records),
+            "bench_pkl_path": str(b.records),
+            "npu_dump_data_dir": str(n.tensor_dir),
+            "bench_dump_data_dir": str(b.tensor_dir),
+            "is_print_compare_log": False,
+        },
+        str(out),
+        stack_mode=True,
+        jobs=1,
+    )
     table = _read_csv(path)
     assert len(table[0]) == 22 and table[0][-1] == "NPU_Stack_Info"
     assert len(table) == 1 + 30
@@ -116,16 +125,26 @@ def test_compare_api_with_the_seeds_call_shape(seed, tmp_path):
 
 def test_compare_api_without_data_dirs_is_statistics_only(seed, tmp_path, capsys):
     n, b = discover(seed[0])[0], discover(seed[1])[0]
-    path = compare({"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
-                    "npu_dump_data_dir": str(n.tensor_dir)}, str(tmp_path), fuzzy_match=True)
+    path = compare(
+        {
+            "npu_pkl_path": str(n.records),
+            "bench_pkl_path": str(b.records),
+            "npu_dump_data_dir": str(n.tensor_dir),
+        },
+        str(tmp_path),
+        fuzzy_match=True,
+    )
     assert len(_read_csv(path)[0]) == 18 and not list(tmp_path.glob("advisor_*"))
     assert "statistics only" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("param", "words"), [
-    ({}, "needs 'npu_pkl_path'"),
-    ({"npu_pkl_path": "/no/such.pkl", "bench_pkl_path": "/no/such.pkl"}, "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("param", "words"),
+    [
+        ({}, "needs 'npu_pkl_path'"),
+        ({"npu_pkl_path": "/no/such.pkl", "bench_pkl_path": "/no/such.pkl"}, "does not exist"),
+    ],
+)
 def test_compare_api_rejects_bad_params(param, words, tmp_path):
     with pytest.raises(CompareInputError, match=words):
         compare(param, str(tmp_path))
@@ -134,21 +153,34 @@ def test_compare_api_rejects_bad_params(param, words, tmp_path):
 def test_compare_api_rejects_a_missing_data_dir(seed, tmp_path):
     pkl = str(discover(seed[0])[0].records)
     with pytest.raises(CompareInputError, match="not a directory"):
-        compare({"npu_pkl_path": pkl, "bench_pkl_path": pkl, "npu_dump_data_dir": str(tmp_path / "x"),
-                 "bench_dump_data_dir": str(tmp_path)}, str(tmp_path))
+        compare(
+            {
+                "npu_pkl_path": pkl,
+                "bench_pkl_path": pkl,
+                "npu_dump_data_dir": str(tmp_path / "x"),
+                "bench_dump_data_dir": str(tmp_path),
+            },
+            str(tmp_path),
+        )
 
 
 def test_compare_at_top_level_of_an_unguarded_script_with_workers(seed, tmp_path):
     """The seed's compare.py has no ``if __name__ == "__main__"``: workers must not re-run it."""
     n, b = discover(seed[0])[0], discover(seed[1])[0]
-    param = {"npu_pkl_path": str(n.records), "bench_pkl_path": str(b.records),
-             "npu_dump_data_dir": str(n.tensor_dir), "bench_dump_data_dir": str(b.tensor_dir)}
+    param = {
+        "npu_pkl_path": str(n.records),
+        "bench_pkl_path": str(b.records),
+        "npu_dump_data_dir": str(n.tensor_dir),
+        "bench_dump_data_dir": str(b.tensor_dir),
+    }
     script = tmp_path / "compare_script.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from ptdbg_tui.legacy import compare
         print("RUN")
         compare({json.dumps(param)}, {str(tmp_path / "out")!r}, stack_mode=True, jobs=2)
-    """))
+    """)
+    )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("RUN") == 1 and "Traceback" not in done.stderr

@@ -62,8 +62,10 @@ def test_any_level_of_the_tree_and_summary_flag(seed, tmp_path, capsys):
 
 def test_unmatched_rows_are_counted(tmp_path, capsys):
     roots = tmp_path / "npu", tmp_path / "gpu"
-    names = (["Torch_add_0_forward_output", "Torch_mul_0_forward_output"], ["Torch_add_0_forward_output",
-                                                                         "Torch_sub_0_forward_output"])
+    names = (
+        ["Torch_add_0_forward_output", "Torch_mul_0_forward_output"],
+        ["Torch_add_0_forward_output", "Torch_sub_0_forward_output"],
+    )
     for root, side in zip(roots, names, strict=True):
         w = RankWriter(rank_dir_path(root, 0))
         for name in side:
@@ -80,12 +82,15 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
     ]
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["{tmp}/missing", "{bench}"], "no such file or directory"),
-    (["{npu}", "{bench}", "--step", "4"], "no NPU and bench rank dumps pair up for step 4"),
-    (["{npu}", "{bench}", "--jobs", "0"], "--jobs must be at least 1"),
-    (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file, an msprobe dump.json or a dump directory"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["{tmp}/missing", "{bench}"], "no such file or directory"),
+        (["{npu}", "{bench}", "--step", "4"], "no NPU and bench rank dumps pair up for step 4"),
+        (["{npu}", "{bench}", "--jobs", "0"], "--jobs must be at least 1"),
+        (["{tmp}/notadump.txt", "{bench}"], "not a .pkl file, an msprobe dump.json or a dump directory"),
+    ],
+)
 def test_unusable_inputs_exit_2_with_one_line(seed, tmp_path, capsys, args, words):
     (tmp_path / "notadump.txt").write_text("x")
     argv = [a.format(tmp=tmp_path, npu=seed[0], bench=seed[1]) for a in args]
@@ -118,8 +123,18 @@ def test_argparse_errors_exit_2(capsys):
 
 def test_progress_lines_on_a_non_tty_stderr(seed, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "ptdbg_tui", "compare", str(seed[0]), str(seed[1]), "-o", str(tmp_path),
-            "--jobs", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ptdbg_tui",
+        "compare",
+        str(seed[0]),
+        str(seed[1]),
+        "-o",
+        str(tmp_path),
+        "--jobs",
+        "1",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0 and done.stderr == ""  # short run: no progress noise
     assert "Culprit" in done.stdout
@@ -189,9 +204,11 @@ def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, caps
         w.close()
     code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
     assert code == 0 and "3 failed" in out
-    assert ("  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged): "
-            "the first failing row is Torch_mul_0_forward_output.0 — its call's inputs already carry the "
-            "error") in out
+    assert (
+        "  3 entries fail, yet no call judged introduces an error beyond rounding (3 calls judged): "
+        "the first failing row is Torch_mul_0_forward_output.0 — its call's inputs already carry the "
+        "error"
+    ) in out
     assert "No operator introduces" not in out
 
 

@@ -43,8 +43,17 @@ def test_legacy_csv_is_reproduced(tmp_path):
     twin.parent.mkdir()
     shutil.copy(pkl, twin)
     out = tmp_path / "out"
-    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(twin), "npu_dump_data_dir": str(npy),
-                    "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(out), jobs=1)
+    path = compare(
+        {
+            "npu_pkl_path": str(pkl),
+            "bench_pkl_path": str(twin),
+            "npu_dump_data_dir": str(npy),
+            "bench_dump_data_dir": str(npy),
+            "is_print_compare_log": False,
+        },
+        str(out),
+        jobs=1,
+    )
     ours, theirs = _table(path), _table(LEGACY / "compare_result_20230703104808.csv")
     assert len(ours) == len(theirs) == 8
     for mine, ref in zip(ours, theirs, strict=True):
@@ -62,21 +71,36 @@ def test_legacy_csv_is_reproduced(tmp_path):
 
 def test_one_file_on_both_sides_gets_no_all_clear_from_the_advisor(tmp_path):
     pkl, npy = _setup(tmp_path)
-    compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "npu_dump_data_dir": str(npy),
-             "bench_dump_data_dir": str(npy), "is_print_compare_log": False}, str(tmp_path / "out"), jobs=1)
+    compare(
+        {
+            "npu_pkl_path": str(pkl),
+            "bench_pkl_path": str(pkl),
+            "npu_dump_data_dir": str(npy),
+            "bench_dump_data_dir": str(npy),
+            "is_print_compare_log": False,
+        },
+        str(tmp_path / "out"),
+        jobs=1,
+    )
     (advisor,) = (tmp_path / "out").glob("advisor_*.txt")
-    assert advisor.read_text().splitlines()[2].startswith(
-        "Expert Advice: No verdict: the NPU and bench dumps are the same file")
+    assert (
+        advisor.read_text()
+        .splitlines()[2]
+        .startswith("Expert Advice: No verdict: the NPU and bench dumps are the same file")
+    )
 
 
 def test_legacy_statistics_mode(tmp_path):
     pkl, _ = _setup(tmp_path)
-    path = compare({"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "is_print_compare_log": False},
-                   str(tmp_path / "out"))
+    path = compare(
+        {"npu_pkl_path": str(pkl), "bench_pkl_path": str(pkl), "is_print_compare_log": False},
+        str(tmp_path / "out"),
+    )
     ours, theirs = _table(path), _table(LEGACY / "compare_result_20230703104808.csv")
     for mine, ref in zip(ours, theirs, strict=True):
         diffs = [mine[c] for c in ("Max diff", "Min diff", "Mean diff", "L2norm diff")]
         assert diffs == ["0.0"] * 3 + ["Nan"]
         for side in ("NPU", "Bench"):
-            assert [mine[f"{side} {s}"] for s in ("max", "min", "mean")] == [ref[f"{side} {s}"]
-                                                                           for s in ("max", "min", "mean")]
+            assert [mine[f"{side} {s}"] for s in ("max", "min", "mean")] == [
+                ref[f"{side} {s}"] for s in ("max", "min", "mean")
+            ]

@@ -25,10 +25,22 @@ def _tasks(tmp_path, count: int, size: int = 1000) -> list[CompareTask]:
         paths = [tmp_path / f"n{k}.npy", tmp_path / f"b{k}.npy"]
         np.save(paths[0], n)
         np.save(paths[1], b)
-        tasks.append(CompareTask(str(paths[0]), str(paths[1]), "torch.float32", "torch.float32", n.shape,
-                                 b.shape, nbytes=n.nbytes * 2))
-    tasks.append(CompareTask(str(tmp_path / "missing.npy"), str(paths[1]), "torch.float32", "torch.float32",
-                             (size,), (size,)))
+        tasks.append(
+            CompareTask(
+                str(paths[0]),
+                str(paths[1]),
+                "torch.float32",
+                "torch.float32",
+                n.shape,
+                b.shape,
+                nbytes=n.nbytes * 2,
+            )
+        )
+    tasks.append(
+        CompareTask(
+            str(tmp_path / "missing.npy"), str(paths[1]), "torch.float32", "torch.float32", (size,), (size,)
+        )
+    )
     return tasks
 
 

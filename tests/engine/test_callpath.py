@@ -8,12 +8,15 @@ from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import StackRecord
 from ptdbg_tui.formats.sites import stack_site
 
-STACK = StackRecord("Torch_add_0_forward_stack_info", [
-    ("/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
-    ("/usr/lib/python3/site-packages/torch/nn/modules/module.py", "1501", "_call_impl", None),
-    ("/home/u/model.py", "42", "forward", "y = torch.add(x, 1)"),
-    ("/home/u/train.py", "99", "main", "model(x)"),
-])
+STACK = StackRecord(
+    "Torch_add_0_forward_stack_info",
+    [
+        ("/site-packages/ptdbg_ascend/hook_module/hook_module.py", "58", "__call__", None),
+        ("/usr/lib/python3/site-packages/torch/nn/modules/module.py", "1501", "_call_impl", None),
+        ("/home/u/model.py", "42", "forward", "y = torch.add(x, 1)"),
+        ("/home/u/train.py", "99", "main", "model(x)"),
+    ],
+)
 
 
 def test_user_frames_drop_the_tool_and_torch_outermost_first():
@@ -23,8 +26,12 @@ def test_user_frames_drop_the_tool_and_torch_outermost_first():
 def test_module_chain_wins_over_the_stack():
     entry = parse_name("Torch_add_0_forward_output")
     path = call_path(entry, "Torch_add_0_forward_output", (("head", "Head"), ("head.lstm", "LSTM")), STACK)
-    assert [(s.kind, s.label) for s in path] == [("direction", "Forward"), ("module", "head · Head"),
-                                                  ("module", "head.lstm · LSTM"), ("call", "Torch_add_0")]
+    assert [(s.kind, s.label) for s in path] == [
+        ("direction", "Forward"),
+        ("module", "head · Head"),
+        ("module", "head.lstm · LSTM"),
+        ("call", "Torch_add_0"),
+    ]
 
 
 def test_stack_frames_when_no_module_chain():
@@ -49,14 +56,17 @@ def test_unparsed_names_go_to_other_entries():
 
 def test_launcher_frames_are_not_the_user_s():
     """The console scripts, this package's command line and runpy started the user's script."""
-    frames = StackRecord("x", [
-        ("/home/u/train.py", "7", "main", "loss = model(x).sum()"),
-        ("/home/u/train.py", "12", "<module>", "main()"),
-        ("/usr/lib/python3.10/runpy.py", "86", "_run_code", "exec(code, run_globals)"),
-        ("/home/u/.venv/lib/python3.10/site-packages/ptdbg_tui/cli.py", "129", "main", "run(a)"),
-        ("/home/u/.venv/bin/ptdbg-dump", "8", "<module>", "sys.exit(main())"),
-        ("/home/u/.venv/bin/ptdbg-tui", "8", "<module>", "sys.exit(main())"),
-        ("C:\\venv\\Scripts\\ptdbg-dump.exe\\__main__.py", "7", "<module>", "sys.exit(main())"),
-    ]).frames
+    frames = StackRecord(
+        "x",
+        [
+            ("/home/u/train.py", "7", "main", "loss = model(x).sum()"),
+            ("/home/u/train.py", "12", "<module>", "main()"),
+            ("/usr/lib/python3.10/runpy.py", "86", "_run_code", "exec(code, run_globals)"),
+            ("/home/u/.venv/lib/python3.10/site-packages/ptdbg_tui/cli.py", "129", "main", "run(a)"),
+            ("/home/u/.venv/bin/ptdbg-dump", "8", "<module>", "sys.exit(main())"),
+            ("/home/u/.venv/bin/ptdbg-tui", "8", "<module>", "sys.exit(main())"),
+            ("C:\\venv\\Scripts\\ptdbg-dump.exe\\__main__.py", "7", "<module>", "sys.exit(main())"),
+        ],
+    ).frames
     assert [f[:2] for f in user_frames(frames)] == [("/home/u/train.py", "12"), ("/home/u/train.py", "7")]
     assert stack_site(StackRecord("x", frames[2:])) is None, "a launcher is nobody's call site"

@@ -41,11 +41,15 @@ def cluster(dumps):
     _, npu, bench = dumps
     rank0 = os.pathsep.join(str(rank_dir_path(side, 0, step=0)) for side in (npu, bench))
     env = dict(THREAD_ENV, PYTHONPATH=os.pathsep.join(sys.path))
-    spec = {name: {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": {**env, **extra}}}
-            for name, extra in (("near", {ROOTS_ENV: rank0}), ("far", {}))}
+    spec = {
+        name: {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": {**env, **extra}}}
+        for name, extra in (("near", {ROOTS_ENV: rank0}), ("far", {}))
+    }
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}}
-    with distributed.SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.ERROR) as c, \
-            distributed.Client(c) as client:
+    with (
+        distributed.SpecCluster(workers=spec, scheduler=scheduler, silence_logs=logging.ERROR) as c,
+        distributed.Client(c) as client,
+    ):
         client.wait_for_workers(2, timeout=WAIT_S)
         yield c
 
@@ -80,8 +84,12 @@ def test_pairs_slower_to_fetch_than_a_look_at_the_cluster_still_come_back(cluste
     _, npu, bench = dumps
     monkeypatch.setattr(cluster_module, "HEAL_S", 1e-4)  # any fetch takes longer
     done: list[object] = []
-    worker = threading.Thread(target=lambda: done.append(
-        compare_dumps(npu, bench, summary=True, cluster=cluster.scheduler_address)), daemon=True)
+    worker = threading.Thread(
+        target=lambda: done.append(
+            compare_dumps(npu, bench, summary=True, cluster=cluster.scheduler_address)
+        ),
+        daemon=True,
+    )
     worker.start()
     worker.join(WAIT_S)
     assert done, "the compare did not end"
@@ -106,8 +114,17 @@ def _tasks_of(npu_dir, bench_dir) -> list[CompareTask]:
     out = []
     for path in sorted(npu_dir.glob("*.npy")):
         a = np.load(path)
-        out.append(CompareTask(str(path), str(bench_dir / path.name), "torch.float32", "torch.float32",
-                               a.shape, a.shape, nbytes=2 * a.nbytes))
+        out.append(
+            CompareTask(
+                str(path),
+                str(bench_dir / path.name),
+                "torch.float32",
+                "torch.float32",
+                a.shape,
+                a.shape,
+                nbytes=2 * a.nbytes,
+            )
+        )
     return out
 
 
@@ -119,8 +136,9 @@ def _big_pair(folder, k: int, size: int) -> CompareTask:
     paths = [folder / f"n{k}.npy", folder / f"b{k}.npy"]
     np.save(paths[0], n)
     np.save(paths[1], b)
-    return CompareTask(str(paths[0]), str(paths[1]), "torch.float32", "torch.float16", n.shape, b.shape,
-                       nbytes=2 * n.nbytes)
+    return CompareTask(
+        str(paths[0]), str(paths[1]), "torch.float32", "torch.float16", n.shape, b.shape, nbytes=2 * n.nbytes
+    )
 
 
 def test_a_worker_killed_mid_compare_loses_nothing(cluster, tmp_path):

@@ -20,9 +20,13 @@ WAIT_S = 60
 
 def _scheduler(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     """Start ``dask scheduler``; its address once it says where it listens (its log is drained after)."""
-    proc = subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                             "--no-dashboard"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
     found = threading.Event()
     address: list[str] = []
 
@@ -47,8 +51,24 @@ def _csvs(folder: Path) -> dict[str, str]:
 
 
 def _compare(npu: Path, bench: Path, out: Path, *extra: str, env: dict[str, str]) -> str:
-    done = subprocess.run([sys.executable, "-m", "ptdbg_tui", "compare", str(npu), str(bench), "-o", str(out),
-                           "--no-progress", *extra], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ptdbg_tui",
+            "compare",
+            str(npu),
+            str(bench),
+            "-o",
+            str(out),
+            "--no-progress",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -62,9 +82,25 @@ def test_eight_ranks_on_a_command_line_cluster(tmp_path):
         scheduler, address = _scheduler(env)
         procs.append(scheduler)
         for name in ("w1", "w2"):
-            procs.append(subprocess.Popen([sys.executable, "-m", "dask", "worker", address, "--nthreads", "1",
-                                           "--name", name, "--no-dashboard"], env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "dask",
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--name",
+                        name,
+                        "--no-dashboard",
+                    ],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         with distributed.Client(address, timeout=WAIT_S) as client:
             client.wait_for_workers(2, timeout=WAIT_S)
         report = _compare(npu, bench, tmp_path / "cluster", "--cluster", address, env=env)

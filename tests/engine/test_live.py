@@ -44,8 +44,9 @@ def test_static_compare_finds_the_culprit_and_places_calls(tmp_path, make_dump, 
     path = [seg.label for seg in rows["Torch_add_1_forward_output.0"].path]
     assert path == ["Forward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"]
     backward = [seg.label for seg in rows["Torch_add_1_backward_output.0"].path]
-    assert backward == ["Backward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"], \
+    assert backward == ["Backward", "main  train.py:99", "forward  model.py:11", "Torch_add_1"], (
         "a backward call sits where its forward call was made"
+    )
     assert seen.progress.watching == "static" and seen.progress.compared == 12
 
 
@@ -77,8 +78,9 @@ def test_live_waits_for_missing_folders_then_fills(tmp_path, make_dump, follow):
     b.call("Torch_mul", 0, wrong=2.0, site=11)
     seen = f.wait(lambda s: s.statuses().get("Torch_mul_0_forward_output.0") is Status.FAIL)
     assert seen.statuses()["Torch_add_0_forward_output.0"] is Status.PASS
-    seen = f.wait(lambda s: any(c.call == "Torch_mul_0_forward"
-                                for d in s.diagnoses.values() for c in d.suspects))
+    seen = f.wait(
+        lambda s: any(c.call == "Torch_mul_0_forward" for d in s.diagnoses.values() for c in d.suspects)
+    )
     assert seen.progress.watching in ("inotify", "polling")
 
 
@@ -109,8 +111,12 @@ def test_one_sided_row_is_unmatched_once_the_other_side_is_quiet(tmp_path, make_
     b.call("Torch_add", 0)
     b.call("Torch_bench_only", 0)
     f = follow(npu, bench, quiet_s=0.3, rescan_s=0.5)
-    seen = f.wait(lambda s: s.statuses().get("Torch_tail_0_forward_output.0") is Status.UNMATCHED
-                  and s.statuses().get("bench:Torch_bench_only_0_forward_output.0") is Status.UNMATCHED)
+    seen = f.wait(
+        lambda s: (
+            s.statuses().get("Torch_tail_0_forward_output.0") is Status.UNMATCHED
+            and s.statuses().get("bench:Torch_bench_only_0_forward_output.0") is Status.UNMATCHED
+        )
+    )
     placed = seen.rows[str(n.writer.pkl)]["bench:Torch_bench_only_0_forward_output.0"]
     assert placed.row.result.message == "No NPU data matched."
 
@@ -204,6 +210,7 @@ def test_a_data_file_fixed_later_is_compared_again_without_a_change_of_the_pkl(t
         def holds(s) -> bool:
             placed = s.rows and next(iter(s.rows.values())).get(name)
             return bool(placed) and placed.row.status is status and text in placed.row.result.message
+
         return holds
 
     f.wait(shows(Status.ERROR, "is a directory"))

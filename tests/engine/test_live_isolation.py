@@ -15,8 +15,7 @@ from ptdbg_tui.formats.pkl_line import encode_stack_line
 FAST = {"quiet_s": 30.0, "rescan_s": 0.3}
 
 
-def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, make_dump, follow,
-                                                                    monkeypatch):
+def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, make_dump, follow, monkeypatch):
     npu, bench = tmp_path / "npu", tmp_path / "bench"
     for step, api in ((0, "Torch_add"), (1, "Torch_mul")):
         make_dump(npu, step=step).call(api, 0)
@@ -42,8 +41,13 @@ def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, ma
     pkl = rank_dir_path(npu, 0, 1) / "api_stack_dump.pkl"
     with pkl.open("a") as out:  # a change to the failed pair: it is tried again
         out.write(encode_stack_line(stack_name("Torch_mul_1_forward"), []) + "\n")
-    f.wait(lambda s: not s.progress.faults and s.statuses().get("Torch_mul_0_forward_output.0")
-                  is not None and len(s.diagnoses) == 2)
+    f.wait(
+        lambda s: (
+            not s.progress.faults
+            and s.statuses().get("Torch_mul_0_forward_output.0") is not None
+            and len(s.diagnoses) == 2
+        )
+    )
     assert f.engine._thread.is_alive()
 
 

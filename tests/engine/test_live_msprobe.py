@@ -30,12 +30,19 @@ def test_rewrites_add_rows_without_touching_the_ones_shown(tmp_path, follow):
     (pair,) = first.rows
     shown = dict(first.rows[pair])
     assert shown["Module.conv.Conv2d.forward.0.parameters.weight"].row.status is Status.PASS
-    assert [seg.label for seg in shown["Functional.conv2d.0.forward.output.0"].path][:2] == ["Forward",
-                                                                                            "conv · Conv2d"]
+    assert [seg.label for seg in shown["Functional.conv2d.0.forward.output.0"].path][:2] == [
+        "Forward",
+        "conv · Conv2d",
+    ]
     _flush(dump_json, full, len(full["data"]), text_limit=5000)  # caught mid-write: retried, not reported
     _flush(dump_json, full, len(full["data"]))
-    last = f.wait(lambda s: s.diagnoses and s.diagnoses[pair].culprit is not None
-                  and s.diagnoses[pair].culprit.call == "Functional.silu.0.backward")
+    last = f.wait(
+        lambda s: (
+            s.diagnoses
+            and s.diagnoses[pair].culprit is not None
+            and s.diagnoses[pair].culprit.call == "Functional.silu.0.backward"
+        )
+    )
     rows = last.rows[pair]
     assert all(rows[k].row.npu is p.row.npu for k, p in shown.items()), "the rows shown were not re-read"
     assert not [n for n in last.notices if "malformed" in n or "cannot be read" in n or "complete" in n]

@@ -36,8 +36,14 @@ def test_the_awaited_dump_replaces_the_statistics_comparison(tmp_path, make_dump
     f.engine.narrow_to(narrowed / "npu", narrowed / "bench")
     assert f.engine.awaited == (narrowed / "npu", narrowed / "bench")
     _write(make_dump, narrowed / "npu", narrowed / "bench", summary_only=False, calls=3)
-    seen = f.wait(lambda s: old not in s.rows and s.progress.done and s.progress.rows == 6
-                  and any(d.suspects for key, d in s.diagnoses.items() if key != old))
+    seen = f.wait(
+        lambda s: (
+            old not in s.rows
+            and s.progress.done
+            and s.progress.rows == 6
+            and any(d.suspects for key, d in s.diagnoses.items() if key != old)
+        )
+    )
     (new,) = seen.rows
     assert new.startswith(str(narrowed / "npu")) and _summary(f) == [False]
     assert seen.statuses()["Torch_add_2_forward_output.0"] is Status.FAIL
@@ -47,8 +53,9 @@ def test_the_awaited_dump_replaces_the_statistics_comparison(tmp_path, make_dump
     assert seen.progress.npu is not None and seen.progress.npu.path == str(narrowed / "npu")
 
 
-def test_a_tensor_dump_written_over_the_statistics_one_is_compared_with_its_tensors(tmp_path, make_dump,
-                                                                                   follow):
+def test_a_tensor_dump_written_over_the_statistics_one_is_compared_with_its_tensors(
+    tmp_path, make_dump, follow
+):
     npu, bench = tmp_path / "npu", tmp_path / "bench"
     _write(make_dump, npu, bench, summary_only=True)
     f = follow(npu, bench, **FAST)

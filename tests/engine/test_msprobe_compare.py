@@ -35,8 +35,19 @@ def _csv(path: Path) -> list[dict[str, str]]:
 
 def _run(tmp_path: Path, mode: str, *extra: str) -> list[dict[str, str]]:
     out = tmp_path / "out"
-    code = main(["compare", str(MSPROBE / mode / "npu"), str(MSPROBE / mode / "bench"), "-o", str(out),
-                 "--jobs", "1", "--no-progress", *extra])
+    code = main(
+        [
+            "compare",
+            str(MSPROBE / mode / "npu"),
+            str(MSPROBE / mode / "bench"),
+            "-o",
+            str(out),
+            "--jobs",
+            "1",
+            "--no-progress",
+            *extra,
+        ]
+    )
     assert code == 0
     (path,) = out.glob("compare_result_*.csv")
     return _csv(path)
@@ -49,22 +60,72 @@ def _run(tmp_path: Path, mode: str, *extra: str) -> list[dict[str, str]]:
 # to 1e-13 relative.
 VERDICT = ["Result", "Err_message"]
 SAME = {
-    "tensor": ["Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
-               "NPU Requires_grad", "Bench Requires_grad", "Cosine", "MaxAbsErr",
-               "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min", "NPU mean",
-               "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm",
-               "Requires_grad Consistent", "NPU_Stack_Info", "Data_name", *VERDICT],
-    "statistics": ["Bench Name", "NPU Dtype", "Bench Tensor Shape", "Max diff", "Min diff", "Mean diff",
-                   "L2norm diff", "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr",
-                   "NPU max", "Bench l2norm", "Requires_grad Consistent", "NPU_Stack_Info", *VERDICT],
-    "md5": ["Bench Name", "NPU Dtype", "NPU Tensor Shape", "NPU MD5", "BENCH MD5", "Requires_grad Consistent",
-            "NPU_Stack_Info", *VERDICT],
+    "tensor": [
+        "Bench Name",
+        "NPU Dtype",
+        "Bench Dtype",
+        "NPU Tensor Shape",
+        "Bench Tensor Shape",
+        "NPU Requires_grad",
+        "Bench Requires_grad",
+        "Cosine",
+        "MaxAbsErr",
+        "One Thousandth Err Ratio",
+        "Five Thousandths Err Ratio",
+        "NPU max",
+        "NPU min",
+        "NPU mean",
+        "NPU l2norm",
+        "Bench max",
+        "Bench min",
+        "Bench mean",
+        "Bench l2norm",
+        "Requires_grad Consistent",
+        "NPU_Stack_Info",
+        "Data_name",
+        *VERDICT,
+    ],
+    "statistics": [
+        "Bench Name",
+        "NPU Dtype",
+        "Bench Tensor Shape",
+        "Max diff",
+        "Min diff",
+        "Mean diff",
+        "L2norm diff",
+        "MaxRelativeErr",
+        "MinRelativeErr",
+        "MeanRelativeErr",
+        "NormRelativeErr",
+        "NPU max",
+        "Bench l2norm",
+        "Requires_grad Consistent",
+        "NPU_Stack_Info",
+        *VERDICT,
+    ],
+    "md5": [
+        "Bench Name",
+        "NPU Dtype",
+        "NPU Tensor Shape",
+        "NPU MD5",
+        "BENCH MD5",
+        "Requires_grad Consistent",
+        "NPU_Stack_Info",
+        *VERDICT,
+    ],
 }
 #: The fixtures with msprobe's own compare CSV (make_fixtures.py, make_realdumps.py), each with a fault,
 #: and the columns their mode has.
-WITH_MSPROBE_CSV = {"tensor": "tensor", "statistics": "statistics", "md5": "md5", "xor": "md5",
-                    "mix": "tensor", "custom_inplace": "tensor", "scenario_conv_noise": "tensor",
-                    "scenario_softplus_negative_log_nan": "tensor"}
+WITH_MSPROBE_CSV = {
+    "tensor": "tensor",
+    "statistics": "statistics",
+    "md5": "md5",
+    "xor": "md5",
+    "mix": "tensor",
+    "custom_inplace": "tensor",
+    "scenario_conv_noise": "tensor",
+    "scenario_softplus_negative_log_nan": "tensor",
+}
 
 
 @pytest.mark.parametrize("fixture", list(WITH_MSPROBE_CSV))
@@ -101,8 +162,11 @@ def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tm
     rows = _run(tmp_path, "mixed_msprobe")
     bench_only = [r for r in rows if r["NPU Name"] == "N/A"]
     assert bench_only and all(f"{NOTE}present in the bench dump only" in r["Err_message"] for r in bench_only)
-    unsaid = [r for r in rows if r["NPU Requires_grad"] == "True" and r["Bench Requires_grad"] == "N/A"
-              and r["Bench Name"] != "N/A"]
+    unsaid = [
+        r
+        for r in rows
+        if r["NPU Requires_grad"] == "True" and r["Bench Requires_grad"] == "N/A" and r["Bench Name"] != "N/A"
+    ]
     assert unsaid
     for r in unsaid:
         messages = json.loads(r["Err_message"])
@@ -121,8 +185,10 @@ def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tm
 def test_ptdbg_columns_on_request(tmp_path):
     rows = _run(tmp_path, "mix", "--format", "ptdbg")
     assert "Accuracy Reached or Not" in rows[0] and "EucDist" not in rows[0]
-    assert {r["NPU Name"] for r in rows} >= {"Module.fc.Linear.parameters_grad.0.weight",
-                                             "Module.lstm.LSTM.forward.0.output.1.1"}
+    assert {r["NPU Name"] for r in rows} >= {
+        "Module.fc.Linear.parameters_grad.0.weight",
+        "Module.lstm.LSTM.forward.0.output.1.1",
+    }
 
 
 @pytest.mark.parametrize(("mode", "summary"), [("tensor", False), ("statistics", True), ("mix", False)])
@@ -194,8 +260,12 @@ def test_original_ptdbg_against_ours_pairs_every_tensor_both_record(match):
     assert len(detach) == 248 and all(r.bench is None for r in noise)
     # the faulty silu's backward computes with wrapped ops: the original records them as forward calls
     assert {r.npu.call for r in noise} - {r.npu.call for r in detach} == {
-        "Torch_sigmoid_0_forward", "Tensor___mul___0_forward", "Tensor___mul___1_forward",
-        "Tensor___radd___0_forward", "Tensor___mul___2_forward"}
+        "Torch_sigmoid_0_forward",
+        "Tensor___mul___0_forward",
+        "Tensor___mul___1_forward",
+        "Tensor___radd___0_forward",
+        "Tensor___mul___2_forward",
+    }
     npu_only = {r.name for r in o.rows if r.bench is None and not r.noise}
     assert npu_only == {"VF_lstm_0_backward_output.0"}  # the LSTM's inner view node: its incoming gradient
     bench_only = {r.name for r in o.rows if r.npu is None}
@@ -234,15 +304,17 @@ def test_the_originals_own_detach_calls_stay_out_of_the_diagnosis_of_two_origina
     noise = [r for r in o.rows if r.noise]
     assert len(noise) == 248 and all(r.matched and "Tensor_detach_" in r.name for r in noise)
     assert {"Tensor_detach_0_forward_input.0", "Tensor_detach_40_forward_input.0"} <= {
-        r.name for r in noise if r.result.errors is not None and r.result.errors.rel > 0.5}
+        r.name for r in noise if r.result.errors is not None and r.result.errors.rel > 0.5
+    }
     assert not [s.call for s in o.diagnosis.suspects if "detach" in s.call]
     assert "Tensor_detach_0_forward" not in o.diagnosis.calls
 
 
 @pytest.mark.parametrize("match", ["exact", "align", "fuzzy", "auto"])
 def test_msprobe_against_ours_pairs_by_the_normalised_key(match):
-    (o,) = compare_dumps(MSPROBE / "mixed_msprobe" / "npu", MSPROBE / "mixed_msprobe" / "bench", jobs=1,
-                         match=match)
+    (o,) = compare_dumps(
+        MSPROBE / "mixed_msprobe" / "npu", MSPROBE / "mixed_msprobe" / "bench", jobs=1, match=match
+    )
     pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched}
     assert pairs["Functional.conv2d.0.forward.output.0"] == "Functional_conv2d_0_forward_output"
     assert pairs["Functional.batch_norm.0.backward.output.2"] == "Functional_batch_norm_0_backward_output.4"
@@ -261,8 +333,21 @@ def test_custom_function_and_inplace_ops_every_cell_of_msprobes_csv(tmp_path):
     1.01 on the NPU. Cosines just below 1 (0.999996) print as msprobe prints them, not as ptdbg's 1.0."""
     out = tmp_path / "out"
     base = MSPROBE / "custom_inplace"
-    assert main(["compare", str(base / "npu"), str(base / "bench"), "-o", str(out), "--jobs", "1",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(base / "npu"),
+                str(base / "bench"),
+                "-o",
+                str(out),
+                "--jobs",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     (path,) = out.glob("compare_result_*.csv")
     ours = {r["NPU Name"]: r for r in _csv(path)}
     theirs = _csv(base / "msprobe_compare.csv")

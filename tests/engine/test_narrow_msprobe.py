@@ -31,14 +31,18 @@ def _msprobe_python() -> str:
         return python
     if importlib.util.find_spec("msprobe") is not None:
         return sys.executable
-    pytest.skip("msprobe (mindstudio-probe) is not installed: set MSPROBE_PYTHON to a Python that has it "
-                "(tests/fixtures/msprobe/make_fixtures.py says how to make one)")
+    pytest.skip(
+        "msprobe (mindstudio-probe) is not installed: set MSPROBE_PYTHON to a Python that has it "
+        "(tests/fixtures/msprobe/make_fixtures.py says how to make one)"
+    )
 
 
 def _narrow(tmp_path: Path, mode: str, *args: str) -> tuple[Path, dict]:
     config = tmp_path / f"{mode}.json"
-    assert main(["narrow", str(MSPROBE / mode / "npu"), str(MSPROBE / mode / "bench"), "-o", str(config),
-                 *args]) == 0
+    assert (
+        main(["narrow", str(MSPROBE / mode / "npu"), str(MSPROBE / mode / "bench"), "-o", str(config), *args])
+        == 0
+    )
     other = tmp_path / f"{mode}.msprobe.json"
     return config, json.loads(other.read_text())
 
@@ -47,13 +51,20 @@ def test_statistics_dump_at_level_l1_narrows_to_the_culprit_call(tmp_path: Path,
     config, msprobe = _narrow(tmp_path, "statistics")
     out = capsys.readouterr().out
     assert f"Culprit: {CULPRIT} (backward)" in out
-    assert "Narrowed to call Functional.silu.0: the culprit Functional.silu.0.backward, which ran in no " \
-           "module the dump records." in out
+    assert (
+        "Narrowed to call Functional.silu.0: the culprit Functional.silu.0.backward, which ran in no "
+        "module the dump records." in out
+    )
     assert f"msprobe config: {tmp_path / 'statistics.msprobe.json'}" in out
-    assert msprobe == {"task": "tensor", "dump_path": str(tmp_path / "statistics" / "npu"),
-                       "rank": [],  # a proc<pid> folder: not distributed, where a rank list dumps nothing
-                       "step": [0], "level": "L1", "async_dump": False,
-                       "tensor": {"scope": [], "list": ["Functional.silu.0."], "data_mode": ["all"]}}
+    assert msprobe == {
+        "task": "tensor",
+        "dump_path": str(tmp_path / "statistics" / "npu"),
+        "rank": [],  # a proc<pid> folder: not distributed, where a rank list dumps nothing
+        "step": [0],
+        "level": "L1",
+        "async_dump": False,
+        "tensor": {"scope": [], "list": ["Functional.silu.0."], "data_mode": ["all"]},
+    }
     options = read_options(config)  # ours, for the same call
     assert options.mode == "list" and options.scope == ["Functional_silu_0_"] and options.rank is None
 
@@ -72,8 +83,12 @@ def test_msprobe_loads_the_configs_and_its_narrowed_dumps_name_the_same_culprit(
     for side in ("npu", "bench"):  # as the printed usage says: the bench run names its own dump_path
         checks = ["--check", str(config), str(tmp_path / "mix.msprobe.json")] if side == "npu" else []
         out = tmp_path / "statistics" / side
-        done = subprocess.run([python, str(JOB), str(config), side, str(out), *checks],
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [python, str(JOB), str(config), side, str(out), *checks],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         if checks:
             assert "task tensor, level L1, list ['Functional.silu.0.'], scope APIRangeScope" in done.stdout

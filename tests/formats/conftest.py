@@ -32,5 +32,3 @@ def v4_lines() -> list[str]:
 @pytest.fixture
 def legacy_pkl() -> Path:
     return LEGACY_DIR / "npu_test.pkl"
-
-

@@ -31,21 +31,55 @@ from ptdbg_tui.formats.reader import PklReader
 from ptdbg_tui.formats.writer import RankWriter
 
 ARGS = [
-    TensorArg("Functional_gelu_0_forward_input.0"), TensorArg(None, "torch.float16", (2, 0, 3)),
-    None, True, False, 0, -7, 1 << 70, 1.0, -2.5e-300, "tanh", "", math.inf, -math.inf,
-    complex(1.5, -2.0), complex(math.inf, 0.0), slice(None, 5, 2), slice(1, None, None), Ellipsis,
-    Dtype("torch.bfloat16"), Size((2, 3)), Size(()), Device("cuda:1"), TorchConst("torch.channels_last"),
+    TensorArg("Functional_gelu_0_forward_input.0"),
+    TensorArg(None, "torch.float16", (2, 0, 3)),
+    None,
+    True,
+    False,
+    0,
+    -7,
+    1 << 70,
+    1.0,
+    -2.5e-300,
+    "tanh",
+    "",
+    math.inf,
+    -math.inf,
+    complex(1.5, -2.0),
+    complex(math.inf, 0.0),
+    slice(None, 5, 2),
+    slice(1, None, None),
+    Ellipsis,
+    Dtype("torch.bfloat16"),
+    Size((2, 3)),
+    Size(()),
+    Device("cuda:1"),
+    TorchConst("torch.channels_last"),
     Opaque("torch._C.Generator"),
-    [1, [2, 3], (4, None)], (), [], {"a": TensorArg("Torch_cat_0_forward_input.0.1"), "b": [1.0]},
+    [1, [2, 3], (4, None)],
+    (),
+    [],
+    {"a": TensorArg("Torch_cat_0_forward_input.0.1"), "b": [1.0]},
 ]
 
 
 def _spec(**kw) -> CallSpec:
-    base = dict(call="Functional_gelu_0", fn="torch.nn.functional.gelu", args=list(ARGS),
-                kwargs={"approximate": "tanh", "dim": -1, "dtype": Dtype("torch.float32")}, inplace=1,
-                state=CallState(grad=False, training=True, autocast=Autocast("cpu", "torch.bfloat16"),
-                                tf32_matmul=True, tf32_cudnn=False, deterministic=True,
-                                default_dtype="torch.float64"))
+    base = dict(
+        call="Functional_gelu_0",
+        fn="torch.nn.functional.gelu",
+        args=list(ARGS),
+        kwargs={"approximate": "tanh", "dim": -1, "dtype": Dtype("torch.float32")},
+        inplace=1,
+        state=CallState(
+            grad=False,
+            training=True,
+            autocast=Autocast("cpu", "torch.bfloat16"),
+            tf32_matmul=True,
+            tf32_cudnn=False,
+            deterministic=True,
+            default_dtype="torch.float64",
+        ),
+    )
     return CallSpec(**{**base, **kw})
 
 
@@ -83,8 +117,9 @@ def test_convert_names_what_only_the_writer_knows() -> None:
     def convert(v):
         return Dtype("torch.int8") if isinstance(v, Weird) else None
 
-    assert encode_arg([Weird(), len], convert) == {"list": [{"dtype": "torch.int8"},
-                                                           {"opaque": "builtins.builtin_function_or_method"}]}
+    assert encode_arg([Weird(), len], convert) == {
+        "list": [{"dtype": "torch.int8"}, {"opaque": "builtins.builtin_function_or_method"}]
+    }
 
 
 def test_state_defaults_fill_what_a_line_leaves_out() -> None:
@@ -108,8 +143,10 @@ BAD = [
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [], "inplace": 0}',
     '{"call": "Torch_add_0", "fn": "torch.add", "state": {"grad": "yes"}}',
     '{"call": "Torch_add_0", "fn": "torch.add", "state": {"autocast": {"device": "cpu"}}}',
-    '{"call": "Torch_add_0", "fn": "torch.add", "args": ' + '{"list": [' * (MAX_DEPTH + 2)
-    + ']}' * (MAX_DEPTH + 2) + '}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "args": '
+    + '{"list": [' * (MAX_DEPTH + 2)
+    + "]}" * (MAX_DEPTH + 2)
+    + "}",
     '{"call": "Torch_add_0", "fn": "torch.add", "args": ' + "[" * 100_000 + "]" * 100_000 + "}",
 ]
 
@@ -122,8 +159,10 @@ def test_a_malformed_line_is_refused(text: str) -> None:
 
 def test_malformed_lines_are_counted_and_skipped(tmp_path: Path) -> None:
     path = tmp_path / "api_stack_dump.calls.jsonl"
-    good = [encode_call_line(_spec(call=f"Torch_add_{i}", fn="torch.add", args=[1], inplace=None))
-            for i in range(3)]
+    good = [
+        encode_call_line(_spec(call=f"Torch_add_{i}", fn="torch.add", args=[1], inplace=None))
+        for i in range(3)
+    ]
     path.write_text("\n".join([good[0], *BAD, good[1], "", good[2]]) + "\n")
     follower = CallFollower(path)
     follower.read(final=True)

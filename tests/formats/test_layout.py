@@ -29,8 +29,13 @@ def _dump(root, rank, step=None, pkl="api_stack_dump.pkl", npy=True, tag_version
 def test_every_level_finds_the_same_dump(tmp_path):
     rank_dir = _dump(tmp_path, 0, step=3)
     expected = rank_dir / "api_stack_dump.pkl"
-    for path in (tmp_path, tmp_path / "ptdbg_dump_v4.0", tmp_path / "ptdbg_dump_v4.0" / "step3", rank_dir,
-                 expected):
+    for path in (
+        tmp_path,
+        tmp_path / "ptdbg_dump_v4.0",
+        tmp_path / "ptdbg_dump_v4.0" / "step3",
+        rank_dir,
+        expected,
+    ):
         found = discover(path)
         assert [d.records for d in found] == [expected], path
         assert (found[0].step, found[0].rank) == (3, 0)

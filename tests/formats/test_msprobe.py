@@ -21,8 +21,16 @@ MODES = ("tensor", "statistics", "md5", "xor", "mix")
 
 
 def _t(data_name: str | None = None, **kw: object) -> dict[str, object]:
-    leaf: dict[str, object] = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2, 3], "Max": 1.0,
-                               "Min": -1.0, "Mean": 0.0, "Norm": 2.0, "requires_grad": True}
+    leaf: dict[str, object] = {
+        "type": "torch.Tensor",
+        "dtype": "torch.float32",
+        "shape": [2, 3],
+        "Max": 1.0,
+        "Min": -1.0,
+        "Mean": 0.0,
+        "Norm": 2.0,
+        "requires_grad": True,
+    }
     if data_name:
         leaf["data_name"] = data_name
     leaf.update(kw)
@@ -39,17 +47,26 @@ def test_rows_are_msprobes_own_in_its_order(mode):
 
 
 def test_an_api_entry_flattens_args_kwargs_and_nested_outputs():
-    value = {"input_args": [_t("Functional.x.0.forward.input.0.pt"), {"type": "int", "value": 1}, None],
-             "input_kwargs": {"bias": _t("Functional.x.0.forward.kwargs.bias.pt"),
-                              "mode": {"type": "str", "value": "mean"}},
-             "output": [[_t(), _t(requires_grad=False)]]}
+    value = {
+        "input_args": [_t("Functional.x.0.forward.input.0.pt"), {"type": "int", "value": 1}, None],
+        "input_kwargs": {
+            "bias": _t("Functional.x.0.forward.kwargs.bias.pt"),
+            "mode": {"type": "str", "value": "mean"},
+        },
+        "output": [[_t(), _t(requires_grad=False)]],
+    }
     records, bad = decode_entry("Functional.x.0.forward", value)
     assert bad is None
     names = [r.name for r in records]
-    assert names == ["Functional.x.0.forward.input.0", "Functional.x.0.forward.input.1",
-                     "Functional.x.0.forward.input.2", "Functional.x.0.forward.kwargs.bias",
-                     "Functional.x.0.forward.input.mode", "Functional.x.0.forward.output.0.0",
-                     "Functional.x.0.forward.output.0.1"], "a row is named by its data file where it has one"
+    assert names == [
+        "Functional.x.0.forward.input.0",
+        "Functional.x.0.forward.input.1",
+        "Functional.x.0.forward.input.2",
+        "Functional.x.0.forward.kwargs.bias",
+        "Functional.x.0.forward.input.mode",
+        "Functional.x.0.forward.output.0.0",
+        "Functional.x.0.forward.output.0.1",
+    ], "a row is named by its data file where it has one"
     t, i, none, kw, s, o0, o1 = records
     assert t.entry.key == ("Functional", "x", 0, "forward", "input", (0,)) and t.entry.style == STYLE_MSPROBE
     assert t.data_file == "Functional.x.0.forward.input.0.pt" and t.requires_grad is True
@@ -63,16 +80,29 @@ def test_an_api_entry_flattens_args_kwargs_and_nested_outputs():
 
 
 def test_module_entries_and_parameter_gradients_share_the_modules_calls():
-    fwd, _ = decode_entry("Module.layer1.0.conv.Conv2d.forward.1",
-                          {"input_args": [_t()], "input_kwargs": {}, "output": [_t()],
-                           "parameters": {"weight": _t(), "bias": _t()}})
-    assert [r.name.rsplit(".forward.1.", 1)[1] for r in fwd] == ["input.0", "parameters.weight",
-                                                                 "parameters.bias", "output.0"]
+    fwd, _ = decode_entry(
+        "Module.layer1.0.conv.Conv2d.forward.1",
+        {
+            "input_args": [_t()],
+            "input_kwargs": {},
+            "output": [_t()],
+            "parameters": {"weight": _t(), "bias": _t()},
+        },
+    )
+    assert [r.name.rsplit(".forward.1.", 1)[1] for r in fwd] == [
+        "input.0",
+        "parameters.weight",
+        "parameters.bias",
+        "output.0",
+    ]
     assert fwd[0].entry.call == "Module.layer1.0.conv.Conv2d.forward.1" and fwd[0].entry.label.endswith(".1")
-    grads, _ = decode_entry("Module.layer1.0.conv.Conv2d.parameters_grad.1",
-                            {"weight": [_t()], "bias": [_t()]})
-    assert [r.name for r in grads] == ["Module.layer1.0.conv.Conv2d.parameters_grad.1.weight",
-                                       "Module.layer1.0.conv.Conv2d.parameters_grad.1.bias"]
+    grads, _ = decode_entry(
+        "Module.layer1.0.conv.Conv2d.parameters_grad.1", {"weight": [_t()], "bias": [_t()]}
+    )
+    assert [r.name for r in grads] == [
+        "Module.layer1.0.conv.Conv2d.parameters_grad.1.weight",
+        "Module.layer1.0.conv.Conv2d.parameters_grad.1.bias",
+    ]
     g = grads[0].entry
     assert (g.kind, g.path, g.call) == (PARAMS_GRAD, ("weight",), "Module.layer1.0.conv.Conv2d.backward.1")
     assert str(g) == grads[0].name and g.forward_call == "Module.layer1.0.conv.Conv2d.forward.1"
@@ -91,8 +121,14 @@ def test_odd_entries_are_reported_not_fatal():
 
 
 def test_stacks_new_and_old_forms():
-    new = decode_stacks({"0": [["Torch.add.0.forward", "Torch.add.1.forward"],
-                               ["File /m/model.py, line 12, in forward, \n x = a + b", "odd frame"]]})
+    new = decode_stacks(
+        {
+            "0": [
+                ["Torch.add.0.forward", "Torch.add.1.forward"],
+                ["File /m/model.py, line 12, in forward, \n x = a + b", "odd frame"],
+            ]
+        }
+    )
     assert [s.name for s in new] == ["Torch.add.0.forward", "Torch.add.1.forward"]
     assert new[0].frames == [("/m/model.py", "12", "forward", "x = a + b"), ("odd frame", "", "", None)]
     assert new[0].call == "Torch.add.0.forward"
@@ -101,17 +137,21 @@ def test_stacks_new_and_old_forms():
 
 
 def test_module_chains_from_parent_links():
-    chains = module_chains({
-        "Module.layer1.Sequential.forward.0": None,
-        "Module.layer1.0.Block.forward.0": "Module.layer1.Sequential.forward.0",
-        "Functional.relu.0.forward": "Module.layer1.0.Block.forward.0",
-        "Torch.add.0.forward": ["Module.layer1.0.Block.forward.0", 3],  # Megatron: [parent, micro step]
-        "Torch._foreach_add_.0.forward": "optimizer", "optimizer": "",
-    })
+    chains = module_chains(
+        {
+            "Module.layer1.Sequential.forward.0": None,
+            "Module.layer1.0.Block.forward.0": "Module.layer1.Sequential.forward.0",
+            "Functional.relu.0.forward": "Module.layer1.0.Block.forward.0",
+            "Torch.add.0.forward": ["Module.layer1.0.Block.forward.0", 3],  # Megatron: [parent, micro step]
+            "Torch._foreach_add_.0.forward": "optimizer",
+            "optimizer": "",
+        }
+    )
     assert chains["Functional.relu.0.forward"] == (("layer1", "Sequential"), ("layer1.0", "Block"))
     assert chains["Torch.add.0.forward"] == chains["Functional.relu.0.forward"]
-    assert chains["Module.layer1.0.Block.forward.0"] == (("layer1", "Sequential"), ("layer1.0", "Block")), \
+    assert chains["Module.layer1.0.Block.forward.0"] == (("layer1", "Sequential"), ("layer1.0", "Block")), (
         "a module's own chain ends with itself"
+    )
     assert chains["Torch._foreach_add_.0.forward"] == (("optimizer", ""),)
 
 
@@ -162,7 +202,9 @@ def test_a_flush_that_appends_yields_only_the_new_records(tmp_path):
     second = f.read()
     assert not second.reset and second.tensors[0].order == len(first.tensors)
     all_names = [r.name for r in read_dump(discover(FIXTURES / "tensor" / "npu")[0]).tensors]
-    assert [r.name for r in first.tensors + second.tensors] == all_names[:len(first.tensors + second.tensors)]
+    assert [r.name for r in first.tensors + second.tensors] == all_names[
+        : len(first.tensors + second.tensors)
+    ]
 
 
 def test_a_changed_entry_starts_over(tmp_path):
@@ -212,8 +254,9 @@ def test_msprobes_layout_is_split_without_decoding_and_agrees_with_json():
     data = json.loads(text)
     assert header == {k: v for k, v in data.items() if k != "data"}
     assert [(name, json.loads(value)) for name, value in entries] == list(data["data"].items())
-    assert split_dump(json.dumps(data)) == (header, [(n, json.dumps(v)) for n, v in data["data"].items()]), \
+    assert split_dump(json.dumps(data)) == (header, [(n, json.dumps(v)) for n, v in data["data"].items()]), (
         "another layout is decoded whole"
+    )
     assert split_dump(json.dumps(dict(data, data={}), indent=1)) == (header, [])
 
 
@@ -234,7 +277,7 @@ def test_one_malformed_entry_is_reported_and_the_others_read(tmp_path):
     _write(path, _entries(), 10_000)
     text = path.read_text()
     first = text.index('"input_args"')
-    path.write_text(text[:first] + '"input_args": [oops' + text[first + len('"input_args": ['):])
+    path.write_text(text[:first] + '"input_args": [oops' + text[first + len('"input_args": [') :])
     batch = MsprobeFollower(path).read(final=True)
     assert len(batch.bad) == 1 and "not valid JSON" in batch.bad[0].reason
     assert batch.bad[0].reason.startswith("entry Functional.conv2d.0.forward")
@@ -248,10 +291,14 @@ def test_module_chains_of_a_deep_chain_and_cycles_are_bounded_and_lazy():
     from ptdbg_tui.formats.msprobe import MAX_DEPTH, ModuleTree
 
     links = {f"Module.m{i}.M.forward.0": f"Module.m{i + 1}.M.forward.0" for i in range(100_000)}
-    links |= {"Module.a.A.forward.0": "Module.b.B.forward.0", "Module.b.B.forward.0": "Module.a.A.forward.0",
-              "Module.s.S.forward.0": "Module.s.S.forward.0",
-              "Functional.relu.0.forward": "Module.m0.M.forward.0",
-              "Functional.gelu.0.forward": "Module.a.A.forward.0", "Torch.x.0.forward": {"not": "a parent"}}
+    links |= {
+        "Module.a.A.forward.0": "Module.b.B.forward.0",
+        "Module.b.B.forward.0": "Module.a.A.forward.0",
+        "Module.s.S.forward.0": "Module.s.S.forward.0",
+        "Functional.relu.0.forward": "Module.m0.M.forward.0",
+        "Functional.gelu.0.forward": "Module.a.A.forward.0",
+        "Torch.x.0.forward": {"not": "a parent"},
+    }
     start = time.monotonic()
     tree = ModuleTree(links)
     relu = tree.get("Functional.relu.0.forward")

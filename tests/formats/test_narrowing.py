@@ -21,8 +21,16 @@ def _msprobe(api: str, index: int, direction: str = FORWARD) -> EntryName:
 def test_a_module_dumps_its_calls_with_tensors_at_the_step_and_rank() -> None:
     target = Narrowed(module="model.layers.17.mlp", steps=(1,), ranks=(3,))
     options = dumper_options(target)
-    assert options == parse_options({"mode": "api_stack", "module": ["model.layers.17.mlp"], "step": [1],
-                                     "rank": [3], "summary_only": False, "summary_mode": "statistics"})
+    assert options == parse_options(
+        {
+            "mode": "api_stack",
+            "module": ["model.layers.17.mlp"],
+            "step": [1],
+            "rank": [3],
+            "summary_only": False,
+            "summary_mode": "statistics",
+        }
+    )
     assert tool_config(PTDBG, target, "n/npu", "n/bench") is None  # ours wrote it: our config only
     assert target.words == "module model.layers.17.mlp" and target.name == "model.layers.17.mlp"
 
@@ -38,19 +46,27 @@ def test_calls_of_either_grammar_become_this_dumpers_call_prefixes() -> None:
 def test_msprobe_config_lists_a_module_at_level_mix_and_a_call_at_level_l1() -> None:
     module = tool_config(MSPROBE, Narrowed(module="lstm", steps=(1,)), "n/npu", "n/bench")
     assert module is not None and module.tool == "msprobe"
-    assert module.data == {"task": "tensor", "dump_path": "n/npu", "rank": [], "step": [1], "level": "mix",
-                           "async_dump": False,
-                           "tensor": {"scope": [], "list": ["Module.lstm."], "data_mode": ["all"]}}
+    assert module.data == {
+        "task": "tensor",
+        "dump_path": "n/npu",
+        "rank": [],
+        "step": [1],
+        "level": "mix",
+        "async_dump": False,
+        "tensor": {"scope": [], "list": ["Module.lstm."], "data_mode": ["all"]},
+    }
     assert "debugger.start(model=model)" in module.usage(Path("c.json"))[0]
-    call = tool_config(MSPROBE, Narrowed(calls=(_msprobe("Functional.silu", 0, BACKWARD),), ranks=(0, 2)),
-                       "n/npu", "n/bench")
+    call = tool_config(
+        MSPROBE, Narrowed(calls=(_msprobe("Functional.silu", 0, BACKWARD),), ranks=(0, 2)), "n/npu", "n/bench"
+    )
     assert call is not None and call.data["level"] == "L1" and call.data["rank"] == [0, 2]
     assert call.data["tensor"]["list"] == ["Functional.silu.0."]
     assert 'dump_path="n/bench"' in call.usage(Path("c.json"))[0]
 
 
 def test_an_msprobe_module_entry_narrows_to_its_module() -> None:
-    assert narrowed_to_call(_msprobe("Module.track.lstm.LSTM", 0), (0,)) == Narrowed(module="track.lstm",
-                                                                                    steps=(0,))
+    assert narrowed_to_call(_msprobe("Module.track.lstm.LSTM", 0), (0,)) == Narrowed(
+        module="track.lstm", steps=(0,)
+    )
     root = _msprobe("Module.Net", 0)  # the model itself: its call
     assert narrowed_to_call(root).calls == (root,)

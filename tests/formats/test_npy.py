@@ -26,13 +26,16 @@ def test_zero_d_and_empty_arrays(tmp_path):
     assert load_npy(tmp_path / "e.npy", mmap=True).shape == (0, 3)
 
 
-@pytest.mark.parametrize(("make", "words"), [
-    (lambda p: None, "not found"),
-    (lambda p: p.write_bytes(b"this is not an npy file at all"), "not a valid npy"),
-    (lambda p: p.write_bytes(b""), "not a valid npy"),
-    (lambda p: p.mkdir(), "is a directory"),
-    (lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True), "Python objects"),
-])
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: None, "not found"),
+        (lambda p: p.write_bytes(b"this is not an npy file at all"), "not a valid npy"),
+        (lambda p: p.write_bytes(b""), "not a valid npy"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True), "Python objects"),
+    ],
+)
 def test_bad_files(tmp_path, make, words):
     path = tmp_path / "t.npy"
     make(path)

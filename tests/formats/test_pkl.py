@@ -36,8 +36,11 @@ def test_legacy_fixture_parses(legacy_pkl):
 def test_bad_lines_are_reported_and_the_rest_is_read(tmp_path, v4_lines):
     lines = [v4_lines[0], '["broken", 0, [], ', v4_lines[2], '["x", 0, [], "torch.float32"]', v4_lines[4]]
     batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
-    assert [t.name for t in batch.tensors] == ["Torch_add_0_forward_input.0", "Torch_add_0_forward_output",
-                                               "Tensor_eq_0_forward_output"]
+    assert [t.name for t in batch.tensors] == [
+        "Torch_add_0_forward_input.0",
+        "Torch_add_0_forward_output",
+        "Tensor_eq_0_forward_output",
+    ]
     assert [(b.line, "JSON" in b.reason) for b in batch.bad] == [(2, True), (4, False)]
 
 
@@ -152,20 +155,30 @@ def test_non_regular_files_and_odd_lines_are_reported_not_raised(tmp_path, v4_li
         assert "named pipe" in e.strerror
     else:
         raise AssertionError("a pipe was read")
-    lines = [v4_lines[0], "[" * 50_000, '["x", Infinity, [], "torch.float32", [1], [1, 1, 1, 1]]',
-             '["../x", 0, [], "torch.float32", [1], [1, 1, 1, 1]]',
-             '["y", 0, [], "torch.float32", [1], ["a"]]']
+    lines = [
+        v4_lines[0],
+        "[" * 50_000,
+        '["x", Infinity, [], "torch.float32", [1], [1, 1, 1, 1]]',
+        '["../x", 0, [], "torch.float32", [1], [1, 1, 1, 1]]',
+        '["y", 0, [], "torch.float32", [1], ["a"]]',
+    ]
     batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
     assert len(batch.tensors) == 1
-    assert [b.reason[:24] for b in batch.bad] == ["JSON nested too deeply t", "dump_step must be an int",
-                                                  "the name is empty or hol", "stats holds a; expected "]
+    assert [b.reason[:24] for b in batch.bad] == [
+        "JSON nested too deeply t",
+        "dump_step must be an int",
+        "the name is empty or hol",
+        "stats holds a; expected ",
+    ]
 
 
 def test_names_escaped_by_json_keep_their_bytes_and_show_replaced(tmp_path):
     """Python's json writes a file name that is not UTF-8 as ``\\udcff``: its data file is the
     exact bytes; a surrogate no byte decodes to names no file and makes a bad line."""
-    lines = [json.dumps(["Torch_x_0_forward_output.\udcff", 0, [], "torch.float\ud800", [1], [1, 1, 1, 1]]),
-             json.dumps(["Torch_x_0_forward_output.\ud800", 0, [], "torch.float32", [1], [1, 1, 1, 1]])]
+    lines = [
+        json.dumps(["Torch_x_0_forward_output.\udcff", 0, [], "torch.float\ud800", [1], [1, 1, 1, 1]]),
+        json.dumps(["Torch_x_0_forward_output.\ud800", 0, [], "torch.float32", [1], [1, 1, 1, 1]]),
+    ]
     assert "\\udcff" in lines[0]  # escaped: the file itself is UTF-8
     batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
     (rec,) = batch.tensors

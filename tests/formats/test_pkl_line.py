@@ -15,7 +15,12 @@ def test_four_stat_tensor_line(v4_lines):
     rec = decode_line(v4_lines[0], 7)
     assert isinstance(rec, TensorRecord)
     assert (rec.name, rec.dump_step, rec.dtype, rec.shape, rec.line) == (
-        "Torch_add_0_forward_input.0", 0, "torch.float32", (3,), 7)
+        "Torch_add_0_forward_input.0",
+        0,
+        "torch.float32",
+        (3,),
+        7,
+    )
     assert rec.stats == [3.0, 1.0, 2.0, 3.7416574954986572]
     assert [rec.stat(i) for i in range(4)] == [3.0, 1.0, 2.0, 3.7416574954986572]
     assert rec.entry is not None and rec.entry.call == "Torch_add_0_forward"
@@ -23,18 +28,23 @@ def test_four_stat_tensor_line(v4_lines):
 
 
 def test_legacy_three_stat_line_has_no_norm():
-    rec = decode_line('["Functional_linear_0_forward_input.0", 1, [], "torch.float32", [3, 2], '
-                      '[1.948258399963379, -1.0052297115325928, -0.2003595232963562]]')
+    rec = decode_line(
+        '["Functional_linear_0_forward_input.0", 1, [], "torch.float32", [3, 2], '
+        "[1.948258399963379, -1.0052297115325928, -0.2003595232963562]]"
+    )
     assert isinstance(rec, TensorRecord)
     assert rec.dump_step == 1 and len(rec.stats) == 3
     assert rec.stat(0) == 1.948258399963379 and rec.stat(3) is None
 
 
-@pytest.mark.parametrize(("index", "dtype", "stats"), [
-    (1, "<class 'int'>", [1, 1, 1, 1]),
-    (8, "<class 'float'>", [2.5] * 4),
-    (9, "<class 'bool'>", [True] * 4),
-])
+@pytest.mark.parametrize(
+    ("index", "dtype", "stats"),
+    [
+        (1, "<class 'int'>", [1, 1, 1, 1]),
+        (8, "<class 'float'>", [2.5] * 4),
+        (9, "<class 'bool'>", [True] * 4),
+    ],
+)
 def test_scalar_lines(v4_lines, index, dtype, stats):
     rec = decode_line(v4_lines[index])
     assert isinstance(rec, TensorRecord)
@@ -84,19 +94,22 @@ def test_overflow_dump_step_hides_stats():
     assert not rec.has_stats and rec.stat(0) is None
 
 
-@pytest.mark.parametrize(("line", "why"), [
-    ('["Torch_add_0_forward_output", 0, [], "torch.float32", [3], [1, 2', "not valid JSON"),
-    ('{"name": "x"}', "must be a JSON array"),
-    ('["Torch_add_0_forward_output", 0, [], "torch.float32", [3]]', "got 5"),
-    ('["a", 0, [], "torch.float32", [3], [1, 2, 3, 4], "extra"]', "got 7"),
-    ('[1, 0, [], "torch.float32", [3], [1, 2, 3, 4]]', "must be strings"),
-    ('["a", 0, [], "torch.float32", 3, [1, 2, 3, 4]]', "shape must be a list"),
-    ('["a", 0, [], "torch.float32", [-1], [1, 2, 3, 4]]', "non-negative"),
-    ('["a", 0, [], "torch.float32", [2.5], [1, 2, 3, 4]]', "non-negative"),
-    ('["a", "zero", [], "torch.float32", [3], [1, 2, 3, 4]]', "dump_step"),
-    ('["a", 0, [], "torch.float32", [3], "stats"]', "stats a list"),
-    ('["a_stack_info", [["file.py", "1"]]]', "stack frame"),
-])
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('["Torch_add_0_forward_output", 0, [], "torch.float32", [3], [1, 2', "not valid JSON"),
+        ('{"name": "x"}', "must be a JSON array"),
+        ('["Torch_add_0_forward_output", 0, [], "torch.float32", [3]]', "got 5"),
+        ('["a", 0, [], "torch.float32", [3], [1, 2, 3, 4], "extra"]', "got 7"),
+        ('[1, 0, [], "torch.float32", [3], [1, 2, 3, 4]]', "must be strings"),
+        ('["a", 0, [], "torch.float32", 3, [1, 2, 3, 4]]', "shape must be a list"),
+        ('["a", 0, [], "torch.float32", [-1], [1, 2, 3, 4]]', "non-negative"),
+        ('["a", 0, [], "torch.float32", [2.5], [1, 2, 3, 4]]', "non-negative"),
+        ('["a", "zero", [], "torch.float32", [3], [1, 2, 3, 4]]', "dump_step"),
+        ('["a", 0, [], "torch.float32", [3], "stats"]', "stats a list"),
+        ('["a_stack_info", [["file.py", "1"]]]', "stack frame"),
+    ],
+)
 def test_bad_lines_say_why(line, why):
     rec = decode_line(line, 12)
     assert isinstance(rec, BadLine)
@@ -123,8 +136,9 @@ def test_stat_value():
 
 
 def test_a_checksum_rides_in_the_element_the_original_leaves_empty(v4_lines):
-    line = encode_tensor_line("Torch_add_0_forward_output", 0, "torch.float32", [3], [1.0, 1.0, 1.0, 1.0],
-                              md5="3f9a0c1e")
+    line = encode_tensor_line(
+        "Torch_add_0_forward_output", 0, "torch.float32", [3], [1.0, 1.0, 1.0, 1.0], md5="3f9a0c1e"
+    )
     assert line.startswith('["Torch_add_0_forward_output", 0, ["3f9a0c1e"], ')
     assert decode_line(line).md5 == "3f9a0c1e"
     assert decode_line(v4_lines[0]).md5 is None

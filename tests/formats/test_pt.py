@@ -24,21 +24,24 @@ def _save(tmp_path, name, value):
     return path
 
 
-@pytest.mark.parametrize(("name", "make"), [
-    ("f32", lambda: torch.randn(3, 4)),
-    ("f16", lambda: torch.randn(5).half()),
-    ("f64", lambda: torch.randn(2, 2).double()),
-    ("bf16", lambda: torch.randn(4, 3).bfloat16()),
-    ("i64", lambda: torch.arange(7)),
-    ("i8", lambda: torch.arange(-3, 3, dtype=torch.int8)),
-    ("bool", lambda: torch.tensor([True, False, True])),
-    ("zero_d", lambda: torch.tensor(2.5)),
-    ("empty", lambda: torch.zeros(0, 3)),
-    ("view", lambda: torch.arange(20.0)[5:15]),  # saved with its whole storage and an offset
-    ("strided", lambda: torch.randn(4, 6)[:, ::2]),  # not contiguous: read whole
-    ("param", lambda: torch.nn.Parameter(torch.randn(3))),
-    ("grad", lambda: torch.randn(3, requires_grad=True) * 2),
-])
+@pytest.mark.parametrize(
+    ("name", "make"),
+    [
+        ("f32", lambda: torch.randn(3, 4)),
+        ("f16", lambda: torch.randn(5).half()),
+        ("f64", lambda: torch.randn(2, 2).double()),
+        ("bf16", lambda: torch.randn(4, 3).bfloat16()),
+        ("i64", lambda: torch.arange(7)),
+        ("i8", lambda: torch.arange(-3, 3, dtype=torch.int8)),
+        ("bool", lambda: torch.tensor([True, False, True])),
+        ("zero_d", lambda: torch.tensor(2.5)),
+        ("empty", lambda: torch.zeros(0, 3)),
+        ("view", lambda: torch.arange(20.0)[5:15]),  # saved with its whole storage and an offset
+        ("strided", lambda: torch.randn(4, 6)[:, ::2]),  # not contiguous: read whole
+        ("param", lambda: torch.nn.Parameter(torch.randn(3))),
+        ("grad", lambda: torch.randn(3, requires_grad=True) * 2),
+    ],
+)
 def test_values_equal_torch_load(tmp_path, name, make):
     value = make()
     path = _save(tmp_path, name, value)
@@ -60,15 +63,18 @@ def test_large_tensors_are_read_in_chunks_into_one_buffer(tmp_path, dtype):
     np.testing.assert_array_equal(np.concatenate(chunks), value.float().numpy().astype(header.dtype))
 
 
-@pytest.mark.parametrize(("make", "words"), [
-    (lambda p: None, "not found"),
-    (lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"), "not a torch.save zip file"),
-    (lambda p: torch.save({"a": torch.ones(2)}, p), "holds a dict, not a tensor"),
-    (lambda p: torch.save([1, 2], p), "holds a list, not a tensor"),
-    (lambda p: torch.save(np.arange(3), p), "refusing to unpickle it"),  # msprobe's ndarray leaves
-    (lambda p: torch.save(torch.ones(2), p, _use_new_zipfile_serialization=False), "old (non-zip)"),
-    (lambda p: p.write_bytes(_truncated(torch.ones(1000))), "not a torch.save zip file"),
-])
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: None, "not found"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 not really a zip"), "not a torch.save zip file"),
+        (lambda p: torch.save({"a": torch.ones(2)}, p), "holds a dict, not a tensor"),
+        (lambda p: torch.save([1, 2], p), "holds a list, not a tensor"),
+        (lambda p: torch.save(np.arange(3), p), "refusing to unpickle it"),  # msprobe's ndarray leaves
+        (lambda p: torch.save(torch.ones(2), p, _use_new_zipfile_serialization=False), "old (non-zip)"),
+        (lambda p: p.write_bytes(_truncated(torch.ones(1000))), "not a torch.save zip file"),
+    ],
+)
 def test_bad_files_are_errors_for_the_user(tmp_path, make, words):
     path = tmp_path / "t.pt"
     make(path)

@@ -111,8 +111,10 @@ class _Calls:
                 self.rows[key] = []
                 self.entry[key] = entry
             self.rows[key].append(row)
-        self.api_level = {d: any(self.entry[k].prefix != MODULE_PREFIX for k in self.rows if k[2] == d)
-                          for d in (FORWARD, BACKWARD)}
+        self.api_level = {
+            d: any(self.entry[k].prefix != MODULE_PREFIX for k in self.rows if k[2] == d)
+            for d in (FORWARD, BACKWARD)
+        }
 
     def forward_of(self, key: CallKey) -> list[Row]:
         return self.rows.get((key[0], key[1], FORWARD), [])
@@ -141,8 +143,9 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
         gains = _gains(_op(entry), outs, forward)
     if missing and not operands:
         return "inputs not compared"
-    return judge(outputs, operands, _op(entry), partial=missing, backward=entry.direction == BACKWARD,
-                 gains=gains)
+    return judge(
+        outputs, operands, _op(entry), partial=missing, backward=entry.direction == BACKWARD, gains=gains
+    )
 
 
 def _gains(op: str, grads: Sequence[Row], forward: Sequence[Row]) -> dict[str, float] | None:
@@ -251,13 +254,25 @@ class _Walk:
         return max(self.before.values())
 
 
-def _suspect(calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str,
-             step: int | None) -> Suspect:
+def _suspect(
+    calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str, step: int | None
+) -> Suspect:
     """The call ``key`` as a suspect of ``kind``; located by its forward call's stack."""
     members, entry = calls.rows[key], calls.entry[key]
     stack = _stack(calls.forward_of(key)) or _stack(members)
-    return Suspect(name, entry.api, entry.direction, kind, judgement.score, evidence, judgement,
-                   list(members), stack, min(r.seq for r in members), step)
+    return Suspect(
+        name,
+        entry.api,
+        entry.direction,
+        kind,
+        judgement.score,
+        evidence,
+        judgement,
+        list(members),
+        stack,
+        min(r.seq for r in members),
+        step,
+    )
 
 
 def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
@@ -278,18 +293,31 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     elif args:
         row = args[0]
         assert row.npu is not None and row.bench is not None
-        what = ", ".join(f"{r.record.entry.kind}.{'.'.join(map(str, r.record.entry.path))}: "
-                         f"{_shown(_value(r.npu))} against {_shown(_value(r.bench))}" for r in args
-                         if r.npu is not None and r.bench is not None and r.record.entry is not None)
+        what = ", ".join(
+            f"{r.record.entry.kind}.{'.'.join(map(str, r.record.entry.path))}: "
+            f"{_shown(_value(r.npu))} against {_shown(_value(r.bench))}"
+            for r in args
+            if r.npu is not None and r.bench is not None and r.record.entry is not None
+        )
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, row.name)
-        walk.found.append(_suspect(calls, key, name, ARGUMENTS, judgement,
-                                   f"the runs pass different arguments to {name}: {what}", walk.step))
+        walk.found.append(
+            _suspect(
+                calls,
+                key,
+                name,
+                ARGUMENTS,
+                judgement,
+                f"the runs pass different arguments to {name}: {what}",
+                walk.step,
+            )
+        )
     if entry.prefix != MODULE_PREFIX or not calls.api_level[way]:
         walk.npu_only[way] = []
 
 
-def _entering_suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgement, row: Row,
-                      walk: _Walk) -> Suspect:
+def _entering_suspect(
+    calls: _Calls, key: CallKey, name: str, judgement: Judgement, row: Row, walk: _Walk
+) -> Suspect:
     """Error that entered before a call: after a call only the NPU run made (that call is the suspect),
     through a parameter (the step's parameters differ on entry), or through code no hook saw."""
     way = calls.entry[key].direction
@@ -297,16 +325,19 @@ def _entering_suspect(calls: _Calls, key: CallKey, name: str, judgement: Judgeme
     if walk.npu_only[way]:
         extra = walk.npu_only[way][-1]
         extra_name = _call_name(calls.rows[extra])
-        text = (f"{extra_name} has no counterpart in the bench run, and after it {row.name} carries "
-                f"{fmt_error(judgement.output_error)} where nothing dumped before carried more than "
-                f"{fmt_error(judgement.input_error)}")
+        text = (
+            f"{extra_name} has no counterpart in the bench run, and after it {row.name} carries "
+            f"{fmt_error(judgement.output_error)} where nothing dumped before carried more than "
+            f"{fmt_error(judgement.input_error)}"
+        )
         return _suspect(calls, extra, extra_name, UNPAIRED, judgement, text, walk.step)
     param = parameter_name(row.record.entry) if row.record.entry is not None else None
     if param is not None:
         others = [p for p in dict.fromkeys(walk.parameters) if p != param]
         also = f"; also {', '.join(others[:3])}" + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
-        return _suspect(calls, key, name, PARAMETERS, judgement,
-                        f"{param}: {evidence}{also if others else ''}", walk.step)
+        return _suspect(
+            calls, key, name, PARAMETERS, judgement, f"{param}: {evidence}{also if others else ''}", walk.step
+        )
     previous = walk.previous[way]
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
     return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
@@ -371,8 +402,10 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     """Judge every call of one pair's rows (in execution order) and rank the suspects (``step``: the
     dump's step, for the words)."""
     calls = _Calls(rows)
-    diagnosis = Diagnosis(compared=sum(1 for r in rows if _errors(r) is not None),
-                          failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)))
+    diagnosis = Diagnosis(
+        compared=sum(1 for r in rows if _errors(r) is not None),
+        failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
+    )
     walk = _Walk(step)
     for key in calls.rows:
         _visit(calls, key, walk, diagnosis)
@@ -382,4 +415,3 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None
     return diagnosis
-

@@ -52,7 +52,7 @@ KIND_WORDS = {
     COLLECTIVE: "its result on this rank departs from the other ranks'",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
     NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
-                      "device: not deterministic)",
+    "device: not deterministic)",
 }
 #: Kinds that say where the runs start to differ without a kernel at fault.
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM})
@@ -89,12 +89,16 @@ def evidence_text(j: Judgement) -> str:
     if math.isinf(j.output_error):
         return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
     if j.kind == LEAN:
-        return (f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
-                f"unbiased rounding allows ±{fmt_error(j.allowed)}: {times_text(j.score)}")
+        return (
+            f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
+            f"unbiased rounding allows ±{fmt_error(j.allowed)}: {times_text(j.score)}"
+        )
     if j.kind == ENTERS:
-        return (f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-                f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
-                f"{times_text(j.score)}")
+        return (
+            f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
+            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
+            f"{times_text(j.score)}"
+        )
     return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
 
 
@@ -198,13 +202,17 @@ class Diagnosis:
         if not self.compared:
             return "Nothing was compared: no verdict."
         if not self.judged:
-            return (f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
-                    "no verdict.")
+            return (
+                f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
+                "no verdict."
+            )
         if not self.suspects:
             if self.failing:
                 why = f": {self.unexplained}" if self.unexplained else "."
-                return (f"{self.failing:,} entries fail, yet no call judged introduces an error beyond "
-                        f"rounding ({self.judged:,} calls judged){why}")
+                return (
+                    f"{self.failing:,} entries fail, yet no call judged introduces an error beyond "
+                    f"rounding ({self.judged:,} calls judged){why}"
+                )
             return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""

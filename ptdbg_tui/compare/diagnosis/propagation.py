@@ -125,34 +125,124 @@ class _Worst(NamedTuple):
 
 #: Ops whose output carries the absolute error of their argument as relative error (exp(x + δ) =
 #: exp(x)·(1 + δ)): κ is the argument's magnitude.
-EXPONENTIAL = frozenset({
-    "exp", "exp2", "expm1", "softmax", "softmin", "log_softmax", "logsumexp", "cross_entropy",
-    "binary_cross_entropy_with_logits", "sigmoid", "logsigmoid", "softplus", "pow", "float_power", "elu",
-    "selu", "celu", "cosh", "sinh", "tan", "erfinv",
-})
+EXPONENTIAL = frozenset(
+    {
+        "exp",
+        "exp2",
+        "expm1",
+        "softmax",
+        "softmin",
+        "log_softmax",
+        "logsumexp",
+        "cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "sigmoid",
+        "logsigmoid",
+        "softplus",
+        "pow",
+        "float_power",
+        "elu",
+        "selu",
+        "celu",
+        "cosh",
+        "sinh",
+        "tan",
+        "erfinv",
+    }
+)
 #: Of those, the ops whose gradient evaluates the exponential again from the saved *input*; the others'
 #: gradients use their saved output, whose error was measured (softmax: y·(g − Σg·y)), so their
 #: backward amplifies nothing more.
-EXPONENTIAL_BACKWARD = frozenset({
-    "cross_entropy", "binary_cross_entropy_with_logits", "logsumexp", "logsigmoid", "softplus", "pow",
-    "float_power", "elu", "selu", "celu", "cosh", "sinh", "tan", "erfinv",
-})
+EXPONENTIAL_BACKWARD = frozenset(
+    {
+        "cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "logsumexp",
+        "logsigmoid",
+        "softplus",
+        "pow",
+        "float_power",
+        "elu",
+        "selu",
+        "celu",
+        "cosh",
+        "sinh",
+        "tan",
+        "erfinv",
+    }
+)
 
 
-_MAX_POOLS = ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-              "adaptive_max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
-              "max_pool3d_with_indices", "fractional_max_pool2d")
+_MAX_POOLS = (
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "fractional_max_pool2d",
+)
 #: Ops whose result jumps where an argument crosses a threshold (a ReLU's gradient mask, the element a max
 #: picks, a rounding step): an error ``e`` in that argument flips a fraction of about ``e`` of the elements,
 #: each by its whole size, so the output may carry a relative error of about ``√(2e)`` — more than any
 #: margin on ``e`` — with no fault at all.
-DISCONTINUOUS = frozenset({
-    "relu", "relu6", "leaky_relu", "rrelu", "prelu", "hardtanh", "threshold", "hardsigmoid", "hardswish",
-    "elu", *_MAX_POOLS, "max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
-    "clamp_max", "where", "masked_fill", "abs", "sign", "sgn", "floor", "ceil", "round", "trunc", "frac",
-    "sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "heaviside", "gt", "lt",
-    "ge", "le", "eq", "ne", "greater", "less", "greater_equal", "less_equal",
-})
+DISCONTINUOUS = frozenset(
+    {
+        "relu",
+        "relu6",
+        "leaky_relu",
+        "rrelu",
+        "prelu",
+        "hardtanh",
+        "threshold",
+        "hardsigmoid",
+        "hardswish",
+        "elu",
+        *_MAX_POOLS,
+        "max",
+        "min",
+        "amax",
+        "amin",
+        "maximum",
+        "minimum",
+        "clamp",
+        "clip",
+        "clamp_min",
+        "clamp_max",
+        "where",
+        "masked_fill",
+        "abs",
+        "sign",
+        "sgn",
+        "floor",
+        "ceil",
+        "round",
+        "trunc",
+        "frac",
+        "sort",
+        "topk",
+        "kthvalue",
+        "median",
+        "nanmedian",
+        "mode",
+        "cummax",
+        "cummin",
+        "heaviside",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+        "eq",
+        "ne",
+        "greater",
+        "less",
+        "greater_equal",
+        "less_equal",
+    }
+)
 
 
 #: Of those, the ops whose forward result moves at most ``L`` times as far as their arguments do
@@ -163,10 +253,39 @@ DISCONTINUOUS = frozenset({
 #: tensor); 3 for a max pool, whose overlapping windows (3×3, stride 1) may pick the same element;
 #: hardswish's steepest slope 1.5. Their gradients do jump: a backward call keeps the flip allowance.
 LIPSCHITZ = {
-    **dict.fromkeys(("relu", "relu6", "leaky_relu", "hardtanh", "hardsigmoid", "elu", "abs", "sort", "topk",
-                     "kthvalue", "median", "nanmedian"), 1.0),
-    **dict.fromkeys(("max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min",
-                     "clamp_max", "hardswish"), 1.5),
+    **dict.fromkeys(
+        (
+            "relu",
+            "relu6",
+            "leaky_relu",
+            "hardtanh",
+            "hardsigmoid",
+            "elu",
+            "abs",
+            "sort",
+            "topk",
+            "kthvalue",
+            "median",
+            "nanmedian",
+        ),
+        1.0,
+    ),
+    **dict.fromkeys(
+        (
+            "max",
+            "min",
+            "amax",
+            "amin",
+            "maximum",
+            "minimum",
+            "clamp",
+            "clip",
+            "clamp_min",
+            "clamp_max",
+            "hardswish",
+        ),
+        1.5,
+    ),
     **dict.fromkeys(_MAX_POOLS, 3.0),
 }
 
@@ -215,8 +334,9 @@ def own_rounding(y: ErrorMeasures) -> float:
     return ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32)
 
 
-def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
-                 flips: float = 0.0) -> tuple[float, float]:
+def judge_output(
+    y: ErrorMeasures, e_in: float, additive: float, kappa: float, flips: float = 0.0
+) -> tuple[float, float]:
     """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
     their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
     relative = max(kappa * e_in, own_rounding(y), flips)
@@ -230,8 +350,17 @@ def judge_output(y: ErrorMeasures, e_in: float, additive: float, kappa: float,
 #: follows from the shapes: ``last`` (linear, matmul: the first argument's last dimension), ``kernel``
 #: (conv: the weight's elements per output channel), ``one`` (an elementwise product). Only their bias
 #: (input 2) adds to the output.
-CONTRACTIONS = {"linear": "last", "matmul": "last", "mm": "last", "bmm": "last", "conv1d": "kernel",
-                "conv2d": "kernel", "conv3d": "kernel", "mul": "one", "multiply": "one"}
+CONTRACTIONS = {
+    "linear": "last",
+    "matmul": "last",
+    "mm": "last",
+    "bmm": "last",
+    "conv1d": "kernel",
+    "conv2d": "kernel",
+    "conv3d": "kernel",
+    "mul": "one",
+    "multiply": "one",
+}
 _BIAS = (2,)
 
 
@@ -269,10 +398,25 @@ def _additive(inputs: Sequence[Operand], y: ErrorMeasures) -> float:
 #: Smooth elementwise ops whose honest kernel rounds each result once, without bias: a low-precision
 #: result whose norm leans one way beyond its input's is a one-sided kernel error (a unit of rounding in
 #: size, but not random). Threshold ops (relu …) are not here: their masks move norms without a fault.
-ELEMENTWISE = frozenset({
-    "gelu", "silu", "swish", "sigmoid", "tanh", "exp", "softplus", "mish", "selu", "celu", "logsigmoid", "erf",
-    "sqrt", "rsqrt", "reciprocal",
-})
+ELEMENTWISE = frozenset(
+    {
+        "gelu",
+        "silu",
+        "swish",
+        "sigmoid",
+        "tanh",
+        "exp",
+        "softplus",
+        "mish",
+        "selu",
+        "celu",
+        "logsigmoid",
+        "erf",
+        "sqrt",
+        "rsqrt",
+        "reciprocal",
+    }
+)
 #: The lean test is for half precision (fp16, bf16), where one unit of rounding is large enough to matter.
 LEAN_DTYPE_FLOOR = 2.0**-11
 #: What rounding leaves of a result's norm lean, as a fraction of one element's rounding (it averages
@@ -310,9 +454,14 @@ def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Op
     return worst
 
 
-def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str = "",
-          partial: bool = False, backward: bool = False,
-          gains: Mapping[str, float] | None = None) -> Judgement | None:
+def judge(
+    outputs: Sequence[tuple[str, ErrorMeasures]],
+    inputs: Sequence[Operand],
+    op: str = "",
+    partial: bool = False,
+    backward: bool = False,
+    gains: Mapping[str, float] | None = None,
+) -> Judgement | None:
     """The verdict on one call from its compared outputs and inputs (``None`` without outputs).
 
     ``gains``: for a backward call, per output, the factor the op multiplies the incoming gradients by
@@ -334,15 +483,26 @@ def judge(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand
     best = _worst_output(outputs, inputs, op, e_in, backward, gains)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
-    if kind is None and not backward and op_name(op) in ELEMENTWISE and not any(y.from_stats for _, y in outputs):
+    if (
+        kind is None
+        and not backward
+        and op_name(op) in ELEMENTWISE
+        and not any(y.from_stats for _, y in outputs)
+    ):
         leaning = judge_lean(outputs, inputs)
         if leaning is not None:
             return leaning
     return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
 
 
-def _worst_output(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand], op: str, e_in: float,
-                  backward: bool, gains: Mapping[str, float] | None) -> _Worst:
+def _worst_output(
+    outputs: Sequence[tuple[str, ErrorMeasures]],
+    inputs: Sequence[Operand],
+    op: str,
+    e_in: float,
+    backward: bool,
+    gains: Mapping[str, float] | None,
+) -> _Worst:
     """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``)."""
     kappa = amplification(op, inputs, backward)
     lipschitz = None if backward else LIPSCHITZ.get(op_name(op))

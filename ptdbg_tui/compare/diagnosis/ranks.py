@@ -29,8 +29,9 @@ from ptdbg_tui.formats.records import TensorRecord
 
 COLLECTIVE_PREFIX = "Distributed"
 #: Collectives whose result is the same on every rank (reduce_scatter, all_to_all give each rank its own).
-SAME_ON_EVERY_RANK = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "broadcast",
-                                "_all_gather_base"})
+SAME_ON_EVERY_RANK = frozenset(
+    {"all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "_all_gather_base"}
+)
 #: Two ranks' results agree when every statistic does within this (relative): collectives give every rank
 #: the same bits; the room is for statistics written in another precision.
 RANK_AGREEMENT = 1e-6
@@ -96,8 +97,10 @@ class CrossRank:
         if received:
             v = min(received, key=_order)
             call = v.suspect.call if v.suspect else "?"
-            return (f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
-                    f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)")
+            return (
+                f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
+                f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)"
+            )
         return "first divergent rank: none (no rank has a suspect)"
 
     def lines(self) -> list[str]:
@@ -163,8 +166,14 @@ def collective_results(records: Sequence[TensorRecord]) -> dict[tuple[str, str],
     out: dict[tuple[str, str], Stats] = {}
     for rec in records:
         e = rec.entry
-        if (e is None or e.direction != FORWARD or e.kind not in OUTPUT_KINDS or not is_collective(e.api)
-                or e.op not in SAME_ON_EVERY_RANK or rec.is_scalar):
+        if (
+            e is None
+            or e.direction != FORWARD
+            or e.kind not in OUTPUT_KINDS
+            or not is_collective(e.api)
+            or e.op not in SAME_ON_EVERY_RANK
+            or rec.is_scalar
+        ):
             continue
         stats = tuple(v for i in range(4) if (v := rec.stat(i)) is not None and math.isfinite(v))
         if stats:
@@ -173,8 +182,9 @@ def collective_results(records: Sequence[TensorRecord]) -> dict[tuple[str, str],
 
 
 def _agree(a: Stats, b: Stats) -> bool:
-    return len(a) == len(b) and all(abs(x - y) <= RANK_AGREEMENT * max(abs(x), abs(y), 1e-30)
-                                    for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(
+        abs(x - y) <= RANK_AGREEMENT * max(abs(x), abs(y), 1e-30) for x, y in zip(a, b, strict=True)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +201,10 @@ class Departure:
     @property
     def text(self) -> str:
         ranks = ", ".join(f"rank{r}" for r in self.peers)
-        return (f"{self.entry} departs from the other ranks' result ({ranks} agree): "
-                f"statistics {_stats(self.mine)} against {_stats(self.theirs)}")
+        return (
+            f"{self.entry} departs from the other ranks' result ({ranks} agree): "
+            f"statistics {_stats(self.mine)} against {_stats(self.theirs)}"
+        )
 
 
 def _stats(values: Stats) -> str:
@@ -222,8 +234,9 @@ def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]
     return out
 
 
-def apply_departure(diagnosis: Diagnosis, rows: Sequence[Row], departure: Departure,
-                    step: int | None = None) -> None:
+def apply_departure(
+    diagnosis: Diagnosis, rows: Sequence[Row], departure: Departure, step: int | None = None
+) -> None:
     """The departing collective as a suspect of the rank's own (in execution order), in place of what
     the two dumps said of that call."""
     members = [r for r in rows if r.record.call == departure.call]
@@ -233,9 +246,18 @@ def apply_departure(diagnosis: Diagnosis, rows: Sequence[Row], departure: Depart
     else:
         entry = members[0].record.entry if members else None
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
-        suspect = Suspect(departure.call, entry.api if entry else departure.call, FORWARD, COLLECTIVE,
-                          math.inf, departure.text, judgement, members,
-                          next((r.stack for r in members if r.stack is not None), None),
-                          min((r.seq for r in members), default=0), step)
+        suspect = Suspect(
+            departure.call,
+            entry.api if entry else departure.call,
+            FORWARD,
+            COLLECTIVE,
+            math.inf,
+            departure.text,
+            judgement,
+            members,
+            next((r.stack for r in members if r.stack is not None), None),
+            min((r.seq for r in members), default=0),
+            step,
+        )
     others = [s for s in diagnosis.suspects if s.call != departure.call]
     diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)

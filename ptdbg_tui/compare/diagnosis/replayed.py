@@ -22,16 +22,31 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
     forward = entry.forward_call if entry is not None else replay.call
     stack = next((r.stack for r in rows if r.record.call == forward and r.stack is not None), None)
     evidence = diagnosis.calls.get(replay.call)
-    judgement = (evidence.judgement if evidence is not None and evidence.judgement is not None
-                 else Judgement(0.0, 0.0, 0.0, math.inf, REPLAYED, replay.call))
+    judgement = (
+        evidence.judgement
+        if evidence is not None and evidence.judgement is not None
+        else Judgement(0.0, 0.0, 0.0, math.inf, REPLAYED, replay.call)
+    )
     two_dumps = f"the two dumps: {evidence.text}" if evidence is not None and evidence.text else "not judged"
-    return Suspect(replay.call, entry.api if entry else replay.call, entry.direction if entry else "forward",
-                   REPLAYED, math.inf, two_dumps, judgement, members, stack,
-                   min((r.seq for r in members), default=0), step, replay.text)
+    return Suspect(
+        replay.call,
+        entry.api if entry else replay.call,
+        entry.direction if entry else "forward",
+        REPLAYED,
+        math.inf,
+        two_dumps,
+        judgement,
+        members,
+        stack,
+        min((r.seq for r in members), default=0),
+        step,
+        replay.text,
+    )
 
 
-def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay],
-                  step: int | None = None) -> None:
+def apply_replays(
+    diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
+) -> None:
     """Fold the replays of a pair's calls into its diagnosis, in place."""
     kept: list[Suspect] = []
     named = set()
@@ -49,17 +64,21 @@ def apply_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[st
     kept.sort(key=lambda s: 0 if s.confirmed else 1)  # stable: execution order within each group
     diagnosis.suspects = kept
     diagnosis.replays = {call: r.text for call, r in replays.items()}
-    counts = {k: sum(1 for r in replays.values() if r.outcome == k)
-              for k in (CONFIRMED, REFUTED, NOT_REPLAYED)}
+    counts = {
+        k: sum(1 for r in replays.values() if r.outcome == k) for k in (CONFIRMED, REFUTED, NOT_REPLAYED)
+    }
     seconds = sum(r.seconds for r in replays.values())
     per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
-    diagnosis.replay = (f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
-                        f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
-                        f"{counts[NOT_REPLAYED]} not replayable ({seconds:.1f} s{per})")
+    diagnosis.replay = (
+        f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
+        f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
+        f"{counts[NOT_REPLAYED]} not replayable ({seconds:.1f} s{per})"
+    )
 
 
-def with_replays(diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay],
-                 step: int | None = None) -> Diagnosis:
+def with_replays(
+    diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
+) -> Diagnosis:
     """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
     pair's two-dump diagnosis and folds the replays done so far into each new copy, which the pairs
     around it then adjust in place (the app holds the copies it was sent)."""

@@ -45,8 +45,15 @@ def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
         return None
     for row in rows:
         e = row.record.entry
-        if (e is None or e.direction != BACKWARD or e.kind != OUTPUT or e.api != entry.api
-                or e.index != entry.index or e.path != entry.path or row.result is None):
+        if (
+            e is None
+            or e.direction != BACKWARD
+            or e.kind != OUTPUT
+            or e.api != entry.api
+            or e.index != entry.index
+            or e.path != entry.path
+            or row.result is None
+        ):
             continue
         errors = row.result.errors
         if errors is None or not math.isfinite(errors.rel):
@@ -55,8 +62,9 @@ def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
     return None
 
 
-def link_steps(views: Sequence[StepView],
-               earlier: Mapping[tuple[int | None, int | None], StepView] | None = None) -> None:
+def link_steps(
+    views: Sequence[StepView], earlier: Mapping[tuple[int | None, int | None], StepView] | None = None
+) -> None:
     """Adjust each step's parameters-on-entry suspects by the step before it (among ``views`` and
     ``earlier``, views of steps compared only for this), in place; again and again gives the same."""
     by_key = {**(earlier or {}), **{(v.step, v.rank): v for v in views}}
@@ -64,8 +72,11 @@ def link_steps(views: Sequence[StepView],
         found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
         if not found or view.step is None:
             continue
-        before = [v for (step, rank), v in by_key.items()
-                  if rank == view.rank and step is not None and step < view.step]
+        before = [
+            v
+            for (step, rank), v in by_key.items()
+            if rank == view.rank and step is not None and step < view.step
+        ]
         if not before:
             continue
         prev = max(before, key=lambda v: v.step if v.step is not None else -1)
@@ -73,8 +84,10 @@ def link_steps(views: Sequence[StepView],
         if own:
             d = view.diagnosis
             d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
-            note = (f"parameters differ on entry to step {view.step}: inherited from step {prev.step}, whose "
-                    f"culprit is {own[0]}")
+            note = (
+                f"parameters differ on entry to step {view.step}: inherited from step {prev.step}, whose "
+                f"culprit is {own[0]}"
+            )
             if note not in d.notes:
                 d.notes.append(note)
             if not d.suspects:
@@ -84,5 +97,6 @@ def link_steps(views: Sequence[StepView],
             agree = _gradient_agrees(prev.rows, s.judgement.output)
             update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
             if agree is not None and update not in s.evidence:
-                s.evidence += (f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), "
-                               f"so {update}")
+                s.evidence += (
+                    f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+                )

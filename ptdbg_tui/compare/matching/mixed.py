@@ -38,13 +38,18 @@ def _kind_of(rec: TensorRecord) -> str:
 
 def _gradients(records: Sequence[TensorRecord]) -> dict[Hashable, list[int]]:
     """Per backward call, its recorded gradients (top-level ``output`` entries with a value), in order."""
-    return {call: [i for i in ix if not records[i].is_none]
-            for call, ix in _top_entries(records, BACKWARD, OUTPUT).items()}
+    return {
+        call: [i for i in ix if not records[i].is_none]
+        for call, ix in _top_entries(records, BACKWARD, OUTPUT).items()
+    }
 
 
-def _gradient_ordinals(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                       call_pair: Mapping[Hashable, Hashable],
-                       skip: tuple[set[int], set[int]] = (set(), set())) -> Pairs:
+def _gradient_ordinals(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    call_pair: Mapping[Hashable, Hashable],
+    skip: tuple[set[int], set[int]] = (set(), set()),
+) -> Pairs:
     """Mixed pairs: the gradients of two paired backward calls, k-th present with k-th present, where
     their shapes agree. msprobe and the original number a backward's gradients in its autograd
     node's order, ours by forward argument position, and for most ops both orders list the
@@ -54,8 +59,11 @@ def _gradient_ordinals(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord
     npu_grads, bench_grads = _gradients(npu), _gradients(bench)
     pairs: Pairs = {}
     for nc, bc in call_pair.items():
-        for i, j in zip([i for i in npu_grads.get(nc, ()) if i not in skip[0]],
-                        [j for j in bench_grads.get(bc, ()) if j not in skip[1]], strict=False):
+        for i, j in zip(
+            [i for i in npu_grads.get(nc, ()) if i not in skip[0]],
+            [j for j in bench_grads.get(bc, ()) if j not in skip[1]],
+            strict=False,
+        ):
             if _shape(npu[i]) == _shape(bench[j]):
                 pairs[i] = j
     return pairs
@@ -66,8 +74,7 @@ def _inner_node_gradient(rec: TensorRecord) -> bool:
     return e is not None and e.direction == BACKWARD and e.kind == OUTPUT and e.op in INNER_NODE_BACKWARD
 
 
-def _top_entries(records: Sequence[TensorRecord], direction: str,
-                 kind: str) -> dict[Hashable, list[int]]:
+def _top_entries(records: Sequence[TensorRecord], direction: str, kind: str) -> dict[Hashable, list[int]]:
     """Per call of ``direction``, its top-level entries of ``kind`` (``None`` values included), in order."""
     out: dict[Hashable, list[int]] = defaultdict(list)
     for i, rec in enumerate(records):
@@ -88,8 +95,11 @@ def _reversed_shape(rec: TensorRecord) -> Hashable:
     return tuple(reversed(shape)) if isinstance(shape, list) and len(shape) == 2 else None
 
 
-def _linear_gradients(theirs: Sequence[TensorRecord], ours: Sequence[TensorRecord],
-                      call_pair: Iterable[tuple[Hashable, Hashable]]) -> LinearPairs:
+def _linear_gradients(
+    theirs: Sequence[TensorRecord],
+    ours: Sequence[TensorRecord],
+    call_pair: Iterable[tuple[Hashable, Hashable]],
+) -> LinearPairs:
     """Of paired ``linear`` backward calls, a side in autograd order (``theirs``) against ours: the
     gradient pairs by :data:`LINEAR_NODE_GRADIENTS` (equal shapes, or for the weight's transposed
     ones), every gradient entry of those calls on either side, which pair no other way (by position
@@ -124,16 +134,19 @@ def _linear_gradients(theirs: Sequence[TensorRecord], ours: Sequence[TensorRecor
     return pairs, skip_theirs, skip_ours, transposed
 
 
-def _inner_nodes(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                 call_pair: Mapping[Hashable, Hashable]) -> tuple[set[int], set[int]]:
+def _inner_nodes(
+    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], call_pair: Mapping[Hashable, Hashable]
+) -> tuple[set[int], set[int]]:
     """The gradients a side records at an inner autograd node: of two paired backward calls, the one
     that records a single gradient where the other records two or more. msprobe and the original
     hook the node the op's output hangs from; for a composite op (``matmul`` of 3-D tensors,
     ``scaled_dot_product_attention`` on CPU) that is a view or reshape node with one input, and its
     gradient (the incoming one, reshaped) often has the shape of one of the op's own."""
     grads = (_top_entries(npu, BACKWARD, OUTPUT), _top_entries(bench, BACKWARD, OUTPUT))
-    present = [{c: sum(not recs[i].is_none for i in ix) for c, ix in g.items()} for g, recs in
-               zip(grads, (npu, bench), strict=True)]
+    present = [
+        {c: sum(not recs[i].is_none for i in ix) for c, ix in g.items()}
+        for g, recs in zip(grads, (npu, bench), strict=True)
+    ]
     inner: tuple[set[int], set[int]] = (set(), set())
     for nc, bc in call_pair.items():
         n, b = grads[0].get(nc, []), grads[1].get(bc, [])
@@ -149,23 +162,29 @@ def _stats_distance(a: TensorRecord, b: TensorRecord) -> float:
     if not a.stats or not b.stats or len(a.stats) != len(b.stats):
         return math.inf
     try:
-        return sum(abs(float(x) - float(y)) / (abs(float(y)) + 1e-30)
-                   for x, y in zip(a.stats, b.stats, strict=True))
+        return sum(
+            abs(float(x) - float(y)) / (abs(float(y)) + 1e-30) for x, y in zip(a.stats, b.stats, strict=True)
+        )
     except (TypeError, ValueError):
         return math.inf
 
 
-def _written_inputs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                    call_pair: Mapping[Hashable, Hashable],
-                    dialects: tuple[Dialect, Dialect]) -> tuple[set[int], set[int]]:
+def _written_inputs(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    call_pair: Mapping[Hashable, Hashable],
+    dialects: tuple[Dialect, Dialect],
+) -> tuple[set[int], set[int]]:
     """The first inputs of in-place calls that a side records after the call wrote them
     (:attr:`~ptdbg_tui.formats.dialects.Dialect.inputs_after_call`: the original records a forward's
     inputs when the call has returned, msprobe and ours before it runs), so
     ``relu(x, inplace=True)``'s ``input.0`` there is its output. Known by the statistics: there,
     ``input.0`` equals the output; it is nearer our output than our input, which differ. (A call
     that failed to write, the output its input, stays paired: there it is nearer our input.)"""
-    sides = [(recs, _top_entries(recs, FORWARD, INPUT), _top_entries(recs, FORWARD, OUTPUT))
-             for recs in (npu, bench)]
+    sides = [
+        (recs, _top_entries(recs, FORWARD, INPUT), _top_entries(recs, FORWARD, OUTPUT))
+        for recs in (npu, bench)
+    ]
     out: tuple[set[int], set[int]] = (set(), set())
     for s, o in ((0, 1), (1, 0)):
         recs, ins, outs = sides[s]
@@ -182,15 +201,21 @@ def _written_inputs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
             if e is None or not (e.op.endswith("_") or e.op in INPLACE_CAPABLE):
                 continue
             mine, our_in, our_out = recs[i[0]], other[oi[0]], other[ox[0]]
-            if _stats_distance(mine, recs[x[0]]) == 0 and _stats_distance(our_in, our_out) > 0 \
-                    and _stats_distance(mine, our_out) < _stats_distance(mine, our_in):
+            if (
+                _stats_distance(mine, recs[x[0]]) == 0
+                and _stats_distance(our_in, our_out) > 0
+                and _stats_distance(mine, our_out) < _stats_distance(mine, our_in)
+            ):
                 out[s].add(i[0])
     return out
 
 
-def _linear_pairs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                  call_pair: Mapping[Hashable, Hashable],
-                  dialects: tuple[Dialect, Dialect]) -> LinearPairs:
+def _linear_pairs(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    call_pair: Mapping[Hashable, Hashable],
+    dialects: tuple[Dialect, Dialect],
+) -> LinearPairs:
     """:func:`_linear_gradients` of a side in autograd order against one that is not, whichever side
     that is: the pairs, the gradient entries of those calls on the NPU and bench sides, and the NPU
     entries of the pairs compared transposed."""
@@ -204,8 +229,12 @@ def _linear_pairs(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
     return {}, set(), set(), set()
 
 
-def same_tensors(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
-                 dialects: tuple[Dialect, Dialect]) -> tuple[Pairs, set[int]]:
+def same_tensors(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    pairs: Pairs,
+    dialects: tuple[Dialect, Dialect],
+) -> tuple[Pairs, set[int]]:
     """Mixed pairs, and the NPU entries among them that hold the bench tensor transposed: keep the
     pairs of equal shapes; then, within calls that were paired, pair the entries left over by kind
     and shape, k-th with k-th. linear's gradients pair by its autograd node's order, its weight's

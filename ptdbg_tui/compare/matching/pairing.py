@@ -41,8 +41,6 @@ SAME_TOOL = (DIALECTS[OURS], DIALECTS[OURS])
 MODES = ("auto", "exact", "fuzzy", "align")
 
 
-
-
 def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -> Pairs:
     """Pair equal keys, the k-th occurrence on one side with the k-th on the other (O(n))."""
     first: dict[Hashable, int] = {}
@@ -145,16 +143,18 @@ def _aligned_pairs(npu_recs: Sequence[TensorRecord], bench_recs: Sequence[Tensor
                 _pair_calls(npu, bench, na[i1], nb[j1], pairs, same=True)
             # calls left between two aligned ones: same api, k-th with k-th (shape changes stay visible)
             waiting: dict[Hashable, list[Hashable]] = defaultdict(list)
-            for c in reversed(nb[j0 + 1:j1]):
+            for c in reversed(nb[j0 + 1 : j1]):
                 waiting[bench.api[c]].append(c)
-            for c in na[i0 + 1:i1]:
+            for c in na[i0 + 1 : i1]:
                 left = waiting.get(npu.api[c])
                 if left:
                     _pair_calls(npu, bench, c, left.pop(), pairs, same=False)
     return pairs
 
 
-def _with_bench_only(rows: list[Row], bench: Sequence[TensorRecord], row_of_bench: Mapping[int, int]) -> list[Row]:
+def _with_bench_only(
+    rows: list[Row], bench: Sequence[TensorRecord], row_of_bench: Mapping[int, int]
+) -> list[Row]:
     """The NPU rows with each bench-only row right after the row of the bench entry preceding it."""
     after: dict[int, list[Row]] = defaultdict(list)
     anchor = -1
@@ -172,8 +172,13 @@ def _with_bench_only(rows: list[Row], bench: Sequence[TensorRecord], row_of_benc
     return out
 
 
-def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs,
-          dialects: tuple[Dialect, Dialect] | None = None, transposed: set[int] | None = None) -> list[Row]:
+def _rows(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    pairs: Pairs,
+    dialects: tuple[Dialect, Dialect] | None = None,
+    transposed: set[int] | None = None,
+) -> list[Row]:
     """NPU order; each bench-only row right after the row of the bench entry preceding it
     (``dialects``: of a mixed pair; ``transposed``: the NPU entries that hold their bench tensor
     transposed)."""
@@ -185,7 +190,8 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
         row.bench = other
         if mixed:  # the names differ by grammar: what counts is whether they name the same tensor
             row.fuzzy = (other.entry.key if other.entry else other.name) != (
-                npu[i].entry.key if npu[i].entry else npu[i].name)
+                npu[i].entry.key if npu[i].entry else npu[i].name
+            )
         else:
             row.fuzzy = other.name != npu[i].name
         row_of_bench[j] = i
@@ -197,14 +203,19 @@ def _rows(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pai
             alone |= inside_backward(recs)
     for seq, row in enumerate(out):
         row.seq = seq
-        if id(row.record) in own or (mixed and not row.matched and (is_detach(row.record)
-                                                                    or id(row.record) in alone)):
+        if id(row.record) in own or (
+            mixed and not row.matched and (is_detach(row.record) or id(row.record) in alone)
+        ):
             row.noise = True
     return out
 
 
-def match_records(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord],
-                  mode: str = "exact", dialects: tuple[Dialect, Dialect] = SAME_TOOL) -> list[Row]:
+def match_records(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    mode: str = "exact",
+    dialects: tuple[Dialect, Dialect] = SAME_TOOL,
+) -> list[Row]:
     """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes
     (``dialects``: :func:`choose_match`)."""
     return choose_match(npu, bench, mode, dialects).rows
@@ -243,8 +254,12 @@ def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     return npu_only, bench_only, shapes
 
 
-def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str = "auto",
-                 dialects: tuple[Dialect, Dialect] = SAME_TOOL) -> Matching:
+def choose_match(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    mode: str = "auto",
+    dialects: tuple[Dialect, Dialect] = SAME_TOOL,
+) -> Matching:
     """Match in ``mode`` (``dialects``: how each side's tool records; two tools make a mixed pair);
     ``auto`` picks exact or align as the module doc says."""
     if mode != "auto":
@@ -256,17 +271,21 @@ def choose_match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mod
     aligned = _match(npu, bench, "align", dialects)
     if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
         return Matching(rows, "exact")
-    why = (f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries"
-           + (f" and {shapes} shape mismatches" if shapes else ""))
+    why = f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries" + (
+        f" and {shapes} shape mismatches" if shapes else ""
+    )
     return Matching(aligned, "align", f"calls aligned automatically ({why})")
 
 
-def _match(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str,
-           dialects: tuple[Dialect, Dialect]) -> list[Row]:
+def _match(
+    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str, dialects: tuple[Dialect, Dialect]
+) -> list[Row]:
     mixed = dialects[0].tool != dialects[1].tool
     if mode == "exact" and mixed:
-        pairs = _keyed_pairs([r.entry.key if r.entry else r.name for r in npu],
-                             [r.entry.key if r.entry else r.name for r in bench])
+        pairs = _keyed_pairs(
+            [r.entry.key if r.entry else r.name for r in npu],
+            [r.entry.key if r.entry else r.name for r in bench],
+        )
     elif mode == "exact":
         pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
     elif mode == "fuzzy":

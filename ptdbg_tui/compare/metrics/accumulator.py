@@ -69,8 +69,14 @@ def rel_eps(bench_dtype: np.dtype) -> float:
     return float(np.finfo(bench_dtype).eps) if bench_dtype.kind == "f" else FLOAT_EPS
 
 
-def _result(cells: tuple[str, ...], messages: Sequence[str], caveats: Sequence[str] = (), *,
-            close: bool = False, **fields) -> Result:
+def _result(
+    cells: tuple[str, ...],
+    messages: Sequence[str],
+    caveats: Sequence[str] = (),
+    *,
+    close: bool = False,
+    **fields,
+) -> Result:
     accuracy, why = accuracy_rule(cells[0], cells[1])
     status, reason = status_for(accuracy, why, close=close, caveats=caveats)
     return Result(cells, accuracy, join_messages(list(messages)), status, reason, **fields)
@@ -81,8 +87,14 @@ def dtype_caveats(npu_dtype: str, bench_dtype: str) -> list[str]:
     return [MSG_DTYPE] if npu_dtype != bench_dtype else []
 
 
-def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: np.dtype, bench_np: np.dtype,
-             npu_dtype: str, bench_dtype: str) -> Result | list[str]:
+def precheck(
+    npu_shape: tuple[int, ...],
+    bench_shape: tuple[int, ...],
+    npu_np: np.dtype,
+    bench_np: np.dtype,
+    npu_dtype: str,
+    bench_dtype: str,
+) -> Result | list[str]:
     """Decide what needs no data: a final Result (shape mismatch, empty, unusable dtype) or the
     messages to carry into the metric pass (dtype mismatch)."""
     for side, dt in (("NPU", npu_np), ("bench", bench_np)):
@@ -90,8 +102,13 @@ def precheck(npu_shape: tuple[int, ...], bench_shape: tuple[int, ...], npu_np: n
             message = f"Cannot compare the {side} data of npy dtype {dt}."
             return Result((NAN,) * 5, NAN, message, Status.ERROR, message)
     if tuple(npu_shape) != tuple(bench_shape):
-        return Result((SHAPE_UNMATCHED,) * 5, accuracy_rule(SHAPE_UNMATCHED, SHAPE_UNMATCHED)[0], MSG_SHAPE,
-                      Status.FAIL, f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}")
+        return Result(
+            (SHAPE_UNMATCHED,) * 5,
+            accuracy_rule(SHAPE_UNMATCHED, SHAPE_UNMATCHED)[0],
+            MSG_SHAPE,
+            Status.FAIL,
+            f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}",
+        )
     caveats = dtype_caveats(npu_dtype, bench_dtype)
     if math.prod(npu_shape) == 0 and npu_shape:
         return _result((UNSUPPORTED, "0", "0", "0", "0"), [MSG_EMPTY, *caveats], caveats, close=True)
@@ -116,8 +133,11 @@ def _sum_squares(a: np.ndarray) -> float:
 
 
 #: Element types :func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` reads as they are (float16 as its bits).
-_KERNEL_READS = {np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64,
-                 np.dtype(np.float16): np.uint16}
+_KERNEL_READS = {
+    np.dtype(np.float32): np.float32,
+    np.dtype(np.float64): np.float64,
+    np.dtype(np.float16): np.uint16,
+}
 
 
 #: The compiled pass, once :func:`warm_up` loaded it in this process; until then the numpy pass runs.
@@ -212,12 +232,23 @@ class MetricState:
             return NAN, MSG_COS_NAN, None
         return cosine_cell(cos), "", cos
 
-    def result(self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str,
-               caveats: Sequence[str] = ()) -> Result:
+    def result(
+        self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str, caveats: Sequence[str] = ()
+    ) -> Result:
         """The Result once every element was fed (``npu_dtype``/``bench_dtype``: the recorded dtypes)."""
         xx, yy, dd, trimmed = self._totals()
-        errors = measures(xx, yy, dd, trimmed, self.size, npu_dtype, bench_dtype, self.new_nonfinite,
-                          self.lost_nonfinite, self.sign_flips)
+        errors = measures(
+            xx,
+            yy,
+            dd,
+            trimmed,
+            self.size,
+            npu_dtype,
+            bench_dtype,
+            self.new_nonfinite,
+            self.lost_nonfinite,
+            self.sign_flips,
+        )
         if self.mismatch:
             return _result((NA,) * 5, [*caveats, MSG_INF_NAN], caveats, errors=errors)
         cos_cell, cos_msg, cos = self._cosine(xx, yy, dd)
@@ -230,12 +261,24 @@ class MetricState:
         if self.max_abs > 0 and self.worst_flat is not None:
             worst = tuple(int(i) for i in np.unravel_index(self.worst_flat, shape))
         hist = tuple(int(c) for c in self.histogram) if self.histogram is not None else ()
-        return _result(cells, [*notes, cos_msg], notes, close=is_close(self.max_abs, self.max_rel),
-                       cosine=cos, max_abs=self.max_abs, max_rel=self.max_rel, ratio_1e3=r1, ratio_5e3=r5,
-                       worst_index=worst, worst_npu=self.worst_npu if worst else None,
-                       worst_bench=self.worst_bench if worst else None,
-                       histogram=hist, histogram_edges=HISTOGRAM_EDGES if hist else (), errors=errors,
-                       euc_dist=math.sqrt(dd))
+        return _result(
+            cells,
+            [*notes, cos_msg],
+            notes,
+            close=is_close(self.max_abs, self.max_rel),
+            cosine=cos,
+            max_abs=self.max_abs,
+            max_rel=self.max_rel,
+            ratio_1e3=r1,
+            ratio_5e3=r5,
+            worst_index=worst,
+            worst_npu=self.worst_npu if worst else None,
+            worst_bench=self.worst_bench if worst else None,
+            histogram=hist,
+            histogram_edges=HISTOGRAM_EDGES if hist else (),
+            errors=errors,
+            euc_dist=math.sqrt(dd),
+        )
 
 
 class MetricAccumulator:
@@ -245,18 +288,21 @@ class MetricAccumulator:
     must start at a multiple of ``chunk`` for its sums to merge into those of one whole pass).
     """
 
-    def __init__(self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK,
-                 offset: int = 0) -> None:
+    def __init__(
+        self, size: int, bench_np: np.dtype, histogram: bool = True, chunk: int = CHUNK, offset: int = 0
+    ) -> None:
         self.size = size
-        self.state = MetricState(size, rel_eps(bench_np),
-                                 histogram=np.zeros(_N_BINS, dtype=np.int64) if histogram else None)
+        self.state = MetricState(
+            size, rel_eps(bench_np), histogram=np.zeros(_N_BINS, dtype=np.int64) if histogram else None
+        )
         self.trim = trim_count(min(size, chunk))  # per chunk: the robust error's share of left-out elements
         n = max(1, min(chunk, size))
         self._raw = borrow(n * (8 * 4 + 1))
-        self._x, self._y, self._d, self._t = (self._raw[k * n * 8:(k + 1) * n * 8].view(np.float64)
-                                              for k in range(4))
+        self._x, self._y, self._d, self._t = (
+            self._raw[k * n * 8 : (k + 1) * n * 8].view(np.float64) for k in range(4)
+        )
         self._bits = self._t.view(np.uint64) if histogram else None  # the numpy pass's scratch before
-        self._mask = self._raw[4 * n * 8:4 * n * 8 + n].view(bool)
+        self._mask = self._raw[4 * n * 8 : 4 * n * 8 + n].view(bool)
         self.offset = offset
 
     def add(self, npu: np.ndarray, bench: np.ndarray) -> None:
@@ -264,7 +310,7 @@ class MetricAccumulator:
         step = self._x.size
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             for start in range(0, npu.size, step):
-                self._add(npu[start:start + step], bench[start:start + step])
+                self._add(npu[start : start + step], bench[start : start + step])
 
     def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
         k = npu.size
@@ -292,8 +338,9 @@ class MetricAccumulator:
             st.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
         self.offset += k
 
-    def _pass(self, npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray,
-              d: np.ndarray) -> tuple[bool, float, float, int, int, int]:
+    def _pass(
+        self, npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray
+    ) -> tuple[bool, float, float, int, int, int]:
         """The element-wise part: compiled where loaded, else in numpy (the very same values)."""
         eps = self.state.eps
         if _fused is not None:
@@ -314,7 +361,7 @@ class MetricAccumulator:
         largest = d[mask]
         if largest.size > keep:
             largest.partition(largest.size - keep)
-            largest = largest[largest.size - keep:]
+            largest = largest[largest.size - keep :]
         return float(np.dot(largest, largest))
 
     def _zero_nonfinite(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -339,8 +386,9 @@ class MetricAccumulator:
         give_back(self._raw)
         return self.state
 
-    def result(self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str,
-               caveats: Sequence[str] = ()) -> Result:
+    def result(
+        self, shape: tuple[int, ...], npu_dtype: str, bench_dtype: str, caveats: Sequence[str] = ()
+    ) -> Result:
         """The Result once every element was fed (see :meth:`MetricState.result`)."""
         return self.finish().result(shape, npu_dtype, bench_dtype, caveats)
 
@@ -359,8 +407,9 @@ def warm_up() -> None:
         compare_arrays(ones, ones, "torch.float32", "torch.float32", histogram=False)
 
 
-def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str,
-                   caveats: Sequence[str] = ()) -> Result:
+def compare_scalar(
+    npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, caveats: Sequence[str] = ()
+) -> Result:
     """0-d values (Python scalars, 0-d tensors): MaxAbsErr and MaxRelativeErr only, as the original."""
     x, y = float(npu.astype(np.float64)), float(bench.astype(np.float64))
     errors = scalar_measures(x, y, npu_dtype, bench_dtype)
@@ -372,12 +421,20 @@ def compare_scalar(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dty
         x = y = 0.0
     mae = abs(x - y)
     rel = mae / (abs(y) if y != 0 else rel_eps(bench.dtype))
-    return _result((UNSUPPORTED, fmt12(mae), fmt12(rel), NAN, NAN), [MSG_SCALAR, *notes], notes,
-                   close=is_close(mae, rel), max_abs=mae, max_rel=rel, errors=errors)
+    return _result(
+        (UNSUPPORTED, fmt12(mae), fmt12(rel), NAN, NAN),
+        [MSG_SCALAR, *notes],
+        notes,
+        close=is_close(mae, rel),
+        max_abs=mae,
+        max_rel=rel,
+        errors=errors,
+    )
 
 
-def compare_arrays(npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, *,
-                   histogram: bool = True) -> Result:
+def compare_arrays(
+    npu: np.ndarray, bench: np.ndarray, npu_dtype: str, bench_dtype: str, *, histogram: bool = True
+) -> Result:
     """Compare two whole arrays (or memory maps); never mutates them.
 
     ``npu_dtype``/``bench_dtype`` are the pkl dtype strings (authoritative: bf16 is stored as fp32).

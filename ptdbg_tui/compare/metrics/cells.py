@@ -27,8 +27,10 @@ MSG_COS_NAN = "Cannot compare by Cosine Similarity, the dump data has NaN."
 MSG_COS_ONE = "Cannot compare by Cosine Similarity, the tensor holds a single element."
 MSG_FUZZY = "Fuzzy matching data, the comparison accuracy may be affected."
 MSG_PENDING = "Not compared yet."
-MSG_TRANSPOSED = ("The NPU tensor is the bench's transposed (its tool records linear's weight gradient "
-                  "transposed): compared transposed.")
+MSG_TRANSPOSED = (
+    "The NPU tensor is the bench's transposed (its tool records linear's weight gradient "
+    "transposed): compared transposed."
+)
 
 #: Separator of several messages in one Err_message cell (the original kept only one).
 MESSAGE_SEP = "; "
@@ -49,4 +51,3 @@ def cosine_cell(cos: float) -> str:
 
 def join_messages(messages: list[str] | tuple[str, ...]) -> str:
     return MESSAGE_SEP.join(m for m in messages if m)
-

@@ -57,16 +57,35 @@ def trim_count(n: int) -> int:
     return max(0, min(TRIM_BASE + n // TRIM_PER, n // 16))
 
 
-def measures(xx: float, yy: float, dd: float, trimmed: float, numel: int, npu_dtype: str, bench_dtype: str,
-             new_nonfinite: int = 0, lost_nonfinite: int = 0, sign_flips: int = 0) -> ErrorMeasures:
+def measures(
+    xx: float,
+    yy: float,
+    dd: float,
+    trimmed: float,
+    numel: int,
+    npu_dtype: str,
+    bench_dtype: str,
+    new_nonfinite: int = 0,
+    lost_nonfinite: int = 0,
+    sign_flips: int = 0,
+) -> ErrorMeasures:
     """Measures from accumulated sums: Σnpu², Σbench², Σ(npu − bench)² and the Σ(npu − bench)² of the
     elements the robust error leaves out."""
     npu_norm, bench_norm = math.sqrt(xx), math.sqrt(yy)
     rel = _ratio(math.sqrt(dd), bench_norm)
     robust = _ratio(math.sqrt(max(dd - trimmed, 0.0)), bench_norm)
-    return ErrorMeasures(rel, min(robust, rel), npu_norm, bench_norm, numel, floor_of(npu_dtype, bench_dtype),
-                         new_nonfinite, lost_nonfinite, exact_dtype(npu_dtype) and exact_dtype(bench_dtype),
-                         sign_flips=sign_flips)
+    return ErrorMeasures(
+        rel,
+        min(robust, rel),
+        npu_norm,
+        bench_norm,
+        numel,
+        floor_of(npu_dtype, bench_dtype),
+        new_nonfinite,
+        lost_nonfinite,
+        exact_dtype(npu_dtype) and exact_dtype(bench_dtype),
+        sign_flips=sign_flips,
+    )
 
 
 def scalar_measures(x: float, y: float, npu_dtype: str, bench_dtype: str) -> ErrorMeasures:
@@ -75,8 +94,18 @@ def scalar_measures(x: float, y: float, npu_dtype: str, bench_dtype: str) -> Err
     if not (fx and fy):
         x, y = (x if fx else 0.0), (y if fy else 0.0)
     d = (x - y) ** 2 if fx and fy else 0.0
-    return measures(x * x if fx else 0.0, y * y if fy else 0.0, d, 0.0, 1, npu_dtype, bench_dtype,
-                    int(fy and not fx), int(fx and not fy), int((x > 0) != (y > 0)))
+    return measures(
+        x * x if fx else 0.0,
+        y * y if fy else 0.0,
+        d,
+        0.0,
+        1,
+        npu_dtype,
+        bench_dtype,
+        int(fy and not fx),
+        int(fx and not fy),
+        int((x > 0) != (y > 0)),
+    )
 
 
 def _ratio(num: float, den: float) -> float:
@@ -117,6 +146,15 @@ def stats_errors(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fals
     n_mag = max((abs(v) for v in n[:3] if _finite(v)), default=0.0)
     npu_norm = abs(n[3]) if _finite(n[3]) else n_mag * math.sqrt(numel)
     bench_norm = abs(b[3]) if _finite(b[3]) else magnitude * math.sqrt(numel)
-    return ErrorMeasures(rel, rel, npu_norm, bench_norm, numel, floor_of(npu.dtype, bench.dtype),
-                         int(b_ok and not n_ok), int(n_ok and not b_ok),
-                         exact_dtype(npu.dtype) and exact_dtype(bench.dtype), from_stats=True)
+    return ErrorMeasures(
+        rel,
+        rel,
+        npu_norm,
+        bench_norm,
+        numel,
+        floor_of(npu.dtype, bench.dtype),
+        int(b_ok and not n_ok),
+        int(n_ok and not b_ok),
+        exact_dtype(npu.dtype) and exact_dtype(bench.dtype),
+        from_stats=True,
+    )

@@ -79,15 +79,20 @@ def _widen_impl(value):  # type: ignore[no-untyped-def]  # numba: no annotations
     if isinstance(value, types.Float):
         return lambda value: np.float64(value)
     if value == types.uint16:  # float16 bits, converted exactly without branches (SIMD)
+
         def from_half(value):  # type: ignore[no-untyped-def]
             h = np.int64(value)
             m = h & _H_MAGNITUDE
             tiny = np.int64(m < _H_NORMAL)
             special = np.int64(m >= _H_INF)
             normal = 1 - tiny - special
-            bits = ((_bits(np.float64(m) * _H_TINY) * tiny) | ((_D_INF | ((m & _H_MANTISSA) << 42)) * special)
-                    | (((m << 42) + _REBIAS) * normal))
+            bits = (
+                (_bits(np.float64(m) * _H_TINY) * tiny)
+                | ((_D_INF | ((m & _H_MANTISSA) << 42)) * special)
+                | (((m << 42) + _REBIAS) * normal)
+            )
             return _double(bits | ((h & _H_SIGN) << 48))
+
         return from_half
     return None
 
@@ -103,8 +108,16 @@ def _jit(fn: Any) -> Any:
 
 
 @_jit
-def fused_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray, eps: float,
-               low: float, high: float) -> tuple[bool, float, float, int, int, int]:
+def fused_pass(
+    npu: np.ndarray,
+    bench: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    eps: float,
+    low: float,
+    high: float,
+) -> tuple[bool, float, float, int, int, int]:
     """``x``, ``y`` ← the float64 values of ``npu`` and ``bench`` (float32, float64, or float16 viewed
     as uint16), ``d`` ← |x − y|. Returns whether any is NaN/Inf (then the rest is void), max |x − y|,
     max |x − y| / |y| (a zero |y| replaced by ``eps``), the counts of that ratio below ``low``

@@ -14,9 +14,18 @@ import math
 import numpy as np
 
 
-def numpy_pass(npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray,
-               t: np.ndarray, mask: np.ndarray, eps: float, low: float,
-               high: float) -> tuple[bool, float, float, int, int, int]:
+def numpy_pass(
+    npu: np.ndarray,
+    bench: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    d: np.ndarray,
+    t: np.ndarray,
+    mask: np.ndarray,
+    eps: float,
+    low: float,
+    high: float,
+) -> tuple[bool, float, float, int, int, int]:
     """:func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` with scratch ``t`` (float64) and ``mask``
     (bool) of the same length; ``npu`` and ``bench`` are the data as stored (any dtype or layout)."""
     np.copyto(x, npu, casting="unsafe")

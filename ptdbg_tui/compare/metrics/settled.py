@@ -33,14 +33,20 @@ SUMMARY_CELLS = 4
 
 
 def error_result(message: str, summary: bool = False) -> Result:
-    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
-                  Status.ERROR, message)
+    return Result(
+        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
+        "" if summary else NAN,
+        message,
+        Status.ERROR,
+        message,
+    )
 
 
 def add_fuzzy(result: Result) -> Result:
     result.message = join_messages([result.message, MSG_FUZZY])
-    result.status, result.reason = with_caveat(result.status, result.reason,
-                                               "names differ (fuzzy or aligned match)")
+    result.status, result.reason = with_caveat(
+        result.status, result.reason, "names differ (fuzzy or aligned match)"
+    )
     return result
 
 
@@ -73,8 +79,14 @@ def summary_result(row: Row) -> Result:
         messages.append(MSG_DTYPE)
     if row.transposed:
         messages.append(MSG_TRANSPOSED)
-    result = Result(cells, "", join_messages(messages), status, reason,
-                    errors=stats_errors(row.npu, row.bench, row.transposed))
+    result = Result(
+        cells,
+        "",
+        join_messages(messages),
+        status,
+        reason,
+        errors=stats_errors(row.npu, row.bench, row.transposed),
+    )
     return add_fuzzy(result) if row.fuzzy else result
 
 
@@ -83,16 +95,29 @@ def unmatched_result(row: Row, summary: bool = False) -> Result:
     npu_only = row.npu is not None
     message = MSG_NO_BENCH if npu_only else MSG_NO_NPU
     reason = "present in the NPU dump only" if npu_only else "present in the bench dump only"
-    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
-                  Status.UNMATCHED, reason)
+    return Result(
+        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
+        "" if summary else NAN,
+        message,
+        Status.UNMATCHED,
+        reason,
+    )
 
 
 def _checksum_errors(npu: TensorRecord, bench: TensorRecord, same: bool) -> ErrorMeasures | None:
     """What checksums alone say: no error, or an error of unknown size in data that must agree."""
     if npu.is_scalar or bench.is_scalar or npu.shape != bench.shape:
         return None
-    return ErrorMeasures(0.0 if same else 1.0, 0.0 if same else 1.0, 1.0, 1.0, max(1, npu.numel),
-                         floor_of(npu.dtype, bench.dtype), exact=True, from_stats=True)
+    return ErrorMeasures(
+        0.0 if same else 1.0,
+        0.0 if same else 1.0,
+        1.0,
+        1.0,
+        max(1, npu.numel),
+        floor_of(npu.dtype, bench.dtype),
+        exact=True,
+        from_stats=True,
+    )
 
 
 def checksum_result(row: Row) -> Result:
@@ -145,16 +170,28 @@ def value_result(row: Row) -> Result:
 
 def overwritten_input(entry: EntryName | None) -> bool:
     """The first input of an in-place op that overwrites it: not data, so never compared."""
-    return (entry is not None and entry.direction == FORWARD and entry.kind == INPUT
-            and entry.path[:1] == (0,) and entry.op in OVERWRITING_OPS)
+    return (
+        entry is not None
+        and entry.direction == FORWARD
+        and entry.kind == INPUT
+        and entry.path[:1] == (0,)
+        and entry.op in OVERWRITING_OPS
+    )
 
 
 def overwritten_result(row: Row, summary: bool) -> Result:
     """Such an input: left out of the comparison, with the reason."""
-    message = (f"Not compared: {row.record.call} overwrites this tensor in place, so what it held "
-               "(often uninitialised memory) is not data.")
-    return Result((NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message,
-                  Status.PASS, message)
+    message = (
+        f"Not compared: {row.record.call} overwrites this tensor in place, so what it held "
+        "(often uninitialised memory) is not data."
+    )
+    return Result(
+        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
+        "" if summary else NAN,
+        message,
+        Status.PASS,
+        message,
+    )
 
 
 def settled_result(row: Row, summary: bool) -> Result | None:

@@ -49,8 +49,10 @@ def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, str]:
         return NO, f"Cosine {cos:.6g} < {COS_FLOOR}"
     if mae > MAE_CEIL:
         return NO, f"MaxAbsErr {mae:.6g} > {MAE_CEIL:g}"
-    return YES, (f"Cosine {cos:.6g}, MaxAbsErr {mae:.6g}: not (Cosine < {COS_LOW} and MaxAbsErr > "
-                 f"{MAE_LOW}), Cosine >= {COS_FLOOR}, MaxAbsErr <= {MAE_CEIL:g}")
+    return YES, (
+        f"Cosine {cos:.6g}, MaxAbsErr {mae:.6g}: not (Cosine < {COS_LOW} and MaxAbsErr > "
+        f"{MAE_LOW}), Cosine >= {COS_FLOOR}, MaxAbsErr <= {MAE_CEIL:g}"
+    )
 
 
 def check_accuracy(cos_cell: str, mae_cell: str) -> str:
@@ -64,8 +66,9 @@ def is_close(max_abs: float | None, max_rel: float | None) -> bool:
     return max_abs == 0 or (max_rel is not None and max_rel < CLOSE_RTOL)
 
 
-def status_for(accuracy: str, why: str, *, close: bool = False,
-               caveats: Sequence[str] = ()) -> tuple[Status, str]:
+def status_for(
+    accuracy: str, why: str, *, close: bool = False, caveats: Sequence[str] = ()
+) -> tuple[Status, str]:
     """Row status and reason from the accuracy verdict.
 
     ``close``: the values agree (see :func:`is_close`), so a ``Nan`` verdict is still a pass;
@@ -124,13 +127,21 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
         scale = abs(b) if name == "l2norm" else magnitude
         tol = atol + rtol * scale
         if abs(n - b) > tol:
-            return Status.FAIL, (f"{name} differs by {abs(n - b):.6g} > {atol:g} + {rtol:g} × {scale:.6g}"
-                                 if not exact else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)")
+            return Status.FAIL, (
+                f"{name} differs by {abs(n - b):.6g} > {atol:g} + {rtol:g} × {scale:.6g}"
+                if not exact
+                else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)"
+            )
     if not compared:
         status, why = Status.PASS, "no statistics recorded (empty or bool tensor); shapes agree"
     else:
-        status, why = Status.PASS, (f"statistics ({', '.join(compared)}) agree within "
-                                    + ("exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude"))
+        status, why = (
+            Status.PASS,
+            (
+                f"statistics ({', '.join(compared)}) agree within "
+                + ("exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude")
+            ),
+        )
     if npu.dtype != bench.dtype:
         status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
     return status, why

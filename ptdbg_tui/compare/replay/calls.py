@@ -64,8 +64,16 @@ def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tupl
     from ptdbg_tui.compare.replay.run import run
 
     spec = source.specs.get(call_key(call))
-    plan = build_plan(rows, side, call, source.tensor_dir, spec, source.keywords_recorded,
-                      source.inputs_after_call, source.node_order)
+    plan = build_plan(
+        rows,
+        side,
+        call,
+        source.tensor_dir,
+        spec,
+        source.keywords_recorded,
+        source.inputs_after_call,
+        source.node_order,
+    )
     if isinstance(plan, NotReplayable):
         return plan.reason, False
     tf32 = spec.state.tf32_matmul if spec is not None else False

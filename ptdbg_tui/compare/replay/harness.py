@@ -39,8 +39,9 @@ class Call:
             self.floats = dict(floating(self.args, self.kwargs))
 
 
-def leaves(args: Sequence[Any], kwargs: Mapping[str, Any], keep: Callable[[Any], bool]
-           ) -> Iterator[tuple[ArgPath, Any]]:
+def leaves(
+    args: Sequence[Any], kwargs: Mapping[str, Any], keep: Callable[[Any], bool]
+) -> Iterator[tuple[ArgPath, Any]]:
     """The values among the arguments (nested in lists, tuples and dicts) that ``keep`` keeps, by path."""
 
     def walk(x: Any, path: ArgPath) -> Iterator[tuple[ArgPath, Any]]:
@@ -111,8 +112,9 @@ def forward(c: Call) -> dict[ArgPath, torch.Tensor]:
         return dict(flatten(invoke(c)))
 
 
-def backward(c: Call, grads_of: list[ArgPath],
-             incoming: dict[ArgPath, torch.Tensor]) -> dict[ArgPath, torch.Tensor]:
+def backward(
+    c: Call, grads_of: list[ArgPath], incoming: dict[ArgPath, torch.Tensor]
+) -> dict[ArgPath, torch.Tensor]:
     """The gradients of the arguments at ``grads_of`` given the incoming gradients of the results
     (``incoming``, by result path; a result without one gets zeros)."""
     leaves: dict[ArgPath, torch.Tensor] = {}
@@ -137,8 +139,9 @@ def backward(c: Call, grads_of: list[ArgPath],
     return {p: torch.zeros_like(leaves[p]) if g is None else g for p, g in zip(leaves, found, strict=True)}
 
 
-def compute(c: Call, direction: str, grads_of: list[ArgPath],
-            incoming: dict[ArgPath, torch.Tensor]) -> dict[ArgPath, torch.Tensor]:
+def compute(
+    c: Call, direction: str, grads_of: list[ArgPath], incoming: dict[ArgPath, torch.Tensor]
+) -> dict[ArgPath, torch.Tensor]:
     """A forward call's results, or a backward call's gradients (of the arguments at ``grads_of``)."""
     return forward(c) if direction == "forward" else backward(c, grads_of, incoming)
 

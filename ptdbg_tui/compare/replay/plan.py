@@ -26,11 +26,20 @@ from ptdbg_tui.formats.records import TensorRecord
 from ptdbg_tui.formats.tensorfile import data_path
 
 #: Where each dump prefix's functions live.
-NAMESPACES = {"Tensor": "torch.Tensor", "Torch": "torch", "Functional": "torch.nn.functional",
-              "VF": "torch._VF", "NPU": "torch_npu"}
+NAMESPACES = {
+    "Tensor": "torch.Tensor",
+    "Torch": "torch",
+    "Functional": "torch.nn.functional",
+    "VF": "torch._VF",
+    "NPU": "torch_npu",
+}
 #: Prefixes whose calls cannot be replayed alone, and why.
-REFUSED = {"Distributed": "a collective: its result needs the other ranks",
-           "Module": "a module: only API calls are replayed"}
+REFUSED = {
+    "Distributed": "a collective: its result needs the other ranks",
+    "Module": "a module: only API calls are replayed",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Recorded:
     """A recorded tensor a replay reads (an argument) or checks (a result)."""
@@ -118,8 +127,12 @@ def _from_spec(arg: Any, recs: Mapping[str, TensorRecord], tensor_dir: str | Non
         return type(arg)(_from_spec(a, recs, tensor_dir) for a in arg)
     if isinstance(arg, dict):
         return {k: _from_spec(v, recs, tensor_dir) for k, v in arg.items()}
-    for kind, cls, attr in (("dtype", Dtype, "name"), ("size", Size, "dims"), ("device", Device, "name"),
-                            ("const", TorchConst, "name")):
+    for kind, cls, attr in (
+        ("dtype", Dtype, "name"),
+        ("size", Size, "dims"),
+        ("device", Device, "name"),
+        ("const", TorchConst, "name"),
+    ):
         if isinstance(arg, cls):
             return Value(kind, getattr(arg, attr))
     if isinstance(arg, slice):
@@ -128,8 +141,17 @@ def _from_spec(arg: Any, recs: Mapping[str, TensorRecord], tensor_dir: str | Non
 
 
 #: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how.
-_VALUE_TYPES = {"int": "plain", "float": "plain", "bool": "plain", "str": "plain", "NoneType": "plain",
-                "torch.dtype": "dtype", "torch.Size": "size", "slice": "slice", "torch.device": "device"}
+_VALUE_TYPES = {
+    "int": "plain",
+    "float": "plain",
+    "bool": "plain",
+    "str": "plain",
+    "NoneType": "plain",
+    "torch.dtype": "dtype",
+    "torch.Size": "size",
+    "slice": "slice",
+    "torch.device": "device",
+}
 
 
 def _from_record(rec: TensorRecord, tensor_dir: str | None) -> Any:
@@ -177,8 +199,9 @@ def _from_records(fwd: Sequence[TensorRecord], tensor_dir: str | None) -> tuple[
     return _nest(positional), kwargs
 
 
-def _node_order(grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord],
-                op: str) -> list[tuple[int, bool]] | str:
+def _node_order(
+    grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord], op: str
+) -> list[tuple[int, bool]] | str:
     """Where the gradients of a tool that records them in autograd-node order belong: per recorded
     gradient (``output.k``, a ``null`` one included), its forward argument's position and whether it is
     recorded transposed; or why that cannot be told."""
@@ -187,22 +210,43 @@ def _node_order(grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequenc
         if mapping is None:
             return f"linear's backward records {len(grads)} gradients, not its node's 2 or 3"
         return list(mapping)
-    wants = {r.entry.path[0]: r.requires_grad for r in fwd if r.entry is not None and r.entry.kind == INPUT
-             and len(r.entry.path) == 1 and isinstance(r.entry.path[0], int)}
-    candidates = [i for i, a in enumerate(args) if isinstance(a, Recorded) and "float" in a.dtype
-                  and wants.get(i) is not False]
+    wants = {
+        r.entry.path[0]: r.requires_grad
+        for r in fwd
+        if r.entry is not None
+        and r.entry.kind == INPUT
+        and len(r.entry.path) == 1
+        and isinstance(r.entry.path[0], int)
+    }
+    candidates = [
+        i
+        for i, a in enumerate(args)
+        if isinstance(a, Recorded) and "float" in a.dtype and wants.get(i) is not False
+    ]
     if len(candidates) != len(grads):
-        return (f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
-                f"match its {len(candidates)} floating tensor arguments one to one")
+        return (
+            f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
+            f"match its {len(candidates)} floating tensor arguments one to one"
+        )
     return [(i, False) for i in candidates]
 
 
-def _by_node_order(plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[TensorRecord], op: str,
-                   tensor_dir: str) -> Plan | NotReplayable:
+def _by_node_order(
+    plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[TensorRecord], op: str, tensor_dir: str
+) -> Plan | NotReplayable:
     """The plan's results moved from node order to the forward arguments they belong to."""
-    outs = sorted((r for r in entries if r.entry is not None and r.entry.direction == BACKWARD
-                   and r.entry.kind == OUTPUT and len(r.entry.path) == 1 and isinstance(r.entry.path[0], int)),
-                  key=lambda r: r.entry.path[0])  # type: ignore[union-attr]
+    outs = sorted(
+        (
+            r
+            for r in entries
+            if r.entry is not None
+            and r.entry.direction == BACKWARD
+            and r.entry.kind == OUTPUT
+            and len(r.entry.path) == 1
+            and isinstance(r.entry.path[0], int)
+        ),
+        key=lambda r: r.entry.path[0],
+    )  # type: ignore[union-attr]
     targets = _node_order(outs, plan.args, fwd, op)
     if isinstance(targets, str):
         return NotReplayable(plan.call, targets)
@@ -216,9 +260,16 @@ def _by_node_order(plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[Te
     return plan
 
 
-def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None, spec: CallSpec | None,
-               keywords_recorded: bool, inputs_after_call: bool,
-               node_order: bool = False) -> Plan | NotReplayable:
+def build_plan(
+    rows: Sequence[Row],
+    side: str,
+    call: str,
+    tensor_dir: str | None,
+    spec: CallSpec | None,
+    keywords_recorded: bool,
+    inputs_after_call: bool,
+    node_order: bool = False,
+) -> Plan | NotReplayable:
     """The plan of one call (``call``: its direction's name, e.g. ``Functional_gelu_0_backward``) on one
     side (``"npu"``/``"bench"``) from the pair's rows; ``spec``: that side's sidecar line of the call;
     ``keywords_recorded``/``inputs_after_call``/``node_order``: what the side's tool records
@@ -257,13 +308,21 @@ def build_plan(rows: Sequence[Row], side: str, call: str, tensor_dir: str | None
     return done
 
 
-def _with_results(plan: Plan, entries: Sequence[TensorRecord], fwd: Sequence[TensorRecord], tensor_dir: str,
-                  node_order: bool) -> Plan | NotReplayable:
+def _with_results(
+    plan: Plan,
+    entries: Sequence[TensorRecord],
+    fwd: Sequence[TensorRecord],
+    tensor_dir: str,
+    node_order: bool,
+) -> Plan | NotReplayable:
     """The recorded results a replay checks: a forward's outputs; a backward's gradients by the forward
     argument they belong to, and the incoming gradients it is fed."""
     if plan.direction == FORWARD:
-        plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in fwd
-                        if r.entry is not None and r.entry.kind == OUTPUT and not r.is_scalar}
+        plan.results = {
+            r.entry.path: _recorded(r, tensor_dir)
+            for r in fwd
+            if r.entry is not None and r.entry.kind == OUTPUT and not r.is_scalar
+        }
         return plan
     grads = [r for r in entries if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
     plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}

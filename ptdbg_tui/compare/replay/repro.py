@@ -58,15 +58,29 @@ class Written:
         return f"NPU kernel {head} ({v.text})"
 
 
-def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str | Path, origin: Origin,
-                device: str = "cpu") -> Written:
+def write_repro(
+    rows: Sequence[Row],
+    call: str,
+    source: SideSource,
+    out_dir: str | Path,
+    origin: Origin,
+    device: str = "cpu",
+) -> Written:
     """Write ``out_dir/repro.py`` and ``out_dir/repro_data.pt`` for ``call`` (e.g. ``VF_lstm_0_backward``)
     of the NPU side of ``rows``; raises :class:`CannotReplay` when it cannot be rebuilt."""
     if device not in DEVICES:
         raise CannotReplay(f"unknown device {device!r} (one of {', '.join(DEVICES)})")
     spec = source.specs.get(call_key(call))
-    plan = build_plan(rows, "npu", call, source.tensor_dir, spec, source.keywords_recorded,
-                      source.inputs_after_call, source.node_order)
+    plan = build_plan(
+        rows,
+        "npu",
+        call,
+        source.tensor_dir,
+        spec,
+        source.keywords_recorded,
+        source.inputs_after_call,
+        source.node_order,
+    )
     if isinstance(plan, NotReplayable):
         raise CannotReplay(plan.reason)
     try:
@@ -76,8 +90,10 @@ def write_repro(rows: Sequence[Row], call: str, source: SideSource, out_dir: str
         code = arguments_code(plan)
     except Refused as e:
         raise CannotReplay(str(e)) from None
-    allowed = {p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p))
-               for p, (rec, ref, sens) in done.results.items()}
+    allowed = {
+        p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p))
+        for p, (rec, ref, sens) in done.results.items()
+    }
     verdict = judge_side(done.results, done.dtypes, done.names, done.honest)
     written = Written(Path(out_dir) / SCRIPT, verdict, plan.complete)
     out = Path(out_dir)
@@ -145,10 +161,12 @@ def _code(x: Any) -> str:
 
 def arguments_code(plan: Plan) -> str:
     """The script's ``arguments`` function: one positional argument a line, then the keyword ones."""
-    lines = ["def arguments(T, D, device):",
-             '    """The call\'s arguments as recorded: T(entry) is a recorded tensor (float64 in the',
-             '    reference re-run), D(dtype) a dtype argument, device where the call runs."""',
-             "    args = ["]
+    lines = [
+        "def arguments(T, D, device):",
+        '    """The call\'s arguments as recorded: T(entry) is a recorded tensor (float64 in the',
+        '    reference re-run), D(dtype) a dtype argument, device where the call runs."""',
+        "    args = [",
+    ]
     lines += [f"        {_code(a)}," for a in plan.args]
     lines.append("    ]")
     lines.append("    kwargs = {")
@@ -168,7 +186,7 @@ def _module_code(module: ModuleType) -> tuple[list[ast.stmt], str]:
     """A module's imports and its code after them."""
     text = Path(module.__file__ or "").read_text(encoding="utf-8")
     imports = [n for n in ast.parse(text).body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    body = "\n".join(text.splitlines()[max(n.end_lineno or 0 for n in imports):]).strip("\n")
+    body = "\n".join(text.splitlines()[max(n.end_lineno or 0 for n in imports) :]).strip("\n")
     return imports, body
 
 
@@ -192,17 +210,30 @@ def _number(v: float) -> str:
     return _literal(float(f"{v:.6g}"))
 
 
-def script_text(plan: Plan, code: str, allowed: dict[tuple[Any, ...], SideVerdict], origin: Origin,
-                written: Written, device: str) -> str:
+def script_text(
+    plan: Plan,
+    code: str,
+    allowed: dict[tuple[Any, ...], SideVerdict],
+    origin: Origin,
+    written: Written,
+    device: str,
+) -> str:
     """The whole repro script."""
     site = f"\nCalled at {origin.site}" if origin.site else ""
     label = f" ({origin.label})" if origin.label else ""
-    incomplete = ("" if plan.complete else "\nThe dump records no keyword arguments (the original "
-                  "ptdbg_ascend):\nthe call is rebuilt without them, so a keyword it took would change the "
-                  "result.\n")
-    backward = ("\nA backward call: its forward is rebuilt in float64 on the recorded forward inputs, the\n"
-                "recorded incoming gradients are fed through it, and the recorded gradients are compared.\n"
-                if plan.direction == "backward" else "")
+    incomplete = (
+        ""
+        if plan.complete
+        else "\nThe dump records no keyword arguments (the original "
+        "ptdbg_ascend):\nthe call is rebuilt without them, so a keyword it took would change the "
+        "result.\n"
+    )
+    backward = (
+        "\nA backward call: its forward is rebuilt in float64 on the recorded forward inputs, the\n"
+        "recorded incoming gradients are fed through it, and the recorded gradients are compared.\n"
+        if plan.direction == "backward"
+        else ""
+    )
     doc = f'''"""Repro of {plan.call}: {plan.fn}, {plan.direction}.
 
 From the NPU dump {origin.dump}{label}.{site}
@@ -225,10 +256,13 @@ is within rounding, 2 the call cannot be run here.
         found, body = _module_code(module)
         statements += found
         bodies.append(f"# --- {module.__name__} ---\n\n{body}")
-    results = "".join(f"    {p!r}: ({r.name!r}, {_number(v.allowed)}, {_number(v.bias_allowed)}),\n"
-                      for p, r in plan.results.items() for v in (allowed[p],))
+    results = "".join(
+        f"    {p!r}: ({r.name!r}, {_number(v.allowed)}, {_number(v.bias_allowed)}),\n"
+        for p, r in plan.results.items()
+        for v in (allowed[p],)
+    )
     incoming = "".join(f"    {p!r}: {r.name!r},\n" for p, r in plan.incoming.items())
-    head = f'''FUNCTION = {plan.fn!r}
+    head = f"""FUNCTION = {plan.fn!r}
 DIRECTION = {plan.direction!r}
 INPLACE = {plan.inplace!r}  # the argument the call writes into (None: none)
 DEVICE = {device!r}  # where the re-run in the recorded dtype runs (--device)
@@ -237,8 +271,10 @@ RESULTS = {{
 {results}}}
 #: The recorded incoming gradients, by the path of the result they flow into (a backward call).
 INCOMING = {{
-{incoming}}}'''
-    main = ('if __name__ == "__main__":\n    sys.exit(main(FUNCTION, DIRECTION, INPLACE, RESULTS, INCOMING, '
-            f'arguments, Path(__file__).with_name({DATA!r}), DEVICE))')
+{incoming}}}"""
+    main = (
+        'if __name__ == "__main__":\n    sys.exit(main(FUNCTION, DIRECTION, INPLACE, RESULTS, INCOMING, '
+        f"arguments, Path(__file__).with_name({DATA!r}), DEVICE))"
+    )
     top = f"{doc}\n\nfrom __future__ import annotations\n\n{_imports(statements)}"
     return "\n\n\n".join([top, head, code, *bodies, main]) + "\n"

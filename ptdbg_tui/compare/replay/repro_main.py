@@ -79,9 +79,18 @@ def judge(recorded: torch.Tensor, reference: torch.Tensor) -> tuple[float, float
     return relative(r, f), offset if abs(offset) >= abs(scale) else scale
 
 
-def _run(tensors: dict[str, torch.Tensor], fn: Callable[..., Any], arguments: Arguments, direction: str,
-         inplace: int | None, method: bool, results: Results, incoming: dict[ArgPath, str],
-         reference: bool, device: torch.device) -> dict[ArgPath, torch.Tensor]:
+def _run(
+    tensors: dict[str, torch.Tensor],
+    fn: Callable[..., Any],
+    arguments: Arguments,
+    direction: str,
+    inplace: int | None,
+    method: bool,
+    results: Results,
+    incoming: dict[ArgPath, str],
+    reference: bool,
+    device: torch.device,
+) -> dict[ArgPath, torch.Tensor]:
     """The call on the recorded tensors: in float64 (``reference``: dtype arguments too), or as recorded."""
 
     def tensor(entry: str) -> torch.Tensor:
@@ -96,13 +105,26 @@ def _run(tensors: dict[str, torch.Tensor], fn: Callable[..., Any], arguments: Ar
     return compute(Call(fn, args, kwargs, inplace, method), direction, list(results), grads)
 
 
-def main(function: str, direction: str, inplace: int | None, results: Results, incoming: dict[ArgPath, str],
-         arguments: Arguments, data: Path, device: str = "cpu", argv: list[str] | None = None) -> int:
+def main(
+    function: str,
+    direction: str,
+    inplace: int | None,
+    results: Results,
+    incoming: dict[ArgPath, str],
+    arguments: Arguments,
+    data: Path,
+    device: str = "cpu",
+    argv: list[str] | None = None,
+) -> int:
     """Re-run the call, print the recorded results' errors; 1 when one is wrong, 0 when none is, 2 when
     the call cannot be run."""
     parser = argparse.ArgumentParser(description=f"Re-run {function} ({direction}) on its recorded inputs.")
-    parser.add_argument("--device", choices=("cpu", "cuda", "npu"), default=device,
-                        help=f"where the re-run in the recorded dtype runs (default: {device})")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "npu"),
+        default=device,
+        help=f"where the re-run in the recorded dtype runs (default: {device})",
+    )
     where, why = pick_device(parser.parse_args(argv).device)
     try:
         tensors = torch.load(data, weights_only=True)
@@ -125,9 +147,11 @@ def main(function: str, direction: str, inplace: int | None, results: Results, i
         bad = error > allowed or abs(lean) > lean_allowed
         if bad:
             wrong.append(entry)
-        print(f"  recorded {entry} ({str(tensors[entry].dtype).removeprefix('torch.')}): error {error:.2g}, "
-              f"allowed {allowed:.2g}; one-sided lean {lean:+.2g}, allowed ±{lean_allowed:.2g}"
-              f"{'  WRONG' if bad else ''}")
+        print(
+            f"  recorded {entry} ({str(tensors[entry].dtype).removeprefix('torch.')}): error {error:.2g}, "
+            f"allowed {allowed:.2g}; one-sided lean {lean:+.2g}, allowed ±{lean_allowed:.2g}"
+            f"{'  WRONG' if bad else ''}"
+        )
     print(f"re-run in the recorded dtype on {where}" + (f" ({why})" if why else "") + ":")
     try:
         again = _run(*run, reference=False, device=where)
@@ -139,8 +163,10 @@ def main(function: str, direction: str, inplace: int | None, results: Results, i
             if got is not None:
                 print(f"  its {entry}: error {relative(got.cpu(), matching(reference, path)):.2g}")
     if wrong:
-        print(f"WRONG: {', '.join(wrong)} departs from float64 beyond what rounding allows: the kernel that "
-              "produced it is wrong on these inputs")
+        print(
+            f"WRONG: {', '.join(wrong)} departs from float64 beyond what rounding allows: the kernel that "
+            "produced it is wrong on these inputs"
+        )
         return EXIT_WRONG
     print("OK: the recorded results are within rounding of float64")
     return 0

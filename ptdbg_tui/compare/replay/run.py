@@ -22,13 +22,35 @@ from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
 from ptdbg_tui.formats.tensorfile import load_tensor
 
 #: The dumped API list's key of each namespace.
-_LIST_KEYS = {"torch.Tensor": "tensor", "torch": "torch", "torch.nn.functional": "functional",
-              "torch._VF": "_VF", "torch_npu": "torch_npu"}
+_LIST_KEYS = {
+    "torch.Tensor": "tensor",
+    "torch": "torch",
+    "torch.nn.functional": "functional",
+    "torch._VF": "_VF",
+    "torch_npu": "torch_npu",
+}
 #: Random draws that measure how much rounding-sized changes of the inputs move the result.
 SENSITIVITY_DRAWS = 2
 #: Ops whose matmul a GPU runs in TF32 when ``allow_tf32`` is on: 10 mantissa bits.
-TF32_OPS = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "conv1d", "conv2d",
-                      "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "lstm", "gru"})
+TF32_OPS = frozenset(
+    {
+        "linear",
+        "matmul",
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "einsum",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "lstm",
+        "gru",
+    }
+)
 U_TF32 = 2.0**-11
 
 Path = ArgPath
@@ -75,8 +97,9 @@ def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     t = torch.from_numpy(array)
     if t.is_floating_point():
         recorded = getattr(torch, rec.dtype.removeprefix("torch."), None)
-        target = as_dtype or (recorded if isinstance(recorded, torch.dtype) and recorded.is_floating_point
-                              else None)
+        target = as_dtype or (
+            recorded if isinstance(recorded, torch.dtype) and recorded.is_floating_point else None
+        )
         if target is not None:
             t = t.to(target)
     return t
@@ -144,15 +167,17 @@ class Replayed:
     honest: dict[Path, tuple[float, float]] = field(default_factory=dict)
 
 
-def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor]
-            ) -> dict[Path, tuple[float, float]]:
+def _honest(
+    plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor]
+) -> dict[Path, tuple[float, float]]:
     """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference."""
     from ptdbg_tui.compare.replay.verdict import lean
 
     try:
         incoming = {p: load(r, None) for p, r in plan.incoming.items()}
-        got = compute(materialize(plan, fn, None, reference=False), plan.direction, list(plan.results),
-                      incoming)
+        got = compute(
+            materialize(plan, fn, None, reference=False), plan.direction, list(plan.results), incoming
+        )
     except Exception:  # e.g. an op CPU does not have in half precision: the sensitivity alone then
         return {}
     out: dict[Path, tuple[float, float]] = {}
@@ -163,13 +188,22 @@ def _honest(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tens
         a = g.detach().to(torch.float64).reshape(-1).numpy()
         b = ref.detach().to(torch.float64).reshape(-1).numpy()
         finite = np.isfinite(a) & np.isfinite(b)
-        out[p] = (relative(torch.from_numpy(a[finite]), torch.from_numpy(b[finite])),
-                  lean(a[finite] - b[finite], b[finite]))
+        out[p] = (
+            relative(torch.from_numpy(a[finite]), torch.from_numpy(b[finite])),
+            lean(a[finite] - b[finite], b[finite]),
+        )
     return out
 
 
-def _spread(plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor],
-            incoming: dict[Path, torch.Tensor], op: str, tf32: bool, seed: int) -> dict[Path, float]:
+def _spread(
+    plan: Plan,
+    fn: Callable[..., Any],
+    reference: dict[Path, torch.Tensor],
+    incoming: dict[Path, torch.Tensor],
+    op: str,
+    tf32: bool,
+    seed: int,
+) -> dict[Path, float]:
     """How far the result moves when every floating input moves by a random rounding of its dtype."""
     rng = torch.Generator().manual_seed(seed)
     spread: dict[Path, float] = dict.fromkeys(reference, 0.0)
@@ -202,8 +236,9 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     grads_of = list(plan.results)
     incoming = {p: load(r, torch.float64) for p, r in plan.incoming.items()}
     try:
-        reference = compute(materialize(plan, fn, torch.float64, reference=True), plan.direction, grads_of,
-                            incoming)
+        reference = compute(
+            materialize(plan, fn, torch.float64, reference=True), plan.direction, grads_of, incoming
+        )
     except Refused:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
@@ -222,9 +257,12 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         sens = matching(spread, path) or 0.0
         out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
     honest = _honest(plan, fn, reference)
-    return Replayed(out, {p: r.dtype for p, r in plan.results.items()},
-                    {p: r.name for p, r in plan.results.items()},
-                    {p: v for p in plan.results if (v := matching(honest, p)) is not None})
+    return Replayed(
+        out,
+        {p: r.dtype for p, r in plan.results.items()},
+        {p: r.name for p, r in plan.results.items()},
+        {p: v for p in plan.results if (v := matching(honest, p)) is not None},
+    )
 
 
 def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:

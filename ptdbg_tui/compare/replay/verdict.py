@@ -56,8 +56,10 @@ class SideVerdict:
         if self.error > self.allowed:
             return f"error {fmt_error(self.error)}, allowed {fmt_error(self.allowed)}"
         if abs(self.bias) > self.bias_allowed:
-            return (f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
-                    f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})")
+            return (
+                f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
+                f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})"
+            )
         return f"{fmt_error(self.error)}"
 
 
@@ -77,8 +79,14 @@ def lean(diff: np.ndarray, reference: np.ndarray) -> float:
     return offset if abs(offset) >= abs(scale) else scale
 
 
-def judge_result(recorded: np.ndarray, reference: np.ndarray, sensitivity: float, dtype: str,
-                 name: str, honest: tuple[float, float] | None = None) -> SideVerdict:
+def judge_result(
+    recorded: np.ndarray,
+    reference: np.ndarray,
+    sensitivity: float,
+    dtype: str,
+    name: str,
+    honest: tuple[float, float] | None = None,
+) -> SideVerdict:
     """One recorded result against its float64 replay (``honest``: the error and lean of torch's own CPU
     kernel in the recorded dtypes, which any allowance covers)."""
     finite = np.isfinite(recorded) & np.isfinite(reference)
@@ -94,20 +102,28 @@ def judge_result(recorded: np.ndarray, reference: np.ndarray, sensitivity: float
     n = int(f.size)
     bias = lean(diff, f)
     # rounding and rounding-sized input changes move each element either way: their mean shrinks as 1/√n
-    bias_allowed = (MARGIN * (rounding + sensitivity) * max(1 / math.sqrt(n), BIAS_FLOOR)
-                    if n >= BIAS_MIN_ELEMENTS else math.inf)
+    bias_allowed = (
+        MARGIN * (rounding + sensitivity) * max(1 / math.sqrt(n), BIAS_FLOOR)
+        if n >= BIAS_MIN_ELEMENTS
+        else math.inf
+    )
     if honest is not None and all(math.isfinite(v) for v in honest):
         allowed = max(allowed, HONEST_MARGIN * honest[0])
         bias_allowed = max(bias_allowed, HONEST_MARGIN * abs(honest[1]))
     return SideVerdict(error, allowed, bias, bias_allowed, name)
 
 
-def judge_side(results: Mapping[object, tuple[np.ndarray, np.ndarray, float]], dtypes: Mapping[object, str],
-               names: Mapping[object, str],
-               honest: Mapping[object, tuple[float, float]] | None = None) -> SideVerdict:
+def judge_side(
+    results: Mapping[object, tuple[np.ndarray, np.ndarray, float]],
+    dtypes: Mapping[object, str],
+    names: Mapping[object, str],
+    honest: Mapping[object, tuple[float, float]] | None = None,
+) -> SideVerdict:
     """A side's verdict: its worst result (wrong ones first, then by how far beyond what is allowed)."""
-    verdicts = [judge_result(rec, ref, sens, dtypes[p], names[p], (honest or {}).get(p))
-                for p, (rec, ref, sens) in results.items()]
+    verdicts = [
+        judge_result(rec, ref, sens, dtypes[p], names[p], (honest or {}).get(p))
+        for p, (rec, ref, sens) in results.items()
+    ]
     return max(verdicts, key=lambda v: (v.wrong, _beyond(v)))
 
 
@@ -152,14 +168,23 @@ class CallReplay:
         if outcome == CONFIRMED:
             return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
         if outcome == REFUTED:
-            return (f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
-                    f"bench {b}): the difference is inherited")
+            return (
+                f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
+                f"bench {b}): the difference is inherited"
+            )
         if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
-            why = ("the rebuild lacks keyword arguments, which the tool that wrote this dump does not record"
-                   if not self.complete else "the rebuilt call may differ from the recorded one")
-            return (f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-                    f"bench {bench.text}): {why}")
+            why = (
+                "the rebuild lacks keyword arguments, which the tool that wrote this dump does not record"
+                if not self.complete
+                else "the rebuilt call may differ from the recorded one"
+            )
+            return (
+                f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
+                f"bench {bench.text}): {why}"
+            )
         if npu.wrong:
-            return (f"replay inconclusive — NPU {npu.text}, but the rebuild lacks keyword arguments and "
-                    f"the bench was {b}")
+            return (
+                f"replay inconclusive — NPU {npu.text}, but the rebuild lacks keyword arguments and "
+                f"the bench was {b}"
+            )
         return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"

@@ -34,15 +34,52 @@ from ptdbg_tui.formats.records import Frame, TensorRecord
 CSV_MSPROBE = "msprobe"
 NA = "N/A"
 NO_FILE = "-1"
-_HEAD = ["NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
-         "NPU Requires_grad", "Bench Requires_grad"]
-_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm", "Bench max", "Bench min", "Bench mean",
-          "Bench l2norm"]
+_HEAD = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Dtype",
+    "Bench Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+    "NPU Requires_grad",
+    "Bench Requires_grad",
+]
+_STATS = [
+    "NPU max",
+    "NPU min",
+    "NPU mean",
+    "NPU l2norm",
+    "Bench max",
+    "Bench min",
+    "Bench mean",
+    "Bench l2norm",
+]
 _TAIL = ["Requires_grad Consistent", "Result", "Err_message", "NPU_Stack_Info"]
-TENSOR_HEADER = [*_HEAD, "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-                 "Five Thousandths Err Ratio", *_STATS, *_TAIL, "Data_name"]
-STATISTICS_HEADER = [*_HEAD, "Max diff", "Min diff", "Mean diff", "L2norm diff", "MaxRelativeErr",
-                     "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", *_STATS, *_TAIL]
+TENSOR_HEADER = [
+    *_HEAD,
+    "Cosine",
+    "EucDist",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    *_STATS,
+    *_TAIL,
+    "Data_name",
+]
+STATISTICS_HEADER = [
+    *_HEAD,
+    "Max diff",
+    "Min diff",
+    "Mean diff",
+    "L2norm diff",
+    "MaxRelativeErr",
+    "MinRelativeErr",
+    "MeanRelativeErr",
+    "NormRelativeErr",
+    *_STATS,
+    *_TAIL,
+]
 MD5_HEADER = [*_HEAD, "NPU MD5", "BENCH MD5", *_TAIL]
 
 
@@ -84,9 +121,16 @@ def _grad(rec: TensorRecord | None) -> str:
 
 def _head(row: Row) -> list[str]:
     n, b = row.npu, row.bench
-    return [n.name if n else NA, b.name if b else NA,
-            NA if n is None or n.is_none else n.dtype, NA if b is None or b.is_none else b.dtype,
-            _shape(n) if n else NA, _shape(b) if b else NA, _grad(n), _grad(b)]
+    return [
+        n.name if n else NA,
+        b.name if b else NA,
+        NA if n is None or n.is_none else n.dtype,
+        NA if b is None or b.is_none else b.dtype,
+        _shape(n) if n else NA,
+        _shape(b) if b else NA,
+        _grad(n),
+        _grad(b),
+    ]
 
 
 def _four(rec: TensorRecord) -> list[object]:
@@ -236,12 +280,13 @@ def csv_rows(rows: Sequence[Row], mode: str) -> list[list[str]]:
     verdicts = msprobe_verdicts(rows, [dict(zip(columns, line, strict=True)) for line in lines], mode)
     at = columns.index("Result")
     for line, verdict in zip(lines, verdicts, strict=True):
-        line[at:at + 2] = verdict
+        line[at : at + 2] = verdict
     return lines
 
 
-def write_msprobe_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, summary: bool = False,
-                      suffix: str = "") -> Path:
+def write_msprobe_csv(
+    rows: Sequence[Row], out_dir: str | os.PathLike[str], *, summary: bool = False, suffix: str = ""
+) -> Path:
     """Write ``compare_result<suffix>_<ts>.csv`` in msprobe's columns and return its path."""
     mode = mode_of(rows, summary)
     return write_table(header(mode), csv_rows(rows, mode), out_dir, suffix)

@@ -24,12 +24,35 @@ from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.files import FILE_MODE
 
-_NAMES = ["NPU Name", "Bench Name", "NPU Tensor Dtype", "Bench Tensor Dtype", "NPU Tensor Shape",
-          "Bench Tensor Shape"]
-_STATS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm",
-          "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
-FULL_HEADER = [*_NAMES, "Cosine", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
-               "Five Thousandths Err Ratio", *_STATS, "Accuracy Reached or Not", "Err_message"]
+_NAMES = [
+    "NPU Name",
+    "Bench Name",
+    "NPU Tensor Dtype",
+    "Bench Tensor Dtype",
+    "NPU Tensor Shape",
+    "Bench Tensor Shape",
+]
+_STATS = [
+    "NPU max",
+    "NPU min",
+    "NPU mean",
+    "NPU l2norm",
+    "Bench max",
+    "Bench min",
+    "Bench mean",
+    "Bench l2norm",
+]
+FULL_HEADER = [
+    *_NAMES,
+    "Cosine",
+    "MaxAbsErr",
+    "MaxRelativeErr",
+    "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio",
+    *_STATS,
+    "Accuracy Reached or Not",
+    "Err_message",
+]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
 STACK_COLUMN = "NPU_Stack_Info"
 #: The name of this CSV dialect (``--format``).
@@ -64,8 +87,12 @@ def csv_row(row: Row, stack_mode: bool = False, summary: bool = False) -> list[o
     """One CSV line as raw values, in :func:`header` order."""
     n, b = row.npu, row.bench
     cells: list[object] = [
-        n.name if n else NAN, b.name if b else NAN, n.dtype if n else NAN, b.dtype if b else NAN,
-        n.shape_raw if n else NAN, b.shape_raw if b else NAN,
+        n.name if n else NAN,
+        b.name if b else NAN,
+        n.dtype if n else NAN,
+        b.dtype if b else NAN,
+        n.shape_raw if n else NAN,
+        b.shape_raw if b else NAN,
     ]
     result = row.result
     if summary:
@@ -99,14 +126,21 @@ def _claim(tmp: Path, names: Sequence[Path]) -> Path:
     raise FileExistsError(f"no free file name among {len(names)} candidates")
 
 
-def write_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], *, stack_mode: bool = False,
-              summary: bool = False, suffix: str = "") -> Path:
+def write_csv(
+    rows: Sequence[Row],
+    out_dir: str | os.PathLike[str],
+    *,
+    stack_mode: bool = False,
+    summary: bool = False,
+    suffix: str = "",
+) -> Path:
     """Write the CSV (all rows, unmatched ones included) and return its path.
 
     A file of the same second is never overwritten: ``_1``, ``_2`` … are appended instead.
     """
-    return write_table(header(stack_mode, summary), [csv_row(r, stack_mode, summary) for r in rows], out_dir,
-                       suffix)
+    return write_table(
+        header(stack_mode, summary), [csv_row(r, stack_mode, summary) for r in rows], out_dir, suffix
+    )
 
 
 #: Integers a pandas column of numbers holds as such (int64, or uint64 where none is negative).
@@ -130,8 +164,12 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     return values
 
 
-def write_table(columns: Sequence[str], cells: Sequence[Sequence[object]], out_dir: str | os.PathLike[str],
-                suffix: str = "") -> Path:
+def write_table(
+    columns: Sequence[str],
+    cells: Sequence[Sequence[object]],
+    out_dir: str | os.PathLike[str],
+    suffix: str = "",
+) -> Path:
     """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these cells, printed as pandas prints
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)

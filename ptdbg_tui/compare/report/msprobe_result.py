@@ -36,14 +36,28 @@ NOTE = "ptdbg-tui: "
 
 #: Calls msprobe does not judge at all, and those whose inputs it does not judge (its
 #: ``all_ignore_set`` and ``input_ignore_set``), by API name.
-IGNORE_ALL = frozenset({"empty", "empty_like", "numpy", "to", "__setitem__", "empty_with_format",
-                        "new_empty_strided", "new_empty", "empty_strided"})
-IGNORE_INPUTS = frozenset({"_reduce_scatter_base", "_all_gather_base", "all_to_all_single",
-                           "batch_isend_irecv"})
+IGNORE_ALL = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "numpy",
+        "to",
+        "__setitem__",
+        "empty_with_format",
+        "new_empty_strided",
+        "new_empty",
+        "empty_strided",
+    }
+)
+IGNORE_INPUTS = frozenset(
+    {"_reduce_scatter_base", "_all_gather_base", "all_to_all_single", "batch_isend_irecv"}
+)
 #: Dtypes msprobe pairs although they differ (``DTYPE_MATCH_GROUPS``); other differing dtypes it
 #: leaves unmatched.
-DTYPE_GROUPS = (frozenset({"torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"}),
-                frozenset({"float16", "float32", "float64", "bfloat16"}))
+DTYPE_GROUPS = (
+    frozenset({"torch.float16", "torch.float32", "torch.float64", "torch.bfloat16"}),
+    frozenset({"float16", "float32", "float64", "bfloat16"}),
+)
 
 # Thresholds and messages of msprobe's checks, as it prints them.
 COS_IN, COS_DROP = 0.9, 0.1
@@ -135,8 +149,9 @@ def _fraction(cell: str) -> float:
         return 0.0
 
 
-def _extreme(lines: Sequence[_Line], column: str, parse: Callable[[str], float | None],
-             lowest: bool) -> float:
+def _extreme(
+    lines: Sequence[_Line], column: str, parse: Callable[[str], float | None], lowest: bool
+) -> float:
     """The least (or greatest) value of a column over lines, from 1.0 (or 0.0) when none has one."""
     values = [v for v in (parse(line[column]) for line in lines) if v is not None]
     return min(values, default=1.0) if lowest else max(values, default=0.0)
@@ -166,8 +181,10 @@ def _one_thousandth(call: _Call) -> None:
     if call.ignore_inputs or not call.outputs:
         return
     column = "One Thousandth Err Ratio"
-    if (_extreme(call.inputs, column, _float, lowest=True) > RATIO_IN
-            and _extreme(call.outputs, column, _float, lowest=True) < RATIO_OUT):
+    if (
+        _extreme(call.inputs, column, _float, lowest=True) > RATIO_IN
+        and _extreme(call.outputs, column, _float, lowest=True) < RATIO_OUT
+    ):
         call.outputs[0].flag(ERROR, MSG_RATIO)
 
 
@@ -197,8 +214,9 @@ def _requires_grad(call: _Call) -> None:
         if side is None:
             line.flag(ERROR, MSG_GRAD)
         else:
-            line.notes.append(f"{NOTE}the {side} dump does not record requires_grad; msprobe's rule would "
-                              f"say {MSG_GRAD!r}")
+            line.notes.append(
+                f"{NOTE}the {side} dump does not record requires_grad; msprobe's rule would say {MSG_GRAD!r}"
+            )
 
 
 def _scalars(call: _Call) -> None:
@@ -225,8 +243,9 @@ def _dtype(call: _Call) -> None:
         if npu and bench and npu != bench:
             line.flag(ERROR, MSG_DTYPE)
             if not _paired_by_msprobe(npu, bench):
-                line.notes.append(f"{NOTE}msprobe does not pair {npu} with {bench}: it writes this row "
-                                  "unmatched")
+                line.notes.append(
+                    f"{NOTE}msprobe does not pair {npu} with {bench}: it writes this row unmatched"
+                )
 
 
 def _shape(call: _Call) -> None:
@@ -234,8 +253,10 @@ def _shape(call: _Call) -> None:
         if line.unmatched or line["NPU Tensor Shape"] == line["Bench Tensor Shape"]:
             continue
         if line.row.transposed:
-            line.notes.append(f"{NOTE}compared transposed (linear's weight gradient, which one side's tool "
-                              f"records transposed); msprobe's rule would say {MSG_SHAPE!r}")
+            line.notes.append(
+                f"{NOTE}compared transposed (linear's weight gradient, which one side's tool "
+                f"records transposed); msprobe's rule would say {MSG_SHAPE!r}"
+            )
         else:
             line.flag(ERROR, MSG_SHAPE)
 
@@ -314,8 +335,9 @@ def _row_notes(line: _Line) -> None:
         line.notes.append(f"{NOTE}paired by ptdbg-tui's matching although the names differ")
 
 
-def msprobe_verdicts(rows: Sequence[Row], cells: Sequence[Mapping[str, str]],
-                     mode: str) -> list[tuple[str, str]]:
+def msprobe_verdicts(
+    rows: Sequence[Row], cells: Sequence[Mapping[str, str]], mode: str
+) -> list[tuple[str, str]]:
     """``(Result, Err_message)`` of each row, by msprobe's rule for ``mode``; ``cells`` are the rows'
     other cells by column name."""
     lines = [_Line(row, c) for row, c in zip(rows, cells, strict=True)]

@@ -19,8 +19,16 @@ from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
 CSV_OF_FORMAT = {STYLE_PTDBG: CSV_PTDBG, STYLE_MSPROBE: CSV_MSPROBE}
 
 
-def write_pair_csv(rows: Sequence[Row], out_dir: str | os.PathLike[str], npu: RankDump, fmt: str | None, *,
-                   stack_mode: bool = False, summary: bool = False, suffix: str = "") -> Path:
+def write_pair_csv(
+    rows: Sequence[Row],
+    out_dir: str | os.PathLike[str],
+    npu: RankDump,
+    fmt: str | None,
+    *,
+    stack_mode: bool = False,
+    summary: bool = False,
+    suffix: str = "",
+) -> Path:
     """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
     if (fmt or CSV_OF_FORMAT[npu.format]) == CSV_MSPROBE:
         return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)

@@ -13,9 +13,22 @@ from pathlib import Path
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
 from ptdbg_tui.compare.report.files import write_text
 
-HEADER = ["Pair", "Call", "Outcome", "NPU Error", "NPU Allowed", "NPU Lean", "NPU Lean Allowed",
-          "Bench Error", "Bench Allowed", "Bench Lean", "Bench Lean Allowed", "Complete", "Seconds",
-          "Verdict"]
+HEADER = [
+    "Pair",
+    "Call",
+    "Outcome",
+    "NPU Error",
+    "NPU Allowed",
+    "NPU Lean",
+    "NPU Lean Allowed",
+    "Bench Error",
+    "Bench Allowed",
+    "Bench Lean",
+    "Bench Lean Allowed",
+    "Complete",
+    "Seconds",
+    "Verdict",
+]
 
 
 def _number(value: float) -> str:
@@ -29,8 +42,16 @@ def _side(v: SideVerdict | str) -> list[str]:
 
 
 def replay_row(pair: str, r: CallReplay) -> list[str]:
-    return [pair, r.call, r.outcome, *_side(r.npu), *_side(r.bench), "yes" if r.complete else "no",
-            f"{r.seconds:.3f}", r.text]
+    return [
+        pair,
+        r.call,
+        r.outcome,
+        *_side(r.npu),
+        *_side(r.bench),
+        "yes" if r.complete else "no",
+        f"{r.seconds:.3f}",
+        r.text,
+    ]
 
 
 def write_replays(replays: Iterable[tuple[str, CallReplay]], out_dir: str | Path) -> Path:

@@ -11,8 +11,21 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
 from ptdbg_tui.compare.report.files import write_text
 
-HEADER = ["Rank", "NPU Call", "API", "Direction", "Kind", "Score", "Input Error", "Output Error",
-          "Allowed Error", "Worst Output", "Evidence", "Call Site", "Source Line"]
+HEADER = [
+    "Rank",
+    "NPU Call",
+    "API",
+    "Direction",
+    "Kind",
+    "Score",
+    "Input Error",
+    "Output Error",
+    "Allowed Error",
+    "Worst Output",
+    "Evidence",
+    "Call Site",
+    "Source Line",
+]
 
 
 def _number(value: float) -> str:
@@ -22,9 +35,21 @@ def _number(value: float) -> str:
 def suspect_row(rank: int, s: Suspect) -> list[object]:
     j = s.judgement
     site = s.site
-    return [rank, s.call, s.api, s.direction, s.kind, _number(s.score), _number(j.input_error),
-            _number(j.output_error), _number(j.allowed), j.output, s.evidence,
-            f"{site.path}:{site.line}" if site else "", (site.source or "") if site else ""]
+    return [
+        rank,
+        s.call,
+        s.api,
+        s.direction,
+        s.kind,
+        _number(s.score),
+        _number(j.input_error),
+        _number(j.output_error),
+        _number(j.allowed),
+        j.output,
+        s.evidence,
+        f"{site.path}:{site.line}" if site else "",
+        (site.source or "") if site else "",
+    ]
 
 
 def suspects_path(compare_csv: Path) -> Path:
