@@ -113,3 +113,9 @@ class Calls:
 @pytest.fixture
 def calls(record) -> Calls:
     return Calls(record)
+
+
+@pytest.fixture
+def calls_factory(record) -> Callable[[], Calls]:
+    """Fresh :class:`Calls` for each step of a test."""
+    return lambda: Calls(record)

@@ -71,3 +71,40 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
 def test_collectives_of_both_grammars():
     assert is_collective("Distributed_all_reduce") and is_collective("Distributed.all_gather")
     assert not is_collective("Functional_linear") and not is_collective("DistributedSampler")
+
+
+def test_one_rank_over_several_steps_prints_no_rank_line(tmp_path):
+    npu, bench = write_ranks_pair(tmp_path, ranks=1, faulty_rank=0)
+    for side in (npu, bench):
+        shutil.copytree(rank_dir_path(side, 0, step=0), rank_dir_path(side, 0, step=1))
+    run = compare_dumps(npu, bench, jobs=1)
+    assert [(o.npu.step, o.npu.rank) for o in run] == [(0, 0), (1, 0)]
+    text = report_text(run)
+    assert "Culprit:" in text and "first divergent rank" not in text
+
+
+def _reduced(rank: int, stats: list[float]):
+    from ptdbg_tui.formats.pkl_line import decode_value
+
+    name = "Distributed_all_reduce_0_forward_output.0"
+    return rank, decode_value([name, 0, [], "torch.float32", [4], stats])
+
+
+def test_a_collective_whose_result_departs_from_the_other_ranks_is_that_ranks_own_suspect():
+    from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, Diagnosis
+    from ptdbg_tui.compare.diagnosis.ranks import apply_departure, collective_departures, collective_results
+    from ptdbg_tui.compare.model import Row
+
+    good, bad = [2.0, -1.0, 0.25, 3.0], [2.0, -1.0, 0.2625, 3.1]
+    recs = dict(_reduced(r, bad if r == 2 else good) for r in range(4))
+    results = {r: collective_results([rec]) for r, rec in recs.items()}
+    (departure,) = collective_departures(results)
+    assert departure.rank == 2 and departure.call == "Distributed_all_reduce_0_forward"
+    assert departure.peers == (0, 1, 3)
+    d = Diagnosis()
+    apply_departure(d, [Row(recs[2], recs[2])], departure, step=0)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Distributed_all_reduce_0_forward", COLLECTIVE)]
+    assert "departs from the other ranks" in d.suspects[0].text
+    # two ranks cannot outvote each other; rank results that agree have no departure
+    assert collective_departures({r: results[r] for r in (1, 2)}) == []
+    assert collective_departures({r: results[r] for r in (0, 1, 3)}) == []

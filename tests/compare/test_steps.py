@@ -1,0 +1,48 @@
+"""Across steps: parameters that differ on entry to a step are inherited when the step before named a
+suspect of its own, and the optimizer's update between the steps is named when that step's gradients of
+them agree."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS
+from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
+
+RNG = np.random.default_rng(5)
+
+
+def _step(calls_factory, weight_lean: float, grad_fault: float):
+    calls = calls_factory()
+    x, w = RNG.standard_normal((4, 16)).astype(np.float32), RNG.standard_normal((8, 16)).astype(np.float32)
+    wn = w * np.float32(1 + weight_lean)
+    calls.call("Functional_linear", 0, "forward", [(x, x), (wn, w)], [(x @ wn.T, x @ w.T)])
+    g = RNG.standard_normal((4, 8)).astype(np.float32)
+    gw = g.T @ x
+    calls.call(
+        "Functional_linear", 0, "backward", [(g, g)], [(g @ wn, g @ w), (gw * np.float32(1 + grad_fault), gw)]
+    )
+    return calls.rows
+
+
+def test_parameters_that_differ_after_a_step_with_its_own_culprit_are_inherited(calls_factory):
+    rows0 = _step(calls_factory, 0.0, 0.3)  # step 0: a faulty weight gradient
+    rows1 = _step(calls_factory, 1e-3, 0.0)  # step 1: the weight that update made differ
+    d0, d1 = diagnose(rows0, 0), diagnose(rows1, 1)
+    assert [s.kind for s in d1.suspects] == [PARAMETERS]
+    link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])
+    assert d1.suspects == []
+    assert any("inherited from step 0" in n and "Functional_linear_0_backward" in n for n in d1.notes)
+
+
+def test_parameters_that_differ_after_a_clean_step_name_the_optimizers_update(calls_factory):
+    rows0 = _step(calls_factory, 0.0, 0.0)
+    rows1 = _step(calls_factory, 1e-3, 0.0)
+    d0, d1 = diagnose(rows0, 0), diagnose(rows1, 1)
+    link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])
+    assert [s.kind for s in d1.suspects] == [PARAMETERS]
+    assert "parameters differ on entry to step 1" in d1.verdict
+    assert "optimizer's update between steps 0 and 1" in d1.suspects[0].evidence
+    link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])  # again: the same words, once
+    assert d1.suspects[0].evidence.count("optimizer's update") == 1
