@@ -5,6 +5,7 @@ without a traceback."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -152,6 +153,18 @@ def test_a_name_outside_torch_is_never_run(gelu_npu, tmp_path, capsys):
         sidecar.write_text("\n".join(lines) + "\n")
     assert code == 2
     assert "Functional_gelu_0_forward: not replayable: os.system is outside torch's namespaces" in err
+
+
+def test_a_dump_folder_named_with_quotes_and_backslashes_still_gives_a_script(tmp_path, capsys):
+    """The folder's name goes into the script's docstring: escaped, so the script still runs."""
+    dump = _gelu_dump(tmp_path / 'run """ + os.system("x") + """ \\', 1.01)
+    code, _, err = _repro(capsys, dump.records, "Functional_gelu_0_forward", tmp_path / "r")
+    assert code == 0, err
+    script = (tmp_path / "r" / "repro.py").read_text()
+    compile(script, "repro.py", "exec")  # a syntax error if the name closed the docstring
+    assert ast.get_docstring(ast.parse(script)).count('run """ + os.system("x") + """ \\') == 1
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
 
 
 def test_a_random_op_is_not_replayable(tmp_path, capsys):

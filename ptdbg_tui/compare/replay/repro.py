@@ -219,8 +219,8 @@ def script_text(
     device: str,
 ) -> str:
     """The whole repro script."""
-    site = f"\nCalled at {origin.site}" if origin.site else ""
-    label = f" ({origin.label})" if origin.label else ""
+    site = f"\nCalled at {_doc(origin.site)}" if origin.site else ""
+    label = f" ({_doc(origin.label)})" if origin.label else ""
     incomplete = (
         ""
         if plan.complete
@@ -234,10 +234,10 @@ def script_text(
         if plan.direction == "backward"
         else ""
     )
-    doc = f'''"""Repro of {plan.call}: {plan.fn}, {plan.direction}.
+    doc = f'''"""Repro of {_doc(plan.call)}: {plan.fn}, {plan.direction}.
 
-From the NPU dump {origin.dump}{label}.{site}
-The replay's verdict when this file was written: {written.text}.
+From the NPU dump {_doc(str(origin.dump))}{label}.{site}
+The replay's verdict when this file was written: {_doc(written.text)}.
 {incomplete}
     python {SCRIPT} [--device cpu|cuda|npu]
 
