@@ -144,6 +144,8 @@ def decode_line(text: str, line: int = 0) -> Record | None:
 
 def may_hold_surrogates(text: str) -> bool:
     """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
+    if text.isascii() and "\\u" not in text:  # the usual pkl: neither can be there (fast to tell)
+        return False
     return _SURROGATE_ESCAPE.search(text) is not None
 
 
