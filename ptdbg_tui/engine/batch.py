@@ -21,7 +21,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
-from ptdbg_tui.compare.metrics.settled import settled_result
+from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
@@ -107,8 +107,8 @@ def _outcome(
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_tensors is not None and bench_tensors is not None
-    for row in rows:
-        row.result = settled_result(row, summary=not full)
+    for row, result in zip(rows, settled_results(rows, summary=not full), strict=True):
+        row.result = result
     return PairOutcome(
         npu,
         bench,

@@ -104,6 +104,14 @@ def _exact(dtype: str) -> bool:
     return name.startswith(("int", "uint", "bool", "class 'int", "class 'bool"))
 
 
+@lru_cache(256)
+def stat_tolerance(npu_dtype: str, bench_dtype: str) -> tuple[bool, float, float]:
+    """``(exact, atol, rtol)`` of a pair's statistics: exact equality for integer and bool data."""
+    if _exact(npu_dtype) and _exact(bench_dtype):
+        return True, 0.0, 0.0
+    return False, STAT_ATOL, _rtol(npu_dtype, bench_dtype)
+
+
 def _same_nonfinite(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
@@ -113,9 +121,7 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
     (``transposed``: the NPU holds the bench tensor transposed; statistics do not change.)"""
     if not same_shape(npu, bench, transposed):
         return Status.FAIL, f"shapes differ: {npu.shape_raw} vs {bench.shape_raw}"
-    exact = _exact(npu.dtype) and _exact(bench.dtype)
-    rtol = 0.0 if exact else _rtol(npu.dtype, bench.dtype)
-    atol = 0.0 if exact else STAT_ATOL
+    exact, atol, rtol = stat_tolerance(npu.dtype, bench.dtype)
     values = list(zip(npu.stat_values(), bench.stat_values(), strict=True))
     magnitude = max([abs(b) for _, b in values[:2] if b is not None and math.isfinite(b)], default=0.0)
     compared = []
@@ -135,14 +141,14 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
                 if not exact
                 else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)"
             )
-    status, why = Status.PASS, _agreed(tuple(compared), exact, atol, rtol)
+    status, why = Status.PASS, agreed(tuple(compared), exact, atol, rtol)
     if npu.dtype != bench.dtype:
         status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
     return status, why
 
 
 @lru_cache(256)  # a few combinations, one reason each
-def _agreed(compared: tuple[str, ...], exact: bool, atol: float, rtol: float) -> str:
+def agreed(compared: tuple[str, ...], exact: bool, atol: float, rtol: float) -> str:
     """Why statistics that agree pass."""
     if not compared:
         return "no statistics recorded (empty or bool tensor); shapes agree"
