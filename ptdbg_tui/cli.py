@@ -469,20 +469,23 @@ def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> i
     from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
+    from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 
     try:
-        for o in outcomes:
-            o.csv = write_pair_csv(
-                o.rows,
-                args.output,
-                o.npu,
-                args.format,
-                stack_mode=args.stack,
-                summary=o.summary,
-                suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
-            )
-            write_suspects(o.diagnosis, o.csv)
-            o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
+        with fewer_collections():  # the rows stay: a full collection would scan them all (a second)
+            long_lived()
+            for o in outcomes:
+                o.csv = write_pair_csv(
+                    o.rows,
+                    args.output,
+                    o.npu,
+                    args.format,
+                    stack_mode=args.stack,
+                    summary=o.summary,
+                    suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
+                )
+                write_suspects(o.diagnosis, o.csv)
+                o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
