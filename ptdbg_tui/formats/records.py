@@ -104,7 +104,10 @@ class StackRecord:
     line: int = 0
 
     def __post_init__(self) -> None:
-        self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
+        if set(map(type, self.frames)) <= {Frame}:  # a reader's: already frames
+            self.frames = list(self.frames)
+        else:
+            self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
 
     @property
     def call(self) -> str:
