@@ -14,6 +14,8 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual.app import App
 
     from ptdbg_tui.compare.diagnosis.findings import Diagnosis
@@ -465,25 +467,30 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
-    """Each pair's CSV, suspects and advisor file."""
+    """Each pair's CSV (shared out among ``--jobs`` processes), suspects and advisor file."""
     from ptdbg_tui.compare.report.advisor import write_advisor
     from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
     from ptdbg_tui.compare.report.suspects import write_suspects
+    from ptdbg_tui.engine.forked import in_parts
     from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
+
+    def csv_of(o: PairOutcome) -> Path:
+        return write_pair_csv(
+            o.rows,
+            args.output,
+            o.npu,
+            args.format,
+            stack_mode=args.stack,
+            summary=o.summary,
+            suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
+        )
 
     try:
         with fewer_collections():  # the rows stay: a full collection would scan them all (a second)
             long_lived()
-            for o in outcomes:
-                o.csv = write_pair_csv(
-                    o.rows,
-                    args.output,
-                    o.npu,
-                    args.format,
-                    stack_mode=args.stack,
-                    summary=o.summary,
-                    suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
-                )
+            jobs = args.jobs or os.cpu_count() or 1
+            for o, csv in zip(outcomes, in_parts(csv_of, outcomes, jobs), strict=True):
+                o.csv = csv
                 write_suspects(o.diagnosis, o.csv)
                 o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:

@@ -25,6 +25,7 @@ from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
+from ptdbg_tui.engine.forked import Forked
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
@@ -380,29 +381,93 @@ def compare_pairs(
     with fewer_collections():  # the diagnosis too: it builds an object per call
         folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
         fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
-        with MetricPool(jobs or os.cpu_count() or 1, fused=fused) as pool:
-            if folders:
-                pool.start()
-            for n, b, nn, bn in pairs:
-                try:
-                    outcomes.append(_outcome(n, b, nn, bn, match, summary))
-                    long_lived()  # its records and rows stay
-                    outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
-                except Exception as e:  # one pair's fault must not lose the others' rows
-                    outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
-            if not outcomes:
-                raise CompareInputError("; ".join(outcomes.notes))
-            _run_metrics(outcomes, pool, progress)
-        _diagnose(outcomes)
+        jobs = jobs or os.cpu_count() or 1
+        diagnoses = _Diagnoses(0 if folders else jobs - 1)
+        try:
+            with MetricPool(jobs, fused=fused) as pool:
+                if folders:
+                    pool.start()
+                for n, b, nn, bn in pairs:
+                    try:
+                        outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                        long_lived()  # its records and rows stay
+                        outcomes.notes += [
+                            f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])
+                        ]
+                    except Exception as e:  # one pair's fault must not lose the others' rows
+                        outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
+                        continue
+                    diagnoses.start(outcomes[-1])
+                if not outcomes:
+                    raise CompareInputError("; ".join(outcomes.notes))
+                _run_metrics(outcomes, pool, progress)
+            diagnoses.finish(outcomes)
+        finally:
+            diagnoses.cancel()
     return outcomes
+
+
+class _Diagnoses:
+    """The pairs' diagnoses, of statistics (their rows are final once read) each in a forked child
+    while the next pair is read, at most ``children`` at a time (see :mod:`.forked`); the others
+    here once their tensors are compared. The same diagnoses and notes as one by one."""
+
+    def __init__(self, children: int) -> None:
+        self.children = children
+        self.running: dict[int, Forked[Diagnosis | str]] = {}  # by id of the outcome
+        self.done: dict[int, Diagnosis | str] = {}
+
+    def start(self, o: PairOutcome) -> None:
+        if self.children < 1:
+            return
+        if len(self.running) >= self.children:
+            self._wait(next(iter(self.running)))
+        self.running[id(o)] = Forked(partial(_diagnosis, o), _held(o))
+
+    def _wait(self, key: int) -> None:
+        self.done[key] = self.running.pop(key).result()
+
+    def finish(self, outcomes: Outcomes) -> None:
+        for key in list(self.running):
+            self._wait(key)
+        unexplained = []
+        for o in outcomes:
+            found = self.done.pop(id(o)) if id(o) in self.done else _diagnosis(o)
+            if isinstance(found, str):
+                unexplained.append(found)
+            else:
+                o.diagnosis = found
+        outcomes.notes += unexplained
+
+    def cancel(self) -> None:
+        for forked in self.running.values():
+            forked.cancel()
+        self.running.clear()
+
+
+def _held(o: PairOutcome) -> list[object]:
+    """What a pair's diagnosis may name of the pair: its rows, their records, stacks and results."""
+    held: list[object] = []
+    for row in o.rows:
+        held += [row, row.npu, row.bench, row.stack, row.result]
+    return held
+
+
+def _diagnosis(o: PairOutcome) -> Diagnosis | str:
+    """A pair's diagnosis, or why it has none (its rows and their CSV still count)."""
+    try:
+        return diagnose(model_rows(o.rows), o.npu.step)
+    except Exception as e:
+        return f"{o.label}: no diagnosis — {fault_text(e)}"
 
 
 def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
-        try:
-            o.diagnosis = diagnose(model_rows(o.rows), o.npu.step)
-        except Exception as e:  # the rows and their CSV still count
-            outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
+        found = _diagnosis(o)
+        if isinstance(found, str):
+            outcomes.notes.append(found)
+        else:
+            o.diagnosis = found
 
 
 def _culprit_module(o: PairOutcome) -> str:

@@ -1,0 +1,135 @@
+"""Work on what this process holds, done in a forked child while this process goes on: a batch
+compare's diagnosis of one pair of statistics while it reads the next, a share of the pairs' CSVs
+while it writes the others.
+
+The child inherits the pair's rows. Its result comes back pickled, each object of this process it
+names (a row, a record, a result) sent as its index in a list both processes hold, so only what the
+child made travels: a pair's rows pickled whole cost as much as reading them. Where there is no
+fork (Windows), where other threads run (a fork copies their locks, held or not), and when a child
+fails, the work is done here instead: the result is the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import IO, Any, Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+class Forked(Generic[T]):
+    """``work()`` in a forked child; :meth:`result` waits for it (or runs it here)."""
+
+    def __init__(self, work: Callable[[], T], shared: Sequence[object]) -> None:
+        self._work, self._shared = work, shared
+        self._pid: int | None = None
+        self._fd = -1
+        if not can_fork():
+            return
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(work, shared, write)
+        os.close(write)
+        self._pid, self._fd = pid, read
+
+    def result(self) -> T:
+        if self._pid is None:
+            return self._work()
+        try:
+            with os.fdopen(self._fd, "rb") as f:
+                data = f.read()
+        finally:
+            _, status = os.waitpid(self._pid, 0)
+            self._pid = None
+        if os.waitstatus_to_exitcode(status) == 0:
+            try:
+                return _Unpickler(io.BytesIO(data), self._shared).load()
+            except Exception:  # a result cut short: the work again, here
+                pass
+        return self._work()
+
+    def cancel(self) -> None:
+        """Stop the child and forget it (the caller gave up on the result)."""
+        if self._pid is not None:
+            os.close(self._fd)
+            with contextlib.suppress(ProcessLookupError):  # it ended already
+                os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
+            self._pid = None
+
+
+def in_parts(work: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
+    """``work(item)`` of each item, in order: a share of the items in each of ``jobs - 1`` forked
+    children, the last share here meanwhile. ``work`` raises as it would here: the first exception
+    of a share stops that share, and is raised once the shares before it are in."""
+    parts = max(1, min(jobs, len(items)))
+    size = -(-len(items) // parts)
+    shares = [items[i : i + size] for i in range(0, len(items), size)]
+    children = [Forked(partial(_share, work, share), ()) for share in shares[:-1]]
+    mine = _share(work, shares[-1])
+    out: list[R] = []
+    for done in [*(c.result() for c in children), mine]:
+        for ok, value in done:
+            if not ok:
+                raise value
+            out.append(value)
+    return out
+
+
+def _share(work: Callable[[T], R], items: Sequence[T]) -> list[tuple[bool, Any]]:
+    """``(True, result)`` per item, up to ``(False, exception)`` at the first that raises."""
+    out: list[tuple[bool, Any]] = []
+    for item in items:
+        try:
+            out.append((True, work(item)))
+        except Exception as e:
+            out.append((False, e))
+            break
+    return out
+
+
+def _child(work: Callable[[], Any], shared: Sequence[object], fd: int) -> None:
+    """Run ``work``, write its pickled result and leave at once: no exit handlers, no flushing of the
+    buffers the parent's copy will flush (the parent's output would appear twice)."""
+    code = 1
+    try:
+        result = work()
+        buffer = io.BytesIO()
+        _Pickler(buffer, shared).dump(result)
+        with os.fdopen(fd, "wb") as f:
+            f.write(buffer.getbuffer())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._index = {id(o): i for i, o in enumerate(shared)}
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._index.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
+        super().__init__(file)
+        self._shared = shared
+
+    def persistent_load(self, pid: Any) -> object:
+        return self._shared[pid]
