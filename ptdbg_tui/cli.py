@@ -606,7 +606,7 @@ def run_narrow(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui narrow"
     try:
         outcomes = compare_dumps(
-            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True, jobs=1
+            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True
         )
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
     except (Exception, KeyboardInterrupt) as e:

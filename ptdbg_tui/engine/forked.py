@@ -38,6 +38,7 @@ class Forked(Generic[T]):
         self._fd = -1
         if not can_fork():
             return
+        _reap()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
@@ -49,18 +50,17 @@ class Forked(Generic[T]):
     def result(self) -> T:
         if self._pid is None:
             return self._work()
+        pid, self._pid = self._pid, None
         try:
             with os.fdopen(self._fd, "rb") as f:
                 data = f.read()
-        finally:
-            _, status = os.waitpid(self._pid, 0)
-            self._pid = None
-        if os.waitstatus_to_exitcode(status) == 0:
-            try:
-                return _Unpickler(io.BytesIO(data), self._shared).load()
-            except Exception:  # a result cut short: the work again, here
-                pass
-        return self._work()
+            result = _Unpickler(io.BytesIO(data), self._shared).load()
+        except Exception:  # the child failed (its result is cut short, or none): the work again, here
+            os.waitpid(pid, 0)
+            return self._work()
+        _EXITING.append(pid)  # a whole result: the child only has to exit (tens of ms for a big process)
+        _reap()
+        return result
 
     def cancel(self) -> None:
         """Stop the child and forget it (the caller gave up on the result)."""
@@ -70,6 +70,18 @@ class Forked(Generic[T]):
                 os.kill(self._pid, signal.SIGKILL)
             os.waitpid(self._pid, 0)
             self._pid = None
+
+
+#: Children whose result is in and that are still exiting: reaped without waiting, later.
+_EXITING: list[int] = []
+
+
+def _reap() -> None:
+    for pid in list(_EXITING):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        _EXITING.remove(pid)
 
 
 def in_parts(work: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
