@@ -48,6 +48,9 @@ from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
 ProgressFn = Callable[[int, int], None]
+#: write(outcome, several): a pair's CSV, once its rows are final (``several``: the job has more than
+#: one pair); see :func:`compare_dumps`.
+WriteFn = Callable[["PairOutcome", bool], Path]
 
 
 class CompareInputError(Exception):
@@ -252,10 +255,14 @@ def compare_dumps(
     jobs: int | None = None,
     cluster: str | None = None,
     progress: ProgressFn | None = None,
+    write: WriteFn | None = None,
 ) -> Outcomes:
     """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl), here or
     on the Dask cluster at ``cluster`` (``tcp://host:port`` or ``local:N``), and find the first
     divergent rank (``ranks``).
+
+    ``write``: a pair of statistics has its CSV written by the forked child that diagnoses it, while
+    the next pair is read (its path in the outcome's ``csv``); the other pairs' ``csv`` stays ``None``.
 
     What was not compared or not read is in the result's ``notes``. Raises
     :class:`CompareInputError` for inputs of which nothing can be compared, and
@@ -269,7 +276,7 @@ def compare_dumps(
         if not summary:
             notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
         outcomes = compare_pairs(
-            [(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary, jobs, progress
+            [(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary, jobs, progress, write
         )
         outcomes.notes[:0] = notes
         outcomes.around = around
@@ -373,6 +380,7 @@ def compare_pairs(
     summary: bool,
     jobs: int | None,
     progress: ProgressFn | None,
+    write: WriteFn | None = None,
 ) -> Outcomes:
     """Outcomes of (npu, bench, NPU tensor folder, bench tensor folder) pairs; the workers start first so
     their start-up overlaps the reading of the records. A pair that cannot be read or compared is a note and
@@ -382,7 +390,7 @@ def compare_pairs(
         folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
         fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
         jobs = jobs or os.cpu_count() or 1
-        diagnoses = _Diagnoses(0 if folders else jobs - 1)
+        diagnoses = _Diagnoses(0 if folders else jobs - 1, write, len(pairs) > 1)
         try:
             with MetricPool(jobs, fused=fused) as pool:
                 if folders:
@@ -409,20 +417,21 @@ def compare_pairs(
 
 class _Diagnoses:
     """The pairs' diagnoses, of statistics (their rows are final once read) each in a forked child
-    while the next pair is read, at most ``children`` at a time (see :mod:`.forked`); the others
-    here once their tensors are compared. The same diagnoses and notes as one by one."""
+    while the next pair is read, at most ``children`` at a time (see :mod:`.forked`), with their
+    CSV where there is a ``write``; the others here once their tensors are compared. The same
+    diagnoses and notes as one by one."""
 
-    def __init__(self, children: int) -> None:
-        self.children = children
-        self.running: dict[int, Forked[Diagnosis | str]] = {}  # by id of the outcome
-        self.done: dict[int, Diagnosis | str] = {}
+    def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
+        self.children, self.write, self.several = children, write, several
+        self.running: dict[int, Forked[tuple[Diagnosis | str, Path | None]]] = {}  # by id of the outcome
+        self.done: dict[int, tuple[Diagnosis | str, Path | None]] = {}
 
     def start(self, o: PairOutcome) -> None:
         if self.children < 1:
             return
         if len(self.running) >= self.children:
             self._wait(next(iter(self.running)))
-        self.running[id(o)] = Forked(partial(_diagnosis, o), _held(o))
+        self.running[id(o)] = Forked(partial(_finished, o, self.write, self.several), _held(o))
 
     def _wait(self, key: int) -> None:
         self.done[key] = self.running.pop(key).result()
@@ -432,7 +441,7 @@ class _Diagnoses:
             self._wait(key)
         unexplained = []
         for o in outcomes:
-            found = self.done.pop(id(o)) if id(o) in self.done else _diagnosis(o)
+            found, o.csv = self.done.pop(id(o)) if id(o) in self.done else (_diagnosis(o), None)
             if isinstance(found, str):
                 unexplained.append(found)
             else:
@@ -451,6 +460,18 @@ def _held(o: PairOutcome) -> list[object]:
     for row in o.rows:
         held += [row, row.npu, row.bench, row.stack, row.result]
     return held
+
+
+def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Diagnosis | str, Path | None]:
+    """A pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
+    caller writes it again, and reports why not)."""
+    found = _diagnosis(o)
+    if write is None:
+        return found, None
+    try:
+        return found, write(o, several)
+    except Exception:
+        return found, None
 
 
 def _diagnosis(o: PairOutcome) -> Diagnosis | str:

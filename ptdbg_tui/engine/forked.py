@@ -1,6 +1,5 @@
 """Work on what this process holds, done in a forked child while this process goes on: a batch
-compare's diagnosis of one pair of statistics while it reads the next, a share of the pairs' CSVs
-while it writes the others.
+compare's diagnosis of one pair of statistics (and its CSV) while it reads the next.
 
 The child inherits the pair's rows. Its result comes back pickled, each object of this process it
 names (a row, a record, a result) sent as its index in a list both processes hold, so only what the
@@ -18,11 +17,9 @@ import pickle
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import IO, Any, Generic, TypeVar
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 def can_fork() -> bool:
@@ -82,36 +79,6 @@ def _reap() -> None:
             if os.waitpid(pid, os.WNOHANG)[0] == 0:
                 continue
         _EXITING.remove(pid)
-
-
-def in_parts(work: Callable[[T], R], items: Sequence[T], jobs: int) -> list[R]:
-    """``work(item)`` of each item, in order: a share of the items in each of ``jobs - 1`` forked
-    children, the last share here meanwhile. ``work`` raises as it would here: the first exception
-    of a share stops that share, and is raised once the shares before it are in."""
-    parts = max(1, min(jobs, len(items)))
-    size = -(-len(items) // parts)
-    shares = [items[i : i + size] for i in range(0, len(items), size)]
-    children = [Forked(partial(_share, work, share), ()) for share in shares[:-1]]
-    mine = _share(work, shares[-1])
-    out: list[R] = []
-    for done in [*(c.result() for c in children), mine]:
-        for ok, value in done:
-            if not ok:
-                raise value
-            out.append(value)
-    return out
-
-
-def _share(work: Callable[[T], R], items: Sequence[T]) -> list[tuple[bool, Any]]:
-    """``(True, result)`` per item, up to ``(False, exception)`` at the first that raises."""
-    out: list[tuple[bool, Any]] = []
-    for item in items:
-        try:
-            out.append((True, work(item)))
-        except Exception as e:
-            out.append((False, e))
-            break
-    return out
 
 
 def _child(work: Callable[[], Any], shared: Sequence[object], fd: int) -> None:

@@ -1,15 +1,14 @@
 """Work done in a forked child (:mod:`ptdbg_tui.engine.forked`): its result names the parent's own
-objects, a failed child's work is done again here, and shares of a list keep their order."""
+objects, a failed child's work is done again here, a cancelled child is stopped."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from ptdbg_tui.engine import forked
-from ptdbg_tui.engine.forked import Forked, in_parts
+from ptdbg_tui.engine.forked import Forked
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
@@ -61,24 +60,3 @@ def test_a_cancelled_child_is_stopped_and_reaped() -> None:
     finally:
         os.close(read)
         os.close(write)
-
-
-def test_in_parts_keeps_the_order_and_raises_the_first_failure(tmp_path: Path) -> None:
-    parent = os.getpid()
-
-    def write(i: int) -> tuple[int, bool]:
-        (tmp_path / f"{i}.txt").write_text(str(i))
-        return i * i, os.getpid() != parent
-
-    got = in_parts(write, list(range(7)), jobs=3)
-    assert [value for value, _ in got] == [i * i for i in range(7)]
-    assert any(child for _, child in got) and not all(child for _, child in got)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i}.txt" for i in range(7)]
-
-    def fail_at_5(i: int) -> int:
-        if i >= 5:
-            raise OSError(28, "No space left on device")
-        return i
-
-    with pytest.raises(OSError, match="No space left"):
-        in_parts(fail_at_5, list(range(8)), jobs=2)
