@@ -390,7 +390,8 @@ def compare_pairs(
         folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
         fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
         jobs = jobs or os.cpu_count() or 1
-        diagnoses = _Diagnoses(0 if folders else jobs - 1, write, len(pairs) > 1)
+        several = len(pairs) > 1  # one pair has nothing to read while its child works
+        diagnoses = _Diagnoses(jobs - 1 if several and not folders else 0, write, several)
         try:
             with MetricPool(jobs, fused=fused) as pool:
                 if folders:
