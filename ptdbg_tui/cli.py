@@ -14,10 +14,12 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual.app import App
 
     from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-    from ptdbg_tui.engine.batch import Outcomes, PairOutcome
+    from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
     from ptdbg_tui.engine.live import LiveOptions
 
 #: The CSV dialects of ``--format`` (:mod:`ptdbg_tui.compare.report.outputs`; kept here so ``--help``
@@ -448,6 +450,7 @@ def run_compare(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             cluster=args.cluster,
             progress=bar,
+            write=_csv_writer(args),
         )
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (CompareInputError, ClusterError))
@@ -465,28 +468,48 @@ def run_compare(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
-    """Each pair's CSV, suspects and advisor file."""
+    """Each pair's CSV (unless the compare wrote it: :func:`_csv_writer`), suspects and advisor file."""
     from ptdbg_tui.compare.report.advisor import write_advisor
-    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
+    from ptdbg_tui.compare.report.outputs import pair_suffix
     from ptdbg_tui.compare.report.suspects import write_suspects
+    from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 
+    write = _csv_writer(args)
+    several = len(outcomes) > 1
     try:
-        for o in outcomes:
-            o.csv = write_pair_csv(
-                o.rows,
-                args.output,
-                o.npu,
-                args.format,
-                stack_mode=args.stack,
-                summary=o.summary,
-                suffix=pair_suffix(o.npu, o.bench) if len(outcomes) > 1 else "",
-            )
-            write_suspects(o.diagnosis, o.csv)
-            o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
+        with fewer_collections():  # the rows stay: a full collection would scan them all (a second)
+            long_lived()
+            for o in outcomes:
+                if o.csv is not None and not several and pair_suffix(o.npu, o.bench) in o.csv.name:
+                    o.csv.unlink()  # written for a job of several pairs, of which one could be read
+                    o.csv = None
+                if o.csv is None:
+                    o.csv = write(o, several)
+                write_suspects(o.diagnosis, o.csv)
+                o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
         print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _csv_writer(args: argparse.Namespace) -> WriteFn:
+    """A pair's CSV as ``ptdbg-tui compare`` writes it; the compare runs it as soon as a pair of
+    statistics is compared (in the child that diagnoses it, while the next pair is read)."""
+    from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
+
+    def write(o: PairOutcome, several: bool) -> Path:
+        return write_pair_csv(
+            o.rows,
+            args.output,
+            o.npu,
+            args.format,
+            stack_mode=args.stack,
+            summary=o.summary,
+            suffix=pair_suffix(o.npu, o.bench) if several else "",
+        )
+
+    return write
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -596,7 +619,7 @@ def run_narrow(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui narrow"
     try:
         outcomes = compare_dumps(
-            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True, jobs=1
+            args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True
         )
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
     except (Exception, KeyboardInterrupt) as e:

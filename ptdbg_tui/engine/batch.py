@@ -21,10 +21,11 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
-from ptdbg_tui.compare.metrics.settled import settled_result
+from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
+from ptdbg_tui.engine.forked import Forked
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.tasks import CompareTask, task_for
@@ -47,6 +48,9 @@ from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
 ProgressFn = Callable[[int, int], None]
+#: write(outcome, several): a pair's CSV, once its rows are final (``several``: the job has more than
+#: one pair); see :func:`compare_dumps`.
+WriteFn = Callable[["PairOutcome", bool], Path]
 
 
 class CompareInputError(Exception):
@@ -107,8 +111,8 @@ def _outcome(
     rows = matching.rows
     attach_stacks(rows, {s.call: s for s in n.stacks})
     full = not summary and npu_tensors is not None and bench_tensors is not None
-    for row in rows:
-        row.result = settled_result(row, summary=not full)
+    for row, result in zip(rows, settled_results(rows, summary=not full), strict=True):
+        row.result = result
     return PairOutcome(
         npu,
         bench,
@@ -251,10 +255,14 @@ def compare_dumps(
     jobs: int | None = None,
     cluster: str | None = None,
     progress: ProgressFn | None = None,
+    write: WriteFn | None = None,
 ) -> Outcomes:
     """Discover, pair, match and compare two dumps (any level: root, step, rank dir or pkl), here or
     on the Dask cluster at ``cluster`` (``tcp://host:port`` or ``local:N``), and find the first
     divergent rank (``ranks``).
+
+    ``write``: a pair of statistics has its CSV written by the forked child that diagnoses it, while
+    the next pair is read (its path in the outcome's ``csv``); the other pairs' ``csv`` stays ``None``.
 
     What was not compared or not read is in the result's ``notes``. Raises
     :class:`CompareInputError` for inputs of which nothing can be compared, and
@@ -268,7 +276,7 @@ def compare_dumps(
         if not summary:
             notes += [note for n, b in pairs if (note := _statistics_only(n, b))]
         outcomes = compare_pairs(
-            [(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary, jobs, progress
+            [(n, b, _tensor_dir(n), _tensor_dir(b)) for n, b in pairs], match, summary, jobs, progress, write
         )
         outcomes.notes[:0] = notes
         outcomes.around = around
@@ -372,6 +380,7 @@ def compare_pairs(
     summary: bool,
     jobs: int | None,
     progress: ProgressFn | None,
+    write: WriteFn | None = None,
 ) -> Outcomes:
     """Outcomes of (npu, bench, NPU tensor folder, bench tensor folder) pairs; the workers start first so
     their start-up overlaps the reading of the records. A pair that cannot be read or compared is a note and
@@ -380,29 +389,107 @@ def compare_pairs(
     with fewer_collections():  # the diagnosis too: it builds an object per call
         folders = [] if summary else [d for _, _, nn, bn in pairs if nn and bn for d in (nn, bn)]
         fused = tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
-        with MetricPool(jobs or os.cpu_count() or 1, fused=fused) as pool:
-            if folders:
-                pool.start()
-            for n, b, nn, bn in pairs:
-                try:
-                    outcomes.append(_outcome(n, b, nn, bn, match, summary))
-                    long_lived()  # its records and rows stay
-                    outcomes.notes += [f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])]
-                except Exception as e:  # one pair's fault must not lose the others' rows
-                    outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
-            if not outcomes:
-                raise CompareInputError("; ".join(outcomes.notes))
-            _run_metrics(outcomes, pool, progress)
-        _diagnose(outcomes)
+        jobs = jobs or os.cpu_count() or 1
+        several = len(pairs) > 1  # one pair has nothing to read while its child works
+        diagnoses = _Diagnoses(jobs - 1 if several and not folders else 0, write, several)
+        try:
+            with MetricPool(jobs, fused=fused) as pool:
+                if folders:
+                    pool.start()
+                for n, b, nn, bn in pairs:
+                    try:
+                        outcomes.append(_outcome(n, b, nn, bn, match, summary))
+                        long_lived()  # its records and rows stay
+                        outcomes.notes += [
+                            f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])
+                        ]
+                    except Exception as e:  # one pair's fault must not lose the others' rows
+                        outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
+                        continue
+                    diagnoses.start(outcomes[-1])
+                if not outcomes:
+                    raise CompareInputError("; ".join(outcomes.notes))
+                _run_metrics(outcomes, pool, progress)
+            diagnoses.finish(outcomes)
+        finally:
+            diagnoses.cancel()
     return outcomes
+
+
+class _Diagnoses:
+    """The pairs' diagnoses, of statistics (their rows are final once read) each in a forked child
+    while the next pair is read, at most ``children`` at a time (see :mod:`.forked`), with their
+    CSV where there is a ``write``; the others here once their tensors are compared. The same
+    diagnoses and notes as one by one."""
+
+    def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
+        self.children, self.write, self.several = children, write, several
+        self.running: dict[int, Forked[tuple[Diagnosis | str, Path | None]]] = {}  # by id of the outcome
+        self.done: dict[int, tuple[Diagnosis | str, Path | None]] = {}
+
+    def start(self, o: PairOutcome) -> None:
+        if self.children < 1:
+            return
+        if len(self.running) >= self.children:
+            self._wait(next(iter(self.running)))
+        self.running[id(o)] = Forked(partial(_finished, o, self.write, self.several), _held(o))
+
+    def _wait(self, key: int) -> None:
+        self.done[key] = self.running.pop(key).result()
+
+    def finish(self, outcomes: Outcomes) -> None:
+        for key in list(self.running):
+            self._wait(key)
+        unexplained = []
+        for o in outcomes:
+            found, o.csv = self.done.pop(id(o)) if id(o) in self.done else (_diagnosis(o), None)
+            if isinstance(found, str):
+                unexplained.append(found)
+            else:
+                o.diagnosis = found
+        outcomes.notes += unexplained
+
+    def cancel(self) -> None:
+        for forked in self.running.values():
+            forked.cancel()
+        self.running.clear()
+
+
+def _held(o: PairOutcome) -> list[object]:
+    """What a pair's diagnosis may name of the pair: its rows, their records, stacks and results."""
+    held: list[object] = []
+    for row in o.rows:
+        held += [row, row.npu, row.bench, row.stack, row.result]
+    return held
+
+
+def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Diagnosis | str, Path | None]:
+    """A pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
+    caller writes it again, and reports why not)."""
+    found = _diagnosis(o)
+    if write is None:
+        return found, None
+    try:
+        return found, write(o, several)
+    except Exception:
+        return found, None
+
+
+def _diagnosis(o: PairOutcome) -> Diagnosis | str:
+    """A pair's diagnosis, or why it has none (its rows and their CSV still count)."""
+    try:
+        return diagnose(model_rows(o.rows), o.npu.step)
+    except Exception as e:
+        return f"{o.label}: no diagnosis — {fault_text(e)}"
 
 
 def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
-        try:
-            o.diagnosis = diagnose(model_rows(o.rows), o.npu.step)
-        except Exception as e:  # the rows and their CSV still count
-            outcomes.notes.append(f"{o.label}: no diagnosis — {fault_text(e)}")
+        found = _diagnosis(o)
+        if isinstance(found, str):
+            outcomes.notes.append(found)
+        else:
+            o.diagnosis = found
 
 
 def _culprit_module(o: PairOutcome) -> str:

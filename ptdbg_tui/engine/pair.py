@@ -25,7 +25,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
-from ptdbg_tui.compare.metrics.settled import settled_result
+from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.replay.calls import call_rows, rows_by_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
@@ -331,8 +331,8 @@ class PairState:
         """Fill the results of the ``todo`` rows; yields after each round of work."""
         static = ctx.static
         tasks_at: list[int] = []
-        for i in todo:
-            result = settled_result(self.rows[i], self.info.summary)
+        settled = settled_results([self.rows[i] for i in todo], self.info.summary)
+        for i, result in zip(todo, settled, strict=True):
             if result is not None:
                 self.set(i, result)
             else:

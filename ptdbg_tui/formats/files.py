@@ -58,7 +58,7 @@ def safe_name(name: str) -> bool:
 def holds_lone_surrogate(name: str) -> bool:
     """Whether ``name`` holds a UTF-16 surrogate (from a JSON ``\\ud800`` escape) that no file name
     can hold: opening it would raise UnicodeEncodeError."""
-    return _LONE_SURROGATE.search(name) is not None
+    return not name.isascii() and _LONE_SURROGATE.search(name) is not None
 
 
 def describe(e: OSError) -> str:

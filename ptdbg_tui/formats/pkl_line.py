@@ -36,6 +36,9 @@ from ptdbg_tui.formats.records import (
 _CRC_RE = re.compile(r"[0-9a-f]{8}")
 
 
+#: A Frame from a list of its four fields (``Frame._make`` without its Python-level call and check).
+_frame = tuple.__new__
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
@@ -76,16 +79,18 @@ def decode_value(value: Any, line: int = 0) -> Record:
 
 
 def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
-    if all(
-        type(f) is list
-        and len(f) == 4
-        and type(f[0]) is str
-        and type(f[1]) is str  # as written
-        and type(f[2]) is str
-        and (f[3] is None or type(f[3]) is str)
-        for f in raw
-    ):
-        return StackRecord(name, [Frame._make(f) for f in raw], line)
+    written = []  # frames as the tools write them: four strings, the source possibly null
+    for f in raw:
+        if type(f) is not list or len(f) != 4:
+            break
+        path, number, function, source = f
+        if type(path) is not str or type(number) is not str or type(function) is not str:
+            break
+        if source is not None and type(source) is not str:
+            break
+        written.append(_frame(Frame, f))
+    else:
+        return StackRecord(name, written, line)
     frames = []
     for f in raw:
         if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
@@ -115,11 +120,15 @@ def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
         return 'shape must be a list or "[]" and stats a list', short(value)
     if isinstance(shape, list):
-        if not all(type(d) is int and d >= 0 for d in shape):  # not bool, not float
+        ints = not shape or (set(map(type, shape)) == {int} and min(shape) >= 0)  # not bool, not float
+        if not ints:
             return "shape must hold non-negative integers", short(value)
         if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
             return f"shape {short(shape, 60)} is too large to be a tensor's", short(name)
-    bad_stat = next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
+    floats = set(map(type, stats)) <= {float}  # nearly every line: nothing to look at one by one
+    bad_stat = (
+        None if floats else next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
+    )
     if bad_stat is not None or len(stats) > 4:
         what = f"holds {short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
         return f'stats {what}; expected up to 4 numbers, "Nan" or []', short(value)
@@ -144,6 +153,8 @@ def decode_line(text: str, line: int = 0) -> Record | None:
 
 def may_hold_surrogates(text: str) -> bool:
     """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
+    if text.isascii() and "\\u" not in text:  # the usual pkl: neither can be there (fast to tell)
+        return False
     return _SURROGATE_ESCAPE.search(text) is not None
 
 

@@ -71,6 +71,13 @@ class TensorRecord:
             return None
         return stat_value(self.stats[i])
 
+    def stat_values(self) -> list[float | None]:
+        """The four statistics as numbers (see :meth:`stat`), read once for a verdict."""
+        if not self.has_stats:
+            return [None] * 4
+        values = [stat_value(v) for v in self.stats[:4]]
+        return values + [None] * (4 - len(values)) if len(values) < 4 else values
+
     @property
     def call(self) -> str:
         return self.entry.call if self.entry else self.name
@@ -97,7 +104,10 @@ class StackRecord:
     line: int = 0
 
     def __post_init__(self) -> None:
-        self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
+        if set(map(type, self.frames)) <= {Frame}:  # a reader's: already frames
+            self.frames = list(self.frames)
+        else:
+            self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
 
     @property
     def call(self) -> str:
@@ -132,6 +142,8 @@ class RecordBatch:
 
 def stat_value(v: Any) -> float | None:
     """A raw stat as a float: ``None`` for the ``"Nan"`` sentinel and the empty-list stats."""
+    if type(v) is float:  # nearly every one
+        return v
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):

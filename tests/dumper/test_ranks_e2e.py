@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ptdbg_tui.engine import forked
 from ptdbg_tui.engine.batch import compare_dumps
 
 JOB = Path(__file__).with_name("tp_job.py")
@@ -17,7 +18,7 @@ WORLD = 3
 FAULTY = 1
 
 
-def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path):
+def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
     ranks = [
         subprocess.Popen(
@@ -47,3 +48,13 @@ def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path):
     assert first.suspect is not None and first.suspect.call == "Torch_matmul_1_forward"
     others = [v for v in run.ranks.verdicts if v.view.rank != FAULTY]
     assert all(v.received and v.suspect.call == "Distributed_all_reduce_1_forward" for v in others)
+    # from the statistics alone, each pair diagnosed in a forked child (jobs=2): the same as here (forked
+    # although earlier tests may have left an idle thread)
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+    here, apart = (compare_dumps(tmp_path / "npu", tmp_path / "bench", summary=True, jobs=j) for j in (1, 2))
+    assert [repr(o.diagnosis) for o in apart] == [repr(o.diagnosis) for o in here]
+    assert apart.notes == here.notes and apart.ranks.first.view.rank == here.ranks.first.view.rank
+    for o in apart:  # the suspects name the pair's own rows
+        assert o.diagnosis.suspects
+        rows = {id(r) for r in o.rows}
+        assert all(id(r) in rows for s in o.diagnosis.suspects for r in s.rows)

@@ -8,6 +8,7 @@ The measures themselves are accumulated with the metrics, in the same pass over 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ptdbg_tui.compare.model import ErrorMeasures
 from ptdbg_tui.formats.records import TensorRecord
@@ -29,12 +30,14 @@ def _dtype_name(dtype: str) -> str:
     return dtype.rsplit(".", 1)[-1].strip()
 
 
+@lru_cache(256)  # a dump holds a handful of dtypes
 def exact_dtype(dtype: str) -> bool:
     """Integer and bool data, whose values must agree exactly."""
     name = _dtype_name(dtype)
     return name.startswith(_EXACT) or dtype in _EXACT
 
 
+@lru_cache(256)
 def unit_roundoff(dtype: str) -> float:
     """Unit roundoff of a recorded dtype (``torch.float16`` …); 0 for exact dtypes, fp32's when unknown."""
     if exact_dtype(dtype):
@@ -46,6 +49,7 @@ def unit_roundoff(dtype: str) -> float:
     return 2.0**-24
 
 
+@lru_cache(256)
 def floor_of(npu_dtype: str, bench_dtype: str) -> float:
     """The noise floor of a pair: the unit roundoff of the less precise dtype."""
     return max(unit_roundoff(npu_dtype), unit_roundoff(bench_dtype))
@@ -132,18 +136,18 @@ def stats_errors(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fals
     to the bench's largest magnitude); the largest is the estimate. It can only see errors that move
     a statistic, which is what the recorded statistics allow.
     """
-    if (npu.shape[::-1] if transposed else npu.shape) != bench.shape or npu.is_scalar != bench.is_scalar:
+    shape = npu.shape
+    if (shape[::-1] if transposed else shape) != bench.shape or npu.is_scalar != bench.is_scalar:
         return None
-    n = [npu.stat(i) for i in range(4)]
-    b = [bench.stat(i) for i in range(4)]
-    numel = max(1, npu.numel)
+    n, b = npu.stat_values(), bench.stat_values()
+    numel = max(1, math.prod(shape))
     n_ok, b_ok = _all_finite(n), _all_finite(b)
-    magnitude = max((abs(v) for v in b[:3] if _finite(v)), default=0.0)
+    magnitude = max([abs(v) for v in b[:3] if _finite(v)], default=0.0)
     rel = 0.0
     for i, (nv, bv) in enumerate(zip(n, b, strict=True)):
         if _finite(nv) and _finite(bv):
             rel = max(rel, _ratio(abs(nv - bv), abs(bv) if i == 3 else magnitude))
-    n_mag = max((abs(v) for v in n[:3] if _finite(v)), default=0.0)
+    n_mag = max([abs(v) for v in n[:3] if _finite(v)], default=0.0)
     npu_norm = abs(n[3]) if _finite(n[3]) else n_mag * math.sqrt(numel)
     bench_norm = abs(b[3]) if _finite(b[3]) else magnitude * math.sqrt(numel)
     return ErrorMeasures(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
 from ptdbg_tui.compare.model import Row, Status, same_shape
@@ -92,13 +93,23 @@ def with_caveat(status: Status, reason: str, caveat: str) -> tuple[Status, str]:
     return status, f"{reason}; {caveat}"
 
 
+@lru_cache(256)  # a dump holds a handful of dtypes
 def _rtol(*dtypes: str) -> float:
     return max(STAT_RTOL.get(d.rsplit(".", 1)[-1], STAT_RTOL_DEFAULT) for d in dtypes)
 
 
+@lru_cache(256)
 def _exact(dtype: str) -> bool:
     name = dtype.rsplit(".", 1)[-1].strip("<>' ")
     return name.startswith(("int", "uint", "bool", "class 'int", "class 'bool"))
+
+
+@lru_cache(256)
+def stat_tolerance(npu_dtype: str, bench_dtype: str) -> tuple[bool, float, float]:
+    """``(exact, atol, rtol)`` of a pair's statistics: exact equality for integer and bool data."""
+    if _exact(npu_dtype) and _exact(bench_dtype):
+        return True, 0.0, 0.0
+    return False, STAT_ATOL, _rtol(npu_dtype, bench_dtype)
 
 
 def _same_nonfinite(a: float, b: float) -> bool:
@@ -110,11 +121,9 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
     (``transposed``: the NPU holds the bench tensor transposed; statistics do not change.)"""
     if not same_shape(npu, bench, transposed):
         return Status.FAIL, f"shapes differ: {npu.shape_raw} vs {bench.shape_raw}"
-    exact = _exact(npu.dtype) and _exact(bench.dtype)
-    rtol = 0.0 if exact else _rtol(npu.dtype, bench.dtype)
-    atol = 0.0 if exact else STAT_ATOL
-    values = [(npu.stat(i), bench.stat(i)) for i in range(len(STAT_NAMES))]
-    magnitude = max((abs(b) for _, b in values[:2] if b is not None and math.isfinite(b)), default=0.0)
+    exact, atol, rtol = stat_tolerance(npu.dtype, bench.dtype)
+    values = list(zip(npu.stat_values(), bench.stat_values(), strict=True))
+    magnitude = max([abs(b) for _, b in values[:2] if b is not None and math.isfinite(b)], default=0.0)
     compared = []
     for name, (n, b) in zip(STAT_NAMES, values, strict=True):
         if n is None or b is None:
@@ -132,19 +141,20 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
                 if not exact
                 else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)"
             )
-    if not compared:
-        status, why = Status.PASS, "no statistics recorded (empty or bool tensor); shapes agree"
-    else:
-        status, why = (
-            Status.PASS,
-            (
-                f"statistics ({', '.join(compared)}) agree within "
-                + ("exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude")
-            ),
-        )
+    status, why = Status.PASS, agreed(tuple(compared), exact, atol, rtol)
     if npu.dtype != bench.dtype:
         status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
     return status, why
+
+
+@lru_cache(256)  # a few combinations, one reason each
+def agreed(compared: tuple[str, ...], exact: bool, atol: float, rtol: float) -> str:
+    """Why statistics that agree pass."""
+    if not compared:
+        return "no statistics recorded (empty or bool tensor); shapes agree"
+    return f"statistics ({', '.join(compared)}) agree within " + (
+        "exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude"
+    )
 
 
 def original_pick(rows: Sequence[Row]) -> Row | None:

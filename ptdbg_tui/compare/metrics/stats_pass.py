@@ -1,0 +1,104 @@
+"""The settled results of many rows at once: in statistics mode, the rows a dump is mostly made of
+(four finite float statistics a side, one dtype, one shape) are judged with numpy over the whole pair.
+
+Only the rows whose statistics agree take this way; every other row, and every one that fails, gets
+:func:`~ptdbg_tui.compare.metrics.settled.settled_result`, whose results these equal to the bit (the
+same float operations in the same order; tests/compare/test_stats_pass.py checks it on real dumps).
+An LLM's statistics dump holds ~150,000 rows, at 16 µs a row one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ptdbg_tui.compare.metrics.errors import exact_dtype, floor_of
+from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
+from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
+from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+
+#: Fewer rows than this go one by one (numpy's fixed cost).
+MIN_ROWS = 64
+
+
+def settled_results(rows: Sequence[Row], summary: bool) -> list[Result | None]:
+    """:func:`settled_result` of each row, the common statistics rows over the whole batch."""
+    out: list[Result | None] = [None] * len(rows)
+    fast = [i for i, row in enumerate(rows) if _plain_statistics(row)] if summary else []
+    if len(fast) >= MIN_ROWS:
+        for i, result in zip(fast, _agreeing([rows[i] for i in fast]), strict=True):
+            out[i] = result
+    for i, row in enumerate(rows):
+        if out[i] is None:
+            out[i] = settled_result(row, summary)
+    return out
+
+
+def _plain_statistics(row: Row) -> bool:
+    """A matched row of two tensors of one dtype and shape, each with four float statistics, that no
+    other rule settles (no checksums, no in-place overwrite, no fuzzy or transposed match)."""
+    n, b = row.npu, row.bench
+    if n is None or b is None or row.fuzzy or row.transposed or (n.md5 and b.md5):
+        return False
+    if n.dtype != b.dtype or n.dtype.startswith("<class") or type(n.shape_raw) is not list:
+        return False
+    if n.shape_raw != b.shape_raw or n.dump_step > 100 or b.dump_step > 100:
+        return False
+    s, t = n.stats, b.stats
+    if len(s) != 4 or len(t) != 4 or not all(type(v) is float for v in (*s, *t)):
+        return False
+    return not overwritten_input(n.entry)
+
+
+def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
+    """The results of the rows whose statistics are finite and agree; ``None`` for the others."""
+    npu = np.array([r.npu.stats for r in rows], dtype=np.float64)  # type: ignore[union-attr]
+    bench = np.array([r.bench.stats for r in rows], dtype=np.float64)  # type: ignore[union-attr]
+    dtypes = [r.record.dtype for r in rows]
+    tolerance = [stat_tolerance(d, d) for d in dtypes]
+    atol = np.array([t[1] for t in tolerance])
+    rtol = np.array([t[2] for t in tolerance])
+    diff = np.abs(npu - bench)
+    absb = np.abs(bench)
+    magnitude = np.maximum(absb[:, 0], absb[:, 1])  # the verdict's scale: bench max and min
+    scale = np.column_stack([magnitude, magnitude, magnitude, absb[:, 3]])
+    tol = atol[:, None] + rtol[:, None] * scale
+    finite = np.isfinite(npu).all(axis=1) & np.isfinite(bench).all(axis=1)
+    agree = finite & ~(diff > tol).any(axis=1)
+    rel = _relative(diff, absb).tolist()
+    npu_norm, bench_norm = np.abs(npu[:, 3]).tolist(), absb[:, 3].tolist()
+    cells = list(map(str, (npu - bench).ravel().tolist()))  # as Python prints each float difference
+    out: list[Result | None] = []
+    for k, row in enumerate(rows):
+        if not agree[k]:
+            out.append(None)
+            continue
+        n, dtype = row.npu, dtypes[k]
+        assert n is not None
+        exact, atol_k, rtol_k = tolerance[k]
+        errors = ErrorMeasures(
+            rel[k],
+            rel[k],
+            npu_norm[k],
+            bench_norm[k],
+            max(1, n.numel),
+            floor_of(dtype, dtype),
+            0,
+            0,
+            exact_dtype(dtype),
+            from_stats=True,
+        )
+        reason = agreed(STAT_NAMES, exact, atol_k, rtol_k)
+        out.append(Result(tuple(cells[4 * k : 4 * k + 4]), "", "", Status.PASS, reason, errors=errors))
+    return out
+
+
+def _relative(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:
+    """:func:`~ptdbg_tui.compare.metrics.errors.stats_errors`' estimate: each statistic's difference
+    over its scale (the l2norm's own, else the bench's largest of max, min and mean), the largest."""
+    magnitude = absb[:, :3].max(axis=1)
+    scale = np.column_stack([magnitude, magnitude, magnitude, absb[:, 3]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.inf))
+    return np.maximum(ratio.max(axis=1), 0.0)

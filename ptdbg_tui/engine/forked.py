@@ -1,0 +1,114 @@
+"""Work on what this process holds, done in a forked child while this process goes on: a batch
+compare's diagnosis of one pair of statistics (and its CSV) while it reads the next.
+
+The child inherits the pair's rows. Its result comes back pickled, each object of this process it
+names (a row, a record, a result) sent as its index in a list both processes hold, so only what the
+child made travels: a pair's rows pickled whole cost as much as reading them. Where there is no
+fork (Windows), where other threads run (a fork copies their locks, held or not), and when a child
+fails, the work is done here instead: the result is the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+class Forked(Generic[T]):
+    """``work()`` in a forked child; :meth:`result` waits for it (or runs it here)."""
+
+    def __init__(self, work: Callable[[], T], shared: Sequence[object]) -> None:
+        self._work, self._shared = work, shared
+        self._pid: int | None = None
+        self._fd = -1
+        if not can_fork():
+            return
+        _reap()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(work, shared, write)
+        os.close(write)
+        self._pid, self._fd = pid, read
+
+    def result(self) -> T:
+        if self._pid is None:
+            return self._work()
+        pid, self._pid = self._pid, None
+        try:
+            with os.fdopen(self._fd, "rb") as f:
+                data = f.read()
+            result = _Unpickler(io.BytesIO(data), self._shared).load()
+        except Exception:  # the child failed (its result is cut short, or none): the work again, here
+            os.waitpid(pid, 0)
+            return self._work()
+        _EXITING.append(pid)  # a whole result: the child only has to exit (tens of ms for a big process)
+        _reap()
+        return result
+
+    def cancel(self) -> None:
+        """Stop the child and forget it (the caller gave up on the result)."""
+        if self._pid is not None:
+            os.close(self._fd)
+            with contextlib.suppress(ProcessLookupError):  # it ended already
+                os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
+            self._pid = None
+
+
+#: Children whose result is in and that are still exiting: reaped without waiting, later.
+_EXITING: list[int] = []
+
+
+def _reap() -> None:
+    for pid in list(_EXITING):
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue
+        _EXITING.remove(pid)
+
+
+def _child(work: Callable[[], Any], shared: Sequence[object], fd: int) -> None:
+    """Run ``work``, write its pickled result and leave at once: no exit handlers, no flushing of the
+    buffers the parent's copy will flush (the parent's output would appear twice)."""
+    code = 1
+    try:
+        result = work()
+        buffer = io.BytesIO()
+        _Pickler(buffer, shared).dump(result)
+        with os.fdopen(fd, "wb") as f:
+            f.write(buffer.getbuffer())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._index = {id(o): i for i, o in enumerate(shared)}
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._index.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
+        super().__init__(file)
+        self._shared = shared
+
+    def persistent_load(self, pid: Any) -> object:
+        return self._shared[pid]

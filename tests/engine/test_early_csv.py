@@ -1,0 +1,99 @@
+"""``ptdbg-tui compare`` of statistics writes each pair's CSV in the forked child that diagnoses it
+(:mod:`ptdbg_tui.engine.batch`): the same files as written one by one at the end."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptdbg_tui.cli import main
+from ptdbg_tui.compare.report import outputs as outputs_module
+from ptdbg_tui.engine import batch, forked
+
+OURS = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "mixed"
+    / "bench"
+    / "ptdbg_dump_v4.0"
+    / "step0"
+    / "rank0"
+)
+
+
+@pytest.fixture(autouse=True)
+def _fork_with_idle_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork although earlier tests left idle threads (Dask's offload thread): these children use none."""
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
+def two_ranks(root: Path) -> tuple[Path, Path]:
+    """Both sides: ranks 0 and 1, each a copy of a real dump of the project's dumper."""
+    for side in ("npu", "bench"):
+        for rank in (0, 1):
+            shutil.copytree(OURS, root / side / "ptdbg_dump_v4.0" / "step0" / f"rank{rank}")
+    return root / "npu", root / "bench"
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    """The files written, by name without their time stamp."""
+    return {re.sub(r"_\d{14}", "", p.name): p.read_bytes() for p in folder.iterdir()}
+
+
+def compare(npu: Path, bench: Path, out: Path, jobs: int) -> None:
+    args = [
+        "compare",
+        str(npu),
+        str(bench),
+        "-o",
+        str(out),
+        "--summary",
+        "--jobs",
+        str(jobs),
+        "--no-progress",
+    ]
+    assert main(args) == 0
+
+
+def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    npu, bench = two_ranks(tmp_path)
+    writers = tmp_path / "writers"
+    write = outputs_module.write_pair_csv
+
+    def noted(*args, **kw):
+        with writers.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return write(*args, **kw)
+
+    monkeypatch.setattr(outputs_module, "write_pair_csv", noted)
+    compare(npu, bench, tmp_path / "one", jobs=1)
+    assert set(writers.read_text().split()) == {str(os.getpid())}  # one by one, here
+    writers.unlink()
+    compare(npu, bench, tmp_path / "two", jobs=2)
+    assert str(os.getpid()) not in writers.read_text().split()  # each in its child
+    one, two = outputs(tmp_path / "one"), outputs(tmp_path / "two")
+    assert len([name for name in one if name.startswith("compare_result_step0_rank")]) == 2
+    assert two == one
+
+
+def test_a_job_left_with_one_pair_names_its_csv_as_one_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pairs found, one that cannot be read: its CSV was written for several pairs, and is renamed."""
+    npu, bench = two_ranks(tmp_path)
+    outcome = batch._outcome
+
+    def second_fails(n, *args, **kw):
+        if n.rank == 1:
+            raise OSError(5, "Input/output error")
+        return outcome(n, *args, **kw)
+
+    monkeypatch.setattr(batch, "_outcome", second_fails)
+    compare(npu, bench, tmp_path / "out", jobs=2)
+    assert sorted(outputs(tmp_path / "out")) == ["advisor.txt", "compare_result.csv", "suspects.csv"]

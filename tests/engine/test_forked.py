@@ -1,0 +1,62 @@
+"""Work done in a forked child (:mod:`ptdbg_tui.engine.forked`): its result names the parent's own
+objects, a failed child's work is done again here, a cancelled child is stopped."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ptdbg_tui.engine import forked
+from ptdbg_tui.engine.forked import Forked
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+
+@pytest.fixture(autouse=True)
+def _fork_with_idle_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork although earlier tests left idle threads (Dask's offload thread): these children use none."""
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
+class Box:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def test_the_result_names_the_parents_objects_and_was_made_in_a_child() -> None:
+    held = [Box(1), Box(2), Box(3)]
+    parent = os.getpid()
+
+    def work() -> tuple[int, list[Box], Box]:
+        return os.getpid(), [held[2], held[0]], Box(held[1].value * 10)
+
+    pid, named, made = Forked(work, held).result()
+    assert pid != parent  # done in a child
+    assert named[0] is held[2] and named[1] is held[0]  # the parent's own objects, not copies
+    assert made.value == 20 and made not in held
+
+
+def test_a_child_that_fails_has_its_work_done_here() -> None:
+    parent = os.getpid()
+
+    def work() -> int:
+        if os.getpid() != parent:
+            raise RuntimeError("only in the child")
+        return 7
+
+    assert Forked(work, []).result() == 7
+
+
+def test_a_cancelled_child_is_stopped_and_reaped() -> None:
+    read, write = os.pipe()  # nothing is ever written: the child's work never ends
+    try:
+        forked = Forked(lambda: os.read(read, 1), [])
+        pid = forked._pid
+        forked.cancel()
+        forked.cancel()  # twice: nothing left to do
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped
+    finally:
+        os.close(read)
+        os.close(write)
