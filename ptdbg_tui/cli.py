@@ -151,6 +151,7 @@ def replay_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where replay_<ts>.csv goes")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes of the compare")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    return p
 
 
 def narrow_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,34 @@ def op_name(op: str) -> str:
     return op.lower().strip("_")
 
 
+def in_place(op: str) -> bool:
+    """Whether the op writes its first argument by its name: ``add_``, ``__iadd__``; not ``__add__``."""
+    if op.startswith("__") and op.endswith("__"):
+        return op[2:].startswith("i") and op[3:-2] in _IN_PLACE_OPERATORS
+    return op.endswith("_")
+
+
+#: Operators whose ``__i<op>__`` form writes its left operand.
+_IN_PLACE_OPERATORS = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "matmul",
+        "truediv",
+        "floordiv",
+        "div",
+        "mod",
+        "pow",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+    }
+)
+
+
 #: Ops whose outputs are random draws (by :func:`op_name`): they differ between devices unless the
 #: generators match, and no replay draws the same numbers without the generator's state.
 RANDOM_OPS = frozenset(

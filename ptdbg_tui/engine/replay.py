@@ -12,6 +12,7 @@ import importlib.util
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays
+from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, replay_order, rows_by_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
@@ -167,11 +169,13 @@ class Replayer:
         """Let the worker go; ``kill``: end it now, in the middle of a call (the app quits: a long call
         would hold the interpreter's exit, which waits for the pool's workers)."""
         if self._pool is not None:
-            workers = list(getattr(self._pool, "_processes", {}).values()) if kill else []
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            for process in workers:
-                process.terminate()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            if kill:
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()
+            # killed, the pool's manager thread ends at once: joined here rather than during the
+            # interpreter's exit, where CPython before 3.12 may write to its closed wakeup pipe
+            pool.shutdown(wait=kill, cancel_futures=True)
 
     def __enter__(self) -> Replayer:
         return self
@@ -182,7 +186,9 @@ class Replayer:
 
 def _warm(background: bool = False) -> None:
     """Import torch and the runner once, in the worker (``background``: its output to /dev/null and a
-    lower priority first)."""
+    lower priority first). Warnings are not shown: a rebuilt call's deprecation notices (softmax without
+    ``dim``) would interleave with the report and say nothing about the user's code."""
+    warnings.simplefilter("ignore")
     if background:
         devnull = os.open(os.devnull, os.O_WRONLY)
         for fd in (1, 2):
@@ -255,8 +261,8 @@ def replay_outcomes(
                 progress=progress,
             )
     finally:
-        if replayer is None:  # a worker started here ends here; one given stays for its owner
-            worker.close()
+        if replayer is None:  # a worker started here ends here (a call past the budget with it); one given
+            worker.close(kill=True)  # stays for its owner
     return out
 
 
@@ -345,6 +351,7 @@ def repro_of_dump(
         raise ReproInputError(f"cannot read {reason(e)}") from None
     name = named_call(tensors, call)
     rows = [Row(rec, None, seq=i) for i, rec in enumerate(tensors)]
+    attach_stacks(rows, stacks)  # the call's source line, for a tool that records no keyword arguments
     mine = call_rows(rows, name)
     entry = mine[-1].record.entry if mine else None
     stack = stacks.get(entry.forward_call if entry is not None else name) or stacks.get(name)

@@ -4,10 +4,12 @@ call cannot be."""
 from __future__ import annotations
 
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Recorded, Value, build_plan, function_of
+from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName, parse_name
-from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
 
 
 def _rows(record, names: list[str], scalars: dict[str, object] | None = None) -> list[Row]:
@@ -116,3 +118,95 @@ def test_an_in_place_call_recorded_after_it_wrote_its_input_is_not_replayed(reco
     )
     got = build_plan(rows, "npu", "Tensor_add__0_forward", "/d", None, False, inputs_after_call=True)
     assert isinstance(got, NotReplayable) and "after it wrote" in got.reason
+
+
+def _with_site(rows: list[Row], call: str, source: str) -> list[Row]:
+    """The NPU stack of ``call`` on its first row, as the pairing puts it, with ``source`` as its line."""
+    rows[0].stack = StackRecord(
+        f"{call}_stack_info",
+        [Frame("/home/u/model.py", "12", "forward", source), Frame("/home/u/train.py", "3", "main", "")],
+    )
+    return rows
+
+
+def test_the_originals_missing_keyword_arguments_are_read_from_the_calls_source_line(record):
+    call = "Functional_softmax_0_forward"
+    names = [f"{call}_input.0", f"{call}_output"]
+    rows = _with_site(_rows(record, names), call, "        return F.softmax(scores / 8, dim=-1)  # note")
+    plan = build_plan(rows, "npu", call, "/d", None, keywords_recorded=False, inputs_after_call=False)
+    assert isinstance(plan, Plan) and plan.kwargs == {"dim": Value("plain", -1)}
+    assert plan.from_source == ("dim",) and not plan.complete, "still counts only when the bench agrees"
+    # the backward rebuilds the same forward: the keywords come from the forward's line
+    back = [
+        *rows,
+        *_rows(record, ["Functional_softmax_0_backward_input.0", "Functional_softmax_0_backward_output.0"]),
+    ]
+    plan = build_plan(back, "npu", "Functional_softmax_0_backward", "/d", None, False, False)
+    assert isinstance(plan, Plan) and plan.kwargs == {"dim": Value("plain", -1)}
+    # recorded keywords (msprobe) and a sidecar win: the line is not read
+    assert build_plan(rows, "npu", call, "/d", None, True, False).kwargs == {}  # type: ignore[union-attr]
+
+
+def test_a_source_line_is_used_only_when_it_calls_the_op_once_with_literal_keywords():
+    assert source_keywords(
+        'x = self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))', "interpolate"
+    ) == {
+        "scale_factor": 2.0,
+        "mode": "nearest",
+    }
+    assert source_keywords("y = x.softmax(dim=self.dim, dtype=None)", "softmax") == {"dtype": None}
+    assert source_keywords("if torch.sum(x, dim=(0, 1)) > 0:", "sum") == {"dim": (0, 1)}
+    for line, op in (
+        ("y = F.softmax(a, dim=1) + F.softmax(b, dim=0)", "softmax"),  # twice: which one?
+        ("y = self.fc(x)", "linear"),  # the op is called inside a library
+        ("y = F.interpolate(x, scale_factor=2,", "interpolate"),  # a call that spans lines
+        ("y = F.softmax(x, **options)", "softmax"),
+        ("", "softmax"),
+    ):
+        assert source_keywords(line, op) == {}, line
+    assert (
+        source_keywords("y = F.softmax(x, dim=__import__('os').getpid())", "softmax") == {}
+    )  # never evaluated
+
+
+def test_an_in_place_keyword_recorded_after_the_call_is_not_replayed(record):
+    call = "Functional_relu_0_forward"
+    rows = _with_site(
+        _rows(record, [f"{call}_input.0", f"{call}_output"]), call, "x = F.relu(x, inplace=True)"
+    )
+    got = build_plan(rows, "npu", call, "/d", None, False, inputs_after_call=True)
+    assert isinstance(got, NotReplayable) and "after it wrote" in got.reason
+
+
+def test_in_place_ops_by_name():
+    assert in_place("add_") and in_place("__iadd__") and in_place("__imatmul__")
+    assert not in_place("__add__") and not in_place("add") and not in_place("__getitem__")
+
+
+def test_a_position_the_original_skips_is_none_and_the_rebuild_lacks_arguments(record):
+    """The original records no None: conv2d without a bias has input.0, input.1, input.3.0 …"""
+    call = "Functional_conv2d_0_forward"
+    rows = _rows(
+        record,
+        [f"{call}_input.0", f"{call}_input.1", f"{call}_input.3.0", f"{call}_input.3.1", f"{call}_output"],
+        scalars={f"{call}_input.3.0": 1, f"{call}_input.3.1": 2},
+    )
+    plan = build_plan(rows, "npu", call, "/d", None, keywords_recorded=True, inputs_after_call=False)
+    assert isinstance(plan, Plan)
+    assert plan.args[2] == Value("plain", None) and plan.args[3] == [Value("plain", 1), Value("plain", 2)]
+    assert not plan.complete, "a skipped position may have held something else than None"
+
+
+def test_a_backward_recorded_at_an_inner_autograd_node_is_not_replayed(record):
+    names = [
+        "Functional_cross_entropy_0_forward_input.0",
+        "Functional_cross_entropy_0_forward_input.1",
+        "Functional_cross_entropy_0_forward_output",
+        "Functional_cross_entropy_0_backward_input.0",
+        "Functional_cross_entropy_0_backward_output.0",
+    ]
+    rows = _rows(record, names)
+    call = "Functional_cross_entropy_0_backward"
+    got = build_plan(rows, "npu", call, "/d", None, False, False, node_order=True)
+    assert isinstance(got, NotReplayable) and "inner autograd node" in got.reason
+    assert isinstance(build_plan(rows, "npu", call, "/d", None, False, False), Plan)  # ours: by argument

@@ -117,3 +117,22 @@ def test_replay_without_torch_says_how_to_install_it(tmp_path, monkeypatch, caps
     code = cli.main(["compare", str(npu), str(bench), "-o", str(tmp_path / "out"), "--replay", "--jobs", "1"])
     assert code == cli.EXIT_USAGE
     assert "pip install torch==2.13.0" in capsys.readouterr().err
+
+
+def test_the_replay_command_on_the_originals_dump_against_ours(tmp_path, capsys):
+    """``ptdbg-tui replay`` on a mixed pair (tests/fixtures/mixed: the original ptdbg_ascend's NPU dump,
+    its silu backward faulty, against the project's): the fault is confirmed and nothing else; the
+    NPU's rebuilds lack keyword arguments, so the bench is rebuilt the same way, never from its sidecar
+    alone."""
+    mixed = Path(__file__).parents[1] / "fixtures" / "mixed"
+    code = cli.main(
+        ["replay", str(mixed / "npu"), str(mixed / "bench"), "-o", str(tmp_path), "--no-progress"]
+    )
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    confirmed = [line.split(":")[0].strip() for line in out.splitlines() if "confirmed by replay" in line]
+    assert confirmed == ["Functional_silu_0_backward"], out
+    # the original records no None: conv2d's skipped bias position is rebuilt as None
+    assert "Functional_conv2d_0_forward: refuted by replay" in out
+    (csv,) = tmp_path.glob("replay_*.csv")
+    assert csv.read_text().startswith("Pair,Call,Outcome,") and f"CSV: {csv}" in out

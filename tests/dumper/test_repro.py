@@ -199,6 +199,31 @@ def test_a_real_msprobe_dump_s_faulty_gelu(tmp_path, capsys):
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+ORIGINAL = Path(__file__).parents[1] / "fixtures" / "original" / "interpolate_zeros"
+
+
+def test_the_originals_call_is_rebuilt_with_the_keywords_its_source_line_spells(tmp_path, capsys):
+    """The original ptdbg_ascend records no keyword arguments: ``F.interpolate(x, scale_factor=2.0,
+    mode="nearest")`` cannot be rebuilt from its records alone (neither size nor scale_factor); its
+    recorded source line gives them, and the bench's replay matching shows the rebuild right."""
+    code = main(
+        ["compare", str(ORIGINAL / "npu"), str(ORIGINAL / "bench"), "-o", str(tmp_path / "o"), "--replay"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert (
+        "Culprit: Functional_interpolate_0_forward (forward): confirmed by replay — NPU kernel wrong" in out
+    )
+    assert "Warning" not in err  # the rebuilt calls' deprecation notices stay in the worker
+    code, out, err = _repro(capsys, ORIGINAL / "npu", "Functional_interpolate_0_forward", tmp_path / "r")
+    assert code == 0, err
+    script = (tmp_path / "r" / "repro.py").read_text()
+    assert "rebuilt without them but scale_factor, mode, read from its source line" in script
+    assert "'scale_factor': 2.0" in script and "'mode': 'nearest'" in script
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
 def test_without_torch_the_command_says_how_to_install_it(demo_npu, tmp_path, capsys, monkeypatch):
     import importlib.util
 

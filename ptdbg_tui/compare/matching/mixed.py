@@ -13,6 +13,7 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
+from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.formats.dialects import INNER_NODE_BACKWARD, INPLACE_CAPABLE, LINEAR_NODE_GRADIENTS, Dialect
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT
 from ptdbg_tui.formats.records import TensorRecord
@@ -198,7 +199,7 @@ def _written_inputs(
             if not (i and x and oi and ox):
                 continue
             e = recs[i[0]].entry
-            if e is None or not (e.op.endswith("_") or e.op in INPLACE_CAPABLE):
+            if e is None or not (in_place(e.op) or e.op in INPLACE_CAPABLE):
                 continue
             mine, our_in, our_out = recs[i[0]], other[oi[0]], other[ox[0]]
             if (

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.plan import NotReplayable, build_plan
+from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, build_plan
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict, judge_side
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -58,39 +58,47 @@ def call_rows(rows: Sequence[Row] | Mapping[str, list[Row]], call: str) -> list[
     return mine if forward == call else [*by_call.get(forward, []), *mine]
 
 
-def _side(rows: Sequence[Row], side: str, call: str, source: SideSource) -> tuple[SideVerdict | str, bool]:
-    """One side's verdict (or why none) and whether its rebuild knew every argument."""
+def _side(
+    rows: Sequence[Row], side: str, call: str, source: SideSource, like: Plan | None = None
+) -> tuple[SideVerdict | str, Plan | None]:
+    """One side's verdict (or why none) and its plan. ``like``: the NPU's plan; when it lacks keyword
+    arguments, this side is rebuilt as that one was (its records, the same keywords), never from what
+    only this side's tool records: its replay matching then shows that rebuild right."""
     from ptdbg_tui.compare.replay.harness import Refused
     from ptdbg_tui.compare.replay.run import run
 
     spec = source.specs.get(call_key(call))
+    mirror = like is not None and not like.complete
     plan = build_plan(
         rows,
         side,
         call,
         source.tensor_dir,
-        spec,
-        source.keywords_recorded,
+        None if mirror else spec,
+        source.keywords_recorded and not mirror,
         source.inputs_after_call,
         source.node_order,
     )
     if isinstance(plan, NotReplayable):
-        return plan.reason, False
+        return plan.reason, None
+    if mirror and like is not None:
+        plan.kwargs = {k: v for k, v in plan.kwargs.items() if k in like.kwargs}
     tf32 = spec.state.tf32_matmul if spec is not None else False
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
         lacking = "" if plan.complete else " (the tool that wrote this dump records no keyword arguments)"
-        return f"{e}{lacking}", plan.complete
-    return judge_side(done.results, done.dtypes, done.names, done.honest), plan.complete
+        return f"{e}{lacking}", plan
+    return judge_side(done.results, done.dtypes, done.names, done.honest), plan
 
 
 def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSource) -> CallReplay:
     """Replay ``call`` on each side's own recorded inputs; never raises (a failure is the reason)."""
     start = time.perf_counter()
     try:
-        n, complete = _side(rows, "npu", call, npu)
-        b, _ = _side(rows, "bench", call, bench)
+        n, plan = _side(rows, "npu", call, npu)
+        b, _ = _side(rows, "bench", call, bench, plan)
+        complete = plan is not None and plan.complete
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
         n, b, complete = f"the replay failed: {type(e).__name__}: {e}", "", False
     return CallReplay(call, n, b, complete, time.perf_counter() - start)

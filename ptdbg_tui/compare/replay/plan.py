@@ -4,8 +4,9 @@ place, and the recorded results it is checked against — or why the call cannot
 Built without torch from one side's records: this project's call sidecar
 (:mod:`~ptdbg_tui.formats.calls`: every argument, keyword ones included), or the records alone —
 msprobe records keyword arguments (``input.<name>``), the original ptdbg_ascend only positional ones,
-so a replay of its calls is *incomplete* (a keyword the call took is missing) and counts only when the
-other side's replay of the same call shows that the rebuild is right.
+so a replay of its calls is *incomplete* (a keyword the call took is missing, unless its source line
+spells it: :mod:`~.source_keywords`) and counts only when the other side's replay of the same call
+shows that the rebuild is right.
 
 Only a function of torch's namespaces that the dumpers wrap is ever named; the runner
 (:mod:`~.run`) resolves it and nothing else.
@@ -18,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.ops import RANDOM_OPS, op_name
+from ptdbg_tui.compare.ops import RANDOM_OPS, in_place, op_name
+from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
-from ptdbg_tui.formats.dialects import LINEAR_NODE_GRADIENTS
+from ptdbg_tui.formats.dialects import INNER_NODE_BACKWARD, LINEAR_NODE_GRADIENTS
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.tensorfile import data_path
 
 #: Where each dump prefix's functions live.
@@ -73,6 +76,7 @@ class Plan:
     inplace: int | None = None  # the argument the call writes into
     complete: bool = True  # every argument is known (keyword ones too)
     transposed: set[tuple[Any, ...]] = field(default_factory=set)  # results recorded transposed
+    from_source: tuple[str, ...] = ()  # keyword arguments read from the call's source line
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,14 @@ def function_of(entry: EntryName) -> str | NotReplayable:
     if space is None or not op.replace("_", "a").isidentifier():
         return NotReplayable(call, f"{entry.api} is not an API of torch's namespaces")
     return f"{space}.{op}"
+
+
+def _source_line(rows: Sequence[Row], call: str) -> str | None:
+    """The line of code that made ``call``, from the NPU stack on its first row (both sides ran the same
+    script; a rebuild from it counts only when the other side's replay matches)."""
+    stack = next((r.stack for r in rows if r.stack is not None and r.stack.call == call), None)
+    site = stack_site(stack)
+    return site.source if site is not None else None
 
 
 def _records(rows: Sequence[Row], side: str) -> dict[str, TensorRecord]:
@@ -165,25 +177,45 @@ def _from_record(rec: TensorRecord, tensor_dir: str | None) -> Any:
     return Value(kind, value)
 
 
-def _nest(items: Mapping[tuple[Any, ...], Any]) -> list[Any]:
-    """Positional arguments from their paths (``(2, 0)``: the first element of the third argument)."""
+def _nest(items: Mapping[tuple[Any, ...], Any]) -> tuple[list[Any], bool]:
+    """Positional arguments from their paths (``(2, 0)``: the first element of the third argument), and
+    whether any position was missing: the original records no ``None`` (a conv2d without bias has no
+    ``input.2``), so a gap is rebuilt as ``None`` and the rebuild counts as lacking arguments."""
     out: list[Any] = []
+    gaps = False
     for path in sorted(items, key=lambda p: tuple(str(k).zfill(8) for k in p)):
         target = out
         for depth, k in enumerate(path):
             if not isinstance(k, int):
                 raise _Missing(f"argument path {path} is not positional")
-            while len(target) <= k:
-                target.append([])
-            if depth == len(path) - 1:
+            last = depth == len(path) - 1
+            while len(target) < k:
+                target.append(_GAP)
+                gaps = True
+            if len(target) == k:
+                target.append(items[path] if last else [])
+            elif last:
                 target[k] = items[path]
-            else:
+            elif target[k] is _GAP:
+                target[k] = []
+            if not last:
                 target = target[k]
-    return out
+    return _filled(out), gaps
 
 
-def _from_records(fwd: Sequence[TensorRecord], tensor_dir: str | None) -> tuple[list[Any], dict[str, Any]]:
-    """A call's positional and keyword arguments from its forward input records."""
+#: A position the records skip, until :func:`_filled` makes it ``None``.
+_GAP = object()
+
+
+def _filled(args: list[Any]) -> list[Any]:
+    return [Value("plain", None) if a is _GAP else (_filled(a) if isinstance(a, list) else a) for a in args]
+
+
+def _from_records(
+    fwd: Sequence[TensorRecord], tensor_dir: str | None
+) -> tuple[list[Any], dict[str, Any], bool]:
+    """A call's positional and keyword arguments from its forward input records, and whether a position
+    was missing (:func:`_nest`)."""
     positional: dict[tuple[Any, ...], Any] = {}
     kwargs: dict[str, Any] = {}
     for rec in fwd:
@@ -196,7 +228,8 @@ def _from_records(fwd: Sequence[TensorRecord], tensor_dir: str | None) -> tuple[
             kwargs[e.path[0]] = _from_record(rec, tensor_dir)
         else:
             positional[e.path] = _from_record(rec, tensor_dir)
-    return _nest(positional), kwargs
+    args, gaps = _nest(positional)
+    return args, kwargs, gaps
 
 
 def _node_order(
@@ -205,6 +238,10 @@ def _node_order(
     """Where the gradients of a tool that records them in autograd-node order belong: per recorded
     gradient (``output.k``, a ``null`` one included), its forward argument's position and whether it is
     recorded transposed; or why that cannot be told."""
+    if op in INNER_NODE_BACKWARD:
+        return (
+            f"its tool records {op}'s backward at an inner autograd node, not the gradients of its arguments"
+        )
     if op == "linear":
         mapping = LINEAR_NODE_GRADIENTS.get(len(grads))
         if mapping is None:
@@ -295,13 +332,23 @@ def build_plan(
             kwargs = {k: _from_spec(v, recs, tensor_dir) for k, v in spec.kwargs.items()}
             fn, complete, inplace = spec.fn, True, spec.inplace
         else:
-            args, kwargs = _from_records(fwd, tensor_dir)
-            complete, inplace = keywords_recorded, (0 if entry.op.endswith("_") else None)
+            args, kwargs, gaps = _from_records(fwd, tensor_dir)
+            complete, inplace = keywords_recorded and not gaps, (0 if in_place(entry.op) else None)
     except _Missing as e:
         return NotReplayable(call, str(e))
-    if inplace is not None and inputs_after_call and spec is None:
+    read: dict[str, Any] = {}
+    if spec is None and not keywords_recorded:
+        read = {
+            k: v
+            for k, v in source_keywords(_source_line(rows, forward_call), entry.op).items()
+            if k not in kwargs
+        }
+        kwargs.update((k, Value("plain", v)) for k, v in read.items())
+    if (inplace is not None or read.get("inplace") is True) and inputs_after_call and spec is None:
         return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
-    plan = Plan(call, entry.direction, fn, args, kwargs, inplace=inplace, complete=complete)
+    plan = Plan(
+        call, entry.direction, fn, args, kwargs, inplace=inplace, complete=complete, from_source=tuple(read)
+    )
     done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
     if isinstance(done, Plan) and not done.results:
         return NotReplayable(call, "no tensor results were recorded to check")

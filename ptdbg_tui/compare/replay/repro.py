@@ -221,12 +221,13 @@ def script_text(
     """The whole repro script."""
     site = f"\nCalled at {_doc(origin.site)}" if origin.site else ""
     label = f" ({_doc(origin.label)})" if origin.label else ""
+    read = f" but {', '.join(plan.from_source)}, read from its source line" if plan.from_source else ""
     incomplete = (
         ""
         if plan.complete
         else "\nThe dump records no keyword arguments (the original "
-        "ptdbg_ascend):\nthe call is rebuilt without them, so a keyword it took would change the "
-        "result.\n"
+        f"ptdbg_ascend):\nthe call is rebuilt without them{read}, so another keyword it took would "
+        "change the result.\n"
     )
     backward = (
         "\nA backward call: its forward is rebuilt in float64 on the recorded forward inputs, the\n"

@@ -242,7 +242,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     except Refused:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
-        raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {e}") from None
+        raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {_first_line(e)}") from None
     spread = _spread(plan, fn, reference, incoming, op, tf32, seed)
     out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
     for path, rec in plan.results.items():
@@ -267,3 +267,9 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
 
 def _recorded_inputs(plan: Plan) -> Iterator[tuple[Path, Recorded]]:
     return leaves(plan.args, plan.kwargs, lambda x: isinstance(x, Recorded))
+
+
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line of the report (torch's list every overload it tried)."""
+    text = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
