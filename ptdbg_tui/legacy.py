@@ -18,10 +18,10 @@ from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 
 
-def _rank_dump(pkl: Any, side: str) -> RankDump:
-    if not pkl:
+def _rank_dump(records: Any, side: str) -> RankDump:
+    if not records:
         raise CompareInputError(f"input_param needs '{side}_pkl_path'")
-    path = Path(pkl)
+    path = Path(records)
     if not path.is_file():
         raise CompareInputError(f"{side} pkl {path} does not exist")
     try:
@@ -56,11 +56,11 @@ def compare(
     """
     npu = _rank_dump(input_param.get("npu_pkl_path"), "npu")
     bench = _rank_dump(input_param.get("bench_pkl_path"), "bench")
-    npu_npy = _data_dir(input_param.get("npu_dump_data_dir"), "npu")
-    bench_npy = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
+    npu_data = _data_dir(input_param.get("npu_dump_data_dir"), "npu")
+    bench_data = _data_dir(input_param.get("bench_dump_data_dir"), "bench")
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     check_match(match)
-    (outcome,) = compare_pairs([(npu, bench, npu_npy, bench_npy)], match, False, kw.get("jobs"), None)
+    (outcome,) = compare_pairs([(npu, bench, npu_data, bench_data)], match, False, kw.get("jobs"), None)
     outcome.csv = write_csv(
         outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary, suffix=kw.get("suffix", "")
     )

@@ -60,6 +60,11 @@ class RankDump:
         return STYLE_MSPROBE if self.records.name == DUMP_JSON else STYLE_PTDBG
 
     @property
+    def report(self) -> str:
+        """The compare CSV its tool writes: ``ptdbg`` (ptdbg_ascend's columns) or ``msprobe``."""
+        return self.format
+
+    @property
     def rank_dir(self) -> Path:
         return self.records.parent
 

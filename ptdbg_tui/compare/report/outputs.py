@@ -11,12 +11,8 @@ from pathlib import Path
 
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
-from ptdbg_tui.compare.report.csv_ptdbg import CSV_PTDBG, write_csv
+from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.formats.layout import RankDump
-from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG
-
-#: The CSV dialect (``--format``) of each dump format.
-CSV_OF_FORMAT = {STYLE_PTDBG: CSV_PTDBG, STYLE_MSPROBE: CSV_MSPROBE}
 
 
 def write_pair_csv(
@@ -30,7 +26,7 @@ def write_pair_csv(
     suffix: str = "",
 ) -> Path:
     """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
-    if (fmt or CSV_OF_FORMAT[npu.format]) == CSV_MSPROBE:
+    if (fmt or npu.report) == CSV_MSPROBE:
         return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)
     return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix)
 
