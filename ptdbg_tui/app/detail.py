@@ -249,7 +249,8 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
         head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
         parts.append(Text(f"{head}: {suspect.finding}", style=styles.get("fail", Style())))
     evidence = model.evidence(call)
-    if evidence is not None and not (mine and evidence.introduces):
+    quoted = any(suspect.replay for _, suspect in mine)  # a replayed finding quotes the two dumps' figures
+    if evidence is not None and not (mine and evidence.introduces) and not quoted:
         head = (
             "introduces error: "
             if evidence.introduces
@@ -261,7 +262,7 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
             Text(head + evidence.text, style=styles.get("fail" if evidence.introduces else "head", Style()))
         )
     replay = model.replay_text(call)
-    if replay and not any(suspect.replay for _, suspect in mine):  # a suspect's finding says it already
+    if replay and not quoted:  # a suspect's finding says it already
         parts.append(replay_line("Replay", replay, styles))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics

@@ -8,6 +8,7 @@ import importlib.util
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from ptdbg_tui.app.screens import ReproScreen
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
@@ -179,3 +180,28 @@ async def test_a_statistics_only_pair_has_nothing_to_replay(demo_dumps, ui):
         assert _said(
             app, "VF_lstm_0_backward: compared from statistics, without tensors: nothing to replay from."
         )
+
+
+async def test_at_step_2_of_an_every_step_fault_the_replay_names_it_and_the_panel_agrees(ui, tmp_path):
+    """bench/divergence.py's GELU fault at step 2: its inputs already differ, the two dumps find no error
+    of its own; the replay confirms it, and the panel says so once (not also "no error of its own")."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from diagnosis_scenarios.steps import ISSUE15
+
+    (scenario,) = [s for s in ISSUE15 if s.name == "gelu_tail_tile_every_step"]
+    npu, bench = scenario.dump(tmp_path, 0)
+    app = ui.app(npu, bench, step=2, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+
+        def confirmed() -> bool:
+            culprit = app.model.first_culprit()
+            return culprit is not None and culprit[0].confirmed
+
+        await ui.wait_until(pilot, confirmed)
+        await pilot.press("c")
+        text = _detail(app, ui)
+        assert text.startswith("Functional_gelu_1_forward Culprit: confirmed by replay — NPU kernel wrong"), (
+            text
+        )
+        assert "no error of its own" not in text and "Replay:" not in text
