@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
@@ -80,38 +82,15 @@ class PrecisionDebugger:
         self.config = DumpConfig()
         self._session: DumpSession | None = None
 
-    def configure_hook(
-        self,
-        mode: str = "api_stack",
-        scope: Sequence[str] | None = None,
-        api_list: Sequence[str] | None = None,
-        filter_switch: str = "OFF",
-        input_output_mode: Sequence[str] | None = None,
-        summary_only: bool = False,
-        disable_dropout: bool = True,
-        acl_config: str | None = None,
-        backward_input: Sequence[str] | None = None,
-        module: Sequence[str] | None = None,
-        summary_mode: str = "statistics",
-    ) -> None:
-        """Choose what to dump; see docs/dumper.md#configure_hook for each switch.
-        ``module=[paths]`` dumps only the calls made inside those modules (and their submodules);
-        ``summary_mode="md5"`` adds a CRC-32 of each tensor to its pkl line (no npy files)."""
+    def configure_hook(self, *args: Any, **kwargs: Any) -> None:
+        """Choose what to dump: the switches of :meth:`DumpConfig.build <dumper.config.DumpConfig.build>`
+        (the original's, and ``module``, ``summary_mode``); see docs/dumper.md#configure_hook."""
         if self._session is not None and self._session.active:
             raise ConfigError("configure_hook() must be called before start()")
-        self.config = DumpConfig.build(
-            mode,
-            scope,
-            api_list,
-            filter_switch,
-            input_output_mode,
-            summary_only,
-            disable_dropout,
-            acl_config,
-            backward_input,
-            module,
-            summary_mode,
-        )
+        try:
+            self.config = DumpConfig.build(*args, **kwargs)
+        except TypeError as e:  # a switch it does not have, or too many
+            raise TypeError(str(e).replace("DumpConfig.build()", "configure_hook()")) from None
         if self.model is not None and self.config.module:
             names = [n for n, _ in self.model.named_modules() if n]
             missing = [m for m in self.config.module if not any(within(n, m) for n in names)]
@@ -143,3 +122,13 @@ class PrecisionDebugger:
     def rank_dir(self) -> Path | None:
         """Where this process's dump of the current step goes (None until a call was dumped)."""
         return self.session.rank_dir
+
+
+# help() and editors show configure_hook's switches: they are DumpConfig.build's, defined once there
+PrecisionDebugger.configure_hook.__signature__ = inspect.signature(DumpConfig.build).replace(  # type: ignore[attr-defined]
+    parameters=[
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *inspect.signature(DumpConfig.build).parameters.values(),
+    ],
+    return_annotation=None,
+)

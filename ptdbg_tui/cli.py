@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+    from ptdbg_tui.compare.replay.verdict import CallReplay
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
     from ptdbg_tui.engine.live import LiveOptions
 
@@ -39,21 +41,23 @@ def _version(p: argparse.ArgumentParser) -> None:
     p.add_argument("--version", action="version", version=f"ptdbg-tui {__version__}")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    _version(p)
-    p.add_argument(
-        "npu",
-        metavar="NPU_DIR",
-        help="NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json",
-    )
+def _pair(
+    p: argparse.ArgumentParser, npu: str, match: str = "pairing of entries (as ptdbg-tui compare)"
+) -> None:
+    """The two dumps, the step and rank, and how entries pair: every command that compares takes them."""
+    p.add_argument("npu", metavar="NPU_DIR", help=npu)
     p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
-    p.add_argument(
-        "--match",
-        choices=("auto", "exact", "fuzzy", "align"),
-        default="auto",
-        help="pairing of entries: auto (default: exact names, aligned when that leaves calls unpaired on "
+    p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto", help=match)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    _version(p)
+    _pair(
+        p,
+        "NPU dump (ptdbg or msprobe): dump_path root, step or rank dir, a .pkl or dump.json",
+        "pairing of entries: auto (default: exact names, aligned when that leaves calls unpaired on "
         "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
         "that survives extra/missing calls",
     )
@@ -122,10 +126,7 @@ def replay_parser() -> argparse.ArgumentParser:
         "extra): is a side's kernel wrong on its own inputs? One line per call, and replay_<ts>.csv.",
     )
     _version(p)
-    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level, with tensors")
-    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark dump, same forms")
-    p.add_argument("--step", type=int, default=None, help="this step only")
-    p.add_argument("--rank", type=int, default=None, help="this (NPU) rank only")
+    _pair(p, "NPU dump (ptdbg or msprobe), any level, with tensors")
     p.add_argument(
         "--call",
         nargs="+",
@@ -142,12 +143,6 @@ def replay_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="the most time the replay may take, in all (default: 60)",
     )
-    p.add_argument(
-        "--match",
-        choices=("auto", "exact", "fuzzy", "align"),
-        default="auto",
-        help="pairing of entries (as compare)",
-    )
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where replay_<ts>.csv goes")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes of the compare")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
@@ -162,8 +157,7 @@ def narrow_parser() -> argparse.ArgumentParser:
         "rank(s) where the runs diverge; prints the commands that run it on both sides.",
     )
     _version(p)
-    p.add_argument("npu", metavar="NPU_DIR", help="NPU dump (ptdbg or msprobe), any level")
-    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
+    _pair(p, "NPU dump (ptdbg or msprobe), any level")
     target = p.add_mutually_exclusive_group()
     target.add_argument(
         "--call",
@@ -171,14 +165,6 @@ def narrow_parser() -> argparse.ArgumentParser:
         help="narrow to this call (as the report names it: VF_lstm_0_backward, Functional.silu.0.forward)",
     )
     target.add_argument("--module", metavar="PATH", help="narrow to this module path (track.lstm)")
-    p.add_argument("--step", type=int, default=None, help="compare this step only")
-    p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
-    p.add_argument(
-        "--match",
-        choices=("auto", "exact", "fuzzy", "align"),
-        default="auto",
-        help="pairing of entries (as ptdbg-tui compare)",
-    )
     p.add_argument(
         "-o",
         "--output",
@@ -408,6 +394,12 @@ class _Bar:
             self.stream.flush()
 
 
+def unwritable(prog: str, output: str, e: OSError) -> int:
+    """A command's output folder that cannot be written: one line, and the usage exit code."""
+    print(f"{prog}: error: cannot write to {output}: {e.strerror or e}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def failure(prog: str, e: BaseException, usage: tuple[type[Exception], ...]) -> int:
     """What a command stopped on, in one line on stderr, and its exit code: the inputs (``usage``), an
     interrupt, or a bug (one line, not a traceback over the user's terminal)."""
@@ -457,7 +449,10 @@ def run_compare(args: argparse.Namespace) -> int:
         return failure(prog, e, (CompareInputError, ClusterError))
     finally:
         bar.close()
-    if args.replay and (code := _replay(prog, args, outcomes)) != EXIT_OK:
+    if (
+        args.replay
+        and (code := _replay(prog, args, outcomes, args.replay_budget, args.replay_top)[0]) != EXIT_OK
+    ):
         return code
     if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
         return code
@@ -517,37 +512,31 @@ def run_replay(args: argparse.Namespace) -> int:
     """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
     from ptdbg_tui.compare.report.replays import write_replays
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
-    from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
+    from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
 
     prog = "ptdbg-tui replay"
     try:
-        require_torch()
+        require_torch()  # before the comparison, not after it
         outcomes = compare_dumps(
             args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, jobs=args.jobs
         )
-    except (ReplayUnavailable, CompareInputError) as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    progress = _Counter(sys.stderr, not args.no_progress)
-    try:
-        done = replay_outcomes(
-            outcomes, budget_s=args.budget, top=args.top, calls=args.call, progress=progress
-        )
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        progress.close()
-    lines = []
-    for o in outcomes:
-        got = done.get(o.label, {})
-        lines.append(f"{o.label}: {o.diagnosis.replay}")
-        lines += [f"  {call}: {r.text}" for call, r in got.items()]
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (ReplayUnavailable, CompareInputError))
+    code, done = _replay(prog, args, outcomes, args.budget, args.top, args.call)
+    if code != EXIT_OK:
+        return code
     try:
         path = write_replays(((label, r) for label, got in done.items() for r in got.values()), args.output)
     except OSError as e:
-        print(f"{prog}: error: cannot write to {args.output}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_USAGE
+        return unwritable(prog, args.output, e)
+    lines = [
+        line
+        for o in outcomes
+        for line in (
+            f"{o.label}: {o.diagnosis.replay}",
+            *(f"  {call}: {r.text}" for call, r in done.get(o.label, {}).items()),
+        )
+    ]
     print("\n".join([*lines, f"CSV: {path}"]), flush=True)
     return EXIT_OK
 
@@ -567,8 +556,7 @@ def run_repro(args: argparse.Namespace) -> int:
         print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
-        print(f"{prog}: error: cannot write to {args.output}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_USAGE
+        return unwritable(prog, args.output, e)
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (ReplayUnavailable, ReproInputError))
     complete = "" if written.complete else " (the dump records no keyword arguments: rebuilt without them)"
@@ -576,8 +564,16 @@ def run_repro(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
-    """``--replay``: replay the compared pairs' calls and fold the verdicts into their diagnoses."""
+def _replay(
+    prog: str,
+    args: argparse.Namespace,
+    outcomes: Outcomes,
+    budget_s: float,
+    top: int,
+    calls: Sequence[str] | None = None,
+) -> tuple[int, dict[str, dict[str, CallReplay]]]:
+    """Replay the compared pairs' calls (``calls``, else the most telling ones) and fold the verdicts
+    into their diagnoses: the exit code so far, and the replays by pair and call."""
     from ptdbg_tui.engine.batch import judge_ranks
     from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
 
@@ -585,17 +581,17 @@ def _replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
         require_torch()
     except ReplayUnavailable as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, {}
     progress = _Counter(sys.stderr, not args.no_progress)
     try:
-        replay_outcomes(outcomes, budget_s=args.replay_budget, top=args.replay_top, progress=progress)
+        done = replay_outcomes(outcomes, budget_s=budget_s, top=top, calls=calls, progress=progress)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, {}
     finally:
         progress.close()
     judge_ranks(outcomes)
-    return EXIT_OK
+    return EXIT_OK, done
 
 
 class _Counter(_Bar):

@@ -6,6 +6,8 @@ an in-place call or an operator so that ``relu_`` and ``relu`` are one op.
 
 from __future__ import annotations
 
+from ptdbg_tui.formats.dialects import DROPOUTS
+
 
 def op_name(op: str) -> str:
     """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
@@ -61,17 +63,12 @@ RANDOM_OPS = frozenset(
         "geometric",
         "cauchy",
         "log_normal",
-        "dropout",
-        "dropout1d",
-        "dropout2d",
-        "dropout3d",
-        "alpha_dropout",
-        "feature_alpha_dropout",
         "rrelu",
         "gumbel_softmax",
         "native_dropout",
         "fused_dropout",
     }
+    | DROPOUTS
 )
 
 #: In-place ops whose result does not depend on what their first argument held: they overwrite it
@@ -92,6 +89,16 @@ OVERWRITING_OPS = frozenset(
     }
 )
 
+#: Ops whose second and third arguments are a module's weight and bias.
+WEIGHTED = (
+    "linear",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+)
 _WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
 _NORM = ((2, "weight"), (3, "bias"))
 #: Which argument positions of an op (by :func:`op_name`) hold module parameters, and their names.
@@ -99,15 +106,7 @@ PARAMETER_SLOTS: dict[str, dict[int, str]] = {
     op: dict(slots)
     for ops, slots in (
         (
-            (
-                "linear",
-                "conv1d",
-                "conv2d",
-                "conv3d",
-                "conv_transpose1d",
-                "conv_transpose2d",
-                "conv_transpose3d",
-            ),
+            WEIGHTED,
             _WEIGHT_BIAS,
         ),
         (("layer_norm", "group_norm"), _NORM),

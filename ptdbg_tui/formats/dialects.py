@@ -96,6 +96,11 @@ LINEAR_NODE_GRADIENTS: dict[int, tuple[tuple[int, bool], ...]] = {
     2: ((0, False), (1, True)),
 }
 
+#: The dropouts' op names (each may also work in place).
+DROPOUTS = frozenset(
+    {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+)
+
 #: Ops that may write their first argument (``relu(x, inplace=True)``, and any ``op_``).
 INPLACE_CAPABLE = frozenset(
     {
@@ -112,13 +117,8 @@ INPLACE_CAPABLE = frozenset(
         "hardsigmoid",
         "mish",
         "threshold",
-        "dropout",
-        "dropout1d",
-        "dropout2d",
-        "dropout3d",
-        "alpha_dropout",
-        "feature_alpha_dropout",
     }
+    | DROPOUTS
 )
 
 

@@ -7,17 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from ptdbg_tui.compare.metrics import cells
 from ptdbg_tui.compare.metrics.accumulator import CHUNK, HISTOGRAM_EDGES, compare_arrays
-from ptdbg_tui.compare.metrics.cells import (
-    MSG_COS_BENCH_ZERO,
-    MSG_COS_NPU_ZERO,
-    MSG_COS_ONE,
-    MSG_DTYPE,
-    MSG_EMPTY,
-    MSG_INF_NAN,
-    MSG_SCALAR,
-    MSG_SHAPE,
-)
 from ptdbg_tui.compare.model import Status
 
 F32 = "torch.float32"
@@ -117,7 +108,7 @@ def test_bench_zero_uses_the_bench_dtype_eps():
 def test_scalars():
     r = compare_arrays(np.array(1), np.array(1), "<class 'int'>", "<class 'int'>")
     assert r.cells == ("unsupported", "0.000000000000", "0.000000000000", "Nan", "Nan")
-    assert r.accuracy == "Nan" and r.message == MSG_SCALAR
+    assert r.accuracy == "Nan" and r.message == cells.MSG_SCALAR
     assert r.status is Status.PASS and "agree" in r.reason  # the original says Nan
     r = compare_arrays(np.array(2.5), np.array(2.0), "<class 'float'>", "<class 'float'>")
     assert r.cells[1:3] == ("0.500000000000", "0.250000000000") and r.status is Status.WARN
@@ -133,13 +124,13 @@ def test_scalar_nan():
     same = compare_arrays(np.array(np.nan), np.array(np.nan), "<class 'float'>", "<class 'float'>")
     assert same.cells[1] == "0.000000000000" and "same 1 position" in same.message
     diff = compare_arrays(np.array(np.nan), np.array(1.0), "<class 'float'>", "<class 'float'>")
-    assert diff.cells == ("N/A",) * 5 and diff.accuracy == "No" and MSG_INF_NAN in diff.message
+    assert diff.cells == ("N/A",) * 5 and diff.accuracy == "No" and cells.MSG_INF_NAN in diff.message
 
 
 def test_one_element_tensor_has_no_cosine():
     r = compare_arrays(np.array([2.0], np.float32), np.array([2.0], np.float32), F32, F32)
     assert r.cells == ("unsupported", "0.000000000000", "0.000000000000", "1.000000000000", "1.000000000000")
-    assert r.accuracy == "Nan" and r.message == MSG_COS_ONE and r.status is Status.PASS
+    assert r.accuracy == "Nan" and r.message == cells.MSG_COS_ONE and r.status is Status.PASS
     r = compare_arrays(np.array([2.0], np.float32), np.array([3.0], np.float32), F32, F32)
     assert r.status is Status.WARN and r.accuracy == "Nan"
 
@@ -147,7 +138,11 @@ def test_one_element_tensor_has_no_cosine():
 def test_empty_tensors():
     e = np.zeros((0, 3), np.float32)
     r = compare_arrays(e, e, F32, F32)
-    assert r.cells == ("unsupported", "0", "0", "0", "0") and r.accuracy == "Nan" and r.message == MSG_EMPTY
+    assert (
+        r.cells == ("unsupported", "0", "0", "0", "0")
+        and r.accuracy == "Nan"
+        and r.message == cells.MSG_EMPTY
+    )
     assert r.status is Status.PASS
 
 
@@ -157,9 +152,9 @@ def test_zero_tensors():
     assert both.cells[0] == "1.0" and both.accuracy == "Yes" and both.status is Status.PASS
     npu = compare_arrays(z, v, F32, F32)  # the spec's observed Torch_relu row
     assert npu.cells == ("Nan", "4.000000000000", "1.000000000000", "0.000000000000", "0.000000000000")
-    assert npu.accuracy == "Nan" and npu.message == MSG_COS_NPU_ZERO and npu.status is Status.WARN
+    assert npu.accuracy == "Nan" and npu.message == cells.MSG_COS_NPU_ZERO and npu.status is Status.WARN
     bench = compare_arrays(v, z, F32, F32)
-    assert bench.cells[0] == "Nan" and bench.message == MSG_COS_BENCH_ZERO
+    assert bench.cells[0] == "Nan" and bench.message == cells.MSG_COS_BENCH_ZERO
 
 
 def test_nan_and_inf_at_the_same_positions_are_zeroed_for_every_metric():
@@ -182,7 +177,7 @@ def test_nan_and_inf_at_the_same_positions_are_zeroed_for_every_metric():
 def test_nan_or_inf_at_different_positions(n, b):
     r = compare_arrays(np.array(n, np.float32), np.array(b, np.float32), F32, F32)
     assert r.cells == ("N/A",) * 5 and r.accuracy == "No" and r.status is Status.FAIL
-    assert r.message == MSG_INF_NAN
+    assert r.message == cells.MSG_INF_NAN
 
 
 def test_nan_mismatch_in_a_later_chunk_settles_the_result():
@@ -194,7 +189,7 @@ def test_nan_mismatch_in_a_later_chunk_settles_the_result():
 
 def test_shape_mismatch_is_reported_not_crashed():
     r = compare_arrays(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), F32, F32)
-    assert r.cells == ("shape unmatched",) * 5 and r.accuracy == "Unmatched" and r.message == MSG_SHAPE
+    assert r.cells == ("shape unmatched",) * 5 and r.accuracy == "Unmatched" and r.message == cells.MSG_SHAPE
     assert r.status is Status.FAIL and "[2, 3] vs bench [3, 2]" in r.reason
 
 
@@ -202,14 +197,14 @@ def test_dtype_mismatch_is_kept_in_the_message_and_warns():
     n = np.linspace(0, 1, 10).astype(np.float16)
     b = np.linspace(0, 1, 10).astype(np.float32)
     r = compare_arrays(n, b, "torch.float16", F32)
-    assert r.accuracy == "Yes" and MSG_DTYPE in r.message and r.status is Status.WARN
+    assert r.accuracy == "Yes" and cells.MSG_DTYPE in r.message and r.status is Status.WARN
 
 
 def test_bf16_stored_as_fp32_against_fp32_is_compared_and_flagged():
     b = np.linspace(1, 2, 100).astype(np.float32)
     n = (b.view(np.uint32) & 0xFFFF0000).view(np.float32)  # bf16 rounding, stored as fp32
     r = compare_arrays(n, b, "torch.bfloat16", F32)
-    assert r.cells[0] == "1.0" and r.accuracy == "Yes" and MSG_DTYPE in r.message
+    assert r.cells[0] == "1.0" and r.accuracy == "Yes" and cells.MSG_DTYPE in r.message
     assert 0 < r.max_abs < 0.01
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -118,8 +119,12 @@ def test_invalid_constructor_arguments_fail_at_construction(tmp_path: Path, kwar
 
 
 def test_unknown_arguments_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(TypeError, match="summery_only"):
+    with pytest.raises(
+        TypeError, match=r"^configure_hook\(\) got an unexpected keyword argument 'summery_only'"
+    ):
         PrecisionDebugger(dump_path=str(tmp_path)).configure_hook(summery_only=True)
+    # its switches, defined once (DumpConfig.build), are what help() shows
+    assert "summary_only: 'bool' = False" in str(inspect.signature(PrecisionDebugger.configure_hook))
     with pytest.raises(TypeError, match="dumppath"):
         PrecisionDebugger(dumppath=str(tmp_path))
 

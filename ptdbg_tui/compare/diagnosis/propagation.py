@@ -124,35 +124,8 @@ class _Worst(NamedTuple):
 
 
 #: Ops whose output carries the absolute error of their argument as relative error (exp(x + δ) =
-#: exp(x)·(1 + δ)): κ is the argument's magnitude.
-EXPONENTIAL = frozenset(
-    {
-        "exp",
-        "exp2",
-        "expm1",
-        "softmax",
-        "softmin",
-        "log_softmax",
-        "logsumexp",
-        "cross_entropy",
-        "binary_cross_entropy_with_logits",
-        "sigmoid",
-        "logsigmoid",
-        "softplus",
-        "pow",
-        "float_power",
-        "elu",
-        "selu",
-        "celu",
-        "cosh",
-        "sinh",
-        "tan",
-        "erfinv",
-    }
-)
-#: Of those, the ops whose gradient evaluates the exponential again from the saved *input*; the others'
-#: gradients use their saved output, whose error was measured (softmax: y·(g − Σg·y)), so their
-#: backward amplifies nothing more.
+#: exp(x)·(1 + δ)), and whose gradient evaluates the exponential again from the saved *input*: κ is
+#: the argument's magnitude, in both directions.
 EXPONENTIAL_BACKWARD = frozenset(
     {
         "cross_entropy",
@@ -171,8 +144,13 @@ EXPONENTIAL_BACKWARD = frozenset(
         "erfinv",
     }
 )
+#: Every op whose output amplifies so: those, and the ones whose gradients use their saved output,
+#: whose error was measured (softmax: y·(g − Σg·y)), so their backward amplifies nothing more.
+EXPONENTIAL = EXPONENTIAL_BACKWARD | {"exp", "exp2", "expm1", "softmax", "softmin", "log_softmax", "sigmoid"}
 
 
+#: Ops that take the larger or smaller of values, or a bound.
+_BOUNDS = ("max", "min", "amax", "amin", "maximum", "minimum", "clamp", "clip", "clamp_min", "clamp_max")
 _MAX_POOLS = (
     "max_pool1d",
     "max_pool2d",
@@ -202,16 +180,7 @@ DISCONTINUOUS = frozenset(
         "hardswish",
         "elu",
         *_MAX_POOLS,
-        "max",
-        "min",
-        "amax",
-        "amin",
-        "maximum",
-        "minimum",
-        "clamp",
-        "clip",
-        "clamp_min",
-        "clamp_max",
+        *_BOUNDS,
         "where",
         "masked_fill",
         "abs",
@@ -270,22 +239,7 @@ LIPSCHITZ = {
         ),
         1.0,
     ),
-    **dict.fromkeys(
-        (
-            "max",
-            "min",
-            "amax",
-            "amin",
-            "maximum",
-            "minimum",
-            "clamp",
-            "clip",
-            "clamp_min",
-            "clamp_max",
-            "hardswish",
-        ),
-        1.5,
-    ),
+    **dict.fromkeys((*_BOUNDS, "hardswish"), 1.5),
     **dict.fromkeys(_MAX_POOLS, 3.0),
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
+from ptdbg_tui.compare.ops import WEIGHTED
 from ptdbg_tui.compare.replay.harness import ArgPath, Call, Refused, compute, leaves, matching, relative
 from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
 from ptdbg_tui.formats.tensorfile import load_tensor
@@ -34,21 +35,15 @@ SENSITIVITY_DRAWS = 2
 #: Ops whose matmul a GPU runs in TF32 when ``allow_tf32`` is on: 10 mantissa bits.
 TF32_OPS = frozenset(
     {
-        "linear",
         "matmul",
         "mm",
         "bmm",
         "addmm",
         "baddbmm",
         "einsum",
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "conv_transpose1d",
-        "conv_transpose2d",
-        "conv_transpose3d",
         "lstm",
         "gru",
+        *WEIGHTED,
     }
 )
 U_TF32 = 2.0**-11

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
-from ptdbg_tui.compare.report.files import write_text
+from ptdbg_tui.compare.report.files import figure, write_text
 
 HEADER = [
     "Pair",
@@ -31,14 +30,10 @@ HEADER = [
 ]
 
 
-def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.6g}"
-
-
 def _side(v: SideVerdict | str) -> list[str]:
     if not isinstance(v, SideVerdict):
         return ["", "", "", ""]
-    return [_number(v.error), _number(v.allowed), _number(v.bias), _number(v.bias_allowed)]
+    return [figure(v.error), figure(v.allowed), figure(v.bias), figure(v.bias_allowed)]
 
 
 def replay_row(pair: str, r: CallReplay) -> list[str]:

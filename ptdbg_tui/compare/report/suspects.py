@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
-from ptdbg_tui.compare.report.files import write_text
+from ptdbg_tui.compare.report.files import figure, write_text
 
 HEADER = [
     "Rank",
@@ -28,10 +27,6 @@ HEADER = [
 ]
 
 
-def _number(value: float) -> str:
-    return "inf" if math.isinf(value) else f"{value:.6g}"
-
-
 def suspect_row(rank: int, s: Suspect) -> list[object]:
     j = s.judgement
     site = s.site
@@ -41,10 +36,10 @@ def suspect_row(rank: int, s: Suspect) -> list[object]:
         s.api,
         s.direction,
         s.kind,
-        _number(s.score),
-        _number(j.input_error),
-        _number(j.output_error),
-        _number(j.allowed),
+        figure(s.score),
+        figure(j.input_error),
+        figure(j.output_error),
+        figure(j.allowed),
         j.output,
         s.evidence,
         f"{site.path}:{site.line}" if site else "",
