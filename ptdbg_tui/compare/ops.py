@@ -71,10 +71,22 @@ RANDOM_OPS = frozenset(
     | DROPOUTS
 )
 
-#: In-place ops whose result does not depend on what their first argument held: they overwrite it
-#: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data).
+#: Ops whose result does not depend on what their first argument held: they overwrite it
+#: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data;
+#: a collective's output buffers, often ``torch.empty_like``).
 OVERWRITING_OPS = frozenset(
     {
+        "all_gather",
+        "all_gather_into_tensor",
+        "_all_gather_base",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "all_to_all",
+        "all_to_all_single",
+        "scatter",
+        "recv",
+        "irecv",
         "uniform_",
         "normal_",
         "zero_",

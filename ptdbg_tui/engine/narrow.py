@@ -20,6 +20,7 @@ from ptdbg_tui.compare.diagnosis.findings import Suspect
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
+from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, within
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
@@ -252,7 +253,7 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
     if other is not None:
         out.other = config.with_name(f"{config.name.removesuffix('.json')}.{other.tool}.json")
         text = json.dumps(other.data, indent=2)
-        out.other.write_text(text + "\n", encoding="utf-8")
+        write_text(out.other, text + "\n")
         out.lines += [
             f"{other.tool} config: {out.other}",
             *(f"  {u}" for u in other.usage(out.other)),

@@ -240,12 +240,15 @@ def replay_outcomes(
     worker = replayer or Replayer()
     try:
         for o in outcomes:
+            if o.no_verdict:  # one dump twice, an empty side: both sides' replays would say nothing of it
+                o.diagnosis.replay = f"not replayed: {o.no_verdict}"
+                continue
             if o.npu_tensors is None or o.bench_tensors is None:
                 o.diagnosis.replay = "not replayed: the pair was compared from statistics, without tensors"
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
-                o.diagnosis.replay = "not replayed: the replay budget ran out (--replay-budget)"
+                o.diagnosis.replay = "not replayed: the replay budget ran out"
                 continue
             out[o.label] = replay_pair(
                 worker,

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.files import open_regular, reason
 
 SUMMARY_MODES = ("statistics", "md5")
@@ -149,6 +150,4 @@ def read_options(path: str | os.PathLike[str]) -> DumpOptions:
 
 def write_options(path: str | os.PathLike[str], options: DumpOptions) -> Path:
     """Write an options file (what the app does when it narrows the next dump)."""
-    path = Path(path)
-    path.write_text(options.to_json() + "\n", encoding="utf-8")
-    return path
+    return write_text(Path(path), options.to_json() + "\n")

@@ -17,13 +17,11 @@ from typing import Any
 import numpy as np
 
 from ptdbg_tui.formats.calls import CallSpec, Convert, calls_path, encode_call_line
+from ptdbg_tui.formats.file_writes import DIR_MODE, FILE_MODE
 from ptdbg_tui.formats.layout import PKL_NAMES
 from ptdbg_tui.formats.modules import ModuleChain, encode_module_line, sidecar_path
 from ptdbg_tui.formats.pkl_line import encode_stack_line, encode_tensor_line
 from ptdbg_tui.formats.records import Frame
-
-DIR_MODE = 0o750
-FILE_MODE = 0o640
 
 
 class RankWriter:

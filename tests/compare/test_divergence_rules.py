@@ -32,7 +32,7 @@ def test_a_dropout_that_draws_other_masks_is_where_the_runs_start_to_differ_and_
     calls.call("Torch_tanh", 0, "forward", [(y_n, y_b)], [(np.tanh(y_n), np.tanh(y_b))])
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Functional_dropout_0_forward", RANDOM)]
-    assert "random numbers" in d.verdict and "align seeds or disable dropout" in d.verdict
+    assert "random numbers" in d.verdict and "align the seeds (a dropout: or disable it)" in d.verdict
 
 
 def test_a_call_only_the_npu_run_makes_is_named_where_the_data_starts_to_differ(calls):
@@ -121,6 +121,11 @@ def test_inputs_that_an_in_place_initialiser_overwrites_are_not_data():
     assert overwritten_input(parse_name("Tensor_zero__3_forward_input.0"))
     assert not overwritten_input(parse_name("Tensor_uniform__0_forward_input.1"))  # the bound a
     assert not overwritten_input(parse_name("Tensor_add__0_forward_input.0"))  # add_ reads what it writes
+    # a collective's output buffers (torch.empty_like): all_gather's list, reduce_scatter's tensor
+    assert overwritten_input(parse_name("Distributed_all_gather_0_forward_input.0.2"))
+    assert overwritten_input(parse_name("Distributed_reduce_scatter_tensor_1_forward_input.0"))
+    assert not overwritten_input(parse_name("Distributed_all_gather_0_forward_input.1"))  # what it sends
+    assert not overwritten_input(parse_name("Distributed_all_reduce_0_forward_input.0"))  # reduced in place
 
 
 def test_uninitialised_memory_under_an_initialiser_never_fails_nor_names_a_suspect(calls):

@@ -3,8 +3,12 @@ call cannot be."""
 
 from __future__ import annotations
 
-from ptdbg_tui.compare.model import Row
+from dataclasses import replace
+
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.ops import in_place
+from ptdbg_tui.compare.replay.calls import arguments_differ, replay_order
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Recorded, Value, build_plan, function_of
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
@@ -210,3 +214,33 @@ def test_a_backward_recorded_at_an_inner_autograd_node_is_not_replayed(record):
     got = build_plan(rows, "npu", call, "/d", None, False, False, node_order=True)
     assert isinstance(got, NotReplayable) and "inner autograd node" in got.reason
     assert isinstance(build_plan(rows, "npu", call, "/d", None, False, False), Plan)  # ours: by argument
+
+
+def test_plans_that_pass_different_values_say_which(record):
+    call = "Functional_gelu_0_forward"
+    rows = _rows(record, [f"{call}_input.0", f"{call}_output"])
+    spec = CallSpec(
+        "Functional_gelu_0",
+        "torch.nn.functional.gelu",
+        [TensorArg(f"{call}_input.0")],
+        {"approximate": "tanh"},
+    )
+    npu = build_plan(rows, "npu", call, "/d", spec, False, False)
+    bench = build_plan(rows, "bench", call, "/d", replace(spec, kwargs={"approximate": "none"}), False, False)
+    assert isinstance(npu, Plan) and isinstance(bench, Plan)
+    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'"
+    assert arguments_differ(npu, npu) == ""
+
+
+def test_every_call_is_replayed_in_the_end_those_after_the_first_failure_too(record):
+    """An every-step fault at step 1 whose results pass (its inherited error hides its own), after a loss
+    that warns: it is still in the order, after the failing calls."""
+    names = ["Functional_linear_0_forward_output", "Functional_mse_loss_0_forward_output"]
+    names += ["Functional_layer_norm_0_backward_output.0"]
+    rows = _rows(record, names)
+    rows[1].result = Result(("1",), "No", "", Status.WARN)
+    assert replay_order(rows, Diagnosis(), top=10) == [
+        "Functional_linear_0_forward",
+        "Functional_mse_loss_0_forward",
+        "Functional_layer_norm_0_backward",
+    ]

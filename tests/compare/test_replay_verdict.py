@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ptdbg_tui.compare.replay.verdict import (
+    ARGUMENTS,
     CONFIRMED,
     INCONCLUSIVE,
     NOT_REPLAYED,
@@ -80,3 +81,8 @@ def test_the_two_sides_decide_together():
     confirmed = CallReplay("c", _side(True), _side(False)).text
     assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
     assert "the difference is inherited" in CallReplay("c", _side(False), _side(False)).text
+    # both kernels right on their own inputs, but the runs passed different arguments: not inherited
+    differs = CallReplay("c", _side(False), _side(False), differs="approximate: 'tanh' against 'none'")
+    assert differs.outcome == ARGUMENTS
+    assert differs.text.startswith("the runs pass different arguments — approximate: 'tanh' against 'none'")
+    assert CallReplay("c", _side(True), _side(False), differs="x").outcome == CONFIRMED  # wrong regardless

@@ -136,3 +136,43 @@ def test_the_replay_command_on_the_originals_dump_against_ours(tmp_path, capsys)
     assert "Functional_conv2d_0_forward: refuted by replay" in out
     (csv,) = tmp_path.glob("replay_*.csv")
     assert csv.read_text().startswith("Pair,Call,Outcome,") and f"CSV: {csv}" in out
+
+
+def test_the_replay_of_one_dump_against_itself_says_there_is_no_verdict(tmp_path, capsys):
+    npu = Path(__file__).parents[1] / "fixtures" / "mixed" / "npu"
+    code = cli.main(["replay", str(npu), str(npu), "-o", str(tmp_path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    assert "not replayed: the NPU and bench dumps are the same file" in out
+    assert "refuted" not in out and "inconclusive" not in out
+
+
+class _Gelu(torch.nn.Module):
+    def __init__(self, approximate: str) -> None:
+        super().__init__()
+        self.fc, self.approximate = torch.nn.Linear(8, 8), approximate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.fc(x), approximate=self.approximate)
+
+
+def test_a_keyword_argument_that_differs_is_said_and_never_refuted_into_an_all_clear(tmp_path, capsys):
+    """The runs call F.gelu(approximate="tanh") and ("none"): only the call sidecar records the keyword.
+    Each side's kernel is right on its own arguments, so the replay would refute the two dumps' suspect;
+    it says the runs pass different arguments instead."""
+    for side, approximate in (("npu", "tanh"), ("bench", "none")):
+        torch.manual_seed(0)
+        model, x = _Gelu(approximate), torch.randn(16, 8) * 3
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / side))
+        debugger.start()
+        model(x).sum().backward()
+        debugger.stop()
+    code = cli.main(
+        ["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path / "o"), "--replay"]
+    )
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_OK
+    assert (
+        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments — approximate: "
+        "'tanh' against 'none'" in out
+    ), out

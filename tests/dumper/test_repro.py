@@ -80,6 +80,8 @@ def test_the_demo_lstm_backward_repro_exits_1(demo_npu, tmp_path, capsys):
     assert code == 0, err
     assert "NPU kernel wrong on its own inputs (error 0.3" in out
     script = (tmp_path / "r" / "repro.py").read_text()
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in (tmp_path / "r").iterdir()}
+    assert modes == {"repro.py": "0o640", "repro_data.pt": "0o640"}, "every file written: 0640"
     assert script.startswith('"""Repro of VF_lstm_0_backward: torch._VF.lstm, backward.')
     assert "demo.py:" in script and "self.lstm(seq)" in script  # the call site and its source line
     assert "T('VF_lstm_0_forward_input.0')" in script  # the arguments spelled out

@@ -67,6 +67,8 @@ def test_statistics_dump_at_level_l1_narrows_to_the_culprit_call(tmp_path: Path,
     }
     options = read_options(config)  # ours, for the same call
     assert options.mode == "list" and options.scope == ["Functional_silu_0_"] and options.rank is None
+    for path in (config, tmp_path / "statistics.msprobe.json"):
+        assert oct(path.stat().st_mode & 0o777) == "0o640", "every file written: 0640"
 
 
 def test_a_module_of_a_mix_dump_narrows_at_level_mix(tmp_path: Path) -> None:

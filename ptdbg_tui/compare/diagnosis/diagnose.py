@@ -207,7 +207,7 @@ def _value(rec: TensorRecord) -> object:
     return rec.stats[0] if rec.stats else None
 
 
-def _differs(x: object, y: object) -> bool:
+def values_differ(x: object, y: object) -> bool:
     """Two recorded non-tensor values that are different arguments (a number beyond
     :data:`ARGUMENT_TOLERANCE`, an integer, a flag or any other value at all)."""
     if isinstance(x, bool) or isinstance(y, bool) or (isinstance(x, int) and isinstance(y, int)):
@@ -227,7 +227,7 @@ def _different_arguments(members: Sequence[Row]) -> list[Row]:
         entry, npu, bench = _entry(row), row.npu, row.bench
         if entry is None or entry.kind != INPUT or npu is None or bench is None:
             continue
-        if npu.is_scalar and bench.is_scalar and _differs(_value(npu), _value(bench)):
+        if npu.is_scalar and bench.is_scalar and values_differ(_value(npu), _value(bench)):
             out.append(row)
     return out
 
@@ -307,7 +307,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
                 name,
                 ARGUMENTS,
                 judgement,
-                f"the runs pass different arguments to {name}: {what}",
+                what,
                 walk.step,
             )
         )

@@ -10,9 +10,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ptdbg_tui.compare.diagnosis.diagnose import values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, build_plan
+from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict, judge_side
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -97,11 +98,28 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
     start = time.perf_counter()
     try:
         n, plan = _side(rows, "npu", call, npu)
-        b, _ = _side(rows, "bench", call, bench, plan)
+        b, other = _side(rows, "bench", call, bench, plan)
         complete = plan is not None and plan.complete
+        differs = arguments_differ(plan, other) if plan is not None and other is not None else ""
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
-        n, b, complete = f"the replay failed: {type(e).__name__}: {e}", "", False
-    return CallReplay(call, n, b, complete, time.perf_counter() - start)
+        n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ""
+    return CallReplay(call, n, b, complete, time.perf_counter() - start, differs)
+
+
+def arguments_differ(npu: Plan, bench: Plan) -> str:
+    """The non-tensor arguments the two plans pass differently ("approximate: 'tanh' against 'none'"),
+    in words; empty when they agree (a keyword known on one side only is not compared)."""
+    pairs = [(f"argument {i}", a, b) for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False))]
+    pairs += [(k, v, bench.kwargs[k]) for k, v in npu.kwargs.items() if k in bench.kwargs]
+    out = [
+        f"{where}: {a.value!r} against {b.value!r}"
+        for where, a, b in pairs
+        if isinstance(a, Value)
+        and isinstance(b, Value)
+        and a.kind == b.kind
+        and values_differ(a.value, b.value)
+    ]
+    return ", ".join(out)
 
 
 def suspect_calls(diagnosis: Diagnosis, top: int) -> list[str]:
@@ -111,20 +129,21 @@ def suspect_calls(diagnosis: Diagnosis, top: int) -> list[str]:
 
 def replay_order(rows: Sequence[Row], diagnosis: Diagnosis, top: int) -> list[str]:
     """The calls worth replaying, most telling first: the ``top`` suspects that blame a kernel, every call
-    up to the first failing row in execution order, then the calls whose results fail."""
+    up to the first failing row in execution order, the calls whose results fail, then every other call
+    (a kernel whose results pass, as inherited error hides its own, is still found within the budget)."""
     order = dict.fromkeys(suspect_calls(diagnosis, top))
     calls: dict[str, None] = {}
     failing: dict[str, None] = {}
+    rest: dict[str, None] = {}
     first_fail = False
     for r in rows:
         rec, entry = r.npu, r.record.entry
         if rec is None or r.bench is None or entry is None:
             continue
-        if not first_fail:
-            calls[rec.call] = None
+        (rest if first_fail else calls)[rec.call] = None
         if entry.kind in OUTPUT_KINDS and r.status in (Status.FAIL, Status.WARN):
             first_fail = True
             failing[rec.call] = None
-    for c in (*calls, *failing):
+    for c in (*calls, *failing, *rest):
         order.setdefault(c, None)
     return list(order)

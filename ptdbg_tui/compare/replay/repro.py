@@ -29,6 +29,7 @@ from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run
 from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
+from ptdbg_tui.formats.file_writes import write_text, write_whole
 
 SCRIPT = "repro.py"
 DATA = "repro_data.pt"
@@ -98,8 +99,8 @@ def write_repro(
     written = Written(Path(out_dir) / SCRIPT, verdict, plan.complete)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(tensors, out / DATA)
-    written.script.write_text(script_text(plan, code, allowed, origin, written, device), encoding="utf-8")
+    write_whole(out / DATA, lambda tmp: torch.save(tensors, tmp))
+    write_text(written.script, script_text(plan, code, allowed, origin, written, device))
     return written
 
 

@@ -35,6 +35,7 @@ CONFIRMED = "confirmed"
 REFUTED = "refuted"
 INCONCLUSIVE = "inconclusive"
 NOT_REPLAYED = "not replayed"
+ARGUMENTS = "different arguments"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class CallReplay:
     bench: SideVerdict | str
     complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
     seconds: float = 0.0
+    differs: str = ""  # the non-tensor arguments the two runs passed differently, in words
 
     @property
     def outcome(self) -> str:
@@ -153,6 +155,8 @@ class CallReplay:
             if bench_ok or (self.complete and not isinstance(bench, SideVerdict)):
                 return CONFIRMED
             return INCONCLUSIVE
+        if self.differs:  # both kernels right on their own inputs and arguments: the arguments differ
+            return ARGUMENTS
         # the NPU's result matches its replay, which also shows the rebuild right
         return INCONCLUSIVE if isinstance(bench, SideVerdict) and bench.wrong else REFUTED
 
@@ -167,6 +171,11 @@ class CallReplay:
         outcome = self.outcome
         if outcome == CONFIRMED:
             return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
+        if outcome == ARGUMENTS:
+            return (
+                f"the runs pass different arguments — {self.differs}; each side's kernel is right on its own "
+                f"(NPU {npu.text}, bench {b})"
+            )
         if outcome == REFUTED:
             return (
                 f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "

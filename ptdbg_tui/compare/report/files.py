@@ -6,24 +6,10 @@ how their figures are written."""
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from pathlib import Path
 
-FILE_MODE = 0o640
+from ptdbg_tui.formats.file_writes import FILE_MODE, write_text
 
-
-def write_text(path: Path, text: str) -> Path:
-    """``text`` into ``path`` (replacing it) with :data:`FILE_MODE`; a reader never sees half of it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return path
+__all__ = ["FILE_MODE", "figure", "write_text"]
 
 
 def figure(value: float) -> str:
