@@ -132,6 +132,10 @@ class ViewState:
     match: str = ""  # the matching the user asked for ("auto" …)
 
 
+def _one_dump_twice(model: TreeModel) -> bool:
+    return bool(model.infos) and all(info.same for info in model.infos.values())
+
+
 def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: Styles) -> list[Segment]:
     """The failures and how many rows were compared — or that nothing was."""
     p = model.progress
@@ -139,6 +143,8 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
         # no row has both sides (a side missing or empty, or no name in common): no count of
         # failures or of rows compared; the sides segment or the matching hint says why
         return [seg("nothing compared", 0, styles.get("warn", Style()))]
+    if _one_dump_twice(model):  # each row equals itself, which compares nothing of the NPU run
+        return [seg("one dump twice: nothing compared", 0, styles.get("warn", Style()))]
     bad = Text()
     for status in (Status.FAIL, Status.ERROR):
         if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
@@ -165,11 +171,12 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
     if view.filter_index:
         out.append(seg(f"filter: {FILTERS[view.filter_index][0]}", 1, styles.get("warn", Style())))
-    others = Text()
-    for status in (Status.PASS, Status.WARN, Status.UNMATCHED):
-        others.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
-    others.rstrip()
-    out.append(Segment(others, 2))
+    if not _one_dump_twice(model):
+        others = Text()
+        for status in (Status.PASS, Status.WARN, Status.UNMATCHED):
+            others.append(f"{status.symbol} {counts[status]:,} ", style=styles.get(status.value, Style()))
+        others.rstrip()
+        out.append(Segment(others, 2))
     if p.replayed < p.replaying:
         out.append(seg(f"replaying {p.replayed:,}/{p.replaying:,}", 2))
     if p.pairs > 1:
