@@ -77,8 +77,8 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
 def link_to_earlier_steps(
     pairs: Sequence[Compared], all_pairs: Iterable[tuple[RankDump, RankDump]], earlier: Earlier
 ) -> None:
-    """Parameters that differ on entry to a step: inherited when the step before (compared here, or
-    else from its statistics) named a suspect of its own."""
+    """Parameters that differ on entry to a step: inherited when a step before (compared here, or
+    else from its statistics) named a suspect of its own, and every step between inherited it."""
     views = [StepView(p.npu.step, p.npu.rank, p.rows, p.diagnosis) for p in pairs]
     have = {(v.step, v.rank) for v in views}
     extra: dict[tuple[int | None, int | None], StepView] = {}
@@ -87,12 +87,10 @@ def link_to_earlier_steps(
         if v.step is None or not any(s.kind == PARAMETERS for s in v.diagnosis.suspects):
             continue
         before = [k for k in pairs_by_key if k[1] == v.rank and k[0] is not None and k[0] < v.step]
-        if not before:
-            continue
-        key = max(before, key=lambda k: k[0])
-        if key in have or key in extra:
-            continue
-        got = earlier(*pairs_by_key[key])
-        if got is not None:
-            extra[key] = StepView(key[0], key[1], got[0], got[1])
+        for key in before:  # every step before: one whose parameters were inherited passes them on
+            if key in have or key in extra:
+                continue
+            got = earlier(*pairs_by_key[key])
+            if got is not None:
+                extra[key] = StepView(key[0], key[1], got[0], got[1])
     link_steps(views, extra)

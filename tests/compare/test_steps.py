@@ -46,3 +46,33 @@ def test_parameters_that_differ_after_a_clean_step_name_the_optimizers_update(ca
     assert "optimizer's update between steps 0 and 1" in d1.suspects[0].evidence
     link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])  # again: the same words, once
     assert d1.suspects[0].evidence.count("optimizer's update") == 1
+
+
+def test_inherited_parameters_pass_on_where_they_came_from(calls_factory):
+    """Step 0's kernel fault makes the weights differ at steps 1 and 2, neither with a culprit of its
+    own: both name step 0's culprit, given in any order, and again gives the same. Seen from its
+    statistics only (a step compared for context), a step in between cannot tell its own error from
+    what it inherited: it passes step 0's on too."""
+    rows = [_step(calls_factory, 0.0, 0.3), _step(calls_factory, 1e-3, 0.0), _step(calls_factory, 2e-3, 0.0)]
+    d = [diagnose(r, k) for k, r in enumerate(rows)]
+    views = [StepView(k, 0, rows[k], d[k]) for k in range(3)]
+    for _ in range(2):
+        link_steps([views[2], views[1], views[0]])
+        for k in (1, 2):
+            assert d[k].suspects == [], k
+            assert d[k].notes == [
+                f"parameters differ on entry to step {k}: inherited from step 0, whose culprit is "
+                "Functional_linear_0_backward"
+            ], k
+    d2 = diagnose(rows[2], 2)
+    busy = _step(calls_factory, 1e-3, 0.3)  # step 1 as statistics might see it: a suspect of its own
+    assert [s.kind for s in diagnose(busy, 1).suspects if s.kind != PARAMETERS]
+    context = {
+        (0, 0): StepView(0, 0, rows[0], diagnose(rows[0], 0)),
+        (1, 0): StepView(1, 0, busy, diagnose(busy, 1)),
+    }
+    link_steps([StepView(2, 0, rows[2], d2)], context)
+    assert d2.notes == [
+        "parameters differ on entry to step 2: inherited from step 0, whose culprit, from its statistics, "
+        "is Functional_linear_0_backward"
+    ]

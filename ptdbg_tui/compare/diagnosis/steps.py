@@ -65,33 +65,30 @@ def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
 def link_steps(
     views: Sequence[StepView], earlier: Mapping[tuple[int | None, int | None], StepView] | None = None
 ) -> None:
-    """Adjust each step's parameters-on-entry suspects by the step before it (among ``views`` and
-    ``earlier``, views of steps compared only for this), in place; again and again gives the same."""
-    by_key = {**(earlier or {}), **{(v.step, v.rank): v for v in views}}
-    for view in views:
+    """Adjust each step's parameters-on-entry suspects by the steps before it (among ``views`` and
+    ``earlier``, views of steps compared only for this, from their statistics), in place; again and
+    again gives the same. A step whose parameters were themselves inherited passes on where they came
+    from: step 2 after a clean step 1 names step 0's culprit, not step 1."""
+    context = dict(earlier or {})
+    by_key = {**context, **{(v.step, v.rank): v for v in views}}
+    origin: dict[tuple[int | None, int | None], tuple[int | None, str, bool]] = {}  # step, culprit, stats
+    for key in sorted((k for k in by_key if k[0] is not None), key=lambda k: (str(k[1]), k[0])):
+        view = by_key[key]
+        own = _own(view.diagnosis)
         found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
-        if not found or view.step is None:
+        before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
+        prev = by_key[max(before, key=lambda k: k[0] or 0)] if before else None
+        came = origin.get((prev.step, prev.rank)) if prev is not None else None
+        if came is not None and (found or _inherited(view.diagnosis) or key in context):
+            # the error entered with the parameters: it is the earlier step's (a step seen from its
+            # statistics only cannot tell its own error from what it inherited: it passes it on)
+            origin[key] = came
+        elif own:
+            origin[key] = (view.step, own[0], key in context)
+        if not found or prev is None or key in context:
             continue
-        before = [
-            v
-            for (step, rank), v in by_key.items()
-            if rank == view.rank and step is not None and step < view.step
-        ]
-        if not before:
-            continue
-        prev = max(before, key=lambda v: v.step if v.step is not None else -1)
-        own = _own(prev.diagnosis)
-        if own:
-            d = view.diagnosis
-            d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
-            note = (
-                f"parameters differ on entry to step {view.step}: inherited from step {prev.step}, whose "
-                f"culprit is {own[0]}"
-            )
-            if note not in d.notes:
-                d.notes.append(note)
-            if not d.suspects:
-                d.unexplained = explain_failures(view.rows, d)
+        if came is not None:
+            _inherit(view, came)
             continue
         for s in found:
             agree = _gradient_agrees(prev.rows, s.judgement.output)
@@ -100,3 +97,27 @@ def link_steps(
                 s.evidence += (
                     f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
                 )
+
+
+_INHERITED = (
+    "parameters differ on entry to step {step}: inherited from step {origin}, whose culprit{how} is {call}"
+)
+
+
+def _inherited(d: Diagnosis) -> bool:
+    return any(
+        n.startswith("parameters differ on entry to step ") and ": inherited from" in n for n in d.notes
+    )
+
+
+def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:
+    """The step's parameters-on-entry suspects become a note: their error is the earlier culprit's."""
+    step, call, from_statistics = came
+    d = view.diagnosis
+    d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
+    how = ", from its statistics," if from_statistics else ""
+    note = _INHERITED.format(step=view.step, origin=step, how=how, call=call)
+    if note not in d.notes:
+        d.notes.append(note)
+    if not d.suspects:
+        d.unexplained = explain_failures(view.rows, d)
