@@ -182,13 +182,13 @@ def _in_context(outcomes: Outcomes, match: str) -> None:
     compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
     try:
         check_collectives(compared, outcomes.around.npu)
-        earlier = partial(_earlier, match=match, npu_dumps=outcomes.around.npu)
+        earlier = partial(earlier_from_statistics, match=match, npu_dumps=outcomes.around.npu)
         link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
     except Exception as e:  # the pairs' own verdicts still stand
         outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
 
 
-def _earlier(
+def earlier_from_statistics(
     npu: RankDump, bench: RankDump, match: str, npu_dumps: Sequence[RankDump]
 ) -> tuple[list[Row], Diagnosis] | None:
     """A pair compared from its statistics alone (its collectives checked against the other ranks'),

@@ -20,8 +20,10 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
@@ -84,6 +86,9 @@ class LiveEngine:
         self._pool_said = ""  # the last notice on where tensors are compared
         self._headline = ""  # the cross-rank verdict last reported
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
+        # every pair of any step and rank, and the NPU dumps: the steps before a held one (--step S)
+        self._around: tuple[list[RankDump], list[tuple[RankDump, RankDump]]] = ([], [])
+        self._earlier: dict[tuple[Path, Path, float, float], tuple[list[Row], Diagnosis] | None] = {}
         self._notice = ""  # the watcher's fallback notice, once reported
         self._watcher = (
             DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll) if options.watch else None
@@ -309,6 +314,7 @@ class LiveEngine:
         """Each NPU dump's bench, by the NPU records file (``None``: its rows wait as pending)."""
         o = self.options
         paired = pair_dumps(npu, bench, o.step, o.rank)
+        self._around = (npu, pair_dumps(npu, bench))
         pairs: dict[Path, RankDump | None] = {n.records: b for n, b in paired}
         for n in npu:
             if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
@@ -448,6 +454,17 @@ class LiveEngine:
             problems=status.problems + tuple(p for s in sides for p in s.problems),
         )
 
+    def _earlier_step(self, npu: RankDump, bench: RankDump) -> tuple[list[Row], Diagnosis] | None:
+        """A step the app does not hold (``--step S``), compared from its statistics once for what a
+        later step's verdict needs of it (again when its files changed)."""
+        try:
+            key = (npu.records, bench.records, npu.records.stat().st_mtime, bench.records.stat().st_mtime)
+        except OSError:
+            return None
+        if key not in self._earlier:
+            self._earlier[key] = earlier_from_statistics(npu, bench, self.options.match, self._around[0])
+        return self._earlier[key]
+
     def _cross_rank(self) -> None:
         """Whenever a pair's diagnosis changed: the other ranks' collectives and the step before each pair
         (:mod:`~ptdbg_tui.engine.context`) adjust the diagnoses, and with several ranks the app learns which
@@ -457,11 +474,11 @@ class LiveEngine:
         if seen == self._judged:
             return
         self._judged = seen
-        if len(pairs) > 1:
+        if len(pairs) > 1 or self.options.step is not None:
             compared = [Compared(p.info.npu, p.rows, p.diagnosis) for p in pairs if p.diagnosis is not None]
-            check_collectives(compared, [p.info.npu for p in pairs])
-            around = [(p.info.npu, p.info.bench) for p in pairs if p.info.bench is not None]
-            link_to_earlier_steps(compared, around, lambda n, b: None)  # the steps the app holds
+            if len(pairs) > 1:
+                check_collectives(compared, [p.info.npu for p in pairs])
+            link_to_earlier_steps(compared, self._around[1], self._earlier_step)
             for p in pairs:
                 if p.diagnosis is not None:
                     self.outbox.put_diagnosis(p.info, p.diagnosis)

@@ -205,3 +205,28 @@ async def test_at_step_2_of_an_every_step_fault_the_replay_names_it_and_the_pane
             text
         )
         assert "no error of its own" not in text and "Replay:" not in text
+
+
+async def test_a_held_step_s_parameters_are_inherited_from_a_step_the_app_does_not_hold(ui, tmp_path):
+    """``--step 2`` of an every-step weight-gradient fault: the app reads the steps before from their
+    statistics, as the CLI does, so the parameters that differ on entry are step 0's error, not the
+    culprit."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from diagnosis_scenarios.steps import ISSUE15
+
+    (scenario,) = [s for s in ISSUE15 if s.name == "linear_weight_grad_tail_tile"]
+    npu, bench = scenario.dump(tmp_path, 0)
+    app = ui.app(npu, bench, step=2)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+
+        def linked() -> bool:
+            return any(n for d in app.model.diagnoses.values() for n in d.notes)
+
+        await ui.wait_until(pilot, linked)
+        (d,) = app.model.diagnoses.values()
+        assert d.notes == [
+            "parameters differ on entry to step 2: inherited from step 0, whose culprit, from its "
+            "statistics, is Functional_linear_1_backward"
+        ]
+        assert not d.suspects, "the inherited parameters are no culprit"
