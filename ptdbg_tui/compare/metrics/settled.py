@@ -32,14 +32,15 @@ FULL_CELLS = 5
 SUMMARY_CELLS = 4
 
 
-def error_result(message: str, summary: bool = False) -> Result:
+def no_metrics(message: str, status: Status, reason: str, summary: bool) -> Result:
+    """A row whose metrics are not computed: every cell (and the original's verdict) NaN, and why."""
     return Result(
-        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
-        "" if summary else NAN,
-        message,
-        Status.ERROR,
-        message,
+        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message, status, reason
     )
+
+
+def error_result(message: str, summary: bool = False) -> Result:
+    return no_metrics(message, Status.ERROR, message, summary)
 
 
 def add_fuzzy(result: Result) -> Result:
@@ -95,13 +96,7 @@ def unmatched_result(row: Row, summary: bool = False) -> Result:
     npu_only = row.npu is not None
     message = MSG_NO_BENCH if npu_only else MSG_NO_NPU
     reason = "present in the NPU dump only" if npu_only else "present in the bench dump only"
-    return Result(
-        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
-        "" if summary else NAN,
-        message,
-        Status.UNMATCHED,
-        reason,
-    )
+    return no_metrics(message, Status.UNMATCHED, reason, summary)
 
 
 def _checksum_errors(npu: TensorRecord, bench: TensorRecord, same: bool) -> ErrorMeasures | None:
@@ -185,13 +180,7 @@ def overwritten_result(row: Row, summary: bool) -> Result:
         f"Not compared: {row.record.call} overwrites this tensor in place, so what it held "
         "(often uninitialised memory) is not data."
     )
-    return Result(
-        (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS),
-        "" if summary else NAN,
-        message,
-        Status.PASS,
-        message,
-    )
+    return no_metrics(message, Status.PASS, message, summary)
 
 
 def settled_result(row: Row, summary: bool) -> Result | None:
