@@ -20,6 +20,10 @@ from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 
 #: Fewer rows than this go one by one (numpy's fixed cost).
 MIN_ROWS = 64
+#: The largest integer statistic taken here: every integer up to it is a float64 exactly.
+_EXACT_INT = 1 << 53
+#: A tensor's shape (a list) or a Python value's (``"[]"``).
+_SHAPES = (list, str)
 
 
 def settled_results(rows: Sequence[Row], summary: bool) -> list[Result | None]:
@@ -36,17 +40,23 @@ def settled_results(rows: Sequence[Row], summary: bool) -> list[Result | None]:
 
 
 def _plain_statistics(row: Row) -> bool:
-    """A matched row of two tensors of one dtype and shape, each with four float statistics, that no
-    other rule settles (no checksums, no in-place overwrite, no fuzzy or transposed match)."""
+    """A matched row of two tensors (or two Python values) of one dtype and shape, each with four
+    statistics that are floats or integers a float holds exactly, that no other rule settles (no
+    checksums, no in-place overwrite, no fuzzy or transposed match)."""
     n, b = row.npu, row.bench
     if n is None or b is None or row.fuzzy or row.transposed or (n.md5 and b.md5):
         return False
-    if n.dtype != b.dtype or n.dtype.startswith("<class") or type(n.shape_raw) is not list:
+    if n.dtype != b.dtype or type(n.shape_raw) not in _SHAPES or n.shape_raw != b.shape_raw:
         return False
-    if n.shape_raw != b.shape_raw or n.dump_step > 100 or b.dump_step > 100:
+    if n.dump_step > 100 or b.dump_step > 100:
         return False
     s, t = n.stats, b.stats
-    if len(s) != 4 or len(t) != 4 or not all(type(v) is float for v in (*s, *t)):
+    if len(s) != 4 or len(t) != 4:
+        return False
+    kinds = set(map(type, (*s, *t)))
+    if kinds <= {float}:  # nearly every row
+        return not overwritten_input(n.entry)
+    if not kinds <= {float, int} or any(type(v) is int and abs(v) > _EXACT_INT for v in (*s, *t)):
         return False
     return not overwritten_input(n.entry)
 
@@ -90,8 +100,16 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
             from_stats=True,
         )
         reason = agreed(STAT_NAMES, exact, atol_k, rtol_k)
-        out.append(Result(tuple(cells[4 * k : 4 * k + 4]), "", "", Status.PASS, reason, errors=errors))
+        cells_k = _cells(n.stats, row.bench.stats, cells, k)  # type: ignore[union-attr]
+        out.append(Result(cells_k, "", "", Status.PASS, reason, errors=errors))
     return out
+
+
+def _cells(npu: list[object], bench: list[object], floats: list[str], k: int) -> tuple[str, ...]:
+    """A row's four differences as printed: an integer statistic's as Python subtracts integers."""
+    if set(map(type, (*npu, *bench))) <= {float}:
+        return tuple(floats[4 * k : 4 * k + 4])
+    return tuple(str(n - b) for n, b in zip(npu, bench, strict=True))  # type: ignore[operator]
 
 
 def _relative(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:
