@@ -14,6 +14,7 @@ import csv
 import io
 import itertools
 import math
+import operator
 import os
 import re
 import tempfile
@@ -26,6 +27,7 @@ from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.files import FILE_MODE
+from ptdbg_tui.formats.records import TensorRecord
 
 _NAMES = [
     "NPU Name",
@@ -83,6 +85,21 @@ def _number(cell: str) -> object:
         return cell
 
 
+def _numbers(cells: Sequence[str]) -> list[object]:
+    """:func:`_number` of each cell (most are floats: read without a call each)."""
+    try:
+        return [float(c) if "." in c else _number(c) for c in cells]
+    except ValueError:  # a cell with a '.' that is no number stays text
+        return [_number(c) for c in cells]
+
+
+def _stats(record: TensorRecord | None) -> list[object]:
+    """:func:`stats4` (most records: their four statistics as they are)."""
+    if record is not None and len(record.stats) == 4 and record.dump_step <= 100:
+        return record.stats
+    return stats4(record)
+
+
 def _stack_cell(row: Row) -> object:
     if row.stack is None:
         return None
@@ -105,15 +122,17 @@ def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = F
     results = [r.result for r in rows]
     width = SUMMARY_CELLS if summary else FULL_CELLS
     metrics = [result.cells if result else ("",) * width for result in results]
-    if summary:  # a pending row's empty cells stay text
+    if summary and any(map(operator.is_, results, itertools.repeat(None))):  # a pending row's cells stay text
         parsed = [
             [_number(c) for c in cells] if result else cells
             for result, cells in zip(results, metrics, strict=True)
         ]
         columns += _transposed(parsed, width)
+    elif summary:
+        columns += [_numbers(column) for column in _transposed(metrics, width)]
     else:
         columns += _transposed(metrics, width)
-    columns += _transposed([stats4(n) + stats4(b) for n, b in zip(npu, bench, strict=True)], 8)
+    columns += _transposed([_stats(n) for n in npu], 4) + _transposed([_stats(b) for b in bench], 4)
     if not summary:
         columns.append([result.accuracy if result else "" for result in results])
         columns.append([result.message if result else MSG_PENDING for result in results])
