@@ -28,41 +28,58 @@ STACK = (
     '["Torch_add_0_forward_stack_info", [["/a/m.py", "12", "forward", "y = x + 1"], '
     '["/a/t.py", "3", "<module>", null]]]'
 )
-#: Lines the usual way must leave to the plain one (or read as it does).
+#: In a tensor line, what replaces a part of it: each a line the usual way must leave to the plain one
+#: (or read as the plain one does).
+TENSOR_CHANGES = {
+    # tokens json takes and orjson does not; integers orjson reads as floats; other statistics
+    "3.5": [
+        "NaN",
+        "Infinity",
+        "1e400",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9.3e18",
+        "3",
+        '"Nan"',
+        "true",
+    ],
+    "3.5, ": [""],  # three statistics
+    "0.25": ["0.25, 1.0"],  # five
+    "[3.5, -1.0, 0.25, 2.0]": ["[]"],
+    "[3, 2]": [
+        "[3, -2]",
+        "[3, 2.0]",
+        "[3, true]",
+        "[18446744073709551616]",
+        '"[]"',
+        "[]",
+        "[4294967296, 4294967296, 4294967296]",
+        "[" + ", ".join(["1"] * 65) + "]",
+    ],
+    ", 0, [],": [
+        ", 1.0, [],",
+        ", true, [],",
+        ", 18446744073709551616, [],",
+        ", 0, {},",
+        ', 0, ["3f9a0c1e"],',
+        ', 0, ["nothex!!"],',
+    ],
+    "Torch_add": ["../Torch_add", "Torch\\u0000add", "Torch\\ud800add", "Torch_\\u00e9add"],
+    '"Torch_add_0_forward_input.0"': ["7"],
+    '"torch.float32"': ["null"],
+    "]]": ["]"],  # truncated
+}
+STACK_CHANGES = {
+    '"12"': ["12", "18446744073709551616"],  # a number as the line
+    ", null]]]": ["]]]"],  # three fields
+    "null": ["7", "[1]"],
+    '[["/a/m.py"': ['["/a/m.py", ["/a/m.py"'],
+    "forward": ["for\\ud800ward"],
+    "/a/m.py": ["NaN"],
+}
 ALTERED = [
-    TENSOR.replace("3.5", "NaN"),  # a token json takes and orjson does not
-    TENSOR.replace("3.5", "Infinity"),
-    TENSOR.replace("3.5", "1e400"),
-    TENSOR.replace("3.5", "18446744073709551616"),  # an integer orjson reads as a float
-    TENSOR.replace("3.5", "-9223372036854775809"),
-    TENSOR.replace("3.5", "9.3e18"),
-    TENSOR.replace("3.5", "3"),  # an integer statistic
-    TENSOR.replace("3.5", '"Nan"'),
-    TENSOR.replace("3.5", "true"),
-    TENSOR.replace("3.5, ", ""),  # three statistics
-    TENSOR.replace("0.25", "0.25, 1.0"),  # five
-    TENSOR.replace("[3.5, -1.0, 0.25, 2.0]", "[]"),
-    TENSOR.replace("[3, 2]", "[3, -2]"),
-    TENSOR.replace("[3, 2]", "[3, 2.0]"),
-    TENSOR.replace("[3, 2]", "[3, true]"),
-    TENSOR.replace("[3, 2]", "[18446744073709551616]"),
-    TENSOR.replace("[3, 2]", "[4294967296, 4294967296, 4294967296]"),
-    TENSOR.replace("[3, 2]", "[" + ", ".join(["1"] * 65) + "]"),
-    TENSOR.replace("[3, 2]", '"[]"'),
-    TENSOR.replace("[3, 2]", "[]"),
-    TENSOR.replace(", 0, [],", ", 1.0, [],"),  # a whole float step
-    TENSOR.replace(", 0, [],", ", true, [],"),
-    TENSOR.replace(", 0, [],", ", 18446744073709551616, [],"),
-    TENSOR.replace(", 0, [],", ', 0, ["3f9a0c1e"],'),  # a checksum
-    TENSOR.replace(", 0, [],", ', 0, ["nothex!!"],'),
-    TENSOR.replace(", 0, [],", ", 0, {},"),
-    TENSOR.replace("Torch_add", "../Torch_add"),
-    TENSOR.replace("Torch_add", "Torch\\u0000add"),
-    TENSOR.replace("Torch_add", "Torch\\ud800add"),  # a lone surrogate
-    TENSOR.replace("Torch_add", "Torch_\\u00e9add"),
-    TENSOR.replace('"Torch_add_0_forward_input.0"', "7"),
-    TENSOR.replace('"torch.float32"', "null"),
-    TENSOR.replace("]]", "]"),  # truncated
+    *(TENSOR.replace(old, new) for old, news in TENSOR_CHANGES.items() for new in news),
+    *(STACK.replace(old, new) for old, news in STACK_CHANGES.items() for new in news),
     TENSOR[:40],
     TENSOR + " [1]",  # two values on a line
     TENSOR.replace("[", "[[", 1) + "]",
@@ -70,14 +87,6 @@ ALTERED = [
     '{"name": 1}',
     "[]",
     "7",
-    STACK.replace('"12"', "12"),  # a number as the line
-    STACK.replace('"12"', "18446744073709551616"),
-    STACK.replace(", null]]]", "]]]"),  # three fields
-    STACK.replace("null", "7"),
-    STACK.replace("null", "[1]"),
-    STACK.replace('[["/a/m.py"', '["/a/m.py", ["/a/m.py"'),
-    STACK.replace("forward", "for\\ud800ward"),
-    STACK.replace("/a/m.py", "NaN"),
     '["Torch_add_0_forward_stack_info", []]',
     '["Torch_add_0_forward_stack_info", {}]',
     '[7, [["/a/m.py", "12", "forward", "y"]]]',

@@ -60,6 +60,9 @@ FULL_HEADER = [
 ]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
 STACK_COLUMN = "NPU_Stack_Info"
+#: Cells, a sequence per row or per column; the folder a CSV goes to.
+Cells = Sequence[Sequence[object]]
+Folder = str | os.PathLike[str]
 #: The name of this CSV dialect (``--format``).
 CSV_PTDBG = "ptdbg"
 
@@ -141,7 +144,7 @@ def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = F
     return columns
 
 
-def _transposed(cells: Sequence[Sequence[object]], width: int) -> list[list[object]]:
+def _transposed(cells: Cells, width: int) -> list[list[object]]:
     return [list(column) for column in zip(*cells, strict=True)] if cells else [[] for _ in range(width)]
 
 
@@ -200,24 +203,12 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     return values
 
 
-def write_table(
-    columns: Sequence[str],
-    cells: Sequence[Sequence[object]],
-    out_dir: str | os.PathLike[str],
-    suffix: str = "",
-) -> Path:
+def write_table(columns: Sequence[str], cells: Cells, out_dir: Folder, suffix: str = "") -> Path:
     """:func:`write_columns` of cells given row by row."""
-    return write_columns(
-        columns, [list(c) for c in zip(*cells, strict=True)] or [[] for _ in columns], out_dir, suffix
-    )
+    return write_columns(columns, _transposed(cells, len(columns)), out_dir, suffix)
 
 
-def write_columns(
-    names: Sequence[str],
-    columns: Sequence[Sequence[object]],
-    out_dir: str | os.PathLike[str],
-    suffix: str = "",
-) -> Path:
+def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix: str = "") -> Path:
     """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these columns, printed as pandas prints
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
