@@ -1,5 +1,3 @@
-import sys
+from ptdbg_tui.cli import run
 
-from ptdbg_tui.cli import main
-
-sys.exit(main())
+run()

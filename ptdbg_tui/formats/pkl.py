@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from ptdbg_tui.formats.files import open_regular
-from ptdbg_tui.formats.pkl_line import decode_line, decode_value, may_hold_surrogates
+from ptdbg_tui.formats.pkl_line import decode_line, decode_usual, decode_value, may_hold_surrogates
 from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
 
 T = TypeVar("T")
@@ -121,12 +121,14 @@ def decode_lines(
     from_value: Callable[[Any, int], T],
     from_text: Callable[[str, int], T | None],
     repair: Callable[[T], T] | None = None,
+    usual: Callable[[str, int], T | None] | None = None,
 ) -> list[T | None]:
     """Decode complete JSON lines; ``first`` is the 1-based number of the first line.
 
     Bytes that are not UTF-8 are kept as surrogate escapes (as are JSON's escapes of them), and
     ``repair`` then makes each result safe to show while what names files keeps the exact bytes
-    (see :func:`records.undecodable`)."""
+    (see :func:`records.undecodable`). ``usual`` decodes a line the way ``from_text`` would, or
+    gives ``None`` for those it leaves to it (a faster way for the lines most files are made of)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -137,14 +139,26 @@ def decode_lines(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    numbers = [first + i for i, ln in enumerate(lines) if ln.strip()]
+    numbered = [(first + i, ln) for i, ln in enumerate(lines) if ln.strip()]
+    out: list[T | None] = [None] * len(numbered)
+    rest = list(range(len(numbered)))
+    if usual is not None and repair is None:
+        rest = []
+        for k, (n, ln) in enumerate(numbered):
+            result = usual(ln, n)
+            if result is None:
+                rest.append(k)
+            else:
+                out[k] = result
     try:
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
-        values = json.loads("[" + ",".join(ln for ln in lines if ln.strip()) + "]")
-        out = [from_value(v, n) for v, n in zip(values, numbers, strict=True)]
+        values = json.loads("[" + ",".join(numbered[k][1] for k in rest) + "]")
+        decoded = [from_value(v, numbered[k][0]) for v, k in zip(values, rest, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        out = [from_text(ln, first + i) for i, ln in enumerate(lines) if ln.strip()]
+        decoded = [from_text(numbered[k][1], numbered[k][0]) for k in rest]
+    for k, got in zip(rest, decoded, strict=True):
+        out[k] = got
     return out if repair is None else [None if r is None else repair(r) for r in out]
 
 
@@ -212,7 +226,9 @@ class PklFollower:
             batch.bad.append(
                 BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped")
             )
-        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable):
+        for rec in decode_lines(
+            chunk.data, chunk.first_line, decode_value, decode_line, undecodable, decode_usual
+        ):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count
                 self.tensor_count += 1

@@ -32,6 +32,11 @@ from ptdbg_tui.formats.records import (
     valid_stat,
 )
 
+try:  # an optional speed-up of the usual lines (decode_usual)
+    from orjson import loads as _orjson_loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json reads every line alike
+    _orjson_loads = None
+
 #: A checksum in a tensor line's third element: a CRC-32 as 8 hex digits.
 _CRC_RE = re.compile(r"[0-9a-f]{8}")
 
@@ -79,17 +84,8 @@ def decode_value(value: Any, line: int = 0) -> Record:
 
 
 def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine:
-    written = []  # frames as the tools write them: four strings, the source possibly null
-    for f in raw:
-        if type(f) is not list or len(f) != 4:
-            break
-        path, number, function, source = f
-        if type(path) is not str or type(number) is not str or type(function) is not str:
-            break
-        if source is not None and type(source) is not str:
-            break
-        written.append(_frame(Frame, f))
-    else:
+    written = _written_frames(raw)
+    if written is not None:
         return StackRecord(name, written, line)
     frames = []
     for f in raw:
@@ -98,6 +94,21 @@ def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine
         src = f[3] if len(f) > 3 else None
         frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
     return StackRecord(name, frames, line)
+
+
+def _written_frames(raw: list[Any]) -> list[Frame] | None:
+    """Frames as the tools write them (four strings, the source possibly null); ``None`` for others."""
+    written = []
+    for f in raw:
+        if type(f) is not list or len(f) != 4:
+            return None
+        path, number, function, source = f
+        if type(path) is not str or type(number) is not str or type(function) is not str:
+            return None
+        if source is not None and type(source) is not str:
+            return None
+        written.append(_frame(Frame, f))
+    return written
 
 
 def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | None:
@@ -149,6 +160,56 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     except ValueError as e:  # e.g. an integer of more digits than Python converts
         return BadLine(line, f"not readable JSON ({e})", short(text))
     return decode_value(value, line)
+
+
+def decode_usual(text: str, line: int = 0) -> Record | None:
+    """:func:`decode_line` of a line as the tools write nearly all of them, decoded with orjson (~2x
+    faster than one json call per chunk); ``None`` for any other line, and where orjson is not
+    installed: the caller decodes it with :func:`decode_line`, which judges every line."""
+    if _orjson_loads is None:
+        return None
+    try:
+        value = _orjson_loads(text)
+    except ValueError:  # NaN or Infinity, a lone surrogate, bad JSON: json's own words say why
+        return None
+    if type(value) is not list:
+        return None
+    if len(value) == 2:
+        return _usual_stack(value, line)
+    return _usual_tensor(value, line) if len(value) == 6 else None
+
+
+def _usual_stack(value: list[Any], line: int) -> StackRecord | None:
+    name, raw = value
+    if type(name) is not str or type(raw) is not list:
+        return None
+    frames = _written_frames(raw)  # strings only: nothing orjson reads otherwise than json
+    return None if frames is None else StackRecord(name, frames, line)
+
+
+def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:
+    """A tensor line with an integer step, no checksum, a shape of integers and up to four floats."""
+    name, dump_step, checksums, dtype, shape, stats = value
+    if type(name) is not str or type(dtype) is not str or type(dump_step) is not int or checksums != []:
+        return None
+    if type(shape) is not list or type(stats) is not list or len(stats) > 4 or len(shape) > MAX_DIMS:
+        return None
+    if stats and not (
+        set(map(type, stats)) <= _FLOAT and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
+    ):
+        return None
+    if shape and not (set(map(type, shape)) <= _INT and min(shape) >= 0 and math.prod(shape) <= MAX_NUMEL):
+        return None
+    if not safe_name(name):  # orjson reads no lone surrogate: holds_lone_surrogate() is False
+        return None
+    return TensorRecord(name, dump_step, dtype, shape, stats, parse_name(name), line)
+
+
+_FLOAT = {float}
+_INT = {int}
+#: orjson reads an integer beyond 64 bits as a float (json: an int); no float statistic from here on
+#: is taken from it.
+_INT_AS_FLOAT = float(1 << 63)
 
 
 def may_hold_surrogates(text: str) -> bool:

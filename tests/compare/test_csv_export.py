@@ -174,3 +174,66 @@ def test_cells_print_as_pandas_prints_the_originals_frame(tmp_path):
 
 def test_a_table_without_rows_is_its_header(tmp_path):
     assert write_table(["a", "b"], [], tmp_path).read_text() == "a,b" + os.linesep
+
+
+def _row_by_row(row: Row, stack_mode: bool, summary: bool) -> list[object]:
+    """The original's cells of one row, built one row at a time: the oracle of the columnar build."""
+
+    def number(cell: str) -> object:
+        if cell == "":
+            return math.nan
+        for kind in (int, float):
+            try:
+                return cell if cell == "Nan" else kind(cell)
+            except ValueError:
+                pass
+        return cell
+
+    def stats(rec):
+        return (
+            ["Nan"] * 4
+            if rec is None or rec.dump_step > 100
+            else [*rec.stats[:4], *["Nan"] * (4 - len(rec.stats))]
+        )
+
+    n, b, result = row.npu, row.bench, row.result
+    cells = [getattr(r, f) if r else "Nan" for f in ("name", "dtype", "shape_raw") for r in (n, b)]
+    width = 4 if summary else 5
+    metrics = list(result.cells) if result else [""] * width
+    cells += [number(c) for c in metrics] if summary and result else metrics
+    cells += stats(n) + stats(b)
+    if not summary:
+        cells += [result.accuracy, result.message] if result else ["", "Not compared yet."]
+    if stack_mode:
+        cells.append(str([list(f) for f in row.stack.frames]) if row.stack else None)
+    return cells
+
+
+@pytest.mark.parametrize("summary", [True, False])
+@pytest.mark.parametrize("pending", [True, False])
+def test_columns_equal_the_rows_one_by_one(tmp_path, summary, pending):
+    """Every kind of cell the columnar build meets: numbers and text in a diff column, a legacy
+    three-statistic record, an overflow dump's, a bench-only row, a stack, a pending row."""
+    lines = [
+        '["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]',
+        '["Torch_add_0_forward_input.1", 0, [], "torch.int64", [3], [3, 1, 2.5, "Nan"]]',
+        '["Torch_add_0_forward_output", 0, [], "torch.float16", [3], [1.5, -1.0, 0.25]]',
+        '["Torch_mul_0_forward_output", 101, [], "torch.float16", [3], [1.5, -1.0, 0.25, 2.0]]',
+        '["Torch_div_0_forward_output", 0, [], "torch.float16", [2], [Infinity, NaN, 1.5, -Infinity]]',
+        '["Tensor_pow_0_forward_input.1", 0, [], "<class \'int\'>", "[]", [2, 2, 2, 2]]',
+    ]
+    records = [_rec(line) for line in lines]
+    rows = [Row(r, r) for r in records] + [Row(None, records[0]), Row(records[2], records[3])]
+    rows[0].stack = StackRecord("Torch_add_0_forward_stack_info", [("/a/t.py", "4", "f", 'x = "a, b"')])
+    for r in rows:
+        r.result = summary_result(r) if summary else unmatched_result(r)
+    rows[1].result.cells = ("1.5", "a.b", "3", "Nan", "")[
+        : 4 if summary else 5
+    ]  # text with a '.' among numbers
+    if pending:
+        rows[2].result = None
+    expected = write_table(
+        header(True, summary), [_row_by_row(r, True, summary) for r in rows], tmp_path / "a"
+    )
+    got = write_csv(rows, tmp_path / "b", stack_mode=True, summary=summary)
+    assert got.read_bytes() == expected.read_bytes()

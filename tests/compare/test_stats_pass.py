@@ -14,7 +14,9 @@ from ptdbg_tui.compare.metrics.settled import settled_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.dialects import dialect_of, producer
 from ptdbg_tui.formats.layout import RankDump, discover, pair_dumps
+from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.reader import read_dump
+from ptdbg_tui.formats.records import TensorRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -73,3 +75,40 @@ def test_rows_that_fail_or_differ_take_the_plain_way(monkeypatch: pytest.MonkeyP
     check_same(rows, monkeypatch)
     statuses = [r.status for r in stats_pass.settled_results(rows, summary=True)]
     assert statuses[0] is Status.FAIL and statuses[1] is Status.FAIL and statuses[3] is Status.WARN
+
+
+def test_integer_statistics_and_python_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Integer statistics (an int64 tensor's, a Python int's) and Python floats take the fast way when
+    they agree, with their differences printed as Python subtracts them (``0``, not ``0.0``); a bool, an
+    integer beyond a float's exact range and a disagreeing one take the plain way, with the same result."""
+
+    def row(dtype: str, shape: object, npu: list[object], bench: list[object]) -> Row:
+        records = [
+            TensorRecord(
+                "Torch_mul_0_forward_input.1",
+                0,
+                dtype,
+                shape,
+                stats,
+                parse_name("Torch_mul_0_forward_input.1"),
+            )
+            for stats in (npu, bench)
+        ]
+        return Row(*records)
+
+    big = (1 << 53) + 1
+    rows = [
+        row("<class 'int'>", "[]", [2, 2, 2, 2], [2, 2, 2, 2]),
+        row("<class 'float'>", "[]", [0.5, 0.5, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5]),
+        row("torch.int64", [3], [7, -1, 2.5, 9.1], [7, -1, 2.5, 9.1]),
+        row("torch.float32", [3], [1, 0.0, 0.25, 1.5], [1.0, 0.0, 0.25, 1.5]),  # an int against a float
+        row("torch.bool", [3], [True, False, 0.5, 1.0], [True, False, 0.5, 1.0]),
+        row("torch.int64", [1], [big, big, big, big], [big, big, big, big]),
+        row("torch.int64", [3], [7, -1, 2.5, 9.1], [8, -1, 2.5, 9.1]),  # fails
+    ]
+    assert check_same(rows, monkeypatch) == 4
+    assert [stats_pass._plain_statistics(r) for r in rows] == [True] * 4 + [False, False, True]
+    results = stats_pass.settled_results(rows, summary=True)
+    assert results[0] is not None and results[0].cells == ("0", "0", "0", "0")
+    assert results[3] is not None and results[3].cells == ("0.0", "0.0", "0.0", "0.0")
+    assert results[6] is not None and results[6].status is Status.FAIL

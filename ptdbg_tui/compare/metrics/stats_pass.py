@@ -10,6 +10,7 @@ An LLM's statistics dump holds ~150,000 rows, at 16 µs a row one by one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import sub
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 
 #: Fewer rows than this go one by one (numpy's fixed cost).
 MIN_ROWS = 64
+#: The largest integer statistic taken here: every integer up to it is a float64 exactly.
+_EXACT_INT = 1 << 53
+#: A tensor's shape (a list) or a Python value's (``"[]"``).
+_SHAPES = (list, str)
 
 
 def settled_results(rows: Sequence[Row], summary: bool) -> list[Result | None]:
@@ -36,17 +41,23 @@ def settled_results(rows: Sequence[Row], summary: bool) -> list[Result | None]:
 
 
 def _plain_statistics(row: Row) -> bool:
-    """A matched row of two tensors of one dtype and shape, each with four float statistics, that no
-    other rule settles (no checksums, no in-place overwrite, no fuzzy or transposed match)."""
+    """A matched row of two tensors (or two Python values) of one dtype and shape, each with four
+    statistics that are floats or integers a float holds exactly, that no other rule settles (no
+    checksums, no in-place overwrite, no fuzzy or transposed match)."""
     n, b = row.npu, row.bench
     if n is None or b is None or row.fuzzy or row.transposed or (n.md5 and b.md5):
         return False
-    if n.dtype != b.dtype or n.dtype.startswith("<class") or type(n.shape_raw) is not list:
+    if n.dtype != b.dtype or type(n.shape_raw) not in _SHAPES or n.shape_raw != b.shape_raw:
         return False
-    if n.shape_raw != b.shape_raw or n.dump_step > 100 or b.dump_step > 100:
+    if n.dump_step > 100 or b.dump_step > 100:
         return False
     s, t = n.stats, b.stats
-    if len(s) != 4 or len(t) != 4 or not all(type(v) is float for v in (*s, *t)):
+    if len(s) != 4 or len(t) != 4:
+        return False
+    kinds = set(map(type, (*s, *t)))
+    if kinds <= {float}:  # nearly every row
+        return not overwritten_input(n.entry)
+    if not kinds <= {float, int} or any(type(v) is int and abs(v) > _EXACT_INT for v in (*s, *t)):
         return False
     return not overwritten_input(n.entry)
 
@@ -68,30 +79,30 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     agree = finite & ~(diff > tol).any(axis=1)
     rel = _relative(diff, absb).tolist()
     npu_norm, bench_norm = np.abs(npu[:, 3]).tolist(), absb[:, 3].tolist()
-    cells = list(map(str, (npu - bench).ravel().tolist()))  # as Python prints each float difference
-    out: list[Result | None] = []
-    for k, row in enumerate(rows):
-        if not agree[k]:
-            out.append(None)
-            continue
-        n, dtype = row.npu, dtypes[k]
-        assert n is not None
-        exact, atol_k, rtol_k = tolerance[k]
-        errors = ErrorMeasures(
-            rel[k],
-            rel[k],
-            npu_norm[k],
-            bench_norm[k],
-            max(1, n.numel),
-            floor_of(dtype, dtype),
-            0,
-            0,
-            exact_dtype(dtype),
-            from_stats=True,
-        )
-        reason = agreed(STAT_NAMES, exact, atol_k, rtol_k)
-        out.append(Result(tuple(cells[4 * k : 4 * k + 4]), "", "", Status.PASS, reason, errors=errors))
+    out: list[Result | None] = [None] * len(rows)
+    kept = np.flatnonzero(agree).tolist()
+    constants = {d: _constants(d) for d in {dtypes[k] for k in kept}}
+    numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
+    for k in kept:
+        n, b = rows[k].npu, rows[k].bench
+        assert n is not None and b is not None
+        shape = n.shape_raw
+        key = tuple(shape) if type(shape) is list else shape
+        numel = numels.get(key)
+        if numel is None:
+            numel = numels[key] = max(1, n.numel)
+        reason, floor, exact = constants[dtypes[k]]
+        errors = ErrorMeasures(rel[k], rel[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True)
+        # each difference as Python prints it (an integer statistic's as integers subtract)
+        cells = tuple(map(str, map(sub, n.stats, b.stats)))
+        out[k] = Result(cells, "", "", Status.PASS, reason, errors=errors)
     return out
+
+
+def _constants(dtype: str) -> tuple[str, float, bool]:
+    """What the rows of one dtype share: the reason they pass, the noise floor, whether exact."""
+    exact, atol, rtol = stat_tolerance(dtype, dtype)
+    return agreed(STAT_NAMES, exact, atol, rtol), floor_of(dtype, dtype), exact_dtype(dtype)
 
 
 def _relative(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:

@@ -11,18 +11,23 @@ alone cost a compare a third of a second. Bench-only rows, which the original dr
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import math
+import operator
 import os
+import re
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.files import FILE_MODE
+from ptdbg_tui.formats.records import TensorRecord
 
 _NAMES = [
     "NPU Name",
@@ -55,6 +60,9 @@ FULL_HEADER = [
 ]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
 STACK_COLUMN = "NPU_Stack_Info"
+#: Cells, a sequence per row or per column; the folder a CSV goes to.
+Cells = Sequence[Sequence[object]]
+Folder = str | os.PathLike[str]
 #: The name of this CSV dialect (``--format``).
 CSV_PTDBG = "ptdbg"
 
@@ -80,34 +88,64 @@ def _number(cell: str) -> object:
         return cell
 
 
+def _numbers(cells: Sequence[str]) -> list[object]:
+    """:func:`_number` of each cell (most are floats: read without a call each)."""
+    try:
+        return [float(c) if "." in c else _number(c) for c in cells]
+    except ValueError:  # a cell with a '.' that is no number stays text
+        return [_number(c) for c in cells]
+
+
+def _stats(record: TensorRecord | None) -> list[object]:
+    """:func:`stats4` (most records: their four statistics as they are)."""
+    if record is not None and len(record.stats) == 4 and record.dump_step <= 100:
+        return record.stats
+    return stats4(record)
+
+
 def _stack_cell(row: Row) -> object:
     if row.stack is None:
         return None
-    return str([list(frame) for frame in row.stack.frames])
+    return str(list(map(list, row.stack.frames)))
 
 
-def csv_row(row: Row, stack_mode: bool = False, summary: bool = False) -> list[object]:
-    """One CSV line as raw values, in :func:`header` order."""
-    n, b = row.npu, row.bench
-    cells: list[object] = [
-        n.name if n else NAN,
-        b.name if b else NAN,
-        n.dtype if n else NAN,
-        b.dtype if b else NAN,
-        n.shape_raw if n else NAN,
-        b.shape_raw if b else NAN,
+def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = False) -> list[list[object]]:
+    """The CSV's cells as raw values, a list per column in :func:`header` order (built column by
+    column: a pair holds ~10,000 rows)."""
+    npu = [r.npu for r in rows]
+    bench = [r.bench for r in rows]
+    columns: list[list[object]] = [
+        [n.name if n else NAN for n in npu],
+        [b.name if b else NAN for b in bench],
+        [n.dtype if n else NAN for n in npu],
+        [b.dtype if b else NAN for b in bench],
+        [n.shape_raw if n else NAN for n in npu],
+        [b.shape_raw if b else NAN for b in bench],
     ]
-    result = row.result
-    if summary:
-        cells += [_number(c) for c in result.cells] if result else [""] * SUMMARY_CELLS
+    results = [r.result for r in rows]
+    width = SUMMARY_CELLS if summary else FULL_CELLS
+    metrics = [result.cells if result else ("",) * width for result in results]
+    if summary and any(map(operator.is_, results, itertools.repeat(None))):  # a pending row's cells stay text
+        parsed = [
+            [_number(c) for c in cells] if result else cells
+            for result, cells in zip(results, metrics, strict=True)
+        ]
+        columns += _transposed(parsed, width)
+    elif summary:
+        columns += [_numbers(column) for column in _transposed(metrics, width)]
     else:
-        cells += list(result.cells) if result else [""] * FULL_CELLS
-    cells += stats4(n) + stats4(b)
+        columns += _transposed(metrics, width)
+    columns += _transposed([_stats(n) for n in npu], 4) + _transposed([_stats(b) for b in bench], 4)
     if not summary:
-        cells += [result.accuracy, result.message] if result else ["", MSG_PENDING]
+        columns.append([result.accuracy if result else "" for result in results])
+        columns.append([result.message if result else MSG_PENDING for result in results])
     if stack_mode:
-        cells.append(_stack_cell(row))
-    return cells
+        columns.append([_stack_cell(row) for row in rows])
+    return columns
+
+
+def _transposed(cells: Cells, width: int) -> list[list[object]]:
+    return [list(column) for column in zip(*cells, strict=True)] if cells else [[] for _ in range(width)]
 
 
 def _claim(tmp: Path, names: Sequence[Path]) -> Path:
@@ -141,9 +179,7 @@ def write_csv(
 
     A file of the same second is never overwritten: ``_1``, ``_2`` … are appended instead.
     """
-    return write_table(
-        header(stack_mode, summary), [csv_row(r, stack_mode, summary) for r in rows], out_dir, suffix
-    )
+    return write_columns(header(stack_mode, summary), csv_columns(rows, stack_mode, summary), out_dir, suffix)
 
 
 #: Integers a pandas column of numbers holds as such (int64, or uint64 where none is negative).
@@ -157,6 +193,9 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     kinds = set(map(type, values))
     numbers = kinds <= {int, float, type(None)} and kinds & {int, float} and kinds != {int}
     if numbers and all(_INT_RANGE[0] <= v < _INT_RANGE[1] for v in values if type(v) is int):
+        total = sum(values) if type(None) not in kinds else math.nan  # type: ignore[arg-type]
+        if total == total:  # no NaN (inf - inf, which looks like one, takes the way below)
+            return list(map(float.__repr__, map(float, values)))  # type: ignore[arg-type]
         # a missing value: None or a float NaN (inline: a call per cell costs the CSV a tenth)
         return [None if v is None or v != v else repr(float(v)) for v in values]  # type: ignore[arg-type]
     if float in kinds:
@@ -164,28 +203,88 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     return values
 
 
-def write_table(
-    columns: Sequence[str],
-    cells: Sequence[Sequence[object]],
-    out_dir: str | os.PathLike[str],
-    suffix: str = "",
-) -> Path:
-    """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these cells, printed as pandas prints
+def write_table(columns: Sequence[str], cells: Cells, out_dir: Folder, suffix: str = "") -> Path:
+    """:func:`write_columns` of cells given row by row."""
+    return write_columns(columns, _transposed(cells, len(columns)), out_dir, suffix)
+
+
+def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix: str = "") -> Path:
+    """``out_dir/compare_result<suffix>_<YYYYmmddHHMMSS>.csv`` of these columns, printed as pandas prints
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    printed = [printed_column(column) for column in zip(*cells, strict=True)]
+    printed = [printed_column(column) for column in columns]
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            writer = csv.writer(f, lineterminator=os.linesep)  # pandas' dialect: minimal quoting
-            writer.writerow(columns)
-            writer.writerows(zip(*printed, strict=True))
+            _write_cells(f, names, printed)
         os.chmod(tmp, FILE_MODE)
         base = f"compare_result{suffix}_{stamp}"
-        names = (out / (base + (f"_{k}" if k else "") + ".csv") for k in itertools.count())
-        return _claim(tmp, list(itertools.islice(names, 1000)))
+        candidates = (out / (base + (f"_{k}" if k else "") + ".csv") for k in itertools.count())
+        return _claim(tmp, list(itertools.islice(candidates, 1000)))
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_cells(f: TextIO, names: Sequence[str], printed: Sequence[Sequence[object]]) -> None:
+    """The header and the columns' cells as the csv module writes them (pandas' dialect: minimal
+    quoting), joined a column at a time (the csv module's own loop costs a CSV of statistics a fifth of
+    its time); where a cell holds a character the csv module treats otherwise, by the csv module."""
+    texts = [_texts(column) for column in [names, *printed]] if len(names) > 1 else None
+    if texts is None or any(t is None for t in texts):
+        writer = csv.writer(f, lineterminator=os.linesep)
+        writer.writerow(names)
+        writer.writerows(zip(*printed, strict=True))
+        return
+    f.write(",".join(texts[0]) + os.linesep)  # type: ignore[arg-type]
+    for line in zip(*texts[1:], strict=True):
+        f.write(",".join(line) + os.linesep)
+
+
+def _texts(column: Sequence[object]) -> list[str] | None:
+    """Each cell's text as the csv module writes it (``str()``, ``None`` empty, quoted where it holds
+    a delimiter, a quote or a line end); ``None`` where a cell holds a character it treats otherwise."""
+    kinds = set(map(type, column))
+    if kinds <= _STR:
+        texts = list(column)  # type: ignore[arg-type]
+    elif kinds <= _STR_OR_NONE:
+        texts = ["" if v is None else v for v in column]  # type: ignore[misc]
+    else:
+        texts = [v if type(v) is str else "" if v is None else str(v) for v in column]
+    joined = "".join(texts)
+    found = {c for c in _SPECIALS if c in joined}
+    if not found:  # nearly every column: a search over the whole of it
+        return texts
+    if not found <= _QUOTED:
+        return None
+    return [f'"{t.replace(_QUOTE, _QUOTE * 2)}"' if _SPECIAL.search(t) else t for t in texts]
+
+
+_QUOTE = '"'
+_STR = {str}
+_STR_OR_NONE = {str, type(None)}
+
+
+def _csv_quirks() -> tuple[frozenset[str], frozenset[str]]:
+    """The ASCII characters the csv module (minimal quoting, this platform's line end) writes other
+    than as themselves, and those of them it only quotes: the rules differ between Python versions."""
+    special, quoted = set(), set()
+    for c in map(chr, range(128)):
+        cell = f"a{c}b"
+        buf = io.StringIO(newline="")
+        try:
+            csv.writer(buf, lineterminator=os.linesep).writerow([cell, "x"])
+        except csv.Error:
+            special.add(c)
+            continue
+        if buf.getvalue() != f"{cell},x{os.linesep}":
+            special.add(c)
+            if buf.getvalue() == f'"{cell.replace(_QUOTE, _QUOTE * 2)}",x{os.linesep}':
+                quoted.add(c)
+    return frozenset(special), frozenset(quoted)
+
+
+_SPECIALS, _QUOTED = _csv_quirks()
+_SPECIAL = re.compile("[" + re.escape("".join(sorted(_SPECIALS))) + "]" if _SPECIALS else "(?!)")

@@ -1,0 +1,144 @@
+"""The usual lines' faster decoding (:func:`pkl_line.decode_usual`, orjson) gives what the one
+definition (:func:`pkl_line.decode_line`, json) gives, on real pkls of the original ptdbg, of
+msprobe's neighbours and of the project's dumper, and on every kind of altered or malformed line;
+whatever it leaves, the plain way reads, with the same messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ptdbg_tui.formats import pkl_line
+from ptdbg_tui.formats.pkl import read_pkl
+from ptdbg_tui.formats.pkl_line import decode_line, decode_usual
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REAL = [
+    "ptdbg_legacy/npu_test.pkl",  # the original's, three statistics
+    "mixed/npu/ptdbg_dump_v4.0.T2/step0/rank10267/api_stack_dump.pkl",  # the original ptdbg_ascend
+    "mixed/bench/ptdbg_dump_v4.0/step0/rank0/api_stack_dump.pkl",  # the project's dumper
+    "msprobe/mixed_layer_norm/bench/ptdbg_dump_v4.0/step0/rank0/api_stack_dump.pkl",
+]
+
+TENSOR = '["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3, 2], [3.5, -1.0, 0.25, 2.0]]'
+STACK = (
+    '["Torch_add_0_forward_stack_info", [["/a/m.py", "12", "forward", "y = x + 1"], '
+    '["/a/t.py", "3", "<module>", null]]]'
+)
+#: In a tensor line, what replaces a part of it: each a line the usual way must leave to the plain one
+#: (or read as the plain one does).
+TENSOR_CHANGES = {
+    # tokens json takes and orjson does not; integers orjson reads as floats; other statistics
+    "3.5": [
+        "NaN",
+        "Infinity",
+        "1e400",
+        "18446744073709551616",
+        "-9223372036854775809",
+        "9.3e18",
+        "3",
+        '"Nan"',
+        "true",
+    ],
+    "3.5, ": [""],  # three statistics
+    "0.25": ["0.25, 1.0"],  # five
+    "[3.5, -1.0, 0.25, 2.0]": ["[]"],
+    "[3, 2]": [
+        "[3, -2]",
+        "[3, 2.0]",
+        "[3, true]",
+        "[18446744073709551616]",
+        '"[]"',
+        "[]",
+        "[4294967296, 4294967296, 4294967296]",
+        "[" + ", ".join(["1"] * 65) + "]",
+    ],
+    ", 0, [],": [
+        ", 1.0, [],",
+        ", true, [],",
+        ", 18446744073709551616, [],",
+        ", 0, {},",
+        ', 0, ["3f9a0c1e"],',
+        ', 0, ["nothex!!"],',
+    ],
+    "Torch_add": ["../Torch_add", "Torch\\u0000add", "Torch\\ud800add", "Torch_\\u00e9add"],
+    '"Torch_add_0_forward_input.0"': ["7"],
+    '"torch.float32"': ["null"],
+    "]]": ["]"],  # truncated
+}
+STACK_CHANGES = {
+    '"12"': ["12", "18446744073709551616"],  # a number as the line
+    ", null]]]": ["]]]"],  # three fields
+    "null": ["7", "[1]"],
+    '[["/a/m.py"': ['["/a/m.py", ["/a/m.py"'],
+    "forward": ["for\\ud800ward"],
+    "/a/m.py": ["NaN"],
+}
+ALTERED = [
+    *(TENSOR.replace(old, new) for old, news in TENSOR_CHANGES.items() for new in news),
+    *(STACK.replace(old, new) for old, news in STACK_CHANGES.items() for new in news),
+    TENSOR[:40],
+    TENSOR + " [1]",  # two values on a line
+    TENSOR.replace("[", "[[", 1) + "]",
+    "[" * 5000 + "]" * 5000,  # nested too deeply
+    '{"name": 1}',
+    "[]",
+    "7",
+    '["Torch_add_0_forward_stack_info", []]',
+    '["Torch_add_0_forward_stack_info", {}]',
+    '[7, [["/a/m.py", "12", "forward", "y"]]]',
+]
+
+
+def same(a: object, b: object) -> bool:
+    return repr(a) == repr(b)  # repr: the dataclasses' fields, NaN included
+
+
+@pytest.mark.parametrize("path", REAL)
+def test_real_pkls_read_as_line_by_line(path: str) -> None:
+    lines = (FIXTURES / path).read_text(encoding="utf-8").splitlines()
+    usual = [decode_usual(text, n) for n, text in enumerate(lines, 1)]
+    plain = [decode_line(text, n) for n, text in enumerate(lines, 1)]
+    assert all(u is None or same(u, p) for u, p in zip(usual, plain, strict=True))
+    assert sum(u is not None for u in usual) > len(lines) // 2  # the usual way did take lines
+    assert any(isinstance(u, StackRecord) for u in usual) == any(isinstance(p, StackRecord) for p in plain)
+
+
+@pytest.mark.parametrize("text", ALTERED)
+def test_altered_lines_read_as_the_plain_way_reads_them(text: str) -> None:
+    got = decode_usual(text, 3)
+    assert got is None or same(got, decode_line(text, 3))
+
+
+def test_the_usual_lines_take_the_usual_way() -> None:
+    for text in (
+        TENSOR,
+        STACK,
+        TENSOR.replace("[3, 2]", "[]"),
+        TENSOR.replace("[3.5, -1.0, 0.25, 2.0]", "[]"),
+    ):
+        assert same(decode_usual(text, 3), decode_line(text, 3))
+    assert isinstance(decode_usual(TENSOR, 3), TensorRecord)
+
+
+def test_a_file_of_altered_lines_reads_as_without_orjson(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole file: records, bad lines and their messages, line numbers, with and without orjson."""
+    real = (FIXTURES / REAL[2]).read_text(encoding="utf-8").splitlines()
+    lines = (
+        [x for pair in zip(real, ALTERED, strict=False) for x in pair]
+        + real[len(ALTERED) :]
+        + ["", "   ", TENSOR]
+    )
+    path = tmp_path / "api_stack_dump.pkl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fast = read_pkl(path)
+    monkeypatch.setattr(pkl_line, "_orjson_loads", None)
+    plain = read_pkl(path)
+    assert same(fast, plain)
+    assert len(fast.bad) > 20 and all(isinstance(b, BadLine) for b in fast.bad)
+    assert json.loads(lines[0]) and fast.tensors[0].line == 1
