@@ -26,7 +26,7 @@ from ptdbg_tui.compare.metrics.cells import (
     UNSUPPORTED,
 )
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.csv_ptdbg import write_table
+from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
 
@@ -44,16 +44,6 @@ _HEAD = [
     "NPU Requires_grad",
     "Bench Requires_grad",
 ]
-_STATS = [
-    "NPU max",
-    "NPU min",
-    "NPU mean",
-    "NPU l2norm",
-    "Bench max",
-    "Bench min",
-    "Bench mean",
-    "Bench l2norm",
-]
 _TAIL = ["Requires_grad Consistent", "Result", "Err_message", "NPU_Stack_Info"]
 TENSOR_HEADER = [
     *_HEAD,
@@ -63,7 +53,7 @@ TENSOR_HEADER = [
     "MaxRelativeErr",
     "One Thousandth Err Ratio",
     "Five Thousandths Err Ratio",
-    *_STATS,
+    *STAT_COLUMNS,
     *_TAIL,
     "Data_name",
 ]
@@ -77,7 +67,7 @@ STATISTICS_HEADER = [
     "MinRelativeErr",
     "MeanRelativeErr",
     "NormRelativeErr",
-    *_STATS,
+    *STAT_COLUMNS,
     *_TAIL,
 ]
 MD5_HEADER = [*_HEAD, "NPU MD5", "BENCH MD5", *_TAIL]

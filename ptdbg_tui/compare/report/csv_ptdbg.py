@@ -37,7 +37,8 @@ _NAMES = [
     "NPU Tensor Shape",
     "Bench Tensor Shape",
 ]
-_STATS = [
+#: The two sides' statistics, as both tools' CSVs name them.
+STAT_COLUMNS = [
     "NPU max",
     "NPU min",
     "NPU mean",
@@ -54,11 +55,11 @@ FULL_HEADER = [
     "MaxRelativeErr",
     "One Thousandth Err Ratio",
     "Five Thousandths Err Ratio",
-    *_STATS,
+    *STAT_COLUMNS,
     "Accuracy Reached or Not",
     "Err_message",
 ]
-SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *_STATS]
+SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *STAT_COLUMNS]
 STACK_COLUMN = "NPU_Stack_Info"
 #: Cells, a sequence per row or per column; the folder a CSV goes to.
 Cells = Sequence[Sequence[object]]
