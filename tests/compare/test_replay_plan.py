@@ -230,6 +230,10 @@ def test_plans_that_pass_different_values_say_which(record):
     assert isinstance(npu, Plan) and isinstance(bench, Plan)
     assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'"
     assert arguments_differ(npu, npu) == ""
+    npu.kwargs["device"], bench.kwargs["device"] = Value("device", "npu:0"), Value("device", "cuda:0")
+    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'", (
+        "the devices differ by design"
+    )
 
 
 def test_every_call_is_replayed_in_the_end_those_after_the_first_failure_too(record):

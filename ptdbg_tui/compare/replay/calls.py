@@ -108,7 +108,7 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
 
 def arguments_differ(npu: Plan, bench: Plan) -> str:
     """The non-tensor arguments the two plans pass differently ("approximate: 'tanh' against 'none'"),
-    in words; empty when they agree (a keyword known on one side only is not compared)."""
+    in words; empty when they agree (a keyword known on one side only is not compared, nor a device)."""
     pairs = [(f"argument {i}", a, b) for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False))]
     pairs += [(k, v, bench.kwargs[k]) for k, v in npu.kwargs.items() if k in bench.kwargs]
     out = [
@@ -116,7 +116,7 @@ def arguments_differ(npu: Plan, bench: Plan) -> str:
         for where, a, b in pairs
         if isinstance(a, Value)
         and isinstance(b, Value)
-        and a.kind == b.kind
+        and a.kind == b.kind != "device"  # the devices differ by design (npu:0, cuda:0)
         and values_differ(a.value, b.value)
     ]
     return ", ".join(out)
