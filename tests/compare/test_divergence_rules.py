@@ -9,9 +9,10 @@ import numpy as np
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
-from ptdbg_tui.compare.metrics.settled import overwritten_input
-from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
+from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.naming import parse_name
+from ptdbg_tui.formats.records import TensorRecord
 
 RNG = np.random.default_rng(1)
 
@@ -53,6 +54,25 @@ def test_a_scalar_argument_that_differs_is_where_the_scripts_differ(calls):
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Torch_mul_0_forward", ARGUMENTS)]
     assert "0.0458 against 0.044715" in d.verdict and "different arguments" in d.verdict
+
+
+def test_the_device_an_argument_names_is_not_a_different_argument(calls):
+    """The NPU run moves its tensors to npu:0 and the bench to cuda:0, by design (msprobe records a
+    device and a string argument with their values)."""
+    x = _x()
+    calls.add("Tensor_to_0_forward_input.0", x, x)
+    for name, dtype, npu, bench in (
+        ("Tensor_to_0_forward_input.1", "<class 'str'>", "npu", "cuda"),
+        ("Tensor_to_0_forward_input.2", "torch.device", "npu:0", "cuda:0"),
+    ):
+        n, b = (
+            TensorRecord(name, 0, dtype, "[]", [v] * 4, parse_name(name), data_name="") for v in (npu, bench)
+        )
+        row = Row(n, b, seq=len(calls.rows))
+        row.result = settled_result(row, summary=False)
+        calls.rows.append(row)
+    calls.add("Tensor_to_0_forward_output", x, x)
+    assert diagnose(calls.rows).suspects == []
 
 
 def test_a_data_derived_scalar_within_tolerance_is_not_a_different_argument(calls):

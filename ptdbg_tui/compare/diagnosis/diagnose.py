@@ -17,6 +17,7 @@ The first suspect is the culprit.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -227,9 +228,23 @@ def _different_arguments(members: Sequence[Row]) -> list[Row]:
         entry, npu, bench = _entry(row), row.npu, row.bench
         if entry is None or entry.kind != INPUT or npu is None or bench is None:
             continue
-        if npu.is_scalar and bench.is_scalar and values_differ(_value(npu), _value(bench)):
+        if (
+            npu.is_scalar
+            and bench.is_scalar
+            and not (_device(npu) and _device(bench))  # npu:0 against cuda:0: by design
+            and values_differ(_value(npu), _value(bench))
+        ):
             out.append(row)
     return out
+
+
+#: A device as a recorded argument names it (``x.to("npu")``, ``device=torch.device("cuda:0")``).
+_DEVICE = re.compile(r"(cpu|cuda|npu|xpu|mps|meta|hpu)(:\d+)?")
+
+
+def _device(rec: TensorRecord) -> bool:
+    value = _value(rec)
+    return "device" in rec.dtype or (isinstance(value, str) and _DEVICE.fullmatch(value) is not None)
 
 
 def _shown(value: object) -> str:
