@@ -237,3 +237,13 @@ def test_without_torch_the_command_says_how_to_install_it(demo_npu, tmp_path, ca
     )
     code, _, err = _repro(capsys, demo_npu, "VF_lstm_0", tmp_path / "r")
     assert code == 2 and INSTALL in err and not (tmp_path / "r").exists()
+
+
+def test_a_weight_gradient_msprobe_records_transposed_is_judged_as_the_replay_judges_it(tmp_path, capsys):
+    """msprobe records linear's weight gradient as its autograd node has it, transposed: the repro
+    stores it as the weight is, so an honest linear backward exits 0, as its replay says."""
+    npu = Path(__file__).parents[1] / "fixtures" / "msprobe" / "tensor" / "npu"
+    code, out, err = _repro(capsys, npu, "Functional.linear.0.backward", tmp_path / "l")
+    assert code == 0 and "within rounding" in out, err
+    done = _run(tmp_path / "l")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -88,6 +88,10 @@ def write_repro(
         resolve(plan.fn)
         done = run(plan, tf32=spec.state.tf32_matmul if spec is not None else False)
         tensors = {rec.name: load(rec, None) for rec in _tensors(plan)}  # in their recorded dtypes
+        for path in plan.transposed:  # a gradient the tool records transposed: stored as its argument is
+            rec = plan.results[path]
+            if tensors[rec.name].dim() == 2:
+                tensors[rec.name] = tensors[rec.name].t().contiguous()
         code = arguments_code(plan)
     except Refused as e:
         raise CannotReplay(str(e)) from None
