@@ -23,6 +23,7 @@ from ptdbg_tui.compare.diagnosis.replayed import apply_replays
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, replay_order, rows_by_call
+from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.batch import PairOutcome
 from ptdbg_tui.formats.dialects import dialect_of
@@ -112,7 +113,8 @@ class Replayer:
         self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource, bench: SideSource
     ) -> Future[CallReplay]:
         """Replay ``call`` (``rows``: the pair's, or :func:`rows_by_call` of them) in the worker."""
-        return self.run(replay_call, call_rows(rows, call), call, npu.only(call), bench.only(call))
+        mine = call_rows(rows, call)
+        return self.run(replay_call, mine, call, npu.only(call), bench.only(side_call(mine, "bench", call)))
 
     def run(self, fn: Callable[..., T], *args: object) -> Future[T]:
         """Run ``fn(*args)`` in the worker (a module-level function: it is pickled by name)."""

@@ -176,3 +176,16 @@ def test_a_keyword_argument_that_differs_is_said_and_never_refuted_into_an_all_c
         "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments — approximate: "
         "'tanh' against 'none'" in out
     ), out
+
+
+def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_path, capsys):
+    """msprobe's NPU dump against ours (tests/fixtures/msprobe/mixed_msprobe): the bench names each call
+    otherwise (Functional_silu_0_backward), and is replayed from its own sidecar all the same."""
+    mixed = Path(__file__).parents[1] / "fixtures" / "msprobe" / "mixed_msprobe"
+    code = cli.main(
+        ["replay", str(mixed / "npu"), str(mixed / "bench"), "-o", str(tmp_path), "--no-progress"]
+    )
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    assert "Functional.silu.0.backward: confirmed by replay" in out and "; bench 4.7e-08" in out
+    assert "not replayed: the bench dump does not hold it" not in out

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from ptdbg_tui.compare.diagnosis.diagnose import values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan
+from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan, side_call
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict, judge_side
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -30,8 +30,9 @@ class SideSource:
     node_order: bool = False  # the tool records a backward's gradients in autograd-node order
 
     def only(self, call: str) -> SideSource:
-        """This source with the sidecar line of ``call`` alone: what one replay task carries (every
-        line of a large dump's sidecar, pickled with each task, would cost more than the replay)."""
+        """This source with the sidecar line of ``call`` (as this side names it) alone: what one replay
+        task carries (every line of a large dump's sidecar, pickled with each task, would cost more than
+        the replay)."""
         spec = self.specs.get(call_key(call))
         return replace(self, specs={call_key(call): spec} if spec is not None else {})
 
@@ -68,7 +69,7 @@ def _side(
     from ptdbg_tui.compare.replay.harness import Refused
     from ptdbg_tui.compare.replay.run import run
 
-    spec = source.specs.get(call_key(call))
+    spec = source.specs.get(call_key(side_call(rows, side, call)))
     mirror = like is not None and not like.complete
     plan = build_plan(
         rows,

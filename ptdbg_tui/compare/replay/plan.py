@@ -111,6 +111,15 @@ def _source_line(rows: Sequence[Row], call: str) -> str | None:
     return site.source if site is not None else None
 
 
+def side_call(rows: Sequence[Row], side: str, call: str) -> str:
+    """The name the NPU's ``call`` has on ``side``: in a mixed pair the bench's tool names it otherwise
+    (``Functional.gelu.0.forward`` against ``Functional_gelu_0_forward``), as its paired rows tell."""
+    if side == "npu":
+        return call
+    paired = (r.bench.call for r in rows if r.npu is not None and r.bench is not None and r.npu.call == call)
+    return next(paired, call)
+
+
 def _records(rows: Sequence[Row], side: str) -> dict[str, TensorRecord]:
     recs = (r.npu if side == "npu" else r.bench for r in rows)
     return {rec.name: rec for rec in recs if rec is not None}
@@ -314,6 +323,7 @@ def build_plan(
     node's order, not by argument)."""
     recs = _records(rows, side)
     mine = [r for r in recs.values() if r.entry is not None]
+    call = side_call(rows, side, call)
     entries = [r for r in mine if r.call == call]
     if not entries:
         return NotReplayable(call, f"the {side.upper() if side == 'npu' else side} dump does not hold it")
