@@ -248,3 +248,14 @@ def test_every_call_is_replayed_in_the_end_those_after_the_first_failure_too(rec
         "Functional_mse_loss_0_forward",
         "Functional_layer_norm_0_backward",
     ]
+
+
+def test_node_order_gradients_with_a_null_for_an_argument_that_needs_none(record):
+    """msprobe records mse_loss's backward as [the input's gradient, null for the target]."""
+    call = "Functional_mse_loss_0"
+    names = [f"{call}_forward_input.0", f"{call}_forward_input.1", f"{call}_forward_output"]
+    names += [f"{call}_backward_input.0", f"{call}_backward_output.0", f"{call}_backward_output.1"]
+    rows = _rows(record, names, scalars={f"{call}_backward_output.1": 0.0})
+    rows[1].npu.requires_grad = False
+    plan = build_plan(rows, "npu", f"{call}_backward", "/d", None, True, False, node_order=True)
+    assert isinstance(plan, Plan) and list(plan.results) == [(0,)], plan

@@ -264,15 +264,15 @@ def _node_order(
         and len(r.entry.path) == 1
         and isinstance(r.entry.path[0], int)
     }
-    candidates = [
-        i
-        for i, a in enumerate(args)
-        if isinstance(a, Recorded) and "float" in a.dtype and wants.get(i) is not False
-    ]
-    if len(candidates) != len(grads):
+    floating = [i for i, a in enumerate(args) if isinstance(a, Recorded) and "float" in a.dtype]
+    needing = [i for i in floating if wants.get(i) is not False]
+    # one gradient (a null one included) per floating argument, or per one that needs a gradient
+    candidates = next((c for c in (floating, needing) if len(c) == len(grads)), None)
+    if candidates is None:
         return (
             f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
-            f"match its {len(candidates)} floating tensor arguments one to one"
+            f"match its {len(floating)} floating tensor arguments ({len(needing)} needing a gradient) one "
+            "to one"
         )
     return [(i, False) for i in candidates]
 
