@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import (
     Stats,
     apply_departure,
+    bench_tie_departures,
     collective_departures,
     collective_results,
 )
@@ -68,7 +70,13 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
         for d in peers.get(step, ()):
             if d.rank is not None and d.rank not in results:
                 results[d.rank] = _npu_records(d)
-        for departure in collective_departures(results):
+        bench = {
+            rank: collective_results(
+                [replace(r.bench, name=r.npu.name, entry=r.npu.entry) for r in p.rows if r.npu and r.bench]
+            )
+            for rank, p in compared.items()
+        }
+        for departure in [*collective_departures(results), *bench_tie_departures(results, bench)]:
             p = compared.get(departure.rank)
             if p is not None:
                 apply_departure(p.diagnosis, p.rows, departure, step)

@@ -108,3 +108,18 @@ def test_a_collective_whose_result_departs_from_the_other_ranks_is_that_ranks_ow
     # two ranks cannot outvote each other; rank results that agree have no departure
     assert collective_departures({r: results[r] for r in (1, 2)}) == []
     assert collective_departures({r: results[r] for r in (0, 1, 3)}) == []
+
+
+def test_two_ranks_that_disagree_are_told_apart_by_their_bench_run():
+    from ptdbg_tui.compare.diagnosis.ranks import bench_tie_departures, collective_results
+
+    good, bad, bench = [2.0, -1.0, 0.25, 3.0], [2.0, -1.0, 0.2625, 3.1], [2.0000001, -1.0, 0.25, 3.0000002]
+    npu = {r: collective_results([_reduced(r, bad if r == 1 else good)[1]]) for r in (0, 1)}
+    benches = {r: collective_results([_reduced(r, bench)[1]]) for r in (0, 1)}
+    (departure,) = bench_tie_departures(npu, benches)
+    assert departure.rank == 1 and departure.peers == (0,) and departure.by_bench
+    assert "departs from the other rank's result (rank0, which matches its bench run's)" in departure.text
+    # both off their bench alike (an error both received), or agreeing: no departure
+    mid = [2.0, -1.0, 0.25625, 3.05]
+    assert bench_tie_departures(npu, {r: collective_results([_reduced(r, mid)[1]]) for r in (0, 1)}) == []
+    assert bench_tie_departures({r: npu[0] for r in (0, 1)}, benches) == []

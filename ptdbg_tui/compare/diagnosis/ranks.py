@@ -197,10 +197,16 @@ class Departure:
     peers: tuple[int, ...]
     mine: Stats
     theirs: Stats
+    by_bench: bool = False  # two ranks: the bench run told which one departs
 
     @property
     def text(self) -> str:
         ranks = ", ".join(f"rank{r}" for r in self.peers)
+        if self.by_bench:
+            return (
+                f"{self.entry} departs from the other rank's result ({ranks}, which matches its bench "
+                f"run's): statistics {_stats(self.mine)} against {_stats(self.theirs)}"
+            )
         return (
             f"{self.entry} departs from the other ranks' result ({ranks} agree): "
             f"statistics {_stats(self.mine)} against {_stats(self.theirs)}"
@@ -231,6 +237,44 @@ def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]
             continue
         for group in groups[1:]:
             out += [Departure(r, key[0], key[1], tuple(majority), have[r], have[majority[0]]) for r in group]
+    return out
+
+
+#: Of two ranks whose results differ, the one that departs is off its bench run's result this many
+#: times more than the other.
+BENCH_TIE = 10.0
+
+
+def _off(a: Stats, b: Stats) -> float:
+    """How far two results' statistics are apart (relative, the worst one)."""
+    if len(a) != len(b) or not a:
+        return math.inf
+    return max(abs(x - y) / max(abs(x), abs(y), 1e-30) for x, y in zip(a, b, strict=True))
+
+
+def bench_tie_departures(
+    results: Mapping[int, Mapping[tuple[str, str], Stats]],
+    bench: Mapping[int, Mapping[tuple[str, str], Stats]],
+) -> list[Departure]:
+    """Two ranks whose results of a collective differ, which no majority can settle: the bench run breaks
+    the tie (``bench``: each rank's bench result of the same entries). The rank far off its own bench
+    result, where the other matches its own, departs."""
+    out: list[Departure] = []
+    keys = Counter(k for per in results.values() for k in per)
+    for key, n in keys.items():
+        have = {r: per[key] for r, per in results.items() if key in per}
+        if n != 2 or len(have) != 2:
+            continue
+        (a, sa), (b, sb) = sorted(have.items())
+        if _agree(sa, sb) or key not in bench.get(a, {}) or key not in bench.get(b, {}):
+            continue
+        off_a, off_b = _off(sa, bench[a][key]), _off(sb, bench[b][key])
+        for r, mine, other, theirs, worse, better in (
+            (a, sa, b, sb, off_a, off_b),
+            (b, sb, a, sa, off_b, off_a),
+        ):
+            if worse > BENCH_TIE * better and worse > RANK_AGREEMENT:
+                out.append(Departure(r, key[0], key[1], (other,), mine, theirs, by_bench=True))
     return out
 
 
