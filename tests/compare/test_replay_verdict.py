@@ -7,6 +7,7 @@ import numpy as np
 
 from ptdbg_tui.compare.replay.verdict import (
     ARGUMENTS,
+    NO_SIDECAR_LINE,
     CONFIRMED,
     INCONCLUSIVE,
     NOT_REPLAYED,
@@ -86,3 +87,10 @@ def test_the_two_sides_decide_together():
     assert differs.outcome == ARGUMENTS
     assert differs.text.startswith("the runs pass different arguments — approximate: 'tanh' against 'none'")
     assert CallReplay("c", _side(True), _side(False), differs="x").outcome == CONFIRMED  # wrong regardless
+    # a rebuild from the records because the dump's own sidecar lacks the call says so, not that the
+    # tool records no keyword arguments; a bench that was not replayed is not said to be within rounding
+    damaged = CallReplay("c", _side(True), _side(True), complete=False, lacking=NO_SIDECAR_LINE).text
+    assert "the rebuild may lack arguments: the dump's call sidecar holds no line for it" in damaged
+    alone = CallReplay("c", _side(False), "the bench dump does not hold it").text
+    assert alone.startswith("refuted by replay — the NPU kernel is within rounding on its own inputs")
+    assert "both within rounding" not in alone

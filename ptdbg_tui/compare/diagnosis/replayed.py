@@ -7,13 +7,21 @@ suspect of its own (where the inputs already differ, at a later step).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.verdict import CONFIRMED, NOT_REPLAYED, REFUTED, CallReplay
+from ptdbg_tui.compare.replay.verdict import (
+    ARGUMENTS,
+    CONFIRMED,
+    INCONCLUSIVE,
+    NOT_REPLAYED,
+    REFUTED,
+    CallReplay,
+)
 
 
 def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, step: int | None) -> Suspect:
@@ -64,15 +72,14 @@ def apply_replays(
     kept.sort(key=lambda s: 0 if s.confirmed else 1)  # stable: execution order within each group
     diagnosis.suspects = kept
     diagnosis.replays = {call: r.text for call, r in replays.items()}
-    counts = {
-        k: sum(1 for r in replays.values() if r.outcome == k) for k in (CONFIRMED, REFUTED, NOT_REPLAYED)
-    }
+    counts = Counter(r.outcome for r in replays.values())
     seconds = sum(r.seconds for r in replays.values())
     per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
+    others = "".join(f", {counts[k]} {k}" for k in (INCONCLUSIVE, ARGUMENTS) if counts[k])
     diagnosis.replay = (
         f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
         f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
-        f"{counts[NOT_REPLAYED]} not replayable ({seconds:.1f} s{per})"
+        f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
     )
 
 

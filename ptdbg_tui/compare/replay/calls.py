@@ -14,7 +14,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan, side_call
-from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict, judge_side
+from ptdbg_tui.compare.replay.verdict import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict, judge_side
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 
@@ -89,7 +89,7 @@ def _side(
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
-        lacking = "" if plan.complete else " (the tool that wrote this dump records no keyword arguments)"
+        lacking = "" if plan.complete else f" ({NO_SIDECAR_LINE if source.specs else NO_KEYWORDS})"
         return f"{e}{lacking}", plan
     return judge_side(done.results, done.dtypes, done.names, done.honest), plan
 
@@ -104,7 +104,8 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
         differs = arguments_differ(plan, other) if plan is not None and other is not None else ""
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
         n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ""
-    return CallReplay(call, n, b, complete, time.perf_counter() - start, differs)
+    lacking = NO_SIDECAR_LINE if npu.specs and not complete else NO_KEYWORDS
+    return CallReplay(call, n, b, complete, time.perf_counter() - start, differs, lacking)
 
 
 def arguments_differ(npu: Plan, bench: Plan) -> str:

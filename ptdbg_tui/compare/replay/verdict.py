@@ -36,6 +36,9 @@ REFUTED = "refuted"
 INCONCLUSIVE = "inconclusive"
 NOT_REPLAYED = "not replayed"
 ARGUMENTS = "different arguments"
+#: Why a rebuild from the records alone may lack arguments.
+NO_KEYWORDS = "the tool that wrote this dump does not record keyword arguments"
+NO_SIDECAR_LINE = "the dump's call sidecar holds no line for it (truncated or damaged)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,7 @@ class CallReplay:
     complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
     seconds: float = 0.0
     differs: str = ""  # the non-tensor arguments the two runs passed differently, in words
+    lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
 
     @property
     def outcome(self) -> str:
@@ -176,6 +180,11 @@ class CallReplay:
                 f"the runs pass different arguments — {self.differs}; each side's kernel is right on its own "
                 f"(NPU {npu.text}, bench {b})"
             )
+        if outcome == REFUTED and not isinstance(bench, SideVerdict):
+            return (
+                f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); "
+                f"bench {b}"
+            )
         if outcome == REFUTED:
             return (
                 f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
@@ -183,7 +192,7 @@ class CallReplay:
             )
         if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
             why = (
-                "the rebuild lacks keyword arguments, which the tool that wrote this dump does not record"
+                f"the rebuild may lack arguments: {self.lacking}"
                 if not self.complete
                 else "the rebuilt call may differ from the recorded one"
             )
@@ -193,7 +202,7 @@ class CallReplay:
             )
         if npu.wrong:
             return (
-                f"replay inconclusive — NPU {npu.text}, but the rebuild lacks keyword arguments and "
-                f"the bench was {b}"
+                f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({self.lacking}) "
+                f"and the bench was {b}"
             )
         return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
