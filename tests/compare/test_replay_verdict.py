@@ -7,9 +7,9 @@ import numpy as np
 
 from ptdbg_tui.compare.replay.verdict import (
     ARGUMENTS,
-    NO_SIDECAR_LINE,
     CONFIRMED,
     INCONCLUSIVE,
+    NO_SIDECAR_LINE,
     NOT_REPLAYED,
     REFUTED,
     CallReplay,
