@@ -154,10 +154,9 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
             )
     bad.rstrip()
     done = p.done and p.rows and not p.pending
-    return [
-        Segment(bad, 0),
-        seg(f"all {p.rows:,} compared" if done else f"compared {p.compared:,}/{p.rows:,}", 0),
-    ]
+    alone = counts[Status.UNMATCHED]  # on one side only: not compared
+    whole = f"all {p.rows:,} compared" if not alone else f"{p.rows - alone:,} of {p.rows:,} compared"
+    return [Segment(bad, 0), seg(whole if done else f"compared {p.compared:,}/{p.rows:,}", 0)]
 
 
 def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[Segment]:

@@ -36,7 +36,15 @@ class Seg(NamedTuple):
 def user_frames(frames: list[Frame]) -> list[Frame]:
     """The user's frames, outermost first (recorded frames are innermost first): not the dump tool's,
     not the launcher's that started the script, not the framework's."""
-    return [f for f in reversed(frames) if not any(part in f.path.replace("\\", "/") for part in _FOREIGN)]
+    outer_first = list(reversed(frames))
+    launched = [i for i, f in enumerate(outer_first) if _marked(f, LAUNCHER_PATH_MARKS)]
+    start = launched[-1] + 1 if launched else 0  # what ran before a launcher handed over is its too
+    return [f for f in outer_first[start:] if not _marked(f, _FOREIGN)]
+
+
+def _marked(frame: Frame, marks: tuple[str, ...]) -> bool:
+    path = frame.path.replace("\\", "/")
+    return any(part in path for part in marks)
 
 
 def module_label(qual: str, cls: str) -> str:

@@ -11,7 +11,8 @@ from ptdbg_tui.formats.dialects import TOOL_PATH_MARKS
 from ptdbg_tui.formats.records import Frame, StackRecord
 
 #: Frames of what started the user's script, not of the script: the console scripts ``ptdbg-dump`` and
-#: ``ptdbg-tui`` (the demo), this package's command line, and Python's ``runpy`` (``python -m``).
+#: ``ptdbg-tui`` (the demo), this package's command line, Python's ``runpy`` (``python -m``), and
+#: ``multiprocessing``'s frames above a spawned rank's function (``torch.multiprocessing.spawn``).
 LAUNCHER_PATH_MARKS = (
     "/bin/ptdbg-dump",
     "/bin/ptdbg-tui",
@@ -21,6 +22,11 @@ LAUNCHER_PATH_MARKS = (
     "/ptdbg_tui/__main__.py",
     "/runpy.py",
     "<frozen runpy>",
+    "/multiprocessing/spawn.py",
+    "/multiprocessing/process.py",
+    "/multiprocessing/forkserver.py",
+    "/multiprocessing/popen_fork.py",
+    "/multiprocessing/pool.py",
 )
 #: Frames inside these belong to the framework; the user's call site is further out.
 LIBRARY_PATH_MARKS = ("/site-packages/torch/", "/dist-packages/torch/", "/site-packages/torch_npu/")

@@ -43,6 +43,8 @@ async def test_the_original_tools_own_calls_are_one_collapsed_group(ui):
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         assert "Functional_silu_0_backward" in str(app.query_one("#diagnosis").render())
+        header = app.header_bar.lines[0].plain
+        assert "84 of 360 compared" in header and "all 360" not in header, "rows on one side are not compared"
         detach = [n for (_, key), n in app.model.calls.items() if key.startswith("Tensor_detach_")]
         assert len(detach) == 124 and {n.parent.key for n in detach} == {"noise"}
         noise = detach[0].parent

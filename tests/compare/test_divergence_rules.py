@@ -33,7 +33,7 @@ def test_a_dropout_that_draws_other_masks_is_where_the_runs_start_to_differ_and_
     calls.call("Torch_tanh", 0, "forward", [(y_n, y_b)], [(np.tanh(y_n), np.tanh(y_b))])
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Functional_dropout_0_forward", RANDOM)]
-    assert "random numbers" in d.verdict and "align the seeds (a dropout: or disable it)" in d.verdict
+    assert "random numbers" in d.verdict and "align their seeds (or, for dropout, disable it)" in d.verdict
 
 
 def test_a_call_only_the_npu_run_makes_is_named_where_the_data_starts_to_differ(calls):

@@ -70,3 +70,25 @@ def test_launcher_frames_are_not_the_user_s():
     ).frames
     assert [f[:2] for f in user_frames(frames)] == [("/home/u/train.py", "12"), ("/home/u/train.py", "7")]
     assert stack_site(StackRecord("x", frames[2:])) is None, "a launcher is nobody's call site"
+
+
+def test_a_spawned_rank_starts_at_its_own_function():
+    """torch.multiprocessing.spawn runs each rank's function under multiprocessing's frames."""
+    frames = StackRecord(
+        "x",
+        [
+            ("/home/u/dist.py", "40", "worker", "dist.all_reduce(g)"),
+            (
+                "/home/u/.venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py",
+                "90",
+                "_wrap",
+                "fn(i)",
+            ),
+            ("/usr/lib/python3.11/multiprocessing/process.py", "108", "run", "self._target()"),
+            ("/usr/lib/python3.11/multiprocessing/process.py", "314", "_bootstrap", "self.run()"),
+            ("/usr/lib/python3.11/multiprocessing/spawn.py", "135", "_main", "return self._bootstrap()"),
+            ("/usr/lib/python3.11/multiprocessing/spawn.py", "122", "spawn_main", "exitcode = _main(fd)"),
+            ("<string>", "1", "<module>", ""),
+        ],
+    ).frames
+    assert [f[:2] for f in user_frames(frames)] == [("/home/u/dist.py", "40")]

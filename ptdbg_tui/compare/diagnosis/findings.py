@@ -48,7 +48,7 @@ KIND_WORDS = {
     PARAMETERS: "parameters differ on entry to {step}",
     UNPAIRED: "the NPU run makes this call and the bench run does not",
     ARGUMENTS: "the runs pass different arguments to it",
-    RANDOM: "the two runs draw different random numbers — align the seeds (a dropout: or disable it)",
+    RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
     NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "

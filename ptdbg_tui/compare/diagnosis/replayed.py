@@ -69,7 +69,7 @@ def apply_replays(
     for call, r in replays.items():
         if r.outcome == CONFIRMED and call not in named:
             kept.append(_new_suspect(diagnosis, rows, r, step))
-    kept.sort(key=lambda s: 0 if s.confirmed else 1)  # stable: execution order within each group
+    kept.sort(key=lambda s: (0, s.seq) if s.confirmed else (1, 0))  # confirmed ones first, in execution order
     diagnosis.suspects = kept
     diagnosis.replays = {call: r.text for call, r in replays.items()}
     counts = Counter(r.outcome for r in replays.values())
