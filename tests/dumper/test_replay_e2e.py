@@ -189,3 +189,26 @@ def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_pat
     assert code == cli.EXIT_OK, err
     assert "Functional.silu.0.backward: confirmed by replay" in out and "; bench 4.7e-08" in out
     assert "not replayed: the bench dump does not hold it" not in out
+
+
+def test_a_truncated_call_sidecar_is_said_to_be_one(tmp_path, capsys):
+    """Our dumper's sidecar cut after its first line: the calls it no longer holds are rebuilt from the
+    records, and an inconclusive one says the sidecar lacks them, not that the tool records no keywords."""
+    from ptdbg_tui.formats.calls import calls_path
+    from ptdbg_tui.formats.layout import discover
+
+    for side in ("npu", "bench"):
+        torch.manual_seed(0)
+        model, x = _Gelu("tanh"), torch.randn(16, 8) * 3
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / side))
+        debugger.start()
+        model(x).sum().backward()
+        debugger.stop()
+    sidecar = calls_path(discover(tmp_path / "npu")[0].records)
+    sidecar.write_text(sidecar.read_text().splitlines()[0] + "\n")
+    code = cli.main(["replay", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == cli.EXIT_OK
+    gelu = next(line for line in out.splitlines() if line.strip().startswith("Functional_gelu_0_forward:"))
+    assert "replay inconclusive" in gelu and "the dump's call sidecar holds no line for it" in gelu, gelu
+    assert "does not record keyword arguments" not in out

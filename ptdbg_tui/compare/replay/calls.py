@@ -28,6 +28,16 @@ class SideSource:
     keywords_recorded: bool = False  # the tool records keyword arguments (msprobe)
     inputs_after_call: bool = False  # the tool records a forward's inputs after the call (the original)
     node_order: bool = False  # the tool records a backward's gradients in autograd-node order
+    sidecar: bool = False  # the dump has a call sidecar (kept when :meth:`only` narrows the specs)
+
+    def __post_init__(self) -> None:
+        if self.specs and not self.sidecar:
+            object.__setattr__(self, "sidecar", True)
+
+    @property
+    def lacking(self) -> str:
+        """Why a rebuild of this side from its records alone may lack arguments."""
+        return NO_SIDECAR_LINE if self.sidecar else NO_KEYWORDS
 
     def only(self, call: str) -> SideSource:
         """This source with the sidecar line of ``call`` (as this side names it) alone: what one replay
@@ -89,7 +99,7 @@ def _side(
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
-        lacking = "" if plan.complete else f" ({NO_SIDECAR_LINE if source.specs else NO_KEYWORDS})"
+        lacking = "" if plan.complete else f" ({source.lacking})"
         return f"{e}{lacking}", plan
     return judge_side(done.results, done.dtypes, done.names, done.honest), plan
 
@@ -104,8 +114,7 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
         differs = arguments_differ(plan, other) if plan is not None and other is not None else ""
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
         n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ""
-    lacking = NO_SIDECAR_LINE if npu.specs and not complete else NO_KEYWORDS
-    return CallReplay(call, n, b, complete, time.perf_counter() - start, differs, lacking)
+    return CallReplay(call, n, b, complete, time.perf_counter() - start, differs, npu.lacking)
 
 
 def arguments_differ(npu: Plan, bench: Plan) -> str:
