@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis
@@ -21,6 +20,7 @@ from ptdbg_tui.compare.diagnosis.ranks import (
     bench_tie_departures,
     collective_departures,
     collective_results,
+    result_stats,
 )
 from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
 from ptdbg_tui.compare.model import Row
@@ -70,10 +70,14 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
         for d in peers.get(step, ()):
             if d.rank is not None and d.rank not in results:
                 results[d.rank] = _npu_records(d)
-        bench = {
-            rank: collective_results(
-                [replace(r.bench, name=r.npu.name, entry=r.npu.entry) for r in p.rows if r.npu and r.bench]
-            )
+        bench = {  # each compared rank's bench result of the same collectives, under the NPU's names
+            rank: {
+                key: result_stats(r.bench)
+                for r in p.rows
+                if r.npu is not None
+                and r.bench is not None
+                and (key := (r.npu.call, r.npu.name)) in results[rank]
+            }
             for rank, p in compared.items()
         }
         for departure in [*collective_departures(results), *bench_tie_departures(results, bench)]:

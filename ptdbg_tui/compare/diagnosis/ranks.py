@@ -160,6 +160,11 @@ def cross_rank(views: Sequence[RankView]) -> CrossRank:
 Stats = tuple[float, ...]
 
 
+def result_stats(rec: TensorRecord) -> Stats:
+    """A recorded result's finite statistics (max, min, mean, l2norm), as ranks compare them."""
+    return tuple(v for i in range(4) if (v := rec.stat(i)) is not None and math.isfinite(v))
+
+
 def collective_results(records: Sequence[TensorRecord]) -> dict[tuple[str, str], Stats]:
     """Per (call, output entry) of the collectives that give every rank the same result: the recorded
     statistics of the result (one rank's records, any tool)."""
@@ -175,16 +180,22 @@ def collective_results(records: Sequence[TensorRecord]) -> dict[tuple[str, str],
             or rec.is_scalar
         ):
             continue
-        stats = tuple(v for i in range(4) if (v := rec.stat(i)) is not None and math.isfinite(v))
+        stats = result_stats(rec)
         if stats:
             out[(e.call, rec.name)] = stats
     return out
 
 
+def _off(a: Stats, b: Stats) -> float:
+    """How far two results' statistics are apart (relative, the worst one; infinite when they differ in
+    kind)."""
+    if len(a) != len(b):
+        return math.inf
+    return max((abs(x - y) / max(abs(x), abs(y), 1e-30) for x, y in zip(a, b, strict=True)), default=0.0)
+
+
 def _agree(a: Stats, b: Stats) -> bool:
-    return len(a) == len(b) and all(
-        abs(x - y) <= RANK_AGREEMENT * max(abs(x), abs(y), 1e-30) for x, y in zip(a, b, strict=True)
-    )
+    return _off(a, b) <= RANK_AGREEMENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +256,6 @@ def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]
 BENCH_TIE = 10.0
 
 
-def _off(a: Stats, b: Stats) -> float:
-    """How far two results' statistics are apart (relative, the worst one)."""
-    if len(a) != len(b) or not a:
-        return math.inf
-    return max(abs(x - y) / max(abs(x), abs(y), 1e-30) for x, y in zip(a, b, strict=True))
-
-
 def bench_tie_departures(
     results: Mapping[int, Mapping[tuple[str, str], Stats]],
     bench: Mapping[int, Mapping[tuple[str, str], Stats]],
@@ -260,21 +264,17 @@ def bench_tie_departures(
     the tie (``bench``: each rank's bench result of the same entries). The rank far off its own bench
     result, where the other matches its own, departs."""
     out: list[Departure] = []
-    keys = Counter(k for per in results.values() for k in per)
-    for key, n in keys.items():
+    for key in dict.fromkeys(k for per in results.values() for k in per):  # in call order
         have = {r: per[key] for r, per in results.items() if key in per}
-        if n != 2 or len(have) != 2:
+        if len(have) != 2:
             continue
         (a, sa), (b, sb) = sorted(have.items())
         if _agree(sa, sb) or key not in bench.get(a, {}) or key not in bench.get(b, {}):
             continue
-        off_a, off_b = _off(sa, bench[a][key]), _off(sb, bench[b][key])
-        for r, mine, other, theirs, worse, better in (
-            (a, sa, b, sb, off_a, off_b),
-            (b, sb, a, sa, off_b, off_a),
-        ):
-            if worse > BENCH_TIE * better and worse > RANK_AGREEMENT:
-                out.append(Departure(r, key[0], key[1], (other,), mine, theirs, by_bench=True))
+        off = {a: _off(sa, bench[a][key]), b: _off(sb, bench[b][key])}
+        for r, other in ((a, b), (b, a)):
+            if off[r] > BENCH_TIE * off[other] and off[r] > RANK_AGREEMENT:
+                out.append(Departure(r, key[0], key[1], (other,), have[r], have[other], by_bench=True))
     return out
 
 
