@@ -234,6 +234,11 @@ def test_plans_that_pass_different_values_say_which(record):
     assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'", (
         "the devices differ by design"
     )
+    npu.kwargs["device"], bench.kwargs["device"] = (
+        Value("plain", "npu"),
+        Value("plain", "cuda"),
+    )  # x.to("npu")
+    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'"
 
 
 def test_every_call_is_replayed_in_the_end_those_after_the_first_failure_too(record):

@@ -242,9 +242,13 @@ def _different_arguments(members: Sequence[Row]) -> list[Row]:
 _DEVICE = re.compile(r"(cpu|cuda|npu|xpu|mps|meta|hpu)(:\d+)?")
 
 
+def is_device(value: object) -> bool:
+    """A value that names a device: the runs differ there by design (``npu:0`` against ``cuda:0``)."""
+    return isinstance(value, str) and _DEVICE.fullmatch(value) is not None
+
+
 def _device(rec: TensorRecord) -> bool:
-    value = _value(rec)
-    return "device" in rec.dtype or (isinstance(value, str) and _DEVICE.fullmatch(value) is not None)
+    return "device" in rec.dtype or is_device(_value(rec))
 
 
 def _shown(value: object) -> str:

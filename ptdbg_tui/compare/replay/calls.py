@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.diagnose import values_differ
+from ptdbg_tui.compare.diagnosis.diagnose import is_device, values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan, side_call
@@ -127,7 +127,8 @@ def arguments_differ(npu: Plan, bench: Plan) -> str:
         for where, a, b in pairs
         if isinstance(a, Value)
         and isinstance(b, Value)
-        and a.kind == b.kind != "device"  # the devices differ by design (npu:0, cuda:0)
+        and a.kind == b.kind
+        and not (is_device(a.value) and is_device(b.value))
         and values_differ(a.value, b.value)
     ]
     return ", ".join(out)
