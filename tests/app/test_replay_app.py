@@ -26,6 +26,12 @@ def _said(app, text: str) -> bool:
     return any(text in n.message for n in app._notifications)
 
 
+def _confirmed(app) -> bool:
+    """The culprit is confirmed by replay."""
+    culprit = app.model.first_culprit()
+    return culprit is not None and culprit[0].confirmed
+
+
 async def _select(pilot, ui, name: str) -> None:
     """Put the cursor on the node named ``name`` (the search's first hit) and close the search."""
     await pilot.press("slash", *name, "enter", "escape")
@@ -42,12 +48,7 @@ async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, 
     app = ui.app(*demo_dumps, replay_budget_s=60)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-
-        def confirmed() -> bool:
-            culprit = app.model.first_culprit()
-            return culprit is not None and culprit[0].confirmed
-
-        await ui.wait_until(pilot, confirmed)
+        await ui.wait_until(pilot, lambda: _confirmed(app))
         bar = str(app.query_one("#diagnosis").render())
         assert "Culprit VF_lstm_0_backward" in bar
         assert "confirmed by replay — NPU kernel wrong on its own inputs (error 0.3, allowed" in bar
@@ -69,7 +70,7 @@ async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, 
             ),
         )
         await ui.settle(pilot)
-        assert confirmed() and app.model.progress.replaying == replayed and not app.engine._replay.busy
+        assert _confirmed(app) and app.model.progress.replaying == replayed and not app.engine._replay.busy
 
 
 async def test_r_replays_an_honest_call_and_shows_refuted(demo_dumps, ui):
@@ -193,12 +194,7 @@ async def test_at_step_2_of_an_every_step_fault_the_replay_names_it_and_the_pane
     app = ui.app(npu, bench, step=2, replay_budget_s=60)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-
-        def confirmed() -> bool:
-            culprit = app.model.first_culprit()
-            return culprit is not None and culprit[0].confirmed
-
-        await ui.wait_until(pilot, confirmed)
+        await ui.wait_until(pilot, lambda: _confirmed(app))
         await pilot.press("c")
         text = _detail(app, ui)
         assert text.startswith("Functional_gelu_1_forward Culprit: confirmed by replay — NPU kernel wrong"), (

@@ -105,9 +105,10 @@ _INHERITED = (
 
 
 def _inherited(d: Diagnosis) -> bool:
-    return any(
-        n.startswith("parameters differ on entry to step ") and ": inherited from" in n for n in d.notes
-    )
+    """The step was linked before: its parameters' note says whose error they carry."""
+    head, _, tail = _INHERITED.partition("{step}")
+    mark = tail.split("{origin}")[0]  # ": inherited from step "
+    return any(n.startswith(head) and mark in n for n in d.notes)
 
 
 def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:

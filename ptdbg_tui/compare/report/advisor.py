@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.report.files import write_text
+from ptdbg_tui.formats.file_writes import write_text
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
 

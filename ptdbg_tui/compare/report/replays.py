@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
-from ptdbg_tui.compare.report.files import figure, write_text
+from ptdbg_tui.compare.report.figures import figure
+from ptdbg_tui.formats.file_writes import write_text
 
 HEADER = [
     "Pair",

@@ -8,7 +8,8 @@ import io
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
-from ptdbg_tui.compare.report.files import figure, write_text
+from ptdbg_tui.compare.report.figures import figure
+from ptdbg_tui.formats.file_writes import write_text
 
 HEADER = [
     "Rank",
