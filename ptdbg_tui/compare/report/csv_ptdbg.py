@@ -26,6 +26,7 @@ from typing import TextIO
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.float_texts import float_reprs
 from ptdbg_tui.formats.file_writes import FILE_MODE
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -196,12 +197,20 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     if numbers and all(_INT_RANGE[0] <= v < _INT_RANGE[1] for v in values if type(v) is int):
         total = sum(values) if type(None) not in kinds else math.nan  # type: ignore[arg-type]
         if total == total:  # no NaN (inf - inf, which looks like one, takes the way below)
-            return list(map(float.__repr__, map(float, values)))  # type: ignore[arg-type]
-        # a missing value: None or a float NaN (inline: a call per cell costs the CSV a tenth)
-        return [None if v is None or v != v else repr(float(v)) for v in values]  # type: ignore[arg-type]
-    if float in kinds:
-        return [None if v is None or (type(v) is float and v != v) else v for v in values]
+            return float_reprs(list(map(float, values)))  # type: ignore[arg-type]
+        # a missing value: None or a float NaN
+        texts = float_reprs([math.nan if v is None else float(v) for v in values])  # type: ignore[arg-type]
+        return [None if t == _NAN_REPR else t for t in texts]
+    if float in kinds:  # floats among other cells: each float's repr (a NaN's an empty cell)
+        at = [i for i, v in enumerate(values) if type(v) is float]
+        printed: list[object] = list(values)
+        for i, text in zip(at, float_reprs([values[i] for i in at]), strict=True):  # type: ignore[misc]
+            printed[i] = None if text == _NAN_REPR else text
+        return printed
     return values
+
+
+_NAN_REPR = repr(math.nan)
 
 
 def write_table(columns: Sequence[str], cells: Cells, out_dir: Folder, suffix: str = "") -> Path:
@@ -239,9 +248,8 @@ def _write_cells(f: TextIO, names: Sequence[str], printed: Sequence[Sequence[obj
         writer.writerow(names)
         writer.writerows(zip(*printed, strict=True))
         return
-    f.write(",".join(texts[0]) + os.linesep)  # type: ignore[arg-type]
-    for line in zip(*texts[1:], strict=True):
-        f.write(",".join(line) + os.linesep)
+    lines = [",".join(texts[0]), *map(",".join, zip(*texts[1:], strict=True))]  # type: ignore[arg-type]
+    f.write(os.linesep.join(lines) + os.linesep)
 
 
 def _texts(column: Sequence[object]) -> list[str] | None:
