@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import NamedTuple
 
 from ptdbg_tui.formats.dialects import TOOL_PATH_MARKS
@@ -77,13 +78,26 @@ def call_path(
     if noise:
         segs.append(Seg("noise", "noise", NOISE_LABEL))
     elif chain:
-        segs += [Seg("module", qual, module_label(qual, cls)) for qual, cls in chain]
+        segs += _module_segs(chain)
     elif stack is not None:
-        for f in user_frames(stack.frames):
-            site = frame_site(f)
-            segs.append(Seg("frame", f"{f.path}:{f.line}:{f.function}", f"{f.function}  {site}"))
+        segs += _frame_segs(tuple(stack.frames))
     if entry is None:
         segs.append(Seg("call", name, name))
     else:
         segs.append(Seg("call", entry.call, entry.label))
     return tuple(segs)
+
+
+@lru_cache(maxsize=4096)
+def _module_segs(chain: ModuleChain) -> tuple[Seg, ...]:
+    """A module chain's levels (the calls of one module share them: an LLM pair has ~50,000 calls)."""
+    return tuple(Seg("module", qual, module_label(qual, cls)) for qual, cls in chain)
+
+
+@lru_cache(maxsize=4096)
+def _frame_segs(frames: tuple[Frame, ...]) -> tuple[Seg, ...]:
+    """A stack's user frames as levels (a layer's calls repeat the same stacks)."""
+    return tuple(
+        Seg("frame", f"{f.path}:{f.line}:{f.function}", f"{f.function}  {frame_site(f)}")
+        for f in user_frames(list(frames))
+    )
