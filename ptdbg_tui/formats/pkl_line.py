@@ -168,6 +168,8 @@ def decode_usual(text: str, line: int = 0) -> Record | None:
     installed: the caller decodes it with :func:`decode_line`, which judges every line."""
     if _orjson_loads is None:
         return None
+    if _STACKS and text.endswith("]]]") and (known := _known_stack(text, line)) is not None:
+        return known
     try:
         value = _orjson_loads(text)
     except ValueError:  # NaN or Infinity, a lone surrogate, bad JSON: json's own words say why
@@ -175,16 +177,52 @@ def decode_usual(text: str, line: int = 0) -> Record | None:
     if type(value) is not list:
         return None
     if len(value) == 2:
-        return _usual_stack(value, line)
+        return _usual_stack(value, line, text)
     return _usual_tensor(value, line) if len(value) == 6 else None
 
 
-def _usual_stack(value: list[Any], line: int) -> StackRecord | None:
+def _usual_stack(value: list[Any], line: int, text: str = "") -> StackRecord | None:
     name, raw = value
     if type(name) is not str or type(raw) is not list:
         return None
     frames = _written_frames(raw)  # strings only: nothing orjson reads otherwise than json
-    return None if frames is None else StackRecord(name, frames, line)
+    if frames is None:
+        return None
+    if (after := _after_plain_name(text)) is not None:
+        if len(_STACKS) >= _STACKS_KEPT:
+            _STACKS.clear()
+        _STACKS[after] = frames
+    return StackRecord(name, frames, line)
+
+
+#: The frames of stack lines decoded lately, by the text after their name: a model's layers make the
+#: same calls from the same lines (an LLM pair: 53,584 stack lines, 39 different stacks).
+_STACKS: dict[str, list[Frame]] = {}
+_STACKS_KEPT = 1024
+
+
+def _after_plain_name(text: str) -> str | None:
+    """What follows the name of a stack line that starts ``["NAME"`` with a name JSON writes as it is
+    (no escape, no control character) and as the tools name them (``…stack_info``); ``None`` for any
+    other line."""
+    if not text.startswith('["'):
+        return None
+    end = text.find(_STACK_NAME_END, 2)
+    if end < 0 or "\\" in text[2:end] or '"' in text[2:end] or not text[2:end].isprintable():
+        return None
+    return text[end + len(_STACK_NAME_END) - 1 :]
+
+
+_STACK_NAME_END = 'stack_info"'
+
+
+def _known_stack(text: str, line: int) -> StackRecord | None:
+    """A stack line whose text after a plain name is that of one decoded before: the same frames (the
+    line is valid JSON as that one was, and says the same but for the name), without decoding them."""
+    if (after := _after_plain_name(text)) is None:
+        return None
+    frames = _STACKS.get(after)
+    return None if frames is None else StackRecord(text[2 : len(text) - len(after)], frames, line)
 
 
 def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:

@@ -53,7 +53,7 @@ class TensorRecord:
     @property
     def shape(self) -> tuple[int, ...]:
         if isinstance(self.shape_raw, list):
-            return tuple(int(d) for d in self.shape_raw)
+            return tuple(map(int, self.shape_raw))
         return ()
 
     @property

@@ -142,3 +142,45 @@ def test_a_file_of_altered_lines_reads_as_without_orjson(
     assert same(fast, plain)
     assert len(fast.bad) > 20 and all(isinstance(b, BadLine) for b in fast.bad)
     assert json.loads(lines[0]) and fast.tensors[0].line == 1
+
+
+#: Stack lines whose text after the name is STACK's: read after STACK, the frames it decoded are taken
+#: as they are (a model's layers repeat their stacks); each must read as the plain way reads it.
+SAME_FRAMES = [
+    STACK.replace("Torch_add_0", name)
+    for name in (
+        "Torch_add_1",
+        "Functional_linear_17",
+        "Torch_\u00e9add_0",  # UTF-8 as it is
+        "Torch_\\u00e9add_0",  # an escape: decoded, not taken as it is
+        'Torch_\\"add_0',
+        "Torch_\\\\add_0",
+        "Torch_\tadd_0",  # a control character: invalid JSON
+        "Torch_\\nadd_0",
+        "",
+        'x", "stack_info',
+        'Torch_add_0_forward_stack_info", [], "Torch_add_0',
+    )
+] + [
+    STACK.replace('["Torch', '[ "Torch'),
+    STACK.replace('["Torch', '["Torch', 1).replace('"Torch_add_0_forward_stack_info"', '"a_stack_info" '),
+    STACK.replace("_stack_info", "_stack_inf"),
+    STACK + " ",
+    STACK.replace('["Torch', "[7, "),
+]
+
+
+@pytest.mark.parametrize("text", SAME_FRAMES)
+def test_a_repeated_stack_reads_as_the_plain_way(text: str) -> None:
+    assert isinstance(decode_usual(STACK, 1), StackRecord)  # its frames are now known
+    got = decode_usual(text, 3)
+    assert got is None or same(got, decode_line(text, 3))
+
+
+def test_a_repeated_stack_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = decode_usual(STACK, 1)
+    monkeypatch.setattr(pkl_line, "_orjson_loads", lambda text: pytest.fail("decoded again"))
+    again = decode_usual(STACK.replace("Torch_add_0", "Torch_add_9"), 2)
+    assert isinstance(first, StackRecord) and isinstance(again, StackRecord)
+    assert again.name == "Torch_add_9_forward_stack_info" and again.frames == first.frames
+    assert again.frames is not first.frames  # a record's own list

@@ -18,6 +18,7 @@ from ptdbg_tui.compare.metrics.errors import exact_dtype, floor_of
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.formats.float_texts import float_reprs
 
 #: Fewer rows than this go one by one (numpy's fixed cost).
 MIN_ROWS = 64
@@ -81,9 +82,12 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     npu_norm, bench_norm = np.abs(npu[:, 3]).tolist(), absb[:, 3].tolist()
     out: list[Result | None] = [None] * len(rows)
     kept = np.flatnonzero(agree).tolist()
+    # each difference as Python prints it: float64 subtraction is Python's (an integer statistic's is
+    # printed as integers subtract, below)
+    texts = float_reprs((npu[kept] - bench[kept]).ravel().tolist())
     constants = {d: _constants(d) for d in {dtypes[k] for k in kept}}
     numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
-    for k in kept:
+    for j, k in enumerate(kept):
         n, b = rows[k].npu, rows[k].bench
         assert n is not None and b is not None
         shape = n.shape_raw
@@ -93,8 +97,9 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
             numel = numels[key] = max(1, n.numel)
         reason, floor, exact = constants[dtypes[k]]
         errors = ErrorMeasures(rel[k], rel[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True)
-        # each difference as Python prints it (an integer statistic's as integers subtract)
-        cells = tuple(map(str, map(sub, n.stats, b.stats)))
+        cells = tuple(texts[4 * j : 4 * j + 4])
+        if int in map(type, n.stats) and int in map(type, b.stats):  # two integers: no '.0'
+            cells = tuple(map(str, map(sub, n.stats, b.stats)))
         out[k] = Result(cells, "", "", Status.PASS, reason, errors=errors)
     return out
 

@@ -26,8 +26,8 @@ from typing import TextIO
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.float_texts import float_reprs
 from ptdbg_tui.formats.file_writes import FILE_MODE
+from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
 
 _NAMES = [

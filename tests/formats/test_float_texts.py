@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.report.float_texts import float_reprs
+from ptdbg_tui.formats.float_texts import float_reprs
 
 
 def _values(rng: np.random.Generator) -> list[float]:
