@@ -6,11 +6,15 @@ an in-place call or an operator so that ``relu_`` and ``relu`` are one op.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ptdbg_tui.formats.dialects import DROPOUTS
 
 
+@lru_cache(maxsize=4096)
 def op_name(op: str) -> str:
-    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt``."""
+    """``relu_`` (in place) and ``__gt__`` (an operator) as ``relu`` and ``gt`` (cached: the diagnosis
+    asks it of every call several times)."""
     return op.lower().strip("_")
 
 

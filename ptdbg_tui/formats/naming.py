@@ -18,7 +18,7 @@ per side) pair by it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 FORWARD = "forward"
@@ -54,25 +54,31 @@ class EntryName:
     kind: str
     path: tuple[int | str, ...] = ()
     style: str = STYLE_PTDBG
+    #: Worked out once (an entry is immutable, and shared by every rank and step that names it):
+    #: ``prefix`` and ``op`` split ``api`` (a ptdbg module_dump name is all prefix); ``call`` is the
+    #: call this entry belongs to, e.g. ``Torch_add_0_forward``, ``Torch.add.0.forward``.
+    prefix: str = field(init=False, repr=False, compare=False)
+    op: str = field(init=False, repr=False, compare=False)
+    call: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        head, sep, rest = self.api.partition(self._sep)
+        split = (
+            (head, rest)
+            if sep and (head in KNOWN_PREFIXES or self.style == STYLE_MSPROBE)
+            else (self.api, "")
+        )
+        object.__setattr__(self, "prefix", split[0])
+        object.__setattr__(self, "op", split[1])
+        object.__setattr__(self, "call", self._call(self.direction))
 
     @property
     def _sep(self) -> str:
         return "." if self.style == STYLE_MSPROBE else "_"
 
     def _split(self) -> tuple[str, str]:
-        """(prefix, op); a ptdbg module_dump name is all prefix (msprobe names always have one)."""
-        head, sep, rest = self.api.partition(self._sep)
-        if sep and (head in KNOWN_PREFIXES or self.style == STYLE_MSPROBE):
-            return head, rest
-        return self.api, ""
-
-    @property
-    def prefix(self) -> str:
-        return self._split()[0]
-
-    @property
-    def op(self) -> str:
-        return self._split()[1]
+        """(prefix, op)."""
+        return self.prefix, self.op
 
     def _call(self, direction: str) -> str:
         if self.style != STYLE_MSPROBE:
@@ -80,11 +86,6 @@ class EntryName:
         if self.api.startswith("Module."):
             return f"{self.api}.{direction}.{self.index}"
         return f"{self.api}.{self.index}.{direction}"
-
-    @property
-    def call(self) -> str:
-        """The call this entry belongs to, e.g. ``Torch_add_0_forward``, ``Torch.add.0.forward``."""
-        return self._call(self.direction)
 
     @property
     def forward_call(self) -> str:

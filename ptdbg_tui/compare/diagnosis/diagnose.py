@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.checksums import departure, departure_text
 from ptdbg_tui.compare.diagnosis.findings import (
@@ -77,23 +78,36 @@ def _op(entry: EntryName) -> str:
     return (entry.op or entry.api).rsplit(".", 1)[-1]
 
 
-def _left_out(row: Row) -> bool:
-    """A value the compare leaves out by design: a Python scalar, an empty tensor, an input that an
-    in-place initialiser overwrites (uninitialised memory, not data)."""
+class _Item(NamedTuple):
+    """What the diagnosis reads of one row of a call, worked out once (an LLM pair has ~150,000)."""
+
+    row: Row
+    entry: EntryName
+    errors: ErrorMeasures | None
+    output: bool  # a tensor the call makes (its other rows are what it takes)
+    overwritten: bool  # an input an in-place initialiser overwrites
+    #: a value the compare leaves out by design: a Python scalar, an empty tensor, an input that an
+    #: in-place initialiser overwrites (uninitialised memory, not data)
+    left_out: bool
+
+
+def _item(row: Row, entry: EntryName) -> _Item:
+    errors = _errors(row)
+    overwritten = overwritten_input(entry)
     rec = row.record
-    return rec.is_scalar or rec.numel == 0 or overwritten_input(rec.entry)
+    left_out = overwritten or rec.is_scalar or rec.numel == 0
+    return _Item(row, entry, errors, entry.kind in OUTPUT_KINDS, overwritten, left_out)
 
 
-def _operands(rows: Sequence[Row], same_kind: bool) -> tuple[list[Operand], bool]:
-    """The compared tensors of ``rows`` as operands, and whether some were not compared."""
+def _operands(items: Sequence[_Item], same_kind: bool) -> tuple[list[Operand], bool]:
+    """The compared tensors of ``items`` as operands, and whether some were not compared."""
     out: list[Operand] = []
     missing = False
-    for row in rows:
-        errors = _errors(row)
-        if errors is None or overwritten_input(row.record.entry):
-            missing = missing or not _left_out(row)
+    for it in items:
+        if it.errors is None or it.overwritten:
+            missing = missing or not it.left_out
             continue
-        out.append(Operand(errors, same_kind, row.bench, row.npu))
+        out.append(Operand(it.errors, same_kind, it.row.bench, it.row.npu))
     return out, missing
 
 
@@ -102,6 +116,7 @@ class _Calls:
 
     def __init__(self, rows: Sequence[Row]) -> None:
         self.rows: dict[CallKey, list[Row]] = {}
+        self.items: dict[CallKey, list[_Item]] = {}
         self.entry: dict[CallKey, EntryName] = {}
         for row in rows:
             entry = _entry(row)
@@ -110,8 +125,10 @@ class _Calls:
             key = _key(entry)
             if key not in self.rows:
                 self.rows[key] = []
+                self.items[key] = []
                 self.entry[key] = entry
             self.rows[key].append(row)
+            self.items[key].append(_item(row, entry))
         self.api_level = {
             d: any(self.entry[k].prefix != MODULE_PREFIX for k in self.rows if k[2] == d)
             for d in (FORWARD, BACKWARD)
@@ -120,6 +137,9 @@ class _Calls:
     def forward_of(self, key: CallKey) -> list[Row]:
         return self.rows.get((key[0], key[1], FORWARD), [])
 
+    def forward_items(self, key: CallKey) -> list[_Item]:
+        return self.items.get((key[0], key[1], FORWARD), [])
+
 
 def _stack(rows: Sequence[Row]) -> StackRecord | None:
     return next((r.stack for r in rows if r.stack is not None), None)
@@ -127,17 +147,16 @@ def _stack(rows: Sequence[Row]) -> StackRecord | None:
 
 def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
-    members = calls.rows[key]
+    items = calls.items[key]
     entry = calls.entry[key]
-    outs = [r for r in members if r.record.entry.kind in OUTPUT_KINDS]
-    ins = [r for r in members if r.record.entry.kind not in OUTPUT_KINDS]
-    outputs = [(r.name, r.result.errors) for r in outs if _errors(r) is not None]
+    outs = [it for it in items if it.output]
+    outputs = [(it.row.name, it.errors) for it in outs if it.errors is not None]
     if not outputs:
         return "outputs not compared" if outs else "no outputs recorded"
-    operands, missing = _operands(ins, same_kind=True)
+    operands, missing = _operands([it for it in items if not it.output], same_kind=True)
     gains = None
     if entry.direction == BACKWARD:
-        forward = calls.forward_of(key)
+        forward = calls.forward_items(key)
         saved, missing_saved = _operands(forward, same_kind=False)
         operands += saved
         missing = missing or missing_saved
@@ -149,17 +168,17 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     )
 
 
-def _gains(op: str, grads: Sequence[Row], forward: Sequence[Row]) -> dict[str, float] | None:
+def _gains(op: str, grads: Sequence[_Item], forward: Sequence[_Item]) -> dict[str, float] | None:
     """For an op whose gradient is its output times the incoming gradient (:data:`OUTPUT_SCALED`): the
     forward output's RMS, the size the incoming gradients come out at (softmax's gradient is small because
     its probabilities are, not because terms cancel)."""
     if op_name(op) not in OUTPUT_SCALED:
         return None
-    outputs = [e for r in forward if r.record.entry.kind in OUTPUT_KINDS and (e := _errors(r)) is not None]
+    outputs = [it.errors for it in forward if it.output and it.errors is not None]
     if len(outputs) != 1 or outputs[0].numel <= 0:
         return None
     rms = outputs[0].bench_norm / math.sqrt(outputs[0].numel)
-    return {r.name: rms for r in grads} if rms > 0 and math.isfinite(rms) else None
+    return {it.row.name: rms for it in grads} if rms > 0 and math.isfinite(rms) else None
 
 
 def _call_name(rows: Sequence[Row]) -> str:
@@ -178,17 +197,17 @@ def parameter_name(entry: EntryName) -> str | None:
     return f"{which} of {entry.call}"
 
 
-def _entering(members: Sequence[Row], before: float, backward: bool) -> tuple[Judgement, Row] | None:
+def _entering(items: Sequence[_Item], before: float, backward: bool) -> tuple[Judgement, Row] | None:
     """The worst input of a call whose error entered before it: any tensor a forward call takes (its
     activations, weights, biases), a backward call's incoming gradients."""
     worst: tuple[Judgement, Row] | None = None
-    for row in members:
-        entry, errors = _entry(row), _errors(row)
-        if entry is None or errors is None or entry.kind != INPUT or _left_out(row) or _running_state(entry):
+    for it in items:
+        errors = it.errors
+        if errors is None or it.entry.kind != INPUT or it.left_out or _running_state(it.entry):
             continue
-        j = judge_entry(row.name, errors, before)
+        j = judge_entry(it.row.name, errors, before)
         if j is not None and (worst is None or j.score > worst[0].score):
-            worst = (j, row)
+            worst = (j, it.row)
     return worst
 
 
@@ -196,10 +215,10 @@ def _running_state(entry: EntryName) -> bool:
     return entry.path[:1] != () and entry.path[0] in RUNNING_STATE.get(op_name(_op(entry)), ())
 
 
-def _largest_error(members: Sequence[Row], before: float) -> float:
-    for row in members:
-        errors = _errors(row)
-        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not _left_out(row):
+def _largest_error(items: Sequence[_Item], before: float) -> float:
+    for it in items:
+        errors = it.errors
+        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not it.left_out:
             before = max(before, errors.rel)
     return before
 
@@ -221,20 +240,20 @@ def values_differ(x: object, y: object) -> bool:
     return x != y
 
 
-def _different_arguments(members: Sequence[Row]) -> list[Row]:
+def _different_arguments(items: Sequence[_Item]) -> list[Row]:
     """The non-tensor arguments of a call whose values differ between the runs."""
     out = []
-    for row in members:
-        entry, npu, bench = _entry(row), row.npu, row.bench
-        if entry is None or entry.kind != INPUT or npu is None or bench is None:
-            continue
+    for it in items:
+        npu, bench = it.row.npu, it.row.bench
+        if not it.left_out or it.entry.kind != INPUT or npu is None or bench is None:
+            continue  # a non-tensor argument is left out of the compare (is_scalar)
         if (
             npu.is_scalar
             and bench.is_scalar
             and not (_device(npu) and _device(bench))  # npu:0 against cuda:0: by design
             and values_differ(_value(npu), _value(bench))
         ):
-            out.append(row)
+            out.append(it.row)
     return out
 
 
@@ -294,18 +313,18 @@ def _suspect(
     )
 
 
-def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
-    """The findings at one call's inputs: error entering before it (through a parameter, after a call only
-    the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
-    members, entry, way = calls.rows[key], calls.entry[key], calls.entry[key].direction
-    name = _call_name(members)
-    for row in members:
-        param = parameter_name(row.record.entry) if row.record.entry is not None else None
-        errors = _errors(row)
-        if param and errors is not None and judge_entry(row.name, errors, 0.0) is not None:
+def _at_inputs(calls: _Calls, key: CallKey, name: str, walk: _Walk) -> None:
+    """The findings at one call's inputs (``name``: the call's): error entering before it (through a
+    parameter, after a call only the NPU run made, or through code no hook saw), and non-tensor
+    arguments that differ."""
+    entry, way = calls.entry[key], calls.entry[key].direction
+    items = calls.items[key]
+    for it in items:
+        param = parameter_name(it.entry)
+        if param and it.errors is not None and judge_entry(it.row.name, it.errors, 0.0) is not None:
             walk.parameters.append(param)
-    entering = _entering(members, walk.explained(), way == BACKWARD)
-    args = _different_arguments(members) if not entering else []
+    entering = _entering(items, walk.explained(), way == BACKWARD)
+    args = _different_arguments(items) if not entering else []
     if entering is not None:
         judgement, row = entering
         walk.found.append(_entering_suspect(calls, key, name, judgement, row, walk))
@@ -369,8 +388,8 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         walk.npu_only[way].append(key)
         walk.previous[way] = name
         return
-    _at_inputs(calls, key, walk)
-    walk.before[way] = _largest_error(members, walk.before[way])
+    _at_inputs(calls, key, name, walk)
+    walk.before[way] = _largest_error(calls.items[key], walk.before[way])
     walk.previous[way] = name
     verdict = _judge_call(calls, key)
     if not isinstance(verdict, Judgement):
