@@ -237,3 +237,18 @@ def test_columns_equal_the_rows_one_by_one(tmp_path, summary, pending):
     )
     got = write_csv(rows, tmp_path / "b", stack_mode=True, summary=summary)
     assert got.read_bytes() == expected.read_bytes()
+
+
+def test_shape_cells_as_str_prints_them(tmp_path):
+    """Shapes are printed once per distinct shape: the same cells as ``str()`` of each, quoted; a
+    Python value's ``"[]"`` and a list that no tool writes (a list inside) too."""
+    a = _rec('["Torch_add_0_forward_input.0", 0, [], "torch.float32", [2, 3], [1.0, 0.0, 0.5, 2.0]]')
+    b = _rec('["Torch_add_0_forward_input.1", 0, [], "<class \'int\'>", "[]", [1, 1, 1, 1]]')
+    c = _rec('["Torch_add_0_forward_output", 0, [], "torch.float32", [2, 3], [1.0, 0.0, 0.5, 2.0]]')
+    odd = _rec('["Torch_add_1_forward_output", 0, [], "torch.float32", [2, 3], [1.0, 0.0, 0.5, 2.0]]')
+    rows = [Row(r, r, result=summary_result(Row(r, r))) for r in (a, b, c, odd)]
+    odd.shape_raw = [[2], 3]
+    lines = _lines(write_csv(rows, tmp_path, summary=True))
+    shapes = [next(csv.reader([line]))[4:6] for line in lines[1:]]
+    assert shapes == [["[2, 3]"] * 2, ["[]"] * 2, ["[2, 3]"] * 2, ["[[2], 3]"] * 2]
+    assert lines[1].split(",", 4)[4].startswith('"[2, 3]","[2, 3]",')

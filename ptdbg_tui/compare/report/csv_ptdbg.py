@@ -121,8 +121,8 @@ def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = F
         [b.name if b else NAN for b in bench],
         [n.dtype if n else NAN for n in npu],
         [b.dtype if b else NAN for b in bench],
-        [n.shape_raw if n else NAN for n in npu],
-        [b.shape_raw if b else NAN for b in bench],
+        _shapes(npu),
+        _shapes(bench),
     ]
     results = [r.result for r in rows]
     width = SUMMARY_CELLS if summary else FULL_CELLS
@@ -144,6 +144,26 @@ def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = F
     if stack_mode:
         columns.append([_stack_cell(row) for row in rows])
     return columns
+
+
+def _shapes(records: Sequence[TensorRecord | None]) -> list[object]:
+    """The shape cells: a tensor's list as ``str()`` prints it (a pair repeats a few hundred shapes,
+    printed once each), a Python value's ``"[]"`` as it is."""
+    printed: dict[tuple[object, ...], str] = {}
+    out: list[object] = []
+    for rec in records:
+        shape = NAN if rec is None else rec.shape_raw
+        if type(shape) is list:
+            try:
+                key = tuple(shape)
+                text = printed.get(key)
+            except TypeError:  # a list in the list: not a shape the tools write, printed as it is
+                key, text = None, str(shape)
+            if text is None:
+                text = printed[key] = str(shape)  # type: ignore[index]
+            shape = text
+        out.append(shape)
+    return out
 
 
 def _transposed(cells: Cells, width: int) -> list[list[object]]:
@@ -268,7 +288,10 @@ def _texts(column: Sequence[object]) -> list[str] | None:
         return texts
     if not found <= _QUOTED:
         return None
-    return [f'"{t.replace(_QUOTE, _QUOTE * 2)}"' if _SPECIAL.search(t) else t for t in texts]
+    quoted: dict[str, str] = {}  # a column repeats its values (shapes): each quoted once
+    for t in set(texts):
+        quoted[t] = f'"{t.replace(_QUOTE, _QUOTE * 2)}"' if _SPECIAL.search(t) else t
+    return [quoted[t] for t in texts]
 
 
 _QUOTE = '"'
