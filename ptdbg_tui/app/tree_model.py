@@ -340,10 +340,13 @@ class TreeModel:
 
     def _count(self, leaf: Node, status: Status, delta: int) -> None:
         i = _INDEX[status]
-        self.changed.add(leaf)
-        for n in leaf.ancestors():
+        changed = self.changed
+        changed.add(leaf)
+        n = leaf.parent  # the ancestors, walked inline: every leaf of a 150,000-row load comes here
+        while n is not None:
             n.counts[i] += delta
-            self.changed.add(n)
+            changed.add(n)
+            n = n.parent
         if status is Status.FAIL:
             if delta > 0:
                 self.failing.add(leaf)

@@ -60,6 +60,8 @@ class EntryName:
     prefix: str = field(init=False, repr=False, compare=False)
     op: str = field(init=False, repr=False, compare=False)
     call: str = field(init=False, repr=False, compare=False)
+    #: The argument part after the call, e.g. ``input.0.1`` or ``output``.
+    arg: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         head, sep, rest = self.api.partition(self._sep)
@@ -71,6 +73,7 @@ class EntryName:
         object.__setattr__(self, "prefix", split[0])
         object.__setattr__(self, "op", split[1])
         object.__setattr__(self, "call", self._call(self.direction))
+        object.__setattr__(self, "arg", self.kind + "".join(f".{k}" for k in self.path))
 
     @property
     def _sep(self) -> str:
@@ -96,11 +99,6 @@ class EntryName:
     def label(self) -> str:
         """The call without its direction, e.g. ``Torch_add_0`` (the module sidecar's key)."""
         return f"{self.api}{self._sep}{self.index}"
-
-    @property
-    def arg(self) -> str:
-        """The argument part after the call, e.g. ``input.0.1`` or ``output``."""
-        return self.kind + "".join(f".{k}" for k in self.path)
 
     @property
     def key(self) -> tuple[object, ...]:
