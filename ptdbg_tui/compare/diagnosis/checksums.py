@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
 
 
 def _equal(row: Row) -> bool | None:
@@ -21,19 +20,13 @@ def _equal(row: Row) -> bool | None:
     return npu.md5 == bench.md5
 
 
-def departure(members: Sequence[Row], forward: Sequence[Row]) -> Row | None:
-    """The first output of a call whose checksum differs while every tensor it computes from (a
-    backward call's incoming gradients and what its forward call saved: the forward's tensors) has an
-    equal checksum; None otherwise, or where a tensor has no checksum."""
-    entry = members[0].record.entry if members else None
-    if entry is None:
-        return None
-    outputs = [r for r in members if r.record.entry is not None and r.record.entry.kind in OUTPUT_KINDS]
-    operands = [r for r in members if r not in outputs]
-    if entry.direction == BACKWARD:
-        operands += forward
-    operands = [r for r in operands if not r.record.is_scalar]
-    if not operands or not all(_equal(r) for r in operands):
+def departure(outputs: Sequence[Row], operands: Sequence[Row]) -> Row | None:
+    """The first of a call's ``outputs`` whose checksum differs while every tensor it computes from
+    (``operands``: a forward call's inputs; a backward call's incoming gradients and what its forward
+    call saved, the forward's tensors) has an equal checksum; None otherwise, or where a tensor has no
+    checksum."""
+    tensors = [r for r in operands if not r.record.is_scalar]
+    if not tensors or not all(_equal(r) for r in tensors):
         return None
     return next((r for r in outputs if _equal(r) is False), None)
 
