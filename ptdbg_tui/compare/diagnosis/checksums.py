@@ -20,12 +20,11 @@ def _equal(row: Row) -> bool | None:
     return npu.md5 == bench.md5
 
 
-def departure(outputs: Sequence[Row], operands: Sequence[Row]) -> Row | None:
+def departure(outputs: Sequence[Row], tensors: Sequence[Row]) -> Row | None:
     """The first of a call's ``outputs`` whose checksum differs while every tensor it computes from
-    (``operands``: a forward call's inputs; a backward call's incoming gradients and what its forward
-    call saved, the forward's tensors) has an equal checksum; None otherwise, or where a tensor has no
-    checksum."""
-    tensors = [r for r in operands if not r.record.is_scalar]
+    (``tensors``, its Python values left out: a forward call's inputs; a backward call's incoming
+    gradients and what its forward call saved, the forward's tensors) has an equal checksum; None
+    otherwise, or where a tensor has no checksum."""
     if not tensors or not all(_equal(r) for r in tensors):
         return None
     return next((r for r in outputs if _equal(r) is False), None)

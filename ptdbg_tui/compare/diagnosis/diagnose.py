@@ -73,7 +73,17 @@ class _Member:
     """One row of a call with what the walk asks of it, worked out once per row (a forward call's rows
     are read again by its backward call)."""
 
-    __slots__ = ("_empty", "_left_out", "errors", "input", "overwritten", "parameter", "row", "running")
+    __slots__ = (
+        "_empty",
+        "_left_out",
+        "errors",
+        "input",
+        "overwritten",
+        "parameter",
+        "row",
+        "running",
+        "scalar",
+    )
 
     def __init__(
         self,
@@ -88,7 +98,8 @@ class _Member:
         self.row, self.errors, self.overwritten = row, errors, overwritten
         self.input, self.running, self.parameter = input, running, parameter
         self._empty = empty  # shape -> no elements, shared by the pair's rows
-        self._left_out: bool | None = None
+        self.scalar = row.record.is_scalar  # a Python value (its NPU record's, where there is one)
+        self._left_out: bool | None = True if self.scalar else None
 
     @property
     def left_out(self) -> bool:
@@ -96,7 +107,7 @@ class _Member:
         in-place initialiser overwrites (uninitialised memory, not data). Worked out when first asked (a
         malformed shape fails where it did when it was asked each time)."""
         if self._left_out is None:
-            self._left_out = self.row.record.is_scalar or self._no_elements() or self.overwritten
+            self._left_out = self._no_elements() or self.overwritten
         return self._left_out
 
     def _no_elements(self) -> bool:
@@ -119,15 +130,12 @@ class _Call:
 
     entry: EntryName
     op: str  # the op as the rules name it (``relu`` for ``relu_``)
+    container: bool  # a module's call (its APIs' calls may be dumped too)
     rows: list[Row] = field(default_factory=list)
     members: list[_Member] = field(default_factory=list)
     ins: list[_Member] = field(default_factory=list)
     outs: list[_Member] = field(default_factory=list)
     name: str = ""
-
-    @property
-    def container(self) -> bool:
-        return self.entry.prefix == MODULE_PREFIX
 
 
 def _operands(members: Sequence[_Member], same_kind: bool) -> tuple[list[Operand], bool]:
@@ -161,7 +169,7 @@ class _Calls:
                 op = ops[(entry.api, entry.style)] = op_name(_op(entry))
             call = self.calls.get(key)
             if call is None:
-                call = self.calls[key] = _Call(entry, op)
+                call = self.calls[key] = _Call(entry, op, entry.prefix == MODULE_PREFIX)
             result = row.result
             errors = result.errors if result is not None else None
             kind = entry.kind
@@ -299,7 +307,7 @@ def _different_arguments(members: Sequence[_Member]) -> list[Row]:
         if not m.input or npu is None or bench is None:
             continue
         if (
-            npu.is_scalar
+            m.scalar
             and bench.is_scalar
             and not (_device(npu) and _device(bench))  # npu:0 against cuda:0: by design
             and values_differ(_value(npu), _value(bench))
@@ -464,10 +472,10 @@ def _departure(calls: _Calls, key: CallKey) -> Row | None:
     """:func:`departure` of a call: its outputs against its inputs (a backward call's: its incoming
     gradients and its forward call's tensors)."""
     call = calls.calls[key]
-    operands = [m.row for m in call.ins]
+    operands = [m.row for m in call.ins if not m.scalar]
     if call.entry.direction == BACKWARD:
         forward = calls.forward_of(key)
-        operands += forward.rows if forward is not None else []
+        operands += [m.row for m in forward.members if not m.scalar] if forward is not None else []
     return departure([m.row for m in call.outs], operands)
 
 
