@@ -88,6 +88,7 @@ class _Member:
     def __init__(
         self,
         row: Row,
+        rec: TensorRecord,  # its record
         errors: ErrorMeasures | None,
         empty: dict[tuple[object, ...], bool],
         overwritten: bool = False,
@@ -98,7 +99,7 @@ class _Member:
         self.row, self.errors, self.overwritten = row, errors, overwritten
         self.input, self.running, self.parameter = input, running, parameter
         self._empty = empty  # shape -> no elements, shared by the pair's rows
-        self.scalar = row.record.is_scalar  # a Python value (its NPU record's, where there is one)
+        self.scalar = rec.is_scalar  # a Python value (its NPU record's, where there is one)
         self._left_out: bool | None = True if self.scalar else None
 
     @property
@@ -131,6 +132,7 @@ class _Call:
     entry: EntryName
     op: str  # the op as the rules name it (``relu`` for ``relu_``)
     container: bool  # a module's call (its APIs' calls may be dumped too)
+    paired: bool = False  # some row has a bench record (else a call only the NPU run made)
     rows: list[Row] = field(default_factory=list)
     members: list[_Member] = field(default_factory=list)
     ins: list[_Member] = field(default_factory=list)
@@ -179,6 +181,7 @@ class _Calls:
                 overwritten = forward and path[:1] == (0,) and overwritten_input(entry)
                 member = _Member(
                     row,
+                    rec,
                     errors,
                     empty,
                     overwritten,
@@ -187,8 +190,9 @@ class _Calls:
                     _parameter(entry, op) if forward and path else None,
                 )
             else:
-                member = _Member(row, errors, empty)
+                member = _Member(row, rec, errors, empty)
             call.rows.append(row)
+            call.paired = call.paired or row.bench is not None
             call.members.append(member)
             (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
@@ -260,14 +264,22 @@ def _parameter(entry: EntryName, op: str) -> str | None:
     return f"{which} of {entry.call}"
 
 
-def _entering(members: Sequence[_Member], before: float) -> tuple[Judgement, _Member] | None:
+def _entering(
+    members: Sequence[_Member], before: float, parameters: list[str]
+) -> tuple[Judgement, _Member] | None:
     """The worst input of a call whose error entered before it: any tensor a forward call takes (its
-    activations, weights, biases), a backward call's incoming gradients."""
+    activations, weights, biases), a backward call's incoming gradients. On the way, the parameters
+    among them that differ beyond rounding on entry join ``parameters``."""
     worst: tuple[Judgement, _Member] | None = None
     for m in members:
-        if m.errors is None or not m.input or m.left_out or m.running:
+        errors = m.errors
+        if errors is None:
             continue
-        j = judge_entry(m.row.name, m.errors, before)
+        if m.parameter and judge_entry(m.row.name, errors, 0.0) is not None:
+            parameters.append(m.parameter)
+        if not m.input or m.left_out or m.running:
+            continue
+        j = judge_entry(m.row.name, errors, before)
         if j is not None and (worst is None or j.score > worst[0].score):
             worst = (j, m)
     return worst
@@ -379,10 +391,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
-    for m in call.ins:
-        if m.parameter and m.errors is not None and judge_entry(m.row.name, m.errors, 0.0) is not None:
-            walk.parameters.append(m.parameter)
-    entering = _entering(call.ins, walk.explained())
+    entering = _entering(call.ins, walk.explained(), walk.parameters)
     args = _different_arguments(call.ins) if not entering else []
     if entering is not None:
         judgement, member = entering
@@ -443,9 +452,9 @@ def _entering_suspect(
 
 def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> None:
     call = calls.calls[key]
-    members, entry = call.rows, call.entry
+    entry = call.entry
     name, way = call.name, entry.direction
-    if all(r.bench is None for r in members):  # a call only the NPU run made
+    if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
         walk.previous[way] = name
         return

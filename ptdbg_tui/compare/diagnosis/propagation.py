@@ -438,12 +438,7 @@ def judge(
     best = _worst_output(outputs, inputs, op, e_in, backward, gains)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
-    if (
-        kind is None
-        and not backward
-        and op_name(op) in ELEMENTWISE
-        and not any(y.from_stats for _, y in outputs)
-    ):
+    if kind is None and not backward and _rules(op).elementwise and not any(y.from_stats for _, y in outputs):
         leaning = judge_lean(outputs, inputs)
         if leaning is not None:
             return leaning
@@ -457,6 +452,7 @@ class _Rules(NamedTuple):
     lipschitz: float | None  # :data:`LIPSCHITZ`
     jumps: bool  # :data:`DISCONTINUOUS`: :func:`flip_allowance` may exceed 0
     product: str | None  # :data:`CONTRACTIONS`
+    elementwise: bool  # :data:`ELEMENTWISE`
 
 
 @functools.lru_cache(maxsize=4096)
@@ -467,6 +463,7 @@ def _rules(op: str) -> _Rules:
         LIPSCHITZ.get(name),
         name in DISCONTINUOUS,
         CONTRACTIONS.get(name),
+        name in ELEMENTWISE,
     )
 
 
