@@ -79,10 +79,10 @@ class _Member:
         "errors",
         "input",
         "overwritten",
-        "parameter",
         "row",
         "running",
         "scalar",
+        "slot",
     )
 
     def __init__(
@@ -94,13 +94,18 @@ class _Member:
         overwritten: bool = False,
         input: bool = False,  # an input (not an output or another kind)
         running: bool = False,  # a running statistic the op updates (batch_norm's mean and variance)
-        parameter: str | None = None,  # ``weight of Functional_linear_1``: the input holds a parameter
+        slot: str | None = None,  # the parameter the input holds (``weight``), if it holds one
     ) -> None:
         self.row, self.errors, self.overwritten = row, errors, overwritten
-        self.input, self.running, self.parameter = input, running, parameter
+        self.input, self.running, self.slot = input, running, slot
         self._empty = empty  # shape -> no elements, shared by the pair's rows
         self.scalar = rec.is_scalar  # a Python value (its NPU record's, where there is one)
         self._left_out: bool | None = True if self.scalar else None
+
+    @property
+    def parameter(self) -> str | None:
+        """``weight of Functional_linear_1``: the module parameter the input holds."""
+        return _parameter(self.row.record.entry, self.slot) if self.slot is not None else None
 
     @property
     def left_out(self) -> bool:
@@ -161,22 +166,24 @@ class _Calls:
         ops: dict[tuple[str, str], str] = {}  # (api, style) -> op
         empty: dict[tuple[object, ...], bool] = {}
         for row in rows:
-            rec = row.record
+            rec = row.npu or row.bench
+            assert rec is not None
             entry = rec.entry
             if entry is None or entry.direction not in (FORWARD, BACKWARD):
                 continue
             key = (entry.api, entry.index, entry.direction)
-            op = ops.get((entry.api, entry.style))
-            if op is None:
-                op = ops[(entry.api, entry.style)] = op_name(_op(entry))
             call = self.calls.get(key)
             if call is None:
+                op = ops.get((entry.api, entry.style))
+                if op is None:
+                    op = ops[(entry.api, entry.style)] = op_name(_op(entry))
                 call = self.calls[key] = _Call(entry, op, entry.prefix == MODULE_PREFIX)
             result = row.result
             errors = result.errors if result is not None else None
             kind = entry.kind
             member: _Member
             if kind == INPUT:
+                op = call.op if entry.style == call.entry.style else op_name(_op(entry))
                 path, forward = entry.path, entry.direction == FORWARD
                 overwritten = forward and path[:1] == (0,) and overwritten_input(entry)
                 member = _Member(
@@ -187,7 +194,7 @@ class _Calls:
                     overwritten,
                     True,
                     path[:1] != () and path[0] in RUNNING_STATE.get(op, ()),
-                    _parameter(entry, op) if forward and path else None,
+                    PARAMETER_SLOTS.get(op, {}).get(path[0]) if forward and path else None,
                 )
             else:
                 member = _Member(row, rec, errors, empty)
@@ -252,14 +259,12 @@ def parameter_name(entry: EntryName) -> str | None:
     """``weight of Functional_linear_1`` for an input that holds a module parameter; ``None`` otherwise."""
     if entry.kind != INPUT or entry.direction != FORWARD or not entry.path:
         return None
-    return _parameter(entry, op_name(_op(entry)))
+    slot = PARAMETER_SLOTS.get(op_name(_op(entry)), {}).get(entry.path[0])
+    return _parameter(entry, slot) if slot is not None else None
 
 
-def _parameter(entry: EntryName, op: str) -> str | None:
-    """:func:`parameter_name` of a forward call's input ``entry`` (with a path) of ``op``."""
-    slot = PARAMETER_SLOTS.get(op, {}).get(entry.path[0])
-    if slot is None:
-        return None
+def _parameter(entry: EntryName, slot: str) -> str:
+    """:func:`parameter_name` of an input ``entry`` that holds the parameter ``slot``."""
     which = f"{slot}[{entry.path[1]}]" if slot == "weights" and len(entry.path) > 1 else slot
     return f"{which} of {entry.call}"
 
@@ -275,8 +280,8 @@ def _entering(
         errors = m.errors
         if errors is None:
             continue
-        if m.parameter and judge_entry(m.row.name, errors, 0.0) is not None:
-            parameters.append(m.parameter)
+        if m.slot is not None and judge_entry(m.row.name, errors, 0.0) is not None:
+            parameters.append(_parameter(m.row.record.entry, m.slot))
         if not m.input or m.left_out or m.running:
             continue
         j = judge_entry(m.row.name, errors, before)
