@@ -6,7 +6,7 @@ difference only warns), so the checksums themselves say it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ptdbg_tui.compare.model import Row
 
@@ -20,14 +20,18 @@ def _equal(row: Row) -> bool | None:
     return npu.md5 == bench.md5
 
 
-def departure(outputs: Sequence[Row], tensors: Sequence[Row]) -> Row | None:
+def departure(outputs: Iterable[Row], tensors: Iterable[Row]) -> Row | None:
     """The first of a call's ``outputs`` whose checksum differs while every tensor it computes from
     (``tensors``, its Python values left out: a forward call's inputs; a backward call's incoming
     gradients and what its forward call saved, the forward's tensors) has an equal checksum; None
-    otherwise, or where a tensor has no checksum."""
-    if not tensors or not all(_equal(r) for r in tensors):
-        return None
-    return next((r for r in outputs if _equal(r) is False), None)
+    otherwise, or where a tensor has no checksum. Read lazily: without checksums it stops at the first
+    tensor."""
+    some = False
+    for r in tensors:
+        if not _equal(r):
+            return None
+        some = True
+    return next((r for r in outputs if _equal(r) is False), None) if some else None
 
 
 def departure_text(row: Row) -> str:

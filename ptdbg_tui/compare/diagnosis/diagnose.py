@@ -486,11 +486,10 @@ def _departure(calls: _Calls, key: CallKey) -> Row | None:
     """:func:`departure` of a call: its outputs against its inputs (a backward call's: its incoming
     gradients and its forward call's tensors)."""
     call = calls.calls[key]
-    operands = [m.row for m in call.ins if not m.scalar]
-    if call.entry.direction == BACKWARD:
-        forward = calls.forward_of(key)
-        operands += [m.row for m in forward.members if not m.scalar] if forward is not None else []
-    return departure([m.row for m in call.outs], operands)
+    operands = call.ins
+    if call.entry.direction == BACKWARD and (forward := calls.forward_of(key)) is not None:
+        operands = [*operands, *forward.members]
+    return departure((m.row for m in call.outs), (m.row for m in operands if not m.scalar))
 
 
 def _rank(suspect: Suspect) -> tuple[int, int]:
