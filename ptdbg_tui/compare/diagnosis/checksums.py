@@ -6,10 +6,9 @@ difference only warns), so the checksums themselves say it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
 
 
 def _equal(row: Row) -> bool | None:
@@ -21,21 +20,18 @@ def _equal(row: Row) -> bool | None:
     return npu.md5 == bench.md5
 
 
-def departure(members: Sequence[Row], forward: Sequence[Row]) -> Row | None:
-    """The first output of a call whose checksum differs while every tensor it computes from (a
-    backward call's incoming gradients and what its forward call saved: the forward's tensors) has an
-    equal checksum; None otherwise, or where a tensor has no checksum."""
-    entry = members[0].record.entry if members else None
-    if entry is None or not any(r.npu is not None and r.npu.md5 for r in members):
-        return None  # no output with checksums (statistics and tensor dumps): nothing can depart
-    outputs = [r for r in members if r.record.entry is not None and r.record.entry.kind in OUTPUT_KINDS]
-    operands = [r for r in members if r not in outputs]
-    if entry.direction == BACKWARD:
-        operands += forward
-    operands = [r for r in operands if not r.record.is_scalar]
-    if not operands or not all(_equal(r) for r in operands):
-        return None
-    return next((r for r in outputs if _equal(r) is False), None)
+def departure(outputs: Iterable[Row], tensors: Iterable[Row]) -> Row | None:
+    """The first of a call's ``outputs`` whose checksum differs while every tensor it computes from
+    (``tensors``, its Python values left out: a forward call's inputs; a backward call's incoming
+    gradients and what its forward call saved, the forward's tensors) has an equal checksum; None
+    otherwise, or where a tensor has no checksum. Read lazily: without checksums it stops at the first
+    tensor."""
+    some = False
+    for r in tensors:
+        if not _equal(r):
+            return None
+        some = True
+    return next((r for r in outputs if _equal(r) is False), None) if some else None
 
 
 def departure_text(row: Row) -> str:

@@ -20,7 +20,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.checksums import departure, departure_text
 from ptdbg_tui.compare.diagnosis.findings import (
@@ -62,52 +61,100 @@ _AT_INPUTS = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS})
 CallKey = tuple[str, int, str]  # (api, index, direction)
 
 
-def _entry(row: Row) -> EntryName | None:
-    return row.record.entry
-
-
 def _errors(row: Row) -> ErrorMeasures | None:
     return row.result.errors if row.result is not None else None
-
-
-def _key(entry: EntryName) -> CallKey:
-    return (entry.api, entry.index, entry.direction)
 
 
 def _op(entry: EntryName) -> str:
     return (entry.op or entry.api).rsplit(".", 1)[-1]
 
 
-class _Item(NamedTuple):
-    """What the diagnosis reads of one row of a call, worked out once (an LLM pair has ~150,000)."""
+class _Member:
+    """One row of a call with what the walk asks of it, worked out once per row (a forward call's rows
+    are read again by its backward call)."""
 
-    row: Row
+    __slots__ = (
+        "_empty",
+        "_left_out",
+        "errors",
+        "input",
+        "overwritten",
+        "row",
+        "running",
+        "scalar",
+        "slot",
+    )
+
+    def __init__(
+        self,
+        row: Row,
+        rec: TensorRecord,  # its record
+        errors: ErrorMeasures | None,
+        empty: dict[tuple[object, ...], bool],
+        overwritten: bool = False,
+        input: bool = False,  # an input (not an output or another kind)
+        running: bool = False,  # a running statistic the op updates (batch_norm's mean and variance)
+        slot: str | None = None,  # the parameter the input holds (``weight``), if it holds one
+    ) -> None:
+        self.row, self.errors, self.overwritten = row, errors, overwritten
+        self.input, self.running, self.slot = input, running, slot
+        self._empty = empty  # shape -> no elements, shared by the pair's rows
+        self.scalar = rec.is_scalar  # a Python value (its NPU record's, where there is one)
+        self._left_out: bool | None = True if self.scalar else None
+
+    @property
+    def parameter(self) -> str | None:
+        """``weight of Functional_linear_1``: the module parameter the input holds."""
+        return _parameter(self.row.record.entry, self.slot) if self.slot is not None else None
+
+    @property
+    def left_out(self) -> bool:
+        """A value the compare leaves out by design: a Python scalar, an empty tensor, an input that an
+        in-place initialiser overwrites (uninitialised memory, not data). Worked out when first asked (a
+        malformed shape fails where it did when it was asked each time)."""
+        if self._left_out is None:
+            self._left_out = self._no_elements() or self.overwritten
+        return self._left_out
+
+    def _no_elements(self) -> bool:
+        """``numel == 0``; shapes repeat, so it is worked out once per shape (equal JSON dimensions give
+        equal integers)."""
+        rec = self.row.record
+        try:
+            key = tuple(rec.shape_raw)
+            empty = self._empty.get(key)
+        except TypeError:  # a dimension that is no number (unhashable): as the record says
+            return rec.numel == 0
+        if empty is None:
+            empty = self._empty[key] = rec.numel == 0
+        return empty
+
+
+@dataclass(slots=True)
+class _Call:
+    """One call's rows in execution order, its outputs and the rest (inputs)."""
+
     entry: EntryName
-    errors: ErrorMeasures | None
-    output: bool  # a tensor the call makes (its other rows are what it takes)
-    overwritten: bool  # an input an in-place initialiser overwrites
-    #: a value the compare leaves out by design: a Python scalar, an empty tensor, an input that an
-    #: in-place initialiser overwrites (uninitialised memory, not data)
-    left_out: bool
+    op: str  # the op as the rules name it (``relu`` for ``relu_``)
+    container: bool  # a module's call (its APIs' calls may be dumped too)
+    paired: bool = False  # some row has a bench record (else a call only the NPU run made)
+    rows: list[Row] = field(default_factory=list)
+    members: list[_Member] = field(default_factory=list)
+    ins: list[_Member] = field(default_factory=list)
+    outs: list[_Member] = field(default_factory=list)
+    name: str = ""
 
 
-def _item(row: Row, entry: EntryName) -> _Item:
-    errors = _errors(row)
-    overwritten = overwritten_input(entry)
-    rec = row.record
-    left_out = overwritten or rec.is_scalar or rec.numel == 0
-    return _Item(row, entry, errors, entry.kind in OUTPUT_KINDS, overwritten, left_out)
-
-
-def _operands(items: Sequence[_Item], same_kind: bool) -> tuple[list[Operand], bool]:
-    """The compared tensors of ``items`` as operands, and whether some were not compared."""
+def _operands(members: Sequence[_Member], same_kind: bool) -> tuple[list[Operand], bool]:
+    """The compared tensors of ``members`` as operands, and whether some were not compared."""
     out: list[Operand] = []
     missing = False
-    for it in items:
-        if it.errors is None or it.overwritten:
-            missing = missing or not it.left_out
+    for m in members:
+        if m.errors is None or m.overwritten:
+            missing = missing or not m.left_out
             continue
-        out.append(Operand(it.errors, same_kind, it.row.bench, it.row.npu))
+        row = m.row
+        out.append(Operand(m.errors, same_kind, row.bench, row.npu))
     return out, missing
 
 
@@ -115,30 +162,54 @@ class _Calls:
     """Rows grouped by call, in execution order."""
 
     def __init__(self, rows: Sequence[Row]) -> None:
-        self.rows: dict[CallKey, list[Row]] = {}
-        self.items: dict[CallKey, list[_Item]] = {}
-        self.entry: dict[CallKey, EntryName] = {}
+        self.calls: dict[CallKey, _Call] = {}
+        ops: dict[tuple[str, str], str] = {}  # (api, style) -> op
+        empty: dict[tuple[object, ...], bool] = {}
         for row in rows:
-            entry = _entry(row)
+            rec = row.npu or row.bench
+            assert rec is not None
+            entry = rec.entry
             if entry is None or entry.direction not in (FORWARD, BACKWARD):
                 continue
-            key = _key(entry)
-            if key not in self.rows:
-                self.rows[key] = []
-                self.items[key] = []
-                self.entry[key] = entry
-            self.rows[key].append(row)
-            self.items[key].append(_item(row, entry))
+            key = (entry.api, entry.index, entry.direction)
+            call = self.calls.get(key)
+            if call is None:
+                op = ops.get((entry.api, entry.style))
+                if op is None:
+                    op = ops[(entry.api, entry.style)] = op_name(_op(entry))
+                call = self.calls[key] = _Call(entry, op, entry.prefix == MODULE_PREFIX)
+            result = row.result
+            errors = result.errors if result is not None else None
+            kind = entry.kind
+            member: _Member
+            if kind == INPUT:
+                op = call.op if entry.style == call.entry.style else op_name(_op(entry))
+                path, forward = entry.path, entry.direction == FORWARD
+                overwritten = forward and path[:1] == (0,) and overwritten_input(entry)
+                member = _Member(
+                    row,
+                    rec,
+                    errors,
+                    empty,
+                    overwritten,
+                    True,
+                    path[:1] != () and path[0] in RUNNING_STATE.get(op, ()),
+                    PARAMETER_SLOTS.get(op, {}).get(path[0]) if forward and path else None,
+                )
+            else:
+                member = _Member(row, rec, errors, empty)
+            call.rows.append(row)
+            call.paired = call.paired or row.bench is not None
+            call.members.append(member)
+            (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
+        for call in self.calls.values():
+            call.name = _call_name(call.rows)
         self.api_level = {
-            d: any(self.entry[k].prefix != MODULE_PREFIX for k in self.rows if k[2] == d)
-            for d in (FORWARD, BACKWARD)
+            d: any(not c.container for k, c in self.calls.items() if k[2] == d) for d in (FORWARD, BACKWARD)
         }
 
-    def forward_of(self, key: CallKey) -> list[Row]:
-        return self.rows.get((key[0], key[1], FORWARD), [])
-
-    def forward_items(self, key: CallKey) -> list[_Item]:
-        return self.items.get((key[0], key[1], FORWARD), [])
+    def forward_of(self, key: CallKey) -> _Call | None:
+        return self.calls.get((key[0], key[1], FORWARD))
 
 
 def _stack(rows: Sequence[Row]) -> StackRecord | None:
@@ -147,38 +218,36 @@ def _stack(rows: Sequence[Row]) -> StackRecord | None:
 
 def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
-    items = calls.items[key]
-    entry = calls.entry[key]
-    outs = [it for it in items if it.output]
-    outputs = [(it.row.name, it.errors) for it in outs if it.errors is not None]
+    call = calls.calls[key]
+    outputs = [(m.row.name, m.errors) for m in call.outs if m.errors is not None]
     if not outputs:
-        return "outputs not compared" if outs else "no outputs recorded"
-    operands, missing = _operands([it for it in items if not it.output], same_kind=True)
+        return "outputs not compared" if call.outs else "no outputs recorded"
+    operands, missing = _operands(call.ins, same_kind=True)
     gains = None
-    if entry.direction == BACKWARD:
-        forward = calls.forward_items(key)
-        saved, missing_saved = _operands(forward, same_kind=False)
-        operands += saved
-        missing = missing or missing_saved
-        gains = _gains(_op(entry), outs, forward)
+    backward = call.entry.direction == BACKWARD
+    if backward:
+        forward = calls.forward_of(key)
+        if forward is not None:
+            saved, missing_saved = _operands(forward.members, same_kind=False)
+            operands += saved
+            missing = missing or missing_saved
+        gains = _gains(call.op, call.outs, forward.outs if forward is not None else [])
     if missing and not operands:
         return "inputs not compared"
-    return judge(
-        outputs, operands, _op(entry), partial=missing, backward=entry.direction == BACKWARD, gains=gains
-    )
+    return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains)
 
 
-def _gains(op: str, grads: Sequence[_Item], forward: Sequence[_Item]) -> dict[str, float] | None:
+def _gains(op: str, grads: Sequence[_Member], forward: Sequence[_Member]) -> dict[str, float] | None:
     """For an op whose gradient is its output times the incoming gradient (:data:`OUTPUT_SCALED`): the
-    forward output's RMS, the size the incoming gradients come out at (softmax's gradient is small because
-    its probabilities are, not because terms cancel)."""
-    if op_name(op) not in OUTPUT_SCALED:
+    forward output's RMS (``forward``: the forward call's outputs), the size the incoming gradients
+    come out at (softmax's gradient is small because its probabilities are, not because terms cancel)."""
+    if op not in OUTPUT_SCALED:
         return None
-    outputs = [it.errors for it in forward if it.output and it.errors is not None]
+    outputs = [m.errors for m in forward if m.errors is not None]
     if len(outputs) != 1 or outputs[0].numel <= 0:
         return None
     rms = outputs[0].bench_norm / math.sqrt(outputs[0].numel)
-    return {it.row.name: rms for it in grads} if rms > 0 and math.isfinite(rms) else None
+    return {m.row.name: rms for m in grads} if rms > 0 and math.isfinite(rms) else None
 
 
 def _call_name(rows: Sequence[Row]) -> str:
@@ -191,34 +260,40 @@ def parameter_name(entry: EntryName) -> str | None:
     if entry.kind != INPUT or entry.direction != FORWARD or not entry.path:
         return None
     slot = PARAMETER_SLOTS.get(op_name(_op(entry)), {}).get(entry.path[0])
-    if slot is None:
-        return None
+    return _parameter(entry, slot) if slot is not None else None
+
+
+def _parameter(entry: EntryName, slot: str) -> str:
+    """:func:`parameter_name` of an input ``entry`` that holds the parameter ``slot``."""
     which = f"{slot}[{entry.path[1]}]" if slot == "weights" and len(entry.path) > 1 else slot
     return f"{which} of {entry.call}"
 
 
-def _entering(items: Sequence[_Item], before: float, backward: bool) -> tuple[Judgement, Row] | None:
+def _entering(
+    members: Sequence[_Member], before: float, parameters: list[str]
+) -> tuple[Judgement, _Member] | None:
     """The worst input of a call whose error entered before it: any tensor a forward call takes (its
-    activations, weights, biases), a backward call's incoming gradients."""
-    worst: tuple[Judgement, Row] | None = None
-    for it in items:
-        errors = it.errors
-        if errors is None or it.entry.kind != INPUT or it.left_out or _running_state(it.entry):
+    activations, weights, biases), a backward call's incoming gradients. On the way, the parameters
+    among them that differ beyond rounding on entry join ``parameters``."""
+    worst: tuple[Judgement, _Member] | None = None
+    for m in members:
+        errors = m.errors
+        if errors is None:
             continue
-        j = judge_entry(it.row.name, errors, before)
+        if m.slot is not None and judge_entry(m.row.name, errors, 0.0) is not None:
+            parameters.append(_parameter(m.row.record.entry, m.slot))
+        if not m.input or m.left_out or m.running:
+            continue
+        j = judge_entry(m.row.name, errors, before)
         if j is not None and (worst is None or j.score > worst[0].score):
-            worst = (j, it.row)
+            worst = (j, m)
     return worst
 
 
-def _running_state(entry: EntryName) -> bool:
-    return entry.path[:1] != () and entry.path[0] in RUNNING_STATE.get(op_name(_op(entry)), ())
-
-
-def _largest_error(items: Sequence[_Item], before: float) -> float:
-    for it in items:
-        errors = it.errors
-        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not it.left_out:
+def _largest_error(members: Sequence[_Member], before: float) -> float:
+    for m in members:
+        errors = m.errors
+        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not m.left_out:
             before = max(before, errors.rel)
     return before
 
@@ -240,20 +315,21 @@ def values_differ(x: object, y: object) -> bool:
     return x != y
 
 
-def _different_arguments(items: Sequence[_Item]) -> list[Row]:
+def _different_arguments(members: Sequence[_Member]) -> list[Row]:
     """The non-tensor arguments of a call whose values differ between the runs."""
     out = []
-    for it in items:
-        npu, bench = it.row.npu, it.row.bench
-        if not it.left_out or it.entry.kind != INPUT or npu is None or bench is None:
-            continue  # a non-tensor argument is left out of the compare (is_scalar)
+    for m in members:
+        row = m.row
+        npu, bench = row.npu, row.bench
+        if not m.input or npu is None or bench is None:
+            continue
         if (
-            npu.is_scalar
+            m.scalar
             and bench.is_scalar
             and not (_device(npu) and _device(bench))  # npu:0 against cuda:0: by design
             and values_differ(_value(npu), _value(bench))
         ):
-            out.append(it.row)
+            out.append(row)
     return out
 
 
@@ -296,8 +372,10 @@ def _suspect(
     calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str, step: int | None
 ) -> Suspect:
     """The call ``key`` as a suspect of ``kind``; located by its forward call's stack."""
-    members, entry = calls.rows[key], calls.entry[key]
-    stack = _stack(calls.forward_of(key)) or _stack(members)
+    call = calls.calls[key]
+    members, entry = call.rows, call.entry
+    forward = calls.forward_of(key)
+    stack = _stack(forward.rows if forward is not None else []) or _stack(members)
     return Suspect(
         name,
         entry.api,
@@ -313,21 +391,16 @@ def _suspect(
     )
 
 
-def _at_inputs(calls: _Calls, key: CallKey, name: str, walk: _Walk) -> None:
-    """The findings at one call's inputs (``name``: the call's): error entering before it (through a
-    parameter, after a call only the NPU run made, or through code no hook saw), and non-tensor
-    arguments that differ."""
-    entry, way = calls.entry[key], calls.entry[key].direction
-    items = calls.items[key]
-    for it in items:
-        param = parameter_name(it.entry)
-        if param and it.errors is not None and judge_entry(it.row.name, it.errors, 0.0) is not None:
-            walk.parameters.append(param)
-    entering = _entering(items, walk.explained(), way == BACKWARD)
-    args = _different_arguments(items) if not entering else []
+def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
+    """The findings at one call's inputs: error entering before it (through a parameter, after a call only
+    the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
+    call = calls.calls[key]
+    way, name = call.entry.direction, call.name
+    entering = _entering(call.ins, walk.explained(), walk.parameters)
+    args = _different_arguments(call.ins) if not entering else []
     if entering is not None:
-        judgement, row = entering
-        walk.found.append(_entering_suspect(calls, key, name, judgement, row, walk))
+        judgement, member = entering
+        walk.found.append(_entering_suspect(calls, key, name, judgement, member, walk))
     elif args:
         row = args[0]
         assert row.npu is not None and row.bench is not None
@@ -349,27 +422,28 @@ def _at_inputs(calls: _Calls, key: CallKey, name: str, walk: _Walk) -> None:
                 walk.step,
             )
         )
-    if entry.prefix != MODULE_PREFIX or not calls.api_level[way]:
+    if not call.container or not calls.api_level[way]:
         walk.npu_only[way] = []
 
 
 def _entering_suspect(
-    calls: _Calls, key: CallKey, name: str, judgement: Judgement, row: Row, walk: _Walk
+    calls: _Calls, key: CallKey, name: str, judgement: Judgement, member: _Member, walk: _Walk
 ) -> Suspect:
     """Error that entered before a call: after a call only the NPU run made (that call is the suspect),
     through a parameter (the step's parameters differ on entry), or through code no hook saw."""
-    way = calls.entry[key].direction
+    way = calls.calls[key].entry.direction
     evidence = evidence_text(judgement)
+    row = member.row
     if walk.npu_only[way]:
         extra = walk.npu_only[way][-1]
-        extra_name = _call_name(calls.rows[extra])
+        extra_name = calls.calls[extra].name
         text = (
             f"{extra_name} has no counterpart in the bench run, and after it {row.name} carries "
             f"{fmt_error(judgement.output_error)} where nothing dumped before carried more than "
             f"{fmt_error(judgement.input_error)}"
         )
         return _suspect(calls, extra, extra_name, UNPAIRED, judgement, text, walk.step)
-    param = parameter_name(row.record.entry) if row.record.entry is not None else None
+    param = member.parameter
     if param is not None:
         others = [p for p in dict.fromkeys(walk.parameters) if p != param]
         also = f"; also {', '.join(others[:3])}" + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
@@ -382,14 +456,15 @@ def _entering_suspect(
 
 
 def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> None:
-    members, entry = calls.rows[key], calls.entry[key]
-    name, way = _call_name(members), entry.direction
-    if all(r.bench is None for r in members):  # a call only the NPU run made
+    call = calls.calls[key]
+    entry = call.entry
+    name, way = call.name, entry.direction
+    if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
         walk.previous[way] = name
         return
-    _at_inputs(calls, key, name, walk)
-    walk.before[way] = _largest_error(calls.items[key], walk.before[way])
+    _at_inputs(calls, key, walk)
+    walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way] = name
     verdict = _judge_call(calls, key)
     if not isinstance(verdict, Judgement):
@@ -397,14 +472,24 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         return
     diagnosis.judged += 1
     evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
-    container = entry.prefix == MODULE_PREFIX and calls.api_level[way]
+    container = call.container and calls.api_level[way]
     if verdict.kind is not None and not container:
-        kind = RANDOM if op_name(_op(entry)) in RANDOM_OPS else verdict.kind
+        kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
         walk.found.append(_suspect(calls, key, name, kind, verdict, evidence.text, walk.step))
-    elif not container and (row := departure(members, calls.forward_of(key))) is not None:
-        kind = RANDOM if op_name(_op(entry)) in RANDOM_OPS else NONDETERMINISTIC
+    elif not container and (row := _departure(calls, key)) is not None:
+        kind = RANDOM if call.op in RANDOM_OPS else NONDETERMINISTIC
         judgement = replace(verdict, score=math.inf, kind=kind, output=row.name)
         walk.found.append(_suspect(calls, key, name, kind, judgement, departure_text(row), walk.step))
+
+
+def _departure(calls: _Calls, key: CallKey) -> Row | None:
+    """:func:`departure` of a call: its outputs against its inputs (a backward call's: its incoming
+    gradients and its forward call's tensors)."""
+    call = calls.calls[key]
+    operands = call.ins
+    if call.entry.direction == BACKWARD and (forward := calls.forward_of(key)) is not None:
+        operands = [*operands, *forward.members]
+    return departure((m.row for m in call.outs), (m.row for m in operands if not m.scalar))
 
 
 def _rank(suspect: Suspect) -> tuple[int, int]:
@@ -445,7 +530,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
         failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
     )
     walk = _Walk(step)
-    for key in calls.rows:
+    for key in calls.calls:
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=_rank)
     if not diagnosis.suspects:

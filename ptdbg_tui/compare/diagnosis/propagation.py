@@ -29,6 +29,7 @@ A call whose outputs gain NaN/Inf from finite inputs is the NaN origin, whatever
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -437,16 +438,33 @@ def judge(
     best = _worst_output(outputs, inputs, op, e_in, backward, gains)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
-    if (
-        kind is None
-        and not backward
-        and op_name(op) in ELEMENTWISE
-        and not any(y.from_stats for _, y in outputs)
-    ):
+    if kind is None and not backward and _rules(op).elementwise and not any(y.from_stats for _, y in outputs):
         leaning = judge_lean(outputs, inputs)
         if leaning is not None:
             return leaning
     return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+
+
+class _Rules(NamedTuple):
+    """What the rules know of one op, looked up once per op name."""
+
+    amplifies: tuple[bool, bool]  # (forward, backward): :func:`amplification` may exceed 1
+    lipschitz: float | None  # :data:`LIPSCHITZ`
+    jumps: bool  # :data:`DISCONTINUOUS`: :func:`flip_allowance` may exceed 0
+    product: str | None  # :data:`CONTRACTIONS`
+    elementwise: bool  # :data:`ELEMENTWISE`
+
+
+@functools.lru_cache(maxsize=4096)
+def _rules(op: str) -> _Rules:
+    name = op_name(op)
+    return _Rules(
+        (name in EXPONENTIAL, name in EXPONENTIAL_BACKWARD),
+        LIPSCHITZ.get(name),
+        name in DISCONTINUOUS,
+        CONTRACTIONS.get(name),
+        name in ELEMENTWISE,
+    )
 
 
 def _worst_output(
@@ -458,10 +476,11 @@ def _worst_output(
     gains: Mapping[str, float] | None,
 ) -> _Worst:
     """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``)."""
-    kappa = amplification(op, inputs, backward)
-    lipschitz = None if backward else LIPSCHITZ.get(op_name(op))
-    flips = 0.0 if lipschitz else flip_allowance(op, flip_fraction(e_in, inputs, backward))
-    product = None if backward else CONTRACTIONS.get(op_name(op))
+    rules = _rules(op)
+    kappa = amplification(op, inputs, backward) if rules.amplifies[backward] else 1.0
+    lipschitz = None if backward else rules.lipschitz
+    flips = 0.0 if lipschitz or not rules.jumps else flip_allowance(op, flip_fraction(e_in, inputs, backward))
+    product = None if backward else rules.product
     best = _Worst(-1.0, 0.0, 0.0, outputs[0][0], outputs[0][1])
     for name, y in outputs:
         if y.exact:
