@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -226,9 +227,8 @@ class PklFollower:
             batch.bad.append(
                 BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped")
             )
-        for rec in decode_lines(
-            chunk.data, chunk.first_line, decode_value, decode_line, undecodable, decode_usual
-        ):
+        usual = partial(decode_usual, seen={})  # a chunk's repeated stacks and shapes decoded once
+        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable, usual):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count
                 self.tensor_count += 1

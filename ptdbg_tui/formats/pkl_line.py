@@ -162,12 +162,24 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     return decode_value(value, line)
 
 
-def decode_usual(text: str, line: int = 0) -> Record | None:
+#: What :func:`decode_usual` learnt of a file's lines, by the text after a line's name: a stack
+#: line's frames by the rest of its line, a tensor line's (step, dtype, shape) by its text up to its
+#: statistics. Kept for one read (a chunk) only.
+Seen = dict[str, Any]
+
+
+def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record | None:
     """:func:`decode_line` of a line as the tools write nearly all of them, decoded with orjson (~2x
     faster than one json call per chunk); ``None`` for any other line, and where orjson is not
-    installed: the caller decodes it with :func:`decode_line`, which judges every line."""
+    installed: the caller decodes it with :func:`decode_line`, which judges every line.
+
+    ``seen``: what earlier lines of the read taught (an LLM's layers repeat the same stacks, and its
+    tensor lines a few hundred dtypes and shapes): a line whose text after its name is one already
+    decoded takes what that decoded to, only its name (and a tensor's statistics) read anew."""
     if _orjson_loads is None:
         return None
+    if seen is not None and (known := _like_one_seen(text, line, seen)) is not None:
+        return known or None
     try:
         value = _orjson_loads(text)
     except ValueError:  # NaN or Infinity, a lone surrogate, bad JSON: json's own words say why
@@ -175,8 +187,62 @@ def decode_usual(text: str, line: int = 0) -> Record | None:
     if type(value) is not list:
         return None
     if len(value) == 2:
-        return _usual_stack(value, line)
-    return _usual_tensor(value, line) if len(value) == 6 else None
+        record: Record | None = _usual_stack(value, line)
+    else:
+        record = _usual_tensor(value, line) if len(value) == 6 else None
+    if seen is not None and record is not None and _as_written(text, name := record.name):
+        if isinstance(record, StackRecord):
+            seen[text[len(name) + 2 :]] = list(record.frames)
+        else:  # the statistics hold floats only, so the last "[" opens them
+            seen[text[len(name) + 2 : text.rfind("[")]] = (record.dump_step, record.dtype, record.shape_raw)
+    return record
+
+
+def _like_one_seen(text: str, line: int, seen: Seen) -> Record | bool | None:
+    """The record of a line whose text after its name is one in ``seen``; ``False`` for such a
+    line that is not usual after all, ``None`` for any other."""
+    if not text.startswith('["'):
+        return None
+    end = text.find('"', 2)
+    if end <= 2 or not _verbatim(name := text[2:end]):
+        return None
+    if text.startswith('", [', end):  # a stack line: a list of frames after the name
+        frames = seen.get(text[end:])
+        return None if frames is None else StackRecord(name, frames, line)
+    known = seen.get(text[end : text.rfind("[")])
+    return None if known is None else (_known_tensor(name, known, text, line) or False)
+
+
+def _verbatim(text: str) -> bool:
+    """Whether a JSON string's text is its value: no escape, no control character (nor a quote,
+    which ends it). ``isprintable`` also refuses a few other characters: those take the long way."""
+    return "\\" not in text and text.isprintable()
+
+
+def _as_written(text: str, name: str) -> bool:
+    """Whether a line begins with its name as it reads (what :func:`decode_usual` looks up by)."""
+    return _verbatim(name) and text.startswith(f'["{name}"')
+
+
+def _known_tensor(name: str, known: tuple[int, str, list[int]], text: str, line: int) -> TensorRecord | None:
+    """A tensor line whose text up to its statistics is one decoded before: its statistics (the text
+    from the last "[", less the line's closing bracket) are all that is read."""
+    start = text.rfind("[")
+    tail = text.rstrip(_JSON_SPACE)
+    if not tail.endswith("]"):
+        return None
+    try:
+        stats = _orjson_loads(text[start : len(tail) - 1])
+    except ValueError:
+        return None
+    if type(stats) is not list or not _usual_stats(stats) or not safe_name(name):
+        return None
+    step, dtype, shape = known
+    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+
+
+#: What JSON counts as whitespace (``str.strip`` would take more).
+_JSON_SPACE = " \t\r\n"
 
 
 def _usual_stack(value: list[Any], line: int) -> StackRecord | None:
@@ -192,17 +258,24 @@ def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:
     name, dump_step, checksums, dtype, shape, stats = value
     if type(name) is not str or type(dtype) is not str or type(dump_step) is not int or checksums != []:
         return None
-    if type(shape) is not list or type(stats) is not list or len(stats) > 4 or len(shape) > MAX_DIMS:
-        return None
-    if stats and not (
-        set(map(type, stats)) <= _FLOAT and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
-    ):
+    if type(shape) is not list or type(stats) is not list or len(shape) > MAX_DIMS or not _usual_stats(stats):
         return None
     if shape and not (set(map(type, shape)) <= _INT and min(shape) >= 0 and math.prod(shape) <= MAX_NUMEL):
         return None
     if not safe_name(name):  # orjson reads no lone surrogate: holds_lone_surrogate() is False
         return None
     return TensorRecord(name, dump_step, dtype, shape, stats, parse_name(name), line)
+
+
+def _usual_stats(stats: list[Any]) -> bool:
+    """Up to four floats, none of them what orjson reads of an integer beyond 64 bits."""
+    if not stats:
+        return True
+    return (
+        len(stats) <= 4
+        and set(map(type, stats)) <= _FLOAT
+        and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
+    )
 
 
 _FLOAT = {float}
