@@ -193,7 +193,7 @@ def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record |
     if seen is not None and record is not None and _as_written(text, name := record.name):
         if isinstance(record, StackRecord):
             seen[text[len(name) + 2 :]] = list(record.frames)
-        else:  # the statistics hold floats only, so the last "[" opens them
+        else:  # the statistics hold numbers only, so the last "[" opens them
             seen[text[len(name) + 2 : text.rfind("[")]] = (record.dump_step, record.dtype, record.shape_raw)
     return record
 
@@ -254,13 +254,14 @@ def _usual_stack(value: list[Any], line: int) -> StackRecord | None:
 
 
 def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:
-    """A tensor line with an integer step, no checksum, a shape of integers and up to four floats."""
+    """A tensor line with an integer step, no checksum, a shape of integers (or a Python value's
+    string) and up to four numbers."""
     name, dump_step, checksums, dtype, shape, stats = value
     if type(name) is not str or type(dtype) is not str or type(dump_step) is not int or checksums != []:
         return None
-    if type(shape) is not list or type(stats) is not list or len(shape) > MAX_DIMS or not _usual_stats(stats):
+    if type(stats) is not list or not _usual_stats(stats):
         return None
-    if shape and not (set(map(type, shape)) <= _INT and min(shape) >= 0 and math.prod(shape) <= MAX_NUMEL):
+    if type(shape) is not str and not (type(shape) is list and _usual_shape(shape)):
         return None
     if not safe_name(name):  # orjson reads no lone surrogate: holds_lone_surrogate() is False
         return None
@@ -268,17 +269,26 @@ def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:
 
 
 def _usual_stats(stats: list[Any]) -> bool:
-    """Up to four floats, none of them what orjson reads of an integer beyond 64 bits."""
+    """Up to four floats or integers, none of them what orjson reads of an integer beyond 64 bits."""
     if not stats:
         return True
     return (
         len(stats) <= 4
-        and set(map(type, stats)) <= _FLOAT
+        and set(map(type, stats)) <= _NUMBER
         and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
     )
 
 
-_FLOAT = {float}
+def _usual_shape(shape: list[Any]) -> bool:
+    return not shape or (
+        len(shape) <= MAX_DIMS
+        and set(map(type, shape)) <= _INT
+        and min(shape) >= 0
+        and math.prod(shape) <= MAX_NUMEL
+    )
+
+
+_NUMBER = {float, int}
 _INT = {int}
 #: orjson reads an integer beyond 64 bits as a float (json: an int); no float statistic from here on
 #: is taken from it.
