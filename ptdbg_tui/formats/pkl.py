@@ -140,7 +140,7 @@ def decode_lines(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    numbered = [(first + i, ln) for i, ln in enumerate(lines) if ln.strip()]
+    numbered = [(first + i, ln) for i, ln in enumerate(lines) if ln and not ln.isspace()]  # not blank
     out: list[T | None] = [None] * len(numbered)
     rest = list(range(len(numbered)))
     if usual is not None and repair is None:

@@ -209,8 +209,9 @@ def _like_one_seen(text: str, line: int, seen: Seen) -> Record | bool | None:
     if text.startswith('", [', end):  # a stack line: a list of frames after the name
         frames = seen.get(text[end:])
         return None if frames is None else StackRecord(name, frames, line)
-    known = seen.get(text[end : text.rfind("[")])
-    return None if known is None else (_known_tensor(name, known, text, line) or False)
+    start = text.rfind("[")
+    known = seen.get(text[end:start])
+    return None if known is None else (_known_tensor(name, known, text[start:], line) or False)
 
 
 def _verbatim(text: str) -> bool:
@@ -224,15 +225,15 @@ def _as_written(text: str, name: str) -> bool:
     return _verbatim(name) and text.startswith(f'["{name}"')
 
 
-def _known_tensor(name: str, known: tuple[int, str, list[int]], text: str, line: int) -> TensorRecord | None:
-    """A tensor line whose text up to its statistics is one decoded before: its statistics (the text
-    from the last "[", less the line's closing bracket) are all that is read."""
-    start = text.rfind("[")
-    tail = text.rstrip(_JSON_SPACE)
-    if not tail.endswith("]"):
-        return None
+def _known_tensor(name: str, known: tuple[int, str, list[int]], rest: str, line: int) -> TensorRecord | None:
+    """A tensor line whose text up to its statistics is one decoded before: its statistics (``rest``,
+    the text from the last "[", less the line's closing bracket) are all that is read."""
+    if not rest.endswith("]"):
+        rest = rest.rstrip(_JSON_SPACE)
+        if not rest.endswith("]"):
+            return None
     try:
-        stats = _orjson_loads(text[start : len(tail) - 1])
+        stats = _orjson_loads(rest[:-1])
     except ValueError:
         return None
     if type(stats) is not list or not _usual_stats(stats) or not safe_name(name):
