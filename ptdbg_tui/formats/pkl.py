@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -139,34 +140,27 @@ def decode_lines(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    out, rest = _usual_lines(lines, first, usual if repair is None else None)
+    numbered = [(first + i, ln) for i, ln in enumerate(lines) if ln and not ln.isspace()]  # not blank
+    out: list[T | None] = [None] * len(numbered)
+    rest = list(range(len(numbered)))
+    if usual is not None and repair is None:
+        rest = []
+        for k, (n, ln) in enumerate(numbered):
+            result = usual(ln, n)
+            if result is None:
+                rest.append(k)
+            else:
+                out[k] = result
     try:
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
-        values = json.loads("[" + ",".join(ln for _, _, ln in rest) + "]")
-        decoded = [from_value(v, n) for v, (_, n, _) in zip(values, rest, strict=True)]
+        values = json.loads("[" + ",".join(numbered[k][1] for k in rest) + "]")
+        decoded = [from_value(v, numbered[k][0]) for v, k in zip(values, rest, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        decoded = [from_text(ln, n) for _, n, ln in rest]
-    for (k, _, _), got in zip(rest, decoded, strict=True):
+        decoded = [from_text(numbered[k][1], numbered[k][0]) for k in rest]
+    for k, got in zip(rest, decoded, strict=True):
         out[k] = got
     return out if repair is None else [None if r is None else repair(r) for r in out]
-
-
-def _usual_lines(
-    lines: list[str], first: int, usual: Callable[[str, int], T | None] | None
-) -> tuple[list[T | None], list[tuple[int, int, str]]]:
-    """A result per line that is not blank (``usual``'s, else ``None``), and the lines left to json:
-    (place among the results, line number, text)."""
-    out: list[T | None] = []
-    rest: list[tuple[int, int, str]] = []
-    for n, ln in enumerate(lines, first):
-        result = None if usual is None else usual(ln, n)
-        if result is None:
-            if not ln.strip():  # a blank line (which the usual way never takes)
-                continue
-            rest.append((len(out), n, ln))
-        out.append(result)
-    return out, rest
 
 
 class KeyedFollower(Generic[V]):
@@ -233,9 +227,8 @@ class PklFollower:
             batch.bad.append(
                 BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped")
             )
-        for rec in decode_lines(
-            chunk.data, chunk.first_line, decode_value, decode_line, undecodable, decode_usual
-        ):
+        usual = partial(decode_usual, seen={})  # a chunk's repeated stacks and shapes decoded once
+        for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable, usual):
             if isinstance(rec, TensorRecord):
                 rec.order = self.tensor_count
                 self.tensor_count += 1

@@ -162,14 +162,24 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     return decode_value(value, line)
 
 
-def decode_usual(text: str, line: int = 0) -> Record | None:
+#: What :func:`decode_usual` learnt of a file's lines, by the text after a line's name: a stack
+#: line's frames by the rest of its line, a tensor line's (step, dtype, shape) by its text up to its
+#: statistics. Kept for one read (a chunk) only.
+Seen = dict[str, Any]
+
+
+def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record | None:
     """:func:`decode_line` of a line as the tools write nearly all of them, decoded with orjson (~2x
     faster than one json call per chunk); ``None`` for any other line, and where orjson is not
-    installed: the caller decodes it with :func:`decode_line`, which judges every line."""
+    installed: the caller decodes it with :func:`decode_line`, which judges every line.
+
+    ``seen``: what earlier lines of the read taught (an LLM's layers repeat the same stacks, and its
+    tensor lines a few hundred dtypes and shapes): a line whose text after its name is one already
+    decoded takes what that decoded to, only its name (and a tensor's statistics) read anew."""
     if _orjson_loads is None:
         return None
-    if _STACKS and text.endswith("]]]") and (known := _known_stack(text, line)) is not None:
-        return known
+    if seen is not None and (known := _like_one_seen(text, line, seen)) is not None:
+        return known or None
     try:
         value = _orjson_loads(text)
     except ValueError:  # NaN or Infinity, a lone surrogate, bad JSON: json's own words say why
@@ -177,73 +187,109 @@ def decode_usual(text: str, line: int = 0) -> Record | None:
     if type(value) is not list:
         return None
     if len(value) == 2:
-        return _usual_stack(value, line, text)
-    return _usual_tensor(value, line) if len(value) == 6 else None
+        record: Record | None = _usual_stack(value, line)
+    else:
+        record = _usual_tensor(value, line) if len(value) == 6 else None
+    if seen is not None and record is not None and _as_written(text, name := record.name):
+        if isinstance(record, StackRecord):
+            seen[text[len(name) + 2 :]] = list(record.frames)
+        else:  # the statistics hold numbers only, so the last "[" opens them
+            seen[text[len(name) + 2 : text.rfind("[")]] = (record.dump_step, record.dtype, record.shape_raw)
+    return record
 
 
-def _usual_stack(value: list[Any], line: int, text: str = "") -> StackRecord | None:
+def _like_one_seen(text: str, line: int, seen: Seen) -> Record | bool | None:
+    """The record of a line whose text after its name is one in ``seen``; ``False`` for such a
+    line that is not usual after all, ``None`` for any other."""
+    if not text.startswith('["'):
+        return None
+    end = text.find('"', 2)
+    if end <= 2 or not _verbatim(name := text[2:end]):
+        return None
+    if text.startswith('", [', end):  # a stack line: a list of frames after the name
+        frames = seen.get(text[end:])
+        return None if frames is None else StackRecord(name, frames, line)
+    start = text.rfind("[")
+    known = seen.get(text[end:start])
+    return None if known is None else (_known_tensor(name, known, text[start:], line) or False)
+
+
+def _verbatim(text: str) -> bool:
+    """Whether a JSON string's text is its value: no escape, no control character (nor a quote,
+    which ends it). ``isprintable`` also refuses a few other characters: those take the long way."""
+    return "\\" not in text and text.isprintable()
+
+
+def _as_written(text: str, name: str) -> bool:
+    """Whether a line begins with its name as it reads (what :func:`decode_usual` looks up by)."""
+    return _verbatim(name) and text.startswith(f'["{name}"')
+
+
+def _known_tensor(name: str, known: tuple[int, str, list[int]], rest: str, line: int) -> TensorRecord | None:
+    """A tensor line whose text up to its statistics is one decoded before: its statistics (``rest``,
+    the text from the last "[", less the line's closing bracket) are all that is read."""
+    if not rest.endswith("]"):
+        rest = rest.rstrip(_JSON_SPACE)
+        if not rest.endswith("]"):
+            return None
+    try:
+        stats = _orjson_loads(rest[:-1])
+    except ValueError:
+        return None
+    if type(stats) is not list or not _usual_stats(stats) or not safe_name(name):
+        return None
+    step, dtype, shape = known
+    return TensorRecord(name, step, dtype, shape, stats, parse_name(name), line)
+
+
+#: What JSON counts as whitespace (``str.strip`` would take more).
+_JSON_SPACE = " \t\r\n"
+
+
+def _usual_stack(value: list[Any], line: int) -> StackRecord | None:
     name, raw = value
     if type(name) is not str or type(raw) is not list:
         return None
     frames = _written_frames(raw)  # strings only: nothing orjson reads otherwise than json
-    if frames is None:
-        return None
-    if (after := _after_plain_name(text)) is not None:
-        if len(_STACKS) >= _STACKS_KEPT:
-            _STACKS.clear()
-        _STACKS[after] = frames
-    return StackRecord(name, frames, line)
-
-
-#: The frames of stack lines decoded lately, by the text after their name: a model's layers make the
-#: same calls from the same lines (an LLM pair: 53,584 stack lines, 39 different stacks).
-_STACKS: dict[str, list[Frame]] = {}
-_STACKS_KEPT = 1024
-
-
-def _after_plain_name(text: str) -> str | None:
-    """What follows the name of a stack line that starts ``["NAME"`` with a name JSON writes as it is
-    (no escape, no control character) and as the tools name them (``…stack_info``); ``None`` for any
-    other line."""
-    if not text.startswith('["'):
-        return None
-    end = text.find(_STACK_NAME_END, 2)
-    if end < 0 or "\\" in text[2:end] or '"' in text[2:end] or not text[2:end].isprintable():
-        return None
-    return text[end + len(_STACK_NAME_END) - 1 :]
-
-
-_STACK_NAME_END = 'stack_info"'
-
-
-def _known_stack(text: str, line: int) -> StackRecord | None:
-    """A stack line whose text after a plain name is that of one decoded before: the same frames (the
-    line is valid JSON as that one was, and says the same but for the name), without decoding them."""
-    if (after := _after_plain_name(text)) is None:
-        return None
-    frames = _STACKS.get(after)
-    return None if frames is None else StackRecord(text[2 : len(text) - len(after)], frames, line)
+    return None if frames is None else StackRecord(name, frames, line)
 
 
 def _usual_tensor(value: list[Any], line: int) -> TensorRecord | None:
-    """A tensor line with an integer step, no checksum, a shape of integers and up to four floats."""
+    """A tensor line with an integer step, no checksum, a shape of integers (or a Python value's
+    string) and up to four numbers."""
     name, dump_step, checksums, dtype, shape, stats = value
     if type(name) is not str or type(dtype) is not str or type(dump_step) is not int or checksums != []:
         return None
-    if type(shape) is not list or type(stats) is not list or len(stats) > 4 or len(shape) > MAX_DIMS:
+    if type(stats) is not list or not _usual_stats(stats):
         return None
-    if stats and not (
-        set(map(type, stats)) <= _FLOAT and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
-    ):
-        return None
-    if shape and not (set(map(type, shape)) <= _INT and min(shape) >= 0 and math.prod(shape) <= MAX_NUMEL):
+    if type(shape) is not str and not (type(shape) is list and _usual_shape(shape)):
         return None
     if not safe_name(name):  # orjson reads no lone surrogate: holds_lone_surrogate() is False
         return None
     return TensorRecord(name, dump_step, dtype, shape, stats, parse_name(name), line)
 
 
-_FLOAT = {float}
+def _usual_stats(stats: list[Any]) -> bool:
+    """Up to four floats or integers, none of them what orjson reads of an integer beyond 64 bits."""
+    if not stats:
+        return True
+    return (
+        len(stats) <= 4
+        and set(map(type, stats)) <= _NUMBER
+        and -_INT_AS_FLOAT < min(stats) <= max(stats) < _INT_AS_FLOAT
+    )
+
+
+def _usual_shape(shape: list[Any]) -> bool:
+    return not shape or (
+        len(shape) <= MAX_DIMS
+        and set(map(type, shape)) <= _INT
+        and min(shape) >= 0
+        and math.prod(shape) <= MAX_NUMEL
+    )
+
+
+_NUMBER = {float, int}
 _INT = {int}
 #: orjson reads an integer beyond 64 bits as a float (json: an int); no float statistic from here on
 #: is taken from it.

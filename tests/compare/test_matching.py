@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from pathlib import Path
 
 import pytest
 
+from ptdbg_tui.compare.matching import pairing
 from ptdbg_tui.compare.matching.align import align
 from ptdbg_tui.compare.matching.pairing import attach_stacks, choose_match, match_records
 from ptdbg_tui.formats.dialects import DIALECTS, ORIGINAL_PTDBG, OURS
+from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -313,3 +316,31 @@ def test_an_inplace_calls_input_the_original_records_after_the_write_stays_unpai
     assert len(_mixed(_relu(record, x, x), ours)) == 2
     # a tool that records the input before the call (ours, msprobe) on both sides: never unpaired
     assert len(_mixed(_relu(record, relu_x, relu_x), ours, ordered=(False, False))) == 2
+
+
+def _as_general(rows):
+    return [(r.npu, r.bench, r.fuzzy, r.seq, r.noise, r.transposed) for r in rows]
+
+
+@pytest.mark.parametrize(
+    "pkl",
+    [
+        "mixed/npu/ptdbg_dump_v4.0.T2/step0/rank10267/api_stack_dump.pkl",  # the original's: its detaches
+        "mixed/bench/ptdbg_dump_v4.0/step0/rank0/api_stack_dump.pkl",
+    ],
+)
+def test_sides_of_the_same_names_pair_as_the_general_matcher_pairs_them(pkl):
+    """Two sides of one sequence of names pair one for one without the general matcher: the rows
+    it makes, the tools' own detaches among them (:attr:`Row.noise`) and its choice are the same."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / pkl
+    npu, bench = read_pkl(path).tensors, read_pkl(path).tensors
+    general = pairing._rows(npu, bench, pairing._keyed_pairs([r.name for r in npu], [r.name for r in bench]))
+    for mode in ("exact", "auto"):
+        matching = choose_match(npu, bench, mode, (DIALECTS[ORIGINAL_PTDBG],) * 2)
+        assert matching.mode == "exact" and _as_general(matching.rows) == _as_general(general)
+    assert any(r.noise for r in general) == ("T2" in pkl)
+    shifted = [*bench[1:], bench[0]]  # other names at each place: the general matcher's way
+    rows = match_records(npu, shifted)
+    assert _as_general(rows) == _as_general(
+        pairing._rows(npu, shifted, pairing._keyed_pairs([r.name for r in npu], [r.name for r in shifted]))
+    )

@@ -93,6 +93,42 @@ ALTERED = [
 ]
 
 
+#: Lines whose text after the name may be one read before (see :func:`seen_before`).
+LIKE_ONE_READ = [
+    TENSOR + " ",
+    TENSOR + "\x0c",
+    TENSOR + "]",
+    TENSOR[:-1] + " ]",
+    TENSOR[:-1] + "}",
+    TENSOR[:-2] + "] ]",
+    TENSOR.replace("2.0]]", "2.0], 5]"),
+    TENSOR.replace("[3.5", "[[], 3.5"),
+    TENSOR.replace("[3.5", "3.5").replace("2.0]]", "2.0]"),
+    TENSOR.replace("Torch_add", "Torch add"),
+    TENSOR.replace("Torch_add", "Torch\u00a0add"),
+    TENSOR.replace("Torch_add", 'Torch\\"add'),
+    TENSOR.replace("Torch_add", "Torch\\u0041dd"),
+    TENSOR.replace("Torch_add", "Torch/add"),
+    TENSOR.replace('"Torch_add_0_forward_input.0"', '".."'),
+    TENSOR.replace('"Torch_add_0_forward_input.0"', '""'),
+    STACK + " ",
+    STACK + "]",
+    STACK[:-1],
+    STACK.replace("Torch_add", "Torch\\u0041dd"),
+    STACK.replace("Torch_add", "Torch\tadd"),
+]
+
+
+def seen_before() -> pkl_line.Seen:
+    """What decoding a tensor line and a stack line like :data:`TENSOR` and :data:`STACK` (other
+    names, the same text after them) teaches."""
+    seen: pkl_line.Seen = {}
+    for text in (TENSOR.replace("input.0", "input.1"), STACK.replace("add_0", "add_1")):
+        assert same(decode_usual(text, 1, seen), decode_line(text, 1))
+    assert len(seen) == 2
+    return seen
+
+
 def same(a: object, b: object) -> bool:
     return repr(a) == repr(b)  # repr: the dataclasses' fields, NaN included
 
@@ -111,6 +147,37 @@ def test_real_pkls_read_as_line_by_line(path: str) -> None:
 def test_altered_lines_read_as_the_plain_way_reads_them(text: str) -> None:
     got = decode_usual(text, 3)
     assert got is None or same(got, decode_line(text, 3))
+
+
+@pytest.mark.parametrize("text", [*ALTERED, *LIKE_ONE_READ])
+def test_altered_lines_like_one_read_before_read_as_the_plain_way_reads_them(text: str) -> None:
+    got = decode_usual(text, 3, seen_before())
+    assert got is None or same(got, decode_line(text, 3))
+
+
+@pytest.mark.parametrize("path", REAL)
+def test_real_pkls_read_with_what_earlier_lines_taught_as_line_by_line(path: str) -> None:
+    lines = (FIXTURES / path).read_text(encoding="utf-8").splitlines()
+    seen: pkl_line.Seen = {}
+    usual = [decode_usual(text, n, seen) for n, text in enumerate(lines, 1)]
+    plain = [decode_line(text, n) for n, text in enumerate(lines, 1)]
+    assert all(u is None or same(u, p) for u, p in zip(usual, plain, strict=True))
+    assert seen
+
+
+def test_a_line_like_one_read_before_takes_what_that_one_decoded_to() -> None:
+    """Only the name (and a tensor's statistics) is read anew: the shape and the frames are the
+    earlier line's."""
+    seen = seen_before()
+    first = decode_usual(TENSOR.replace("input.0", "input.1"), 1, seen)
+    stack = decode_usual(STACK.replace("add_0", "add_1"), 2, seen)
+    tensor = decode_usual(TENSOR.replace("3.5", "4.5"), 3, seen)
+    assert isinstance(first, TensorRecord) and isinstance(tensor, TensorRecord)
+    assert tensor.shape_raw is first.shape_raw and tensor.stats == [4.5, -1.0, 0.25, 2.0]
+    again = decode_usual(STACK, 4, seen)
+    assert isinstance(stack, StackRecord) and isinstance(again, StackRecord)
+    assert again.frames[0] is stack.frames[0] and again.name == "Torch_add_0_forward_stack_info"
+    assert same(tensor, decode_line(TENSOR.replace("3.5", "4.5"), 3)) and same(again, decode_line(STACK, 4))
 
 
 def test_the_usual_lines_take_the_usual_way() -> None:
@@ -172,15 +239,7 @@ SAME_FRAMES = [
 
 @pytest.mark.parametrize("text", SAME_FRAMES)
 def test_a_repeated_stack_reads_as_the_plain_way(text: str) -> None:
-    assert isinstance(decode_usual(STACK, 1), StackRecord)  # its frames are now known
-    got = decode_usual(text, 3)
+    seen: pkl_line.Seen = {}
+    assert isinstance(decode_usual(STACK, 1, seen), StackRecord) and seen  # its frames are now known
+    got = decode_usual(text, 3, seen)
     assert got is None or same(got, decode_line(text, 3))
-
-
-def test_a_repeated_stack_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    first = decode_usual(STACK, 1)
-    monkeypatch.setattr(pkl_line, "_orjson_loads", lambda text: pytest.fail("decoded again"))
-    again = decode_usual(STACK.replace("Torch_add_0", "Torch_add_9"), 2)
-    assert isinstance(first, StackRecord) and isinstance(again, StackRecord)
-    assert again.name == "Torch_add_9_forward_stack_info" and again.frames == first.frames
-    assert again.frames is not first.frames  # a record's own list

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ptdbg_tui.compare.matching.align import align
 from ptdbg_tui.compare.matching.mixed import Pairs, same_tensors
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Row, same_shape
 from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, inside_backward, is_detach, tool_noise
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -172,6 +172,17 @@ def _with_bench_only(
     return out
 
 
+def _rows_in_step(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord]) -> list[Row]:
+    """:func:`_rows` of two sides of one tool whose entries pair one for one, in order (the same
+    names): no bench-only row, no name that differs, nothing transposed."""
+    rows = [Row(n, b, seq=seq) for seq, (n, b) in enumerate(zip(npu, bench, strict=True))]
+    if own := tool_noise(npu) | tool_noise(bench):
+        for row in rows:
+            if id(row.npu) in own:
+                row.noise = True
+    return rows
+
+
 def _rows(
     npu: Sequence[TensorRecord],
     bench: Sequence[TensorRecord],
@@ -248,9 +259,14 @@ def match_advice(matching: Matching) -> str:
 
 def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
     """(NPU-only rows, bench-only rows, matched rows whose shapes differ)."""
-    npu_only = sum(1 for r in rows if r.bench is None)
-    bench_only = sum(1 for r in rows if r.npu is None)
-    shapes = sum(1 for r in rows if r.matched and not r.shapes_agree)
+    npu_only = bench_only = shapes = 0
+    for r in rows:  # one pass: an LLM pair has ~10,000 rows
+        n, b = r.npu, r.bench
+        if n is None or b is None:
+            npu_only += b is None
+            bench_only += n is None
+        elif not same_shape(n, b, r.transposed):
+            shapes += 1
     return npu_only, bench_only, shapes
 
 
@@ -287,7 +303,11 @@ def _match(
             [r.entry.key if r.entry else r.name for r in bench],
         )
     elif mode == "exact":
-        pairs = _keyed_pairs([r.name for r in npu], [r.name for r in bench])
+        names = [r.name for r in npu]
+        bench_names = [r.name for r in bench]
+        if names == bench_names:  # the usual pair: the k-th entry of each side pairs with the other's
+            return _rows_in_step(npu, bench)
+        pairs = _keyed_pairs(names, bench_names)
     elif mode == "fuzzy":
         pairs = _keyed_pairs(_fuzzy_keys(npu), _fuzzy_keys(bench))
     elif mode == "align":

@@ -10,6 +10,7 @@ An LLM's statistics dump holds ~150,000 rows, at 16 µs a row one by one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from operator import sub
 
 import numpy as np
@@ -19,6 +20,7 @@ from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.formats.float_texts import float_reprs
+from ptdbg_tui.formats.records import TensorRecord
 
 #: Fewer rows than this go one by one (numpy's fixed cost).
 MIN_ROWS = 64
@@ -65,12 +67,13 @@ def _plain_statistics(row: Row) -> bool:
 
 def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     """The results of the rows whose statistics are finite and agree; ``None`` for the others."""
-    npu = np.array([r.npu.stats for r in rows], dtype=np.float64)  # type: ignore[union-attr]
-    bench = np.array([r.bench.stats for r in rows], dtype=np.float64)  # type: ignore[union-attr]
-    dtypes = [r.record.dtype for r in rows]
-    tolerance = [stat_tolerance(d, d) for d in dtypes]
-    atol = np.array([t[1] for t in tolerance])
-    rtol = np.array([t[2] for t in tolerance])
+    npu_records = [r.npu for r in rows]
+    bench_records = [r.bench for r in rows]
+    npu, bench = (_stats_array(records) for records in (npu_records, bench_records))
+    dtypes = [r.dtype for r in npu_records]  # type: ignore[union-attr]
+    tolerances = {d: stat_tolerance(d, d) for d in set(dtypes)}
+    atol = np.array([tolerances[d][1] for d in dtypes])
+    rtol = np.array([tolerances[d][2] for d in dtypes])
     diff = np.abs(npu - bench)
     absb = np.abs(bench)
     magnitude = np.maximum(absb[:, 0], absb[:, 1])  # the verdict's scale: bench max and min
@@ -88,7 +91,7 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     constants = {d: _constants(d) for d in {dtypes[k] for k in kept}}
     numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
     for j, k in enumerate(kept):
-        n, b = rows[k].npu, rows[k].bench
+        n, b = npu_records[k], bench_records[k]
         assert n is not None and b is not None
         shape = n.shape_raw
         key = tuple(shape) if type(shape) is list else shape
@@ -102,6 +105,12 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
             cells = tuple(map(str, map(sub, n.stats, b.stats)))
         out[k] = Result(cells, "", "", Status.PASS, reason, errors=errors)
     return out
+
+
+def _stats_array(records: Sequence[TensorRecord | None]) -> np.ndarray:
+    """The records' four statistics a row, as float64 (each integer one a float exactly)."""
+    values = chain.from_iterable(r.stats for r in records)  # type: ignore[union-attr]
+    return np.fromiter(values, dtype=np.float64, count=4 * len(records)).reshape(len(records), 4)
 
 
 def _constants(dtype: str) -> tuple[str, float, bool]:
