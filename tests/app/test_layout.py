@@ -365,3 +365,18 @@ async def test_the_culprit_is_the_first_divergent_rank_s_not_the_first_rank_fold
         assert culprit.call == "Torch_mul_0_forward" and app.model.infos[node.pair].label == "rank1"
         bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
         assert "Culprit Torch_mul_0_forward" in bar and "rank1" in bar
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_the_narrow_dialog_s_question_is_shown_whole(demo_dumps, ui, size):
+    from ptdbg_tui.app.screens import NarrowScreen
+
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "t")
+        await ui.wait_until(pilot, lambda: isinstance(app.screen, NarrowScreen))
+        box = app.screen.query_one("Vertical").region
+        lines = ui.screen_text(app).splitlines()[box.y : box.bottom]
+        text = " ".join(line[box.x : box.right].strip(" █▀▄") for line in lines)
+        assert "at this step and rank" in text and "Write its config (ptdbg-dump run --config) to:" in text
