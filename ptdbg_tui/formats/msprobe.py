@@ -478,10 +478,8 @@ def complete_entries(text: str) -> tuple[dict[str, Any], Entries] | None:
     except (ValueError, RecursionError):
         return None
     try:
-        last = _split_entries(pieces[-1:])
-        for _, value in last:
-            json.loads(value)  # the entry the cut fell in, only if it happens to be whole
-        entries += last
+        for name, value in _split_entries(pieces[-1:]):  # the entry the cut fell in, if it is whole
+            entries.append((name, value[: json.JSONDecoder().raw_decode(value)[1]]))
     except (ValueError, RecursionError):
         pass
     return (header, entries) if isinstance(header, dict) else None
