@@ -176,12 +176,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         runpy.run_path(str(path), run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
+            print(e.code, file=sys.stderr)
     finally:
         debugger.stop()
         if hook is not None:
             hook.remove()
         sys.argv, sys.path[:] = saved_argv, saved_path
+    if not debugger.session.dumped:
+        _say_nothing_dumped(opts, debugger.session.step)
     return code
+
+
+def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:
+    """A run that wrote nothing says why it may be, rather than leave an empty dump path."""
+    when = ""
+    if opts.step:
+        when = f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
+    logging.getLogger(__name__).warning(
+        "ptdbg-dump: nothing was dumped to %s: no API call was recorded in this process%s. "
+        "Processes the script starts by spawning (torch.multiprocessing.spawn, a 'spawn' Pool, "
+        "torchrun) are not dumped by ptdbg-dump run: start a PrecisionDebugger in the worker "
+        "function (docs/dumper.md#from-the-script-precisiondebugger).",
+        opts.dump_path,
+        when,
+    )
 
 
 if __name__ == "__main__":

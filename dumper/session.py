@@ -139,6 +139,7 @@ class DumpSession:
         self._failed: str | None = None  # why an earlier write failed: no more dumping
         self._writer_open = False
         self._opened_in_step = False
+        self.dumped = False  # a rank's files were opened at some step: something was written
         self._rank: int | None = None
         self._generation = 0
         self._thread = 0
@@ -280,7 +281,7 @@ class DumpSession:
                 fresh=not self._opened_in_step,
                 checksums=self.config.checksums,
             )
-            self._writer_open = self._opened_in_step = True
+            self._writer_open = self._opened_in_step = self.dumped = True
             return True
 
     # -- recording ------------------------------------------------------------------------

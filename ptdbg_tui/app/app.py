@@ -487,7 +487,11 @@ class PtdbgApp(App[None]):
                 self.engine.repro(pair, call, folder)
                 self.notify(f"Writing the repro of {call} to {folder}…", timeout=3, markup=False)
 
-        self.push_screen(ReproScreen(call, f"./repro_{call}"), chosen)
+        folder = f"./repro_{call}"
+        info = self.model.infos.get(pair)
+        if len(self.model.root.children) > 1 and info is not None:  # one call name in several pairs
+            folder = f"./repro_{info.label.replace('/', '_')}_{call}"
+        self.push_screen(ReproScreen(call, folder), chosen)
 
     def action_match(self, mode: str | None = None) -> None:
         """Re-match every pair: the next mode of auto → exact → fuzzy → align, or ``mode``."""

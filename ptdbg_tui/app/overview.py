@@ -73,16 +73,11 @@ def overview(model: TreeModel) -> list[PairLine]:
         lines,
         key=lambda p: (
             p.divergence is None,
-            _step(model, p.key) if p.divergence is not None else 0,
+            model.step_of(p.key) if p.divergence is not None else 0,
             p.divergence or 0,
             order[p.key],
         ),
     )
-
-
-def _step(model: TreeModel, key: str) -> int:
-    info = model.infos.get(key)
-    return -1 if info is None or info.npu.step is None else info.npu.step
 
 
 class OverviewScreen(ModalScreen["str | None"]):

@@ -100,6 +100,7 @@ class PathDialog(ModalScreen[T]):
     PathDialog { align: center middle; }
     PathDialog > Vertical { width: 84; max-width: 100%; height: auto; max-height: 100%;
                             border: thick $primary; background: $surface; padding: 1 2; }
+    PathDialog Label { width: 100%; }  /* wraps a long question instead of cutting it */
     PathDialog Horizontal { height: auto; margin-top: 1; }
     PathDialog Button { margin-right: 2; }
     """

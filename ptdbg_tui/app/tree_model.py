@@ -429,12 +429,21 @@ class TreeModel:
         return i % len(hits)
 
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
-        """Every pair's ranked suspects, pairs in tree order, with their call nodes."""
-        return [
-            (s, self.calls.get((pair.key, s.call)))
+        """Every pair's ranked suspects, with their call nodes; pairs by first divergence (the
+        earliest step, then the earliest first suspect in execution, then tree order), so that the
+        culprit is the pair the overview lists first, not the first rank folder that has a suspect."""
+        ranked = [
+            (pair, self.diagnoses[pair.key].suspects)
             for pair in self.root.children
-            for s in (self.diagnoses[pair.key].suspects if pair.key in self.diagnoses else ())
+            if pair.key in self.diagnoses and self.diagnoses[pair.key].suspects
         ]
+        ranked.sort(key=lambda p: (self.step_of(p[0].key), p[1][0].seq, p[0].order))
+        return [(s, self.calls.get((pair.key, s.call))) for pair, found in ranked for s in found]
+
+    def step_of(self, key: str) -> int:
+        """The pair's NPU step (-1 without one)."""
+        info = self.infos.get(key)
+        return -1 if info is None or info.npu.step is None else info.npu.step
 
     def _suspect_chains(self) -> Iterator[Node]:
         """Every suspect's call node and its ancestors."""

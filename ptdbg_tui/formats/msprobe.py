@@ -438,13 +438,7 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
     if sep and head.endswith(",") and (body == "}\n}" or body.endswith(_END)):
         try:
             header = json.loads(head[:-1] + "}")
-            entries: Entries = []
-            for piece in body[: -len(_END)].split(_ENTRY)[1:] if body != "}\n}" else ():
-                raw, colon, value = piece.partition('": ')
-                if not colon:
-                    raise ValueError("no entry name")
-                name = json.loads(f'"{raw}"') if "\\" in raw else raw  # names rarely hold escapes
-                entries.append((name, value[:-1] if value.endswith(",") else value))
+            entries = _split_entries(body[: -len(_END)].split(_ENTRY)[1:] if body != "}\n}" else [])
             if isinstance(header, dict):
                 return header, entries
         except (ValueError, RecursionError):
@@ -457,6 +451,38 @@ def split_dump(text: str) -> tuple[dict[str, Any], Entries]:
         return header, [(name, json.dumps(value)) for name, value in (data.get("data") or {}).items()]
     except RecursionError:
         raise ValueError(f"{DUMP_JSON}: JSON nested too deeply to read") from None
+
+
+def _split_entries(pieces: list[str]) -> Entries:
+    entries: Entries = []
+    for piece in pieces:
+        raw, colon, value = piece.partition('": ')
+        if not colon:
+            raise ValueError("no entry name")
+        name = json.loads(f'"{raw}"') if "\\" in raw else raw  # names rarely hold escapes
+        entries.append((name, value[:-1] if value.endswith(",") else value))
+    return entries
+
+
+def complete_entries(text: str) -> tuple[dict[str, Any], Entries] | None:
+    """The header and every complete entry of a dump.json in msprobe's layout that was cut short
+    (its writer died, the disk filled), so that what was written is still compared; ``None`` when the
+    layout is another or the header itself is cut."""
+    head, sep, body = text.partition(_DATA)
+    if not sep or not head.endswith(","):
+        return None
+    pieces = body.split(_ENTRY)[1:]
+    try:
+        header = json.loads(head[:-1] + "}")
+        entries = _split_entries(pieces[:-1])  # each followed by the next one's name: complete
+    except (ValueError, RecursionError):
+        return None
+    try:
+        for name, value in _split_entries(pieces[-1:]):  # the entry the cut fell in, if it is whole
+            entries.append((name, value[: json.JSONDecoder().raw_decode(value)[1]]))
+    except (ValueError, RecursionError):
+        pass
+    return (header, entries) if isinstance(header, dict) else None
 
 
 class MsprobeFollower:
@@ -554,9 +580,14 @@ class MsprobeFollower:
             self.header, entries = split_dump(text)
         except HalfWritten as e:
             self._idents[DUMP_JSON] = None  # read it again next time
-            if final:
+            if not final:
+                return
+            cut = complete_entries(text)
+            if cut is None:
                 batch.bad.append(BadLine(0, str(e)))
-            return
+                return
+            self.header, entries = cut
+            batch.bad.append(BadLine(0, f"{e}: cut short; its {len(entries)} complete entries are read"))
         except ValueError as e:
             batch.bad.append(BadLine(0, str(e)))
             return

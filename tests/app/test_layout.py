@@ -14,6 +14,7 @@ from ptdbg_tui.app.bars import fit, flow, seg
 from ptdbg_tui.app.detail import short_dtype
 from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HelpScreen
+from ptdbg_tui.cli import main as cli_main
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name
@@ -339,3 +340,43 @@ async def test_the_error_chart_labels_its_whole_range_and_marks_the_selection_ap
         (selected,) = {row.index("┊") for row in rows if "┊" in row}  # the selected call: dotted
         assert not [row for row in rows if row[selected : selected + 1] == "│"], "unlike the fwd│bwd divider"
         assert any(row.count("│") > 2 for row in rows), "the divider is drawn"
+
+
+async def test_the_culprit_is_the_first_divergent_rank_s_not_the_first_rank_folder_s(tmp_path, ui, capsys):
+    """Rank 0 fails at its fifth call, rank 1 at its first: the bar names rank 1's call, as the
+    overview and the CLI's first divergent rank do."""
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(6)]
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for rank, wrong in ((0, 4), (1, 0)):
+        for side in sides:
+            writer = RankWriter(rank_dir_path(side, rank, None))
+            for index, x in enumerate(xs):
+                y = x * 2 + (1 if side.name == "npu" and index == wrong else 0)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "input", (0,)), x)
+                write_array(writer, entry_name("Torch_mul", index, "forward", "output", (0,)), y)
+            writer.close()
+    assert cli_main(["compare", *map(str, sides), "-o", str(tmp_path / "out"), "--no-progress"]) == 0
+    assert "first divergent rank: rank1: Torch_mul_0_forward" in capsys.readouterr().out
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        culprit, node = app.model.first_culprit()
+        assert culprit.call == "Torch_mul_0_forward" and app.model.infos[node.pair].label == "rank1"
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "Culprit Torch_mul_0_forward" in bar and "rank1" in bar
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_the_narrow_dialog_s_question_is_shown_whole(demo_dumps, ui, size):
+    from ptdbg_tui.app.screens import NarrowScreen
+
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c", "t")
+        await ui.wait_until(pilot, lambda: isinstance(app.screen, NarrowScreen))
+        box = app.screen.query_one("Vertical").region
+        lines = ui.screen_text(app).splitlines()[box.y : box.bottom]
+        text = " ".join(line[box.x : box.right].strip(" █▀▄") for line in lines)
+        assert "at this step and rank" in text and "Write its config (ptdbg-dump run --config) to:" in text

@@ -226,3 +226,17 @@ async def test_a_held_step_s_parameters_are_inherited_from_a_step_the_app_does_n
             "statistics, is Functional_linear_1_backward"
         ]
         assert not d.suspects, "the inherited parameters are no culprit"
+
+
+async def test_shift_r_offers_each_pair_its_own_folder_for_one_call_name(steps_dumps, ui):
+    """Steps 0 and 2 name the same call: the second repro must not land on the first one's files."""
+    app = ui.app(*steps_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        offered = []
+        for _ in range(2):
+            await pilot.press("c", "R")
+            assert isinstance(app.screen, ReproScreen)
+            offered.append(app.screen.query_one("#repro-folder").value)
+            await pilot.press("escape")
+        assert offered == ["./repro_step0_rank0_VF_lstm_0_backward", "./repro_step2_rank0_VF_lstm_0_backward"]

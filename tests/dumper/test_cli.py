@@ -92,3 +92,42 @@ def test_stacks_of_a_run_script_start_in_the_script(tmp_path: Path) -> None:
     frames = {s.call: s for s in read_pkl(dump.records).stacks}["Functional_linear_0_forward"].frames
     assert frames[0][:3] == (str(script), "10", "<module>")  # the same script text as in other tests
     assert not any(f[0].startswith("<frozen") for f in frames)  # runpy's frames are dropped
+
+
+def test_a_script_s_exit_message_is_printed_as_python_prints_it(tmp_path: Path, capsys) -> None:
+    script = tmp_path / "train.py"
+    script.write_text('import sys\nsys.exit("fatal: no config given")\n')
+    assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    assert "fatal: no config given" in capsys.readouterr().err
+
+
+def test_a_run_that_dumps_nothing_says_so(tmp_path: Path, caplog) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    main(["run", str(script), str(tmp_path / "argv.txt"), "--dump-path", str(tmp_path / "d"), "--step", "7"])
+    assert not (tmp_path / "d").exists()
+    assert "nothing was dumped" in caplog.text and "the script made 3 optimizer step(s)" in caplog.text
+    caplog.clear()
+    main(["run", str(script), str(tmp_path / "argv.txt"), "--dump-path", str(tmp_path / "e"), "--step", "2"])
+    assert "nothing was dumped" not in caplog.text
+
+
+SPAWNED = textwrap.dedent("""
+    import torch
+    import torch.multiprocessing as mp
+
+    def work(rank):
+        torch.nn.functional.relu(torch.ones(3))
+
+    if __name__ == "__main__":
+        mp.spawn(work, nprocs=1)
+""")
+
+
+def test_a_job_whose_calls_run_in_spawned_processes_is_told_where_to_start_the_dumper(
+    tmp_path: Path, caplog
+) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(SPAWNED)
+    assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 0
+    assert "nothing was dumped" in caplog.text and "torch.multiprocessing.spawn" in caplog.text

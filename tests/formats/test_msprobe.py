@@ -308,3 +308,25 @@ def test_module_chains_of_a_deep_chain_and_cycles_are_bounded_and_lazy():
     assert tree.get("Module.s.S.forward.0") == (("s", "S"),)
     assert tree.get("Torch.x.0.forward") == () and tree.get("absent") is None
     assert tree == ModuleTree(dict(links)) and tree != ModuleTree({})
+
+
+def test_a_dump_json_cut_short_for_good_keeps_its_complete_entries(tmp_path):
+    """The writer died half way: what it wrote is compared, and the cut is said."""
+    text = json.dumps(_entries(), indent=1)
+
+    def read_all(cut: int) -> tuple[list[str], list[str]]:
+        path = tmp_path / f"{cut}" / "dump.json"
+        path.parent.mkdir()
+        path.write_text(text[:cut])
+        follower, names, bad = MsprobeFollower(path), [], []
+        while True:
+            batch = follower.read(final=True)
+            names += [t.name for t in batch.tensors]
+            bad += [b.reason for b in batch.bad]
+            if not batch.more:
+                return names, bad
+
+    everything, _ = read_all(len(text))
+    kept, bad = read_all(len(text) // 2)
+    assert 0 < len(kept) < len(everything) and kept == everything[: len(kept)]
+    assert len(bad) == 1 and "cut short" in bad[0]
