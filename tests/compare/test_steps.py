@@ -8,6 +8,7 @@ import numpy as np
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
 
 RNG = np.random.default_rng(5)
@@ -76,3 +77,42 @@ def test_inherited_parameters_pass_on_where_they_came_from(calls_factory):
         "parameters differ on entry to step 2: inherited from step 0, whose culprit, from its statistics, "
         "is Functional_linear_0_backward"
     ]
+
+
+def _optimizer_step(calls_factory, state_lean: float, grad_fault: float = 0.0):
+    """A step whose optimizer updates its state in place after the backward (Adam's
+    ``exp_avg.lerp_(grad, 0.1)``), the state ``state_lean`` off on entry."""
+    calls = calls_factory()
+    x, w = RNG.standard_normal((4, 16)).astype(np.float32), RNG.standard_normal((8, 16)).astype(np.float32)
+    calls.call("Functional_linear", 0, "forward", [(x, x), (w, w)], [(x @ w.T, x @ w.T)])
+    g = RNG.standard_normal((4, 8)).astype(np.float32)
+    gw = g.T @ x
+    calls.call(
+        "Functional_linear", 0, "backward", [(g, g)], [(g @ w, g @ w), (gw * np.float32(1 + grad_fault), gw)]
+    )
+    m = RNG.standard_normal((8, 16)).astype(np.float32)
+    mn = m * np.float32(1 + state_lean)
+    calls.call("Tensor_lerp_", 0, "forward", [(mn, m), (gw, gw)], [(mn + (gw - mn) / 10, m + (gw - m) / 10)])
+    return calls.rows
+
+
+def test_optimizer_state_that_differs_after_a_step_with_its_own_culprit_is_inherited(calls_factory):
+    """Adam's moments carry a faulty step's error into the next like the parameters: after a step with
+    a culprit, error entering at the target of an in-place call after the backward is a note naming it;
+    after a clean step it stays a suspect (nothing earlier explains it)."""
+    rows0 = _optimizer_step(calls_factory, 0.0, grad_fault=0.3)
+    rows1 = _optimizer_step(calls_factory, 0.02)
+    d0, d1 = diagnose(rows0, 0), diagnose(rows1, 1)
+    assert [(s.call, s.kind) for s in d1.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+    link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])
+    assert d1.suspects == []
+    assert any(
+        "optimizer's state differs on entry to step 1 (Tensor_lerp__0_forward_input.0)" in n
+        and "Functional_linear_0_backward" in n
+        for n in d1.notes
+    )
+
+    clean0 = _optimizer_step(calls_factory, 0.0)
+    again = diagnose(rows1, 1)
+    link_steps([StepView(0, 0, clean0, diagnose(clean0, 0)), StepView(1, 0, rows1, again)])
+    assert [(s.call, s.kind) for s in again.suspects] == [("Tensor_lerp__0_forward", ENTERS)]

@@ -16,10 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, fmt_error
-from ptdbg_tui.compare.diagnosis.propagation import MARGIN, own_rounding
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, MARGIN, own_rounding
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.naming import BACKWARD, OUTPUT, parse_name
+from ptdbg_tui.compare.ops import in_place
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, parse_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +75,13 @@ def link_steps(
     origin: dict[tuple[int | None, int | None], tuple[int | None, str, bool]] = {}  # step, culprit, stats
     for key in sorted((k for k in by_key if k[0] is not None), key=lambda k: (str(k[1]), k[0])):
         view = by_key[key]
-        own = _own(view.diagnosis)
-        found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
         before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
         prev = by_key[max(before, key=lambda k: k[0] or 0)] if before else None
         came = origin.get((prev.step, prev.rank)) if prev is not None else None
+        if came is not None and key not in context:
+            _inherit_state(view, came)
+        own = _own(view.diagnosis)
+        found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
         if came is not None and (found or _inherited(view.diagnosis) or key in context):
             # the error entered with the parameters: it is the earlier step's (a step seen from its
             # statistics only cannot tell its own error from what it inherited: it passes it on)
@@ -118,6 +121,47 @@ def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:
     d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
     how = ", from its statistics," if from_statistics else ""
     note = _INHERITED.format(step=view.step, origin=step, how=how, call=call)
+    if note not in d.notes:
+        d.notes.append(note)
+    if not d.suspects:
+        d.unexplained = explain_failures(view.rows, d)
+
+
+_STATE_INHERITED = (
+    "the optimizer's state differs on entry to step {step} ({tensors}): inherited from step {origin}, "
+    "whose culprit{how} is {call}"
+)
+
+
+def _carried_state(view: StepView, suspect: Suspect) -> bool:
+    """Error that enters at what an in-place call updates, after the step's backward began: an
+    optimizer's state (Adam's moments, a momentum buffer), which it carries from step to step as it
+    does the parameters."""
+    if suspect.kind != ENTERS or suspect.direction != FORWARD:
+        return False
+    row = next((r for r in suspect.rows if r.name == suspect.judgement.output), None)
+    entry = row.record.entry if row is not None else None
+    if entry is None or entry.kind != INPUT or entry.path[:1] != (0,) or not in_place(entry.op):
+        return False
+    backward = (
+        r.seq for r in view.rows if r.record.entry is not None and r.record.entry.direction == BACKWARD
+    )
+    first = min(backward, default=None)
+    return first is not None and suspect.seq > first
+
+
+def _inherit_state(view: StepView, came: tuple[int | None, str, bool]) -> None:
+    """After a step with a culprit, error entering at an optimizer's state is that culprit's too: a note,
+    not a suspect of this step."""
+    d = view.diagnosis
+    carried = [s for s in d.suspects if _carried_state(view, s)]
+    if not carried:
+        return
+    d.suspects = [s for s in d.suspects if s not in carried]
+    step, call, from_statistics = came
+    how = ", from its statistics," if from_statistics else ""
+    tensors = ", ".join(dict.fromkeys(s.judgement.output for s in carried))
+    note = _STATE_INHERITED.format(step=view.step, tensors=tensors, origin=step, how=how, call=call)
     if note not in d.notes:
         d.notes.append(note)
     if not d.suspects:
