@@ -26,7 +26,18 @@ def test_the_faulty_rank_is_named_first(tmp_path, faulty_rank, faulty_layer):
     assert len(others) == 5 and all(v.received for v in others)
     assert all(v.suspect.call == f"Distributed_all_reduce_{faulty_layer}_forward" for v in others)
     head = f"first divergent rank: rank{faulty_rank} (step0): Functional_linear_{faulty_layer}_forward"
-    assert head in report_text(run)
+    report = report_text(run)
+    assert head in report
+    # each receiving rank's own block says so under its culprit; the faulty rank's does not
+    pairs = report.split("\nfirst divergent rank:")[0].split("\nstep0/")
+    blocks = {o.npu.rank: block for o, block in zip(run, pairs, strict=True)}
+    for v in others:
+        assert (
+            f"  note: rank{v.view.rank} (step0) receives the error through "
+            f"Distributed_all_reduce_{faulty_layer}_forward: the first divergent rank is rank{faulty_rank} "
+            f"(step0), Functional_linear_{faulty_layer}_forward"
+        ) in blocks[v.view.rank]
+    assert "receives the error through" not in blocks[faulty_rank]
 
 
 def test_one_sided_ranks_are_notices(tmp_path):
@@ -52,6 +63,7 @@ def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
     run = compare_dumps(npu, bench, jobs=1)
     assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
     assert "Distributed_all_reduce_1_forward on rank0 (step0)" in run.ranks.headline
+    assert all(run.ranks.received(o.npu.label) == "" for o in run)  # no rank of its own to name
 
 
 def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp_path):

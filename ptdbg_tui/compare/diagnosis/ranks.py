@@ -107,6 +107,21 @@ class CrossRank:
         """The headline and each rank's verdict, for the report."""
         return [self.headline, *(f"  {v.text}" for v in self.verdicts)]
 
+    def received(self, label: str) -> str:
+        """For the pair ``label`` whose first suspect only receives the error another rank made (its
+        own verdict says "introduces error": its collective's result differs), the words that say so;
+        ``""`` for any other pair."""
+        first = self.first
+        if first is None or first.suspect is None:
+            return ""
+        v = next((v for v in self.verdicts if v.view.label == label), None)
+        if v is None or v is first or not v.received or v.suspect is None:
+            return ""
+        return (
+            f"{v.name} receives the error through {v.suspect.call}: the first divergent rank is "
+            f"{first.name}, {first.suspect.call}"
+        )
+
 
 def is_collective(api: str) -> bool:
     """A collective communication call (``Distributed_all_reduce``, msprobe's ``Distributed.all_reduce``)."""
