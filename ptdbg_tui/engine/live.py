@@ -117,8 +117,10 @@ class LiveEngine:
         # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr.
         if options.jobs > 1 and (options.cluster is not None or not prestart(self._fused)):
             resource_tracker.ensure_running()
-        elif options.replay_budget_s > 0 and importlib.util.find_spec("torch") is not None:
-            resource_tracker.ensure_running()  # the replay worker's
+        elif importlib.util.find_spec("torch") is not None:
+            # the replay worker's: started by the settled comparison or later by r and R, when the UI
+            # may have replaced sys.stderr (its descriptor then cannot be passed on)
+            resource_tracker.ensure_running()
 
     # -- control -------------------------------------------------------------------------------
     def start(self) -> None:
