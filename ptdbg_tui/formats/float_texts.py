@@ -3,7 +3,7 @@
 ``repr`` costs ~0.3 µs a float, a third of a statistics CSV's time. orjson writes the same shortest
 round-trip digits in the same form, ~10x faster, except from 1e-10 to 1e-4 (there it writes ``0.0000…``
 and ``1e-7`` where ``repr`` writes ``…e-05`` and ``1e-07``) and for NaN and infinities (``null``): those
-few are left to ``repr``. tests/compare/test_float_texts.py holds the two equal over every exponent.
+few are left to ``repr``. tests/formats/test_float_texts.py holds the two equal over every exponent.
 """
 
 from __future__ import annotations

@@ -79,10 +79,6 @@ class EntryName:
     def _sep(self) -> str:
         return "." if self.style == STYLE_MSPROBE else "_"
 
-    def _split(self) -> tuple[str, str]:
-        """(prefix, op)."""
-        return self.prefix, self.op
-
     def _call(self, direction: str) -> str:
         if self.style != STYLE_MSPROBE:
             return f"{self.api}_{self.index}_{direction}"
@@ -109,7 +105,7 @@ class EntryName:
         path = self.path
         if not path and self.kind == OUTPUT and self.style != STYLE_MSPROBE:
             path = (0,)
-        return (*self._split(), self.index, self.direction, self.kind, path)
+        return (self.prefix, self.op, self.index, self.direction, self.kind, path)
 
     def __str__(self) -> str:
         if self.style != STYLE_MSPROBE:

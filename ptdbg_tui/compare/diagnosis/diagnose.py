@@ -163,7 +163,6 @@ class _Calls:
 
     def __init__(self, rows: Sequence[Row]) -> None:
         self.calls: dict[CallKey, _Call] = {}
-        ops: dict[tuple[str, str], str] = {}  # (api, style) -> op
         empty: dict[tuple[object, ...], bool] = {}
         for row in rows:
             rec = row.npu or row.bench
@@ -174,16 +173,13 @@ class _Calls:
             key = (entry.api, entry.index, entry.direction)
             call = self.calls.get(key)
             if call is None:
-                op = ops.get((entry.api, entry.style))
-                if op is None:
-                    op = ops[(entry.api, entry.style)] = op_name(_op(entry))
-                call = self.calls[key] = _Call(entry, op, entry.prefix == MODULE_PREFIX)
+                call = self.calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
             result = row.result
             errors = result.errors if result is not None else None
             kind = entry.kind
             member: _Member
             if kind == INPUT:
-                op = call.op if entry.style == call.entry.style else op_name(_op(entry))
+                op = call.op  # the call's api, and so its op, is the entry's (the key holds it)
                 path, forward = entry.path, entry.direction == FORWARD
                 overwritten = forward and path[:1] == (0,) and overwritten_input(entry)
                 member = _Member(

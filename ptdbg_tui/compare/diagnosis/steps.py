@@ -116,15 +116,8 @@ def _inherited(d: Diagnosis) -> bool:
 
 def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:
     """The step's parameters-on-entry suspects become a note: their error is the earlier culprit's."""
-    step, call, from_statistics = came
-    d = view.diagnosis
-    d.suspects = [s for s in d.suspects if s.kind != PARAMETERS]
-    how = ", from its statistics," if from_statistics else ""
-    note = _INHERITED.format(step=view.step, origin=step, how=how, call=call)
-    if note not in d.notes:
-        d.notes.append(note)
-    if not d.suspects:
-        d.unexplained = explain_failures(view.rows, d)
+    found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
+    _as_note(view, found, came, _INHERITED)
 
 
 _STATE_INHERITED = (
@@ -143,25 +136,31 @@ def _carried_state(view: StepView, suspect: Suspect) -> bool:
     entry = row.record.entry if row is not None else None
     if entry is None or entry.kind != INPUT or entry.path[:1] != (0,) or not in_place(entry.op):
         return False
-    backward = (
-        r.seq for r in view.rows if r.record.entry is not None and r.record.entry.direction == BACKWARD
-    )
-    first = min(backward, default=None)
+    entries = ((r.seq, r.record.entry) for r in view.rows)
+    first = min((seq for seq, e in entries if e is not None and e.direction == BACKWARD), default=None)
     return first is not None and suspect.seq > first
 
 
 def _inherit_state(view: StepView, came: tuple[int | None, str, bool]) -> None:
     """After a step with a culprit, error entering at an optimizer's state is that culprit's too: a note,
     not a suspect of this step."""
-    d = view.diagnosis
-    carried = [s for s in d.suspects if _carried_state(view, s)]
-    if not carried:
-        return
-    d.suspects = [s for s in d.suspects if s not in carried]
+    carried = [s for s in view.diagnosis.suspects if _carried_state(view, s)]
+    if carried:
+        tensors = ", ".join(dict.fromkeys(s.judgement.output for s in carried))
+        _as_note(view, carried, came, _STATE_INHERITED, tensors=tensors)
+
+
+def _as_note(
+    view: StepView, carried: list[Suspect], came: tuple[int | None, str, bool], template: str, **words: str
+) -> None:
+    """A step's ``carried`` suspects become a note (``template``): their error is the culprit's of the
+    earlier step ``came`` names."""
     step, call, from_statistics = came
+    d = view.diagnosis
+    gone = {id(s) for s in carried}
+    d.suspects = [s for s in d.suspects if id(s) not in gone]
     how = ", from its statistics," if from_statistics else ""
-    tensors = ", ".join(dict.fromkeys(s.judgement.output for s in carried))
-    note = _STATE_INHERITED.format(step=view.step, tensors=tensors, origin=step, how=how, call=call)
+    note = template.format(step=view.step, origin=step, how=how, call=call, **words)
     if note not in d.notes:
         d.notes.append(note)
     if not d.suspects:
