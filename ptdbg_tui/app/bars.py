@@ -9,7 +9,7 @@ These builders are plain functions of the model (testable without a screen).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Suspect, times_text
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
@@ -254,6 +254,15 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
     return flow([seg(text, 0) for text in texts[:-1]] + [last], width)
 
 
+def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
+    """What other steps or ranks say of the pairs (parameters or an optimizer's state that differ on
+    entry, an earlier step's error): an all-clear of this step's operators must not hide it."""
+    notes = [n for d in diagnoses for n in d.notes]
+    if not notes:
+        return ""
+    return notes[0][:1].upper() + notes[0][1:] + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
+
+
 def no_suspect_texts(model: TreeModel) -> list[str]:
     """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
     and calls judged, its sides are two dumps (not one file twice), and no entry fails. All but a last
@@ -283,14 +292,17 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
+        inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
         texts = [
             f"{failing:,} entries fail (n: next failure)",
-            f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
+            (f"{inherited}; " if inherited else "")
+            + f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
         ]
     elif judged and not missing and not same:
         texts = [
             f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
             f"({judged:,} calls judged).",
+            _inherited_text(diagnoses.values()),
             caveat_text(p).strip(),
         ]  # the caveat may wrap
     elif judged:

@@ -226,6 +226,11 @@ async def test_a_held_step_s_parameters_are_inherited_from_a_step_the_app_does_n
             "statistics, is Functional_linear_1_backward"
         ]
         assert not d.suspects, "the inherited parameters are no culprit"
+        app.diagnosis_bar.redraw()
+        bar = "\n".join(line.plain for line in app.diagnosis_bar.lines)
+        # the step's failures are explained in the bar by what it inherits, before all else
+        assert "entries fail" in bar and "Culprit" not in bar, bar
+        assert "Parameters differ on entry to step 2: inherited from step 0" in bar, bar
 
 
 async def test_shift_r_offers_each_pair_its_own_folder_for_one_call_name(steps_dumps, ui):
