@@ -36,6 +36,7 @@ from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
 
 if TYPE_CHECKING:
+    from ptdbg_tui.app.overview import OverviewScreen
     from ptdbg_tui.app.screens import ExportRequest
     from ptdbg_tui.engine.narrow import Narrowing, Written
 
@@ -162,6 +163,7 @@ class PtdbgApp(App[None]):
         self._hinted = ""  # the matching hint last shown
         self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
+        self._overview: OverviewScreen | None = None  # while open: it follows the comparison
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -262,6 +264,8 @@ class PtdbgApp(App[None]):
                 self._show_diagnosis()
                 if self.detail.node is not None and (self.detail.node in changed or not more):
                     self.detail.refresh_detail()  # the last slice: the error chart is final too
+                if self._overview is not None and self._overview.is_current:
+                    self._overview.follow()
         # A timer, not call_later: the next slice waits for the event loop, so key presses, the
         # other widgets' queues and repaints get their turn between slices.
         self.set_timer(DRAIN_GAP_S, self._drain, name="drain")
@@ -507,9 +511,11 @@ class PtdbgApp(App[None]):
             return
         from ptdbg_tui.app.overview import OverviewScreen  # screens load when first asked for
 
-        self.push_screen(OverviewScreen(self.model, self.header_bar.styles_map()), self._open_pair)
+        self._overview = OverviewScreen(self.model, self.header_bar.styles_map())
+        self.push_screen(self._overview, self._open_pair)
 
     def _open_pair(self, key: str | None) -> None:
+        self._overview = None
         node = self.model.root.child(key) if key else None
         if node is not None and self._go(node):
             target = self.call_tree.cursor_node

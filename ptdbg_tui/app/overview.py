@@ -2,7 +2,8 @@
 
 With many ranks or steps the tree's top level is a long list of ``stepS/rankR`` nodes; this table
 says at once which pair to open: its counts, its worst state, its first suspect and where in its
-execution that suspect (else its first failure) sits.
+execution that suspect (else its first failure) sits. It follows the comparison while open: a pair
+is listed as soon as it is found ("comparing…") and takes its verdict when its diagnosis comes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class PairLine:
     suspect: str  # the first suspect's call and module, or ""
     suspects: int
     divergence: int | None  # execution position of the first suspect, else of the first failure
+    judged: bool = True  # its diagnosis has come and no row waits (else it is still being compared)
 
 
 def overview(model: TreeModel) -> list[PairLine]:
@@ -66,6 +68,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 name,
                 count,
                 divergence,
+                pair.key in model.diagnoses and not pair.count(Status.PENDING),
             )
         )
     order = {p.key: p.order for p in model.root.children}
@@ -99,26 +102,53 @@ class OverviewScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(
-                f"{len(self.lines)} rank/step pairs, first divergence first — Enter opens one, Esc closes"
-            )
+            yield Label(self._title())
             yield DataTable(cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("pair", "state", *(s.symbol for s in COUNTED), "at", "first suspect")
+        self._fill(table)
+        table.focus()
+
+    def follow(self) -> None:
+        """The lines again, after the engine's news (the cursor stays on its pair)."""
+        lines = overview(self.model)
+        if lines == self.lines:
+            return
+        self.lines = lines
+        self.query_one(Label).update(self._title())
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        current = table.coordinate_to_cell_key((row, 0)).row_key.value if table.row_count else None
+        table.clear()
+        self._fill(table)
+        keys = [line.key for line in self.lines]
+        if current in keys:
+            table.move_cursor(row=keys.index(current))
+
+    def _title(self) -> str:
+        waiting = sum(not line.judged for line in self.lines)
+        comparing = f" ({waiting} still comparing)" if waiting else ""
+        return (
+            f"{len(self.lines)} rank/step pairs{comparing}, first divergence first — "
+            "Enter opens one, Esc closes"
+        )
+
+    def _fill(self, table: DataTable[object]) -> None:
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
             more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
+            shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
+            state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
             table.add_row(
                 line.label,
-                Text(f"{line.worst.symbol} {line.worst.value}", style=style),
+                Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
                 line.suspect + more,
                 key=line.key,
             )
-        table.focus()
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:

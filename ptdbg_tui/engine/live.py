@@ -343,6 +343,7 @@ class LiveEngine:
             sent = state.sent if state is not None else None
             bench_side = self._side(b) if b is not None else None
             self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
+            self.outbox.put_rows(info, {}, set())  # listed in the app before its rows are read
             note = None if self.options.summary else statistics_only_note(n, b)
             if note:
                 self._note(f"{info.label}: statistics only — {note}")
@@ -376,18 +377,24 @@ class LiveEngine:
         A side that cannot be read, or a pair whose pass fails, is a notice on that pair; the pair
         is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
-        for side in self._sides.values():
-            self._poll(side, static)
+        self.outbox.flush()  # the pairs just found are listed before any is read
+        polled: set[int] = set()
         due: float | None = None
         for key, pair in list(self._pairs.items()):
             if self._stop.is_set():
                 return None
+            for side in (pair.npu, pair.bench):
+                if side is not None and id(side) not in polled:
+                    polled.add(id(side))
+                    self._poll(side, static)
             ran, pair_due = self._update(key, pair, rescan)
             if not ran:
                 continue
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
             self._pair_notes(pair, static)
+            self._progress(done=False)
+            self.outbox.flush()  # each pair as it is done: the app shows its rows and verdict early
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.bars import fit, flow, seg
 from ptdbg_tui.app.detail import short_dtype
-from ptdbg_tui.app.overview import OverviewScreen
+from ptdbg_tui.app.overview import OverviewScreen, overview
 from ptdbg_tui.app.screens import HelpScreen
 from ptdbg_tui.cli import main as cli_main
 from ptdbg_tui.compare.model import Status
@@ -380,3 +380,44 @@ async def test_the_narrow_dialog_s_question_is_shown_whole(demo_dumps, ui, size)
         lines = ui.screen_text(app).splitlines()[box.y : box.bottom]
         text = " ".join(line[box.x : box.right].strip(" █▀▄") for line in lines)
         assert "at this step and rank" in text and "Write its config (ptdbg-dump run --config) to:" in text
+
+
+async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
+    """Opened while a pair's bench dump is still missing, the overview lists that pair as comparing; when
+    the dump arrives the open overview takes its verdict, with the cursor still on the pair it was on."""
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(4)]
+    sides = tmp_path / "npu", tmp_path / "bench"
+
+    def write(side, rank):
+        writer = RankWriter(rank_dir_path(side, rank, 0))
+        for index, x in enumerate(xs):
+            y = x * 2 + (1 if side.name == "npu" and rank == 1 and index == 2 else 0)
+            write_array(writer, entry_name("Torch_mul", index, "forward", "input", (0,)), x)
+            write_array(writer, entry_name("Torch_mul", index, "forward", "output", (0,)), y)
+        writer.close()
+
+    for side, rank in ((sides[0], 0), (sides[1], 0), (sides[0], 1)):
+        write(side, rank)
+    app = ui.app(*sides, watch=True, quiet_s=600.0, rescan_s=0.5)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.wait_until(pilot, lambda: [line.judged for line in overview(app.model)] == [True, False])
+        await pilot.press("o")
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        assert [(line.label, line.judged) for line in screen.lines] == [
+            ("step0/rank0", True),
+            ("step0/rank1", False),
+        ]
+        text = ui.screen_text(app)
+        assert "(1 still comparing)" in text and re.search(r"step0/rank1 +… pending", text), text
+        write(sides[1], 1)
+        await ui.wait_until(pilot, lambda: all(line.judged for line in screen.lines), timeout=20)
+        assert app.screen is screen, "still open"
+        assert [line.label for line in screen.lines] == ["step0/rank1", "step0/rank0"], "divergent first"
+        assert screen.lines[0].suspect.startswith("Torch_mul_2_forward")
+        text = ui.screen_text(app)
+        assert "still comparing" not in text and "Torch_mul_2_forward" in text
+        await pilot.press("enter")
+        assert app.screen is not screen
+        assert app.call_tree.cursor_model_node.pair == screen.lines[1].key, "the cursor stayed on its pair"

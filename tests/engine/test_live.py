@@ -3,6 +3,7 @@ resets, new steps, malformed lines."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,8 @@ import numpy as np
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.updates import EngineUpdate
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.writer import RankWriter
 
@@ -221,3 +224,39 @@ def test_a_data_file_fixed_later_is_compared_again_without_a_change_of_the_pkl(t
         out.write(good)
     seen = f.wait(shows(Status.PASS))
     assert all(st is Status.PASS for st in seen.statuses().values())
+
+
+def test_a_pass_lists_every_pair_first_then_sends_each_pair_as_it_is_done(tmp_path, make_dump):
+    """The app shows every pair found before any is read, then each pair's rows and verdict as soon as
+    that pair is compared, not all of them at the end of the pass (an LLM job of 16 pairs showed
+    nothing for its first 7 s)."""
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    for rank in range(3):
+        n, b = make_dump(npu, rank=rank, summary_only=True), make_dump(bench, rank=rank, summary_only=True)
+        for i in range(4):
+            n.call("Torch_add", i, wrong=3.0 if rank == 1 and i == 2 else 1.0)
+            b.call("Torch_add", i)
+        n.close()
+        b.close()
+    updates: list[EngineUpdate] = []
+    done = threading.Event()
+
+    def taken() -> None:  # as the app does, on every notification: here on the engine's thread
+        update = engine.outbox.take()
+        if update is not None:
+            updates.append(update)
+            if update.progress is not None and update.progress.done:
+                done.set()
+
+    engine = LiveEngine(npu, bench, LiveOptions(watch=False, flush_s=0.0), taken)
+    engine.start()
+    try:
+        assert done.wait(20), "the pass did not end"
+    finally:
+        engine.stop()
+    keys = [str(next((npu).rglob(f"rank{r}/*.pkl"))) for r in range(3)]
+    assert list(updates[0].pairs) == keys and not any(d.upserts for d in updates[0].pairs.values())
+    sent = [[k for k, d in u.pairs.items() if d.upserts] for u in updates]
+    assert [k for k in sent if k] == [[keys[0]], [keys[1]], [keys[2]]], "one pair at a time, in order"
+    judged = [k for u in updates for k, d in u.pairs.items() if d.diagnosis is not None]
+    assert judged[:3] == keys, "each pair's verdict with its rows"
