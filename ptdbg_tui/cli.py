@@ -751,10 +751,12 @@ def main(argv: list[str] | None = None) -> int:
     if command == "compare":
         args = compare_parser().parse_args(argv[1:])
         if args.cluster is None and not args.summary and (args.jobs is None or args.jobs > 1):
-            from ptdbg_tui.engine.pool import big_job, prestart
+            from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
 
-            # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and read
-            prestart(fused=big_job([args.npu, args.bench]))
+            # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and
+            # read; none for statistics alone, where it would only take a core from the reading
+            if size := job_size([args.npu, args.bench]):
+                prestart(fused=size >= FUSED_BYTES)
         return run_compare(args)
     if command == "replay":
         return run_replay(replay_parser().parse_args(argv[1:]))

@@ -27,7 +27,7 @@ from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
-from ptdbg_tui.engine.pool import big_job, prestart
+from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
@@ -112,10 +112,13 @@ class LiveEngine:
         self._replay = LiveReplay(options.replay_budget_s, options.replay_top, self.outbox, self.wake)
         # The compiled pass only where the tensor files already make a big job (numba's load would
         # compete with the app's start; a dump that grows past it runs the numpy pass: same values).
-        self._fused = options.cluster is None and big_job([self.npu_root, self.bench_root])
+        size = job_size([self.npu_root, self.bench_root])
+        self._fused = options.cluster is None and size >= FUSED_BYTES
         # Worker processes need multiprocessing's resource tracker (which the fork server starts),
-        # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr.
-        if options.jobs > 1 and (options.cluster is not None or not prestart(self._fused)):
+        # spawned with sys.stderr's descriptor: start them now, before a UI replaces sys.stderr. No
+        # fork server for statistics alone (it would take a core from the reading; tensor files that
+        # come later start it then).
+        if options.jobs > 1 and (options.cluster is not None or not size or not prestart(self._fused)):
             resource_tracker.ensure_running()
         elif importlib.util.find_spec("torch") is not None:
             # the replay worker's: started by the settled comparison or later by r and R, when the UI

@@ -40,18 +40,21 @@ THREAD_ENV = {var: "1" for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "M
 FUSED_BYTES = 1 << 30
 
 
-def big_job(paths: Sequence[str | os.PathLike[str]]) -> bool:
-    """Whether the dumps at ``paths`` hold :data:`FUSED_BYTES` of tensor files (a guess before they are
-    read: e.g. ``--rank`` may compare fewer); False for paths that are no dumps (the compare says why)."""
+def job_size(paths: Sequence[str | os.PathLike[str]]) -> int:
+    """Bytes of tensor files in the dumps at ``paths`` (a guess before they are read: e.g. ``--rank`` may
+    compare fewer), counted up to :data:`FUSED_BYTES`; 0 where a side has none (statistics only: no
+    worker is needed) or a path is no dump (the compare says why)."""
     from ptdbg_tui.formats.layout import DumpLayoutError, scan, tensor_bytes
 
-    folders = []
+    sides = []
     for path in paths:
         try:
-            folders += [d.tensor_dir for d in scan(path).dumps]
+            sides.append([d.tensor_dir for d in scan(path).dumps if d.has_tensors])
         except DumpLayoutError:
-            return False
-    return tensor_bytes(folders, FUSED_BYTES) >= FUSED_BYTES
+            return 0
+    if not all(sides):
+        return 0
+    return tensor_bytes([f for folders in sides for f in folders], FUSED_BYTES)
 
 
 def _init_worker(fused: bool) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records
+from ptdbg_tui.compare.diagnosis.findings import CallEvidence
+from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.report.advisor import advisor_text
 from ptdbg_tui.engine.tasks import run_task, task_for
@@ -116,3 +117,21 @@ def test_advisor_never_claims_an_all_clear_without_a_comparison(record):
     assert diagnosis.compared == 0 and diagnosis.verdict == "Nothing was compared: no verdict."
     expected = "Line: NA\nSuspect Nodes: NA\nExpert Advice: Nothing was compared: no verdict.\n"
     assert advisor_text(rows, diagnosis) == expected
+
+
+def test_a_diagnosis_pickles_whole_with_its_calls_evidence(tmp_path):
+    """A forked child and a cluster worker send diagnoses pickled; their calls' evidence travels as plain
+    tuples and comes back as the same evidence, judged or not, under the same keys."""
+    import pickle
+
+    d = diagnose(model_rows(_compared_seed(tmp_path)))
+    d.notes.append("a note")
+    d.calls["Torch_x_0_forward"] = CallEvidence("Torch_x_0_forward", "forward", None, "inputs not compared")
+    assert any(e.judgement for e in d.calls.values())
+    back = pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL))
+    assert back.calls == d.calls and list(back.calls) == list(d.calls)
+    assert [s.text for s in back.suspects] == [s.text for s in d.suspects] and back.suspects
+    assert [r.name for r in back.suspects[0].rows] == [r.name for r in d.suspects[0].rows]
+    for name in d.__slots__:
+        if name not in ("calls", "suspects"):
+            assert getattr(back, name) == getattr(d, name), name

@@ -240,3 +240,24 @@ def test_several_pairs_each_get_their_advisor(tmp_path, capsys):
     advisors = sorted((tmp_path / "out").glob("advisor*.txt"))
     assert [p.name.split("_")[1:3] for p in advisors] == [["step0", "rank0-step0"], ["step0", "rank1-step0"]]
     assert all(f"  advisor: {p}" in out for p in advisors)
+
+
+def test_the_workers_fork_server_starts_only_for_tensor_files(seed, tmp_path, capsys, monkeypatch):
+    """A compare of statistics alone needs no worker: its fork server would only take a core from the
+    reading (numpy's import and the compare code, ~0.3 s of CPU on a 2-core box)."""
+    from ptdbg_tui.engine import pool
+
+    started: list[bool] = []
+    real = pool.prestart
+    monkeypatch.setattr(pool, "prestart", lambda fused=True: started.append(fused) or real(fused))
+    assert _run(capsys, *seed, "-o", tmp_path / "t", "--jobs", "2")[0] == 0
+    assert started and started[0] is False, "tensor files: started (a small job: without numba)"
+    calls = len(started)
+    for side in seed:
+        for npy in list(side.rglob("*.npy")):
+            npy.unlink()
+        empty = [d for d in side.rglob("*") if d.is_dir() and not any(d.iterdir())]
+        for folder in sorted(empty, reverse=True):
+            folder.rmdir()
+    assert _run(capsys, *seed, "-o", tmp_path / "s", "--jobs", "2")[0] == 0
+    assert len(started) == calls, "statistics alone: not started"

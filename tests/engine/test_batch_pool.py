@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine import pool as pool_module
-from ptdbg_tui.engine.pool import MetricPool, big_job
+from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, job_size
 from ptdbg_tui.engine.tasks import CompareTask, run_task
 from ptdbg_tui.formats.synthetic import write_seed_pair
 
@@ -100,15 +101,20 @@ def test_jobs_below_one_run_in_process(tmp_path, jobs):
         assert pool.jobs == 1 and len(list(pool.map(_tasks(tmp_path, 2)))) == 3
 
 
-def test_a_job_is_big_by_its_tensor_files(tmp_path, monkeypatch):
-    """Only a big job loads numba (the fused pass); the size is known from the files before any pkl
-    is read, and a path that is no dump is not big (the compare then says why)."""
+def test_a_job_is_sized_by_its_tensor_files(tmp_path, monkeypatch):
+    """Only a big job loads numba (the fused pass), and a job of statistics alone starts no worker: the
+    size is known from the files before any pkl is read; a path that is no dump, or a side without
+    tensor files, makes no tensor job (the compare then says why, or compares statistics)."""
     npu, bench = write_seed_pair(tmp_path)
-    assert not big_job([npu, bench])
     files = sum(f.stat().st_size for f in tmp_path.rglob("*.npy"))
-    monkeypatch.setattr(pool_module, "FUSED_BYTES", files)
-    assert big_job([npu, bench])
-    assert not big_job([npu, tmp_path / "nowhere"])
+    assert job_size([npu, bench]) == files < FUSED_BYTES
+    monkeypatch.setattr(pool_module, "FUSED_BYTES", files // 2)
+    assert job_size([npu, bench]) >= pool_module.FUSED_BYTES
+    assert job_size([npu, tmp_path / "nowhere"]) == 0
+    for folder in bench.rglob("*"):
+        if folder.is_dir() and any(folder.glob("*.npy")):
+            shutil.rmtree(folder)
+    assert job_size([npu, bench]) == 0, "the bench has statistics only"
 
 
 @pytest.mark.parametrize("fused", [False, True])

@@ -23,7 +23,9 @@ inputs) or refute it (both sides compute right on their inputs: the difference i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
+from typing import Any
 
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.model import Row
@@ -187,6 +189,17 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)  # what other steps or ranks say of this one
     replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain
+        tuples: as objects, a pair's thousands of them took twice as long to pickle and to load."""
+        return {
+            name: _packed(self.calls) if name == "calls" else getattr(self, name) for name in self.__slots__
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, _unpacked(value) if name == "calls" else value)
+
     @property
     def culprit(self) -> Suspect | None:
         return self.suspects[0] if self.suspects else None
@@ -217,3 +230,21 @@ class Diagnosis:
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
         return f"Culprit: {self.suspects[0].text}{tail}"
+
+
+_JUDGED = attrgetter(*(f.name for f in fields(Judgement)))
+Packed = list[tuple[str, str, str, str, tuple[Any, ...] | None]]
+
+
+def _packed(calls: dict[str, CallEvidence]) -> Packed:
+    return [
+        (key, e.call, e.direction, e.why_not, None if e.judgement is None else _JUDGED(e.judgement))
+        for key, e in calls.items()
+    ]
+
+
+def _unpacked(packed: Packed) -> dict[str, CallEvidence]:
+    return {
+        key: CallEvidence(call, direction, None if j is None else Judgement(*j), why_not)
+        for key, call, direction, why_not, j in packed
+    }
