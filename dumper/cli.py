@@ -130,23 +130,6 @@ def _options(ns: argparse.Namespace) -> DumpOptions:
     return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
 
 
-def _debugger(opts: DumpOptions) -> PrecisionDebugger:
-    if not opts.dump_path:
-        raise ConfigError("run: --dump-path DIR is required (on the command line or in --config)")
-    rank = opts.rank[0] if opts.rank and len(opts.rank) == 1 else opts.rank or None  # one: rank=N
-    debugger = PrecisionDebugger(dump_path=opts.dump_path, step=opts.step, rank=rank)
-    debugger.configure_hook(
-        mode=opts.mode or "api_stack",
-        scope=opts.scope,
-        api_list=opts.api_list,
-        summary_only=bool(opts.summary_only),
-        disable_dropout=not opts.keep_dropout,
-        module=opts.module,
-        summary_mode=opts.summary_mode or "statistics",
-    )
-    return debugger
-
-
 def _step_hook(debugger: PrecisionDebugger) -> RemovableHandle:
     return register_optimizer_step_post_hook(lambda optimizer, args, kwargs: debugger.step())
 
@@ -163,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         opts = _options(ns)
-        debugger = _debugger(opts)
+        if not opts.dump_path:
+            raise ConfigError("run: --dump-path DIR is required (on the command line or in --config)")
+        debugger = PrecisionDebugger.from_options(opts)
     except (ConfigError, OptionsError) as e:
         parser.error(str(e))
     hook = _step_hook(debugger) if opts.step else None
@@ -183,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hook is not None:
             hook.remove()
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if not debugger.session.dumped:
+    if not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
     return code
 
@@ -195,9 +180,11 @@ def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:
         when = f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
     logging.getLogger(__name__).warning(
         "ptdbg-dump: nothing was dumped to %s: no API call was recorded in this process%s. "
-        "Processes the script starts by spawning (torch.multiprocessing.spawn, a 'spawn' Pool, "
-        "torchrun) are not dumped by ptdbg-dump run: start a PrecisionDebugger in the worker "
-        "function (docs/dumper.md#from-the-script-precisiondebugger).",
+        "Processes the script starts by spawning (torch.multiprocessing.spawn, a 'spawn' Pool, a "
+        "launcher) are not dumped by ptdbg-dump run: run the launcher around it (torchrun --no-python "
+        "ptdbg-dump run SCRIPT ...), or start a PrecisionDebugger in the worker function "
+        "(PrecisionDebugger.from_config takes a --config file; "
+        "docs/dumper.md#from-the-script-precisiondebugger).",
         opts.dump_path,
         when,
     )

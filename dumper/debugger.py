@@ -12,6 +12,7 @@ from torch import nn
 
 from dumper.config import ConfigError, DumpConfig
 from dumper.session import DumpSession
+from ptdbg_tui.formats.dump_options import DumpOptions, OptionsError, read_options
 from ptdbg_tui.formats.modules import within
 
 
@@ -81,6 +82,41 @@ class PrecisionDebugger:
         self.model = model
         self.config = DumpConfig()
         self._session: DumpSession | None = None
+
+    @classmethod
+    def from_options(cls, opts: DumpOptions, model: nn.Module | None = None) -> PrecisionDebugger:
+        """A debugger configured by a dump's options (``ptdbg-dump run``'s, an options file's)."""
+        if not opts.dump_path:
+            raise ConfigError("dump_path is required (on the command line or in the options file)")
+        rank = opts.rank[0] if opts.rank and len(opts.rank) == 1 else opts.rank or None  # one: rank=N
+        debugger = cls(dump_path=opts.dump_path, step=opts.step, rank=rank, model=model)
+        debugger.configure_hook(
+            mode=opts.mode or "api_stack",
+            scope=opts.scope,
+            api_list=opts.api_list,
+            summary_only=bool(opts.summary_only),
+            disable_dropout=not opts.keep_dropout,
+            module=opts.module,
+            summary_mode=opts.summary_mode or "statistics",
+        )
+        return debugger
+
+    @classmethod
+    def from_config(
+        cls,
+        config_path: str | os.PathLike[str],
+        dump_path: str | os.PathLike[str] | None = None,
+        model: nn.Module | None = None,
+    ) -> PrecisionDebugger:
+        """A debugger configured by an options file (what ``ptdbg-tui narrow`` writes), for ranks that
+        ``ptdbg-dump run`` does not start (``torch.multiprocessing.spawn``): ``dump_path`` overrides the
+        file's. Start, step and stop it as any other."""
+        try:
+            opts = read_options(config_path)
+        except OptionsError as e:
+            raise ConfigError(str(e)) from None
+        given = DumpOptions(dump_path=str(dump_path)) if dump_path is not None else DumpOptions()
+        return cls.from_options(opts.overridden(given), model)
 
     def configure_hook(self, *args: Any, **kwargs: Any) -> None:
         """Choose what to dump: the switches of :meth:`DumpConfig.build <dumper.config.DumpConfig.build>`

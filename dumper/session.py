@@ -140,6 +140,7 @@ class DumpSession:
         self._writer_open = False
         self._opened_in_step = False
         self.dumped = False  # a rank's files were opened at some step: something was written
+        self.left_out = False  # this process's rank is not one asked for: it dumps nothing on purpose
         self._rank: int | None = None
         self._generation = 0
         self._thread = 0
@@ -240,6 +241,7 @@ class DumpSession:
             wanted = self.rank_arg is None or rank is None or rank == self.rank_arg
             asked = f"rank={self.rank_arg}"
         if not wanted:
+            self.left_out = True
             self._once("rank", logging.INFO, "dumper: rank %d is not dumped (%s was asked)", rank, asked)
         return wanted
 

@@ -283,4 +283,9 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
         if n.script == SCRIPT
         else f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)"
     )
+    lines += [  # a job whose ranks are processes of their own
+        f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
+        "  ranks started by torch.multiprocessing.spawn: in the worker, "
+        f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper), then start/step/stop",
+    ]
     return lines

@@ -59,6 +59,8 @@ def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_sam
     for side in ("npu", "bench"):
         assert f"ptdbg-dump run {script} --dump-path {dump_dir / side} --config {config}" in out
     assert f"ptdbg-tui compare {dump_dir / 'npu'} {dump_dir / 'bench'}" in out
+    assert f"torchrun [its options] --no-python ptdbg-dump run {script} --dump-path" in out
+    assert f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…)" in out  # spawned ranks
     assert read_options(config) == DumpOptions(
         mode="api_stack",
         step=[0],
