@@ -150,6 +150,10 @@ class CallTree(Tree[object]):
         symbol = status.symbol
         if data.is_leaf and data.row is not None and not_compared(data.row):
             style, symbol = self._style(NEUTRAL), "·"
+        elif data.kind == "pair" and not data.total:  # no ✔ without a row: not read yet, or empty
+            done = data.key in self.model.diagnoses
+            style = self._style(NEUTRAL if done else Status.PENDING.value)
+            symbol = "·" if done else Status.PENDING.symbol
         head = Text.assemble((f"{symbol} ", style))
         dot = not data.is_leaf and self.model.holds_suspect(data)  # as the error chart's red dots
         name = Text(data.label, style=style if data.is_leaf else "")

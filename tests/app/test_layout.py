@@ -4,6 +4,7 @@ all-clear, the help screen's scrolling."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -413,6 +414,7 @@ async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
         assert "(1 still comparing)" in text and re.search(r"step0/rank1 +… pending", text), text
         write(sides[1], 1)
         await ui.wait_until(pilot, lambda: all(line.judged for line in screen.lines), timeout=20)
+        await pilot.pause()  # its repaint
         assert app.screen is screen, "still open"
         assert [line.label for line in screen.lines] == ["step0/rank1", "step0/rank0"], "divergent first"
         assert screen.lines[0].suspect.startswith("Torch_mul_2_forward")
@@ -421,3 +423,10 @@ async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
         await pilot.press("enter")
         assert app.screen is not screen
         assert app.call_tree.cursor_model_node.pair == screen.lines[1].key, "the cursor stayed on its pair"
+        # a pair found but not read yet, or one without rows, is no all-clear in the tree
+        info = app.model.infos[screen.lines[1].key]
+        found = app.model._pair(dataclasses.replace(info, key="later", label="step9/rank9"))
+        assert app.call_tree._label(found).plain.startswith("… step9/rank9")
+        app.model.diagnoses["later"] = app.model.diagnoses[info.key]
+        assert app.call_tree._label(found).plain.startswith("· step9/rank9")
+        assert app.call_tree._label(app.model.root.child(info.key)).plain.startswith("✔ step0/rank0")
