@@ -123,6 +123,21 @@ def test_a_bench_of_zeros_is_said_so_not_nan(calls):
     assert "all zeros on the bench" in text
 
 
+def test_an_input_whose_bench_holds_nan_is_no_reference_not_where_error_enters(calls):
+    """NaN on the bench only, come in through code no hook saw: what the NPU's input carries beside it is
+    not measured against a bench that is no reference there, so no error 'enters before' the call."""
+    x = _x()
+    x_b = x.copy()
+    x_b[:8] = np.nan
+    x_n = x * np.float32(1.05)
+    calls.call("Torch_tanh", 0, "forward", [(x_n, x_b)], [(np.tanh(x_n), np.tanh(x_b))])
+    d = diagnose(calls.rows)
+    assert d.suspects == []
+    assert d.calls["Torch_tanh_0_forward"].text == (
+        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
+    )
+
+
 def test_failing_rows_without_a_suspect_say_where_the_first_is_and_why(calls):
     x = _x()
     x_n = x * np.float32(1.05)  # the error is there before any dumped call, and everything carries it

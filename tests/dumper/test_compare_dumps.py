@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dumper import PrecisionDebugger
+from dumper.faults import replaced
 from ptdbg_tui.cli import main
+from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.layout import RankDump, discover
 
 
 def test_the_same_model_twice_compares_all_pass(dump_model) -> None:
@@ -60,3 +75,67 @@ def test_the_report_names_the_culprit_s_module_and_source_line(dump_model, tmp_p
     assert lines[at + 1] == "    module: lstm · LSTM"
     # the call site's source line (here pytest's: this folder's name is a dump tool's path mark)
     assert lines[at + 2].startswith("    source: ")
+
+
+class GeluNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+def _nan_first_row(gelu: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """GELU whose first row is NaN (added, so that its gradient is the true one)."""
+
+    def bad(x: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = gelu(x, *args, **kwargs)
+        hole = torch.zeros_like(out)
+        hole[0] = math.nan
+        return out + hole
+
+    return bad
+
+
+def _dump(
+    path: Path, net: type[nn.Module], x_shape: tuple[int, ...], fault: AbstractContextManager
+) -> RankDump:
+    """One training step of ``net`` on a random ``x``, with ``fault`` installed."""
+    torch.manual_seed(0)
+    model, x = net(), torch.randn(x_shape)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", step=[0])
+    with fault:
+        debugger.start()
+        model(x).sum().backward()
+        debugger.stop()
+    debugger.step()
+    (dump,) = discover(path)
+    return dump
+
+
+def _dump_gelu_net(path: Path, nan_gelu: bool) -> RankDump:
+    fault = replaced(F, "gelu", _nan_first_row) if nan_gelu else contextlib.nullcontext()
+    return _dump(path, GeluNet, (4, 8), fault)
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
+    tmp_path: Path, summary: bool
+) -> None:
+    """The bench's GELU gains NaN from finite inputs, the NPU's is finite: the bench is no reference
+    there. Before, statistics named the sum after it "all zeros on the bench and not on the NPU", and
+    tensors said the GELU's "inputs already carry the error"."""
+    npu, bench = _dump_gelu_net(tmp_path / "npu", False), _dump_gelu_net(tmp_path / "bench", True)
+    (outcome,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    d = outcome.diagnosis
+    assert outcome.summary == summary
+    assert [(s.call, s.kind) for s in d.suspects] == [("Functional_gelu_0_forward", BENCH_NAN)]
+    assert d.verdict.startswith(
+        "Culprit: Functional_gelu_0_forward (forward): the bench output holds NaN/Inf from finite inputs: "
+        "the bench run is no reference here — Functional_gelu_0_forward_output holds NaN/Inf on the bench"
+    )
+    texts = [d.verdict, *(e.text for e in d.calls.values())]
+    assert not any("all zeros" in t for t in texts), texts
+    # the calls after it that take the bench's NaN are not judged, and say why
+    assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
