@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -139,3 +140,44 @@ def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
     assert not any("all zeros" in t for t in texts), texts
     # the calls after it that take the bench's NaN are not judged, and say why
     assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
+
+
+class TransposeNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.transpose(self.lin(x), 0, 1)
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_an_output_whose_shape_differs_from_matching_inputs_is_said_so(
+    tmp_path: Path, summary: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The NPU's transpose returns its input unchanged: [2, 3] where the bench's is [3, 2], from the same
+    inputs. Before, the report said the call was not judged ("outputs not compared"). The CSV row keeps
+    the original's words."""
+    keep = replaced(torch, "transpose", lambda _: lambda t, *args: t.clone())
+    npu = _dump(tmp_path / "npu", TransposeNet, (2, 3), keep)
+    bench = _dump(tmp_path / "bench", TransposeNet, (2, 3), contextlib.nullcontext())
+    out = tmp_path / "out"
+    argv = ["compare", str(npu.records), str(bench.records), "-o", str(out), "--jobs", "1", "--no-progress"]
+    assert main(argv + (["--summary"] if summary else [])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "  Culprit: Torch_transpose_0_forward (forward): output shape differs — "
+        "Torch_transpose_0_forward_output: NPU [2, 3] vs bench [3, 2]; the inputs' shapes agree; called at "
+        in "\n".join(lines)
+    ), lines
+    assert not any("suspect 2" in line for line in lines)  # what follows from it is inherited
+    (found,) = out.glob("compare_result_*.csv")
+    with open(found, newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["NPU Name"] == "Torch_transpose_0_forward_output")
+    assert (row["NPU Tensor Shape"], row["Bench Tensor Shape"]) == ("[2, 3]", "[3, 2]")
+    if summary:  # the statistics' differences, as the original computes them whatever the shapes
+        assert row["Max diff"] == "0.0"
+    else:
+        assert row["Cosine"] == row["MaxAbsErr"] == "shape unmatched"
+        assert row["Accuracy Reached or Not"] == "Unmatched"
+        assert row["Err_message"] == "Shape of NPU and bench Tensor do not match. Skipped."

@@ -12,6 +12,8 @@ A suspect is where the two runs start to differ, by one of these kinds:
   between steps, or an earlier step, made the runs differ);
 - ``unpaired``: a call only the NPU run made, after which the data differs;
 - ``arguments``: the runs pass different non-tensor arguments to the same call (the scripts differ);
+- ``shape``: an output's shape differs where the inputs' shapes and arguments agree (a kernel, or a
+  keyword argument only the call sidecar records);
 - ``random``: a random op's draws differ (the generators are not aligned): no numerical fault;
 - ``collective``: a collective whose result on one rank departs from the other ranks' (cross-rank);
 - ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong;
@@ -47,6 +49,7 @@ RANDOM = "random"
 COLLECTIVE = "collective"
 REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
+SHAPE = "shape"
 
 #: How each kind reads after the call's name.
 KIND_WORDS = {
@@ -59,6 +62,7 @@ KIND_WORDS = {
     PARAMETERS: "parameters differ on entry to {step}",
     UNPAIRED: "the NPU run makes this call and the bench run does not",
     ARGUMENTS: "the runs pass different arguments to it",
+    SHAPE: "output shape differs",
     RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
@@ -102,6 +106,9 @@ def evidence_text(j: Judgement) -> str:
         return f"{j.output} gains NaN/Inf from finite inputs{partial}"
     if j.kind == BENCH_NAN:
         return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}"
+    if j.shapes is not None:
+        npu, bench = j.shapes
+        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree"
     if math.isinf(j.input_error):
         return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"])
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"

@@ -118,6 +118,8 @@ class Judgement:
     #: only), "zeros" (bench of zeros)
     input_why: str = ""
     lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
+    #: an output's shapes (NPU, bench), where they differ (the shape kind)
+    shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 
 class _Worst(NamedTuple):
