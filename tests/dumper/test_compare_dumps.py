@@ -181,3 +181,29 @@ def test_an_output_whose_shape_differs_from_matching_inputs_is_said_so(
         assert row["Cosine"] == row["MaxAbsErr"] == "shape unmatched"
         assert row["Accuracy Reached or Not"] == "Unmatched"
         assert row["Err_message"] == "Shape of NPU and bench Tensor do not match. Skipped."
+
+
+def test_the_report_names_the_model_when_the_culprit_runs_in_its_own_forward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GeluNet calls F.gelu in its own forward, in no submodule: the module line names the model (before,
+    the module sidecar recorded no chain for it and the report had no module line)."""
+    off = replaced(F, "gelu", lambda gelu: lambda x, *args, **kwargs: gelu(x, *args, **kwargs) * 1.01)
+    npu = _dump(tmp_path / "npu", GeluNet, (4, 8), off)
+    bench = _dump(tmp_path / "bench", GeluNet, (4, 8), contextlib.nullcontext())
+    out = str(tmp_path / "out")
+    assert (
+        main(["compare", str(npu.records), str(bench.records), "-o", out, "--jobs", "1", "--no-progress"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    (at,) = [
+        i for i, line in enumerate(lines) if line.startswith("  Culprit: Functional_gelu_0_forward (forward)")
+    ]
+    assert lines[at + 1] == "    module: (model) · GeluNet"
+    # narrowing the next dump to it: the call (its module is the whole model)
+    assert main(["narrow", str(npu.records), str(bench.records), "-o", str(tmp_path / "narrow.json")]) == 0
+    assert (
+        "Narrowed to call Functional_gelu_0: the culprit Functional_gelu_0_forward, which ran in the model's "
+        "own forward (GeluNet)." in capsys.readouterr().out
+    )
