@@ -5,7 +5,9 @@ are the qualified names of ``model.named_modules()`` when a model is given; othe
 top-level module called is taken as the model and the others are named by their path in the
 module running around them (``layers.17`` through a ModuleList that is never called itself), or
 by class name when none runs around them. The model itself is the root and is
-not part of a chain, so ``head.lstm`` reads ``[["head", "Head"], ["head.lstm", "LSTM"]]``.
+not part of a chain, so ``head.lstm`` reads ``[["head", "Head"], ["head.lstm", "LSTM"]]``; a call in
+the root's own forward, in no submodule, has the root alone, ``[["", "Net"]]`` (a call outside every
+module has no chain).
 """
 
 from __future__ import annotations
@@ -35,14 +37,20 @@ class ModuleTracker:
             for name, module in model.named_modules():
                 self._names.setdefault(module, name)
         self._stack: list[tuple[nn.Module, str, str]] = []
-        self.chain: ModuleChain = ()
+        self._chain: ModuleChain = ()  # the named modules running
+        self._root: ModuleChain = ()  # the root, while it runs: ``(("", class name),)``
         self._thread = 0
         self._handles: list[RemovableHandle] = []
+
+    @property
+    def chain(self) -> ModuleChain:
+        """The modules running, outermost first; the root alone in the root's own forward."""
+        return self._chain or self._root
 
     def install(self) -> None:
         self._thread = threading.get_ident()
         self._stack.clear()
-        self.chain = ()
+        self._chain = self._root = ()
         self._handles = [
             nn_module.register_module_forward_pre_hook(self._enter),
             nn_module.register_module_forward_hook(self._leave, always_call=True),
@@ -53,7 +61,7 @@ class ModuleTracker:
             h.remove()
         self._handles = []
         self._stack.clear()
-        self.chain = ()
+        self._chain = self._root = ()
 
     @property
     def in_scope(self) -> bool:
@@ -92,10 +100,12 @@ class ModuleTracker:
     def _enter(self, module: nn.Module, args: Any) -> None:
         if threading.get_ident() != self._thread:
             return
-        name = self._name(module)
-        self._stack.append((module, name, type(module).__name__))
+        name, cls = self._name(module), type(module).__name__
+        self._stack.append((module, name, cls))
         if name:
-            self.chain = (*self.chain, (name, type(module).__name__))
+            self._chain = (*self._chain, (name, cls))
+        else:
+            self._root = (("", cls),)
 
     def _leave(self, module: nn.Module, args: Any, output: Any) -> None:
         if threading.get_ident() != self._thread or not any(m is module for m, _, _ in self._stack):
@@ -103,6 +113,8 @@ class ModuleTracker:
         while self._stack:  # also unwinds modules left by an exception
             top, name, _ = self._stack.pop()
             if name:
-                self.chain = self.chain[:-1]
+                self._chain = self._chain[:-1]
+            else:
+                self._root = ()
             if top is module:
                 break

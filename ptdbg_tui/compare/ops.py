@@ -75,6 +75,10 @@ RANDOM_OPS = frozenset(
     | DROPOUTS
 )
 
+#: Ops whose output's shape follows the values of a floating-point input (which elements are non-zero,
+#: which are unique): inputs that differ at all may change it, with no fault.
+DATA_SHAPED = frozenset({"nonzero", "argwhere", "where", "unique", "unique_consecutive"})
+
 #: Ops whose result does not depend on what their first argument held: they overwrite it
 #: (``nn.Linear``'s init draws ``uniform_`` over ``torch.empty``: uninitialised memory, never data;
 #: a collective's output buffers, often ``torch.empty_like``).

@@ -206,11 +206,14 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
     entry = _entry(culprit)
     if entry is None:
         raise NarrowError(f"the culprit {culprit.call} has no call name to narrow to")
-    chain = [item for item in chains(pair.npu, entry) if item[0]]
+    modules = chains(pair.npu, entry)
+    chain = [item for item in modules if item[0]]
     if chain:
         return Narrowed(module=chain[-1][0]), f"the culprit {culprit.call} ran in {module_label(*chain[-1])}"
     target = narrowed_to_call(entry)
-    where = "" if target.module else ", which ran in no module the dump records"
+    # the root alone: the model's own forward, which is no narrower than the whole model
+    inside = f"in the model's own forward ({modules[-1][1]})" if modules else "in no module the dump records"
+    where = "" if target.module else f", which ran {inside}"
     return target, f"the culprit {culprit.call}{where}"
 
 

@@ -4,7 +4,8 @@ It lives next to the pkl (``api_stack_dump.modules.jsonl``), never inside it, so
 byte-compatible with the original. One JSON line per forward call:
 ``["Torch_add_0", [["head", "Head"], ["head.lstm", "LSTM"]]]`` — the call key is the entry
 name's ``{api}_{index}``, shared by the call's forward and backward entries; the chain is
-outermost first, each item ``[qualified name, class name]``.
+outermost first, each item ``[qualified name, class name]``. The model (the root) is in no chain but
+that of a call in its own forward, which is the root alone: ``[["", "Net"]]``.
 """
 
 from __future__ import annotations

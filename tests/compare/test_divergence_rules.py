@@ -123,6 +123,35 @@ def test_a_bench_of_zeros_is_said_so_not_nan(calls):
     assert "all zeros on the bench" in text
 
 
+def test_an_input_whose_bench_holds_nan_is_no_reference_not_where_error_enters(calls):
+    """NaN on the bench only, come in through code no hook saw: what the NPU's input carries beside it is
+    not measured against a bench that is no reference there, so no error 'enters before' the call."""
+    x = _x()
+    x_b = x.copy()
+    x_b[:8] = np.nan
+    x_n = x * np.float32(1.05)
+    calls.call("Torch_tanh", 0, "forward", [(x_n, x_b)], [(np.tanh(x_n), np.tanh(x_b))])
+    d = diagnose(calls.rows)
+    assert d.suspects == []
+    assert d.calls["Torch_tanh_0_forward"].text == (
+        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
+    )
+
+
+def test_an_output_shape_that_the_inputs_values_or_arguments_decide_is_no_shape_finding(calls):
+    """nonzero's output shape follows which elements are zero: an input element 1e-7 on one side and 0 on
+    the other changes it with no fault; an interpolation by another scale is the arguments' finding alone."""
+    x = _x()
+    x[:8] = 0
+    x_n = x.copy()
+    x_n[0] = np.float32(1e-7)
+    calls.call("Torch_nonzero", 0, "forward", [(x_n, x)], [(np.argwhere(x_n), np.argwhere(x))])
+    calls.add("Functional_interpolate_0_forward_input.0", x, x)
+    calls.scalar("Functional_interpolate_0_forward_input.1", 2.0, 3.0)
+    calls.add("Functional_interpolate_0_forward_output", np.repeat(x, 2), np.repeat(x, 3))
+    assert calls.suspects() == [("Functional_interpolate_0_forward", ARGUMENTS)]
+
+
 def test_failing_rows_without_a_suspect_say_where_the_first_is_and_why(calls):
     x = _x()
     x_n = x * np.float32(1.05)  # the error is there before any dumped call, and everything carries it

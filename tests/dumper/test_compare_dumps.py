@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dumper import PrecisionDebugger
+from dumper.faults import replaced
 from ptdbg_tui.cli import main
+from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.layout import RankDump, discover
 
 
 def test_the_same_model_twice_compares_all_pass(dump_model) -> None:
@@ -60,3 +76,134 @@ def test_the_report_names_the_culprit_s_module_and_source_line(dump_model, tmp_p
     assert lines[at + 1] == "    module: lstm · LSTM"
     # the call site's source line (here pytest's: this folder's name is a dump tool's path mark)
     assert lines[at + 2].startswith("    source: ")
+
+
+class GeluNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+def _nan_first_row(gelu: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """GELU whose first row is NaN (added, so that its gradient is the true one)."""
+
+    def bad(x: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        out = gelu(x, *args, **kwargs)
+        hole = torch.zeros_like(out)
+        hole[0] = math.nan
+        return out + hole
+
+    return bad
+
+
+def _dump(
+    path: Path, net: type[nn.Module], x_shape: tuple[int, ...], fault: AbstractContextManager
+) -> RankDump:
+    """One training step of ``net`` on a random ``x``, with ``fault`` installed."""
+    torch.manual_seed(0)
+    model, x = net(), torch.randn(x_shape)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", step=[0])
+    with fault:
+        debugger.start()
+        model(x).sum().backward()
+        debugger.stop()
+    debugger.step()
+    (dump,) = discover(path)
+    return dump
+
+
+def _dump_gelu_net(path: Path, nan_gelu: bool) -> RankDump:
+    fault = replaced(F, "gelu", _nan_first_row) if nan_gelu else contextlib.nullcontext()
+    return _dump(path, GeluNet, (4, 8), fault)
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
+    tmp_path: Path, summary: bool
+) -> None:
+    """The bench's GELU gains NaN from finite inputs, the NPU's is finite: the bench is no reference
+    there. Before, statistics named the sum after it "all zeros on the bench and not on the NPU", and
+    tensors said the GELU's "inputs already carry the error"."""
+    npu, bench = _dump_gelu_net(tmp_path / "npu", False), _dump_gelu_net(tmp_path / "bench", True)
+    (outcome,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    d = outcome.diagnosis
+    assert outcome.summary == summary
+    assert [(s.call, s.kind) for s in d.suspects] == [("Functional_gelu_0_forward", BENCH_NAN)]
+    assert d.verdict.startswith(
+        "Culprit: Functional_gelu_0_forward (forward): the bench output holds NaN/Inf from finite inputs: "
+        "the bench run is no reference here — Functional_gelu_0_forward_output holds NaN/Inf on the bench"
+    )
+    texts = [d.verdict, *(e.text for e in d.calls.values())]
+    assert not any("all zeros" in t for t in texts), texts
+    # the calls after it that take the bench's NaN are not judged, and say why
+    assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
+
+
+class TransposeNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.transpose(self.lin(x), 0, 1)
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_an_output_whose_shape_differs_from_matching_inputs_is_said_so(
+    tmp_path: Path, summary: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The NPU's transpose returns its input unchanged: [2, 3] where the bench's is [3, 2], from the same
+    inputs. Before, the report said the call was not judged ("outputs not compared"). The CSV row keeps
+    the original's words."""
+    keep = replaced(torch, "transpose", lambda _: lambda t, *args: t.clone())
+    npu = _dump(tmp_path / "npu", TransposeNet, (2, 3), keep)
+    bench = _dump(tmp_path / "bench", TransposeNet, (2, 3), contextlib.nullcontext())
+    out = tmp_path / "out"
+    argv = ["compare", str(npu.records), str(bench.records), "-o", str(out), "--jobs", "1", "--no-progress"]
+    assert main(argv + (["--summary"] if summary else [])) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        "  Culprit: Torch_transpose_0_forward (forward): output shape differs — "
+        "Torch_transpose_0_forward_output: NPU [2, 3] vs bench [3, 2]; the inputs' shapes agree; called at "
+        in "\n".join(lines)
+    ), lines
+    assert not any("suspect 2" in line for line in lines)  # what follows from it is inherited
+    (found,) = out.glob("compare_result_*.csv")
+    with open(found, newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["NPU Name"] == "Torch_transpose_0_forward_output")
+    assert (row["NPU Tensor Shape"], row["Bench Tensor Shape"]) == ("[2, 3]", "[3, 2]")
+    if summary:  # the statistics' differences, as the original computes them whatever the shapes
+        assert row["Max diff"] == "0.0"
+    else:
+        assert row["Cosine"] == row["MaxAbsErr"] == "shape unmatched"
+        assert row["Accuracy Reached or Not"] == "Unmatched"
+        assert row["Err_message"] == "Shape of NPU and bench Tensor do not match. Skipped."
+
+
+def test_the_report_names_the_model_when_the_culprit_runs_in_its_own_forward(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GeluNet calls F.gelu in its own forward, in no submodule: the module line names the model (before,
+    the module sidecar recorded no chain for it and the report had no module line)."""
+    off = replaced(F, "gelu", lambda gelu: lambda x, *args, **kwargs: gelu(x, *args, **kwargs) * 1.01)
+    npu = _dump(tmp_path / "npu", GeluNet, (4, 8), off)
+    bench = _dump(tmp_path / "bench", GeluNet, (4, 8), contextlib.nullcontext())
+    out = str(tmp_path / "out")
+    assert (
+        main(["compare", str(npu.records), str(bench.records), "-o", out, "--jobs", "1", "--no-progress"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    (at,) = [
+        i for i, line in enumerate(lines) if line.startswith("  Culprit: Functional_gelu_0_forward (forward)")
+    ]
+    assert lines[at + 1] == "    module: (model) · GeluNet"
+    # narrowing the next dump to it: the call (its module is the whole model)
+    assert main(["narrow", str(npu.records), str(bench.records), "-o", str(tmp_path / "narrow.json")]) == 0
+    assert (
+        "Narrowed to call Functional_gelu_0: the culprit Functional_gelu_0_forward, which ran in the model's "
+        "own forward (GeluNet)." in capsys.readouterr().out
+    )

@@ -163,6 +163,7 @@ def test_module_sidecar_names_the_modules(dumped) -> None:
     assert chains["VF_lstm_0"] == (("lstm", "LSTM"),)
     assert chains["Functional_linear_0"] == (("head", "Linear"),)
     assert chains["Functional_conv2d_0"] == (("conv", "Conv2d"),)
+    assert chains["Torch_relu_0"] == (("", "SmallNet"),)  # called in the model's own forward: its root
     assert "Torch_log_0" not in chains  # called outside any module
 
 

@@ -27,6 +27,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     NONDETERMINISTIC,
     PARAMETERS,
     RANDOM,
+    SHAPE,
     UNPAIRED,
     CallEvidence,
     Diagnosis,
@@ -44,7 +45,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.ops import PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, op_name
+from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
@@ -215,14 +216,17 @@ def _stack(rows: Sequence[Row]) -> StackRecord | None:
 def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     """The judgement of one call, or why it cannot be judged."""
     call = calls.calls[key]
+    backward = call.entry.direction == BACKWARD
+    forward = calls.forward_of(key) if backward else None
+    reshaped = _reshaped(call, [*call.ins, *(forward.members if forward is not None else [])])
+    if reshaped is not None:
+        return reshaped
     outputs = [(m.row.name, m.errors) for m in call.outs if m.errors is not None]
     if not outputs:
         return "outputs not compared" if call.outs else "no outputs recorded"
     operands, missing = _operands(call.ins, same_kind=True)
     gains = None
-    backward = call.entry.direction == BACKWARD
     if backward:
-        forward = calls.forward_of(key)
         if forward is not None:
             saved, missing_saved = _operands(forward.members, same_kind=False)
             operands += saved
@@ -231,6 +235,25 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
     if missing and not operands:
         return "inputs not compared"
     return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains)
+
+
+def _reshaped(call: _Call, ins: Sequence[_Member]) -> Judgement | None:
+    """An output whose shape differs between the runs where nothing the call takes explains it: ``ins``
+    (a backward call's incoming gradients and its forward call's tensors) were compared, so their shapes
+    agree, and none whose values may decide a shape differs (an integer or bool tensor: indices, a mask;
+    any input of a :data:`DATA_SHAPED` op), nor a non-tensor argument. ``None`` otherwise."""
+    row = next((m.row for m in call.outs if m.row.matched and not m.row.shapes_agree), None)
+    if row is None or row.npu is None or row.bench is None:
+        return None
+    for m in ins:
+        e = m.errors
+        if e is None and not m.left_out:
+            return None  # not compared: its shape may differ too
+        if e is not None and e.rel > 0 and (e.exact or call.op in DATA_SHAPED):
+            return None
+    if _different_arguments(call.ins):
+        return None
+    return Judgement(0.0, math.inf, 0.0, math.inf, SHAPE, row.name, shapes=(row.npu.shape, row.bench.shape))
 
 
 def _gains(op: str, grads: Sequence[_Member], forward: Sequence[_Member]) -> dict[str, float] | None:

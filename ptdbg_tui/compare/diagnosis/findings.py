@@ -5,11 +5,15 @@ A suspect is where the two runs start to differ, by one of these kinds:
 
 - ``growth``, ``nan``, ``zeros``: the call's outputs carry more error than its inputs, the op and
   rounding explain (:mod:`~ptdbg_tui.compare.diagnosis.propagation`): a kernel that computes wrong;
+- ``bench_nan``: the bench output gains NaN/Inf from finite inputs, the NPU's is finite: the bench run is
+  no reference from there on (no NPU kernel at fault);
 - ``enters``: an input carries error that nothing dumped before it carried (code no hook saw);
 - ``parameters``: a module parameter differs at its first use in a step, beyond rounding (the update
   between steps, or an earlier step, made the runs differ);
 - ``unpaired``: a call only the NPU run made, after which the data differs;
 - ``arguments``: the runs pass different non-tensor arguments to the same call (the scripts differ);
+- ``shape``: an output's shape differs where the inputs' shapes and arguments agree (a kernel, or a
+  keyword argument only the call sidecar records);
 - ``random``: a random op's draws differ (the generators are not aligned): no numerical fault;
 - ``collective``: a collective whose result on one rank departs from the other ranks' (cross-rank);
 - ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong;
@@ -27,7 +31,15 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import (
+    BENCH_NAN,
+    ENTERS,
+    GROWTH,
+    LEAN,
+    NAN_ORIGIN,
+    ZEROS,
+    Judgement,
+)
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
@@ -39,17 +51,20 @@ RANDOM = "random"
 COLLECTIVE = "collective"
 REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
+SHAPE = "shape"
 
 #: How each kind reads after the call's name.
 KIND_WORDS = {
     GROWTH: "introduces error",
     NAN_ORIGIN: "NaN/Inf origin",
     ZEROS: "all-zero output",
+    BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
     ENTERS: "error enters before it, outside the dumped calls",
     LEAN: "one-sided error: its results lean one way, where rounding leans neither",
     PARAMETERS: "parameters differ on entry to {step}",
     UNPAIRED: "the NPU run makes this call and the bench run does not",
     ARGUMENTS: "the runs pass different arguments to it",
+    SHAPE: "output shape differs",
     RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
@@ -57,7 +72,7 @@ KIND_WORDS = {
     "device: not deterministic)",
 }
 #: Kinds that say where the runs start to differ without a kernel at fault.
-NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM})
+NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN})
 
 
 def fmt_error(value: float) -> str:
@@ -76,15 +91,28 @@ def times_text(score: float) -> str:
     return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
 
 
+#: Why a call's inputs carry an infinite error, in words (:attr:`Judgement.input_why`).
+_INPUTS_WHY = {
+    "nan": "its inputs already carry NaN/Inf where the bench is finite",
+    BENCH_NAN: (
+        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
+    ),
+    "zeros": "an input is all zeros on the bench and not on the NPU (infinite relative error)",
+}
+
+
 def evidence_text(j: Judgement) -> str:
     """The numbers behind a verdict, in words that match them."""
     partial = " (some inputs not compared)" if j.partial else ""
     if j.kind == NAN_ORIGIN:
         return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+    if j.kind == BENCH_NAN:
+        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}"
+    if j.shapes is not None:
+        npu, bench = j.shapes
+        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree"
     if math.isinf(j.input_error):
-        if j.input_why == "zeros":
-            return "an input is all zeros on the bench and not on the NPU (infinite relative error)"
-        return "its inputs already carry NaN/Inf where the bench is finite"
+        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"])
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
     if j.kind == ZEROS:
         return f"{j.output} is all zeros where the bench is not: {head}"

@@ -24,7 +24,9 @@ The call introduces error when an output's error exceeds ``MARGIN`` times that a
 measured over positions finite on both sides; a jumping op's output with the robust variant (a
 handful of elements flipped at a ReLU mask or a sign is no fault), any other op's whole (a continuous
 op cannot flip, so a few wrong elements there are a fault: a mishandled last tile, a bound ignored).
-A call whose outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitudes.
+A call whose outputs gain NaN/Inf from finite inputs is the NaN origin, whatever the magnitudes; one
+whose bench outputs do (the NPU's finite) is the bench's NaN origin: from there on the bench is no
+reference, and a call whose bench inputs hold NaN/Inf where the NPU's are finite is not judged.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import NamedTuple
 
 from ptdbg_tui.compare.model import ErrorMeasures
@@ -54,6 +57,7 @@ U_FP32 = 2.0**-24
 
 GROWTH = "growth"
 NAN_ORIGIN = "nan"
+BENCH_NAN = "bench_nan"
 ZEROS = "zeros"
 ENTERS = "enters"
 LEAN = "lean"
@@ -107,11 +111,15 @@ class Judgement:
     output_error: float  # the relative error of the output judged (the worst one)
     allowed: float  # the relative error that output may carry (the margin included)
     score: float  # output error / allowed (> 1: the call introduces error)
-    kind: str | None  # GROWTH, NAN_ORIGIN or ZEROS when the call introduces error
+    kind: str | None  # GROWTH, NAN_ORIGIN, ZEROS … when the call introduces error; BENCH_NAN for the bench
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
-    input_why: str = ""  # why ``input_error`` is infinite: "nan" (NaN/Inf came in), "zeros" (bench of zeros)
+    #: why ``input_error`` is infinite: "nan" (NaN/Inf came in), "bench_nan" (NaN/Inf came in on the bench
+    #: only), "zeros" (bench of zeros)
+    input_why: str = ""
     lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
+    #: an output's shapes (NPU, bench), where they differ (the shape kind)
+    shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 
 class _Worst(NamedTuple):
@@ -424,17 +432,21 @@ def judge(
     if not outputs:
         return None
     e_in = 0.0
-    nonfinite_in = False
+    nonfinite_in = bench_nonfinite_in = False
     for o in inputs:
         e_in = max(e_in, o.errors.rel)
         nonfinite_in = nonfinite_in or o.errors.new_nonfinite > 0
-    if nonfinite_in:  # NaN/Inf already came in: any output is explained (and its error unmeasurable)
+        bench_nonfinite_in = bench_nonfinite_in or o.errors.lost_nonfinite > 0
+    if nonfinite_in or bench_nonfinite_in:  # NaN/Inf already came in: any output is explained (and its
+        # error unmeasurable; a bench that holds NaN/Inf where the NPU does not is no reference)
         name, y = outputs[0]
-        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, "nan")
-    origin = [(name, y) for name, y in outputs if y.new_nonfinite]
-    if origin:
-        name, y = max(origin, key=lambda item: item[1].new_nonfinite)
-        return Judgement(e_in, y.rel, 0.0, math.inf, NAN_ORIGIN, name, partial)
+        why = "nan" if nonfinite_in else BENCH_NAN
+        return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, why)
+    for kind, count in ((NAN_ORIGIN, attrgetter("new_nonfinite")), (BENCH_NAN, attrgetter("lost_nonfinite"))):
+        origin = [(name, y) for name, y in outputs if count(y)]
+        if origin:  # the NPU's NaN origin, else the bench's
+            name, y = max(origin, key=lambda item: count(item[1]))
+            return Judgement(e_in, y.rel, 0.0, math.inf, kind, name, partial)
     best = _worst_output(outputs, inputs, op, e_in, backward, gains)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
@@ -507,7 +519,7 @@ def judge_entry(name: str, x: ErrorMeasures, before: float) -> Judgement | None:
     dump at module level, a dump of a few APIs, a fault in code no hook sees). From statistics the
     margin is squared again: they may show one tensor's error and hide an earlier one's (an error
     spread over small elements moves no max, min or norm: seen 57× too low)."""
-    if x.exact or x.new_nonfinite or not math.isfinite(x.rel):
+    if x.exact or x.new_nonfinite or x.lost_nonfinite or not math.isfinite(x.rel):
         return None
     margin = ENTRY_MARGIN * ENTRY_MARGIN if x.from_stats else ENTRY_MARGIN
     allowed = margin * (before + own_rounding(x))
