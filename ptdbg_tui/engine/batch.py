@@ -9,6 +9,7 @@ written once at the end; several ranks also get the first divergent rank.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -18,7 +19,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
@@ -43,8 +45,10 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import module_chain_of, read_dump
+from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
+
+log = logging.getLogger(__name__)
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
 ProgressFn = Callable[[int, int], None]
@@ -197,7 +201,7 @@ def earlier_from_statistics(
         o = _outcome(npu, bench, None, None, match, summary=True)
     except CompareInputError:
         return None
-    d = diagnose(model_rows(o.rows), npu.step)
+    d = diagnose_pair(o.rows, npu, bench)
     check_collectives([Compared(npu, o.rows, d)], npu_dumps)
     return o.rows, d
 
@@ -478,9 +482,21 @@ def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Dia
 def _diagnosis(o: PairOutcome) -> Diagnosis | str:
     """A pair's diagnosis, or why it has none (its rows and their CSV still count)."""
     try:
-        return diagnose(model_rows(o.rows), o.npu.step)
+        return diagnose_pair(o.rows, o.npu, o.bench)
     except Exception as e:
         return f"{o.label}: no diagnosis — {fault_text(e)}"
+
+
+def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagnosis:
+    """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
+    suspect blames a kernel: a pkl records positional arguments only)."""
+    d = diagnose(model_rows(rows), npu.step)
+    if any(s.kind not in NOT_A_KERNEL for s in d.suspects):
+        try:
+            with_keywords(d, call_specs_of(npu), call_specs_of(bench))
+        except OSError:  # the two dumps' verdict stands
+            log.debug("call sidecars of %s not read", npu.records, exc_info=True)
+    return d
 
 
 def _diagnose(outcomes: Outcomes) -> None:

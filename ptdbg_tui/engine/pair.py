@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
@@ -385,10 +386,22 @@ class PairState:
             return
         self.clock.dirty = False
         self.clock.dumps = diagnose(model_rows(self.rows), self.info.npu.step)
+        self._keywords(self.clock.dumps, final)
         self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()
         self.clock.cost = self.clock.at - now
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
+
+    def _keywords(self, diagnosis: Diagnosis, final: bool) -> None:
+        """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel)."""
+        if self.bench is None or all(s.kind in NOT_A_KERNEL for s in diagnosis.suspects):
+            return
+        try:
+            for side in (self.npu, self.bench):
+                side.reader.read_calls(final)
+            with_keywords(diagnosis, self.npu.reader.call_specs(), self.bench.reader.call_specs())
+        except OSError:  # the two dumps' verdict stands; the next diagnosis tries again
+            return
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

@@ -104,6 +104,14 @@ def read_dump(dump: RankDump) -> RecordBatch:
     return PklFollower(dump.records).read_all()
 
 
+def call_specs_of(dump: RankDump) -> dict[str, CallSpec]:
+    """The call sidecar of a finished dump, by call key (empty where its tool writes none). Raises
+    OSError when it is there but cannot be read."""
+    reader = open_reader(dump, math.inf)
+    reader.read_calls(final=True)
+    return reader.call_specs()
+
+
 def module_chain_of(dump: RankDump, entry: EntryName) -> ModuleChain | None:
     """The modules one call of a finished dump ran in; None when the dump has no module structure
     for it. Raises OSError when that structure is there but cannot be read."""

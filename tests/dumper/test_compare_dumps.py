@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,9 +18,11 @@ from torch import nn
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
 from ptdbg_tui.cli import main
+from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.live import LiveEngine, LiveOptions
 from ptdbg_tui.formats.layout import RankDump, discover
 
 
@@ -207,3 +210,59 @@ def test_the_report_names_the_model_when_the_culprit_runs_in_its_own_forward(
         "Narrowed to call Functional_gelu_0: the culprit Functional_gelu_0_forward, which ran in the model's "
         "own forward (GeluNet)." in capsys.readouterr().out
     )
+
+
+class ApproximateGeluNet(GeluNet):
+    approximate = "none"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x), approximate=self.approximate))
+
+
+class TanhGeluNet(ApproximateGeluNet):
+    approximate = "tanh"
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_keyword_argument_that_differs_is_said_without_a_replay(tmp_path: Path, summary: bool) -> None:
+    """The NPU run's script calls F.gelu(x, approximate="tanh"), the bench's approximate="none": the
+    scripts differ, no kernel is wrong. The pkl records positional arguments only; the call sidecars
+    hold the keyword. Before, the two dumps named the GELU a call that introduces error (only --replay
+    said otherwise)."""
+    nocontext = contextlib.nullcontext()
+    npu = _dump(tmp_path / "npu", TanhGeluNet, (4, 8), nocontext)
+    bench = _dump(tmp_path / "bench", ApproximateGeluNet, (4, 8), nocontext)
+    (outcome,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    d = outcome.diagnosis
+    assert d.culprit is not None
+    assert (d.culprit.call, d.culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
+    assert d.verdict.startswith(
+        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments to it — "
+        "approximate: 'tanh' against 'none'"
+    )
+    assert all(s.kind in NOT_A_KERNEL for s in d.suspects), [(s.call, s.kind) for s in d.suspects]
+    # the app's engine says the same
+    judged: list[Diagnosis] = []
+    done = threading.Event()
+
+    def taken() -> None:  # each notification, as the app takes it
+        update = engine.outbox.take()
+        if update is None:
+            return
+        judged.extend(d.diagnosis for d in update.pairs.values() if d.diagnosis)
+        if update.progress and update.progress.done:
+            done.set()
+
+    engine = LiveEngine(npu.records, bench.records, LiveOptions(watch=False, summary=summary), taken)
+    engine.start()
+    try:
+        assert done.wait(30), "the engine did not finish"
+    finally:
+        engine.stop()
+    assert (judged[-1].culprit.call, judged[-1].culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
+    # the same dumps without the bench's sidecar: the two dumps alone blame the GELU's kernel
+    for sidecar in Path(bench.records).parent.glob("*.calls.jsonl"):
+        sidecar.unlink()
+    (alone,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    assert alone.diagnosis.culprit.call == "Functional_gelu_0_forward"
+    assert alone.diagnosis.culprit.kind not in NOT_A_KERNEL

@@ -511,7 +511,7 @@ def _departure(calls: _Calls, key: CallKey) -> Row | None:
     return departure((m.row for m in call.outs), (m.row for m in operands if not m.scalar))
 
 
-def _rank(suspect: Suspect) -> tuple[int, int]:
+def suspect_order(suspect: Suspect) -> tuple[int, int]:
     """Execution order; at one call, what was found at its inputs first."""
     return (suspect.seq, 0 if suspect.kind in _AT_INPUTS else 1)
 
@@ -551,7 +551,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     walk = _Walk(step)
     for key in calls.calls:
         _visit(calls, key, walk, diagnosis)
-    diagnosis.suspects = sorted(walk.found, key=_rank)
+    diagnosis.suspects = sorted(walk.found, key=suspect_order)
     if not diagnosis.suspects:
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)

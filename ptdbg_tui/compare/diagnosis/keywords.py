@@ -1,0 +1,65 @@
+"""Keyword arguments that differ between the runs, from the two call sidecars (this project's dumper).
+
+A pkl records a call's positional arguments only, so the two dumps alone see a call whose keyword
+differs (``F.gelu(x, approximate="tanh")`` against ``approximate="none"``: a script that differs) as a
+call that introduces error. Where both sides' sidecars hold the call, a suspect that blames its kernel
+is the *different arguments* finding instead, as a non-tensor positional argument that differs is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ptdbg_tui.compare.diagnosis.diagnose import is_device, suspect_order, values_differ
+from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.propagation import Judgement
+from ptdbg_tui.compare.replay.calls import call_key
+from ptdbg_tui.formats.calls import CallSpec, Device, Opaque, TensorArg
+
+#: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
+#: differ by design), objects recorded by their type only.
+_NOT_COMPARED = (TensorArg, Device, Opaque)
+
+
+def keywords_differ(npu: CallSpec, bench: CallSpec) -> str:
+    """The keyword arguments both sides pass, differently ("approximate: 'tanh' against 'none'"), in
+    words; empty when they agree (a keyword one side leaves out is not compared: its default may be
+    the other's value)."""
+    out = []
+    for key, a in npu.kwargs.items():
+        if key not in bench.kwargs:
+            continue
+        b = bench.kwargs[key]
+        if _compared(a) and _compared(b) and (type(a) is not type(b) or values_differ(a, b)):
+            out.append(f"{key}: {a!r} against {b!r}")
+    return ", ".join(out)
+
+
+def _compared(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_compared(v) for v in value)
+    return not isinstance(value, _NOT_COMPARED) and not is_device(value)
+
+
+def with_keywords(diagnosis: Diagnosis, npu: Mapping[str, CallSpec], bench: Mapping[str, CallSpec]) -> None:
+    """Each suspect that blames a kernel, of a call the runs pass different keyword arguments
+    (``npu``, ``bench``: each side's sidecar specs by call key), becomes that finding, in place."""
+    changed = False
+    for i, s in enumerate(diagnosis.suspects):
+        if s.kind in NOT_A_KERNEL:
+            continue
+        bench_call = next((r.bench.call for r in s.rows if r.bench is not None), s.call)
+        n, b = npu.get(call_key(s.call)), bench.get(call_key(bench_call))
+        if n is not None and b is not None and (differs := keywords_differ(n, b)):
+            diagnosis.suspects[i] = _arguments(s, differs)
+            changed = True
+    if changed:
+        diagnosis.suspects.sort(key=suspect_order)
+
+
+def _arguments(s: Suspect, differs: str) -> Suspect:
+    judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, s.judgement.output)
+    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=differs, judgement=judgement)
