@@ -139,6 +139,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
             more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
+            call, _, module = line.suspect.partition(" · ")  # the count before the module: cut last
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
             table.add_row(
@@ -146,7 +147,7 @@ class OverviewScreen(ModalScreen["str | None"]):
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                line.suspect + more,
+                call + more + (f" · {module}" if module else ""),
                 key=line.key,
             )
 
