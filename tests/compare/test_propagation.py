@@ -228,6 +228,28 @@ def test_values_sitting_exactly_at_a_relu_threshold_may_flip_by_half(calls):
     assert calls.suspects() == []
 
 
+def test_from_statistics_a_mask_that_flips_at_the_threshold_moves_mean_and_norm_not_extremes(calls):
+    """The same flips seen through statistics alone, whose flip count is unknown: the gradient's mean
+    and norm move by ~2% (elements switch between the incoming gradient and 0), its max and min do
+    not; a gradient routed wrongly moves its extremes too and is named."""
+    x = RNG.standard_normal((64, 32)).astype(np.float32)
+    x[:, :4] = 0.0
+    xn = _noisy(x)
+    xn[:, :4] = (1e-7 * RNG.standard_normal((64, 4))).astype(np.float32)
+    g = RNG.standard_normal((64, 32)).astype(np.float32)
+    g[:, :4] *= 0.5  # the flipped elements' gradient is not the largest
+    relu = [(np.maximum(xn, 0), np.maximum(x, 0))]
+    calls.call("Functional_relu", 0, "forward", [(xn, x)], relu, summary=True)
+    calls.call("Functional_relu", 0, "backward", [(g, g)], [(g * (xn > 0), g * (x > 0))], summary=True)
+    out = calls.row("Functional_relu_0_backward_output.0").result.errors
+    assert out.from_stats and out.rel > 0.01 and out.robust < 1e-6
+    assert calls.suspects() == []
+    wrong = np.roll(g * (x > 0), 1, axis=0) * 1.5  # a fault: other elements, scaled
+    calls.call("Functional_relu", 1, "forward", [(xn, x)], relu, summary=True)
+    calls.call("Functional_relu", 1, "backward", [(g, g)], [(wrong, g * (x > 0))], summary=True)
+    assert calls.suspects() == [("Functional_relu_1_backward", GROWTH)]
+
+
 def test_error_that_enters_between_dumped_calls_is_named_at_the_call_it_reaches(calls):
     """A module-level dump, or a fault in code no hook sees: the activation a call takes carries far
     more error than anything dumped before it. A few times more (what undumped honest steps do) is

@@ -134,7 +134,9 @@ def stats_errors(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fals
 
     Each statistic's difference is taken relative to its natural scale (the l2norm to itself, the others
     to the bench's largest magnitude); the largest is the estimate. It can only see errors that move
-    a statistic, which is what the recorded statistics allow.
+    a statistic, which is what the recorded statistics allow. The robust estimate is the max's and the
+    min's alone: a mask that flips where values sit at its threshold (a ReLU's gradient) moves the mean
+    and the norm, and the extremes only if an extreme flips.
     """
     shape = npu.shape
     if (shape[::-1] if transposed else shape) != bench.shape or npu.is_scalar != bench.is_scalar:
@@ -143,16 +145,18 @@ def stats_errors(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fals
     numel = max(1, math.prod(shape))
     n_ok, b_ok = _all_finite(n), _all_finite(b)
     magnitude = max([abs(v) for v in b[:3] if _finite(v)], default=0.0)
-    rel = 0.0
+    rel = extremes = 0.0
     for i, (nv, bv) in enumerate(zip(n, b, strict=True)):
         if _finite(nv) and _finite(bv):
             rel = max(rel, _ratio(abs(nv - bv), abs(bv) if i == 3 else magnitude))
+            if i < 2:
+                extremes = rel
     n_mag = max([abs(v) for v in n[:3] if _finite(v)], default=0.0)
     npu_norm = abs(n[3]) if _finite(n[3]) else n_mag * math.sqrt(numel)
     bench_norm = abs(b[3]) if _finite(b[3]) else magnitude * math.sqrt(numel)
     return ErrorMeasures(
         rel,
-        rel,
+        extremes,
         npu_norm,
         bench_norm,
         numel,

@@ -81,7 +81,8 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     tol = atol[:, None] + rtol[:, None] * scale
     finite = np.isfinite(npu).all(axis=1) & np.isfinite(bench).all(axis=1)
     agree = finite & ~(diff > tol).any(axis=1)
-    rel = _relative(diff, absb).tolist()
+    ratio = _ratios(diff, absb)
+    rel, extremes = _largest(ratio).tolist(), _largest(ratio[:, :2]).tolist()
     npu_norm, bench_norm = np.abs(npu[:, 3]).tolist(), absb[:, 3].tolist()
     out: list[Result | None] = [None] * len(rows)
     kept = np.flatnonzero(agree).tolist()
@@ -99,7 +100,9 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
         if numel is None:
             numel = numels[key] = max(1, n.numel)
         reason, floor, exact = constants[dtypes[k]]
-        errors = ErrorMeasures(rel[k], rel[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True)
+        errors = ErrorMeasures(
+            rel[k], extremes[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True
+        )
         cells = tuple(texts[4 * j : 4 * j + 4])
         if int in map(type, n.stats) and int in map(type, b.stats):  # two integers: no '.0'
             cells = tuple(map(str, map(sub, n.stats, b.stats)))
@@ -119,11 +122,15 @@ def _constants(dtype: str) -> tuple[str, float, bool]:
     return agreed(STAT_NAMES, exact, atol, rtol), floor_of(dtype, dtype), exact_dtype(dtype)
 
 
-def _relative(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:
-    """:func:`~ptdbg_tui.compare.metrics.errors.stats_errors`' estimate: each statistic's difference
-    over its scale (the l2norm's own, else the bench's largest of max, min and mean), the largest."""
+def _ratios(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:
+    """:func:`~ptdbg_tui.compare.metrics.errors.stats_errors`' estimates: each statistic's difference
+    over its scale (the l2norm's own, else the bench's largest of max, min and mean)."""
     magnitude = absb[:, :3].max(axis=1)
     scale = np.column_stack([magnitude, magnitude, magnitude, absb[:, 3]])
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.inf))
+        return np.where(scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.inf))
+
+
+def _largest(ratio: np.ndarray) -> np.ndarray:
+    """The largest of each row's ratios (0 at least)."""
     return np.maximum(ratio.max(axis=1), 0.0)
