@@ -12,8 +12,9 @@ then measures, alternating fresh processes ``--repeats`` times:
   against reading the same pkls and nothing else (a fresh process, our reader);
 * the app (``ptdbg-tui NPU BENCH`` headless): start to first paint, against an empty Textual app;
   start to the overview open with the 16 pairs listed (``o`` pressed as soon as the app knows them,
-  the comparisons still running), to everything compared and diagnosed, and to the overview painted
-  with every pair's verdict, against the pkl reading; its peak RSS;
+  the comparisons still running; the open overview follows them), to the first pair's verdict, to
+  everything compared and diagnosed, and to the overview painted with every pair's verdict, against
+  the pkl reading; its peak RSS;
 * the statistics verdict of every compare and of the app: the first divergent rank's culprit
   must be in the planted module (by the module sidecar);
 * the narrowing loop's first half (``ptdbg-tui narrow NPU BENCH -o FILE``: the statistics compare of
@@ -40,6 +41,7 @@ import shutil  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -114,16 +116,24 @@ async def _overview(npu: Path, bench: Path, pairs: int) -> None:
         return isinstance(screen, OverviewScreen) and screen.query_one(DataTable).row_count == pairs
 
     app = PtdbgApp(npu, bench)  # as `ptdbg-tui NPU BENCH`: watching, default options
+    first = 0.0  # the first pair's verdict in the app
+
+    async def until(condition: Callable[[], bool]) -> None:
+        nonlocal first
+        while not condition():
+            if not first and app.model.diagnoses:
+                first = time.perf_counter() - T0
+            await asyncio.sleep(0.01)
+
     async with app.run_test(size=SIZE) as pilot:
         clock = PaintClock(app)
-        while len(app.model.root.children) < pairs:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(app.model.root.children) >= pairs)
         await clock.key("o", shown, timeout=600)
         listed = time.perf_counter() - T0
         await pilot.press("escape")
-        while not (app.settled and app.model.progress.rows):
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(app.settled and app.model.progress.rows))
         settled = time.perf_counter() - T0
+        first = first or settled
         await clock.key("o", shown)
         usable = time.perf_counter() - T0
         top = app.screen.lines[0]
@@ -131,7 +141,7 @@ async def _overview(npu: Path, bench: Path, pairs: int) -> None:
             f"first divergent rank: {top.label.split('/')[-1]} ({top.label.split('/')[0]}): "
             f"{top.suspect.split(' · ')[0]} (app)"
         )
-        print(listed, settled, usable)
+        print(listed, first, settled, usable)
 
 
 # --- the parent ---------------------------------------------------------------------------
@@ -250,8 +260,8 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
         ]
     paint = [float(out.split()[-1]) for out in runs["paint"].outs]
     blank = [float(out.split()[-1]) for out in runs["blank"].outs]
-    listed, settled, usable = zip(
-        *((float(x) for x in out.split()[-3:]) for out in runs["overview"].outs), strict=True
+    listed, first, settled, usable = zip(
+        *((float(x) for x in out.split()[-4:]) for out in runs["overview"].outs), strict=True
     )
     view = runs["overview"]
     narrowing, narrowed = narrow(root, runs["narrow"], read, fault)
@@ -266,6 +276,7 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
             statistics.median(paint) <= TARGET_PAINT_S,
         ),
         Figure(f"app: overview, {pairs} pairs listed", "s", list(listed), read.walls, "pkl reading"),
+        Figure("app: first pair's verdict", "s", list(first), read.walls, "pkl reading"),
         Figure("app: all compared", "s", list(settled), read.walls, "pkl reading"),
         Figure(
             f"app: overview, {pairs} verdicts",
