@@ -380,6 +380,7 @@ class LiveEngine:
         A side that cannot be read, or a pair whose pass fails, is a notice on that pair; the pair
         is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
+        self._progress(done=False)
         self.outbox.flush()  # the pairs just found are listed before any is read
         polled: set[int] = set()
         due: float | None = None

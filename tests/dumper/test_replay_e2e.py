@@ -158,8 +158,9 @@ class _Gelu(torch.nn.Module):
 
 def test_a_keyword_argument_that_differs_is_said_and_never_refuted_into_an_all_clear(tmp_path, capsys):
     """The runs call F.gelu(approximate="tanh") and ("none"): only the call sidecar records the keyword.
-    Each side's kernel is right on its own arguments, so the replay would refute the two dumps' suspect;
-    it says the runs pass different arguments instead."""
+    Each side's kernel is right on its own arguments, so a replay would refute a kernel suspect; the
+    diagnosis reads the keyword from the two sidecars and says the runs pass different arguments, and
+    the replay agrees (its calls of the GELU: "different arguments")."""
     for side, approximate in (("npu", "tanh"), ("bench", "none")):
         torch.manual_seed(0)
         model, x = _Gelu(approximate), torch.randn(16, 8) * 3
@@ -173,9 +174,10 @@ def test_a_keyword_argument_that_differs_is_said_and_never_refuted_into_an_all_c
     out = capsys.readouterr().out
     assert code == cli.EXIT_OK
     assert (
-        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments — approximate: "
-        "'tanh' against 'none'" in out
+        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments to it — "
+        "approximate: 'tanh' against 'none'" in out
     ), out
+    assert "2 different arguments" in out, out
 
 
 def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_path, capsys):
