@@ -277,9 +277,9 @@ def _one_blas_thread() -> None:
 # --- ptdbg-tui compare: the headless report ---------------------------------------------------
 
 
-def summary_text(o: PairOutcome, received: str = "") -> str:
-    """The short report of one pair: counts, culprits, skipped lines, the files written; ``received``:
-    that the pair's culprit only receives another rank's error (:meth:`CrossRank.received`)."""
+def summary_text(o: PairOutcome) -> str:
+    """The short report of one pair: counts, culprits (and whether its culprit only receives another
+    rank's error), skipped lines, the files written."""
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.report.suspects import suspects_path
 
@@ -298,8 +298,8 @@ def summary_text(o: PairOutcome, received: str = "") -> str:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module)
-        if received:
-            lines.append(f"  note: {received}")
+        if o.diagnosis.received:
+            lines.append(f"  note: {o.diagnosis.received}")
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -353,7 +353,7 @@ def cluster_lines(outcomes: Outcomes) -> list[str]:
 def report_text(outcomes: Outcomes) -> str:
     """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
     ranks = len({o.npu.rank for o in outcomes}) > 1  # one rank over several steps has no rank to name
-    lines = [summary_text(o, outcomes.ranks.received(o.npu.label) if ranks else "") for o in outcomes]
+    lines = [summary_text(o) for o in outcomes]
     if ranks:
         lines += outcomes.ranks.lines()
     lines += [f"note: {n}" for n in outcomes.notes]

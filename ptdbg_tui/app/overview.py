@@ -36,12 +36,14 @@ class PairLine:
     suspects: int
     divergence: int | None  # execution position of the first suspect, else of the first failure
     judged: bool = True  # its diagnosis has come and no row waits (else it is still being compared)
+    received: bool = False  # its first suspect only receives another rank's error
 
 
 def overview(model: TreeModel) -> list[PairLine]:
-    """Every pair, sorted by first divergence: the earliest step first, then the earliest position in
-    execution (positions count within a pair: step 1's call 5 runs after step 0's call 40); pairs
-    that do not diverge last, in tree order."""
+    """Every pair, sorted by first divergence: the earliest step first, then the pairs whose first
+    suspect is their own error before those that only receive another rank's, then the earliest
+    position in execution (positions count within a pair: step 1's call 5 runs after step 0's call
+    40); pairs that do not diverge last, in tree order."""
     first: dict[str, tuple[str, int, int]] = {}
     for suspect, node in model.suspects():
         if node is None:
@@ -50,6 +52,8 @@ def overview(model: TreeModel) -> list[PairLine]:
         if not name:
             module = module_of(node)
             name = suspect.call + (f" · {module}" if module else "")
+            if (d := model.diagnoses.get(node.pair)) is not None and d.received:  # not its own error
+                name = f"receives via {name}"
         first[node.pair] = (name, count + 1, seq)
     fails: dict[str, int] = {}
     for leaf in model.failing:
@@ -69,6 +73,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 count,
                 divergence,
                 pair.key in model.diagnoses and not pair.count(Status.PENDING),
+                bool(name) and bool(model.diagnoses[pair.key].received),
             )
         )
     order = {p.key: p.order for p in model.root.children}
@@ -77,6 +82,7 @@ def overview(model: TreeModel) -> list[PairLine]:
         key=lambda p: (
             p.divergence is None,
             model.step_of(p.key) if p.divergence is not None else 0,
+            p.received,
             p.divergence or 0,
             order[p.key],
         ),
@@ -139,7 +145,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
             more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
-            call, _, module = line.suspect.partition(" · ")  # the count before the module: cut last
+            call, _, module = line.suspect.partition(" · ")  # the count before the module: cut first
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
             table.add_row(

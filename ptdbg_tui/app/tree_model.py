@@ -431,13 +431,21 @@ class TreeModel:
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
         """Every pair's ranked suspects, with their call nodes; pairs by first divergence (the
         earliest step, then the earliest first suspect in execution, then tree order), so that the
-        culprit is the pair the overview lists first, not the first rank folder that has a suspect."""
+        culprit is the pair the overview lists first, not the first rank folder that has a suspect; at
+        one step, a pair whose first suspect only receives another rank's error after those that do not."""
         ranked = [
             (pair, self.diagnoses[pair.key].suspects)
             for pair in self.root.children
             if pair.key in self.diagnoses and self.diagnoses[pair.key].suspects
         ]
-        ranked.sort(key=lambda p: (self.step_of(p[0].key), p[1][0].seq, p[0].order))
+        ranked.sort(
+            key=lambda p: (
+                self.step_of(p[0].key),
+                bool(self.diagnoses[p[0].key].received),
+                p[1][0].seq,
+                p[0].order,
+            )
+        )
         return [(s, self.calls.get((pair.key, s.call))) for pair, found in ranked for s in found]
 
     def step_of(self, key: str) -> int:

@@ -297,6 +297,9 @@ def judge_ranks(outcomes: Outcomes) -> None:
     outcomes.ranks = cross_rank(
         [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
     )
+    ranks = len({o.npu.rank for o in outcomes}) > 1  # one rank over several steps has no rank to name
+    for o in outcomes:
+        o.diagnosis.received = outcomes.ranks.received(o.npu.label) if ranks else ""
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> str | None:

@@ -492,17 +492,22 @@ class LiveEngine:
             if len(pairs) > 1:
                 check_collectives(compared, [p.info.npu for p in pairs])
             link_to_earlier_steps(compared, self._around[1], self._earlier_step)
+        ranks = None
+        if len({p.info.npu.rank for p in pairs}) > 1:
+            views = [
+                RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
+                for p in pairs
+                if p.diagnosis is not None
+            ]
+            ranks = cross_rank(views)
+        if len(pairs) > 1 or self.options.step is not None:
             for p in pairs:
                 if p.diagnosis is not None:
+                    p.diagnosis.received = ranks.received(p.info.npu.label) if ranks is not None else ""
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
-        if len({p.info.npu.rank for p in pairs}) < 2:
+        if ranks is None:
             return
-        views = [
-            RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
-            for p in pairs
-            if p.diagnosis is not None
-        ]
-        headline = cross_rank(views).headline
+        headline = ranks.headline
         if headline != self._headline:
             self._headline = headline
             self.outbox.notice(headline[0].upper() + headline[1:])

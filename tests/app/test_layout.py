@@ -19,7 +19,7 @@ from ptdbg_tui.cli import main as cli_main
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name
-from ptdbg_tui.formats.synthetic import write_array
+from ptdbg_tui.formats.synthetic import write_array, write_ranks_pair
 from ptdbg_tui.formats.writer import RankWriter
 
 SIZES = [(80, 24), (160, 45)]
@@ -430,3 +430,29 @@ async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
         app.model.diagnoses["later"] = app.model.diagnoses[info.key]
         assert app.call_tree._label(found).plain.startswith("· step9/rank9")
         assert app.call_tree._label(app.model.root.child(info.key)).plain.startswith("✔ step0/rank0")
+
+
+async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_the_bar(tmp_path, ui):
+    """Rank 2's second linear is wrong; ranks 0 and 1 see it first in the all_reduce after it. The
+    overview lists rank 2 first and the others as receiving through that all_reduce, and the bar, walked
+    to a receiving rank's suspect, says so, as the CLI's report does (before, they read as culprits)."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=3, faulty_rank=2, faulty_layer=1)
+    app = ui.app(npu, bench)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        lines = app.screen.lines
+        assert [(line.label, line.received) for line in lines] == [
+            ("step0/rank2", False),
+            ("step0/rank0", True),
+            ("step0/rank1", True),
+        ]
+        assert lines[0].suspect.startswith("Functional_linear_1_forward")
+        assert {line.suspect for line in lines[1:]} == {"receives via Distributed_all_reduce_1_forward"}
+        assert "receives via Distributed_all_reduce_1_forward" in ui.screen_text(app)
+        await pilot.press("escape")
+        bar = lambda: "\n".join(ui.screen_text(app).splitlines()[1:3])  # noqa: E731
+        assert "Culprit Functional_linear_1_forward" in bar()
+        await pilot.press("c", "c")  # the culprit, then suspect 2
+        await pilot.pause()
+        assert "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward" in bar(), bar()

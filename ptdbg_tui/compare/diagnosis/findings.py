@@ -216,6 +216,7 @@ class Diagnosis:
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
     notes: list[str] = field(default_factory=list)  # what other steps or ranks say of this one
     replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
+    received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain
