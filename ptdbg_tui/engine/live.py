@@ -380,8 +380,7 @@ class LiveEngine:
         A side that cannot be read, or a pair whose pass fails, is a notice on that pair; the pair
         is tried again when its sides change or at the next rescan, and the other pairs go on."""
         static = self._watcher is None
-        self._progress(done=False)
-        self.outbox.flush()  # the pairs just found are listed before any is read
+        self._send_news()  # the pairs just found are listed before any is read
         polled: set[int] = set()
         due: float | None = None
         for key, pair in list(self._pairs.items()):
@@ -397,14 +396,20 @@ class LiveEngine:
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
             self._pair_notes(pair, static)
-            self._progress(done=False)
-            self.outbox.flush()  # each pair as it is done: the app shows its rows and verdict early
+            self._send_news()  # each pair as it is done: the app shows its rows and verdict early
         self._progress(done=due is None)
         self._cross_rank()
         if rescan:  # every condition was looked at: those that ended may be noticed again if they return
             self._noted &= self._noted_now
             self._noted_now = set()
         return due
+
+    def _send_news(self) -> None:
+        """What a pass found so far, with the progress, before the pass ends; nothing when it found
+        nothing (a rescan of quiet dumps must not send 'comparing' and then 'done' again)."""
+        if self.outbox.pending():
+            self._progress(done=False)
+            self.outbox.flush()
 
     def _poll(self, side: SideState, static: bool) -> None:
         """Read what a side added; what it cannot read is a notice."""

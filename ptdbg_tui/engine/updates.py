@@ -159,6 +159,11 @@ class Outbox:
         delta.info = info
         return delta
 
+    def pending(self) -> bool:
+        """Whether news waits for the app."""
+        with self._lock:
+            return bool(self._update)
+
     def flush(self, force: bool = False) -> bool:
         """Notify the app if there is news and the last notification is old enough.
 

@@ -260,3 +260,25 @@ def test_a_pass_lists_every_pair_first_then_sends_each_pair_as_it_is_done(tmp_pa
     assert [k for k in sent if k] == [[keys[0]], [keys[1]], [keys[2]]], "one pair at a time, in order"
     judged = [k for u in updates for k, d in u.pairs.items() if d.diagnosis is not None]
     assert judged[:3] == keys, "each pair's verdict with its rows"
+
+
+def test_a_rescan_that_finds_nothing_new_tells_the_app_nothing_new(tmp_path, make_dump):
+    """Each pass sends a pair's news as soon as it has some; a rescan of quiet dumps has none, so the app
+    must not be told 'comparing' and then 'done' again every rescan (its header flipped every 2 s)."""
+    npu, bench = _two_sides(tmp_path, make_dump)
+    taken: list[EngineUpdate] = []
+
+    def take() -> None:  # as the app does, at each notification
+        if (update := engine.outbox.take()) is not None:
+            taken.append(update)
+
+    engine = LiveEngine(npu, bench, LiveOptions(watch=False, flush_s=0.0), take)
+    for _ in range(2):  # the engine's loop, run here: a rescan, a pass, the flush after it
+        first = len(taken)
+        engine._rescan()
+        engine._pass(rescan=True)
+        engine.outbox.flush(force=True)
+    assert taken[0].pairs, "the first pass sends the pair"
+    again = taken[first:]
+    assert all(not u.pairs for u in again)
+    assert [u.progress.done for u in again if u.progress is not None] in ([], [True]), again
