@@ -144,8 +144,7 @@ class OverviewScreen(ModalScreen["str | None"]):
     def _fill(self, table: DataTable[object]) -> None:
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
-            more = f" (+{line.suspects - 1})" if line.suspects > 1 else ""
-            call, _, module = line.suspect.partition(" · ")  # the count before the module: cut first
+            more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""  # first: long names are cut
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
             table.add_row(
@@ -153,7 +152,7 @@ class OverviewScreen(ModalScreen["str | None"]):
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                call + more + (f" · {module}" if module else ""),
+                more + line.suspect,
                 key=line.key,
             )
 
