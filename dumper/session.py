@@ -177,7 +177,8 @@ class DumpSession:
                 "dropout",
                 logging.INFO,
                 "dumper: dropout runs with p=0 while dumping so that two "
-                "runs compare (configure_hook(disable_dropout=False) keeps it)",
+                "runs compare (ptdbg-dump run --keep-dropout, or configure_hook(disable_dropout=False), "
+                "keeps it)",
             )
         patching.install(catalog.targets())
         self._modules.install()
