@@ -234,8 +234,9 @@ def _row_line(row: Row, metric: str, styles: Styles) -> Text:
     entry = row.record.entry
     label = entry.arg if entry else row.name
     text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
-    if row.result is not None and row.result.cells and not not_compared(row):
-        text.append(f"  {metric} {short_cell(row.result.cells[0])}", style=styles.get("muted", Style()))
+    cell = short_cell(row.result.cells[0]) if row.result is not None and row.result.cells else ""
+    if cell and not not_compared(row):  # no value (statistics that are NaN on a side): no label either
+        text.append(f"  {metric} {cell}", style=styles.get("muted", Style()))
     return text
 
 

@@ -266,3 +266,17 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(tmp_path: Path
     (alone,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
     assert alone.diagnosis.culprit.call == "Functional_gelu_0_forward"
     assert alone.diagnosis.culprit.kind not in NOT_A_KERNEL
+
+
+def test_the_detail_panel_names_no_metric_it_has_no_value_for(tmp_path: Path) -> None:
+    """Statistics that are NaN on the bench leave the CSV's diff cells empty: the app's call detail
+    showed a bare 'Max diff' with nothing after it (found by a review)."""
+    from ptdbg_tui.app.detail import _row_line
+
+    npu, bench = _dump_gelu_net(tmp_path / "npu", False), _dump_gelu_net(tmp_path / "bench", True)
+    (outcome,) = compare_dumps(npu.records, bench.records, summary=True, jobs=1)
+    rows = {r.name: r for r in outcome.rows}
+    empty, full = rows["Functional_gelu_0_forward_output"], rows["Functional_gelu_0_forward_input.0"]
+    assert empty.result is not None and empty.result.cells[0] == ""
+    assert _row_line(empty, "Max diff", {}).plain.rstrip() == "  ✘ output"
+    assert "Max diff 0" in _row_line(full, "Max diff", {}).plain
