@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, times_text
+from ptdbg_tui.compare.diagnosis.findings import RECEIVED, Diagnosis, Suspect, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
@@ -217,7 +217,7 @@ def _suspect_segments(
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
     d = model.diagnoses.get(node.pair) if node is not None else None
-    if d is not None and d.received and d.suspects and d.suspects[0] is suspect:
+    if suspect.kind == RECEIVED or (d is not None and d.received and d.suspects and d.suspects[0] is suspect):
         where = "receives the error through "  # another rank made it (the overview's top pair)
     # the score stays with the call's name; the rest of the evidence may be cut
     score = f": {times_text(suspect.score)}"

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import with_keywords
-from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank
+from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
@@ -298,6 +298,8 @@ def judge_ranks(outcomes: Outcomes) -> None:
         [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
     )
     ranks = len({o.npu.rank for o in outcomes}) > 1  # one rank over several steps has no rank to name
+    if ranks:
+        mark_received(outcomes.ranks)
     for o in outcomes:
         o.diagnosis.received = outcomes.ranks.received(o.npu.label) if ranks else ""
 

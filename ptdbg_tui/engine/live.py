@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
+from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
@@ -505,6 +505,7 @@ class LiveEngine:
                 if p.diagnosis is not None
             ]
             ranks = cross_rank(views)
+            mark_received(ranks)
         if len(pairs) > 1 or self.options.step is not None:
             for p in pairs:
                 if p.diagnosis is not None:

@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from ptdbg_tui.cli import report_text
+from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
 from ptdbg_tui.engine.batch import compare_dumps
@@ -38,6 +39,15 @@ def test_the_faulty_rank_is_named_first(tmp_path, faulty_rank, faulty_layer):
             f"(step0), Functional_linear_{faulty_layer}_forward"
         ) in blocks[v.view.rank]
     assert "receives the error through" not in blocks[faulty_rank]
+    # and every collective after it there receives it too: none reads as a kernel that introduces error
+    for v in others:
+        suspects = v.view.diagnosis.suspects
+        assert suspects and all(s.kind == RECEIVED for s in suspects if is_collective(s.api)), suspects
+        assert (
+            f"  Culprit: Distributed_all_reduce_{faulty_layer}_forward (forward): receives another rank's "
+            "error through it"
+        ) in blocks[v.view.rank]
+    assert not any(s.kind == RECEIVED for s in run.ranks.first.view.diagnosis.suspects)
 
 
 def test_one_sided_ranks_are_notices(tmp_path):

@@ -49,6 +49,7 @@ UNPAIRED = "unpaired"
 ARGUMENTS = "arguments"
 RANDOM = "random"
 COLLECTIVE = "collective"
+RECEIVED = "received"
 REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
 SHAPE = "shape"
@@ -67,12 +68,13 @@ KIND_WORDS = {
     SHAPE: "output shape differs",
     RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
+    RECEIVED: "receives another rank's error through it",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
     NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
     "device: not deterministic)",
 }
 #: Kinds that say where the runs start to differ without a kernel at fault.
-NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN})
+NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
 
 
 def fmt_error(value: float) -> str:

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, NOT_A_KERNEL, RECEIVED, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
@@ -121,6 +121,22 @@ class CrossRank:
             f"{v.name} receives the error through {v.suspect.call}: the first divergent rank is "
             f"{first.name}, {first.suspect.call}"
         )
+
+
+def mark_received(ranks: CrossRank) -> None:
+    """On each rank whose first suspect only receives the error the first divergent rank made, every
+    collective suspect whose result agrees with the other ranks' receives it too: that finding, in
+    place, not a kernel that introduces error. Nothing without a first divergent rank (a collective
+    wrong alike on every rank is no rank's to receive)."""
+    if ranks.first is None:
+        return
+    for v in ranks.verdicts:
+        if v is ranks.first or not v.received:
+            continue
+        found = v.view.diagnosis.suspects
+        for i, s in enumerate(found):
+            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind != COLLECTIVE:
+                found[i] = replace(s, kind=RECEIVED)
 
 
 def is_collective(api: str) -> bool:
