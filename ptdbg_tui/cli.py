@@ -352,9 +352,8 @@ def cluster_lines(outcomes: Outcomes) -> list[str]:
 
 def report_text(outcomes: Outcomes) -> str:
     """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
-    ranks = len({o.npu.rank for o in outcomes}) > 1  # one rank over several steps has no rank to name
     lines = [summary_text(o) for o in outcomes]
-    if ranks:
+    if outcomes.several_ranks:
         lines += outcomes.ranks.lines()
     lines += [f"note: {n}" for n in outcomes.notes]
     return "\n".join(lines + cluster_lines(outcomes))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
@@ -180,6 +180,11 @@ class Outcomes(list[PairOutcome]):
         self.placements: Counter[str] = Counter()
         self.around = Around([], [])
 
+    @property
+    def several_ranks(self) -> bool:
+        """Pairs of more than one rank (one rank over several steps has no rank to name)."""
+        return len({o.npu.rank for o in self}) > 1
+
 
 def _in_context(outcomes: Outcomes, match: str) -> None:
     """The other ranks' collectives at each compared step, and the step before each one."""
@@ -297,11 +302,8 @@ def judge_ranks(outcomes: Outcomes) -> None:
     outcomes.ranks = cross_rank(
         [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
     )
-    ranks = len({o.npu.rank for o in outcomes}) > 1  # one rank over several steps has no rank to name
-    if ranks:
+    if outcomes.several_ranks:
         mark_received(outcomes.ranks)
-    for o in outcomes:
-        o.diagnosis.received = outcomes.ranks.received(o.npu.label) if ranks else ""
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> str | None:
@@ -496,11 +498,10 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
     suspect blames a kernel: a pkl records positional arguments only)."""
     d = diagnose(model_rows(rows), npu.step)
-    if any(s.kind not in NOT_A_KERNEL for s in d.suspects):
-        try:
-            with_keywords(d, call_specs_of(npu), call_specs_of(bench))
-        except OSError:  # the two dumps' verdict stands
-            log.debug("call sidecars of %s not read", npu.records, exc_info=True)
+    try:
+        with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench))
+    except OSError:  # the two dumps' verdict stands
+        log.debug("call sidecars of %s not read", npu.records, exc_info=True)
     return d
 
 

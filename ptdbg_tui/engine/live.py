@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
@@ -492,24 +492,18 @@ class LiveEngine:
         if seen == self._judged:
             return
         self._judged = seen
-        if len(pairs) > 1 or self.options.step is not None:
+        around = len(pairs) > 1 or self.options.step is not None
+        if around:
             compared = [Compared(p.info.npu, p.rows, p.diagnosis) for p in pairs if p.diagnosis is not None]
             if len(pairs) > 1:
                 check_collectives(compared, [p.info.npu for p in pairs])
             link_to_earlier_steps(compared, self._around[1], self._earlier_step)
-        ranks = None
-        if len({p.info.npu.rank for p in pairs}) > 1:
-            views = [
-                RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
-                for p in pairs
-                if p.diagnosis is not None
-            ]
-            ranks = cross_rank(views)
-            mark_received(ranks)
-        if len(pairs) > 1 or self.options.step is not None:
+        ranks = _ranks(pairs)
+        if around:
             for p in pairs:
                 if p.diagnosis is not None:
-                    p.diagnosis.received = ranks.received(p.info.npu.label) if ranks is not None else ""
+                    if ranks is None:  # no rank to receive from (a rank's dump went)
+                        p.diagnosis.received = ""
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
         if ranks is None:
             return
@@ -572,6 +566,21 @@ class LiveEngine:
                 self._replay.total,
             )
         )
+
+
+def _ranks(pairs: list[PairState]) -> CrossRank | None:
+    """With several ranks: the first divergent one, each rank's diagnosis told what it receives."""
+    if len({p.info.npu.rank for p in pairs}) < 2:
+        return None
+    ranks = cross_rank(
+        [
+            RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
+            for p in pairs
+            if p.diagnosis is not None
+        ]
+    )
+    mark_received(ranks)
+    return ranks
 
 
 def _what(e: BaseException) -> str:

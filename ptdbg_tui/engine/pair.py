@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
@@ -34,6 +34,7 @@ from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -129,6 +130,12 @@ def _same_records(a: Signature, b: Signature) -> bool:
 
 def _cache_key(row: Row) -> RowId:
     return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
+
+
+def _call_specs(side: SideState, final: bool) -> dict[str, CallSpec]:
+    """A followed side's call sidecar so far (its new lines read first)."""
+    side.reader.read_calls(final)
+    return side.reader.call_specs()
 
 
 class FailedPass(NamedTuple):
@@ -394,12 +401,11 @@ class PairState:
 
     def _keywords(self, diagnosis: Diagnosis, final: bool) -> None:
         """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel)."""
-        if self.bench is None or all(s.kind in NOT_A_KERNEL for s in diagnosis.suspects):
+        if self.bench is None:
             return
+        npu, bench = self.npu, self.bench
         try:
-            for side in (self.npu, self.bench):
-                side.reader.read_calls(final)
-            with_keywords(diagnosis, self.npu.reader.call_specs(), self.bench.reader.call_specs())
+            with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final))
         except OSError:  # the two dumps' verdict stands; the next diagnosis tries again
             return
 

@@ -9,7 +9,7 @@ is the *different arguments* finding instead, as a non-tensor positional argumen
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +17,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import is_device, suspect_order, value
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.replay.calls import call_key
+from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Opaque, TensorArg
 
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
@@ -44,15 +45,23 @@ def _compared(value: Any) -> bool:
     return not isinstance(value, _NOT_COMPARED) and not is_device(value)
 
 
-def with_keywords(diagnosis: Diagnosis, npu: Mapping[str, CallSpec], bench: Mapping[str, CallSpec]) -> None:
-    """Each suspect that blames a kernel, of a call the runs pass different keyword arguments
-    (``npu``, ``bench``: each side's sidecar specs by call key), becomes that finding, in place."""
+def with_keywords(
+    diagnosis: Diagnosis,
+    npu: Callable[[], Mapping[str, CallSpec]],
+    bench: Callable[[], Mapping[str, CallSpec]],
+) -> None:
+    """Each suspect that blames a kernel, of a call the runs pass different keyword arguments, becomes
+    that finding, in place. ``npu``, ``bench``: each side's sidecar specs by call key, read only when a
+    suspect blames a kernel."""
+    kernels = [i for i, s in enumerate(diagnosis.suspects) if s.kind not in NOT_A_KERNEL]
+    if not kernels:
+        return
+    npu_specs, bench_specs = npu(), bench()
     changed = False
-    for i, s in enumerate(diagnosis.suspects):
-        if s.kind in NOT_A_KERNEL:
-            continue
-        bench_call = next((r.bench.call for r in s.rows if r.bench is not None), s.call)
-        n, b = npu.get(call_key(s.call)), bench.get(call_key(bench_call))
+    for i in kernels:
+        s = diagnosis.suspects[i]
+        n = npu_specs.get(call_key(s.call))
+        b = bench_specs.get(call_key(side_call(s.rows, "bench", s.call)))
         if n is not None and b is not None and (differs := keywords_differ(n, b)):
             diagnosis.suspects[i] = _arguments(s, differs)
             changed = True

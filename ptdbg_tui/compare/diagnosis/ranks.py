@@ -124,19 +124,19 @@ class CrossRank:
 
 
 def mark_received(ranks: CrossRank) -> None:
-    """On each rank whose first suspect only receives the error the first divergent rank made, every
-    collective suspect whose result agrees with the other ranks' receives it too: that finding, in
-    place, not a kernel that introduces error. Nothing without a first divergent rank (a collective
+    """Each rank's diagnosis learns, in place, whether its first suspect only receives the error the
+    first divergent rank made (:meth:`CrossRank.received`, its ``received`` words); on such a rank every
+    collective suspect whose result agrees with the other ranks' receives it too: that finding, not a
+    kernel that introduces error. Nothing is received without a first divergent rank (a collective
     wrong alike on every rank is no rank's to receive)."""
-    if ranks.first is None:
-        return
     for v in ranks.verdicts:
-        if v is ranks.first or not v.received:
+        d = v.view.diagnosis
+        d.received = ranks.received(v.view.label)
+        if not d.received:
             continue
-        found = v.view.diagnosis.suspects
-        for i, s in enumerate(found):
+        for i, s in enumerate(d.suspects):
             if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind != COLLECTIVE:
-                found[i] = replace(s, kind=RECEIVED)
+                d.suspects[i] = replace(s, kind=RECEIVED)
 
 
 def is_collective(api: str) -> bool:
