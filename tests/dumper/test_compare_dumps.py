@@ -266,6 +266,13 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(tmp_path: Path
     (alone,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
     assert alone.diagnosis.culprit.call == "Functional_gelu_0_forward"
     assert alone.diagnosis.culprit.kind not in NOT_A_KERNEL
+    # a sidecar that cannot be read (here a folder in its place) leaves the two dumps' verdict, no fault
+    sidecar.mkdir()
+    (unread,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    assert [(s.call, s.kind) for s in unread.diagnosis.suspects] == [
+        (s.call, s.kind) for s in alone.diagnosis.suspects
+    ]
+    assert unread.rows and len(unread.rows) == len(alone.rows)
 
 
 def test_the_detail_panel_names_no_metric_it_has_no_value_for(tmp_path: Path) -> None:
