@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from dumper.arguments import PendingCall, torch_value
-from dumper.capture import Value
+from dumper.capture import InFlight, Value
 from dumper.patching import TLS
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.stats import checksum
@@ -44,6 +44,7 @@ class CallRecord:
     stack: tuple[str, list[list[str | None]]] | None = None
     modules: tuple[str, ModuleChain] | None = None
     call: PendingCall | None = None
+    in_flight: InFlight | None = None  # what the device has still to finish for its values
 
     @property
     def nbytes(self) -> int:
@@ -145,6 +146,8 @@ class DumpDaemon:
             self._writer = RankWriter(item.rank_dir, item.mode, item.summary_only, item.fresh)
             self._checksums = item.checksums
         elif isinstance(item, CallRecord) and self._writer is not None:
+            if item.in_flight is not None:
+                item.in_flight.wait()
             w = self._writer
             if item.call is not None:
                 w.write_call(item.call.spec({v.name for v in item.values}), torch_value)

@@ -429,7 +429,8 @@ class DumpSession:
         pending: PendingCall | None,
     ) -> None:
         assert self._daemon is not None
-        record = CallRecord(capture.finish() if capture is not None else [], call=pending)
+        values, in_flight = capture.finish() if capture is not None else ([], None)
+        record = CallRecord(values, call=pending, in_flight=in_flight)
         if frames is not None:
             record.stack = (stack_name(call), frames)
         if chain:
