@@ -289,11 +289,12 @@ def _parameter(entry: EntryName, slot: str) -> str:
 
 
 def _entering(
-    members: Sequence[_Member], before: float, parameters: list[str]
+    members: Sequence[_Member], before: float, parameters: list[str], after_unpaired: bool
 ) -> tuple[Judgement, _Member] | None:
     """The worst input of a call whose error entered before it: any tensor a forward call takes (its
     activations, weights, biases), a backward call's incoming gradients. On the way, the parameters
-    among them that differ beyond rounding on entry join ``parameters``."""
+    among them that differ beyond rounding on entry join ``parameters``. (``after_unpaired``: see
+    :func:`judge_entry`.)"""
     worst: tuple[Judgement, _Member] | None = None
     for m in members:
         errors = m.errors
@@ -303,7 +304,7 @@ def _entering(
             parameters.append(_parameter(m.row.record.entry, m.slot))
         if not m.input or m.left_out or m.running:
             continue
-        j = judge_entry(m.row.name, errors, before)
+        j = judge_entry(m.row.name, errors, before, after_unpaired)
         if j is not None and (worst is None or j.score > worst[0].score):
             worst = (j, m)
     return worst
@@ -415,7 +416,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
-    entering = _entering(call.ins, walk.explained(), walk.parameters)
+    entering = _entering(call.ins, walk.explained(), walk.parameters, bool(walk.npu_only[way]))
     args = _different_arguments(call.ins) if not entering else []
     if entering is not None:
         judgement, member = entering
