@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 from textual.events import Key
 
@@ -296,3 +297,20 @@ async def test_the_model_s_node_holds_its_submodules_and_its_own_calls(demo_dump
         await pilot.press("right")  # expands (model) · CenterNetLike's first child, backbone
         screen = ui.screen_text(app)
         assert re.search(r"\(model\) · CenterNetLike.*\n.*├─ ▼ ✔ backbone · Backbone", screen), screen
+
+
+async def test_the_culprit_s_detail_says_the_call_sidecar_could_not_be_read(tmp_path, demo_dumps, ui):
+    """A folder where the NPU dump's call sidecar belongs: the verdict stands (the LSTM backward), and
+    the culprit's detail notes that the keyword arguments were not compared, and why."""
+    npu, cpu = (shutil.copytree(side, tmp_path / side.name) for side in demo_dumps)
+    (sidecar,) = npu.rglob("*.calls.jsonl")
+    sidecar.unlink()
+    sidecar.mkdir()
+    app = ui.app(npu, cpu)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c")
+        assert app.call_tree.cursor_model_node.key == "VF_lstm_0_backward"
+        text = " ".join(ui.detail_text(app, width=400).split())
+        why = f"{sidecar}: is a directory, not a regular file"
+        assert f"Note: call sidecar not read ({why}): keyword arguments not compared" in text, text
