@@ -584,7 +584,7 @@ class PtdbgApp(App[None]):
 
     def _narrowing_at(self, node: Node | None) -> Narrowing | None:
         """The next dump's target at a tree node (an entry stands for its call); None, said, elsewhere."""
-        from ptdbg_tui.engine.narrow import narrowing_in
+        from ptdbg_tui.engine.narrow import multi_rank_job, narrowing_in
 
         if node is not None and node.is_leaf:
             node = node.parent
@@ -595,6 +595,8 @@ class PtdbgApp(App[None]):
                 timeout=4,
             )
             return None
+        dumps = (i.npu for i in self.model.infos.values())
+        multi_rank = multi_rank_job(dumps, (call for _, call in self.model.calls))
         if node.kind == "module":
             if not node.key:
                 self.notify("That is the whole model: choose a module inside it.", timeout=4)
@@ -603,7 +605,11 @@ class PtdbgApp(App[None]):
             while first.site is None and first.children:  # its first call names the script
                 first = first.children[0]
             return narrowing_in(
-                info.npu, f"the module chosen ({node.label})", module=node.key, stack=first.site
+                info.npu,
+                f"the module chosen ({node.label})",
+                module=node.key,
+                stack=first.site,
+                multi_rank=multi_rank,
             )
         rows = self.model.call_rows(node)
         entry = next((r.npu.entry for r in rows if r.npu is not None and r.npu.entry is not None), None)
@@ -612,7 +618,9 @@ class PtdbgApp(App[None]):
             return None
         rank = self.model.suspect_rank(node)
         who = "the call chosen" if rank is None else "the culprit" if rank == 0 else f"suspect {rank + 1}"
-        return narrowing_in(info.npu, f"{who} ({entry.call})", call=entry, stack=node.site)
+        return narrowing_in(
+            info.npu, f"{who} ({entry.call})", call=entry, stack=node.site, multi_rank=multi_rank
+        )
 
     @work(thread=True, exclusive=True, group="narrow", exit_on_error=False)
     def _write_narrowing(self, narrowing: Narrowing, path: str) -> None:

@@ -249,6 +249,9 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
     for k, suspect in mine:  # an error that entered before the call may come with one of its own
         head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
         parts.append(Text(f"{head}: {suspect.finding}", style=styles.get("fail", Style())))
+    diagnosis = model.diagnoses.get(call.pair)
+    if mine and diagnosis is not None:  # what bears on the finding: a check not done, other steps' word
+        parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in diagnosis.notes]
     evidence = model.evidence(call)
     quoted = any(suspect.replay for _, suspect in mine)  # a replayed finding quotes the two dumps' figures
     if evidence is not None and not (mine and evidence.introduces) and not quoted:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.engine.callpath import Seg
+from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
 from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 
 STATUSES = list(Status)
@@ -137,6 +137,12 @@ _NO_COUNTS: list[int] = []
 
 def _order(n: Node) -> int:
     return n.order
+
+
+def _model_node(direction: Node) -> Node | None:
+    """The model's own module node under a direction, when a call of its own forward made one."""
+    node = direction.child(MODEL)
+    return node if node is not None and node.kind == "module" else None
 
 
 class TreeModel:
@@ -280,11 +286,15 @@ class TreeModel:
         self.moved.add(leaf)
 
     def _inner(self, parent: Node, seg: Seg, order: int) -> Node:
+        if seg.kind == "module" and parent.kind == "direction" and of_the_model(seg.key, seg.label):
+            parent = _model_node(parent) or parent  # the model's node holds its submodules'
         node = parent.child(seg.key)
         if node is None:
             node = Node(seg.kind, seg.key, seg.label, parent, order, parent.pair)
             parent._add(node)
             self.moved.add(node)
+            if seg.kind == "module" and seg.key == MODEL and parent.kind == "direction":
+                self._adopt(parent, node)
             if seg.kind == "call":
                 self.calls[(parent.pair, seg.key)] = node
                 self._ranks = None
@@ -294,6 +304,22 @@ class TreeModel:
                 else:
                     bisect.insort(calls, node, key=_order)
         return node
+
+    def _adopt(self, direction: Node, model: Node) -> None:
+        """Move the submodules' nodes made before the model's own node (live: its first call of its
+        own came after theirs) under it, and the model's node to the place of the first of them."""
+        subs = [c for c in direction.children if c.kind == "module" and of_the_model(c.key, c.label)]
+        if not subs:
+            return
+        for sub in subs:
+            direction._drop(sub)
+            sub.parent = model
+            model._add(sub)
+            model.counts = [a + b for a, b in zip(model.counts, sub.counts, strict=True)]
+            self.moved.add(sub)
+        direction._drop(model)
+        model.order = min(model.order, subs[0].order)
+        direction._add(model)
 
     def _remove_leaf(self, pair_key: str, key: str) -> None:
         leaf = self.leaves.pop((pair_key, key), None)

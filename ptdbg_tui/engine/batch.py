@@ -9,7 +9,6 @@ written once at the end; several ranks also get the first divergent rank.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -47,8 +46,6 @@ from ptdbg_tui.formats.layout import (
 )
 from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
-
-log = logging.getLogger(__name__)
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
 ProgressFn = Callable[[int, int], None]
@@ -498,10 +495,7 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
     suspect blames a kernel: a pkl records positional arguments only)."""
     d = diagnose(model_rows(rows), npu.step)
-    try:
-        with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench))
-    except OSError:  # the two dumps' verdict stands
-        log.debug("call sidecars of %s not read", npu.records, exc_info=True)
+    with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench))
     return d
 
 

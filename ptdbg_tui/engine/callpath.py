@@ -53,6 +53,17 @@ def module_label(qual: str, cls: str) -> str:
     return f"{qual or '(model)'} · {cls}" if cls else qual
 
 
+#: The qualified name of the model itself: a call in its own forward has the chain ``[["", "Net"]]``.
+MODEL = ""
+
+
+def of_the_model(key: str, label: str) -> bool:
+    """Whether an outermost module node (its qualified name and label) is one of the model's
+    submodules: the module sidecar leaves the model out of its submodules' chains, and names a module
+    run outside the model by its class (dumper/module_chain.py), which is no submodule."""
+    return key != MODEL and label != module_label(key, key)
+
+
 def frame_site(frame: Frame) -> str:
     return f"{os.path.basename(frame.path)}:{frame.line}"
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Suspect
+from ptdbg_tui.compare.diagnosis.ranks import is_collective
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
@@ -47,6 +48,7 @@ class Narrowing:
     npu: RankDump
     why: str
     script: str = SCRIPT
+    multi_rank: bool = False  # the dumps show a job of several ranks: say how to run one (torchrun, spawn)
 
 
 @dataclass
@@ -199,7 +201,14 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))
     target = Narrowed(target.module, target.calls, steps, ranks)
     stack = culprit.stack if culprit is not None and not (call or module) else None
-    return Narrowing(target, pair.npu if pair is not None else outcomes[0].npu, why, script_of(stack))
+    names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
+    return Narrowing(
+        target,
+        pair.npu if pair is not None else outcomes[0].npu,
+        why,
+        script_of(stack),
+        multi_rank_job([*outcomes.around.npu, *(o.npu for o in outcomes)], names),
+    )
 
 
 def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tuple[Narrowed, str]:
@@ -218,9 +227,15 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
 
 
 def narrowing_in(
-    npu: RankDump, why: str, module: str = "", call: EntryName | None = None, stack: StackRecord | None = None
+    npu: RankDump,
+    why: str,
+    module: str = "",
+    call: EntryName | None = None,
+    stack: StackRecord | None = None,
+    multi_rank: bool = False,
 ) -> Narrowing:
-    """The next dump's target at one pair's step and rank: a module, or a call (the app's key)."""
+    """The next dump's target at one pair's step and rank: a module, or a call (the app's key);
+    ``multi_rank``: :func:`multi_rank_job` of the dumps compared."""
     steps = (npu.step,) if npu.step is not None else None
     ranks = (npu.rank,) if npu.rank is not None else None
     target = (
@@ -228,7 +243,7 @@ def narrowing_in(
         if module or call is None
         else narrowed_to_call(call, steps, ranks)
     )
-    return Narrowing(target, npu, why, script_of(stack))
+    return Narrowing(target, npu, why, script_of(stack), multi_rank)
 
 
 def default_config(target: Narrowed) -> str:
@@ -286,9 +301,18 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
         if n.script == SCRIPT
         else f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)"
     )
-    lines += [  # a job whose ranks are processes of their own
-        f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
-        "  ranks started by torch.multiprocessing.spawn: in the worker, "
-        f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper), then start/step/stop",
-    ]
+    if n.multi_rank:  # a job whose ranks are processes of their own
+        spawned = f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper)"
+        lines += [
+            f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
+            f"  ranks started by torch.multiprocessing.spawn: in the worker, {spawned}, then start/step/stop",
+        ]
     return lines
+
+
+def multi_rank_job(dumps: Iterable[RankDump], names: Iterable[str]) -> bool:
+    """Whether NPU dumps (and the names of their entries or calls) show a job of several ranks: more
+    than one rank dumped, a rank above 0, or a collective recorded. Only such a job needs the
+    torchrun and spawned-ranks forms of the commands; a single-process script is run as it is."""
+    ranks = {d.rank for d in dumps}
+    return len(ranks) > 1 or any(ranks - {None, 0}) or any(is_collective(name) for name in names)

@@ -128,6 +128,11 @@ def _same_records(a: Signature, b: Signature) -> bool:
     return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
+def _pending(row: Row) -> bool:
+    """A row not judged yet (unpaired: the other side may still write its counterpart)."""
+    return row.result is None
+
+
 def _cache_key(row: Row) -> RowId:
     return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
 
@@ -231,6 +236,7 @@ class PairState:
         self.clock = DiagnosisClock()
         self.matching: Matching | None = None
         self.match_asked = ""  # the mode of the last re-match
+        self.note: MatchNote | None = None  # what the app was last told of the matching
         self.failed: FailedPass | None = None
         self.replays: dict[str, Kept] = {}  # by call: folded into each diagnosis while its records hold
         self._by_call: dict[str, list[Row]] | None = None  # rows_by_call of the rows (None: stale)
@@ -290,8 +296,7 @@ class PairState:
         if reopened or versions != self.versions or self.match_asked != ctx.options.match:
             self.versions = versions
             self.rematch(ctx.options.match)
-            m = self.matching
-            ctx.outbox.put_match(self.info, MatchNote(self.match_asked, m.mode, m.note, match_advice(m)))
+            self.send_match(ctx)
         todo, due = self.todo(ctx, time.monotonic())
         for _ in self.compute(ctx, todo):
             self.emit(ctx)
@@ -300,12 +305,24 @@ class PairState:
             ctx.outbox.flush()
             if ctx.stopping():
                 return None
+        self.send_match(ctx)  # rows that became unmatched may now say the matching is off
         self.emit(ctx)
         self.diagnose(ctx, final=True)
         if self.sent.unplaced:  # some calls wait for their stack line or for quiet
             soon = time.monotonic() + ctx.options.quiet_s / 4
             due = soon if due is None else min(due, soon)
         return due
+
+    def send_match(self, ctx: PairContext) -> None:
+        """Tell the app how the pair was matched, when that changed. Only unpaired rows already
+        judged unmatched count toward the advice to align: while the other side still writes, its
+        tail is pending, not a sign that the names fail to match."""
+        m = self.matching
+        assert m is not None
+        note = MatchNote(self.match_asked, m.mode, m.note, match_advice(m, _pending))
+        if note != self.note:
+            self.note = note
+            ctx.outbox.put_match(self.info, note)
 
     def todo(self, ctx: PairContext, now: float) -> tuple[list[int], float | None]:
         """Indices of rows to compare now, and when undecided rows should be looked at again."""
@@ -403,11 +420,8 @@ class PairState:
         """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel)."""
         if self.bench is None:
             return
-        npu, bench = self.npu, self.bench
-        try:
-            with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final))
-        except OSError:  # the two dumps' verdict stands; the next diagnosis tries again
-            return
+        npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
+        with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final))
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

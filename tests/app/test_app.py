@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+
 from textual.events import Key
 
 from ptdbg_tui.app.call_tree import More
@@ -267,3 +270,47 @@ async def test_the_user_s_script_is_the_top_of_the_tree_not_the_launcher(script_
         assert {n.label.split(":")[0] for n in top.children} == {"main  train.py"}
         labels = [n.label for n in app.model.search("ptdbg")]
         assert not labels, labels
+
+
+async def test_the_model_s_node_holds_its_submodules_and_its_own_calls(demo_dumps, ui):
+    """The demo model calls sigmoid in its own forward (module chain ``(model) · CenterNetLike``)
+    after its backbone and heatmap ran: its node is their parent, not their sibling, in both
+    directions, and the screen shows them inside it in execution order."""
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        (pair,) = app.model.root.children
+        for direction in pair.children:
+            modules = [n for n in direction.children if n.kind == "module"]
+            assert [n.label for n in modules] == ["(model) · CenterNetLike"], direction.label
+        model = pair.child("forward").child("")
+        labels = [n.label for n in model.children]
+        assert labels == [
+            "backbone · Backbone",
+            "heatmap · Conv2d",
+            "Torch_sigmoid_0",
+            "size · Conv2d",
+            "track · LstmHead",
+        ]
+        assert model.total == sum(n.total for n in model.children)
+        app.call_tree.reveal(model.children[0])
+        await pilot.press("right")  # expands (model) · CenterNetLike's first child, backbone
+        screen = ui.screen_text(app)
+        assert re.search(r"\(model\) · CenterNetLike.*\n.*├─ ▼ ✔ backbone · Backbone", screen), screen
+
+
+async def test_the_culprit_s_detail_says_the_call_sidecar_could_not_be_read(tmp_path, demo_dumps, ui):
+    """A folder where the NPU dump's call sidecar belongs: the verdict stands (the LSTM backward), and
+    the culprit's detail notes that the keyword arguments were not compared, and why."""
+    npu, cpu = (shutil.copytree(side, tmp_path / side.name) for side in demo_dumps)
+    (sidecar,) = npu.rglob("*.calls.jsonl")
+    sidecar.unlink()
+    sidecar.mkdir()
+    app = ui.app(npu, cpu)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("c")
+        assert app.call_tree.cursor_model_node.key == "VF_lstm_0_backward"
+        text = " ".join(ui.detail_text(app, width=400).split())
+        why = f"{sidecar}: is a directory, not a regular file"
+        assert f"Note: call sidecar not read ({why}): keyword arguments not compared" in text, text

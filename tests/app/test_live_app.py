@@ -3,10 +3,13 @@ project's dumper; the tree fills and the culprit appears without a restart."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.engine.updates import Progress
 
 
 async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_path, ui):
@@ -36,3 +39,41 @@ async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_pa
         assert len(app.call_tree.root.children) == 2  # Forward and Backward, filled without a restart
         await pilot.press("c")
         assert app.call_tree.cursor_model_node is call
+
+
+def _half_written(source: Path, dest: Path, lines: int) -> Path:
+    """A dump's rank folder copied with only the first ``lines`` lines of its pkl; the pkl."""
+    (rank,) = source.rglob("rank0")
+    out = dest / rank.relative_to(source)
+    shutil.copytree(rank, out)
+    (pkl,) = out.glob("*.pkl")
+    pkl.write_text("".join((rank / pkl.name).read_text().splitlines(True)[:lines]))
+    return pkl
+
+
+def _all_compared(progress: Progress) -> bool:
+    """Every row the NPU side has so far is compared (an NPU row never waits for the bench here)."""
+    return 0 < progress.npu_seen == progress.compared
+
+
+async def test_no_align_hint_for_the_tail_the_npu_side_has_not_written_yet(tmp_path, ui, demo_dumps):
+    """The NPU dump half written, still being written (never quiet here): the bench's later entries
+    are pending, not unpaired, and the header suggests no other matching; once the rest arrives
+    every entry pairs by name and it still suggests none."""
+    npu_demo, cpu_demo = demo_dumps
+    full = next(npu_demo.rglob("*.pkl")).read_text().splitlines(True)
+    half = len(full) // 2
+    pkl = _half_written(npu_demo, tmp_path / "npu", half)
+    app = ui.app(tmp_path / "npu", cpu_demo, watch=True, quiet_s=600.0)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.wait_until(pilot, lambda: bool(app.model.matches) and _all_compared(app.model.progress))
+        counts = app.model.status_counts()
+        assert counts[Status.UNMATCHED] == 0 and app.model.progress.pending > 0, "the bench's tail waits"
+        assert app.model.match_hint() == ""
+        assert "align?" not in ui.screen_text(app)
+        with pkl.open("a") as f:
+            f.writelines(full[half:])
+        await ui.wait_until(
+            pilot, lambda: _all_compared(app.model.progress) and app.model.progress.pending == 0
+        )
+        assert app.model.match_hint() == "" and "align?" not in ui.screen_text(app)

@@ -41,6 +41,7 @@ async def test_t_on_a_module_writes_its_config_and_the_tensor_dump_replaces_the_
         text = ui.screen_text(app)
         assert "Narrowed to module track.lstm: the module chosen (track.lstm · LSTM)." in text
         assert "ptdbg-dump run" in text and "--dump-path narrow_track.lstm/npu --config" in text
+        assert "torchrun" not in text and "from_config" not in text, "one process: no launcher's form"
         assert "This app compares narrow_track.lstm/npu with narrow_track.lstm/bench in place" in text
         config = tmp_path / "narrow_track.lstm.json"
         assert read_options(config).module == ["track.lstm"] and read_options(config).step == [0]

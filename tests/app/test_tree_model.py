@@ -136,3 +136,27 @@ def test_pending_row_waiting_for_the_bench_is_shown_as_pending():
     model = _model(_placed("Torch_add_0_forward_output", 0, None, bench=False))
     (leaf,) = model.leaves.values()
     assert leaf.status is Status.PENDING
+
+
+def test_the_model_s_node_adopts_its_submodules_but_not_a_module_run_outside_it():
+    """fc1 is placed before the model's first call of its own (live, its node came first); a loss
+    module run outside the model, which the dumper names by its class, stays beside the model."""
+    rows = [
+        ("Functional_linear_0_forward_output", (("fc1", "Linear"),)),
+        ("Torch_relu_0_forward_output", (("", "Net"),)),
+        ("Functional_linear_1_forward_output", (("fc2", "Linear"),)),
+        ("Functional_mse_loss_0_forward_output", (("MSELoss", "MSELoss"),)),
+    ]
+    placed = []
+    for seq, (name, chain) in enumerate(rows):
+        p = _placed(name, seq, Status.PASS)
+        placed.append(Placed(p.row, call_path(p.row.npu.entry, name, chain, None), None))
+    model = TreeModel()
+    for p in placed:  # one update each, as the live engine sends them
+        model.load(_update(p))
+        model.apply()
+    forward = model.root.children[0].child("forward")
+    assert [n.label for n in forward.children] == ["(model) · Net", "MSELoss · MSELoss"]
+    net = forward.child("")
+    assert [n.label for n in net.children] == ["fc1 · Linear", "Torch_relu_0", "fc2 · Linear"]
+    assert net.total == 3 and forward.total == 4

@@ -223,25 +223,8 @@ class TanhGeluNet(ApproximateGeluNet):
     approximate = "tanh"
 
 
-@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
-def test_a_keyword_argument_that_differs_is_said_without_a_replay(tmp_path: Path, summary: bool) -> None:
-    """The NPU run's script calls F.gelu(x, approximate="tanh"), the bench's approximate="none": the
-    scripts differ, no kernel is wrong. The pkl records positional arguments only; the call sidecars
-    hold the keyword. Before, the two dumps named the GELU a call that introduces error (only --replay
-    said otherwise)."""
-    nocontext = contextlib.nullcontext()
-    npu = _dump(tmp_path / "npu", TanhGeluNet, (4, 8), nocontext)
-    bench = _dump(tmp_path / "bench", ApproximateGeluNet, (4, 8), nocontext)
-    (outcome,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
-    d = outcome.diagnosis
-    assert d.culprit is not None
-    assert (d.culprit.call, d.culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
-    assert d.verdict.startswith(
-        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments to it — "
-        "approximate: 'tanh' against 'none'"
-    )
-    assert all(s.kind in NOT_A_KERNEL for s in d.suspects), [(s.call, s.kind) for s in d.suspects]
-    # the app's engine says the same
+def _live_diagnosis(npu: RankDump, bench: RankDump, summary: bool) -> Diagnosis:
+    """The last diagnosis the app's engine sends of a static pair."""
     judged: list[Diagnosis] = []
     done = threading.Event()
 
@@ -259,20 +242,55 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(tmp_path: Path
         assert done.wait(30), "the engine did not finish"
     finally:
         engine.stop()
-    assert (judged[-1].culprit.call, judged[-1].culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
+    return judged[-1]
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_keyword_argument_that_differs_is_said_without_a_replay(
+    tmp_path: Path, summary: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The NPU run's script calls F.gelu(x, approximate="tanh"), the bench's approximate="none": the
+    scripts differ, no kernel is wrong. The pkl records positional arguments only; the call sidecars
+    hold the keyword. Before, the two dumps named the GELU a call that introduces error (only --replay
+    said otherwise)."""
+    nocontext = contextlib.nullcontext()
+    npu = _dump(tmp_path / "npu", TanhGeluNet, (4, 8), nocontext)
+    bench = _dump(tmp_path / "bench", ApproximateGeluNet, (4, 8), nocontext)
+    (outcome,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
+    d = outcome.diagnosis
+    assert d.culprit is not None
+    assert (d.culprit.call, d.culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
+    assert d.verdict.startswith(
+        "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments to it — "
+        "approximate: 'tanh' against 'none'"
+    )
+    assert all(s.kind in NOT_A_KERNEL for s in d.suspects), [(s.call, s.kind) for s in d.suspects]
+    # the app's engine says the same
+    live = _live_diagnosis(npu, bench, summary)
+    assert (live.culprit.call, live.culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
     # the same dumps without the bench's sidecar: the two dumps alone blame the GELU's kernel
     for sidecar in Path(bench.records).parent.glob("*.calls.jsonl"):
         sidecar.unlink()
     (alone,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
     assert alone.diagnosis.culprit.call == "Functional_gelu_0_forward"
     assert alone.diagnosis.culprit.kind not in NOT_A_KERNEL
-    # a sidecar that cannot be read (here a folder in its place) leaves the two dumps' verdict, no fault
+    # a sidecar that cannot be read (here a folder in its place) leaves the two dumps' verdict, no fault,
+    # and one note says the keyword arguments were not compared, and why: the CLI's report and the app's
     sidecar.mkdir()
     (unread,) = compare_dumps(npu.records, bench.records, summary=summary, jobs=1)
     assert [(s.call, s.kind) for s in unread.diagnosis.suspects] == [
         (s.call, s.kind) for s in alone.diagnosis.suspects
     ]
     assert unread.rows and len(unread.rows) == len(alone.rows)
+    why = f"{sidecar}: is a directory, not a regular file"
+    note = f"call sidecar not read ({why}): keyword arguments not compared"
+    assert unread.diagnosis.notes == [note]
+    assert _live_diagnosis(npu, bench, summary).notes == [note]
+    args = ["compare", str(npu.records), str(bench.records), "-o", str(tmp_path / "out"), "--jobs", "1"]
+    assert main([*args, "--no-progress", *(["--summary"] if summary else [])]) == 0
+    report = capsys.readouterr().out.splitlines()
+    assert report[1].startswith("  Culprit: Functional_gelu_0_forward (forward): introduces error")
+    assert report.count(f"  note: {note}") == 1, report
 
 
 def test_the_detail_panel_names_no_metric_it_has_no_value_for(tmp_path: Path) -> None:

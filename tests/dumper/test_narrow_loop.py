@@ -5,6 +5,8 @@ the same culprit."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,9 @@ from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as tui_main
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.callpath import module_label
+from ptdbg_tui.engine.narrow import multi_rank_job
 from ptdbg_tui.formats.dump_options import DumpOptions, read_options
-from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.layout import RankDump, discover
 from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.reader import module_chain_of
@@ -59,8 +62,7 @@ def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_sam
     for side in ("npu", "bench"):
         assert f"ptdbg-dump run {script} --dump-path {dump_dir / side} --config {config}" in out
     assert f"ptdbg-tui compare {dump_dir / 'npu'} {dump_dir / 'bench'}" in out
-    assert f"torchrun [its options] --no-python ptdbg-dump run {script} --dump-path" in out
-    assert f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…)" in out  # spawned ranks
+    assert "torchrun" not in out and "from_config" not in out, "one process: no launcher's form"
     assert read_options(config) == DumpOptions(
         mode="api_stack",
         step=[0],
@@ -85,6 +87,34 @@ def test_narrow_writes_the_culprit_modules_config_and_the_new_dump_names_the_sam
     assert not after.summary and len(after.rows) < len(stats.rows) / 10
     assert after.diagnosis.culprit.call == "VF_lstm_0_backward"
     assert after.culprit_module == stats.culprit_module == "track.lstm · LSTM"
+
+
+def test_a_job_of_several_ranks_is_told_the_torchrun_and_spawned_forms_too(
+    statistics, tmp_path: Path, capsys
+) -> None:
+    """The same dumps as rank 1 of a job (a torchrun job writes one rankN folder a rank): beside the
+    plain command, narrow prints how to run it under torchrun and in spawned ranks."""
+    script, npu, bench = statistics
+    for side, source in (("npu", npu), ("bench", bench)):
+        for rank0 in source.rglob("rank0"):
+            shutil.copytree(rank0, tmp_path / side / rank0.relative_to(source).with_name("rank1"))
+    config = tmp_path / "narrow.json"
+    assert tui_main(["narrow", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "step 0; rank 1" in out
+    assert f"ptdbg-dump run {script} --dump-path {tmp_path / 'narrow' / 'npu'} --config {config}" in out
+    assert f"torchrun [its options] --no-python ptdbg-dump run {script} --dump-path" in out
+    assert f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…)" in out  # spawned ranks
+
+
+def test_a_job_of_several_ranks_is_told_by_its_ranks_or_its_collectives() -> None:
+    rank = RankDump(Path("/d/rank0/x.pkl"), 0, 0)
+    assert not multi_rank_job([rank], ["Functional_linear_0_forward_input.0"])
+    assert not multi_rank_job([replace(rank, rank=None)], [])
+    assert multi_rank_job([replace(rank, rank=1)], [])
+    assert multi_rank_job([rank, replace(rank, rank=1)], [])
+    assert multi_rank_job([rank], ["Distributed_all_reduce_0_forward_input.0"])
+    assert multi_rank_job([rank], ["Distributed.all_reduce.0.forward.input.0"])  # msprobe's names
 
 
 def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) -> None:

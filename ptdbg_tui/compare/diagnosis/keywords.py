@@ -19,6 +19,7 @@ from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.replay.calls import call_key
 from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Opaque, TensorArg
+from ptdbg_tui.formats.files import reason
 
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
 #: differ by design), objects recorded by their type only.
@@ -52,11 +53,16 @@ def with_keywords(
 ) -> None:
     """Each suspect that blames a kernel, of a call the runs pass different keyword arguments, becomes
     that finding, in place. ``npu``, ``bench``: each side's sidecar specs by call key, read only when a
-    suspect blames a kernel."""
+    suspect blames a kernel. A sidecar that cannot be read (OSError) leaves the two dumps' verdict and
+    says so in a note: the user must know the check was not done."""
     kernels = [i for i, s in enumerate(diagnosis.suspects) if s.kind not in NOT_A_KERNEL]
     if not kernels:
         return
-    npu_specs, bench_specs = npu(), bench()
+    try:
+        npu_specs, bench_specs = npu(), bench()
+    except OSError as e:
+        diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
+        return
     changed = False
     for i in kernels:
         s = diagnosis.suspects[i]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict, deque
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.matching.align import align
@@ -241,15 +241,19 @@ class Matching:
     note: str = ""
 
 
-def match_advice(matching: Matching) -> str:
+def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = None) -> str:
     """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
     by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
-    "" when neither, and when a side has no entries at all (no matching pairs what is not there)."""
+    "" when neither, and when a side has no entries at all (no matching pairs what is not there).
+    ``waiting``: whether an unpaired row may still find its counterpart (live: the other side has not
+    written that far yet); those are not counted, since a tail not yet written is no bad pairing."""
     if matching.mode == "align":
         return ""
     rows = [r for r in matching.rows if not r.noise]  # not a tool's own
     if not any(r.npu is not None for r in rows) or not any(r.bench is not None for r in rows):
         return ""
+    if waiting is not None:
+        rows = [r for r in rows if r.matched or not waiting(r)]
     npu_only, bench_only, shapes = _misfits(rows)
     parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
