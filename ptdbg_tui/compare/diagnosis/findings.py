@@ -216,9 +216,8 @@ class Diagnosis:
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
-    notes: list[str] = field(
-        default_factory=list
-    )  # what other steps or ranks say of this one, a check not done
+    #: what other steps or ranks say of this one, and checks that could not be done
+    notes: list[str] = field(default_factory=list)
     replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
 
