@@ -27,6 +27,7 @@ from ptdbg_tui.compare.replay.plan import CannotReplay
 from ptdbg_tui.engine.pair import PairContext, PairState, Signature
 from ptdbg_tui.engine.replay import IN_FLIGHT, Replayer, ReplayUnavailable, origin_of, repro_task, side_source
 from ptdbg_tui.engine.updates import Outbox
+from ptdbg_tui.formats.files import reason
 
 #: Least seconds between two diagnoses of a pair sent while its replays come in.
 SEND_S = 0.5
@@ -155,7 +156,7 @@ class LiveReplay:
                 return
             except OSError as e:  # its call sidecar cannot be read now
                 self.total -= 1
-                self._outbox.notice(f"{job.call}: not replayed — {e}")
+                self._outbox.notice(f"{job.call}: not replayed — cannot read {reason(e)}")
                 continue
             self._pending[future] = (job, signature)
             future.add_done_callback(lambda _: self._wake())

@@ -252,19 +252,22 @@ def replay_outcomes(
             if left <= 0:
                 o.diagnosis.replay = "not replayed: the replay budget ran out"
                 continue
-            out[o.label] = replay_pair(
-                worker,
-                o.rows,
-                o.diagnosis,
-                o.npu,
-                o.bench,
-                str(o.npu_tensors),
-                str(o.bench_tensors),
-                budget_s=left,
-                top=top,
-                calls=calls,
-                progress=progress,
-            )
+            try:
+                out[o.label] = replay_pair(
+                    worker,
+                    o.rows,
+                    o.diagnosis,
+                    o.npu,
+                    o.bench,
+                    str(o.npu_tensors),
+                    str(o.bench_tensors),
+                    budget_s=left,
+                    top=top,
+                    calls=calls,
+                    progress=progress,
+                )
+            except OSError as e:  # a side's records or call sidecar cannot be read (any more)
+                o.diagnosis.replay = f"not replayed: cannot read {reason(e)}"
     finally:
         if replayer is None:  # a worker started here ends here (a call past the budget with it); one given
             worker.close(kill=True)  # stays for its owner

@@ -291,6 +291,10 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(
     report = capsys.readouterr().out.splitlines()
     assert report[1].startswith("  Culprit: Functional_gelu_0_forward (forward): introduces error")
     assert report.count(f"  note: {note}") == 1, report
+    if not summary:  # a replay cannot be built from it either: said, where it was a traceback
+        assert main([*args, "--no-progress", "--replay"]) == 0
+        report = capsys.readouterr().out.splitlines()
+        assert f"  replay: not replayed: cannot read {why}" in report, report
 
 
 def test_the_detail_panel_names_no_metric_it_has_no_value_for(tmp_path: Path) -> None:
