@@ -509,15 +509,16 @@ def _diagnose(outcomes: Outcomes) -> None:
 
 
 def _culprit_module(o: PairOutcome) -> str:
-    """The module the culprit ran in, as the app shows it; "" without a module structure (or where the
-    NPU folder cannot be read: on a cluster it may be on a worker's disk only)."""
+    """The module the culprit ran in, as the app shows it; "" without a module structure (a folder on a
+    cluster worker's disk only has none here), or with a note where its sidecar cannot be read."""
     culprit = o.diagnosis.culprit
     entry = next((r.record.entry for r in culprit.rows if r.record.entry), None) if culprit else None
     if entry is None:
         return ""
     try:
         chain = module_chain_of(o.npu, entry)
-    except OSError:
+    except OSError as e:  # the structure is there: say why the module is not shown
+        o.diagnosis.notes.append(f"module sidecar not read ({reason(e)}): the culprit's module is not shown")
         return ""
     return module_label(*chain[-1]) if chain else ""
 

@@ -22,6 +22,7 @@ from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
 from ptdbg_tui.formats.file_writes import write_text
+from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.modules import ModuleChain, within
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
@@ -66,13 +67,15 @@ class _Chains:
 
     def __init__(self) -> None:
         self._readers: dict[Path, DumpReader | None] = {}
+        self.unread: dict[Path, str] = {}  # by dump: why its module sidecar cannot be read
 
     def __call__(self, dump: RankDump, entry: EntryName) -> ModuleChain:
         if dump.records not in self._readers:
             reader: DumpReader | None = open_reader(dump, math.inf)
             try:
                 reader.read_modules(final=True)
-            except OSError:
+            except OSError as e:
+                self.unread[dump.records] = reason(e)
                 reader = None
             self._readers[dump.records] = reader
         reader = self._readers[dump.records]
@@ -221,7 +224,14 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
         return Narrowed(module=chain[-1][0]), f"the culprit {culprit.call} ran in {module_label(*chain[-1])}"
     target = narrowed_to_call(entry)
     # the root alone: the model's own forward, which is no narrower than the whole model
-    inside = f"in the model's own forward ({modules[-1][1]})" if modules else "in no module the dump records"
+    unread = chains.unread.get(pair.npu.records)
+    inside = (
+        f"in the model's own forward ({modules[-1][1]})"
+        if modules
+        else f"in a module not known: its module sidecar cannot be read ({unread})"
+        if unread
+        else "in no module the dump records"
+    )
     where = "" if target.module else f", which ran {inside}"
     return target, f"the culprit {culprit.call}{where}"
 

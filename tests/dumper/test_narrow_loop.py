@@ -107,6 +107,26 @@ def test_a_job_of_several_ranks_is_told_the_torchrun_and_spawned_forms_too(
     assert f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…)" in out  # spawned ranks
 
 
+def test_a_module_sidecar_that_cannot_be_read_is_said(statistics, tmp_path: Path, capsys) -> None:
+    """A folder in the NPU module sidecar's place: compare says why the culprit has no module line, and
+    narrow, which falls back to the call, does not claim that it ran in no module the dump records."""
+    _, npu, bench = statistics
+    shutil.copytree(npu, tmp_path / "npu")
+    sidecars = [sidecar_path(d.records) for d in discover(tmp_path / "npu")]
+    for sidecar in sidecars:
+        sidecar.unlink()
+        sidecar.mkdir()
+    why = f"{sidecars[0]}: is a directory, not a regular file"
+    assert tui_main(["compare", str(tmp_path / "npu"), str(bench), "-o", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "    module:" not in out
+    assert f"  note: module sidecar not read ({why}): the culprit's module is not shown" in out
+    assert tui_main(["narrow", str(tmp_path / "npu"), str(bench), "-o", str(tmp_path / "n.json")]) == 0
+    out = capsys.readouterr().out
+    assert "in no module the dump records" not in out
+    assert f"which ran in a module not known: its module sidecar cannot be read ({why})" in out
+
+
 def test_a_job_of_several_ranks_is_told_by_its_ranks_or_its_collectives() -> None:
     rank = RankDump(Path("/d/rank0/x.pkl"), 0, 0)
     assert not multi_rank_job([rank], ["Functional_linear_0_forward_input.0"])
