@@ -42,6 +42,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     judge,
     judge_entry,
 )
+from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
@@ -63,7 +64,18 @@ CallKey = tuple[str, int, str]  # (api, index, direction)
 
 
 def _errors(row: Row) -> ErrorMeasures | None:
-    return row.result.errors if row.result is not None else None
+    """The row's error measures; for a tensor pair whose files could not be compared (a missing or
+    unreadable npy: an error row), the estimate from both records' statistics, as a statistics dump
+    gives it, so that one lost file does not hide the error it carries from the walk."""
+    result = row.result
+    if result is None:
+        return None
+    if result.errors is not None or result.status is not Status.ERROR:
+        return result.errors
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None or npu.is_scalar or not (npu.has_stats and bench.has_stats):
+        return None
+    return stats_errors(npu, bench, row.transposed)
 
 
 def _op(entry: EntryName) -> str:
@@ -175,8 +187,7 @@ class _Calls:
             call = self.calls.get(key)
             if call is None:
                 call = self.calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
-            result = row.result
-            errors = result.errors if result is not None else None
+            errors = _errors(row)
             kind = entry.kind
             member: _Member
             if kind == INPUT:
@@ -546,7 +557,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     dump's step, for the words)."""
     calls = _Calls(rows)
     diagnosis = Diagnosis(
-        compared=sum(1 for r in rows if _errors(r) is not None),
+        compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
         failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
     )
     walk = _Walk(step)
