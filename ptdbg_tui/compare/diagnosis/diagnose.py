@@ -151,6 +151,7 @@ class _Call:
     op: str  # the op as the rules name it (``relu`` for ``relu_``)
     container: bool  # a module's call (its APIs' calls may be dumped too)
     paired: bool = False  # some row has a bench record (else a call only the NPU run made)
+    npu_made: bool = False  # some row has an NPU record (else a call only the bench run made)
     rows: list[Row] = field(default_factory=list)
     members: list[_Member] = field(default_factory=list)
     ins: list[_Member] = field(default_factory=list)
@@ -208,6 +209,7 @@ class _Calls:
                 member = _Member(row, rec, errors, empty)
             call.rows.append(row)
             call.paired = call.paired or row.bench is not None
+            call.npu_made = call.npu_made or row.npu is not None
             call.members.append(member)
             (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
@@ -389,6 +391,7 @@ class _Walk:
     before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
+    bench_only: set[str] = field(default_factory=set)  # names of the calls only the bench run made
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
 
@@ -483,6 +486,8 @@ def _entering_suspect(
         )
     previous = walk.previous[way]
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
+    if previous in walk.bench_only:
+        after += ", a call only the bench run makes (the NPU run has no counterpart)"
     return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
 
 
@@ -494,6 +499,8 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         walk.npu_only[way].append(key)
         walk.previous[way] = name
         return
+    if not call.npu_made:
+        walk.bench_only.add(name)
     _at_inputs(calls, key, walk)
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way] = name
