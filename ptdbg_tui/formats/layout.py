@@ -360,6 +360,23 @@ def _canonical_last(d: RankDump) -> tuple[bool, str]:
     return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.records))
 
 
+def _steps_text(steps: list[int | None]) -> str:
+    """The steps of one side's dumps; a dump without a ``stepN`` folder (dumped without ``--step``)
+    as ``none``, not Python's ``None``."""
+    return "[" + ", ".join("none" if s is None else str(s) for s in steps) + "]"
+
+
+def _steps_hint(npu: list[int | None], bench: list[int | None], step: int | None) -> str:
+    """Why steps could not pair, where one side has no ``stepN`` folder at all."""
+    flat = [role for role, steps in (("NPU", npu), ("bench", bench)) if steps == [None]]
+    if not flat or (step is None and len(flat) == 2):
+        return ""
+    sides = "both dumps have" if len(flat) == 2 else f"the {flat[0]} dump has"
+    if step is not None:
+        return f": {sides} no stepN folder (dumped without --step), so --step {step} selects nothing there"
+    return f": {sides} no stepN folder (dumped without --step) and the other has: dump both sides alike"
+
+
 def unpaired_notes(
     npu: list[RankDump],
     bench: list[RankDump],
@@ -375,7 +392,8 @@ def unpaired_notes(
         want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
         notes.append(
             f"no NPU and bench rank dumps pair up{want and ' for' + want} "
-            f"(NPU: steps {ns}, ranks {nr}; bench: steps {bs}, ranks {br})"
+            f"(NPU: steps {_steps_text(ns)}, ranks {nr}; bench: steps {_steps_text(bs)}, ranks {br})"
+            + _steps_hint(ns, bs, step)
         )
     for role, dumps, other, side in (("NPU", npu, "bench", 0), ("bench", bench, "NPU", 1)):
         compared = {p[side].label: p[side] for p in paired}

@@ -42,6 +42,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     judge,
     judge_entry,
 )
+from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
@@ -63,7 +64,18 @@ CallKey = tuple[str, int, str]  # (api, index, direction)
 
 
 def _errors(row: Row) -> ErrorMeasures | None:
-    return row.result.errors if row.result is not None else None
+    """The row's error measures; for a tensor pair whose files could not be compared (a missing or
+    unreadable npy: an error row), the estimate from both records' statistics, as a statistics dump
+    gives it, so that one lost file does not hide the error it carries from the walk."""
+    result = row.result
+    if result is None:
+        return None
+    if result.errors is not None or result.status is not Status.ERROR:
+        return result.errors
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None or npu.is_scalar or not (npu.has_stats and bench.has_stats):
+        return None
+    return stats_errors(npu, bench, row.transposed)
 
 
 def _op(entry: EntryName) -> str:
@@ -139,6 +151,7 @@ class _Call:
     op: str  # the op as the rules name it (``relu`` for ``relu_``)
     container: bool  # a module's call (its APIs' calls may be dumped too)
     paired: bool = False  # some row has a bench record (else a call only the NPU run made)
+    npu_made: bool = False  # some row has an NPU record (else a call only the bench run made)
     rows: list[Row] = field(default_factory=list)
     members: list[_Member] = field(default_factory=list)
     ins: list[_Member] = field(default_factory=list)
@@ -175,8 +188,7 @@ class _Calls:
             call = self.calls.get(key)
             if call is None:
                 call = self.calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
-            result = row.result
-            errors = result.errors if result is not None else None
+            errors = _errors(row)
             kind = entry.kind
             member: _Member
             if kind == INPUT:
@@ -197,6 +209,7 @@ class _Calls:
                 member = _Member(row, rec, errors, empty)
             call.rows.append(row)
             call.paired = call.paired or row.bench is not None
+            call.npu_made = call.npu_made or row.npu is not None
             call.members.append(member)
             (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
@@ -378,6 +391,7 @@ class _Walk:
     before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
+    bench_only: set[str] = field(default_factory=set)  # names of the calls only the bench run made
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
 
@@ -472,6 +486,8 @@ def _entering_suspect(
         )
     previous = walk.previous[way]
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
+    if previous in walk.bench_only:
+        after += ", a call only the bench run makes (the NPU run has no counterpart)"
     return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
 
 
@@ -483,6 +499,8 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         walk.npu_only[way].append(key)
         walk.previous[way] = name
         return
+    if not call.npu_made:
+        walk.bench_only.add(name)
     _at_inputs(calls, key, walk)
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way] = name
@@ -546,7 +564,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     dump's step, for the words)."""
     calls = _Calls(rows)
     diagnosis = Diagnosis(
-        compared=sum(1 for r in rows if _errors(r) is not None),
+        compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
         failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
     )
     walk = _Walk(step)
