@@ -430,7 +430,8 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
-    entering = _entering(call.ins, walk.explained(), walk.parameters, bool(walk.npu_only[way]))
+    unpaired = bool(walk.npu_only[way]) or walk.previous[way] in walk.bench_only  # the place is known
+    entering = _entering(call.ins, walk.explained(), walk.parameters, unpaired)
     args = _different_arguments(call.ins) if not entering else []
     if entering is not None:
         judgement, member = entering

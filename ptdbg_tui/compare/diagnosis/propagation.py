@@ -520,8 +520,8 @@ def judge_entry(name: str, x: ErrorMeasures, before: float, after_unpaired: bool
     margin is squared again: they may show one tensor's error and hide an earlier one's (an error
     spread over small elements moves no max, min or norm: seen 57× too low).
 
-    ``after_unpaired``: calls only the NPU run makes came just before, so where the error may enter
-    is known and dumped: those calls, which the bench run does without. They are held to a call's
+    ``after_unpaired``: calls only one run makes came just before, so where the error may enter is
+    known and dumped: those calls, which the other run does without. They are held to a call's
     ``MARGIN``, not to the larger margin for code no hook sees (at a later step, the drift that
     earlier steps left in every activation hid an NPU-only ``x * 1.001`` under ``ENTRY_MARGIN``)."""
     if x.exact or x.new_nonfinite or x.lost_nonfinite or not math.isfinite(x.rel):
