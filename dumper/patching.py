@@ -72,20 +72,31 @@ def _silent_wrapper(slot: Slot) -> Callable[..., Any]:
     return wrapper
 
 
-def _dropout_wrapper(target: ApiTarget, slot: Slot, position: int) -> Callable[..., Any]:
-    """A dropout call, made with p=0 while the session disables dropout, recorded as any call."""
+def _dropout_wrapper(target: ApiTarget, slot: Slot, position: tuple[int, str | None]) -> Callable[..., Any]:
+    """A dropout call, made with p=0 while the session disables dropout. A dropout function is recorded
+    with the probability the script asked for (two scripts that ask for different ones differ, though
+    neither run drops anything while dumping; no replay rebuilds a random op). An RNN kernel is recorded
+    as it ran: a replay rebuilds it from its record."""
+
+    def forced(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs, _ = without_dropout(position, args, kwargs)
+        return slot.original(*args, **kwargs)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         session = STATE.session
         if session is None:
             return slot.original(*args, **kwargs)
-        if session.disable_dropout:  # also inside other wrapped calls (MHA calls dropout)
-            args, kwargs, changed = without_dropout(position, args, kwargs)
+        run = slot.original
+        if session.disable_dropout:
+            run = forced
+            off_args, off_kwargs, changed = without_dropout(position, args, kwargs)
             if changed:
                 session.dropout_forced(target)
-        if TLS.inside:
-            return slot.original(*args, **kwargs)
-        return session.call(target, slot.original, args, kwargs)
+            if position[0] < 0:  # an RNN kernel
+                run, args, kwargs = slot.original, off_args, off_kwargs
+        if TLS.inside:  # inside other wrapped calls (MHA calls dropout)
+            return run(*args, **kwargs)
+        return session.call(target, run, args, kwargs)
 
     return wrapper
 

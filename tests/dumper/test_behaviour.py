@@ -138,10 +138,30 @@ def test_dropout_forced_off_by_default_and_logged(tmp_path: Path, caplog) -> Non
     x = torch.ones(1000)
     with caplog.at_level(logging.INFO, logger="dumper"):
         y, recs = _dump(tmp_path / "a", lambda: drop(x))
-    assert torch.equal(y, x) and recs["Functional_dropout_0_forward_input.1"].stats[0] == 0.0
+    # it ran with p=0; the record keeps the p the script asked for
+    assert torch.equal(y, x) and recs["Functional_dropout_0_forward_input.1"].stats[0] == 0.5
     assert any("p=0" in m for m in caplog.messages)
     y, _ = _dump(tmp_path / "b", lambda: drop(x), disable_dropout=False)
     assert (y == 0).any()
+
+
+def test_scripts_that_ask_for_different_dropout_are_told_so_though_neither_drops(tmp_path: Path) -> None:
+    """The NPU port asks for Dropout(0.3), the bench for 0.1: both run with p=0 while dumping, so the
+    data agree, and the record of the p each asked for is what differs. Before, both recorded 0.0 and
+    the compare gave an all-clear (found by a review)."""
+    from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS
+    from ptdbg_tui.engine.batch import compare_dumps
+
+    x = torch.randn(8, 16)
+    dumps = {}
+    for side, p in (("npu", 0.3), ("bench", 0.1)):
+        y, recs = _dump(tmp_path / side, lambda p=p: torch.relu(nn.Dropout(p).train()(x)))
+        assert torch.equal(y, torch.relu(x))
+        dumps[side] = recs["_dump"]
+    (outcome,) = compare_dumps(dumps["npu"].records, dumps["bench"].records, jobs=1)
+    culprit = outcome.diagnosis.culprit
+    assert (culprit.call, culprit.kind) == ("Functional_dropout_0_forward", ARGUMENTS)
+    assert "input.1: 0.3 against 0.1" in culprit.evidence
 
 
 def test_lstm_inter_layer_dropout_forced_off(tmp_path: Path) -> None:
