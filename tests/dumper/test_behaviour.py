@@ -333,3 +333,23 @@ def test_a_script_that_wraps_a_dumped_api_while_dumping_runs_every_step(tmp_path
     for dump in dumps:
         calls = {r.call for r in read_pkl(dump.records).tensors}
         assert {"Functional_gelu_0_forward", "Tensor___mul___0_forward"} <= calls, dump.step
+
+
+def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tmp_path: Path) -> None:
+    """``h.data.mul_(1.05)`` between two calls writes ``h`` without moving its version counter: the
+    next call's input was recorded with ``h``'s stats from before the write (the previous call's
+    output), so the diagnosis blamed the next call for error that entered before it."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 4, requires_grad=True)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"), hook_name="dump", step=[0])
+    debugger.start()
+    h = F.gelu(x)
+    h.data.mul_(1.05)
+    torch.tanh(h).sum().backward()
+    debugger.stop()
+    debugger.step()
+    (dump,) = discover(tmp_path / "d")
+    stats = {r.name: r.stats for r in read_pkl(dump.records).tensors}
+    written = stats["Tensor_mul__0_forward_output"]
+    assert stats["Torch_tanh_0_forward_input.0"] == written
+    assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
