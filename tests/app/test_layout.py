@@ -456,3 +456,36 @@ async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_t
         await pilot.press("c", "c")  # the culprit, then suspect 2
         await pilot.pause()
         assert "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward" in bar(), bar()
+
+
+async def test_the_overview_counts_every_row_of_a_pair_its_warnings_too(tmp_path, ui):
+    """Two steps of a real computation whose NPU loss is 1% off: the 0-d loss is a warning (the
+    original's Nan verdict, beyond 0.001). The overview said '! warn' for each pair but had no column
+    for warnings: its counts left that row out (✘ 0 ⚠ 0 ∅ 0 … 0 ✔ 5 of 6 rows)."""
+    import torch
+
+    from dumper import PrecisionDebugger
+    from ptdbg_tui.app.overview import COUNTED
+
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for side in sides:
+        torch.manual_seed(0)
+        x = torch.randn(4, 6)
+        debugger = PrecisionDebugger(dump_path=str(side), hook_name="dump", step=[0, 1])
+        for _ in range(2):
+            debugger.start()
+            torch.tanh(x).mean() * (1.01 if side.name == "npu" else 1.0)
+            debugger.stop()
+            debugger.step()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        lines = app.screen.lines
+        assert len(lines) == 2
+        for line, pair in zip(lines, app.model.root.children, strict=True):
+            counts = {s: pair.count(s) for s in Status}
+            assert counts[Status.WARN] >= 1, line.label
+            assert sum(line.counts) == sum(counts.values()), "every row is in one column"
+            assert line.counts[COUNTED.index(Status.WARN)] == counts[Status.WARN]
