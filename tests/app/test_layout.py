@@ -259,6 +259,14 @@ async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, si
         assert not [s for s in header.spans if s.style == fail], "red means failures"
 
 
+async def _overview(ui, app, pilot) -> list:
+    """The overview's lines, once the comparison has settled and ``o`` opened it."""
+    await ui.settle(pilot)
+    await pilot.press("o")
+    assert isinstance(app.screen, OverviewScreen)
+    return app.screen.lines
+
+
 async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
     """Step 1 fails at its first call, step 0 only at its fifth: step 0 diverged first."""
     rng = np.random.default_rng(2)
@@ -274,10 +282,7 @@ async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
             writer.close()
     app = ui.app(*sides)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
-        await pilot.press("o")
-        assert isinstance(app.screen, OverviewScreen)
-        lines = app.screen.lines
+        lines = await _overview(ui, app, pilot)
         assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
         assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
 
@@ -479,10 +484,7 @@ async def test_the_overview_counts_every_row_of_a_pair_its_warnings_too(tmp_path
             debugger.step()
     app = ui.app(*sides)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
-        await pilot.press("o")
-        assert isinstance(app.screen, OverviewScreen)
-        lines = app.screen.lines
+        lines = await _overview(ui, app, pilot)
         assert len(lines) == 2
         for line, pair in zip(lines, app.model.root.children, strict=True):
             counts = {s: pair.count(s) for s in Status}
