@@ -146,6 +146,21 @@ class SeenTensors:
         for _, t in tensor_leaves(value):
             self._items.pop(id(t), None)
 
+    def forget_aliases(self, t: torch.Tensor) -> None:
+        """Drop the tensors over ``t``'s memory: written through ``t``, which may not share their
+        version counter (``x.data.mul_(2)`` leaves ``x._version`` as it was)."""
+        try:
+            storage = t.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):  # a tensor without storage: nothing to compare
+            return
+        for key, (ref, _, _) in list(self._items.items()):
+            other = ref()
+            try:
+                if other is None or other.untyped_storage().data_ptr() == storage:
+                    del self._items[key]
+            except (RuntimeError, NotImplementedError):
+                del self._items[key]
+
     def clear(self) -> None:
         self._items.clear()
 

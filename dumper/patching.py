@@ -42,11 +42,12 @@ STATE = _State()
 class Slot:
     """One patched attribute: its target, the function called through, how to undo the patch."""
 
-    __slots__ = ("attr", "found", "inherited", "original", "owners", "target", "wrapper")
+    __slots__ = ("attr", "covered", "found", "inherited", "original", "owners", "target", "wrapper")
 
     def __init__(self, target: ApiTarget) -> None:
         self.target, self.owners, self.attr = target, target.owners, target.attr
         self.refresh(target.original)
+        self.covered: Any = None  # what the script put over the wrapper while it was installed
         self.wrapper = _make_wrapper(target, self)
 
     def refresh(self, current: Any) -> None:
@@ -139,6 +140,12 @@ def install(targets: Sequence[ApiTarget]) -> None:
         if current is not slot.found:
             if slot_of(current) is not None:
                 continue  # wrapped by another install: leave it
+            if current is slot.covered:
+                # the script replaced the wrapper while it was installed (``orig = F.gelu;
+                # F.gelu = mine``): theirs may call the wrapper it found, which still records the
+                # call and runs the true function. Wrapping theirs would make the wrapper call
+                # itself through it, without end; leave it, as during the step it was set in
+                continue
             slot.refresh(current)
         for owner in slot.owners:
             setattr(owner, slot.attr, slot.wrapper)
@@ -149,7 +156,10 @@ def uninstall() -> None:
     """Put back what :func:`install` replaced (or what was swapped into a slot since)."""
     for slot in reversed(_installed):
         for owner in slot.owners:
-            if getattr(owner, slot.attr, None) is not slot.wrapper:
+            current = getattr(owner, slot.attr, None)
+            if current is not slot.wrapper:
+                if owner is slot.owners[0]:
+                    slot.covered = current
                 continue  # replaced again by someone else: leave theirs in place
             if slot.inherited and slot.original is slot.found:
                 delattr(owner, slot.attr)

@@ -305,6 +305,10 @@ class DumpSession:
             out = fn(*(args if plan is None else plan.args), **kwargs)
             if target.comm:  # it wrote into its arguments without bumping their version: copies are stale
                 self._seen.forget(args)
+            elif args and isinstance(args[0], torch.Tensor) and _mutates_first(target, args, kwargs):
+                # it wrote into its first argument: another tensor over the same memory (``x.data``
+                # against ``x``) has its own version counter, which did not move
+                self._seen.forget_aliases(args[0])
             if plan is not None:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)

@@ -23,7 +23,7 @@ from ptdbg_tui.app.bars import module_of
 from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.model import Status
 
-COUNTED = (Status.FAIL, Status.ERROR, Status.UNMATCHED, Status.PENDING, Status.PASS)
+COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -259,6 +259,14 @@ async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, si
         assert not [s for s in header.spans if s.style == fail], "red means failures"
 
 
+async def _overview(ui, app, pilot) -> list:
+    """The overview's lines, once the comparison has settled and ``o`` opened it."""
+    await ui.settle(pilot)
+    await pilot.press("o")
+    assert isinstance(app.screen, OverviewScreen)
+    return app.screen.lines
+
+
 async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
     """Step 1 fails at its first call, step 0 only at its fifth: step 0 diverged first."""
     rng = np.random.default_rng(2)
@@ -274,10 +282,7 @@ async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
             writer.close()
     app = ui.app(*sides)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.settle(pilot)
-        await pilot.press("o")
-        assert isinstance(app.screen, OverviewScreen)
-        lines = app.screen.lines
+        lines = await _overview(ui, app, pilot)
         assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
         assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
 
@@ -456,3 +461,33 @@ async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_t
         await pilot.press("c", "c")  # the culprit, then suspect 2
         await pilot.pause()
         assert "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward" in bar(), bar()
+
+
+async def test_the_overview_counts_every_row_of_a_pair_its_warnings_too(tmp_path, ui):
+    """Two steps of a real computation whose NPU loss is 1% off: the 0-d loss is a warning (the
+    original's Nan verdict, beyond 0.001). The overview said '! warn' for each pair but had no column
+    for warnings: its counts left that row out (✘ 0 ⚠ 0 ∅ 0 … 0 ✔ 5 of 6 rows)."""
+    import torch
+
+    from dumper import PrecisionDebugger
+    from ptdbg_tui.app.overview import COUNTED
+
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for side in sides:
+        torch.manual_seed(0)
+        x = torch.randn(4, 6)
+        debugger = PrecisionDebugger(dump_path=str(side), hook_name="dump", step=[0, 1])
+        for _ in range(2):
+            debugger.start()
+            torch.tanh(x).mean() * (1.01 if side.name == "npu" else 1.0)
+            debugger.stop()
+            debugger.step()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        lines = await _overview(ui, app, pilot)
+        assert len(lines) == 2
+        for line, pair in zip(lines, app.model.root.children, strict=True):
+            counts = {s: pair.count(s) for s in Status}
+            assert counts[Status.WARN] >= 1, line.label
+            assert sum(line.counts) == sum(counts.values()), "every row is in one column"
+            assert line.counts[COUNTED.index(Status.WARN)] == counts[Status.WARN]

@@ -302,3 +302,54 @@ def test_inference_mode_and_a_second_debugger(tmp_path: Path, caplog) -> None:
         "Torch_exp_1_forward_input.0",
         "Torch_exp_1_forward_output",
     } <= names
+
+
+def test_a_script_that_wraps_a_dumped_api_while_dumping_runs_every_step(tmp_path: Path) -> None:
+    """``orig = F.gelu; F.gelu = mine`` while the dumper is installed (a script's or a library's
+    import under ``ptdbg-dump run``): the next step's start() wrapped the script's function, whose
+    ``orig`` is the wrapper, and the wrapper called itself without end (RecursionError at step 1)."""
+    true_gelu = F.gelu
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.GELU())
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"), hook_name="dump", step=[0, 1])
+    debugger.start()
+    found = F.gelu
+
+    def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+        return found(x, approximate=approximate) * 1.0
+
+    F.gelu = gelu
+    try:
+        for step in range(2):
+            if step:
+                debugger.start()
+            model(torch.randn(2, 4)).sum().backward()
+            debugger.stop()
+            debugger.step()
+    finally:
+        F.gelu = true_gelu
+    dumps = discover(tmp_path / "d")
+    assert [d.step for d in dumps] == [0, 1]
+    for dump in dumps:
+        calls = {r.call for r in read_pkl(dump.records).tensors}
+        assert {"Functional_gelu_0_forward", "Tensor___mul___0_forward"} <= calls, dump.step
+
+
+def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tmp_path: Path) -> None:
+    """``h.data.mul_(1.05)`` between two calls writes ``h`` without moving its version counter: the
+    next call's input was recorded with ``h``'s stats from before the write (the previous call's
+    output), so the diagnosis blamed the next call for error that entered before it."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 4, requires_grad=True)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"), hook_name="dump", step=[0])
+    debugger.start()
+    h = F.gelu(x)
+    h.data.mul_(1.05)
+    torch.tanh(h).sum().backward()
+    debugger.stop()
+    debugger.step()
+    (dump,) = discover(tmp_path / "d")
+    stats = {r.name: r.stats for r in read_pkl(dump.records).tensors}
+    written = stats["Tensor_mul__0_forward_output"]
+    assert stats["Torch_tanh_0_forward_input.0"] == written
+    assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
