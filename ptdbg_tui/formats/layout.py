@@ -292,7 +292,8 @@ def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
     ]
     if not notes and bench is not None and npu.has_tensors != bench.has_tensors:
         role, missing = ("bench", bench) if npu.has_tensors else ("NPU", npu)
-        notes.append(f"the {role} dump has no data folder {missing.tensor_dir}")
+        held = f"no tensors (it has no data folder {missing.tensor_dir})"  # a statistics dump never has one
+        notes.append(f"the {role} dump holds {held} and the other does")
     return "; ".join(notes) or None
 
 

@@ -392,7 +392,7 @@ case("npy_folder_is_a_file", "not a folder", summary=True)(
     lambda n, b: replace_file(n / NPY, lambda p: p.write_bytes(b"x"))
 )
 case("npy_folder_renamed", "no npy folder", summary=True)(lambda n, b: (n / NPY).rename(n / "npy_data"))
-case("npy_folder_missing_on_bench", "has no data folder", summary=True)(lambda n, b: shutil.rmtree(b / NPY))
+case("npy_folder_missing_on_bench", "holds no tensors", summary=True)(lambda n, b: shutil.rmtree(b / NPY))
 case("npy_folder_is_a_fifo", "named pipe", summary=True)(lambda n, b: replace_file(n / NPY, fifo))
 
 # the module sidecar: only the app reads it
