@@ -228,6 +228,11 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
     assert match_advice(choose_match(bench, bench, "exact")) == ""
     assert match_advice(choose_match(npu, [], "exact")) == "", "nothing to pair with: no matching helps"
     assert match_advice(choose_match([], bench, "exact")) == ""
+    # calls of an op the other side never makes (the bench's model initialisation, before msprobe
+    # started on the NPU): no shift left them unpaired, aligning pairs them with nothing
+    init = [record("Tensor_uniform__0_forward_output"), record("Tensor_fill__0_forward_output")]
+    assert match_advice(choose_match(bench, [*init, *bench], "exact")) == ""
+    assert match_advice(choose_match(npu, [*init, *bench], "exact")) == "1 unpaired"
 
 
 # --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------

@@ -254,11 +254,33 @@ def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = Non
         return ""
     if waiting is not None:
         rows = [r for r in rows if r.matched or not waiting(r)]
+    rows = _shiftable(rows)
     npu_only, bench_only, shapes = _misfits(rows)
     parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
         parts.append(f"{shapes:,} shapes differ")
     return ", ".join(parts)
+
+
+def _op_of(rec: TensorRecord) -> tuple[str, str] | None:
+    entry = rec.entry
+    return (entry.prefix, entry.op) if entry is not None else None
+
+
+def _shiftable(rows: list[Row]) -> list[Row]:
+    """The rows, less the unpaired ones whose op the other side never calls: no name shifted by an
+    extra call left them unpaired, and no alignment pairs them (msprobe, started later, never saw
+    the bench's model initialisation: uniform_, fill_)."""
+    calls = ({_op_of(r.npu) for r in rows if r.npu}, {_op_of(r.bench) for r in rows if r.bench})
+
+    def shiftable(r: Row) -> bool:
+        if r.npu is not None and r.bench is not None:
+            return True
+        side, rec = (1, r.npu) if r.npu is not None else (0, r.bench)
+        op = _op_of(rec) if rec is not None else None
+        return op is None or op in calls[side]
+
+    return [r for r in rows if shiftable(r)]
 
 
 def _misfits(rows: Sequence[Row]) -> tuple[int, int, int]:
