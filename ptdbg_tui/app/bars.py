@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.findings import RECEIVED, Diagnosis, Suspect, times_text
+from ptdbg_tui.compare.diagnosis.findings import RECEIVED, Diagnosis, Suspect, entries_fail, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
@@ -297,7 +297,7 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
         texts = [
-            f"{failing:,} entries fail (n: next failure)",
+            f"{entries_fail(failing)} (n: next failure)",
             (f"{inherited}; " if inherited else "")
             + f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
         ]

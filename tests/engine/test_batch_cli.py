@@ -212,6 +212,31 @@ def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, caps
     assert "No operator introduces" not in out
 
 
+def test_an_entry_that_could_not_be_compared_is_not_said_to_inherit_an_error(tmp_path, capsys):
+    """A dump cut short (its script killed, an npy missing) and nothing else wrong: the row could not
+    be compared, and the report says that rather than 'its call's inputs already carry the error'
+    with inputs and outputs at 0; one entry 'fails', not '1 entries fail'."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    roots = tmp_path / "npu", tmp_path / "bench"
+    for root in roots:
+        w = RankWriter(rank_dir_path(root, 0))
+        for i in range(2):
+            write_array(w, entry_name("Torch_mul", i, "forward", "input", (0,)), x)
+            write_array(w, entry_name("Torch_mul", i, "forward", "output", (0,)), x * 2)
+        w.close()
+    (missing,) = roots[0].rglob("Torch_mul_1_forward_output.0.npy")
+    missing.unlink()
+    code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "1 errors" in out, out
+    assert "  1 entry fails, yet no call judged" in out, out
+    assert (
+        "the first failing row is Torch_mul_1_forward_output.0 — it could not be compared (Dump file: "
+        "Torch_mul_1_forward_output.0.npy not found.)"
+    ) in out, out
+    assert "inputs already carry" not in out, out
+
+
 def test_every_file_written_is_0640_and_the_advisor_is_one_of_them(seed, tmp_path, capsys):
     old = os.umask(0o022)  # a usual umask: 0644 unless the writer says otherwise
     try:

@@ -544,7 +544,10 @@ def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
         return ""
     call = first.record.call
     evidence = diagnosis.calls.get(call)
-    if evidence is None:
+    if first.status is Status.ERROR:  # nothing was measured: its inputs carry nothing we know of
+        message = first.result.message.strip() if first.result is not None else ""
+        why = f"it could not be compared ({message})" if message else "it could not be compared"
+    elif evidence is None:
         why = "its call was not judged"
     elif evidence.judgement is None:
         why = f"its call was not judged: {evidence.why_not}"

@@ -255,13 +255,18 @@ class Diagnosis:
             if self.failing:
                 why = f": {self.unexplained}" if self.unexplained else "."
                 return (
-                    f"{self.failing:,} entries fail, yet no call judged introduces an error beyond "
+                    f"{entries_fail(self.failing)}, yet no call judged introduces an error beyond "
                     f"rounding ({self.judged:,} calls judged){why}"
                 )
             return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
         return f"Culprit: {self.suspects[0].text}{tail}"
+
+
+def entries_fail(count: int) -> str:
+    """``1 entry fails`` / ``3 entries fail``."""
+    return f"{count:,} entry fails" if count == 1 else f"{count:,} entries fail"
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))
