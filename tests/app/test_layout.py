@@ -172,6 +172,11 @@ async def test_no_all_clear_and_no_compared_count_when_the_bench_side_is_missing
         assert "compared 179" not in header and "all 179" not in header and "✘" not in header, header
         assert "align" not in header, "no matching pairs what is not there"
         assert not [n for n in app._notifications if "align" in n.message]
+        # while the NPU side writes its next step, the header said "compared 179/179" (a review)
+        from dataclasses import replace
+
+        app.model.progress = replace(app.model.progress, done=False)
+        assert app._header_lines(80, {})[0].plain.lstrip().startswith("nothing compared")
 
 
 async def test_help_scrolls_at_80x24(demo_dumps, ui):
