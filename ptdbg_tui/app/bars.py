@@ -181,6 +181,9 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"replaying {p.replayed:,}/{p.replaying:,}", 2))
     if p.pairs > 1:
         out.append(seg(f"{p.pairs} pairs (o: overview)", 2))
+    if p.pairs and p.unpaired:  # a dump on one side only is compared with nothing: said, culprit or not
+        more = f" (+{len(p.unpaired) - 1} more)" if len(p.unpaired) > 1 else ""
+        out.append(seg(p.unpaired[0] + more, 1, styles.get("warn", Style()), shrink=12))
     modes = model.match_modes()
     if modes:
         out.append(seg(f"match {modes}", 3))

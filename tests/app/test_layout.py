@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -290,6 +291,21 @@ async def test_the_overview_lists_the_earliest_step_first(tmp_path, ui):
         lines = await _overview(ui, app, pilot)
         assert [line.label for line in lines] == ["step0/rank0", "step1/rank0"], "by step, then execution"
         assert [line.suspect.split()[0] for line in lines] == ["Torch_mul_4_forward", "Torch_mul_0_forward"]
+
+
+async def test_a_step_on_one_side_only_is_said_though_there_is_a_culprit(steps_dumps, ui, tmp_path):
+    """The NPU's step 2 is gone: the bench's step 2 is compared with nothing. The CLI said so in a
+    note; the app said it only in an all-clear's 'Not covered' (a review)."""
+    npu, bench = tmp_path / "npu", tmp_path / "bench"
+    shutil.copytree(steps_dumps[0], npu)
+    shutil.copytree(steps_dumps[1], bench)
+    shutil.rmtree(next(npu.rglob("step2")))
+    app = ui.app(npu, bench)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ui.settle(pilot)
+        screen = ui.screen_text(app).splitlines()
+        assert "Culprit" in screen[1], screen[1]
+        assert "no NPU dump for it" in screen[0], screen[0]
 
 
 async def test_at_80x24_c_shows_the_suspect_s_row_whole_and_the_bar_its_score(steps_dumps, ui):
