@@ -139,10 +139,10 @@ def _one_dump_twice(model: TreeModel) -> bool:
 def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: Styles) -> list[Segment]:
     """The failures and how many rows were compared — or that nothing was."""
     p = model.progress
-    if p.rows and counts[Status.UNMATCHED] == sum(counts.values()):
-        # no row has both sides (a side missing or empty, or no name in common): no count of
-        # failures or of rows compared, while one side writes too; the sides segment or the
-        # matching hint says why
+    if counts[Status.UNMATCHED] == sum(counts.values()):
+        # no row has both sides (no rows yet, a side missing or empty, no name in common): no count
+        # of failures or of rows compared ("compared 0/0"), while one side writes too; the sides
+        # segment or the matching hint says why
         return [seg("nothing compared", 0, styles.get("warn", Style()))]
     if _one_dump_twice(model):  # each row equals itself, which compares nothing of the NPU run
         return [seg("one dump twice: nothing compared", 0, styles.get("warn", Style()))]

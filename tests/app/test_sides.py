@@ -28,3 +28,13 @@ async def test_a_mistyped_bench_path_is_named_and_no_all_clear_is_shown(small_du
         assert f"bench: waiting for …/{bench.parent.name}/{typo.name}" in progress
         assert f"No verdict: bench: waiting for {typo} to appear" in bar
         assert Status.PASS.symbol not in bar and "No operator introduces" not in bar
+
+
+async def test_two_folders_not_there_yet_compare_nothing(tmp_path, ui):
+    """Both folders still to appear: the header said 'compared 0/0' (a review)."""
+    app = ui.app(tmp_path / "npu", tmp_path / "bench", watch=True, quiet_s=0.2, rescan_s=0.2)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.wait_until(pilot, lambda: app.model.progress.done)
+        progress, bar = _texts(app)
+        assert progress.lstrip().startswith("nothing compared") and "0/0" not in progress, progress
+        assert "No verdict: NPU: waiting for" in bar
