@@ -353,3 +353,26 @@ def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tm
     written = stats["Tensor_mul__0_forward_output"]
     assert stats["Torch_tanh_0_forward_input.0"] == written
     assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
+
+
+def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gradient(
+    tmp_path: Path,
+) -> None:
+    """``y = x[0:2]; y.mul_(2)``: the view was made of the tap's detached alias of ``x``, so autograd
+    rebased the tap's output, not ``x``, and ``x``'s gradient missed the multiplication (a.grad
+    [1, 1, 1, 1] instead of [2, 2, 1, 1]); likewise a call that returns its input itself
+    (``x.float()`` of a float tensor)."""
+
+    def step() -> list[torch.Tensor]:
+        a = torch.arange(4.0, requires_grad=True)
+        x = a * 1
+        x[0:2].mul_(2)
+        y = x.float()
+        y.mul_(3)
+        (x * x).sum().backward()
+        return [a.grad]
+
+    expected = step()
+    got, records = _dump(tmp_path, step)
+    assert torch.equal(got[0], expected[0])
+    assert "Tensor___getitem___0_forward_output" in records
