@@ -376,3 +376,29 @@ def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gr
     got, records = _dump(tmp_path, step)
     assert torch.equal(got[0], expected[0])
     assert "Tensor___getitem___0_forward_output" in records
+
+
+def test_a_compiled_model_runs_as_without_the_dumper_and_its_region_is_not_recorded(
+    tmp_path: Path,
+) -> None:
+    """torch.compile traced the dumper's module hooks and wrappers into the model and failed
+    (``AssertionError: UnspecializedNNModuleVariable(Net) is already tracked for mutation``): the
+    training died at its first step. A compiled region runs the true APIs, as without the dumper;
+    the calls outside it are recorded."""
+    torch._dynamo.reset()
+
+    def step() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Dropout(0.0), nn.Linear(8, 2))
+        compiled = torch.compile(model, backend="eager")
+        loss = F.mse_loss(compiled(torch.randn(3, 4)), torch.zeros(3, 2))
+        loss.backward()
+        return [loss.detach(), *(p.grad for p in model.parameters())]
+
+    expected = step()
+    torch._dynamo.reset()
+    got, records = _dump(tmp_path, step)
+    torch._dynamo.reset()
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert "Functional_mse_loss_0_forward_output" in records
+    assert not any(name.startswith("Functional_linear") for name in records)
