@@ -402,3 +402,20 @@ def test_a_compiled_model_runs_as_without_the_dumper_and_its_region_is_not_recor
     assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
     assert "Functional_mse_loss_0_forward_output" in records
     assert not any(name.startswith("Functional_linear") for name in records)
+
+
+def test_calls_on_meta_and_nested_tensors_are_recorded_without_errors(tmp_path: Path, caplog) -> None:
+    """A call on a meta tensor lost its record (``unknown device type for autocast`` while reading
+    the call's state), and one taking a nested tensor lost its record in the writer (``NestedTensorImpl
+    doesn't support sizes`` while writing its call sidecar line): both were logged as dumper errors."""
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+    def calls() -> None:
+        torch.add(torch.empty(2, 2, device="meta"), 1)
+        torch.cat(nested.unbind())
+
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        _, records = _dump(tmp_path, calls)
+    assert not caplog.records
+    stacks = {s.call for s in read_pkl(records["_dump"].records).stacks}
+    assert {"Torch_add_0_forward", "Tensor_unbind_0_forward", "Torch_cat_0_forward"} <= stacks
