@@ -355,6 +355,20 @@ def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tm
     assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
 
 
+def test_an_input_written_through_out_of_its_data_is_recorded_as_it_is_now(tmp_path: Path) -> None:
+    """``torch.mul(h.data, 2, out=h.data)`` writes ``h`` as ``h.data.mul_(2)`` does, without moving its
+    version counter: the next call's input was recorded with ``h``'s stats from before the write."""
+    x = torch.randn(4, 4, requires_grad=True)
+
+    def calls() -> None:
+        h = F.gelu(x)
+        torch.mul(h.data, 2, out=h.data)
+        torch.tanh(h).sum().backward()
+
+    _, records = _dump(tmp_path, calls)
+    assert records["Torch_tanh_0_forward_input.0"].stats == records["Torch_mul_0_forward_output"].stats
+
+
 def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gradient(
     tmp_path: Path,
 ) -> None:
