@@ -57,7 +57,10 @@ def _device_type(args: tuple[Any, ...]) -> str:
 def current_state(args: tuple[Any, ...], training: bool | None) -> CallState:
     """The state that changes the result of a call with these arguments, made now."""
     device = _device_type(args)
-    autocast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    try:
+        autocast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+    except RuntimeError:  # a device type autocast does not know (meta): no autocast there
+        autocast = None
     key = (
         torch.is_grad_enabled(),
         training,
@@ -117,7 +120,8 @@ class PendingCall:
                 name = entry_name(self.api, self.index, FORWARD, INPUT, path)
                 if name in recorded:
                     return TensorArg(name)
-            return TensorArg(None, str(value.dtype), tuple(value.shape))
+            # a nested tensor has no single shape (its .shape raises)
+            return TensorArg(None, str(value.dtype), None if value.is_nested else tuple(value.shape))
         if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
             items = [
                 self._resolve(v, None if path is None else (*path, i), recorded) for i, v in enumerate(value)

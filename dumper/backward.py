@@ -52,10 +52,22 @@ def replace_leaves(value: Any, new: dict[tuple[int, ...], torch.Tensor], path: t
 
 def tap_inputs(
     args: tuple[Any, ...], tensors: dict[tuple[int, ...], torch.Tensor], sink: Sink
-) -> tuple[Any, ...]:
-    """The args with ``tensors`` (path -> tensor) routed through one :class:`InputTap`."""
+) -> tuple[tuple[Any, ...], tuple[torch.Tensor, ...]]:
+    """The args with ``tensors`` (path -> tensor) routed through one :class:`InputTap`, and the
+    tap's outputs."""
     tapped = InputTap.apply(sink, *tensors.values())
-    return replace_leaves(args, dict(zip(tensors, tapped, strict=True)))
+    return replace_leaves(args, dict(zip(tensors, tapped, strict=True))), tapped
+
+
+def aliases_tap(out: Any, tapped: tuple[torch.Tensor, ...]) -> bool:
+    """Whether the call returned one of the tap's outputs or a view of one (``x[0:2]``,
+    ``x.view(...)``, ``x.float()`` of a float ``x``, dropout at p=0): autograd takes such a tensor
+    for the tap's, not the input's, so an in-place op on it would never reach the input's graph."""
+    if isinstance(out, torch.Tensor):
+        return any(out is t or out._base is t for t in tapped)
+    if isinstance(out, (list, tuple)):
+        return any(aliases_tap(o, tapped) for o in out)
+    return False
 
 
 def hook_outputs(tensors: list[torch.Tensor], sink: Sink) -> None:

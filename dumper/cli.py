@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import runpy
 import sys
 from collections.abc import Sequence
@@ -158,7 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 0
     debugger.start()
     try:
-        runpy.run_path(str(path), run_name="__main__")
+        # as Python runs a script: its __file__ absolute, so a script that changes its directory
+        # still finds the files beside it
+        runpy.run_path(os.path.abspath(path), run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we

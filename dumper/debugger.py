@@ -24,7 +24,7 @@ def _check_path(dump_path: object) -> Path:
         raise ConfigError(f"dump_path {path} is a symbolic link; give the real directory")
     if path.exists() and not path.is_dir():
         raise ConfigError(f"dump_path {path} exists and is not a directory")
-    return path
+    return path.absolute()  # where it is now: a script that changes its directory dumps there still
 
 
 def _check_steps(step: object, what: str = "step") -> list[int]:

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.utils.hooks import RemovableHandle
 
+from dumper.patching import is_compiling
 from ptdbg_tui.formats.modules import ModuleChain, within
 
 
@@ -98,7 +99,7 @@ class ModuleTracker:
         return name
 
     def _enter(self, module: nn.Module, args: Any) -> None:
-        if threading.get_ident() != self._thread:
+        if is_compiling() or threading.get_ident() != self._thread:
             return
         name, cls = self._name(module), type(module).__name__
         self._stack.append((module, name, cls))
@@ -108,7 +109,11 @@ class ModuleTracker:
             self._root = (("", cls),)
 
     def _leave(self, module: nn.Module, args: Any, output: Any) -> None:
-        if threading.get_ident() != self._thread or not any(m is module for m, _, _ in self._stack):
+        if (
+            is_compiling()
+            or threading.get_ident() != self._thread
+            or not any(m is module for m, _, _ in self._stack)
+        ):
             return
         while self._stack:  # also unwinds modules left by an exception
             top, name, _ = self._stack.pop()

@@ -12,7 +12,13 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import torch
+
 from dumper.catalog import ApiTarget, dropout_position, without_dropout
+
+#: True while torch.compile traces: a compiled region is traced through to the true APIs, as
+#: without the dumper (its ops run fused, in no recorded call; dynamo cannot trace the recording)
+is_compiling = torch.compiler.is_compiling
 
 
 class _Tls(threading.local):
@@ -88,14 +94,15 @@ def _dropout_wrapper(target: ApiTarget, slot: Slot, position: tuple[int, str | N
         if session is None:
             return slot.original(*args, **kwargs)
         run = slot.original
+        compiling = is_compiling()
         if session.disable_dropout:
             run = forced
             off_args, off_kwargs, changed = without_dropout(position, args, kwargs)
-            if changed:
+            if changed and not compiling:
                 session.dropout_forced(target)
             if position[0] < 0:  # an RNN kernel
                 run, args, kwargs = slot.original, off_args, off_kwargs
-        if TLS.inside:  # inside other wrapped calls (MHA calls dropout)
+        if compiling or TLS.inside:  # inside other wrapped calls (MHA calls dropout)
             return run(*args, **kwargs)
         return session.call(target, run, args, kwargs)
 
@@ -105,7 +112,7 @@ def _dropout_wrapper(target: ApiTarget, slot: Slot, position: tuple[int, str | N
 def _recording_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         session = STATE.session
-        if session is None or TLS.inside:
+        if session is None or TLS.inside or is_compiling():
             return slot.original(*args, **kwargs)
         return session.call(target, slot.original, args, kwargs)
 

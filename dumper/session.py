@@ -22,7 +22,7 @@ import torch
 
 from dumper import catalog, patching
 from dumper.arguments import PendingCall, current_state, frozen
-from dumper.backward import hook_outputs, tap_inputs
+from dumper.backward import aliases_tap, hook_outputs, tap_inputs
 from dumper.capture import CallCapture, SeenTensors, leaves, tensor_leaves
 from dumper.config import DumpConfig, ScopeFilter
 from dumper.daemon import CallRecord, DumpDaemon
@@ -97,6 +97,7 @@ class _Plan:
     frames: Frames | None = None
     chain: ModuleChain = ()
     backward: BackwardCall | None = None
+    tapped: tuple[torch.Tensor, ...] = ()  # the tap's outputs, passed to the call for its inputs
 
     @property
     def call(self) -> str:
@@ -303,12 +304,17 @@ class DumpSession:
         try:
             plan = self._guarded(target, self._plan, target, args, kwargs)
             out = fn(*(args if plan is None else plan.args), **kwargs)
+            if plan is not None and plan.tapped and self._guarded(target, aliases_tap, out, plan.tapped):
+                out = self._untapped(plan, fn, args, kwargs)
             if target.comm:  # it wrote into its arguments without bumping their version: copies are stale
                 self._seen.forget(args)
             elif args and isinstance(args[0], torch.Tensor) and _mutates_first(target, args, kwargs):
                 # it wrote into its first argument: another tensor over the same memory (``x.data``
                 # against ``x``) has its own version counter, which did not move
                 self._seen.forget_aliases(args[0])
+            elif kwargs and "out" in kwargs:  # likewise into ``out=`` (``out=x.data``)
+                for _, written in tensor_leaves(kwargs["out"]):
+                    self._seen.forget_aliases(written)
             if plan is not None:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)
@@ -316,6 +322,23 @@ class DumpSession:
             return out
         finally:
             TLS.inside = False
+
+    @staticmethod
+    def _untapped(plan: _Plan, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The call run again on its own inputs: it returned a tapped input or a view of one, which
+        must be the input's own, as without the dumper, or an in-place op on it would bypass the
+        input's gradient. Such calls (views, ``x.float()`` of a float ``x``) are pure and cheap. The
+        gradient a single view produced for the tensor it views comes from the view's own node."""
+        out = fn(*args, **kwargs)
+        plan.tapped = ()
+        bc = plan.backward
+        if bc is not None:
+            first = args[0] if args else None
+            bc.written = (
+                (0,) in bc.in_paths and isinstance(out, torch.Tensor) and out is not first and out._is_view()
+            )
+            bc.in_paths = []
+        return out
 
     def _guarded(self, target: catalog.ApiTarget, step: Callable[..., Any], *a: Any) -> Any:
         try:
@@ -366,7 +389,7 @@ class DumpSession:
             first = args[0] if args else None
             bc.written = written and isinstance(first, torch.Tensor) and first.requires_grad
             if taps:
-                plan.args = tap_inputs(args, taps, bc.on_input_grads)
+                plan.args, plan.tapped = tap_inputs(args, taps, bc.on_input_grads)
                 bc.in_paths = list(taps)
             plan.backward = bc
         return plan

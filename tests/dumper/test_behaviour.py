@@ -353,3 +353,83 @@ def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tm
     written = stats["Tensor_mul__0_forward_output"]
     assert stats["Torch_tanh_0_forward_input.0"] == written
     assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
+
+
+def test_an_input_written_through_out_of_its_data_is_recorded_as_it_is_now(tmp_path: Path) -> None:
+    """``torch.mul(h.data, 2, out=h.data)`` writes ``h`` as ``h.data.mul_(2)`` does, without moving its
+    version counter: the next call's input was recorded with ``h``'s stats from before the write."""
+    x = torch.randn(4, 4, requires_grad=True)
+
+    def calls() -> None:
+        h = F.gelu(x)
+        torch.mul(h.data, 2, out=h.data)
+        torch.tanh(h).sum().backward()
+
+    _, records = _dump(tmp_path, calls)
+    assert records["Torch_tanh_0_forward_input.0"].stats == records["Torch_mul_0_forward_output"].stats
+
+
+def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gradient(
+    tmp_path: Path,
+) -> None:
+    """``y = x[0:2]; y.mul_(2)``: the view was made of the tap's detached alias of ``x``, so autograd
+    rebased the tap's output, not ``x``, and ``x``'s gradient missed the multiplication (a.grad
+    [1, 1, 1, 1] instead of [2, 2, 1, 1]); likewise a call that returns its input itself
+    (``x.float()`` of a float tensor)."""
+
+    def step() -> list[torch.Tensor]:
+        a = torch.arange(4.0, requires_grad=True)
+        x = a * 1
+        x[0:2].mul_(2)
+        y = x.float()
+        y.mul_(3)
+        (x * x).sum().backward()
+        return [a.grad]
+
+    expected = step()
+    got, records = _dump(tmp_path, step)
+    assert torch.equal(got[0], expected[0])
+    assert "Tensor___getitem___0_forward_output" in records
+
+
+def test_a_compiled_model_runs_as_without_the_dumper_and_its_region_is_not_recorded(
+    tmp_path: Path,
+) -> None:
+    """torch.compile traced the dumper's module hooks and wrappers into the model and failed
+    (``AssertionError: UnspecializedNNModuleVariable(Net) is already tracked for mutation``): the
+    training died at its first step. A compiled region runs the true APIs, as without the dumper;
+    the calls outside it are recorded."""
+    torch._dynamo.reset()
+
+    def step() -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Dropout(0.0), nn.Linear(8, 2))
+        compiled = torch.compile(model, backend="eager")
+        loss = F.mse_loss(compiled(torch.randn(3, 4)), torch.zeros(3, 2))
+        loss.backward()
+        return [loss.detach(), *(p.grad for p in model.parameters())]
+
+    expected = step()
+    torch._dynamo.reset()
+    got, records = _dump(tmp_path, step)
+    torch._dynamo.reset()
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert "Functional_mse_loss_0_forward_output" in records
+    assert not any(name.startswith("Functional_linear") for name in records)
+
+
+def test_calls_on_meta_and_nested_tensors_are_recorded_without_errors(tmp_path: Path, caplog) -> None:
+    """A call on a meta tensor lost its record (``unknown device type for autocast`` while reading
+    the call's state), and one taking a nested tensor lost its record in the writer (``NestedTensorImpl
+    doesn't support sizes`` while writing its call sidecar line): both were logged as dumper errors."""
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+    def calls() -> None:
+        torch.add(torch.empty(2, 2, device="meta"), 1)
+        torch.cat(nested.unbind())
+
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        _, records = _dump(tmp_path, calls)
+    assert not caplog.records
+    stacks = {s.call for s in read_pkl(records["_dump"].records).stacks}
+    assert {"Torch_add_0_forward", "Tensor_unbind_0_forward", "Torch_cat_0_forward"} <= stacks

@@ -131,3 +131,28 @@ def test_a_job_whose_calls_run_in_spawned_processes_is_told_where_to_start_the_d
     script.write_text(SPAWNED)
     assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 0
     assert "nothing was dumped" in caplog.text and "torch.multiprocessing.spawn" in caplog.text
+
+
+def test_a_script_that_changes_its_directory_dumps_where_it_was_asked_and_finds_its_files(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A relative --dump-path was taken relative to the directory the script had changed to at its
+    first dumped call (the dump landed in another folder), and the script's ``__file__`` was relative
+    (``python train.py`` gives it absolute), so ``os.path.dirname(__file__)`` no longer named its
+    folder after ``os.chdir``."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "job" / "train.py").write_text(
+        textwrap.dedent("""\
+        import os, torch
+        here = os.path.dirname(__file__)
+        os.chdir(os.path.join(here, "..", "elsewhere"))
+        assert os.path.isfile(os.path.join(here, "train.py")), __file__
+        torch.relu(torch.ones(2, requires_grad=True)).sum().backward()
+        """)
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "job/train.py", "--dump-path", "d"]) == 0
+    assert not (tmp_path / "elsewhere" / "d").exists()
+    (dump,) = discover(tmp_path / "d")
+    assert "Torch_relu_0_forward" in {r.call for r in read_pkl(dump.records).tensors}
