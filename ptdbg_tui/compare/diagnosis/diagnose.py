@@ -344,6 +344,8 @@ def values_differ(x: object, y: object) -> bool:
     if fx is not None and fy is not None:
         if math.isnan(fx) and math.isnan(fy):
             return False
+        if math.isinf(fx) or math.isinf(fy):  # inf against inf is the same value; against -inf or 1e30 not
+            return fx != fy
         return not abs(fx - fy) <= ARGUMENT_TOLERANCE * max(abs(fx), abs(fy))
     return x != y
 
