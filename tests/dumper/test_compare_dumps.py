@@ -309,3 +309,25 @@ def test_the_detail_panel_names_no_metric_it_has_no_value_for(tmp_path: Path) ->
     assert empty.result is not None and empty.result.cells[0] == ""
     assert _row_line(empty, "Max diff", {}).plain.rstrip() == "  ✘ output"
     assert "Max diff 0" in _row_line(full, "Max diff", {}).plain
+
+
+def test_the_legacy_compare_api_prints_the_culprit_s_module_as_the_command_does(
+    dump_model, tmp_path, capsys
+) -> None:
+    """``ptdbg_tui.legacy.compare`` prints the command's report: the module line included."""
+    from ptdbg_tui.legacy import compare
+
+    bench, npu = dump_model("bench"), dump_model("npu", fault=True)
+    compare(
+        {
+            "npu_pkl_path": str(npu.records),
+            "bench_pkl_path": str(bench.records),
+            "npu_dump_data_dir": str(npu.records.with_suffix("")),
+            "bench_dump_data_dir": str(bench.records.with_suffix("")),
+        },
+        str(tmp_path / "out"),
+        jobs=1,
+    )
+    lines = capsys.readouterr().out.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("  Culprit: VF_lstm_0_backward (backward)")]
+    assert lines[at + 1] == "    module: lstm · LSTM"
