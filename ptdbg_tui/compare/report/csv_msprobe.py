@@ -171,6 +171,8 @@ def _tensor_cells(row: Row) -> list[str]:
     n, b = row.npu, row.bench
     if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
         return [UNSUPPORTED] * 6
+    if n.is_scalar and b.is_scalar:  # a Python value: msprobe saves no tensor of it and compares none
+        return [UNSUPPORTED] * 6
     if _nan_scalar(n, b):
         return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
     cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
