@@ -22,6 +22,7 @@ from ptdbg_tui.compare.metrics.cells import (
     MSG_COS_BENCH_ZERO,
     MSG_COS_NAN,
     MSG_COS_NPU_ZERO,
+    MSG_EMPTY,
     NAN,
     UNSUPPORTED,
 )
@@ -172,6 +173,8 @@ def _tensor_cells(row: Row) -> list[str]:
     if r is None or n is None or b is None or n.data_file is None or b.data_file is None:
         return [UNSUPPORTED] * 6
     if n.is_scalar and b.is_scalar:  # a Python value: msprobe saves no tensor of it and compares none
+        return [UNSUPPORTED] * 6
+    if MSG_EMPTY in r.message:  # an empty tensor: msprobe's error flag, no metric at all
         return [UNSUPPORTED] * 6
     if _nan_scalar(n, b):
         return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]

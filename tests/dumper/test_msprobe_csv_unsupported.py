@@ -1,4 +1,5 @@
-"""``--format msprobe`` on dumps of the project's dumper: a Python value's metric cells are msprobe's."""
+"""``--format msprobe`` on dumps of the project's dumper: the metric cells of a Python value and of an
+empty tensor are msprobe's (``unsupported``, as docs/compare.md says)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def _dump(path: Path, scale: float) -> None:
     debugger.start()
     x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     torch.mul(x, scale)  # input.1: a Python float, saved by our dumper as a 0-d npy
+    torch.tanh(torch.zeros(0, 3))  # an empty tensor
     debugger.stop()
 
 
@@ -31,5 +33,8 @@ def test_a_python_value_gets_unsupported_metrics_as_msprobe_writes_them(tmp_path
     metrics = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr"]
     metrics += ["One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
     assert [value[m] for m in metrics] == ["unsupported"] * 6
+    empty = rows["Torch_tanh_0_forward_output"]
+    assert empty["NPU Tensor Shape"] == "[0, 3]"
+    assert [empty[m] for m in metrics] == ["unsupported"] * 6
     # a tensor keeps its numbers
     assert rows["Torch_mul_0_forward_output"]["MaxAbsErr"] == "11.0"
