@@ -19,42 +19,20 @@ def _dump(path: Path, fill: float) -> None:
     debugger.stop()
 
 
+def _report(tmp_path: Path, capsys, npu_fill: float, bench_fill: float) -> str:
+    _dump(tmp_path / "npu", npu_fill)
+    _dump(tmp_path / "bench", bench_fill)
+    argv = ["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path / "out")]
+    assert main([*argv, "--jobs", "1", "--no-progress"]) == 0
+    return capsys.readouterr().out
+
+
 def test_the_same_infinity_on_both_sides_is_not_a_different_argument(tmp_path: Path, capsys) -> None:
-    _dump(tmp_path / "npu", float("inf"))
-    _dump(tmp_path / "bench", float("inf"))
-    code = main(
-        [
-            "compare",
-            str(tmp_path / "npu"),
-            str(tmp_path / "bench"),
-            "-o",
-            str(tmp_path / "out"),
-            "--jobs",
-            "1",
-            "--no-progress",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
+    out = _report(tmp_path, capsys, float("inf"), float("inf"))
     assert "Culprit:" not in out and "inf against inf" not in out
     assert "No operator introduces an error beyond rounding" in out
 
 
 def test_infinities_of_opposite_sign_are_different_arguments(tmp_path: Path, capsys) -> None:
-    _dump(tmp_path / "npu", float("inf"))
-    _dump(tmp_path / "bench", float("-inf"))
-    code = main(
-        [
-            "compare",
-            str(tmp_path / "npu"),
-            str(tmp_path / "bench"),
-            "-o",
-            str(tmp_path / "out"),
-            "--jobs",
-            "1",
-            "--no-progress",
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
+    out = _report(tmp_path, capsys, float("inf"), float("-inf"))
     assert "the runs pass different arguments to it — input.2: inf against -inf" in out
