@@ -16,6 +16,7 @@ import os
 import runpy
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -128,7 +129,23 @@ def _options(ns: argparse.Namespace) -> DumpOptions:
         summary_mode=ns.summary_mode,
         keep_dropout=ns.keep_dropout,
     )
-    return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
+    if not ns.config:
+        return given
+    base = read_options(ns.config)
+    for key, value in asdict(given).items():  # said, so that a stale option on either side is seen
+        old = getattr(base, key)
+        if value is not None and old is not None and old != value:
+            flag = f"--{key.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {_shown(value)}")
+            logging.getLogger(__name__).info(
+                "ptdbg-dump: %s on the command line overrides %s's %s: %s", flag, ns.config, key, _shown(old)
+            )
+    return base.overridden(given)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _step_hook(debugger: PrecisionDebugger) -> RemovableHandle:

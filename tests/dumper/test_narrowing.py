@@ -108,15 +108,19 @@ def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: 
     } <= _calls(track)
 
 
-def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_path: Path) -> None:
+def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_path: Path, caplog) -> None:
     config = write_options(
         tmp_path / "narrow.json",
         DumpOptions(
             dump_path=str(tmp_path / "d"), mode="all", step=[0], module=["track.proj"], summary_only=True
         ),
     )
-    (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack")
+    with caplog.at_level(logging.INFO, logger="dumper"):
+        (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack", "--summary-only")
     assert dump.step == 0 and dump.mode == "api_stack" and not dump.has_tensors
+    # an override is said; an option given the same on both sides is not
+    assert f"ptdbg-dump: --mode api_stack on the command line overrides {config}'s mode: all" in caplog.text
+    assert "--summary-only on the command line" not in caplog.text
     assert _calls(dump) == {"Functional_linear_1_forward", "Functional_linear_1_backward"}
 
 
