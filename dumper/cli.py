@@ -198,6 +198,13 @@ def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:
     when = ""
     if opts.step:
         when = f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
+    chosen = [f"module {' '.join(opts.module)}"] if opts.module else []
+    if opts.mode in ("list", "range") and opts.scope:
+        chosen.insert(0, f"mode {opts.mode} with scope {' '.join(opts.scope)}")
+    if opts.mode == "api_list" and opts.api_list:
+        chosen.insert(0, f"api_list {' '.join(opts.api_list)}")
+    if chosen:  # the options may leave out every call the script makes
+        when += f" among the calls that {' and '.join(chosen)} keep (together they may keep none)"
     logging.getLogger(__name__).warning(
         "ptdbg-dump: nothing was dumped to %s: no API call was recorded in this process%s. "
         "Processes the script starts by spawning (torch.multiprocessing.spawn, a 'spawn' Pool, a "

@@ -293,3 +293,23 @@ def test_layers_of_a_module_list_are_named_by_their_index_without_a_model(tmp_pa
         ("model.layers.1.mlp", "Sequential"),
         ("model.layers.1.mlp.1", "GELU"),
     )
+
+
+def test_a_run_whose_scope_and_module_keep_no_call_says_so(tmp_path: Path, caplog) -> None:
+    """A call's narrowing config (mode list) with a --module it does not run in keeps nothing: the
+    message names those options, not only the processes a script may spawn."""
+    options = ("--mode", "list", "--scope", "Functional_linear_0_", "--module", "head", "--step", "0")
+    with caplog.at_level(logging.WARNING, logger="dumper"):
+        script = tmp_path / "train.py"
+        script.write_text(SCRIPT)
+        assert (
+            main(
+                ["run", str(script), str(tmp_path / "started"), "--dump-path", str(tmp_path / "d"), *options]
+            )
+            == 0
+        )
+    assert not (tmp_path / "d").exists()
+    assert "nothing was dumped" in caplog.text
+    assert (
+        "among the calls that mode list with scope Functional_linear_0_ and module head keep" in caplog.text
+    )
