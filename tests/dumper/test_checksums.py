@@ -13,6 +13,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
+from ptdbg_tui.cli import summary_text
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
@@ -115,6 +116,8 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     )
     # downstream calls get different inputs: they are not suspects of their own
     assert [s.call for s in outcome.diagnosis.suspects] == ["Torch_relu_0_forward"]
+    # the report says what the pair was compared by: checksums, not statistics alone
+    assert summary_text(outcome).startswith(f"{outcome.label} (checksums): ")
 
 
 def test_identical_runs_have_no_suspect(tmp_path: Path) -> None:
