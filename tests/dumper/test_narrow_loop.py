@@ -174,20 +174,8 @@ def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) 
     # the commands name the script the target's calls were made from, as they do for the culprit
     assert f"ptdbg-dump run {JOB} --dump-path" in out
 
-    assert (
-        tui_main(
-            [
-                "narrow",
-                str(npu),
-                str(bench),
-                "--call",
-                "Functional_linear_0_forward",
-                "-o",
-                str(tmp_path / "c.json"),
-            ]
-        )
-        == 0
-    )
+    call = ["--call", "Functional_linear_0_forward", "-o", str(tmp_path / "c.json")]
+    assert tui_main(["narrow", str(npu), str(bench), *call]) == 0
     assert f"ptdbg-dump run {JOB} --dump-path" in capsys.readouterr().out
 
 
