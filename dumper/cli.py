@@ -16,6 +16,7 @@ import os
 import runpy
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -128,7 +129,23 @@ def _options(ns: argparse.Namespace) -> DumpOptions:
         summary_mode=ns.summary_mode,
         keep_dropout=ns.keep_dropout,
     )
-    return (read_options(ns.config) if ns.config else DumpOptions()).overridden(given)
+    if not ns.config:
+        return given
+    base = read_options(ns.config)
+    for key, value in asdict(given).items():  # said, so that a stale option on either side is seen
+        old = getattr(base, key)
+        if value is not None and old is not None and old != value:
+            flag = f"--{key.replace('_', '-')}" + ("" if isinstance(value, bool) else f" {_shown(value)}")
+            logging.getLogger(__name__).info(
+                "ptdbg-dump: %s on the command line overrides %s's %s: %s", flag, ns.config, key, _shown(old)
+            )
+    return base.overridden(given)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _step_hook(debugger: PrecisionDebugger) -> RemovableHandle:
@@ -181,6 +198,13 @@ def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:
     when = ""
     if opts.step:
         when = f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
+    chosen = [f"module {' '.join(opts.module)}"] if opts.module else []
+    if opts.mode in ("list", "range") and opts.scope:
+        chosen.insert(0, f"mode {opts.mode} with scope {' '.join(opts.scope)}")
+    if opts.mode == "api_list" and opts.api_list:
+        chosen.insert(0, f"api_list {' '.join(opts.api_list)}")
+    if chosen:  # the options may leave out every call the script makes
+        when += f" among the calls that {' and '.join(chosen)} keep (together they may keep none)"
     logging.getLogger(__name__).warning(
         "ptdbg-dump: nothing was dumped to %s: no API call was recorded in this process%s. "
         "Processes the script starts by spawning (torch.multiprocessing.spawn, a 'spawn' Pool, a "

@@ -53,6 +53,8 @@ def _check_mode(mode: str, scope: list[str], apis: list[str]) -> None:
         raise ConfigError("mode 'api_list' needs api_list=[...], e.g. ['conv2d', 'relu']")
     if mode not in ("list", "range", "stack") and scope:
         raise ConfigError(f"scope is used by modes list, range and stack, not by {mode!r}")
+    if mode != "api_list" and apis:  # else the list would be silently ignored and every API dumped
+        raise ConfigError(f"api_list is used by mode api_list, not by {mode!r}")
 
 
 def _io(input_output_mode: Sequence[str] | None) -> tuple[frozenset[str], frozenset[str]]:

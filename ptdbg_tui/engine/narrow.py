@@ -203,7 +203,7 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
         target, why = _culprit_target(pair, culprit, chains)
     steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))
     target = Narrowed(target.module, target.calls, steps, ranks)
-    stack = culprit.stack if culprit is not None and not (call or module) else None
+    stack = _target_stack(outcomes, target, chains) if call or module else culprit.stack if culprit else None
     names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
     return Narrowing(
         target,
@@ -212,6 +212,21 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
         script_of(stack),
         multi_rank_job([*outcomes.around.npu, *(o.npu for o in outcomes)], names),
     )
+
+
+def _target_stack(outcomes: Outcomes, target: Narrowed, chains: _Chains) -> StackRecord | None:
+    """The stack of the target's first call with one (it names the script, as the app's ``t`` does)."""
+    for o in outcomes:
+        for row in o.rows:
+            entry = row.npu.entry if row.npu is not None else None
+            if row.stack is None or entry is None:
+                continue
+            if target.module:
+                if any(within(q, target.module) for q, _ in chains(o.npu, entry)):
+                    return row.stack
+            elif any(entry.key[:3] == c.key[:3] for c in target.calls):
+                return row.stack
+    return None
 
 
 def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tuple[Narrowed, str]:

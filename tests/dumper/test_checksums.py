@@ -13,6 +13,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
+from ptdbg_tui.cli import summary_text
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
@@ -115,8 +116,38 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     )
     # downstream calls get different inputs: they are not suspects of their own
     assert [s.call for s in outcome.diagnosis.suspects] == ["Torch_relu_0_forward"]
+    # the report says what the pair was compared by: checksums, not statistics alone
+    assert summary_text(outcome).startswith(f"{outcome.label} (checksums): ")
 
 
 def test_identical_runs_have_no_suspect(tmp_path: Path) -> None:
     (outcome,) = compare_dumps(_dump(tmp_path / "a").records, _dump(tmp_path / "b").records, jobs=1)
     assert not outcome.diagnosis.suspects and outcome.diagnosis.all_clear
+
+
+def test_an_overwritten_input_that_msprobe_flags_is_noted_in_the_msprobe_csv(tmp_path: Path) -> None:
+    """An in-place initialiser's input (uninitialised memory, here zeros against ones) is no data: we
+    pass it; msprobe's rule flags its differing checksum, and the row's Err_message says why we pass."""
+    import csv
+
+    from ptdbg_tui.cli import main as tui_main
+
+    for side, fill in (("npu", 0.0), ("bench", 1.0)):
+        t = torch.full((3,), fill)
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / side))
+        debugger.configure_hook(summary_mode="md5", mode="all")
+        torch.manual_seed(0)
+        debugger.start()
+        t.uniform_()
+        debugger.stop()
+    out = tmp_path / "out"
+    args = ["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(out), "--format", "msprobe"]
+    assert tui_main([*args, "--jobs", "1", "--no-progress"]) == 0
+    (path,) = out.glob("compare_result_*.csv")
+    with path.open(newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["NPU Name"] == "Tensor_uniform__0_forward_input.0")
+    assert row["Result"] == "error"  # msprobe's own verdict stays
+    assert (
+        "ptdbg-tui: not compared: Tensor_uniform__0_forward overwrites this tensor in place"
+        in row["Err_message"]
+    )

@@ -93,6 +93,7 @@ def test_filter_switch_drops_scalars_ints_and_empties_but_keeps_the_loss(dump_mo
         ({"filter_switch": "on"}, '"ON" or "OFF"'),
         ({"input_output_mode": ["forwards"]}, "unknown ['forwards']"),
         ({"scope": ["Torch_add"]}, "not by 'api_stack'"),
+        ({"api_list": ["gelu"]}, "api_list is used by mode api_list, not by 'api_stack'"),
         ({"summary_only": "yes"}, "True or False"),
     ],
 )

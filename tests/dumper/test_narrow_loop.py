@@ -169,7 +169,14 @@ def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) 
     )
     assert read_options(tmp_path / "m.json").module == ["backbone"]
     # no suspect inside the backbone: the step and rank compared
-    assert "Narrowed to module backbone: the module named (backbone)." in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Narrowed to module backbone: the module named (backbone)." in out
+    # the commands name the script the target's calls were made from, as they do for the culprit
+    assert f"ptdbg-dump run {JOB} --dump-path" in out
+
+    call = ["--call", "Functional_linear_0_forward", "-o", str(tmp_path / "c.json")]
+    assert tui_main(["narrow", str(npu), str(bench), *call]) == 0
+    assert f"ptdbg-dump run {JOB} --dump-path" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -108,15 +108,19 @@ def test_module_scope_dumps_only_the_calls_inside_with_their_backward(tmp_path: 
     } <= _calls(track)
 
 
-def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_path: Path) -> None:
+def test_config_file_gives_every_option_and_the_command_line_overrides_it(tmp_path: Path, caplog) -> None:
     config = write_options(
         tmp_path / "narrow.json",
         DumpOptions(
             dump_path=str(tmp_path / "d"), mode="all", step=[0], module=["track.proj"], summary_only=True
         ),
     )
-    (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack")
+    with caplog.at_level(logging.INFO, logger="dumper"):
+        (dump,) = _run(tmp_path, "--config", str(config), "--mode", "api_stack", "--summary-only")
     assert dump.step == 0 and dump.mode == "api_stack" and not dump.has_tensors
+    # an override is said; an option given the same on both sides is not
+    assert f"ptdbg-dump: --mode api_stack on the command line overrides {config}'s mode: all" in caplog.text
+    assert "--summary-only on the command line" not in caplog.text
     assert _calls(dump) == {"Functional_linear_1_forward", "Functional_linear_1_backward"}
 
 
@@ -288,4 +292,24 @@ def test_layers_of_a_module_list_are_named_by_their_index_without_a_model(tmp_pa
         ("model.layers.1", "_Block"),
         ("model.layers.1.mlp", "Sequential"),
         ("model.layers.1.mlp.1", "GELU"),
+    )
+
+
+def test_a_run_whose_scope_and_module_keep_no_call_says_so(tmp_path: Path, caplog) -> None:
+    """A call's narrowing config (mode list) with a --module it does not run in keeps nothing: the
+    message names those options, not only the processes a script may spawn."""
+    options = ("--mode", "list", "--scope", "Functional_linear_0_", "--module", "head", "--step", "0")
+    with caplog.at_level(logging.WARNING, logger="dumper"):
+        script = tmp_path / "train.py"
+        script.write_text(SCRIPT)
+        assert (
+            main(
+                ["run", str(script), str(tmp_path / "started"), "--dump-path", str(tmp_path / "d"), *options]
+            )
+            == 0
+        )
+    assert not (tmp_path / "d").exists()
+    assert "nothing was dumped" in caplog.text
+    assert (
+        "among the calls that mode list with scope Functional_linear_0_ and module head keep" in caplog.text
     )

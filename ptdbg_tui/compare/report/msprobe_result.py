@@ -331,6 +331,9 @@ def _row_notes(line: _Line) -> None:
     r = line.row.result
     if r is not None and r.status is Status.ERROR:
         line.notes.append(f"{NOTE}not compared: {r.message}")
+    elif r is not None and r.status is Status.PASS and line.level != PASS and r.message:
+        # we pass what msprobe flags, and say why (an in-place op's overwritten input: not data)
+        line.notes.append(f"{NOTE}{r.message[:1].lower()}{r.message[1:]}")
     if line.row.fuzzy and line.row.matched:
         line.notes.append(f"{NOTE}paired by ptdbg-tui's matching although the names differ")
 
