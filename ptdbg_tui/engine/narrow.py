@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.findings import Suspect
+from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, Suspect
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
@@ -50,6 +50,7 @@ class Narrowing:
     why: str
     script: str = SCRIPT
     multi_rank: bool = False  # the dumps show a job of several ranks: say how to run one (torchrun, spawn)
+    checksums: bool = False  # the culprit was found by its checksums: tensors may not show it again
 
 
 @dataclass
@@ -211,6 +212,7 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
         why,
         script_of(stack),
         multi_rank_job([*outcomes.around.npu, *(o.npu for o in outcomes)], names),
+        culprit is not None and culprit.kind == NONDETERMINISTIC and not (call or module),
     )
 
 
@@ -326,6 +328,12 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
         if n.script == SCRIPT
         else f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)"
     )
+    if n.checksums:
+        lines.append(
+            "  (the culprit's output differs from bit-equal inputs, by their checksums: a tensor compare"
+            " judges by rounding and may find a few ulps honest; add --summary-mode md5 to both dump"
+            " commands to compare checksums again)"
+        )
     if n.multi_rank:  # a job whose ranks are processes of their own
         spawned = f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper)"
         lines += [

@@ -16,7 +16,8 @@ from dumper.faults import replaced
 from ptdbg_tui.cli import summary_text
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.batch import Outcomes, compare_dumps
+from ptdbg_tui.engine.narrow import narrowing_of, write_narrowing
 from ptdbg_tui.formats.layout import RankDump, discover
 from ptdbg_tui.formats.pkl import read_pkl
 
@@ -118,6 +119,10 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     assert [s.call for s in outcome.diagnosis.suspects] == ["Torch_relu_0_forward"]
     # the report says what the pair was compared by: checksums, not statistics alone
     assert summary_text(outcome).startswith(f"{outcome.label} (checksums): ")
+    # narrowing to it says that a tensor dump may not show it again, and how to see it (a review: the
+    # narrowed tensor dump of a one-ulp difference gave an all-clear)
+    written = write_narrowing(narrowing_of(Outcomes([outcome])), tmp_path / "narrow.json")
+    assert any("add --summary-mode md5 to both dump commands" in line for line in written.lines)
 
 
 def test_identical_runs_have_no_suspect(tmp_path: Path) -> None:
