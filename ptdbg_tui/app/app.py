@@ -396,6 +396,9 @@ class PtdbgApp(App[None]):
         self.model.filter = FILTERS[index][1]
         self.call_tree.rebuild()
         self._show_progress()
+        if self.model.filter is not None and not self.model.visible(self.model.root):
+            shown = FILTERS[index][0]
+            self.notify(f"No entry to show with the filter {shown} (yet); f cycles it.", timeout=3)
 
     def action_filter(self) -> None:
         self._set_filter((self.filter_index + 1) % len(FILTERS))

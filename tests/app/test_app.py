@@ -84,8 +84,13 @@ async def test_filter_cycles_failures_unmatched_all(demo_dumps, ui):
         await pilot.press("n")  # every shown leaf fails
         shown = [t.data for t in app.call_tree.cursor_node.parent.children if isinstance(t.data, Node)]
         assert shown and all(n.status in (Status.FAIL, Status.ERROR) for n in shown)
+        assert not app._notifications, "the failures are shown"
         await pilot.press("f")
         assert not app.call_tree.root.children, "the demo has no unmatched entries"
+        # an empty tree says why, rather than leaving a blank screen
+        assert [n.message for n in app._notifications] == [
+            "No entry to show with the filter unmatched only (yet); f cycles it."
+        ]
         await pilot.press("f")
         assert len(app.call_tree.root.children) == 2  # Forward, Backward
 
