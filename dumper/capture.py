@@ -12,6 +12,7 @@ kernels at every API call.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -146,17 +147,19 @@ class SeenTensors:
         for _, t in tensor_leaves(value):
             self._items.pop(id(t), None)
 
-    def forget_aliases(self, t: torch.Tensor) -> None:
-        """Drop the tensors over ``t``'s memory: written through ``t``, which may not share their
-        version counter (``x.data.mul_(2)`` leaves ``x._version`` as it was)."""
-        try:
-            storage = t.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError):  # a tensor without storage: nothing to compare
+    def forget_aliases(self, value: Any) -> None:
+        """Drop the tensors over the memory of an argument's tensors: written through them, which may
+        not share their version counter (``x.data.mul_(2)`` leaves ``x._version`` as it was)."""
+        storages = set()
+        for _, t in tensor_leaves(value):
+            with contextlib.suppress(RuntimeError, NotImplementedError):  # no storage: nothing to compare
+                storages.add(t.untyped_storage().data_ptr())
+        if not storages:
             return
         for key, (ref, _, _) in list(self._items.items()):
             other = ref()
             try:
-                if other is None or other.untyped_storage().data_ptr() == storage:
+                if other is None or other.untyped_storage().data_ptr() in storages:
                     del self._items[key]
             except (RuntimeError, NotImplementedError):
                 del self._items[key]

@@ -313,8 +313,7 @@ class DumpSession:
                 # against ``x``) has its own version counter, which did not move
                 self._seen.forget_aliases(args[0])
             elif kwargs and "out" in kwargs:  # likewise into ``out=`` (``out=x.data``)
-                for _, written in tensor_leaves(kwargs["out"]):
-                    self._seen.forget_aliases(written)
+                self._seen.forget_aliases(kwargs["out"])
             if plan is not None:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)

@@ -277,22 +277,15 @@ def _one_blas_thread() -> None:
 # --- ptdbg-tui compare: the headless report ---------------------------------------------------
 
 
-def _checksummed(o: PairOutcome) -> bool:
-    """Whether both sides recorded tensor checksums (md5 mode): the pair compares by them."""
-    return any(
-        r.npu is not None and r.bench is not None and r.npu.md5 and r.bench.md5 and not r.npu.is_scalar
-        for r in o.rows
-    )
-
-
 def summary_text(o: PairOutcome) -> str:
     """The short report of one pair: counts, culprits (and whether its culprit only receives another
     rank's error), skipped lines, the files written."""
     from ptdbg_tui.compare.model import Status
+    from ptdbg_tui.compare.report.csv_msprobe import MD5, mode_of
     from ptdbg_tui.compare.report.suspects import suspects_path
 
     c = o.counts()
-    mode = "checksums" if o.summary and _checksummed(o) else "statistics only" if o.summary else "tensors"
+    mode = "checksums" if mode_of(o.rows, o.summary) == MD5 else "statistics only" if o.summary else "tensors"
     noise = sum(1 for r in o.rows if r.noise and not r.matched)
     own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
     of_them = own if noise else ""

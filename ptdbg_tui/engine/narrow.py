@@ -148,8 +148,10 @@ def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
 
 def _inside(o: PairOutcome, suspect: Suspect, target: Narrowed, chains: _Chains) -> bool:
     entry = _entry(suspect)
-    if entry is None:
-        return False
+    return entry is not None and _entry_inside(o, entry, target, chains)
+
+
+def _entry_inside(o: PairOutcome, entry: EntryName, target: Narrowed, chains: _Chains) -> bool:
     if target.module:
         return any(within(q, target.module) for q, _ in chains(o.npu, entry))
     return any(entry.key[:3] == c.key[:3] for c in target.calls)
@@ -221,12 +223,7 @@ def _target_stack(outcomes: Outcomes, target: Narrowed, chains: _Chains) -> Stac
     for o in outcomes:
         for row in o.rows:
             entry = row.npu.entry if row.npu is not None else None
-            if row.stack is None or entry is None:
-                continue
-            if target.module:
-                if any(within(q, target.module) for q, _ in chains(o.npu, entry)):
-                    return row.stack
-            elif any(entry.key[:3] == c.key[:3] for c in target.calls):
+            if row.stack is not None and entry is not None and _entry_inside(o, entry, target, chains):
                 return row.stack
     return None
 
