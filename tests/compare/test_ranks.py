@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from ptdbg_tui.cli import report_text
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
-from ptdbg_tui.compare.diagnosis.ranks import is_collective
+from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
@@ -84,9 +85,30 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     assert run.ranks.first is not None and run.ranks.first.view.rank == 2
     others = [v for v in run.ranks.verdicts if v.view.rank != 2]
     assert all(v.received and v.suspect.kind == ENTERS for v in others)
+    text = report_text(run)
+    assert "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward" in text
+    # the note says where it shows, not that a tanh carried it in (it read "receives the error through
+    # Torch_tanh_1_forward")
     assert (
-        "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward"
-        in report_text(run)
+        "  note: rank0 (step0) receives the error before Torch_tanh_1_forward, outside the dumped calls (a "
+        "collective no hook saw): the first divergent rank is rank2 (step0), Functional_linear_1_forward"
+    ) in text
+    assert "receives the error through Torch_tanh" not in text
+    # the first divergent rank itself, a step later, error entering again: its own error carried over (a
+    # hand-written weight that is no module parameter), not another rank's received through a call
+    later = replace(others[0].view, label="step1/rank2", step=1, rank=2)
+    ranks = cross_rank([run.ranks.first.view, later])
+    assert ranks.received("step1/rank2") == (
+        "rank2 (step1): the error enters before Torch_tanh_1_forward, outside the dumped calls: this rank's "
+        "own error from an earlier step, rank2 (step0), Functional_linear_1_forward"
+    )
+    # with no rank at fault in the dumps, the headline says where it shows, not "the collective itself"
+    alone = cross_rank([v.view for v in others])
+    assert alone.first is None
+    assert alone.headline == (
+        "first divergent rank: none of the dumped ranks makes an error of its own; it first shows before "
+        "Torch_tanh_1_forward on rank0 (step0), outside the dumped calls (a collective no hook saw, code not "
+        "dumped, or a rank not dumped)"
     )
 
 

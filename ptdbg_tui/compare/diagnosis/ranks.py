@@ -97,6 +97,12 @@ class CrossRank:
         if received:
             v = min(received, key=_order)
             call = v.suspect.call if v.suspect else "?"
+            if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
+                return (
+                    f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
+                    f"shows before {call} on {v.name}, outside the dumped calls (a collective no hook saw, "
+                    f"code not dumped, or a rank not dumped)"
+                )
             return (
                 f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
                 f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)"
@@ -117,9 +123,19 @@ class CrossRank:
         v = next((v for v in self.verdicts if v.view.label == label), None)
         if v is None or v is first or not v.received or v.suspect is None:
             return ""
+        call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
+        if v.suspect.kind != ENTERS:
+            return f"{v.name} receives the error through {call}: the first divergent rank is {source}"
+        # no dumped call carries it in: a collective no hook saw (another rank's error), or, on the
+        # first divergent rank itself at a later step, its own error carried over in undumped state
+        if v.view.rank is not None and v.view.rank == first.view.rank:
+            return (
+                f"{v.name}: the error enters before {call}, outside the dumped calls: this rank's own "
+                f"error from an earlier step, {source}"
+            )
         return (
-            f"{v.name} receives the error through {v.suspect.call}: the first divergent rank is "
-            f"{first.name}, {first.suspect.call}"
+            f"{v.name} receives the error before {call}, outside the dumped calls (a collective no hook "
+            f"saw): the first divergent rank is {source}"
         )
 
 
