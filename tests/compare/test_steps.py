@@ -116,3 +116,20 @@ def test_optimizer_state_that_differs_after_a_step_with_its_own_culprit_is_inher
     again = diagnose(rows1, 1)
     link_steps([StepView(0, 0, clean0, diagnose(clean0, 0)), StepView(1, 0, rows1, again)])
     assert [(s.call, s.kind) for s in again.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+
+
+def test_parameters_inherited_from_error_that_entered_outside_the_dumped_calls_name_no_culprit(calls_factory):
+    """DDP on a rank that did not make the error: its step-1 weight gradient arrives through the
+    all-reduce no hook sees, and error enters before its optimizer's first call. Step 2's parameters
+    inherit it; the note called that optimizer call step 1's culprit ('whose culprit is
+    Tensor_lerp__0_forward'), when it only shows where the error came in."""
+    rows0 = _optimizer_step(calls_factory, 0.02)  # error enters at the optimizer: nothing dumped made it
+    rows1 = _step(calls_factory, 1e-3, 0.0)
+    d0, d1 = diagnose(rows0, 1), diagnose(rows1, 2)
+    assert [(s.call, s.kind) for s in d0.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+    link_steps([StepView(1, 0, rows0, d0), StepView(2, 0, rows1, d1)])
+    assert d1.suspects == []
+    assert d1.notes == [
+        "parameters differ on entry to step 2: inherited from step 1, where the error enters before "
+        "Tensor_lerp__0_forward, outside the dumped calls"
+    ]
