@@ -167,3 +167,34 @@ def test_two_ranks_that_disagree_are_told_apart_by_their_bench_run():
     mid = [2.0, -1.0, 0.25625, 3.05]
     assert bench_tie_departures(npu, {r: collective_results([_reduced(r, mid)[1]]) for r in (0, 1)}) == []
     assert bench_tie_departures({r: npu[0] for r in (0, 1)}, benches) == []
+
+
+def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_path):
+    """One rank passes ``op=ReduceOp.MAX`` where its bench run passes SUM: gloo gives every rank the same
+    (wrong) result, so no rank's departs, and each read as receiving the error through the all_reduce —
+    the headline named rank0, 'the collective itself'. The sidecars tell the op apart (by position too),
+    and a collective called with other arguments is the rank's own finding, not received."""
+    from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS
+    from ptdbg_tui.compare.diagnosis.keywords import keywords_differ
+    from ptdbg_tui.formats.calls import CallSpec, TensorArg, TorchConst
+
+    fn, t = "torch.distributed.all_reduce", TensorArg("Distributed_all_reduce_0_forward_input.0")
+    op = {name: TorchConst(f"torch.distributed.ReduceOp.{name}") for name in ("SUM", "MAX")}
+    npu = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["MAX"]})
+    bench = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["SUM"]})
+    words = "torch.distributed.ReduceOp.MAX against torch.distributed.ReduceOp.SUM"
+    assert keywords_differ(npu, bench) == f"op: {words}"
+    assert keywords_differ(bench, bench) == ""
+    positional = [replace(spec, args=[t, o], kwargs={}) for spec, o in ((npu, op["MAX"]), (bench, op["SUM"]))]
+    assert keywords_differ(*positional) == f"argument 1: {words}"
+
+    # every dumped rank's all_reduce result is off its bench run's; rank 2 called it with another op
+    run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=1), jobs=1)
+    views = [v.view for v in run.ranks.verdicts if v.view.rank != 1]
+    assert all(v.diagnosis.suspects[0].call == "Distributed_all_reduce_1_forward" for v in views)
+    assert cross_rank(views).first is None  # each only receives it
+    own = views[1].diagnosis
+    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=f"op: {words}")
+    ranks = cross_rank(views)
+    assert ranks.first is not None and ranks.first.view.rank == 2
+    assert ranks.headline.startswith("first divergent rank: rank2 (step0): Distributed_all_reduce_1_forward")

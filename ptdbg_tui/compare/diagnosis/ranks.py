@@ -21,7 +21,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, NOT_A_KERNEL, RECEIVED, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import (
+    ARGUMENTS,
+    COLLECTIVE,
+    NOT_A_KERNEL,
+    RECEIVED,
+    Diagnosis,
+    Suspect,
+)
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
@@ -63,7 +70,9 @@ class RankVerdict:
         entering outside the dumped calls (a collective no hook saw): the error came from another rank,
         or from code not dumped."""
         s = self.suspect
-        return s is not None and s.kind != COLLECTIVE and (is_collective(s.api) or s.kind == ENTERS)
+        # a collective this rank calls with other arguments than its bench run (another ReduceOp) is its own
+        own = (COLLECTIVE, ARGUMENTS)
+        return s is not None and s.kind not in own and (is_collective(s.api) or s.kind == ENTERS)
 
     @property
     def name(self) -> str:
