@@ -11,7 +11,7 @@ from ptdbg_tui.cli import report_text
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
-from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
 
@@ -198,3 +198,40 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     ranks = cross_rank(views)
     assert ranks.first is not None and ranks.first.view.rank == 2
     assert ranks.headline.startswith("first divergent rank: rank2 (step0): Distributed_all_reduce_1_forward")
+
+
+def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_error_first_shows(tmp_path):
+    """Rank 1's reduce_scatter alone was wrong (every rank's inputs to it agree): no rank makes an error of
+    its own, and the report says the error first shows in that collective on rank 1. ``narrow`` took the
+    earliest step's first pair with a culprit instead — rank 0's, a later call where the error only
+    entered — and narrowed the next dump to that call on ranks 0, 2 and 3."""
+    from ptdbg_tui.compare.diagnosis.findings import Suspect
+    from ptdbg_tui.engine.narrow import narrowing_of
+
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=1)
+    for side in (npu, bench):
+        shutil.rmtree(rank_dir_path(side, 1, step=0))
+    run = compare_dumps(npu, bench, jobs=1)
+    # rank 0 sees the error only later, entering before its last tanh (as rank 0 of the real job did)
+    rank0 = next(o for o in run if o.npu.rank == 0)
+    rows = [r for r in rank0.rows if r.name.startswith("Torch_tanh_2_forward")]
+    late = rank0.diagnosis.suspects[0]
+    rank0.diagnosis.suspects = [
+        Suspect(
+            "Torch_tanh_2_forward",
+            "Torch_tanh",
+            "forward",
+            ENTERS,
+            late.score,
+            "",
+            late.judgement,
+            rows,
+            seq=min(r.seq for r in rows),
+            step=0,
+        )
+    ]
+    judge_ranks(run)
+    assert run.ranks.first is None
+    assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in run.ranks.headline
+    target = narrowing_of(run).target
+    assert [c.label for c in target.calls] == ["Distributed_all_reduce_1"] and target.ranks == (2, 3)

@@ -102,9 +102,8 @@ class CrossRank:
         if self.first is not None:
             assert self.first.suspect is not None
             return f"first divergent rank: {self.first.name}: {self.first.suspect.text}"
-        received = [v for v in self.verdicts if v.received]
-        if received:
-            v = min(received, key=_order)
+        v = self.shows_first
+        if v is not None:
             call = v.suspect.call if v.suspect else "?"
             if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
                 return (
@@ -117,6 +116,12 @@ class CrossRank:
                 f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)"
             )
         return "first divergent rank: none (no rank has a suspect)"
+
+    @property
+    def shows_first(self) -> RankVerdict | None:
+        """Where the error first shows when every rank only receives it (no first divergent rank): the
+        place the headline names, and what a narrowing follows."""
+        return min((v for v in self.verdicts if v.received), key=_order, default=None)
 
     def lines(self) -> list[str]:
         """The headline and each rank's verdict, for the report."""
