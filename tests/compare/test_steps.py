@@ -133,3 +133,26 @@ def test_parameters_inherited_from_error_that_entered_outside_the_dumped_calls_n
         "parameters differ on entry to step 2: inherited from step 1, where the error enters before "
         "Tensor_lerp__0_forward, outside the dumped calls"
     ]
+
+
+def test_a_step_that_fails_without_naming_anything_passes_the_earlier_culprit_on(calls_factory):
+    """Step 0's weight gradient is wrong on one DDP rank; at step 1 the parameters differ too little for
+    statistics to name them (their margin is 16²), so step 1 fails without a suspect; at step 2 they are
+    named. Step 2 read 'parameters differ on entry to step 2' as a suspect of its own (×1.3, on every
+    rank), the chain to step 0's culprit broken by the step between."""
+    rows = [_step(calls_factory, 0.0, 0.3), _step(calls_factory, 1e-4, 0.0), _step(calls_factory, 1e-3, 0.0)]
+    d = [diagnose(r, k) for k, r in enumerate(rows)]
+    d[1].suspects, d[1].failing = [], 4  # as statistics saw it: rows fail, below the margin that names them
+    assert [s.kind for s in d[2].suspects] == [PARAMETERS]
+    link_steps([StepView(k, 0, rows[k], d[k]) for k in range(3)])
+    assert d[2].suspects == []
+    assert d[2].notes == [
+        "parameters differ on entry to step 2: inherited from step 0, whose culprit is "
+        "Functional_linear_0_backward"
+    ]
+    # a step between that does not fail at all breaks the chain: the update after it made them differ
+    clean = [_step(calls_factory, 0.0, 0.3), _step(calls_factory, 0.0, 0.0), _step(calls_factory, 1e-3, 0.0)]
+    e = [diagnose(r, k) for k, r in enumerate(clean)]
+    assert e[1].failing == 0
+    link_steps([StepView(k, 0, clean[k], e[k]) for k in range(3)])
+    assert [s.kind for s in e[2].suspects] == [PARAMETERS]

@@ -89,7 +89,10 @@ def link_steps(
             _inherit_state(view, came)
         own = _own(view.diagnosis)
         found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
-        if came is not None and (found or _inherited(view.diagnosis) or key in context):
+        # a step whose rows fail but that names nothing of its own carries the earlier error on (its
+        # parameters differ below what names them: statistics' margin), to a step where they are named
+        carries = not own and view.diagnosis.failing > 0
+        if came is not None and (found or _inherited(view.diagnosis) or key in context or carries):
             # the error entered with the parameters: it is the earlier step's (a step seen from its
             # statistics only cannot tell its own error from what it inherited: it passes it on)
             origin[key] = came
