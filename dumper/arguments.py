@@ -22,6 +22,21 @@ T = TypeVar("T", tuple[Any, ...], dict[str, Any])
 _CONTAINERS = (list, tuple, dict)
 #: Named torch constants written as ``{"torch": "torch.strided"}``.
 _CONSTANTS = (torch.layout, torch.memory_format, torch.qscheme)
+
+
+def _reduce_op_type() -> type | None:
+    """The type of ``torch.distributed.ReduceOp.SUM`` … (a pybind enum), where torch has distributed."""
+    try:
+        import torch.distributed as dist
+
+        return type(dist.ReduceOp.SUM) if dist.is_available() else None
+    except (ImportError, AttributeError):
+        return None
+
+
+#: A collective's reduction (``op=ReduceOp.MAX``): by its name, so that two runs' ops compare (a rank
+#: that reduces otherwise); as an opaque type name every op looked the same.
+_REDUCE_OP = _reduce_op_type()
 _states: dict[tuple[Any, ...], CallState] = {}
 
 
@@ -142,4 +157,6 @@ def torch_value(value: Any) -> Any:
         return Device(str(value))
     if isinstance(value, _CONSTANTS):
         return TorchConst(str(value))
+    if _REDUCE_OP is not None and isinstance(value, _REDUCE_OP):
+        return TorchConst(f"torch.distributed.ReduceOp.{value.name}")
     return None

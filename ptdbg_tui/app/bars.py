@@ -221,7 +221,9 @@ def _suspect_segments(
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
     d = model.diagnoses.get(node.pair) if node is not None else None
-    if suspect.kind == RECEIVED or (d is not None and d.received and d.suspects and d.suspects[0] is suspect):
+    if suspect.kind == RECEIVED or (
+        suspect.kind != ENTERS and d is not None and d.received and d.suspects and d.suspects[0] is suspect
+    ):
         where = "receives the error through "  # another rank made it (the overview's top pair)
     # the score stays with the call's name; the rest of the evidence may be cut
     score = f": {times_text(suspect.score)}"

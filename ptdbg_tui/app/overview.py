@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Label
 
 from ptdbg_tui.app.bars import module_of
 from ptdbg_tui.app.tree_model import TreeModel
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
@@ -53,7 +54,8 @@ def overview(model: TreeModel) -> list[PairLine]:
             module = module_of(node)
             name = suspect.call + (f" · {module}" if module else "")
             if (d := model.diagnoses.get(node.pair)) is not None and d.received:  # not its own error
-                name = f"receives via {name}"
+                # error entering before a call came in outside the dumped calls, not through that call
+                name = f"enters before {name}" if suspect.kind == ENTERS else f"receives via {name}"
         first[node.pair] = (name, count + 1, seq)
     fails: dict[str, int] = {}
     for leaf in model.failing:

@@ -105,9 +105,10 @@ def _label(name: str) -> str:
 
 
 def _diverged(outcomes: Outcomes) -> PairOutcome | None:
-    """The pair whose culprit the narrowing follows: the first divergent rank's, else the earliest
-    step's pair with a culprit."""
-    first = outcomes.ranks.first
+    """The pair whose culprit the narrowing follows: the first divergent rank's, else the pair where the
+    report says the error first shows (every rank only receives it), else the earliest step's pair
+    with a culprit."""
+    first = outcomes.ranks.first or outcomes.ranks.shows_first
     if first is not None:
         view = first.view
         for o in outcomes:

@@ -22,7 +22,7 @@ classes below, so that the reader needs no torch:
   ``{"complex": [re, im]}``; ``{"slice": [start, stop, step]}``; ``{"ellipsis": true}``;
 - ``{"dtype": "torch.float32"}`` :class:`Dtype`, ``{"size": [2, 3]}`` :class:`Size`,
   ``{"device": "cpu"}`` :class:`Device`, ``{"torch": "torch.contiguous_format"}`` :class:`TorchConst`
-  (any other named torch constant);
+  (any other named torch constant; a collective's ``torch.distributed.ReduceOp.SUM`` …);
 - ``{"list": [...]}``, ``{"tuple": [...]}``, ``{"dict": {"k": ARG}}``;
 - ``{"opaque": "<type qualname>"}`` :class:`Opaque`: a value no replay can rebuild (a Generator, a
   module, a function...).

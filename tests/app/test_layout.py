@@ -484,6 +484,32 @@ async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_t
         assert "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward" in bar(), bar()
 
 
+async def test_a_rank_whose_error_enters_outside_the_dumped_calls_is_not_said_to_receive_it_via_a_call(
+    tmp_path, ui
+):
+    """Without dumped collectives ranks 0 and 1 see rank 2's error first at a tanh's input: it came in
+    outside the dumped calls, before that tanh. The overview read "receives via Torch_tanh_1_forward" and
+    the bar "receives the error through Torch_tanh_1_forward", as if the tanh had carried it in."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=3, faulty_rank=2, faulty_layer=1, collectives=False)
+    app = ui.app(npu, bench)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        lines = app.screen.lines
+        assert [(line.label, line.received) for line in lines] == [
+            ("step0/rank2", False),
+            ("step0/rank0", True),
+            ("step0/rank1", True),
+        ]
+        assert {line.suspect for line in lines[1:]} == {"enters before Torch_tanh_1_forward"}
+        await pilot.press("escape")
+        bar = lambda: "\n".join(ui.screen_text(app).splitlines()[1:3])  # noqa: E731
+        await pilot.press("c", "c")  # the culprit, then the next rank's first suspect
+        await pilot.pause()
+        assert "Suspect 2/3 error enters before Torch_tanh_1_forward" in bar(), bar()
+        assert "receives the error through Torch_tanh" not in bar()
+
+
 async def test_the_overview_counts_every_row_of_a_pair_its_warnings_too(tmp_path, ui):
     """Two steps of a real computation whose NPU loss is 1% off: the 0-d loss is a warning (the
     original's Nan verdict, beyond 0.001). The overview said '! warn' for each pair but had no column

@@ -103,6 +103,18 @@ class Calls:
         self.rows.append(row)
         return row
 
+    def bench_only(self, name: str, bench) -> Row:
+        """An entry only the bench run recorded (a call the NPU run does not make)."""
+        b = np.asarray(bench)
+        row = Row(
+            None,
+            self.record(name, shape=list(b.shape), stats=array_stats(b, "torch.float32")),
+            seq=len(self.rows),
+        )
+        row.result = settled_result(row, summary=False)
+        self.rows.append(row)
+        return row
+
     def suspects(self) -> list[tuple[str, str]]:
         return [(s.call, s.kind) for s in diagnose(self.rows).suspects]
 

@@ -113,6 +113,26 @@ def test_error_entering_through_code_no_hook_saw_is_still_named(calls):
     assert calls.suspects() == [("Torch_exp_0_forward", ENTERS)]
 
 
+def test_error_entering_after_calls_only_the_bench_run_makes_names_them_though_a_call_came_between(calls):
+    """One rank's script skips ``grad.div_(world)`` after two all-reduces; Adam's step counter runs between
+    the last division and the first call that reads the gradient. The evidence said only 'it entered
+    after Tensor___iadd___0_forward' (the counter): the calls only the bench run makes were not named
+    because one call came after them."""
+    g, m = _x(), _x()
+    calls.call("Distributed_all_reduce", 0, "forward", [(g, g)], [(g, g)])
+    calls.bench_only("Tensor_div__0_forward_input.0", g)
+    calls.bench_only("Tensor_div__0_forward_output", g / 4)
+    step = np.ones(1, np.float32)
+    calls.call("Tensor___iadd__", 0, "forward", [(step, step)], [(step + 1, step + 1)])
+    calls.call("Tensor_lerp_", 0, "forward", [(m, m), (g, g / 4)], [(m + (g - m) / 10, m + (g / 4 - m) / 10)])
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+    assert d.suspects[0].evidence.endswith(
+        "it entered after Tensor___iadd___0_forward; before it the bench run makes Tensor_div__0_forward, "
+        "which the NPU run does not"
+    ), d.suspects[0].evidence
+
+
 def test_a_bench_of_zeros_is_said_so_not_nan(calls):
     x = _x()
     z = np.zeros_like(x)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from ptdbg_tui.cli import report_text
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
-from ptdbg_tui.compare.diagnosis.ranks import is_collective
-from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
+from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
 
@@ -84,9 +85,30 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     assert run.ranks.first is not None and run.ranks.first.view.rank == 2
     others = [v for v in run.ranks.verdicts if v.view.rank != 2]
     assert all(v.received and v.suspect.kind == ENTERS for v in others)
+    text = report_text(run)
+    assert "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward" in text
+    # the note says where it shows, not that a tanh carried it in (it read "receives the error through
+    # Torch_tanh_1_forward")
     assert (
-        "rank0 (step0): the error enters outside the dumped calls, before Torch_tanh_1_forward"
-        in report_text(run)
+        "  note: rank0 (step0) receives the error before Torch_tanh_1_forward, outside the dumped calls (a "
+        "collective no hook saw): the first divergent rank is rank2 (step0), Functional_linear_1_forward"
+    ) in text
+    assert "receives the error through Torch_tanh" not in text
+    # the first divergent rank itself, a step later, error entering again: its own error carried over (a
+    # hand-written weight that is no module parameter), not another rank's received through a call
+    later = replace(others[0].view, label="step1/rank2", step=1, rank=2)
+    ranks = cross_rank([run.ranks.first.view, later])
+    assert ranks.received("step1/rank2") == (
+        "rank2 (step1): the error enters before Torch_tanh_1_forward, outside the dumped calls: this rank's "
+        "own error from an earlier step, rank2 (step0), Functional_linear_1_forward"
+    )
+    # with no rank at fault in the dumps, the headline says where it shows, not "the collective itself"
+    alone = cross_rank([v.view for v in others])
+    assert alone.first is None
+    assert alone.headline == (
+        "first divergent rank: none of the dumped ranks makes an error of its own; it first shows before "
+        "Torch_tanh_1_forward on rank0 (step0), outside the dumped calls (a collective no hook saw, code not "
+        "dumped, or a rank not dumped)"
     )
 
 
@@ -145,3 +167,71 @@ def test_two_ranks_that_disagree_are_told_apart_by_their_bench_run():
     mid = [2.0, -1.0, 0.25625, 3.05]
     assert bench_tie_departures(npu, {r: collective_results([_reduced(r, mid)[1]]) for r in (0, 1)}) == []
     assert bench_tie_departures({r: npu[0] for r in (0, 1)}, benches) == []
+
+
+def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_path):
+    """One rank passes ``op=ReduceOp.MAX`` where its bench run passes SUM: gloo gives every rank the same
+    (wrong) result, so no rank's departs, and each read as receiving the error through the all_reduce —
+    the headline named rank0, 'the collective itself'. The sidecars tell the op apart (by position too),
+    and a collective called with other arguments is the rank's own finding, not received."""
+    from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS
+    from ptdbg_tui.compare.diagnosis.keywords import keywords_differ
+    from ptdbg_tui.formats.calls import CallSpec, TensorArg, TorchConst
+
+    fn, t = "torch.distributed.all_reduce", TensorArg("Distributed_all_reduce_0_forward_input.0")
+    op = {name: TorchConst(f"torch.distributed.ReduceOp.{name}") for name in ("SUM", "MAX")}
+    npu = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["MAX"]})
+    bench = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["SUM"]})
+    words = "torch.distributed.ReduceOp.MAX against torch.distributed.ReduceOp.SUM"
+    assert keywords_differ(npu, bench) == f"op: {words}"
+    assert keywords_differ(bench, bench) == ""
+    positional = [replace(spec, args=[t, o], kwargs={}) for spec, o in ((npu, op["MAX"]), (bench, op["SUM"]))]
+    assert keywords_differ(*positional) == f"argument 1: {words}"
+
+    # every dumped rank's all_reduce result is off its bench run's; rank 2 called it with another op
+    run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=1), jobs=1)
+    views = [v.view for v in run.ranks.verdicts if v.view.rank != 1]
+    assert all(v.diagnosis.suspects[0].call == "Distributed_all_reduce_1_forward" for v in views)
+    assert cross_rank(views).first is None  # each only receives it
+    own = views[1].diagnosis
+    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=f"op: {words}")
+    ranks = cross_rank(views)
+    assert ranks.first is not None and ranks.first.view.rank == 2
+    assert ranks.headline.startswith("first divergent rank: rank2 (step0): Distributed_all_reduce_1_forward")
+
+
+def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_error_first_shows(tmp_path):
+    """Rank 1's reduce_scatter alone was wrong (every rank's inputs to it agree): no rank makes an error of
+    its own, and the report says the error first shows in that collective on rank 1. ``narrow`` took the
+    earliest step's first pair with a culprit instead — rank 0's, a later call where the error only
+    entered — and narrowed the next dump to that call on ranks 0, 2 and 3."""
+    from ptdbg_tui.compare.diagnosis.findings import Suspect
+    from ptdbg_tui.engine.narrow import narrowing_of
+
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=1)
+    for side in (npu, bench):
+        shutil.rmtree(rank_dir_path(side, 1, step=0))
+    run = compare_dumps(npu, bench, jobs=1)
+    # rank 0 sees the error only later, entering before its last tanh (as rank 0 of the real job did)
+    rank0 = next(o for o in run if o.npu.rank == 0)
+    rows = [r for r in rank0.rows if r.name.startswith("Torch_tanh_2_forward")]
+    late = rank0.diagnosis.suspects[0]
+    rank0.diagnosis.suspects = [
+        Suspect(
+            "Torch_tanh_2_forward",
+            "Torch_tanh",
+            "forward",
+            ENTERS,
+            late.score,
+            "",
+            late.judgement,
+            rows,
+            seq=min(r.seq for r in rows),
+            step=0,
+        )
+    ]
+    judge_ranks(run)
+    assert run.ranks.first is None
+    assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in run.ranks.headline
+    target = narrowing_of(run).target
+    assert [c.label for c in target.calls] == ["Distributed_all_reduce_1"] and target.ranks == (2, 3)

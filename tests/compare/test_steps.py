@@ -116,3 +116,43 @@ def test_optimizer_state_that_differs_after_a_step_with_its_own_culprit_is_inher
     again = diagnose(rows1, 1)
     link_steps([StepView(0, 0, clean0, diagnose(clean0, 0)), StepView(1, 0, rows1, again)])
     assert [(s.call, s.kind) for s in again.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+
+
+def test_parameters_inherited_from_error_that_entered_outside_the_dumped_calls_name_no_culprit(calls_factory):
+    """DDP on a rank that did not make the error: its step-1 weight gradient arrives through the
+    all-reduce no hook sees, and error enters before its optimizer's first call. Step 2's parameters
+    inherit it; the note called that optimizer call step 1's culprit ('whose culprit is
+    Tensor_lerp__0_forward'), when it only shows where the error came in."""
+    rows0 = _optimizer_step(calls_factory, 0.02)  # error enters at the optimizer: nothing dumped made it
+    rows1 = _step(calls_factory, 1e-3, 0.0)
+    d0, d1 = diagnose(rows0, 1), diagnose(rows1, 2)
+    assert [(s.call, s.kind) for s in d0.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
+    link_steps([StepView(1, 0, rows0, d0), StepView(2, 0, rows1, d1)])
+    assert d1.suspects == []
+    assert d1.notes == [
+        "parameters differ on entry to step 2: inherited from step 1, where the error enters before "
+        "Tensor_lerp__0_forward, outside the dumped calls"
+    ]
+
+
+def test_a_step_that_fails_without_naming_anything_passes_the_earlier_culprit_on(calls_factory):
+    """Step 0's weight gradient is wrong on one DDP rank; at step 1 the parameters differ too little for
+    statistics to name them (their margin is 16²), so step 1 fails without a suspect; at step 2 they are
+    named. Step 2 read 'parameters differ on entry to step 2' as a suspect of its own (×1.3, on every
+    rank), the chain to step 0's culprit broken by the step between."""
+    rows = [_step(calls_factory, 0.0, 0.3), _step(calls_factory, 1e-4, 0.0), _step(calls_factory, 1e-3, 0.0)]
+    d = [diagnose(r, k) for k, r in enumerate(rows)]
+    d[1].suspects, d[1].failing = [], 4  # as statistics saw it: rows fail, below the margin that names them
+    assert [s.kind for s in d[2].suspects] == [PARAMETERS]
+    link_steps([StepView(k, 0, rows[k], d[k]) for k in range(3)])
+    assert d[2].suspects == []
+    assert d[2].notes == [
+        "parameters differ on entry to step 2: inherited from step 0, whose culprit is "
+        "Functional_linear_0_backward"
+    ]
+    # a step between that does not fail at all breaks the chain: the update after it made them differ
+    clean = [_step(calls_factory, 0.0, 0.3), _step(calls_factory, 0.0, 0.0), _step(calls_factory, 1e-3, 0.0)]
+    e = [diagnose(r, k) for k, r in enumerate(clean)]
+    assert e[1].failing == 0
+    link_steps([StepView(k, 0, clean[k], e[k]) for k in range(3)])
+    assert [s.kind for s in e[2].suspects] == [PARAMETERS]

@@ -205,3 +205,18 @@ def test_an_opaque_argument_is_named_by_its_type(tmp_path: Path) -> None:
     add = specs["Torch_add_0"]
     assert add.kwargs == {"alpha": 2, "out": TensorArg(None, "torch.float32", (2,))}
     assert operator.eq(add.args[0], TensorArg("Torch_add_0_forward_input.0"))
+
+
+def test_a_collectives_reduce_op_is_named_so_that_two_runs_compare() -> None:
+    """``op=ReduceOp.MAX`` was written as its type's name (``{"opaque": "…ReduceOp.RedOpType"}``), every
+    op alike: a rank that reduced otherwise than its bench run (a tensor-parallel rank with MAX for SUM)
+    passed the same argument as far as the compare could tell."""
+    import torch.distributed as dist
+
+    from dumper.arguments import torch_value
+    from ptdbg_tui.formats.calls import TorchConst, encode_arg
+
+    if not dist.is_available():
+        pytest.skip("torch without distributed")
+    assert torch_value(dist.ReduceOp.MAX) == TorchConst("torch.distributed.ReduceOp.MAX")
+    assert encode_arg(dist.ReduceOp.SUM, torch_value) == {"torch": "torch.distributed.ReduceOp.SUM"}

@@ -394,6 +394,8 @@ class _Walk:
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     bench_only: set[str] = field(default_factory=set)  # names of the calls only the bench run made
+    #: per direction, the calls only the bench run made since error entering last named them
+    skipped: dict[str, list[str]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
 
@@ -489,8 +491,15 @@ def _entering_suspect(
         )
     previous = walk.previous[way]
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
+    skipped = [n for n in walk.skipped[way] if n != previous]
+    walk.skipped[way] = []
     if previous in walk.bench_only:
         after += ", a call only the bench run makes (the NPU run has no counterpart)"
+    elif skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
+        more = f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else ""
+        after += (
+            f"; before it the bench run makes {', '.join(skipped[-3:])}{more}, which the NPU run does not"
+        )
     return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
 
 
@@ -504,6 +513,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         return
     if not call.npu_made:
         walk.bench_only.add(name)
+        walk.skipped[way].append(name)
     _at_inputs(calls, key, walk)
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way] = name

@@ -18,7 +18,7 @@ from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagno
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.replay.calls import call_key
 from ptdbg_tui.compare.replay.plan import side_call
-from ptdbg_tui.formats.calls import CallSpec, Device, Opaque, TensorArg
+from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
 from ptdbg_tui.formats.files import reason
 
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
@@ -29,15 +29,24 @@ _NOT_COMPARED = (TensorArg, Device, Opaque)
 def keywords_differ(npu: CallSpec, bench: CallSpec) -> str:
     """The keyword arguments both sides pass, differently ("approximate: 'tanh' against 'none'"), in
     words; empty when they agree (a keyword one side leaves out is not compared: its default may be
-    the other's value)."""
+    the other's value). Also the named torch constants passed by position (a collective's
+    ``ReduceOp``), which the pkl does not record (it compares numbers, and tensors, itself)."""
     out = []
     for key, a in npu.kwargs.items():
         if key not in bench.kwargs:
             continue
         b = bench.kwargs[key]
         if _compared(a) and _compared(b) and (type(a) is not type(b) or values_differ(a, b)):
-            out.append(f"{key}: {a!r} against {b!r}")
+            out.append(f"{key}: {_shown(a)} against {_shown(b)}")
+    for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False)):
+        if isinstance(a, TorchConst) and isinstance(b, TorchConst) and a.name != b.name:
+            out.append(f"argument {i}: {a.name} against {b.name}")
     return ", ".join(out)
+
+
+def _shown(value: Any) -> str:
+    """A sidecar value as the evidence shows it: a named torch value by its name."""
+    return value.name if isinstance(value, (TorchConst, Dtype)) else repr(value)
 
 
 def _compared(value: Any) -> bool:

@@ -21,7 +21,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.findings import COLLECTIVE, NOT_A_KERNEL, RECEIVED, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import (
+    ARGUMENTS,
+    COLLECTIVE,
+    NOT_A_KERNEL,
+    RECEIVED,
+    Diagnosis,
+    Suspect,
+)
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
@@ -63,7 +70,9 @@ class RankVerdict:
         entering outside the dumped calls (a collective no hook saw): the error came from another rank,
         or from code not dumped."""
         s = self.suspect
-        return s is not None and s.kind != COLLECTIVE and (is_collective(s.api) or s.kind == ENTERS)
+        # a collective this rank calls with other arguments than its bench run (another ReduceOp) is its own
+        own = (COLLECTIVE, ARGUMENTS)
+        return s is not None and s.kind not in own and (is_collective(s.api) or s.kind == ENTERS)
 
     @property
     def name(self) -> str:
@@ -93,15 +102,26 @@ class CrossRank:
         if self.first is not None:
             assert self.first.suspect is not None
             return f"first divergent rank: {self.first.name}: {self.first.suspect.text}"
-        received = [v for v in self.verdicts if v.received]
-        if received:
-            v = min(received, key=_order)
+        v = self.shows_first
+        if v is not None:
             call = v.suspect.call if v.suspect else "?"
+            if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
+                return (
+                    f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
+                    f"shows before {call} on {v.name}, outside the dumped calls (a collective no hook saw, "
+                    f"code not dumped, or a rank not dumped)"
+                )
             return (
                 f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
                 f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)"
             )
         return "first divergent rank: none (no rank has a suspect)"
+
+    @property
+    def shows_first(self) -> RankVerdict | None:
+        """Where the error first shows when every rank only receives it (no first divergent rank): the
+        place the headline names, and what a narrowing follows."""
+        return min((v for v in self.verdicts if v.received), key=_order, default=None)
 
     def lines(self) -> list[str]:
         """The headline and each rank's verdict, for the report."""
@@ -117,9 +137,19 @@ class CrossRank:
         v = next((v for v in self.verdicts if v.view.label == label), None)
         if v is None or v is first or not v.received or v.suspect is None:
             return ""
+        call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
+        if v.suspect.kind != ENTERS:
+            return f"{v.name} receives the error through {call}: the first divergent rank is {source}"
+        # no dumped call carries it in: a collective no hook saw (another rank's error), or, on the
+        # first divergent rank itself at a later step, its own error carried over in undumped state
+        if v.view.rank is not None and v.view.rank == first.view.rank:
+            return (
+                f"{v.name}: the error enters before {call}, outside the dumped calls: this rank's own "
+                f"error from an earlier step, {source}"
+            )
         return (
-            f"{v.name} receives the error through {v.suspect.call}: the first divergent rank is "
-            f"{first.name}, {first.suspect.call}"
+            f"{v.name} receives the error before {call}, outside the dumped calls (a collective no hook "
+            f"saw): the first divergent rank is {source}"
         )
 
 

@@ -33,9 +33,16 @@ class StepView:
     diagnosis: Diagnosis
 
 
-def _own(diagnosis: Diagnosis) -> list[str]:
+def _own(diagnosis: Diagnosis) -> list[Suspect]:
     """The suspects of a step that are not parameters differing on entry."""
-    return [s.call for s in diagnosis.suspects if s.kind != PARAMETERS]
+    return [s for s in diagnosis.suspects if s.kind != PARAMETERS]
+
+
+#: Where a step's error came from, for the steps after it: its step, its first own suspect's call,
+#: whether that step was seen from its statistics only, and whether the suspect is error entering
+#: outside the dumped calls (no culprit there: in a job of several ranks, what another rank's error
+#: looks like when the collective that brought it was not dumped, DDP's gradient all-reduce).
+Origin = tuple[int | None, str, bool, bool]
 
 
 def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
@@ -72,7 +79,7 @@ def link_steps(
     from: step 2 after a clean step 1 names step 0's culprit, not step 1."""
     context = dict(earlier or {})
     by_key = {**context, **{(v.step, v.rank): v for v in views}}
-    origin: dict[tuple[int | None, int | None], tuple[int | None, str, bool]] = {}  # step, culprit, stats
+    origin: dict[tuple[int | None, int | None], Origin] = {}
     for key in sorted((k for k in by_key if k[0] is not None), key=lambda k: (str(k[1]), k[0])):
         view = by_key[key]
         before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
@@ -82,12 +89,15 @@ def link_steps(
             _inherit_state(view, came)
         own = _own(view.diagnosis)
         found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
-        if came is not None and (found or _inherited(view.diagnosis) or key in context):
+        # a step whose rows fail but that names nothing of its own carries the earlier error on (its
+        # parameters differ below what names them: statistics' margin), to a step where they are named
+        carries = not own and view.diagnosis.failing > 0
+        if came is not None and (found or _inherited(view.diagnosis) or key in context or carries):
             # the error entered with the parameters: it is the earlier step's (a step seen from its
             # statistics only cannot tell its own error from what it inherited: it passes it on)
             origin[key] = came
         elif own:
-            origin[key] = (view.step, own[0], key in context)
+            origin[key] = (view.step, own[0].call, key in context, own[0].kind == ENTERS)
         if not found or prev is None or key in context:
             continue
         if came is not None:
@@ -102,9 +112,7 @@ def link_steps(
                 )
 
 
-_INHERITED = (
-    "parameters differ on entry to step {step}: inherited from step {origin}, whose culprit{how} is {call}"
-)
+_INHERITED = "parameters differ on entry to step {step}: inherited from step {origin}, {source}"
 
 
 def _inherited(d: Diagnosis) -> bool:
@@ -114,7 +122,7 @@ def _inherited(d: Diagnosis) -> bool:
     return any(n.startswith(head) and mark in n for n in d.notes)
 
 
-def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:
+def _inherit(view: StepView, came: Origin) -> None:
     """The step's parameters-on-entry suspects become a note: their error is the earlier culprit's."""
     found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
     _as_note(view, found, came, _INHERITED)
@@ -122,7 +130,7 @@ def _inherit(view: StepView, came: tuple[int | None, str, bool]) -> None:
 
 _STATE_INHERITED = (
     "the optimizer's state differs on entry to step {step} ({tensors}): inherited from step {origin}, "
-    "whose culprit{how} is {call}"
+    "{source}"
 )
 
 
@@ -141,7 +149,7 @@ def _carried_state(view: StepView, suspect: Suspect) -> bool:
     return first is not None and suspect.seq > first
 
 
-def _inherit_state(view: StepView, came: tuple[int | None, str, bool]) -> None:
+def _inherit_state(view: StepView, came: Origin) -> None:
     """After a step with a culprit, error entering at an optimizer's state is that culprit's too: a note,
     not a suspect of this step."""
     carried = [s for s in view.diagnosis.suspects if _carried_state(view, s)]
@@ -150,17 +158,21 @@ def _inherit_state(view: StepView, came: tuple[int | None, str, bool]) -> None:
         _as_note(view, carried, came, _STATE_INHERITED, tensors=tensors)
 
 
-def _as_note(
-    view: StepView, carried: list[Suspect], came: tuple[int | None, str, bool], template: str, **words: str
-) -> None:
+def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str, **words: str) -> None:
     """A step's ``carried`` suspects become a note (``template``): their error is the culprit's of the
     earlier step ``came`` names."""
-    step, call, from_statistics = came
+    step, call, from_statistics, enters = came
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
     how = ", from its statistics," if from_statistics else ""
-    note = template.format(step=view.step, origin=step, how=how, call=call, **words)
+    # error entering outside the dumped calls is no culprit: the call after it only shows it
+    source = (
+        f"where{how} the error enters before {call}, outside the dumped calls"
+        if enters
+        else f"whose culprit{how} is {call}"
+    )
+    note = template.format(step=view.step, origin=step, source=source, **words)
     if note not in d.notes:
         d.notes.append(note)
     if not d.suspects:
