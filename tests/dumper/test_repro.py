@@ -247,3 +247,22 @@ def test_a_weight_gradient_msprobe_records_transposed_is_judged_as_the_replay_ju
     assert code == 0 and "within rounding" in out, err
     done = _run(tmp_path / "l")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_numpy_scalar_argument_is_rebuilt(tmp_path, capsys):
+    """``x * np.float32(0.5)``: torch takes a numpy scalar as the number it holds; the sidecar records it
+    so (it recorded an opaque numpy.float32, and the call was not replayable)."""
+    import numpy as np
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"))
+    debugger.start()
+    try:  # its product 1% high (torch.mul: the wrong __mul__ must not call itself)
+        with replaced(torch.Tensor, "__mul__", lambda fn: lambda *a, **k: torch.mul(fn(*a, **k), 1.01)):
+            (torch.randn(8, 16) * np.float32(0.5)).sum()
+    finally:
+        debugger.stop()
+    (dump,) = discover(tmp_path / "d")
+    code, out, err = _repro(capsys, dump.records, "Tensor___mul___0_forward", tmp_path / "r")
+    assert code == 0, err
+    assert "NPU kernel wrong on its own inputs (error 0.01" in out
+    assert _run(tmp_path / "r").returncode == 1
