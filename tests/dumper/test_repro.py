@@ -90,6 +90,8 @@ def test_the_demo_lstm_backward_repro_exits_1(demo_npu, tmp_path, capsys):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "VF_lstm_0_backward_output.0 (float32): error 0.29" in done.stdout
     assert "WRONG" in done.stdout and "re-run in the recorded dtype on cpu" in done.stdout
+    assert "VF_lstm_0_backward_output.2.0" in done.stdout.splitlines()[-1]  # several wrong: in the plural
+    assert "depart from float64 beyond what rounding allows: the kernel that produced them" in done.stdout
 
 
 def test_an_honest_call_s_repro_exits_0(demo_npu, tmp_path, capsys):
