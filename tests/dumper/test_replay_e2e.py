@@ -6,6 +6,7 @@ process) serves the module."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 
@@ -248,3 +249,18 @@ def test_a_kernel_confirmed_where_error_also_enters_before_it_is_the_culprit(tmp
     assert d.culprit is not None and d.culprit.call == "Torch_einsum_0_forward" and d.culprit.confirmed
     assert d.verdict.startswith("Culprit: Torch_einsum_0_forward (forward): confirmed by replay"), d.verdict
     assert any(s.kind == "enters" and s.call == "Torch_einsum_0_forward" for s in d.suspects)  # it stands
+
+
+def test_the_report_gives_the_command_that_writes_the_confirmed_culprit_s_repro(tmp_path, capsys):
+    """The handoff to the kernel team: after --replay confirms the culprit, the report's 'repro:' line is
+    a command that writes its repro beside the CSV (the report said nothing of it)."""
+    npu, bench = dump_pair(SCENARIOS["sum_pool_doubled"], tmp_path, seed=0)
+    out = tmp_path / "out"
+    assert cli.main(["compare", str(npu), str(bench), "-o", str(out), "--replay", "--jobs", "1"]) == 0
+    (line,) = [s for s in capsys.readouterr().out.splitlines() if s.startswith("  repro: ")]
+    command = shlex.split(line.removeprefix("  repro: "))
+    assert command[:2] == ["ptdbg-tui", "repro"] and command[3] == "Torch_sum_0_forward", command
+    assert Path(command[-1]).parent == out
+    assert cli.main(command[1:]) == 0
+    assert "NPU kernel wrong on its own inputs" in capsys.readouterr().out
+    assert (Path(command[-1]) / "repro.py").is_file()
