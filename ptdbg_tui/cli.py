@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -313,6 +314,14 @@ def summary_text(o: PairOutcome) -> str:
         lines.append(f"  suspects: {suspects_path(o.csv)}")
     if o.advisor is not None:
         lines.append(f"  advisor: {o.advisor}")
+    culprit = o.diagnosis.culprit
+    if culprit is not None and culprit.confirmed and o.csv is not None:
+        # the handoff: the command that writes the confirmed kernel's standalone repro beside the CSV
+        folder = o.csv.parent / f"repro_{o.npu.label.replace('/', '_')}_{culprit.call.replace('/', '_')}"
+        lines.append(
+            f"  repro: ptdbg-tui repro {shlex.quote(str(o.npu.records))} {shlex.quote(culprit.call)} "
+            f"-o {shlex.quote(str(folder))}"
+        )
     return "\n".join(lines)
 
 

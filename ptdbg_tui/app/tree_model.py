@@ -501,7 +501,10 @@ class TreeModel:
         """Suspects' ranks by node id, and the ids of their nodes and ancestors (worked out once per
         change of the diagnoses or of the calls)."""
         if self._ranks is None:
-            ranks = {node.id: i for i, (_, node) in enumerate(self.suspects()) if node is not None}
+            ranks: dict[int, int] = {}
+            for i, (_, node) in enumerate(self.suspects()):
+                if node is not None:  # a call named by several suspects keeps its best rank
+                    ranks.setdefault(node.id, i)
             holders = {n.id for n in self._suspect_chains()}
             self._ranks = (ranks, holders)
         return self._ranks

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import MAX_DIMS, MAX_NUMEL, shown
@@ -208,7 +210,11 @@ def _encode_known(value: Any) -> dict[str, Any] | None:
 
 
 def _encode_subclass(value: Any, convert: Convert | None, depth: int) -> dict[str, Any]:
-    """Subclasses of the plain types (an IntEnum, numpy's float64, a namedtuple) as the plain type."""
+    """Subclasses of the plain types (an IntEnum, numpy's float64, a namedtuple) as the plain type, and
+    numpy's other number scalars (``x * np.float32(0.5)``, ``view(np.int64(3), -1)``) as the Python
+    number they hold: torch takes them as it takes that number."""
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return encode_arg(value.item(), convert, depth)
     if isinstance(value, bool):
         return {"value": bool(value)}
     if isinstance(value, int):

@@ -244,6 +244,34 @@ async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
         assert not [line for line in screen.splitlines() if "Torch_add_3" in line and "●" in line]
 
 
+async def test_a_call_named_twice_is_tagged_by_its_best_rank(tmp_path, ui):
+    """Error enters before a multiplication (changed outside the dumped calls) and the multiplication adds
+    its own: two suspects at one call, the culprit and suspect 2. Its line says culprit, as the bar does
+    (it said "suspect 2": the later rank overwrote the earlier)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    sides = tmp_path / "npu", tmp_path / "bench"
+    for side in sides:
+        npu = side.name == "npu"
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        z = (x + 1) * np.float32(1.01 if npu else 1)  # changed outside the dumped calls on the NPU
+        y = z * 2 * np.float32(1.05 if npu else 1)
+        for index, (api, inp, out) in enumerate((("Torch_add", x, x + 1), ("Torch_mul", z, y))):
+            write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
+            write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
+        writer.close()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        assert [(s.call, s.kind) for s, _ in app.model.suspects()] == [
+            ("Torch_mul_1_forward", "enters"),
+            ("Torch_mul_1_forward", "growth"),
+        ]
+        await pilot.press("c")
+        (line,) = [line for line in ui.screen_text(app).splitlines() if "Torch_mul_1" in line and "◀" in line]
+        assert "◀ culprit" in line, line
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_no_all_clear_when_both_sides_are_the_same_dump(demo_dumps, ui, size):
     app = ui.app(demo_dumps[0], demo_dumps[0])

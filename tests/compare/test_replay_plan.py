@@ -107,6 +107,16 @@ def test_what_cannot_be_rebuilt_says_why(record):
             ),
             "cannot be rebuilt",
         ),
+        (  # a keyword tensor (the pkl records positional ones only) is named as the code spells it
+            "/d",
+            CallSpec(
+                "Functional_gelu_0",
+                "torch.nn.functional.gelu",
+                [TensorArg("Functional_gelu_0_forward_input.0")],
+                {"attn_mask": TensorArg(None, "torch.bool", (6, 6))},
+            ),
+            "the keyword argument attn_mask (a torch.bool tensor of shape [6, 6]) was not recorded",
+        ),
     ]
     for folder, spec, why in cases:
         got = build_plan(rows, "npu", call, folder, spec, False, False)

@@ -6,6 +6,7 @@ process) serves the module."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import sys
 from pathlib import Path
 
@@ -214,3 +215,52 @@ def test_a_truncated_call_sidecar_is_said_to_be_one(tmp_path, capsys):
     gelu = next(line for line in out.splitlines() if line.strip().startswith("Functional_gelu_0_forward:"))
     assert "replay inconclusive" in gelu and "the dump's call sidecar holds no line for it" in gelu, gelu
     assert "does not record keyword arguments" not in out
+
+
+def _einsum_dump(path: Path, scale: float) -> Path:
+    """Two steps of a weight through an einsum whose results are ``scale`` times the truth; step 1 dumped
+    (a large learning rate: the weight differs on entry to it far more than the einsum's own error)."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(16, 16))
+    opt = torch.optim.SGD([w], lr=1.0)
+    debugger = PrecisionDebugger(dump_path=str(path), step=[1])
+    with replaced(torch, "einsum", lambda f: lambda *a, **k: f(*a, **k) * scale):
+        for _ in range(2):
+            debugger.start()
+            torch.einsum("bij,jk->bik", torch.randn(4, 8, 16), w).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+            debugger.stop()
+            debugger.step()
+    return path
+
+
+def test_a_kernel_confirmed_where_error_also_enters_before_it_is_the_culprit(tmp_path, worker):
+    """Its two-dump finding ('error enters before it': the updated weight) is no finding about its kernel;
+    the replay's confirmation of that kernel must not be dropped with it (it was: the backward, confirmed
+    too, became the culprit, and the forward's confirmation was shown nowhere)."""
+    npu, bench = _einsum_dump(tmp_path / "npu", 1.01), _einsum_dump(tmp_path / "bench", 1.0)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    two_dumps = [(s.call, s.kind) for s in outcomes[0].diagnosis.suspects]
+    assert two_dumps == [("Torch_einsum_0_forward", "enters")]
+    (got,) = replay_outcomes(outcomes, replayer=worker).values()
+    assert got["Torch_einsum_0_forward"].outcome == CONFIRMED, got["Torch_einsum_0_forward"].text
+    d = outcomes[0].diagnosis
+    assert d.culprit is not None and d.culprit.call == "Torch_einsum_0_forward" and d.culprit.confirmed
+    assert d.verdict.startswith("Culprit: Torch_einsum_0_forward (forward): confirmed by replay"), d.verdict
+    assert any(s.kind == "enters" and s.call == "Torch_einsum_0_forward" for s in d.suspects)  # it stands
+
+
+def test_the_report_gives_the_command_that_writes_the_confirmed_culprit_s_repro(tmp_path, capsys):
+    """The handoff to the kernel team: after --replay confirms the culprit, the report's 'repro:' line is
+    a command that writes its repro beside the CSV (the report said nothing of it)."""
+    npu, bench = dump_pair(SCENARIOS["sum_pool_doubled"], tmp_path, seed=0)
+    out = tmp_path / "out"
+    assert cli.main(["compare", str(npu), str(bench), "-o", str(out), "--replay", "--jobs", "1"]) == 0
+    (line,) = [s for s in capsys.readouterr().out.splitlines() if s.startswith("  repro: ")]
+    command = shlex.split(line.removeprefix("  repro: "))
+    assert command[:2] == ["ptdbg-tui", "repro"] and command[3] == "Torch_sum_0_forward", command
+    assert Path(command[-1]).parent == out
+    assert cli.main(command[1:]) == 0
+    assert "NPU kernel wrong on its own inputs" in capsys.readouterr().out
+    assert (Path(command[-1]) / "repro.py").is_file()

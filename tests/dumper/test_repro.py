@@ -90,6 +90,8 @@ def test_the_demo_lstm_backward_repro_exits_1(demo_npu, tmp_path, capsys):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "VF_lstm_0_backward_output.0 (float32): error 0.29" in done.stdout
     assert "WRONG" in done.stdout and "re-run in the recorded dtype on cpu" in done.stdout
+    assert "VF_lstm_0_backward_output.2.0" in done.stdout.splitlines()[-1]  # several wrong: in the plural
+    assert "depart from float64 beyond what rounding allows: the kernel that produced them" in done.stdout
 
 
 def test_an_honest_call_s_repro_exits_0(demo_npu, tmp_path, capsys):
@@ -247,3 +249,22 @@ def test_a_weight_gradient_msprobe_records_transposed_is_judged_as_the_replay_ju
     assert code == 0 and "within rounding" in out, err
     done = _run(tmp_path / "l")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_numpy_scalar_argument_is_rebuilt(tmp_path, capsys):
+    """``x * np.float32(0.5)``: torch takes a numpy scalar as the number it holds; the sidecar records it
+    so (it recorded an opaque numpy.float32, and the call was not replayable)."""
+    import numpy as np
+
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "d"))
+    debugger.start()
+    try:  # its product 1% high (torch.mul: the wrong __mul__ must not call itself)
+        with replaced(torch.Tensor, "__mul__", lambda fn: lambda *a, **k: torch.mul(fn(*a, **k), 1.01)):
+            (torch.randn(8, 16) * np.float32(0.5)).sum()
+    finally:
+        debugger.stop()
+    (dump,) = discover(tmp_path / "d")
+    code, out, err = _repro(capsys, dump.records, "Tensor___mul___0_forward", tmp_path / "r")
+    assert code == 0, err
+    assert "NPU kernel wrong on its own inputs (error 0.01" in out
+    assert _run(tmp_path / "r").returncode == 1

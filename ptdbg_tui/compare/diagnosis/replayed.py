@@ -59,11 +59,14 @@ def apply_replays(
     kept: list[Suspect] = []
     named = set()
     for s in diagnosis.suspects:
-        named.add(s.call)
         r = replays.get(s.call)
         if r is None or s.kind in NOT_A_KERNEL:
+            # not a finding about its kernel ("error enters before it", parameters that differ): it
+            # stands whatever the replay says, and a kernel confirmed wrong there is a suspect of its own
             kept.append(s)
-        elif r.outcome != REFUTED:
+            continue
+        named.add(s.call)
+        if r.outcome != REFUTED:
             s.replay = r.text
             kept.append(s)
     for call, r in replays.items():

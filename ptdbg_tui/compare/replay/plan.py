@@ -134,20 +134,34 @@ class _Missing(Exception):
     """An argument the replay cannot rebuild (the message says which and why)."""
 
 
-def _from_spec(arg: Any, recs: Mapping[str, TensorRecord], tensor_dir: str | None) -> Any:
-    """A sidecar ARG as the runner takes it."""
+def _unrebuilt(arg: TensorArg | Opaque, keyword: str | None) -> _Missing:
+    """Why ``arg`` (a tensor the pkl does not hold, a value no replay rebuilds) stops the replay, naming
+    the keyword argument it is as the user's code spells it (``attn_mask``)."""
+    if isinstance(arg, Opaque):
+        if keyword is not None:
+            return _Missing(f"the keyword argument {keyword}, of type {arg.type_name}, cannot be rebuilt")
+        return _Missing(f"an argument of type {arg.type_name} cannot be rebuilt")
+    what = arg.entry or f"a {arg.dtype} tensor of shape {list(arg.shape or ())}"
+    if keyword is not None:  # the pkl records positional tensors only
+        return _Missing(f"the keyword argument {keyword} ({what}) was not recorded")
+    return _Missing(f"the tensor argument {what} was not recorded")
+
+
+def _from_spec(
+    arg: Any, recs: Mapping[str, TensorRecord], tensor_dir: str | None, keyword: str | None = None
+) -> Any:
+    """A sidecar ARG as the runner takes it; ``keyword``: the keyword argument it is, or is in."""
     if isinstance(arg, TensorArg):
         rec = recs.get(arg.entry) if arg.entry is not None else None
         if rec is None:
-            what = arg.entry or f"a {arg.dtype} tensor of shape {list(arg.shape or ())}"
-            raise _Missing(f"the tensor argument {what} was not recorded")
+            raise _unrebuilt(arg, keyword)
         return _recorded(rec, tensor_dir)
     if isinstance(arg, Opaque):
-        raise _Missing(f"an argument of type {arg.type_name} cannot be rebuilt")
+        raise _unrebuilt(arg, keyword)
     if isinstance(arg, (list, tuple)):
-        return type(arg)(_from_spec(a, recs, tensor_dir) for a in arg)
+        return type(arg)(_from_spec(a, recs, tensor_dir, keyword) for a in arg)
     if isinstance(arg, dict):
-        return {k: _from_spec(v, recs, tensor_dir) for k, v in arg.items()}
+        return {k: _from_spec(v, recs, tensor_dir, keyword) for k, v in arg.items()}
     for kind, cls, attr in (
         ("dtype", Dtype, "name"),
         ("size", Size, "dims"),
@@ -339,7 +353,7 @@ def build_plan(
     try:
         if spec is not None:
             args = [_from_spec(a, recs, tensor_dir) for a in spec.args]
-            kwargs = {k: _from_spec(v, recs, tensor_dir) for k, v in spec.kwargs.items()}
+            kwargs = {k: _from_spec(v, recs, tensor_dir, k) for k, v in spec.kwargs.items()}
             fn, complete, inplace = spec.fn, True, spec.inplace
         else:
             args, kwargs, gaps = _from_records(fwd, tensor_dir)

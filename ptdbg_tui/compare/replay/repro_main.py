@@ -163,9 +163,10 @@ def main(
             if got is not None:
                 print(f"  its {entry}: error {relative(got.cpu(), matching(reference, path)):.2g}")
     if wrong:
+        them = ("departs", "it") if len(wrong) == 1 else ("depart", "them")
         print(
-            f"WRONG: {', '.join(wrong)} departs from float64 beyond what rounding allows: the kernel that "
-            "produced it is wrong on these inputs"
+            f"WRONG: {', '.join(wrong)} {them[0]} from float64 beyond what rounding allows: the kernel that "
+            f"produced {them[1]} is wrong on these inputs"
         )
         return EXIT_WRONG
     print("OK: the recorded results are within rounding of float64")
