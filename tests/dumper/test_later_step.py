@@ -58,3 +58,45 @@ def test_a_call_only_one_run_makes_is_named_at_a_later_step(
         suspects = [(s.call, s.kind) for s in d.suspects]
         assert suspects == [("Functional_mse_loss_0_forward", ENTERS)], d.verdict
         assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in d.verdict
+
+
+BETAS = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    betas = (0.8, 0.999) if sys.argv[1] == "npu" else (0.9, 0.999)  # the NPU script's beta1 differs
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, betas=betas)
+    for x, y in [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+@pytest.mark.parametrize("only_step1", [False, True], ids=["both steps", "--step 1"])
+def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1: bool) -> None:
+    """Adam's first update does not depend on beta1 (its bias correction cancels it), so the parameters
+    agree on entry to step 1 and only the moments differ. Compared alone (``--step 1``), step 1 named
+    error entering outside the dumped calls at the first moment's ``lerp_``, since the steps before were
+    looked at only when parameters differed; compared with step 0, that error became a note and took
+    the ``lerp_``'s own different argument (1 - beta1) with it, leaving the second ``lerp_`` culprit."""
+    script = tmp_path / "train.py"
+    script.write_text(BETAS)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=1 if only_step1 else None, jobs=1)
+    d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
+    assert d.suspects, d.verdict
+    culprit = "Culprit: Tensor_lerp__0_forward (forward): the runs pass different arguments"
+    assert d.verdict.startswith(culprit), d.verdict
+    how = ", from its statistics," if only_step1 else ""
+    note = (
+        "the optimizer's state differs on entry to step 1 (Tensor_lerp__0_forward_input.0): "
+        f"inherited from step 0, whose culprit{how} is Tensor_lerp__0_forward"
+    )
+    assert note in d.notes, d.notes

@@ -434,11 +434,11 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     way, name = call.entry.direction, call.name
     unpaired = bool(walk.npu_only[way]) or walk.previous[way] in walk.bench_only  # the place is known
     entering = _entering(call.ins, walk.explained(), walk.parameters, unpaired)
-    args = _different_arguments(call.ins) if not entering else []
+    args = _different_arguments(call.ins)
     if entering is not None:
         judgement, member = entering
         walk.found.append(_entering_suspect(calls, key, name, judgement, member, walk))
-    elif args:
+    if args:  # also after error entering: that may be an earlier step's (an optimizer's state)
         row = args[0]
         assert row.npu is not None and row.bench is not None
         what = ", ".join(

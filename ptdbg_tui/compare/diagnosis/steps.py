@@ -141,6 +141,14 @@ def _carried_state(view: StepView, suspect: Suspect) -> bool:
     return first is not None and suspect.seq > first
 
 
+def inherits(view: StepView) -> bool:
+    """Whether the step's verdict may be an earlier step's error: parameters that differ on entry, or
+    error entering at an optimizer's state (Adam's moments after a step whose update was still equal
+    on both sides: its bias correction cancels ``beta1`` at the first step). Then the steps before it
+    are needed, compared from their statistics when not compared here."""
+    return any(s.kind == PARAMETERS or _carried_state(view, s) for s in view.diagnosis.suspects)
+
+
 def _inherit_state(view: StepView, came: tuple[int | None, str, bool]) -> None:
     """After a step with a culprit, error entering at an optimizer's state is that culprit's too: a note,
     not a suspect of this step."""
