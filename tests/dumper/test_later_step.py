@@ -100,3 +100,38 @@ def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1
         f"inherited from step 0, whose culprit{how} is Tensor_lerp__0_forward"
     )
     assert note in d.notes, d.notes
+
+
+UNCLIPPED = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        if sys.argv[1] == "bench":  # the NPU script does not clip its gradients
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        opt.step()
+""")
+
+
+def test_a_gradient_clipping_one_run_skips_is_named_at_step_1(tmp_path: Path) -> None:
+    """Adam's first update does not change when the gradients are scaled, so the parameters agree on
+    entry to step 1 while the first moment and the gradient the first ``lerp_`` takes both differ. The
+    worst of the two, the moment, became the note that step 0 left it, and the gradient's error, new at
+    step 1, was hidden: "8 entries fail, yet no call judged introduces an error beyond rounding"."""
+    script = tmp_path / "train.py"
+    script.write_text(UNCLIPPED)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
+    assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], d.verdict
+    assert "Tensor_lerp__0_forward_input.1 carries" in d.verdict
+    assert any(n.startswith("the optimizer's state differs on entry to step 1") for n in d.notes), d.notes

@@ -46,7 +46,7 @@ from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, op_name
+from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, in_place, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
@@ -437,7 +437,16 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     args = _different_arguments(call.ins)
     if entering is not None:
         judgement, member = entering
-        walk.found.append(_entering_suspect(calls, key, name, judgement, member, walk))
+        first = _entering_suspect(calls, key, name, judgement, member, walk)
+        walk.found.append(first)
+        if first.kind == ENTERS and in_place(call.entry.op) and member.row.record.entry.path[:1] == (0,):
+            # what an in-place call updates may be an optimizer's state an earlier step left different
+            # (a note then): error entering through its other arguments (this step's gradient) as well
+            # is a finding of its own
+            rest = [m for m in call.ins if m is not member]
+            other = _entering(rest, walk.explained(), [], unpaired)
+            if other is not None:
+                walk.found.append(_entering_suspect(calls, key, name, *other, walk))
     if args:  # also after error entering: that may be an earlier step's (an optimizer's state)
         row = args[0]
         assert row.npu is not None and row.bench is not None
