@@ -41,6 +41,16 @@ def _own(diagnosis: Diagnosis) -> list[str]:
 def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
     """The relative error of a parameter's gradient in a step (the backward output at the parameter's
     argument position), when it was compared and agrees within rounding; ``None`` otherwise."""
+    found = _gradient_error(rows, parameter_entry)
+    if found is None:
+        return None
+    rel, rounding = found
+    return rel if rel <= MARGIN * rounding else None
+
+
+def _gradient_error(rows: Sequence[Row], parameter_entry: str) -> tuple[float, float] | None:
+    """The relative error of a parameter's gradient in a step (the backward output at the parameter's
+    argument position) and its dtype's own rounding, when it was compared; ``None`` otherwise."""
     entry = parse_name(parameter_entry)
     if entry is None:
         return None
@@ -59,8 +69,15 @@ def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
         errors = row.result.errors
         if errors is None or not math.isfinite(errors.rel):
             return None
-        return errors.rel if errors.rel <= MARGIN * own_rounding(errors) else None
+        return errors.rel, own_rounding(errors)
     return None
+
+
+def _entry_error(rows: Sequence[Row], parameter_entry: str) -> float | None:
+    """The relative error of the parameter row ``parameter_entry`` in the step ``rows`` hold."""
+    row = next((r for r in rows if r.name == parameter_entry), None)
+    errors = row.result.errors if row is not None and row.result is not None else None
+    return errors.rel if errors is not None and math.isfinite(errors.rel) else None
 
 
 def link_steps(
@@ -93,13 +110,51 @@ def link_steps(
         if came is not None:
             _inherit(view, came)
             continue
-        for s in found:
-            agree = _gradient_agrees(prev.rows, s.judgement.output)
-            update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
-            if agree is not None and update not in s.evidence:
-                s.evidence += (
-                    f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
-                )
+        _not_inherited(view, prev, found, (prev.step, prev.rank) in context)
+
+
+def _not_inherited(view: StepView, prev: StepView, found: list[Suspect], from_statistics: bool) -> None:
+    """After a step that named nothing: parameters that differ on entry by what its gradients carried
+    become a note; of the others, those whose gradients agreed there say the update made them differ."""
+    carried = [s for s in found if _update_carried(view, prev, s)]
+    if carried:
+        gradient = _worst_gradient(prev, carried)
+        _as_note(view, carried, (prev.step, "", from_statistics), _CARRIED, gradient=gradient)
+    for s in found:
+        if s in carried:
+            continue
+        agree = _gradient_agrees(prev.rows, s.judgement.output)
+        update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
+        if agree is not None and update not in s.evidence:
+            s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+
+
+_CARRIED = (
+    "parameters differ on entry to step {step} no more than their gradients differed at step {origin} "
+    "({gradient}{how}), which named no suspect: the update carried that step's rounding"
+)
+
+
+def _update_carried(view: StepView, prev: StepView, suspect: Suspect) -> bool:
+    """A parameter that differs on entry to a step after a step that named nothing, by no more than
+    ``MARGIN`` times what its gradient (or the parameter itself) differed by there: the update
+    ``p - lr * g`` moves a parameter by less than its size, so it passes on at most the gradient's
+    relative error — rounding that step judged honest (a run under bf16 autocast on one side only, whose
+    fp32 parameters take bf16 gradients). A parameter whose gradient agreed is not carried: the update
+    itself made it differ."""
+    err = _entry_error(view.rows, suspect.judgement.output)
+    if err is None:
+        return False
+    found = _gradient_error(prev.rows, suspect.judgement.output)
+    gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
+    before = _entry_error(prev.rows, suspect.judgement.output) or 0.0
+    return 0 < err <= MARGIN * max(gradient, before)
+
+
+def _worst_gradient(prev: StepView, carried: Sequence[Suspect]) -> str:
+    """The largest relative error of the carried parameters' gradients at the step before, in words."""
+    errors = [f[0] for s in carried if (f := _gradient_error(prev.rows, s.judgement.output)) is not None]
+    return fmt_error(max(errors)) if errors else "not compared"
 
 
 _INHERITED = (
@@ -167,7 +222,9 @@ def _as_note(
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
-    how = ", from its statistics," if from_statistics else ""
+    how = ""
+    if from_statistics:
+        how = ", from its statistics" if template == _CARRIED else ", from its statistics,"
     note = template.format(step=view.step, origin=step, how=how, call=call, **words)
     if note not in d.notes:
         d.notes.append(note)
