@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dumper.cli import main as dump_main
-from ptdbg_tui.compare.diagnosis.findings import UNPAIRED
+from ptdbg_tui.compare.diagnosis.findings import RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
@@ -174,3 +174,51 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     assert not d.suspects, d.verdict
     note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
     assert any(n.startswith(note) for n in d.notes), d.notes
+
+
+DROPOUT = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    data = [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]
+    model = nn.Sequential(
+        nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 4)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    torch.manual_seed(1 if sys.argv[1] == "npu" else 2)  # dropout kept on, other generators' seeds
+    for x, y in data:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_path: Path) -> None:
+    """From statistics, a dropout mask that differs shows only while the dropout's inputs agree: at
+    step 2 its inputs carry what steps 0 and 1 left, its output's max, min, mean and norm move about as
+    much, and the linear after it, whose outputs the other mask moves far, was the culprit (×3.6)."""
+    script = tmp_path / "train.py"
+    script.write_text(DROPOUT)
+    for side in ("npu", "bench"):
+        args = [
+            "--dump-path",
+            str(tmp_path / side),
+            "--summary-only",
+            "--keep-dropout",
+            "--step",
+            "0",
+            "1",
+            "2",
+        ]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    culprits = {o.npu.step: o.diagnosis.suspects[0] for o in outcomes if o.diagnosis.suspects}
+    assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
+        step: ("Functional_dropout_0_forward", RANDOM) for step in (0, 1, 2)
+    }, [o.diagnosis.verdict for o in outcomes]
+    assert (
+        "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
+    )

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, MARGIN, own_rounding
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.ops import in_place
@@ -95,6 +95,8 @@ def link_steps(
         before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
         prev = by_key[max(before, key=lambda k: k[0] or 0)] if before else None
         came = origin.get((prev.step, prev.rank)) if prev is not None else None
+        if prev is not None and key not in context:
+            _still_random(view, prev)
         if came is not None and key not in context:
             _inherit_state(view, came)
         own = _own(view.diagnosis)
@@ -127,6 +129,53 @@ def _not_inherited(view: StepView, prev: StepView, found: list[Suspect], from_st
         update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
         if agree is not None and update not in s.evidence:
             s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+
+
+def _still_random(view: StepView, prev: StepView) -> None:
+    """A random op whose draws differed at the step before, compared here from statistics with a suspect
+    after it: statistics cannot show that two masks or draws differ once its inputs carry some error
+    (an innocent linear after a dropout kept on was the culprit at step 2, ×3.6). Its generators have
+    not met again since: it is a suspect of this step too, before the calls that take its draws."""
+    named = {s.call for s in view.diagnosis.suspects}
+    for random in (s for s in prev.diagnosis.suspects if s.kind == RANDOM and s.call not in named):
+        rows = [r for r in view.rows if r.record.call == random.call]
+        evidence = view.diagnosis.calls.get(random.call)
+        if (
+            not rows
+            or evidence is None
+            or evidence.judgement is None
+            or not all(_from_stats(r) for r in rows)
+        ):
+            continue
+        seq = min(r.seq for r in rows)
+        later = [i for i, s in enumerate(view.diagnosis.suspects) if s.seq > seq and not s.confirmed]
+        if not later:
+            continue
+        text = (
+            f"its draws differed at step {prev.step}, and statistics cannot show that they still do "
+            f"({evidence.text})"
+        )
+        judgement = replace(evidence.judgement, kind=RANDOM)
+        found = Suspect(
+            random.call,
+            random.api,
+            random.direction,
+            RANDOM,
+            judgement.score,
+            text,
+            judgement,
+            rows,
+            random.stack,
+            seq,
+            view.step,
+        )
+        view.diagnosis.suspects.insert(later[0], found)
+
+
+def _from_stats(row: Row) -> bool:
+    """The row's error was estimated from statistics (or it was not compared)."""
+    errors = row.result.errors if row.result is not None else None
+    return errors is None or errors.from_stats
 
 
 _CARRIED = (
