@@ -222,3 +222,51 @@ def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_pa
     assert (
         "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
     )
+
+
+RUNNING_VAR = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from dumper.faults import replaced
+
+    def wrong_update(batch_norm):
+        def call(x, mean, var, *args, **kwargs):
+            out = batch_norm(x, mean, var, *args, **kwargs)
+            if sys.argv[1] == "npu" and args[2]:  # training: the NPU kernel's running variance 20% high
+                var.numpy()[:] *= 1.2
+            return out
+        return call
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with replaced(F, "batch_norm", wrong_update):
+        for x, y in [(torch.randn(16, 8), torch.randn(16, 4)) for _ in range(2)]:
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            model.eval()
+            with torch.no_grad():
+                model(x)  # a validation pass: batch norm normalises by its running statistics
+            model.train()
+            opt.step()
+""")
+
+
+def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_path: Path) -> None:
+    """Batch norm's running mean and variance are no error that enters while it trains (it only updates
+    them), but in eval mode they are what it normalises by: a running variance off by 20% left the
+    validation pass at "1 entry fails, yet no call judged introduces an error beyond rounding"."""
+    script = tmp_path / "train.py"
+    script.write_text(RUNNING_VAR)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
+        d = o.diagnosis
+        assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Functional_batch_norm_1_forward", ENTERS)], (
+            d.verdict
+        )
+        assert "Functional_batch_norm_1_forward_input.2 carries" in d.verdict
+        assert "a running statistic, which the calls that train the module update in place" in d.verdict

@@ -214,12 +214,29 @@ class _Calls:
             (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
             call.name = _call_name(call.rows)
+            if call.op in RUNNING_STATE and _evaluating(call):
+                for m in call.ins:  # in eval mode the running statistics are what it normalises by
+                    m.running = False
         self.api_level = {
             d: any(not c.container for k, c in self.calls.items() if k[2] == d) for d in (FORWARD, BACKWARD)
         }
 
     def forward_of(self, key: CallKey) -> _Call | None:
         return self.calls.get((key[0], key[1], FORWARD))
+
+
+#: The argument of batch_norm and instance_norm that says whether it normalises by the batch's own
+#: statistics (``training``, ``use_input_stats``) or by the running ones it is given.
+_BATCH_STATS = (5,)
+
+
+def _evaluating(call: _Call) -> bool:
+    """A batch_norm (or instance_norm) call that both runs make in eval mode: it normalises by its
+    running statistics, which are then inputs like any other (in training mode it only updates them)."""
+    flag = next((m.row for m in call.ins if m.row.record.entry.path == _BATCH_STATS), None)
+    if flag is None or flag.npu is None or flag.bench is None:
+        return False
+    return all(_value(rec) is False or _value(rec) == "False" for rec in (flag.npu, flag.bench))
 
 
 def _stack(rows: Sequence[Row]) -> StackRecord | None:
@@ -324,9 +341,13 @@ def _entering(
 
 
 def _largest_error(members: Sequence[_Member], before: float) -> float:
+    """The largest error among ``members`` and ``before``; a running statistic a training call only
+    updates is no data that flows on (where eval mode reads it, its error is its own finding)."""
     for m in members:
         errors = m.errors
-        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not m.left_out:
+        if errors is None or m.running:
+            continue
+        if not errors.exact and math.isfinite(errors.rel) and not m.left_out:
             before = max(before, errors.rel)
     return before
 
@@ -498,7 +519,10 @@ def _entering_suspect(
         )
     previous = walk.previous[way]
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
-    if previous in walk.bench_only:
+    entry = row.record.entry
+    if entry is not None and entry.path[:1] and entry.path[0] in RUNNING_STATE.get(calls.calls[key].op, ()):
+        after = "; a running statistic, which the calls that train the module update in place"
+    elif previous in walk.bench_only:
         after += ", a call only the bench run makes (the NPU run has no counterpart)"
     return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
 
