@@ -270,3 +270,43 @@ def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_
         )
         assert "Functional_batch_norm_1_forward_input.2 carries" in d.verdict
         assert "a running statistic, which the calls that train the module update in place" in d.verdict
+
+
+WARM_UP = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    warm = 2 if sys.argv[1] == "npu" else 4  # the NPU script's learning-rate warm-up is shorter
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        sched.step()
+""")
+
+
+def test_a_learning_rate_that_still_differs_at_step_1_is_named(tmp_path: Path) -> None:
+    """SGD passes the learning rate as a keyword (``param.add_(buf, alpha=-lr)``), which only the call
+    sidecars record, and they were read only for a suspect that blames a kernel. At step 0 the
+    update's output differs from equal inputs; at step 1 its inputs already differ (step 0 left them
+    so) and it is blamed for nothing: step 1 said "No operator introduces an error beyond rounding",
+    with the learning rate still 0.1 against 0.05."""
+    script = tmp_path / "train.py"
+    script.write_text(WARM_UP)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    d = next(
+        o.diagnosis for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1) if o.npu.step == 1
+    )
+    assert d.suspects, d.verdict
+    assert d.verdict.startswith(
+        "Culprit: Tensor_add__1_forward (forward): the runs pass different arguments"
+    ), d.verdict
+    assert "alpha: -0.1 against -0.05" in d.verdict
