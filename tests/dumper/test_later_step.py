@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dumper.cli import main as dump_main
-from ptdbg_tui.compare.diagnosis.findings import RANDOM, UNPAIRED
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
@@ -310,3 +310,34 @@ def test_a_learning_rate_that_still_differs_at_step_1_is_named(tmp_path: Path) -
         "Culprit: Tensor_add__1_forward (forward): the runs pass different arguments"
     ), d.verdict
     assert "alpha: -0.1 against -0.05" in d.verdict
+
+
+FOREACH_EPS = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    eps = 1e-3 if sys.argv[1] == "npu" else 1e-8  # the NPU script's eps differs; foreach: no call dumped
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, eps=eps, foreach=True)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: Path) -> None:
+    """A foreach Adam whose eps differs makes the parameters differ on entry to every step; at step 2
+    the gradients of step 1 differ too (the parameters did): that is no rounding the update carried,
+    since step 1 named its parameters, and step 2 still names them."""
+    script = tmp_path / "train.py"
+    script.write_text(FOREACH_EPS)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    kinds = {o.npu.step: [s.kind for s in o.diagnosis.suspects[:1]] for o in outcomes}
+    assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [o.diagnosis.verdict for o in outcomes]

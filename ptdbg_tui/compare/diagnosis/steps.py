@@ -107,10 +107,11 @@ def link_steps(
             origin[key] = came
         elif own:
             origin[key] = (view.step, own[0], key in context)
-        if not found or prev is None or key in context:
+        if not found or prev is None:
             continue
         if came is not None:
-            _inherit(view, came)
+            if key not in context:
+                _inherit(view, came)
             continue
         _not_inherited(view, prev, found, (prev.step, prev.rank) in context)
 
@@ -185,14 +186,15 @@ _CARRIED = (
 
 
 def _update_carried(view: StepView, prev: StepView, suspect: Suspect) -> bool:
-    """A parameter that differs on entry to a step after a step that named nothing, by no more than
+    """A parameter that differs on entry to a step after a step that named nothing (no suspect of any
+    kind: parameters that differed there beyond what they carried are still a fault), by no more than
     ``MARGIN`` times what its gradient (or the parameter itself) differed by there: the update
     ``p - lr * g`` moves a parameter by less than its size, so it passes on at most the gradient's
     relative error — rounding that step judged honest (a run under bf16 autocast on one side only, whose
     fp32 parameters take bf16 gradients). A parameter whose gradient agreed is not carried: the update
     itself made it differ."""
     err = _entry_error(view.rows, suspect.judgement.output)
-    if err is None:
+    if err is None or prev.diagnosis.suspects:  # the step before named something: not its rounding
         return False
     found = _gradient_error(prev.rows, suspect.judgement.output)
     gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
