@@ -341,3 +341,35 @@ def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: P
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     kinds = {o.npu.step: [s.kind for s in o.diagnosis.suspects[:1]] for o in outcomes}
     assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [o.diagnosis.verdict for o in outcomes]
+
+
+ADAMW = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
+    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam)
+    opt = (torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam)(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(tmp_path: Path) -> None:
+    """Compared alone (``--step 2``), step 1 is seen from its statistics, which cannot show parameters
+    1e-4 apart: it named nothing, and its gradients differed (by what those parameters did), so step 2's
+    parameters passed for that step's rounding carried by the update, an all-clear. They count so only
+    where the step before's parameters agreed, or carried rounding themselves."""
+    script = tmp_path / "train.py"
+    script.write_text(ADAMW)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
+    d = outcome.diagnosis
+    assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict

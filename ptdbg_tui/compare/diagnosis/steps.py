@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, MARGIN, own_rounding
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, parse_name
 
@@ -73,10 +73,15 @@ def _gradient_error(rows: Sequence[Row], parameter_entry: str) -> tuple[float, f
     return None
 
 
+def _entry_measures(rows: Sequence[Row], parameter_entry: str) -> ErrorMeasures | None:
+    """The errors of the parameter row ``parameter_entry`` in the step ``rows`` hold."""
+    row = next((r for r in rows if r.name == parameter_entry), None)
+    return row.result.errors if row is not None and row.result is not None else None
+
+
 def _entry_error(rows: Sequence[Row], parameter_entry: str) -> float | None:
     """The relative error of the parameter row ``parameter_entry`` in the step ``rows`` hold."""
-    row = next((r for r in rows if r.name == parameter_entry), None)
-    errors = row.result.errors if row is not None and row.result is not None else None
+    errors = _entry_measures(rows, parameter_entry)
     return errors.rel if errors is not None and math.isfinite(errors.rel) else None
 
 
@@ -90,6 +95,7 @@ def link_steps(
     context = dict(earlier or {})
     by_key = {**context, **{(v.step, v.rank): v for v in views}}
     origin: dict[tuple[int | None, int | None], tuple[int | None, str, bool]] = {}  # step, culprit, stats
+    rounded: set[tuple[int | None, int | None]] = set()  # steps whose parameters carry rounding only
     for key in sorted((k for k in by_key if k[0] is not None), key=lambda k: (str(k[1]), k[0])):
         view = by_key[key]
         before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
@@ -113,13 +119,18 @@ def link_steps(
             if key not in context:
                 _inherit(view, came)
             continue
-        _not_inherited(view, prev, found, (prev.step, prev.rank) in context)
+        prev_key = (prev.step, prev.rank)
+        if _not_inherited(view, prev, found, prev_key in context, prev_key in rounded):
+            rounded.add(key)
 
 
-def _not_inherited(view: StepView, prev: StepView, found: list[Suspect], from_statistics: bool) -> None:
+def _not_inherited(
+    view: StepView, prev: StepView, found: list[Suspect], from_statistics: bool, prev_carried: bool
+) -> bool:
     """After a step that named nothing: parameters that differ on entry by what its gradients carried
-    become a note; of the others, those whose gradients agreed there say the update made them differ."""
-    carried = [s for s in found if _update_carried(view, prev, s)]
+    become a note; of the others, those whose gradients agreed there say the update made them differ.
+    Whether some were carried."""
+    carried = [s for s in found if _update_carried(view, prev, s, prev_carried)]
     if carried:
         gradient = _worst_gradient(prev, carried)
         _as_note(view, carried, (prev.step, "", from_statistics), _CARRIED, gradient=gradient)
@@ -130,6 +141,7 @@ def _not_inherited(view: StepView, prev: StepView, found: list[Suspect], from_st
         update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
         if agree is not None and update not in s.evidence:
             s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+    return bool(carried)
 
 
 def _still_random(view: StepView, prev: StepView) -> None:
@@ -185,20 +197,27 @@ _CARRIED = (
 )
 
 
-def _update_carried(view: StepView, prev: StepView, suspect: Suspect) -> bool:
+def _update_carried(view: StepView, prev: StepView, suspect: Suspect, prev_carried: bool) -> bool:
     """A parameter that differs on entry to a step after a step that named nothing (no suspect of any
     kind: parameters that differed there beyond what they carried are still a fault), by no more than
     ``MARGIN`` times what its gradient (or the parameter itself) differed by there: the update
     ``p - lr * g`` moves a parameter by less than its size, so it passes on at most the gradient's
     relative error — rounding that step judged honest (a run under bf16 autocast on one side only, whose
-    fp32 parameters take bf16 gradients). A parameter whose gradient agreed is not carried: the update
-    itself made it differ."""
-    err = _entry_error(view.rows, suspect.judgement.output)
+    fp32 parameters take bf16 gradients). Only where the parameter agreed on entry to that step, or
+    carried that step's own rounding (``prev_carried``): otherwise its gradients there differed by what
+    it did, which statistics may not show (AdamW's decay on one side, 1e-4 a step). A parameter whose
+    gradient agreed is not carried: the update itself made it differ."""
+    name = suspect.judgement.output
+    err = _entry_error(view.rows, name)
     if err is None or prev.diagnosis.suspects:  # the step before named something: not its rounding
         return False
-    found = _gradient_error(prev.rows, suspect.judgement.output)
+    entry = _entry_measures(prev.rows, name)
+    agreed = entry is not None and entry.rel <= MARGIN * own_rounding(entry)
+    if not (agreed or prev_carried):  # its gradients differed by what its parameters did, unseen there
+        return False
+    found = _gradient_error(prev.rows, name)
     gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
-    before = _entry_error(prev.rows, suspect.judgement.output) or 0.0
+    before = entry.rel if entry is not None and math.isfinite(entry.rel) else 0.0
     return 0 < err <= MARGIN * max(gradient, before)
 
 
