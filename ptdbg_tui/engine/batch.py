@@ -494,8 +494,9 @@ def _diagnosis(o: PairOutcome) -> Diagnosis | str:
 def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagnosis:
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
     suspect blames a kernel: a pkl records positional arguments only)."""
-    d = diagnose(model_rows(rows), npu.step)
-    with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench))
+    modelled = model_rows(rows)
+    d = diagnose(modelled, npu.step)
+    with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench), modelled)
     return d
 
 

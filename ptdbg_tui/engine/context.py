@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import (
     Stats,
     apply_departure,
@@ -22,7 +22,7 @@ from ptdbg_tui.compare.diagnosis.ranks import (
     collective_results,
     result_stats,
 )
-from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
+from ptdbg_tui.compare.diagnosis.steps import StepView, inherits, link_steps
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import read_dump
@@ -89,14 +89,15 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
 def link_to_earlier_steps(
     pairs: Sequence[Compared], all_pairs: Iterable[tuple[RankDump, RankDump]], earlier: Earlier
 ) -> None:
-    """Parameters that differ on entry to a step: inherited when a step before (compared here, or
-    else from its statistics) named a suspect of its own, and every step between inherited it."""
+    """Parameters (or an optimizer's state) that differ on entry to a step: inherited when a step before
+    (compared here, or else from its statistics) named a suspect of its own, and every step between
+    inherited it."""
     views = [StepView(p.npu.step, p.npu.rank, p.rows, p.diagnosis) for p in pairs]
     have = {(v.step, v.rank) for v in views}
     extra: dict[tuple[int | None, int | None], StepView] = {}
     pairs_by_key = {(n.step, n.rank): (n, b) for n, b in all_pairs}
     for v in views:
-        if v.step is None or not any(s.kind == PARAMETERS for s in v.diagnosis.suspects):
+        if v.step is None or not inherits(v):
             continue
         before = [k for k in pairs_by_key if k[1] == v.rank and k[0] is not None and k[0] < v.step]
         for key in before:  # every step before: one whose parameters were inherited passes them on

@@ -421,7 +421,12 @@ class PairState:
         if self.bench is None:
             return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
-        with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final))
+        with_keywords(
+            diagnosis,
+            lambda: _call_specs(npu, final),
+            lambda: _call_specs(bench, final),
+            model_rows(self.rows),
+        )
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dumper.cli import main as dump_main
-from ptdbg_tui.compare.diagnosis.findings import UNPAIRED
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
@@ -58,3 +58,318 @@ def test_a_call_only_one_run_makes_is_named_at_a_later_step(
         suspects = [(s.call, s.kind) for s in d.suspects]
         assert suspects == [("Functional_mse_loss_0_forward", ENTERS)], d.verdict
         assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in d.verdict
+
+
+BETAS = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    betas = (0.8, 0.999) if sys.argv[1] == "npu" else (0.9, 0.999)  # the NPU script's beta1 differs
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, betas=betas)
+    for x, y in [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+@pytest.mark.parametrize("only_step1", [False, True], ids=["both steps", "--step 1"])
+def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1: bool) -> None:
+    """Adam's first update does not depend on beta1 (its bias correction cancels it), so the parameters
+    agree on entry to step 1 and only the moments differ. Compared alone (``--step 1``), step 1 named
+    error entering outside the dumped calls at the first moment's ``lerp_``, since the steps before were
+    looked at only when parameters differed; compared with step 0, that error became a note and took
+    the ``lerp_``'s own different argument (1 - beta1) with it, leaving the second ``lerp_`` culprit."""
+    script = tmp_path / "train.py"
+    script.write_text(BETAS)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=1 if only_step1 else None, jobs=1)
+    d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
+    assert d.suspects, d.verdict
+    culprit = "Culprit: Tensor_lerp__0_forward (forward): the runs pass different arguments"
+    assert d.verdict.startswith(culprit), d.verdict
+    how = ", from its statistics," if only_step1 else ""
+    note = (
+        "the optimizer's state differs on entry to step 1 (Tensor_lerp__0_forward_input.0): "
+        f"inherited from step 0, whose culprit{how} is Tensor_lerp__0_forward"
+    )
+    assert note in d.notes, d.notes
+
+
+UNCLIPPED = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(8, 8), torch.randn(8, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        if sys.argv[1] == "bench":  # the NPU script does not clip its gradients
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        opt.step()
+""")
+
+
+def test_a_gradient_clipping_one_run_skips_is_named_at_step_1(tmp_path: Path) -> None:
+    """Adam's first update does not change when the gradients are scaled, so the parameters agree on
+    entry to step 1 while the first moment and the gradient the first ``lerp_`` takes both differ. The
+    worst of the two, the moment, became the note that step 0 left it, and the gradient's error, new at
+    step 1, was hidden: "8 entries fail, yet no call judged introduces an error beyond rounding"."""
+    script = tmp_path / "train.py"
+    script.write_text(UNCLIPPED)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
+    assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], d.verdict
+    assert "Tensor_lerp__0_forward_input.1 carries" in d.verdict
+    assert any(n.startswith("the optimizer's state differs on entry to step 1") for n in d.notes), d.notes
+
+
+AUTOCAST = textwrap.dedent("""
+    import contextlib
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    for x, y in [(torch.randn(32, 16), torch.randn(32, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        # the NPU script runs its forward under bf16 autocast (fp32 parameters, bf16 gradients)
+        bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
+        with bf16 if sys.argv[1] == "npu" else contextlib.nullcontext():
+            out = model(x)
+        F.mse_loss(out.float(), y).backward()
+        opt.step()
+""")
+
+
+def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: Path) -> None:
+    """Under bf16 autocast on one side only, step 0 names nothing (its gradients differ by bf16
+    rounding), and the fp32 parameters the update moved by those gradients differ on entry to step 1
+    by about as much: that was step 1's culprit, "parameters differ on entry to step 1", in a run without
+    a fault. It is a note now; a parameter whose gradients agreed still is a suspect (the scenario
+    param_over_updated_between_steps of bench/diagnosis.py)."""
+    script = tmp_path / "train.py"
+    script.write_text(AUTOCAST)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
+    assert not d.suspects, d.verdict
+    note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
+    assert any(n.startswith(note) for n in d.notes), d.notes
+
+
+DROPOUT = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    data = [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]
+    model = nn.Sequential(
+        nn.Linear(16, 64), nn.ReLU(), nn.Dropout(0.1), nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 4)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    torch.manual_seed(1 if sys.argv[1] == "npu" else 2)  # dropout kept on, other generators' seeds
+    for x, y in data:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_path: Path) -> None:
+    """From statistics, a dropout mask that differs shows only while the dropout's inputs agree: at
+    step 2 its inputs carry what steps 0 and 1 left, its output's max, min, mean and norm move about as
+    much, and the linear after it, whose outputs the other mask moves far, was the culprit (×3.6)."""
+    script = tmp_path / "train.py"
+    script.write_text(DROPOUT)
+    for side in ("npu", "bench"):
+        args = [
+            "--dump-path",
+            str(tmp_path / side),
+            "--summary-only",
+            "--keep-dropout",
+            "--step",
+            "0",
+            "1",
+            "2",
+        ]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    culprits = {o.npu.step: o.diagnosis.suspects[0] for o in outcomes if o.diagnosis.suspects}
+    assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
+        step: ("Functional_dropout_0_forward", RANDOM) for step in (0, 1, 2)
+    }, [o.diagnosis.verdict for o in outcomes]
+    assert (
+        "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
+    )
+
+
+RUNNING_VAR = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from dumper.faults import replaced
+
+    def wrong_update(batch_norm):
+        def call(x, mean, var, *args, **kwargs):
+            out = batch_norm(x, mean, var, *args, **kwargs)
+            if sys.argv[1] == "npu" and args[2]:  # training: the NPU kernel's running variance 20% high
+                var.numpy()[:] *= 1.2
+            return out
+        return call
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with replaced(F, "batch_norm", wrong_update):
+        for x, y in [(torch.randn(16, 8), torch.randn(16, 4)) for _ in range(2)]:
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            model.eval()
+            with torch.no_grad():
+                model(x)  # a validation pass: batch norm normalises by its running statistics
+            model.train()
+            opt.step()
+""")
+
+
+def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_path: Path) -> None:
+    """Batch norm's running mean and variance are no error that enters while it trains (it only updates
+    them), but in eval mode they are what it normalises by: a running variance off by 20% left the
+    validation pass at "1 entry fails, yet no call judged introduces an error beyond rounding"."""
+    script = tmp_path / "train.py"
+    script.write_text(RUNNING_VAR)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
+        d = o.diagnosis
+        assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Functional_batch_norm_1_forward", ENTERS)], (
+            d.verdict
+        )
+        assert "Functional_batch_norm_1_forward_input.2 carries" in d.verdict
+        assert "a running statistic, which the calls that train the module update in place" in d.verdict
+
+
+WARM_UP = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.SiLU(), nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    warm = 2 if sys.argv[1] == "npu" else 4  # the NPU script's learning-rate warm-up is shorter
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(2)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        sched.step()
+""")
+
+
+def test_a_learning_rate_that_still_differs_at_step_1_is_named(tmp_path: Path) -> None:
+    """SGD passes the learning rate as a keyword (``param.add_(buf, alpha=-lr)``), which only the call
+    sidecars record, and they were read only for a suspect that blames a kernel. At step 0 the
+    update's output differs from equal inputs; at step 1 its inputs already differ (step 0 left them
+    so) and it is blamed for nothing: step 1 said "No operator introduces an error beyond rounding",
+    with the learning rate still 0.1 against 0.05."""
+    script = tmp_path / "train.py"
+    script.write_text(WARM_UP)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    d = next(
+        o.diagnosis for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1) if o.npu.step == 1
+    )
+    assert d.suspects, d.verdict
+    assert d.verdict.startswith(
+        "Culprit: Tensor_add__1_forward (forward): the runs pass different arguments"
+    ), d.verdict
+    assert "alpha: -0.1 against -0.05" in d.verdict
+
+
+FOREACH_EPS = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    eps = 1e-3 if sys.argv[1] == "npu" else 1e-8  # the NPU script's eps differs; foreach: no call dumped
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, eps=eps, foreach=True)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: Path) -> None:
+    """A foreach Adam whose eps differs makes the parameters differ on entry to every step; at step 2
+    the gradients of step 1 differ too (the parameters did): that is no rounding the update carried,
+    since step 1 named its parameters, and step 2 still names them."""
+    script = tmp_path / "train.py"
+    script.write_text(FOREACH_EPS)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    kinds = {o.npu.step: [s.kind for s in o.diagnosis.suspects[:1]] for o in outcomes}
+    assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [o.diagnosis.verdict for o in outcomes]
+
+
+ADAMW = textwrap.dedent("""
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
+    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam)
+    opt = (torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam)(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+""")
+
+
+def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(tmp_path: Path) -> None:
+    """Compared alone (``--step 2``), step 1 is seen from its statistics, which cannot show parameters
+    1e-4 apart: it named nothing, and its gradients differed (by what those parameters did), so step 2's
+    parameters passed for that step's rounding carried by the update, an all-clear. They count so only
+    where the step before's parameters agreed, or carried rounding themselves."""
+    script = tmp_path / "train.py"
+    script.write_text(ADAMW)
+    for side in ("npu", "bench"):
+        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
+        assert dump_main(["run", str(script), side, *args]) == 0
+    (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
+    d = outcome.diagnosis
+    assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict

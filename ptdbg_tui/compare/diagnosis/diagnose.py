@@ -46,7 +46,7 @@ from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, op_name
+from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, in_place, op_name
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
@@ -214,12 +214,29 @@ class _Calls:
             (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
             call.name = _call_name(call.rows)
+            if call.op in RUNNING_STATE and _evaluating(call):
+                for m in call.ins:  # in eval mode the running statistics are what it normalises by
+                    m.running = False
         self.api_level = {
             d: any(not c.container for k, c in self.calls.items() if k[2] == d) for d in (FORWARD, BACKWARD)
         }
 
     def forward_of(self, key: CallKey) -> _Call | None:
         return self.calls.get((key[0], key[1], FORWARD))
+
+
+#: The argument of batch_norm and instance_norm that says whether it normalises by the batch's own
+#: statistics (``training``, ``use_input_stats``) or by the running ones it is given.
+_BATCH_STATS = (5,)
+
+
+def _evaluating(call: _Call) -> bool:
+    """A batch_norm (or instance_norm) call that both runs make in eval mode: it normalises by its
+    running statistics, which are then inputs like any other (in training mode it only updates them)."""
+    flag = next((m.row for m in call.ins if m.row.record.entry.path == _BATCH_STATS), None)
+    if flag is None or flag.npu is None or flag.bench is None:
+        return False
+    return all(_value(rec) is False or _value(rec) == "False" for rec in (flag.npu, flag.bench))
 
 
 def _stack(rows: Sequence[Row]) -> StackRecord | None:
@@ -324,9 +341,13 @@ def _entering(
 
 
 def _largest_error(members: Sequence[_Member], before: float) -> float:
+    """The largest error among ``members`` and ``before``; a running statistic a training call only
+    updates is no data that flows on (where eval mode reads it, its error is its own finding)."""
     for m in members:
         errors = m.errors
-        if errors is not None and not errors.exact and math.isfinite(errors.rel) and not m.left_out:
+        if errors is None or m.running:
+            continue
+        if not errors.exact and math.isfinite(errors.rel) and not m.left_out:
             before = max(before, errors.rel)
     return before
 
@@ -436,11 +457,20 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     way, name = call.entry.direction, call.name
     unpaired = bool(walk.npu_only[way]) or walk.previous[way] in walk.bench_only  # the place is known
     entering = _entering(call.ins, walk.explained(), walk.parameters, unpaired)
-    args = _different_arguments(call.ins) if not entering else []
+    args = _different_arguments(call.ins)
     if entering is not None:
         judgement, member = entering
-        walk.found.append(_entering_suspect(calls, key, name, judgement, member, walk))
-    elif args:
+        first = _entering_suspect(calls, key, name, judgement, member, walk)
+        walk.found.append(first)
+        if first.kind == ENTERS and in_place(call.entry.op) and member.row.record.entry.path[:1] == (0,):
+            # what an in-place call updates may be an optimizer's state an earlier step left different
+            # (a note then): error entering through its other arguments (this step's gradient) as well
+            # is a finding of its own
+            rest = [m for m in call.ins if m is not member]
+            other = _entering(rest, walk.explained(), [], unpaired)
+            if other is not None:
+                walk.found.append(_entering_suspect(calls, key, name, *other, walk))
+    if args:  # also after error entering: that may be an earlier step's (an optimizer's state)
         row = args[0]
         assert row.npu is not None and row.bench is not None
         what = ", ".join(
@@ -493,7 +523,10 @@ def _entering_suspect(
     after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
     skipped = [n for n in walk.skipped[way] if n != previous]
     walk.skipped[way] = []
-    if previous in walk.bench_only:
+    entry = row.record.entry
+    if entry is not None and entry.path[:1] and entry.path[0] in RUNNING_STATE.get(calls.calls[key].op, ()):
+        after = "; a running statistic, which the calls that train the module update in place"
+    elif previous in walk.bench_only:
         after += ", a call only the bench run makes (the NPU run has no counterpart)"
     elif skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
         more = f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else ""

@@ -9,17 +9,19 @@ is the *different arguments* finding instead, as a non-tensor positional argumen
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, suspect_order, values_differ
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
-from ptdbg_tui.compare.replay.calls import call_key
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.replay.calls import call_key, rows_by_call
 from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
 from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.naming import FORWARD
 
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
 #: differ by design), objects recorded by their type only.
@@ -59,13 +61,19 @@ def with_keywords(
     diagnosis: Diagnosis,
     npu: Callable[[], Mapping[str, CallSpec]],
     bench: Callable[[], Mapping[str, CallSpec]],
+    rows: Sequence[Row] = (),
 ) -> None:
     """Each suspect that blames a kernel, of a call the runs pass different keyword arguments, becomes
     that finding, in place. ``npu``, ``bench``: each side's sidecar specs by call key, read only when a
-    suspect blames a kernel. A sidecar that cannot be read (OSError) leaves the two dumps' verdict and
-    says so in a note: the user must know the check was not done."""
+    suspect blames a kernel, or (with the pair's ``rows``) when the runs differ and nothing blames one:
+    then every call whose keywords differ is that finding (at a later step the parameters an earlier
+    step's ``add_(grad, alpha=-lr)`` left different hide the same learning rate's effect now). A
+    sidecar that cannot be read (OSError) leaves the two dumps' verdict and says so in a note: the
+    user must know the check was not done."""
     kernels = [i for i, s in enumerate(diagnosis.suspects) if s.kind not in NOT_A_KERNEL]
     if not kernels:
+        if rows and (diagnosis.suspects or diagnosis.failing):
+            _unblamed(diagnosis, npu, bench, rows)
         return
     try:
         npu_specs, bench_specs = npu(), bench()
@@ -82,6 +90,53 @@ def with_keywords(
             changed = True
     if changed:
         diagnosis.suspects.sort(key=suspect_order)
+
+
+def _unblamed(
+    diagnosis: Diagnosis,
+    npu: Callable[[], Mapping[str, CallSpec]],
+    bench: Callable[[], Mapping[str, CallSpec]],
+    rows: Sequence[Row],
+) -> None:
+    """Where nothing blames a kernel, every paired call the runs pass different keyword arguments is
+    that finding (a suspect in execution order)."""
+    try:
+        npu_specs, bench_specs = npu(), bench()
+    except OSError as e:
+        diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
+        return
+    if not npu_specs or not bench_specs:
+        return
+    named = {s.call for s in diagnosis.suspects}
+    step = next((s.step for s in diagnosis.suspects), None)
+    for call, members in rows_by_call(rows).items():
+        paired = [r for r in members if r.npu is not None and r.bench is not None]
+        entry = paired[0].record.entry if paired else None
+        if entry is None or entry.direction != FORWARD or call in named:  # a backward shares its keywords
+            continue
+        n = npu_specs.get(call_key(call))
+        b = bench_specs.get(call_key(side_call(members, "bench", call)))
+        if n is None or b is None or not (differs := keywords_differ(n, b)):
+            continue
+        judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, paired[-1].name)
+        stack = next((r.stack for r in members if r.stack is not None), None)
+        seq = min(r.seq for r in members)
+        diagnosis.suspects.append(
+            Suspect(
+                call,
+                entry.api,
+                entry.direction,
+                ARGUMENTS,
+                math.inf,
+                differs,
+                judgement,
+                members,
+                stack,
+                seq,
+                step,
+            )
+        )
+    diagnosis.suspects.sort(key=suspect_order)
 
 
 def _arguments(s: Suspect, differs: str) -> Suspect:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, MARGIN, own_rounding
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, parse_name
 
@@ -48,6 +48,16 @@ Origin = tuple[int | None, str, bool, bool]
 def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
     """The relative error of a parameter's gradient in a step (the backward output at the parameter's
     argument position), when it was compared and agrees within rounding; ``None`` otherwise."""
+    found = _gradient_error(rows, parameter_entry)
+    if found is None:
+        return None
+    rel, rounding = found
+    return rel if rel <= MARGIN * rounding else None
+
+
+def _gradient_error(rows: Sequence[Row], parameter_entry: str) -> tuple[float, float] | None:
+    """The relative error of a parameter's gradient in a step (the backward output at the parameter's
+    argument position) and its dtype's own rounding, when it was compared; ``None`` otherwise."""
     entry = parse_name(parameter_entry)
     if entry is None:
         return None
@@ -66,8 +76,20 @@ def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
         errors = row.result.errors
         if errors is None or not math.isfinite(errors.rel):
             return None
-        return errors.rel if errors.rel <= MARGIN * own_rounding(errors) else None
+        return errors.rel, own_rounding(errors)
     return None
+
+
+def _entry_measures(rows: Sequence[Row], parameter_entry: str) -> ErrorMeasures | None:
+    """The errors of the parameter row ``parameter_entry`` in the step ``rows`` hold."""
+    row = next((r for r in rows if r.name == parameter_entry), None)
+    return row.result.errors if row is not None and row.result is not None else None
+
+
+def _entry_error(rows: Sequence[Row], parameter_entry: str) -> float | None:
+    """The relative error of the parameter row ``parameter_entry`` in the step ``rows`` hold."""
+    errors = _entry_measures(rows, parameter_entry)
+    return errors.rel if errors is not None and math.isfinite(errors.rel) else None
 
 
 def link_steps(
@@ -80,11 +102,14 @@ def link_steps(
     context = dict(earlier or {})
     by_key = {**context, **{(v.step, v.rank): v for v in views}}
     origin: dict[tuple[int | None, int | None], Origin] = {}
+    rounded: set[tuple[int | None, int | None]] = set()  # steps whose parameters carry rounding only
     for key in sorted((k for k in by_key if k[0] is not None), key=lambda k: (str(k[1]), k[0])):
         view = by_key[key]
         before = [k for k in by_key if k[1] == view.rank and k[0] is not None and k[0] < (view.step or 0)]
         prev = by_key[max(before, key=lambda k: k[0] or 0)] if before else None
         came = origin.get((prev.step, prev.rank)) if prev is not None else None
+        if prev is not None and key not in context:
+            _still_random(view, prev)
         if came is not None and key not in context:
             _inherit_state(view, came)
         own = _own(view.diagnosis)
@@ -98,18 +123,118 @@ def link_steps(
             origin[key] = came
         elif own:
             origin[key] = (view.step, own[0].call, key in context, own[0].kind == ENTERS)
-        if not found or prev is None or key in context:
+        if not found or prev is None:
             continue
         if came is not None:
-            _inherit(view, came)
+            if key not in context:
+                _inherit(view, came)
             continue
-        for s in found:
-            agree = _gradient_agrees(prev.rows, s.judgement.output)
-            update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
-            if agree is not None and update not in s.evidence:
-                s.evidence += (
-                    f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
-                )
+        prev_key = (prev.step, prev.rank)
+        if _not_inherited(view, prev, found, prev_key in context, prev_key in rounded):
+            rounded.add(key)
+
+
+def _not_inherited(
+    view: StepView, prev: StepView, found: list[Suspect], from_statistics: bool, prev_carried: bool
+) -> bool:
+    """After a step that named nothing: parameters that differ on entry by what its gradients carried
+    become a note; of the others, those whose gradients agreed there say the update made them differ.
+    Whether some were carried."""
+    carried = [s for s in found if _update_carried(view, prev, s, prev_carried)]
+    if carried:
+        gradient = _worst_gradient(prev, carried)
+        _as_note(view, carried, (prev.step, "", from_statistics, False), _CARRIED, gradient=gradient)
+    for s in found:
+        if s in carried:
+            continue
+        agree = _gradient_agrees(prev.rows, s.judgement.output)
+        update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
+        if agree is not None and update not in s.evidence:
+            s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+    return bool(carried)
+
+
+def _still_random(view: StepView, prev: StepView) -> None:
+    """A random op whose draws differed at the step before, compared here from statistics with a suspect
+    after it: statistics cannot show that two masks or draws differ once its inputs carry some error
+    (an innocent linear after a dropout kept on was the culprit at step 2, ×3.6). Its generators have
+    not met again since: it is a suspect of this step too, before the calls that take its draws."""
+    named = {s.call for s in view.diagnosis.suspects}
+    for random in (s for s in prev.diagnosis.suspects if s.kind == RANDOM and s.call not in named):
+        rows = [r for r in view.rows if r.record.call == random.call]
+        evidence = view.diagnosis.calls.get(random.call)
+        if (
+            not rows
+            or evidence is None
+            or evidence.judgement is None
+            or not all(_from_stats(r) for r in rows)
+        ):
+            continue
+        seq = min(r.seq for r in rows)
+        later = [i for i, s in enumerate(view.diagnosis.suspects) if s.seq > seq and not s.confirmed]
+        if not later:
+            continue
+        text = (
+            f"its draws differed at step {prev.step}, and statistics cannot show that they still do "
+            f"({evidence.text})"
+        )
+        judgement = replace(evidence.judgement, kind=RANDOM)
+        found = Suspect(
+            random.call,
+            random.api,
+            random.direction,
+            RANDOM,
+            judgement.score,
+            text,
+            judgement,
+            rows,
+            random.stack,
+            seq,
+            view.step,
+        )
+        view.diagnosis.suspects.insert(later[0], found)
+
+
+def _from_stats(row: Row) -> bool:
+    """The row's error was estimated from statistics (or it was not compared)."""
+    errors = row.result.errors if row.result is not None else None
+    return errors is None or errors.from_stats
+
+
+_CARRIED = (
+    "parameters differ on entry to step {step} no more than their gradients differed at step {origin} "
+    "({gradient}{how}), which named no suspect: the update carried that step's rounding"
+)
+
+
+def _update_carried(view: StepView, prev: StepView, suspect: Suspect, prev_carried: bool) -> bool:
+    """A parameter that differs on entry to a step after a step that named nothing (no suspect of any
+    kind: parameters that differed there beyond what they carried are still a fault), by no more than
+    ``MARGIN`` times what its gradient (or the parameter itself) differed by there: the update
+    ``p - lr * g`` moves a parameter by less than its size, so it passes on at most the gradient's
+    relative error — rounding that step judged honest (a run under bf16 autocast on one side only, whose
+    fp32 parameters take bf16 gradients). Only where the parameter agreed on entry to that step, or
+    carried that step's own rounding (``prev_carried``): otherwise its gradients there differed by what
+    it did, which statistics may not show (AdamW's decay on one side, 1e-4 a step). A parameter whose
+    gradient agreed is not carried: the update itself made it differ."""
+    name = suspect.judgement.output
+    err = _entry_error(view.rows, name)
+    if err is None or prev.diagnosis.suspects:  # the step before named something: not its rounding
+        return False
+    entry = _entry_measures(prev.rows, name)
+    agreed = entry is not None and entry.rel <= MARGIN * own_rounding(entry)
+    if not (agreed or prev_carried):  # its gradients differed by what its parameters did, unseen there
+        return False
+    found = _gradient_error(prev.rows, name)
+    gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
+    before = entry.rel if entry is not None and math.isfinite(entry.rel) else 0.0
+    return 0 < err <= MARGIN * max(gradient, before)
+
+
+def _worst_gradient(prev: StepView, carried: Sequence[Suspect]) -> str:
+    """The largest relative error of the carried parameters' gradients at the step before, in words."""
+    errors = [f[0] for s in carried if (f := _gradient_error(prev.rows, s.judgement.output)) is not None]
+    return fmt_error(max(errors)) if errors else "not compared"
 
 
 _INHERITED = "parameters differ on entry to step {step}: inherited from step {origin}, {source}"
@@ -149,6 +274,14 @@ def _carried_state(view: StepView, suspect: Suspect) -> bool:
     return first is not None and suspect.seq > first
 
 
+def inherits(view: StepView) -> bool:
+    """Whether the step's verdict may be an earlier step's error: parameters that differ on entry, or
+    error entering at an optimizer's state (Adam's moments after a step whose update was still equal
+    on both sides: its bias correction cancels ``beta1`` at the first step). Then the steps before it
+    are needed, compared from their statistics when not compared here."""
+    return any(s.kind == PARAMETERS or _carried_state(view, s) for s in view.diagnosis.suspects)
+
+
 def _inherit_state(view: StepView, came: Origin) -> None:
     """After a step with a culprit, error entering at an optimizer's state is that culprit's too: a note,
     not a suspect of this step."""
@@ -165,14 +298,16 @@ def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
-    how = ", from its statistics," if from_statistics else ""
+    how = ""
+    if from_statistics:
+        how = ", from its statistics" if template == _CARRIED else ", from its statistics,"
     # error entering outside the dumped calls is no culprit: the call after it only shows it
     source = (
         f"where{how} the error enters before {call}, outside the dumped calls"
         if enters
         else f"whose culprit{how} is {call}"
     )
-    note = template.format(step=view.step, origin=step, source=source, **words)
+    note = template.format(step=view.step, origin=step, how=how, source=source, **words)
     if note not in d.notes:
         d.notes.append(note)
     if not d.suspects:
