@@ -412,4 +412,29 @@ def unpaired_notes(
                 )
             else:
                 notes.append(f"{role} {d.label}: no {other} dump for it")
+    if paired:
+        notes += _rank_notes(npu, bench, step, rank)
     return tuple(notes)
+
+
+def _rank_notes(npu: list[RankDump], bench: list[RankDump], step: int | None, rank: int | None) -> list[str]:
+    """Ranks a reader of the verdict would not think of: those ``--rank`` leaves out (the error may
+    begin on one of them), and sides that hold different numbers of ranks (jobs of different sizes
+    differ by design: each rank's data and the gradients' average)."""
+    nr, br = (
+        {d.rank for d in side if d.rank is not None and step in (None, d.step)} for side in (npu, bench)
+    )
+    if rank is not None:
+        if len(nr) < 2:
+            return []
+        return [
+            f"rank {rank} only, of the NPU dump's ranks {sorted(nr)}: the error may begin on another rank "
+            f"(compare without --rank to find the first divergent one)"
+        ]
+    if len(nr) == len(br) or not nr or not br:
+        return []
+    return [
+        f"the NPU dump holds {len(nr)} ranks {sorted(nr)} and the bench dump {len(br)} {sorted(br)}: jobs of "
+        f"different sizes differ by design (each rank's data, the gradients' average); only ranks on both "
+        f"sides are compared"
+    ]

@@ -235,3 +235,22 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
     assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in run.ranks.headline
     target = narrowing_of(run).target
     assert [c.label for c in target.calls] == ["Distributed_all_reduce_1"] and target.ranks == (2, 3)
+
+
+def test_a_rank_option_and_sides_of_different_sizes_are_said(tmp_path):
+    """--rank R leaves the other ranks out, where the error may begin; a job of another size on one
+    side differs by design: one note each, beside the per-dump ones."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=4, faulty_rank=2)
+    one = report_text(compare_dumps(npu, bench, jobs=1, rank=0))
+    assert (
+        "note: rank 0 only, of the NPU dump's ranks [0, 1, 2, 3]: the error may begin on another rank" in one
+    )
+    everything = report_text(compare_dumps(npu, bench, jobs=1))
+    assert "rank 0 only" not in everything and "jobs of different sizes" not in everything
+    for r in (2, 3):
+        shutil.rmtree(rank_dir_path(bench, r, step=0))
+    fewer = report_text(compare_dumps(npu, bench, jobs=1))
+    assert (
+        "note: the NPU dump holds 4 ranks [0, 1, 2, 3] and the bench dump 2 [0, 1]: jobs of different "
+        "sizes differ by design"
+    ) in fewer
