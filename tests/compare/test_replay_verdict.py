@@ -50,7 +50,7 @@ def test_a_one_sided_error_of_one_bf16_unit_is_wrong_though_rounding_allows_its_
     assert not honest.wrong
     assert biased.error < biased.allowed, "its size alone is rounding"
     assert biased.wrong and "one-sided" in biased.text
-    assert abs(lean(_bf16(ref) - ref, ref)) < abs(biased.bias) / 10
+    assert abs(lean(_bf16(ref) - ref, ref)[0]) < abs(biased.bias) / 10
 
 
 def test_an_honest_kernel_of_the_same_precision_sets_the_bar():
@@ -94,3 +94,22 @@ def test_the_two_sides_decide_together():
     alone = CallReplay("c", _side(False), "the bench dump does not hold it").text
     assert alone.startswith("refuted by replay — the NPU kernel is within rounding on its own inputs")
     assert "both within rounding" not in alone
+
+
+def _leaning(sigmas: float, n: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """A result whose errors (1e-3 each) lean one way by ``sigmas`` standard errors of their mean."""
+    ref = RNG.standard_normal(n)
+    noise = RNG.standard_normal(n) * 1e-3
+    noise += sigmas * noise.std() / np.sqrt(n) - noise.mean()
+    return ref + noise, ref
+
+
+def test_a_lean_within_chance_of_its_own_spread_is_no_fault():
+    """Errors that lean 3.6 standard errors one way are chance among the hundreds of results a replay
+    judges (a conv's weight gradient under bf16 autocast leaned 3.4 and was called wrong), though beyond
+    what rounding alone leaves; 8 standard errors is a kernel's."""
+    chance = judge_result(*_leaning(3.6), 1e-3, "torch.float32", "y")
+    assert not chance.wrong, chance
+    assert abs(chance.bias) > 4 * 1e-3 / 32, "beyond the rounding's allowance alone"
+    biased = judge_result(*_leaning(8.0), 1e-3, "torch.float32", "y")
+    assert biased.wrong and "one-sided" in biased.text, biased

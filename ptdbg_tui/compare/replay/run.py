@@ -185,7 +185,7 @@ def _honest(
         finite = np.isfinite(a) & np.isfinite(b)
         out[p] = (
             relative(torch.from_numpy(a[finite]), torch.from_numpy(b[finite])),
-            lean(a[finite] - b[finite], b[finite]),
+            lean(a[finite] - b[finite], b[finite])[0],
         )
     return out
 

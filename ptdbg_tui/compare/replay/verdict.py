@@ -27,6 +27,10 @@ BIAS_MIN_ELEMENTS = 64
 #: ``1/√n`` of it for ``n`` elements, never below this fraction (kernels of one precision may share a
 #: sub-ulp lean: another libm, another order of accumulation).
 BIAS_FLOOR = 1 / 32
+#: A mean error is told from chance only this many of its standard errors away from 0: a replay judges
+#: hundreds of results, and errors that share an input (one rounded weight in many sums) lean together
+#: (a conv's weight gradient under bf16 autocast leaned 3.4 standard errors, and was called wrong).
+LEAN_SIGMAS = 5.0
 #: What torch's own CPU kernel in the recorded dtypes does is honest: the side may do this many times
 #: worse (error or lean) before it is wrong.
 HONEST_MARGIN = 2 * MARGIN
@@ -72,15 +76,18 @@ def _floor(dtype: str) -> ErrorMeasures:
     return ErrorMeasures(0.0, 0.0, 0.0, 0.0, 0, u)
 
 
-def lean(diff: np.ndarray, reference: np.ndarray) -> float:
+def lean(diff: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
     """The mean one-sided error relative to the mean magnitude: an offset (all elements up) or a scale
-    (all magnitudes up), whichever leans more; about 0 for rounding."""
-    magnitude = float(np.mean(np.abs(reference))) if reference.size else 0.0
+    (all magnitudes up), whichever leans more; about 0 for rounding. With its standard error: the spread
+    of the same terms over √n, how far chance moves such a mean."""
+    n = reference.size
+    magnitude = float(np.mean(np.abs(reference))) if n else 0.0
     if magnitude <= 0:
-        return 0.0
-    offset = float(np.mean(diff)) / magnitude
-    scale = float(np.mean(diff * np.sign(reference))) / magnitude
-    return offset if abs(offset) >= abs(scale) else scale
+        return 0.0, 0.0
+    terms = (diff, diff * np.sign(reference))
+    means = [float(np.mean(t)) / magnitude for t in terms]
+    k = 0 if abs(means[0]) >= abs(means[1]) else 1
+    return means[k], float(np.std(terms[k])) / magnitude / math.sqrt(n)
 
 
 def judge_result(
@@ -104,10 +111,11 @@ def judge_result(
     rounding = own_rounding(_floor(dtype))
     allowed = MARGIN * (sensitivity + rounding)
     n = int(f.size)
-    bias = lean(diff, f)
-    # rounding and rounding-sized input changes move each element either way: their mean shrinks as 1/√n
+    bias, chance = lean(diff, f)
+    # rounding and rounding-sized input changes move each element either way: their mean shrinks as 1/√n;
+    # and a mean within LEAN_SIGMAS standard errors of 0 is what these very errors leave by chance
     bias_allowed = (
-        MARGIN * (rounding + sensitivity) * max(1 / math.sqrt(n), BIAS_FLOOR)
+        max(MARGIN * (rounding + sensitivity) * max(1 / math.sqrt(n), BIAS_FLOOR), LEAN_SIGMAS * chance)
         if n >= BIAS_MIN_ELEMENTS
         else math.inf
     )
