@@ -264,3 +264,33 @@ def test_the_report_gives_the_command_that_writes_the_confirmed_culprit_s_repro(
     assert cli.main(command[1:]) == 0
     assert "NPU kernel wrong on its own inputs" in capsys.readouterr().out
     assert (Path(command[-1]) / "repro.py").is_file()
+
+
+def _keyword_weight_dump(path: Path, scale: float) -> Path:
+    """A layer_norm whose weight comes by keyword (the pkl records positional tensors only), its results
+    ``scale`` times the truth."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.rand(32) + 0.5)
+    debugger = PrecisionDebugger(dump_path=str(path), step=[0])
+    with replaced(F, "layer_norm", lambda f: lambda *a, **k: f(*a, **k) * scale):
+        debugger.start()
+        F.layer_norm(torch.randn(16, 32), (32,), weight=w, eps=1e-3).square().mean().backward()
+        debugger.stop()
+        debugger.step()
+    return path
+
+
+def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_redo_where_the_runs_differ(
+    tmp_path, worker
+):
+    """The faulty layer_norm cannot be replayed (its keyword weight is not recorded): the replay line
+    names it and why, where nothing is confirmed (it said only '2 not replayable')."""
+    npu, bench = _keyword_weight_dump(tmp_path / "npu", 1.03), _keyword_weight_dump(tmp_path / "bench", 1.0)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    (got,) = replay_outcomes(outcomes, replayer=worker).values()
+    assert not any(r.outcome == CONFIRMED for r in got.values())
+    line = outcomes[0].diagnosis.replay
+    assert (
+        "not replayable where the runs differ: Functional_layer_norm_0_forward: the keyword argument weight "
+        "(a torch.float32 tensor of shape [32]) was not recorded"
+    ) in line, line

@@ -83,7 +83,28 @@ def apply_replays(
         f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
         f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
         f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
-    )
+    ) + _unproven(diagnosis, replays, counts[CONFIRMED])
+
+
+def _unproven(diagnosis: Diagnosis, replays: Mapping[str, CallReplay], confirmed: int) -> str:
+    """With nothing confirmed, the calls the replay could not redo whose outputs differ between the runs,
+    the most suspect first by the two dumps, and why: where a faulty kernel may still hide (an SDPA whose
+    mask came as ``attn_mask=``, a keyword tensor the dump does not record, 5% off at step 1, was named
+    nowhere)."""
+    if confirmed:
+        return ""
+    blind = []
+    for r in replays.values():
+        evidence = diagnosis.calls.get(r.call)
+        j = evidence.judgement if evidence is not None else None
+        if r.outcome == NOT_REPLAYED and j is not None and j.output_error > 0:
+            blind.append((j.score if math.isfinite(j.score) else math.inf, r))
+    if not blind:
+        return ""
+    blind.sort(key=lambda x: -x[0])
+    more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
+    named = "; ".join(f"{r.call}: {r.text.removeprefix('not replayable: ')}" for _, r in blind[:2])
+    return f"; not replayable where the runs differ: {named}{more}"
 
 
 def with_replays(
