@@ -9,6 +9,7 @@ import numpy as np
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
+from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.naming import parse_name
@@ -131,6 +132,10 @@ def test_error_entering_after_calls_only_the_bench_run_makes_names_them_though_a
         "it entered after Tensor___iadd___0_forward; before it the bench run makes Tensor_div__0_forward, "
         "which the NPU run does not"
     ), d.suspects[0].evidence
+    # the rank whose script lacks them makes its own error: it is the first divergent rank, where error
+    # entering outside the dumped calls counts as received (another rank's, through a collective no hook saw)
+    ranks = cross_rank([RankView("step1/rank1", 1, 1, calls.rows, d)])
+    assert ranks.first is not None and ranks.first.view.rank == 1, ranks.headline
 
 
 def test_a_bench_of_zeros_is_said_so_not_nan(calls):

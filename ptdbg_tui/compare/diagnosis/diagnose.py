@@ -533,7 +533,9 @@ def _entering_suspect(
         after += (
             f"; before it the bench run makes {', '.join(skipped[-3:])}{more}, which the NPU run does not"
         )
-    return _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
+    found = _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
+    found.after_bench_only = previous in walk.bench_only or bool(skipped)
+    return found
 
 
 def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> None:

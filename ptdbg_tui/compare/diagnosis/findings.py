@@ -168,6 +168,9 @@ class Suspect:
     seq: int = 0  # execution order: the seq of the call's first row
     step: int | None = None  # the dump's step, when known
     replay: str = ""  # what the replay said of it ("confirmed — …"), when it was replayed
+    #: error entering right after calls only the bench run makes: the NPU run's own code lacks them (a
+    #: rank that skips a gradient's division), not a collective no hook saw bringing another rank's error
+    after_bench_only: bool = False
 
     @property
     def site(self) -> Frame | None:

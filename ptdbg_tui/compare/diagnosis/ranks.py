@@ -72,7 +72,9 @@ class RankVerdict:
         s = self.suspect
         # a collective this rank calls with other arguments than its bench run (another ReduceOp) is its own
         own = (COLLECTIVE, ARGUMENTS)
-        return s is not None and s.kind not in own and (is_collective(s.api) or s.kind == ENTERS)
+        # error entering right after calls this rank's NPU script lacks is its own too
+        entering = s is not None and s.kind == ENTERS and not s.after_bench_only
+        return s is not None and s.kind not in own and (is_collective(s.api) or entering)
 
     @property
     def name(self) -> str:
