@@ -3,8 +3,8 @@
 On the training thread a call only takes what could change before the writer gets to it: the
 containers of its arguments are copied shallowly (a user may append to a list after the call),
 and the global state is read. The writer thread turns the rest into the sidecar's values
-(:mod:`ptdbg_tui.formats.calls`): tensors into references to their pkl entries, torch's dtypes,
-sizes and devices into named values.
+(:mod:`ptdbg_tui.formats.calls`): tensors into references to their pkl entries (a keyword tensor: to
+its data file), torch's dtypes, sizes and devices into named values.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from ptdbg_tui.formats.calls import Autocast, CallSpec, CallState, Device, Dtype, Size, TensorArg, TorchConst
-from ptdbg_tui.formats.naming import FORWARD, INPUT, entry_name
+from ptdbg_tui.formats.naming import FORWARD, INPUT, entry_name, keyword_file_name
 
 T = TypeVar("T", tuple[Any, ...], dict[str, Any])
 _CONTAINERS = (list, tuple, dict)
@@ -117,7 +117,7 @@ class PendingCall:
         """The spec, each tensor resolved to its entry name when ``recorded`` (the names the pkl
         records) holds it, else to its dtype and shape."""
         args = [self._resolve(a, (i,), recorded) for i, a in enumerate(self.args)]
-        kwargs = {k: self._resolve(v, None, recorded) for k, v in self.kwargs.items()}
+        kwargs = {k: self._keyword(k, v, recorded) for k, v in self.kwargs.items()}
         return CallSpec(f"{self.api}_{self.index}", self.fn, args, kwargs, self.inplace, self.state)
 
     def unrecorded(self) -> PendingCall:
@@ -127,6 +127,15 @@ class PendingCall:
         return PendingCall(
             self.api, self.index, self.fn, tuple(spec.args), spec.kwargs, self.inplace, self.state
         )
+
+    def _keyword(self, key: str, value: Any, recorded: Collection[str]) -> Any:
+        """A keyword argument; a tensor whose data file was written (``recorded`` holds its name) names
+        that file beside its dtype and shape."""
+        if isinstance(value, torch.Tensor) and recorded:
+            name = keyword_file_name(self.api, self.index, key)
+            if name is not None and name in recorded:
+                return TensorArg(None, str(value.dtype), tuple(value.shape), f"{name}.npy")
+        return self._resolve(value, None, recorded)
 
     def _resolve(self, value: Any, path: tuple[int, ...] | None, recorded: Collection[str]) -> Any:
         """Tensors at positional paths (those the pkl names) become :class:`TensorArg`."""

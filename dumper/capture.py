@@ -37,6 +37,8 @@ class Value:
     shape: list[int] | str
     stats: list[Any]
     array: np.ndarray | torch.Tensor | None = None
+    #: Its npy only, no pkl line (a keyword tensor: the pkl records positional ones only).
+    file_only: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -217,6 +219,23 @@ class CallCapture:
         self.values.append(value)
         if self.seen is not None:
             self._remember.append((user_tensor, value))
+
+    def add_file(self, name: str, user_tensor: torch.Tensor) -> None:
+        """A tensor whose data alone is written, to ``<name>.npy``, with no pkl line and no statistics:
+        a keyword argument, which a replay needs but the original's pkl has no name for. Its host copy
+        is taken now, as the positional inputs' are (on CUDA queued on the stream, waited for by the
+        writer), or shared with a recent record of the same unchanged tensor."""
+        if not self.copy_npy or not recordable_tensor(user_tensor):
+            return
+        seen = self.seen.get(user_tensor) if self.seen is not None else None
+        if seen is not None and seen.array is not None:
+            array = seen.array
+        else:
+            t = user_tensor.detach()
+            array = host_copy(t)
+            if t.device.type == "cuda":
+                self._async.add(t.device)
+        self.values.append(Value(name, str(user_tensor.dtype), list(user_tensor.shape), [], array, True))
 
     def finish(self) -> tuple[list[Value], InFlight | None]:
         """Bring every pending reduction to the host (one transfer per device) and fill the stats;

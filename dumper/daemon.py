@@ -54,6 +54,11 @@ class CallRecord:
 _STOP = object()
 
 
+def _array(v: Value) -> Any:
+    """A value's host copy as numpy (a CUDA one is a pinned tensor)."""
+    return v.array.numpy() if isinstance(v.array, torch.Tensor) else v.array
+
+
 @dataclass(slots=True)
 class _Open:
     rank_dir: Path
@@ -146,25 +151,42 @@ class DumpDaemon:
             self._writer = RankWriter(item.rank_dir, item.mode, item.summary_only, item.fresh)
             self._checksums = item.checksums
         elif isinstance(item, CallRecord) and self._writer is not None:
-            if item.in_flight is not None:
-                item.in_flight.wait()
-            w = self._writer
-            if item.call is not None:
-                w.write_call(item.call.spec({v.name for v in item.values}), torch_value)
-            for v in item.values:
-                if self._checksums:
-                    w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, md5=self._checksum(v))
-                    continue
-                # a tensor recorded twice unchanged shares one host copy: link to its first npy
-                same_as = self._done(v)
-                array = v.array.numpy() if isinstance(v.array, torch.Tensor) else v.array
-                npy = w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, array, same_as)
-                if npy is not None and same_as is None:
-                    self._remember(v.array, npy)
-            if item.stack is not None:
-                w.write_stack(*item.stack)
-            if item.modules is not None:
-                w.write_modules(*item.modules)
+            self._write(item, self._writer)
+
+    def _write(self, item: CallRecord, w: RankWriter) -> None:
+        """One record: its data files, its sidecar line, its pkl lines and their npy, its stack line."""
+        if item.in_flight is not None:
+            item.in_flight.wait()
+        for v in item.values:  # data files the sidecar line names: on disk before it
+            if v.file_only:
+                self._data_file(w, v)
+        if item.call is not None:
+            w.write_call(item.call.spec({v.name for v in item.values}), torch_value)
+        for v in item.values:
+            if not v.file_only:
+                self._tensor_line(w, v)
+        if item.stack is not None:
+            w.write_stack(*item.stack)
+        if item.modules is not None:
+            w.write_modules(*item.modules)
+
+    def _tensor_line(self, w: RankWriter, v: Value) -> None:
+        if self._checksums:
+            w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, md5=self._checksum(v))
+            return
+        # a tensor recorded twice unchanged shares one host copy: link to its first npy
+        same_as = self._done(v)
+        npy = w.write_tensor(v.name, DUMP_STEP, v.dtype, v.shape, v.stats, _array(v), same_as)
+        if npy is not None and same_as is None:
+            self._remember(v.array, npy)
+
+    def _data_file(self, w: RankWriter, v: Value) -> None:
+        """A value's npy with no pkl line (a keyword tensor), linked to an npy of the same host copy."""
+        same_as = self._done(v)
+        if same_as is not None:
+            w.link_npy(v.name, same_as)
+        else:
+            self._remember(v.array, w.save_npy(v.name, _array(v)))
 
     def _done(self, v: Value) -> Any:
         """What was made of this value's host copy before (its npy or its checksum), if anything."""

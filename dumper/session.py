@@ -31,7 +31,15 @@ from dumper.patching import STATE, TLS
 from dumper.stack import call_site_frames
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.modules import ModuleChain
-from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, entry_name, stack_name
+from ptdbg_tui.formats.naming import (
+    BACKWARD,
+    FORWARD,
+    INPUT,
+    OUTPUT,
+    entry_name,
+    keyword_file_name,
+    stack_name,
+)
 
 log = logging.getLogger("dumper")
 
@@ -377,6 +385,8 @@ class DumpSession:
         plan.chain = self._modules.chain
         if forward and cfg.writes_tensors and INPUT in cfg.kinds:
             plan.capture = self._capture(leaves(args), target.api, index, FORWARD, INPUT)
+            if kwargs and cfg.writes_npy:
+                self._keyword_files(plan.capture, kwargs, target.api, index)
         if backward:
             written = _mutates_first(target, args, kwargs)
             taps = {
@@ -409,6 +419,17 @@ class DumpSession:
             if value is not None:
                 cap.add(entry_name(api, index, direction, kind, path), value)
         return cap
+
+    @staticmethod
+    def _keyword_files(cap: CallCapture, kwargs: dict[str, Any], api: str, index: int) -> None:
+        """The data of the tensors passed by keyword at the call's top level (``attn_mask=``,
+        ``weight=``), each to an npy the call sidecar names: without it a replay cannot rebuild the
+        call. ``out=`` is written by the call, never read."""
+        for key, value in kwargs.items():
+            if isinstance(value, torch.Tensor) and key != "out":
+                name = keyword_file_name(api, index, key)
+                if name is not None:
+                    cap.add_file(name, value)
 
     def _finish(self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         cfg, target = self.config, plan.target

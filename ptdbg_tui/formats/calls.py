@@ -17,7 +17,11 @@ into. Every argument is a tagged value (an ARG), decoded here to plain Python va
 classes below, so that the reader needs no torch:
 
 - ``{"tensor": "<pkl entry name>"}`` a tensor recorded in the pkl (:class:`TensorArg` with ``entry``);
-  ``{"tensor": null, "dtype": ..., "shape": [...]}`` one that was not (a keyword argument, a dict value);
+  ``{"tensor": null, "dtype": ..., "shape": [...]}`` one that was not (a keyword argument, a dict value),
+  with ``"data": "<file>.npy"`` when its data was written anyway, to a file of the tensor folder that
+  no pkl line names (a tensor passed by keyword at the top level of a call, in a dump with npy files:
+  ``Functional_scaled_dot_product_attention_0_forward_kwarg.attn_mask.npy``; a reader that does not
+  know ``data`` takes it as unrecorded);
 - ``{"value": v}`` None, bool, int, str or a finite float; ``{"float": "inf"|"-inf"|"nan"}``;
   ``{"complex": [re, im]}``; ``{"slice": [start, stop, step]}``; ``{"ellipsis": true}``;
 - ``{"dtype": "torch.float32"}`` :class:`Dtype`, ``{"size": [2, 3]}`` :class:`Size`,
@@ -59,11 +63,13 @@ _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 @dataclass(frozen=True, slots=True)
 class TensorArg:
     """A tensor argument: ``entry`` names its pkl entry when it was recorded, else None and only its
-    dtype and shape are known."""
+    dtype and shape are known — and ``data``, the file of the tensor folder holding its values, where
+    the dumper wrote them with no pkl line (a keyword argument: the pkl stays the original's)."""
 
     entry: str | None
     dtype: str | None = None
     shape: tuple[int, ...] | None = None
+    data: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,15 +189,22 @@ _NAMED = (
 )
 
 
+def _encode_tensor(value: TensorArg) -> dict[str, Any]:
+    if value.entry is not None:
+        return {"tensor": value.entry}
+    encoded: dict[str, Any] = {
+        "tensor": None,
+        "dtype": value.dtype,
+        "shape": None if value.shape is None else list(value.shape),
+    }
+    if value.data is not None:
+        encoded["data"] = value.data
+    return encoded
+
+
 def _encode_known(value: Any) -> dict[str, Any] | None:
     if isinstance(value, TensorArg):
-        if value.entry is not None:
-            return {"tensor": value.entry}
-        return {
-            "tensor": None,
-            "dtype": value.dtype,
-            "shape": None if value.shape is None else list(value.shape),
-        }
+        return _encode_tensor(value)
     for cls, tag, attr in _NAMED:
         if isinstance(value, cls):
             return {tag: getattr(value, attr)}
@@ -320,10 +333,21 @@ def _tensor(dec: _ArgDecoder, entry: Any, arg: dict[str, Any], depth: int) -> Te
         if not isinstance(entry, str) or not safe_name(entry) or holds_lone_surrogate(entry):
             raise _Bad("a tensor's entry name must be a file name inside the dump folder")
         return TensorArg(entry)
-    dtype, shape = arg.get("dtype"), arg.get("shape")
+    dtype, shape, data = arg.get("dtype"), arg.get("shape"), arg.get("data")
     if dtype is not None and not isinstance(dtype, str):
         raise _Bad("a tensor's dtype must be a string")
-    return TensorArg(None, dtype, None if shape is None else _int_list(shape, "a tensor's shape", True))
+    dims = None if shape is None else _int_list(shape, "a tensor's shape", True)
+    if data is not None:
+        if (
+            not isinstance(data, str)
+            or not data.endswith(".npy")
+            or not safe_name(data)
+            or holds_lone_surrogate(data)
+        ):
+            raise _Bad("a tensor's data must be the name of an .npy file inside the dump folder")
+        if dtype is None or dims is None:
+            raise _Bad("a tensor with data must give its dtype and shape")
+    return TensorArg(None, dtype, dims, data)
 
 
 def _value(dec: _ArgDecoder, v: Any, arg: dict[str, Any], depth: int) -> Any:

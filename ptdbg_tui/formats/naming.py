@@ -26,6 +26,8 @@ BACKWARD = "backward"
 INPUT = "input"
 OUTPUT = "output"
 STACK_INFO = "stack_info"
+#: The kind in the name of a keyword tensor's data file (never an entry's kind: no pkl line has it).
+KWARG = "kwarg"
 PARAMETERS = "parameters"  # msprobe: a module's parameters, recorded with its forward call
 PARAMS_GRAD = "parameters_grad"  # msprobe: a parameter's gradient, part of its module's backward call
 #: Kinds a call produces (the rest are what it consumes).
@@ -142,3 +144,14 @@ def entry_name(api: str, index: int, direction: str, kind: str, path: tuple[int,
 def stack_name(call: str) -> str:
     """Name of the stack line of a call (``Torch_add_0_forward`` -> ``..._stack_info``)."""
     return f"{call}_{STACK_INFO}"
+
+
+def keyword_file_name(api: str, index: int, key: str) -> str | None:
+    """The npy file (without ``.npy``) that holds the data of a tensor passed by keyword, e.g.
+    ``Functional_scaled_dot_product_attention_0_forward_kwarg.attn_mask``: named by the call sidecar
+    only, since the pkl (the original's format) records positional tensors only. Its kind ``kwarg`` is
+    none of an entry's, so it can never be a pkl entry name nor collide with one. None for a key that
+    is not a Python identifier (only ``**{...}`` passes one), which could not name a file safely."""
+    if not key.isidentifier():
+        return None
+    return f"{api}_{index}_{FORWARD}_{KWARG}.{key}"

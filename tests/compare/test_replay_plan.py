@@ -86,6 +86,29 @@ def test_the_sidecar_gives_every_argument(record):
     assert isinstance(plan, Plan) and plan.kwargs == {"approximate": Value("plain", "tanh")} and plan.complete
 
 
+def test_a_keyword_tensor_with_a_data_file_is_rebuilt_from_it(record):
+    """The sidecar names the file the dumper wrote a keyword tensor's values to (the pkl has no line for
+    it): the plan reads it from the tensor folder, with the sidecar's dtype and shape."""
+    rows = _rows(
+        record, ["Functional_layer_norm_0_forward_input.0", "Functional_layer_norm_0_forward_output"]
+    )
+    weight = TensorArg(None, "torch.float32", (4,), "Functional_layer_norm_0_forward_kwarg.weight.npy")
+    spec = CallSpec(
+        "Functional_layer_norm_0",
+        "torch.nn.functional.layer_norm",
+        [TensorArg("Functional_layer_norm_0_forward_input.0"), (4,)],
+        {"weight": weight},
+    )
+    plan = build_plan(rows, "npu", "Functional_layer_norm_0_forward", "/d", spec, False, False)
+    assert isinstance(plan, Plan) and plan.complete, plan
+    assert plan.kwargs["weight"] == Recorded(
+        "Functional_layer_norm_0_forward_kwarg.weight",
+        "/d/Functional_layer_norm_0_forward_kwarg.weight.npy",
+        "torch.float32",
+        (4,),
+    )
+
+
 def test_what_cannot_be_rebuilt_says_why(record):
     rows = _rows(record, ["Functional_gelu_0_forward_input.0", "Functional_gelu_0_forward_output"])
     call = "Functional_gelu_0_forward"

@@ -7,6 +7,7 @@ import functools
 import operator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -220,3 +221,44 @@ def test_a_collectives_reduce_op_is_named_so_that_two_runs_compare() -> None:
         pytest.skip("torch without distributed")
     assert torch_value(dist.ReduceOp.MAX) == TorchConst("torch.distributed.ReduceOp.MAX")
     assert encode_arg(dist.ReduceOp.SUM, torch_value) == {"torch": "torch.distributed.ReduceOp.SUM"}
+
+
+def test_a_tensor_passed_by_keyword_has_its_data_written_beside_the_pkl_that_never_names_it(
+    tmp_path: Path,
+) -> None:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`` and ``F.layer_norm(x, s, weight=w)``:
+    the pkl (the original's format) records positional tensors only, so the keyword tensor was known by
+    dtype and shape alone and no replay could rebuild the call. Its data now goes to a file of the tensor
+    folder that only the sidecar names; ``out=`` (written by the call) gets none, nor does a dump
+    without npy files."""
+    w = torch.rand(8) + 0.5
+    mask = torch.rand(6, 6) > 0.3
+    mask.fill_diagonal_(True)
+
+    def step(model: nn.Module) -> None:
+        q = torch.randn(1, 2, 6, 8)
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        F.layer_norm(torch.randn(4, 8), (8,), weight=w, eps=1e-3)
+        torch.add(torch.ones(2), torch.ones(2), out=torch.empty(2))
+
+    dump = _dump(tmp_path / "full", step)
+    specs = read_calls(dump.records).specs
+    sdpa = specs["Functional_scaled_dot_product_attention_0"].kwargs["attn_mask"]
+    assert sdpa == TensorArg(
+        None, "torch.bool", (6, 6), "Functional_scaled_dot_product_attention_0_forward_kwarg.attn_mask.npy"
+    )
+    weight = specs["Functional_layer_norm_0"].kwargs["weight"]
+    assert weight.data == "Functional_layer_norm_0_forward_kwarg.weight.npy"
+    assert (np.load(dump.tensor_dir / sdpa.data) == mask.numpy()).all()
+    assert np.array_equal(np.load(dump.tensor_dir / weight.data), w.numpy())
+    assert specs["Torch_add_0"].kwargs["out"] == TensorArg(None, "torch.float32", (2,))
+    batch = read_pkl(dump.records)
+    names = [r.name for r in batch.tensors]
+    assert names and not batch.bad and not any("kwarg" in n for n in names)  # the pkl is the original's
+    assert sorted(p.name for p in dump.tensor_dir.iterdir() if "kwarg" in p.name) == sorted(
+        [sdpa.data, weight.data]
+    )
+
+    summary = _dump(tmp_path / "summary", step, summary_only=True)
+    unrecorded = read_calls(summary.records).specs["Functional_layer_norm_0"].kwargs["weight"]
+    assert unrecorded == TensorArg(None, "torch.float32", (8,)) and unrecorded.data is None

@@ -266,31 +266,62 @@ def test_the_report_gives_the_command_that_writes_the_confirmed_culprit_s_repro(
     assert (Path(command[-1]) / "repro.py").is_file()
 
 
-def _keyword_weight_dump(path: Path, scale: float) -> Path:
-    """A layer_norm whose weight comes by keyword (the pkl records positional tensors only), its results
-    ``scale`` times the truth."""
+def _keyword_tensor_dump(path: Path, op: str, scale: float) -> Path:
+    """One call whose tensor comes by keyword (the pkl records positional tensors only), its results
+    ``scale`` times the truth: ``layer_norm`` (``weight=``), ``scaled_dot_product_attention``
+    (``attn_mask=``, a bool mask) or ``stack`` (``tensors=``, a list, whose tensors stay unrecorded)."""
     torch.manual_seed(0)
-    w = torch.nn.Parameter(torch.rand(32) + 0.5)
     debugger = PrecisionDebugger(dump_path=str(path), step=[0])
-    with replaced(F, "layer_norm", lambda f: lambda *a, **k: f(*a, **k) * scale):
+    with replaced(F if op != "stack" else torch, op, lambda f: lambda *a, **k: f(*a, **k) * scale):
         debugger.start()
-        F.layer_norm(torch.randn(16, 32), (32,), weight=w, eps=1e-3).square().mean().backward()
+        if op == "layer_norm":
+            w = torch.nn.Parameter(torch.rand(32) + 0.5)
+            out = F.layer_norm(torch.randn(16, 32), (32,), weight=w, eps=1e-3)
+        elif op == "scaled_dot_product_attention":
+            q = torch.randn(2, 2, 6, 8, requires_grad=True)
+            mask = torch.ones(6, 6, dtype=torch.bool).tril()
+            out = F.scaled_dot_product_attention(q, q * 0.5, q * 2, attn_mask=mask)
+        else:
+            a = torch.randn(16, 32, requires_grad=True)
+            out = torch.stack(tensors=[a, a * 2])
+        out.square().mean().backward()
         debugger.stop()
         debugger.step()
     return path
 
 
+@pytest.mark.parametrize(
+    ("op", "call"),
+    [
+        ("layer_norm", "Functional_layer_norm_0_forward"),
+        ("scaled_dot_product_attention", "Functional_scaled_dot_product_attention_0_forward"),
+    ],
+)
+def test_a_faulty_call_whose_tensor_came_by_keyword_is_confirmed_by_replay(tmp_path, worker, op, call):
+    """``weight=``/``attn_mask=`` were recorded by dtype and shape only: 'not replayable: the keyword
+    argument attn_mask (a torch.bool tensor of shape [6, 6]) was not recorded', and a 3%-off kernel
+    named nowhere. Their data file makes the call replayable: the NPU's kernel is confirmed wrong."""
+    npu = _keyword_tensor_dump(tmp_path / "npu", op, 1.03)
+    bench = _keyword_tensor_dump(tmp_path / "bench", op, 1.0)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    (got,) = replay_outcomes(outcomes, replayer=worker, calls=[call]).values()
+    assert got[call].outcome == CONFIRMED, got[call].text
+    d = outcomes[0].diagnosis
+    assert d.culprit is not None and d.culprit.call == call and d.culprit.confirmed, d.verdict
+
+
 def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_redo_where_the_runs_differ(
     tmp_path, worker
 ):
-    """The faulty layer_norm cannot be replayed (its keyword weight is not recorded): the replay line
-    names it and why, where nothing is confirmed (it said only '2 not replayable')."""
-    npu, bench = _keyword_weight_dump(tmp_path / "npu", 1.03), _keyword_weight_dump(tmp_path / "bench", 1.0)
+    """The faulty stack cannot be replayed (its tensors come in a keyword list, never recorded): the
+    replay line names it and why, where nothing is confirmed (it said only '2 not replayable')."""
+    npu = _keyword_tensor_dump(tmp_path / "npu", "stack", 1.03)
+    bench = _keyword_tensor_dump(tmp_path / "bench", "stack", 1.0)
     outcomes = compare_dumps(npu, bench, jobs=1)
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
     assert not any(r.outcome == CONFIRMED for r in got.values())
     line = outcomes[0].diagnosis.replay
     assert (
-        "not replayable where the runs differ: Functional_layer_norm_0_forward: the keyword argument weight "
-        "(a torch.float32 tensor of shape [32]) was not recorded"
+        "not replayable where the runs differ: Torch_stack_0_forward: the keyword argument tensors "
+        "(a torch.float32 tensor of shape [16, 32]) was not recorded"
     ) in line, line

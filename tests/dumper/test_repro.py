@@ -135,6 +135,31 @@ def test_a_one_bf16_unit_lean_is_wrong(tmp_path, capsys):
     assert "(bfloat16)" in done.stdout and "WRONG" in done.stdout
 
 
+def test_a_call_whose_mask_came_by_keyword_gets_a_repro_that_exits_1(tmp_path, capsys):
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask)`` 5% high: the mask, passed by keyword,
+    was never recorded, so the command said 'not replayable: the keyword argument attn_mask … was not
+    recorded'. Its data file now travels in the repro's data, and the script needs nothing else."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 2, 6, 8)
+    mask = torch.ones(6, 6, dtype=torch.bool).tril()
+    debugger = PrecisionDebugger(dump_path=str(tmp_path / "sdpa"))
+    debugger.start()
+    with replaced(F, "scaled_dot_product_attention", lambda fn: lambda *a, **k: fn(*a, **k) * 1.05):
+        F.scaled_dot_product_attention(q, q * 0.5, q * 2, attn_mask=mask)
+    debugger.stop()
+    (dump,) = discover(tmp_path / "sdpa")
+    call = "Functional_scaled_dot_product_attention_0_forward"
+    code, out, err = _repro(capsys, dump.records, call, tmp_path / "r")
+    assert code == 0, err
+    assert "NPU kernel wrong on its own inputs" in out
+    assert f"'attn_mask': T('{call}_kwarg.attn_mask')" in (tmp_path / "r" / "repro.py").read_text()
+    data = torch.load(tmp_path / "r" / "repro_data.pt")
+    assert torch.equal(data[f"{call}_kwarg.attn_mask"], mask)
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "WRONG" in done.stdout
+
+
 def test_a_call_the_dump_does_not_hold(gelu_npu, tmp_path, capsys):
     code, _, err = _repro(capsys, gelu_npu.records, "Functional_gelu_9_forward", tmp_path / "r")
     assert code == 2 and "Traceback" not in err

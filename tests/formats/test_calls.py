@@ -93,6 +93,27 @@ def test_every_argument_kind_round_trips() -> None:
     assert type(back.args[25][2]) is tuple and type(back.args[25][1]) is list
 
 
+def test_a_keyword_tensor_names_its_data_file_and_an_old_line_reads_as_before() -> None:
+    """A tensor passed by keyword is not in the pkl; its data file, named by the sidecar alone, is what
+    lets a replay rebuild the call (``attn_mask=``). A line without ``data`` is an unrecorded tensor."""
+    mask = TensorArg(None, "torch.bool", (6, 6), "Functional_sdpa_0_forward_kwarg.attn_mask.npy")
+    spec = _spec(
+        args=[TensorArg("Functional_sdpa_0_forward_input.0")], kwargs={"attn_mask": mask}, inplace=None
+    )
+    line = encode_call_line(spec)
+    assert json.loads(line)["kwargs"]["attn_mask"] == {
+        "tensor": None,
+        "dtype": "torch.bool",
+        "shape": [6, 6],
+        "data": "Functional_sdpa_0_forward_kwarg.attn_mask.npy",
+    }
+    assert decode_call(json.loads(line)).kwargs["attn_mask"] == mask
+    old = {"tensor": None, "dtype": "torch.bool", "shape": [6, 6]}
+    assert "data" not in encode_arg(TensorArg(None, "torch.bool", (6, 6)))
+    got = decode_call({"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": old}}).kwargs["other"]
+    assert got == TensorArg(None, "torch.bool", (6, 6)) and got.data is None
+
+
 def test_nan_and_plain_subclasses_encode_as_their_plain_value() -> None:
     assert encode_arg(math.nan) == {"float": "nan"}
     assert math.isnan(decode_call(json.loads(encode_call_line(_spec(args=[math.nan], inplace=None)))).args[0])
@@ -136,6 +157,17 @@ BAD = [
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [1]}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [{"tensor": "../../etc/passwd"}]}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [{"tensor": null, "shape": [-1]}]}',
+    # a keyword tensor's data file: a name inside the tensor folder, an npy, with its dtype and shape
+    '{"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": '
+    + '{"tensor": null, "dtype": "torch.float32", "shape": [2], "data": "../../x.npy"}}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": '
+    + '{"tensor": null, "dtype": "torch.float32", "shape": [2], "data": "x.pkl"}}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": '
+    + '{"tensor": null, "dtype": "torch.float32", "shape": [2], "data": 7}}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": '
+    + '{"tensor": null, "dtype": "torch.float32", "data": "x.npy"}}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "kwargs": {"other": '
+    + '{"tensor": null, "dtype": "torch.float32", "shape": [2], "data": "\\ud800.npy"}}}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [{"value": [1]}]}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [{"float": "big"}]}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [{"slice": [0.5, 1, null]}]}',

@@ -14,6 +14,7 @@ Only a function of torch's namespaces that the dumpers wrap is ever named; the r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,9 +154,13 @@ def _from_spec(
     """A sidecar ARG as the runner takes it; ``keyword``: the keyword argument it is, or is in."""
     if isinstance(arg, TensorArg):
         rec = recs.get(arg.entry) if arg.entry is not None else None
-        if rec is None:
-            raise _unrebuilt(arg, keyword)
-        return _recorded(rec, tensor_dir)
+        if rec is not None:
+            return _recorded(rec, tensor_dir)
+        if arg.data is not None and arg.dtype is not None and arg.shape is not None:
+            # a keyword tensor: its data file, named by the sidecar alone
+            path = os.path.join(tensor_dir, arg.data) if tensor_dir is not None else None
+            return Recorded(arg.data.removesuffix(".npy"), path, arg.dtype, arg.shape)
+        raise _unrebuilt(arg, keyword)
     if isinstance(arg, Opaque):
         raise _unrebuilt(arg, keyword)
     if isinstance(arg, (list, tuple)):
