@@ -133,11 +133,14 @@ def _modules(outcomes: Iterable[PairOutcome], chains: _Chains) -> set[str]:
 
 
 def _named_call(outcomes: Outcomes, name: str) -> tuple[PairOutcome, EntryName]:
+    """The NPU entry of the call named as the report names it, or without its direction. The call's
+    own name is tried as well: msprobe's module calls end in their index
+    (``Module.lstm.LSTM.forward.0``), so stripping a direction off the end finds none of them."""
     label = _label(name)
     for o in outcomes:
         for row in o.rows:
             entry = row.npu.entry if row.npu is not None else None
-            if entry is not None and entry.label == label:
+            if entry is not None and (entry.label == label or entry.call == name):
                 return o, entry
     pair = _diverged(outcomes)
     culprit = pair.diagnosis.culprit if pair is not None else None

@@ -233,6 +233,12 @@ def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
     init = [record("Tensor_uniform__0_forward_output"), record("Tensor_fill__0_forward_output")]
     assert match_advice(choose_match(bench, [*init, *bench], "exact")) == ""
     assert match_advice(choose_match(npu, [*init, *bench], "exact")) == "1 unpaired"
+    # a null on one side only (msprobe: a backward output slot for an argument that takes no
+    # gradient, which one run's autograd node has): no alignment pairs it; it read "m → align? (1
+    # unpaired)" on a real msprobe dump whose calls all paired
+    null = record("Torch_add_0_backward_output.1", dtype="None")
+    backward = [record("Torch_add_0_backward_output.0")]
+    assert match_advice(choose_match([*bench, *backward, null], [*bench, *backward], "exact")) == ""
 
 
 # --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------

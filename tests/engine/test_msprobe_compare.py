@@ -170,6 +170,50 @@ def test_xor_checksums_alone_name_the_first_call_whose_bits_differ():
     assert o.summary and o.diagnosis.culprit.call == "Functional.silu.0.forward"
 
 
+def _xor_dump(root: Path, fault: bool) -> None:
+    """An msprobe xor-mode dump (checksums, no statistics) of a gelu then a cross_entropy; msprobe
+    writes a 0-d tensor's value where its checksum goes."""
+
+    def tensor(shape: list[int], md5: object) -> dict[str, object]:
+        return {
+            "type": "torch.Tensor",
+            "dtype": "torch.float32",
+            "shape": shape,
+            "md5": md5,
+            "requires_grad": True,
+        }
+
+    out = "0x23" if fault else "0x22"
+    data = {
+        "Functional.gelu.0.forward": {
+            "input_args": [tensor([8, 4], "0x11")],
+            "input_kwargs": {},
+            "output": [tensor([8, 4], out)],
+        },
+        "Functional.cross_entropy.0.forward": {
+            "input_args": [tensor([8, 4], out)],
+            "input_kwargs": {},
+            "output": [tensor([], 1.6 if fault else 1.5)],
+        },
+    }
+    rank = root / "step0" / "rank0"
+    rank.mkdir(parents=True)
+    head = {"task": "statistics", "level": "L1", "framework": "pytorch", "dump_data_dir": None}
+    (rank / "dump.json").write_text(json.dumps({**head, "data": data}))
+    (rank / "stack.json").write_text("{}")
+    (rank / "construct.json").write_text("{}")
+
+
+def test_checksums_alone_into_an_exponential_op_still_name_the_culprit(tmp_path):
+    """An exponential op (cross_entropy, softmax, exp) whose inputs have no recorded magnitude (xor
+    mode records none) raised TypeError in its amplification: a real xor dump read 'Nothing was
+    compared: no verdict.' and 'no diagnosis — TypeError: 'float' object is not iterable'."""
+    _xor_dump(tmp_path / "npu", True)
+    _xor_dump(tmp_path / "bench", False)
+    (o,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    assert o.summary and o.diagnosis.culprit.call == "Functional.gelu.0.forward"
+
+
 def test_a_pt_that_holds_no_tensor_is_an_error_row(tmp_path):
     npu = tmp_path / "npu"
     shutil.copytree(MSPROBE / "tensor" / "npu", npu)

@@ -77,6 +77,20 @@ def test_a_module_of_a_mix_dump_narrows_at_level_mix(tmp_path: Path) -> None:
     assert read_options(config).module == ["lstm"]
 
 
+@pytest.mark.parametrize(
+    "call", ["Module.lstm.LSTM.forward.0", "Module.lstm.LSTM.backward.0", "Module.lstm.LSTM.0"]
+)
+def test_a_module_call_named_as_the_report_names_it_narrows_to_its_module(
+    tmp_path: Path, capsys, call
+) -> None:
+    """msprobe's module calls end in their index: ``--call Module.lstm.LSTM.forward.0`` (a level-L0
+    culprit as the report names it) read 'no call Module.lstm.LSTM.forward.0 in the NPU dump'."""
+    config, msprobe = _narrow(tmp_path, "mix", "--call", call)
+    assert f"Narrowed to module lstm: the call named ({call})." in capsys.readouterr().out
+    assert msprobe["level"] == "mix" and msprobe["tensor"]["list"] == ["Module.lstm."]
+    assert read_options(config).module == ["lstm"]
+
+
 def test_msprobe_loads_the_configs_and_its_narrowed_dumps_name_the_same_culprit(tmp_path: Path) -> None:
     python = _msprobe_python()
     _narrow(tmp_path, "mix", "--module", "lstm")

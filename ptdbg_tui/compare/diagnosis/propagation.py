@@ -280,7 +280,7 @@ def amplification(op: str, inputs: Sequence[Operand], backward: bool = False) ->
     if op_name(op) not in (EXPONENTIAL_BACKWARD if backward else EXPONENTIAL):
         return 1.0
     sizes = [o.magnitude for o in inputs if o.magnitude is not None and math.isfinite(o.magnitude)]
-    return max(1.0, *sizes)
+    return max([1.0, *sizes])
 
 
 def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:

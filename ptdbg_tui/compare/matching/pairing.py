@@ -270,13 +270,16 @@ def _op_of(rec: TensorRecord) -> tuple[str, str] | None:
 def _shiftable(rows: list[Row]) -> list[Row]:
     """The rows, less the unpaired ones whose op the other side never calls: no name shifted by an
     extra call left them unpaired, and no alignment pairs them (msprobe, started later, never saw
-    the bench's model initialisation: uniform_, fill_)."""
+    the bench's model initialisation: uniform_, fill_); less a one-sided ``null`` too (msprobe: a
+    gradient slot one run's autograd node has and the other's lacks), which holds no tensor to pair."""
     calls = ({_op_of(r.npu) for r in rows if r.npu}, {_op_of(r.bench) for r in rows if r.bench})
 
     def shiftable(r: Row) -> bool:
         if r.npu is not None and r.bench is not None:
             return True
         side, rec = (1, r.npu) if r.npu is not None else (0, r.bench)
+        if rec is not None and rec.is_none:
+            return False
         op = _op_of(rec) if rec is not None else None
         return op is None or op in calls[side]
 
