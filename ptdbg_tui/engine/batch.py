@@ -432,8 +432,8 @@ class _Diagnoses:
 
     def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
         self.children, self.write, self.several = children, write, several
-        self.running: dict[int, Forked[tuple[Diagnosis | str, Path | None]]] = {}  # by id of the outcome
-        self.done: dict[int, tuple[Diagnosis | str, Path | None]] = {}
+        self.running: dict[int, Forked[tuple[Diagnosis, Path | None]]] = {}  # by id of the outcome
+        self.done: dict[int, tuple[Diagnosis, Path | None]] = {}
 
     def start(self, o: PairOutcome) -> None:
         if self.children < 1:
@@ -448,14 +448,8 @@ class _Diagnoses:
     def finish(self, outcomes: Outcomes) -> None:
         for key in list(self.running):
             self._wait(key)
-        unexplained = []
         for o in outcomes:
-            found, o.csv = self.done.pop(id(o)) if id(o) in self.done else (_diagnosis(o), None)
-            if isinstance(found, str):
-                unexplained.append(found)
-            else:
-                o.diagnosis = found
-        outcomes.notes += unexplained
+            o.diagnosis, o.csv = self.done.pop(id(o)) if id(o) in self.done else (_diagnosis(o), None)
 
     def cancel(self) -> None:
         for forked in self.running.values():
@@ -471,7 +465,7 @@ def _held(o: PairOutcome) -> list[object]:
     return held
 
 
-def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Diagnosis | str, Path | None]:
+def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Diagnosis, Path | None]:
     """A pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
     caller writes it again, and reports why not)."""
     found = _diagnosis(o)
@@ -483,12 +477,12 @@ def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Dia
         return found, None
 
 
-def _diagnosis(o: PairOutcome) -> Diagnosis | str:
-    """A pair's diagnosis, or why it has none (its rows and their CSV still count)."""
+def _diagnosis(o: PairOutcome) -> Diagnosis:
+    """A pair's diagnosis, or one that says why it has none (its rows and their CSV still count)."""
     try:
         return diagnose_pair(o.rows, o.npu, o.bench)
     except Exception as e:
-        return f"{o.label}: no diagnosis — {fault_text(e)}"
+        return Diagnosis(fault=fault_text(e))
 
 
 def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagnosis:
@@ -502,11 +496,7 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
 
 def _diagnose(outcomes: Outcomes) -> None:
     for o in outcomes:
-        found = _diagnosis(o)
-        if isinstance(found, str):
-            outcomes.notes.append(found)
-        else:
-            o.diagnosis = found
+        o.diagnosis = _diagnosis(o)
 
 
 def _culprit_module(o: PairOutcome) -> str:

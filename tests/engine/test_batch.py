@@ -39,6 +39,22 @@ def test_compare_dumps_finds_the_culprit(seed):
     assert o.label == "step0/rank0 vs step0/rank0"
 
 
+def test_a_diagnosis_that_fails_says_so_not_that_nothing_was_compared(seed, monkeypatch):
+    """An internal error of the diagnosis read 'Nothing was compared: no verdict.' though every row was
+    compared (the cause only in a note)."""
+
+    def broken(*_: object) -> None:
+        raise TypeError("'float' object is not iterable")
+
+    monkeypatch.setattr("ptdbg_tui.engine.batch.diagnose_pair", broken)
+    (o,) = compare_dumps(*seed, jobs=1)
+    assert o.counts()[Status.FAIL] > 0
+    assert o.diagnosis.verdict == (
+        "No verdict: the diagnosis failed (TypeError: 'float' object is not iterable); the rows are "
+        "compared in the CSV."
+    )
+
+
 def test_summary_mode_on_request_and_when_npy_is_missing(seed):
     (o,) = compare_dumps(*seed, summary=True, jobs=1)
     assert o.summary and all(r.result is not None and r.result.accuracy == "" for r in o.rows)

@@ -223,6 +223,7 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
+    fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain
@@ -247,6 +248,8 @@ class Diagnosis:
     @property
     def verdict(self) -> str:
         """One line: the culprit, or what was found instead."""
+        if self.fault:
+            return f"No verdict: the diagnosis failed ({self.fault}); the rows are compared in the CSV."
         if not self.compared:
             return "Nothing was compared: no verdict."
         if not self.judged:
