@@ -408,6 +408,20 @@ class _Bar:
             self.stream.flush()
 
 
+def output_problem(output: str) -> str | None:
+    """Why ``-o`` cannot take a command's files, told before the compare and replay run: a file in the
+    way was otherwise found only when the CSV was written, after minutes of work ('File exists')."""
+    from pathlib import Path
+
+    path = Path(output)
+    for p in (path, *path.parents):  # the folder, or the nearest existing one it would be made in
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder (-o names the folder the files go in)"
+            return None if os.access(p, os.W_OK | os.X_OK) else f"{p}: permission denied"
+    return None
+
+
 def unwritable(prog: str, output: str, e: OSError) -> int:
     """A command's output folder that cannot be written: one line, and the usage exit code."""
     print(f"{prog}: error: cannot write to {output}: {e.strerror or e}", file=sys.stderr)
@@ -438,6 +452,9 @@ def run_compare(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
         print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if (problem := output_problem(args.output)) is not None:
+        print(f"{prog}: error: cannot write the CSV to {args.output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.cluster is not None:
@@ -529,6 +546,9 @@ def run_replay(args: argparse.Namespace) -> int:
     from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
 
     prog = "ptdbg-tui replay"
+    if (problem := output_problem(args.output)) is not None:
+        print(f"{prog}: error: cannot write to {args.output}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         require_torch()  # before the comparison, not after it
         outcomes = compare_dumps(

@@ -107,6 +107,22 @@ def test_unwritable_output_exits_2(seed, tmp_path, capsys):
     assert code == 2 and "cannot write the CSV" in err and err.count("\n") == 1
 
 
+def test_a_file_as_output_stops_before_the_compare(seed, tmp_path, capsys, monkeypatch):
+    """-o naming a file: said at once, not after the whole compare (and replay) ran ('File exists')."""
+    import ptdbg_tui.engine.batch as batch
+
+    compared = []
+    real = batch.compare_dumps
+    monkeypatch.setattr(batch, "compare_dumps", lambda *a, **k: compared.append(1) or real(*a, **k))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = _run(capsys, *seed, "-o", blocker, "--jobs", "1")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"cannot write the CSV to {blocker}: {blocker} is a file, not a folder" in err
+    assert compared == [], "the compare ran although its CSV could not be written"
+    assert blocker.read_text() == "x"
+
+
 def test_a_rank_dir_without_a_readable_pkl_exits_2(seed, tmp_path, capsys):
     pkl = discover(seed[0])[0].records
     pkl.unlink()
