@@ -15,6 +15,7 @@ import logging
 import os
 import runpy
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -173,16 +174,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *script[1:]]
     sys.path.insert(0, str(path.resolve().parent))
-    code = 0
     debugger.start()
     try:
-        # as Python runs a script: its __file__ absolute, so a script that changes its directory
-        # still finds the files beside it
-        runpy.run_path(os.path.abspath(path), run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
-            print(e.code, file=sys.stderr)
+        code, raised = _run_script(path)
     finally:
         debugger.stop()
         if hook is not None:
@@ -190,7 +184,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
     if not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
+    elif raised is not None:
+        logging.getLogger(__name__).warning(
+            "ptdbg-dump: the script stopped on %s; the calls it made before are dumped in %s",
+            type(raised).__name__,
+            opts.dump_path,
+        )
     return code
+
+
+def _run_script(path: Path) -> tuple[int, Exception | None]:
+    """Run the script as ``python SCRIPT`` does: its exit code, and the exception it stopped on."""
+    try:
+        # its __file__ absolute, so a script that changes its directory still finds the files beside it
+        runpy.run_path(os.path.abspath(path), run_name="__main__")
+    except SystemExit as e:
+        if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
+            print(e.code, file=sys.stderr)
+        return (e.code if isinstance(e.code, int) else (0 if e.code is None else 1)), None
+    except Exception as e:
+        _print_script_traceback(e, os.path.abspath(path))
+        return 1, e  # Python's exit code for an uncaught exception
+    return 0, None
+
+
+def _print_script_traceback(e: Exception, script: str) -> None:
+    """The traceback as ``python SCRIPT`` prints it, from the script's own frame: the dumper's and
+    runpy's frames above it read as though the dumper had failed."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb if tb is not None else e.__traceback__)
 
 
 def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:

@@ -101,6 +101,23 @@ def test_a_script_s_exit_message_is_printed_as_python_prints_it(tmp_path: Path, 
     assert "fatal: no config given" in capsys.readouterr().err
 
 
+def test_a_script_that_raises_shows_its_own_traceback_and_keeps_the_dump(
+    tmp_path: Path, capsys, caplog
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("    opt.step()\n", "    opt.step()\n    raise RuntimeError('boom')\n"))
+    assert main(["run", str(script), "x", "--dump-path", str(tmp_path / "d")]) == 1  # as python exits
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n") and err.endswith("RuntimeError: boom\n")
+    assert f'File "{script}", line 12, in <module>' in err
+    assert "dumper" not in err and "runpy" not in err, "the dumper's own frames read as its failure"
+    assert f"the script stopped on RuntimeError; the calls it made before are dumped in {tmp_path / 'd'}" in (
+        caplog.text
+    )
+    (dump,) = discover(tmp_path / "d")
+    assert "Functional_linear_0_backward" in {r.call for r in read_pkl(dump.records).tensors}
+
+
 def test_a_run_that_dumps_nothing_says_so(tmp_path: Path, caplog) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
