@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _run_script(path: Path) -> tuple[int, Exception | None]:
+def _run_script(path: Path) -> tuple[int, BaseException | None]:
     """Run the script as ``python SCRIPT`` does: its exit code, and the exception it stopped on."""
     try:
         # its __file__ absolute, so a script that changes its directory still finds the files beside it
@@ -202,13 +202,14 @@ def _run_script(path: Path) -> tuple[int, Exception | None]:
         if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
             print(e.code, file=sys.stderr)
         return (e.code if isinstance(e.code, int) else (0 if e.code is None else 1)), None
-    except Exception as e:
+    except (Exception, KeyboardInterrupt) as e:
         _print_script_traceback(e, os.path.abspath(path))
-        return 1, e  # Python's exit code for an uncaught exception
+        # Python's exit codes: 1 for an uncaught exception, 128 + SIGINT for Ctrl-C
+        return (130 if isinstance(e, KeyboardInterrupt) else 1), e
     return 0, None
 
 
-def _print_script_traceback(e: Exception, script: str) -> None:
+def _print_script_traceback(e: BaseException, script: str) -> None:
     """The traceback as ``python SCRIPT`` prints it, from the script's own frame: the dumper's and
     runpy's frames above it read as though the dumper had failed."""
     tb = e.__traceback__

@@ -101,17 +101,23 @@ def test_a_script_s_exit_message_is_printed_as_python_prints_it(tmp_path: Path, 
     assert "fatal: no config given" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("raised", "code", "last"),
+    [("RuntimeError('boom')", 1, "RuntimeError: boom"), ("KeyboardInterrupt", 130, "KeyboardInterrupt")],
+)
 def test_a_script_that_raises_shows_its_own_traceback_and_keeps_the_dump(
-    tmp_path: Path, capsys, caplog
+    tmp_path: Path, capsys, caplog, raised: str, code: int, last: str
 ) -> None:
+    """An exception or a Ctrl-C in the middle of training, as ``python train.py`` shows it."""
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.replace("    opt.step()\n", "    opt.step()\n    raise RuntimeError('boom')\n"))
-    assert main(["run", str(script), "x", "--dump-path", str(tmp_path / "d")]) == 1  # as python exits
+    script.write_text(SCRIPT.replace("    opt.step()\n", f"    opt.step()\n    raise {raised}\n"))
+    assert main(["run", str(script), "x", "--dump-path", str(tmp_path / "d")]) == code  # as python exits
     err = capsys.readouterr().err
-    assert err.startswith("Traceback (most recent call last):\n") and err.endswith("RuntimeError: boom\n")
+    assert err.startswith("Traceback (most recent call last):\n") and err.endswith(f"{last}\n")
     assert f'File "{script}", line 12, in <module>' in err
     assert "dumper" not in err and "runpy" not in err, "the dumper's own frames read as its failure"
-    assert f"the script stopped on RuntimeError; the calls it made before are dumped in {tmp_path / 'd'}" in (
+    name = last.split(":")[0]
+    assert f"the script stopped on {name}; the calls it made before are dumped in {tmp_path / 'd'}" in (
         caplog.text
     )
     (dump,) = discover(tmp_path / "d")
