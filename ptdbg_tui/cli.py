@@ -300,8 +300,7 @@ def summary_text(o: PairOutcome) -> str:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module)
-        if o.diagnosis.received:
-            lines.append(f"  note: {o.diagnosis.received}")
+    lines += [f"  note: {n}" for n in _pair_notes(o)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -323,6 +322,17 @@ def summary_text(o: PairOutcome) -> str:
             f"-o {shlex.quote(str(folder))}"
         )
     return "\n".join(lines)
+
+
+def _pair_notes(o: PairOutcome) -> list[str]:
+    """Whether the culprit only receives another rank's error, and whether one run's dump ends
+    before the other's (the unmatched count alone hides a run cut short)."""
+    from ptdbg_tui.compare.matching.pairing import one_sided_tail
+
+    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
+    if (tail := one_sided_tail(o.rows)) is not None:
+        notes.append(tail.note)
+    return notes
 
 
 #: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).

@@ -56,6 +56,22 @@ def _all_compared(progress: Progress) -> bool:
     return 0 < progress.npu_seen == progress.compared
 
 
+async def test_no_align_hint_for_a_npu_dump_that_ends_early(tmp_path, ui, demo_dumps):
+    """The NPU run stopped halfway (its dump complete up to there, never to grow): the bench's later
+    entries are unpaired, but no matching pairs what was never written, so the header read
+    'm → align? (N unpaired)' for nothing."""
+    npu_demo, cpu_demo = demo_dumps
+    _half_written(
+        npu_demo, tmp_path / "npu", len(next(npu_demo.rglob("*.pkl")).read_text().splitlines()) // 2
+    )
+    app = ui.app(tmp_path / "npu", cpu_demo)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: bool(app.model.matches))
+        assert app.model.status_counts()[Status.UNMATCHED] > 0
+        assert app.model.match_hint() == "" and "align?" not in ui.screen_text(app)
+
+
 async def test_no_align_hint_for_the_tail_the_npu_side_has_not_written_yet(tmp_path, ui, demo_dumps):
     """The NPU dump half written, still being written (never quiet here): the bench's later entries
     are pending, not unpaired, and the header suggests no other matching; once the rest arrives

@@ -82,6 +82,27 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
     ]
 
 
+def test_a_run_cut_short_is_said_not_only_counted(tmp_path, capsys):
+    """The NPU run stopped (an exception, Ctrl-C) after two calls; the bench made four: the report
+    said only '... 4 unmatched' and 'No operator introduces an error', nothing of the run ending."""
+    roots = tmp_path / "npu", tmp_path / "gpu"
+    calls = ["Torch_add_0", "Torch_mul_0", "Torch_sub_0", "Torch_div_0"]
+    for root, made in zip(roots, (calls[:2], calls), strict=True):
+        w = RankWriter(rank_dir_path(root, 0))
+        for call in made:
+            for kind in ("input.0", "output"):
+                write_array(w, f"{call}_forward_{kind}", np.ones(3, np.float32))
+        w.close()
+    code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "4 passed, 0 failed, 0 warnings, 4 unmatched, 0 errors" in out
+    assert (
+        "  note: the NPU dump ends before the bench dump: the bench dump's last 4 entries (2 calls, from "
+        "Torch_sub_0_forward_input.0 on) have no NPU counterpart — did the NPU run stop early" in out
+    )
+    code, out, _ = _run(capsys, roots[1], roots[0], "-o", tmp_path / "swapped", "--jobs", "1")
+    assert "note: the bench dump ends before the NPU dump: the NPU dump's last 4 entries" in out
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
