@@ -182,15 +182,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hook is not None:
             hook.remove()
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if not debugger.session.dumped and not debugger.session.left_out:
+    if raised is not None:
+        _say_stopped(opts, raised, debugger)
+    elif not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
-    elif raised is not None:
-        logging.getLogger(__name__).warning(
+    return code
+
+
+def _say_stopped(opts: DumpOptions, raised: BaseException, debugger: PrecisionDebugger) -> None:
+    """A script that raised: whether what ran before is dumped. Nothing dumped is then the
+    exception's doing, not spawned processes' (a missing data file read before the first call)."""
+    log, name = logging.getLogger(__name__), type(raised).__name__
+    if debugger.session.dumped or debugger.session.left_out:
+        log.warning(
             "ptdbg-dump: the script stopped on %s; the calls it made before are dumped in %s",
-            type(raised).__name__,
+            name,
             opts.dump_path,
         )
-    return code
+        return
+    made = debugger.session.step
+    when = (
+        f" in step {', '.join(map(str, opts.step))} (it made {made} optimizer step(s))" if opts.step else ""
+    )
+    log.warning(
+        "ptdbg-dump: nothing was dumped to %s: the script stopped on %s before any API call%s was recorded",
+        opts.dump_path,
+        name,
+        when,
+    )
 
 
 def _run_script(path: Path) -> tuple[int, BaseException | None]:

@@ -124,6 +124,21 @@ def test_a_script_that_raises_shows_its_own_traceback_and_keeps_the_dump(
     assert "Functional_linear_0_backward" in {r.call for r in read_pkl(dump.records).tensors}
 
 
+def test_a_script_that_raises_before_any_call_says_so_not_that_spawning_hid_them(
+    tmp_path: Path, caplog, monkeypatch
+) -> None:
+    """A data file missing (relative to another folder): 'processes the script starts by spawning are
+    not dumped' pointed away from the exception that stopped it."""
+    script = tmp_path / "train.py"
+    script.write_text('rows = open("data/x.csv").read()\n' + SCRIPT)
+    monkeypatch.chdir(tmp_path)  # no data/ here
+    assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    assert f"nothing was dumped to {tmp_path / 'd'}: the script stopped on FileNotFoundError before any" in (
+        caplog.text
+    )
+    assert "spawn" not in caplog.text
+
+
 def test_a_run_that_dumps_nothing_says_so(tmp_path: Path, caplog) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
