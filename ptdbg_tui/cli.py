@@ -752,7 +752,9 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         return EXIT_MISSING_TORCH
     print(f"NPU dump:   {npu}\nbench dump: {bench}")
-    if args.no_app:
+    if args.no_app:  # what to run next, as the app would have shown it
+        dumps = f"{shlex.quote(str(npu))} {shlex.quote(str(bench))}"
+        print(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
         return EXIT_OK
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.engine.live import LiveOptions

@@ -32,6 +32,7 @@ async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_pa
                 child.kill()
             output = child.communicate()[0].decode()
         assert child.returncode == 0, output
+        assert f"open them:  ptdbg-tui {root / 'npu'} {root / 'cpu'}\n" in output, "--no-app: what next"
         culprit, call = app.model.first_culprit()
         assert culprit.call == "VF_lstm_0_backward" and call is not None
         counts = app.model.status_counts()
