@@ -327,10 +327,10 @@ def summary_text(o: PairOutcome) -> str:
 def _pair_notes(o: PairOutcome) -> list[str]:
     """Whether the culprit only receives another rank's error, and whether one run's dump ends
     before the other's (the unmatched count alone hides a run cut short)."""
-    from ptdbg_tui.compare.matching.pairing import one_sided_tail
+    from ptdbg_tui.compare.matching.pairing import ended_early
 
     notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
-    if (tail := one_sided_tail(o.rows)) is not None:
+    if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
     return notes
 

@@ -311,6 +311,18 @@ def one_sided_tail(rows: Sequence[Row]) -> Tail | None:
     return Tail(side, len(rows) - k, first, len(calls))
 
 
+def ended_early(rows: Sequence[Row]) -> Tail | None:
+    """The one-sided tail of a run that stopped before the other: None when that side also lacks
+    entries before it, as a dump narrowed to a module or scope does (its tail is the optimizer's
+    calls, which it never records, not a run cut short)."""
+    tail = one_sided_tail(rows)
+    if tail is None:
+        return None
+    has = (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    before = rows[: len(rows) - tail.entries]
+    return None if any(has(r) and not r.noise for r in before) else tail
+
+
 def _op_of(rec: TensorRecord) -> tuple[str, str] | None:
     entry = rec.entry
     return (entry.prefix, entry.op) if entry is not None else None
