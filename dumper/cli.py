@@ -15,7 +15,6 @@ import logging
 import os
 import runpy
 import sys
-import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -234,7 +233,10 @@ def _print_script_traceback(e: BaseException, script: str) -> None:
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != script:
         tb = tb.tb_next
-    traceback.print_exception(type(e), e, tb if tb is not None else e.__traceback__)
+    # through sys.excepthook, as Python reports it: a hook the script installed (rich) still formats it
+    if tb is not None:
+        e.with_traceback(tb)  # the default hook prints the exception's own traceback, whatever it is given
+    sys.excepthook(type(e), e, e.__traceback__)
 
 
 def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:

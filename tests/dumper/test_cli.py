@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -137,6 +138,21 @@ def test_a_script_that_raises_before_any_call_says_so_not_that_spawning_hid_them
         caplog.text
     )
     assert "spawn" not in caplog.text
+
+
+def test_an_excepthook_the_script_installs_reports_its_exception(tmp_path: Path, capsys) -> None:
+    """As under python: a training script's own hook (rich.traceback.install) formats the error."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        "sys.excepthook = lambda t, e, tb: print('hooked', t.__name__, tb.tb_frame.f_code.co_filename)\n"
+        "raise ValueError('x')\n"
+    )
+    try:
+        assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    finally:
+        sys.excepthook = sys.__excepthook__
+    assert capsys.readouterr().out == f"hooked ValueError {script}\n"
 
 
 def test_a_run_that_dumps_nothing_says_so(tmp_path: Path, caplog) -> None:
