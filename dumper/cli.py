@@ -173,24 +173,70 @@ def main(argv: Sequence[str] | None = None) -> int:
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *script[1:]]
     sys.path.insert(0, str(path.resolve().parent))
-    code = 0
     debugger.start()
     try:
-        # as Python runs a script: its __file__ absolute, so a script that changes its directory
-        # still finds the files beside it
-        runpy.run_path(os.path.abspath(path), run_name="__main__")
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
-            print(e.code, file=sys.stderr)
+        code, raised = _run_script(path)
     finally:
         debugger.stop()
         if hook is not None:
             hook.remove()
         sys.argv, sys.path[:] = saved_argv, saved_path
-    if not debugger.session.dumped and not debugger.session.left_out:
+    if raised is not None:
+        _say_stopped(opts, raised, debugger)
+    elif not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
     return code
+
+
+def _say_stopped(opts: DumpOptions, raised: BaseException, debugger: PrecisionDebugger) -> None:
+    """A script that raised: whether what ran before is dumped. Nothing dumped is then the
+    exception's doing, not spawned processes' (a missing data file read before the first call)."""
+    log, name = logging.getLogger(__name__), type(raised).__name__
+    if debugger.session.dumped or debugger.session.left_out:
+        log.warning(
+            "ptdbg-dump: the script stopped on %s; the calls it made before are dumped in %s",
+            name,
+            opts.dump_path,
+        )
+        return
+    made = debugger.session.step
+    when = (
+        f" in step {', '.join(map(str, opts.step))} (it made {made} optimizer step(s))" if opts.step else ""
+    )
+    log.warning(
+        "ptdbg-dump: nothing was dumped to %s: the script stopped on %s before any API call%s was recorded",
+        opts.dump_path,
+        name,
+        when,
+    )
+
+
+def _run_script(path: Path) -> tuple[int, BaseException | None]:
+    """Run the script as ``python SCRIPT`` does: its exit code, and the exception it stopped on."""
+    try:
+        # its __file__ absolute, so a script that changes its directory still finds the files beside it
+        runpy.run_path(os.path.abspath(path), run_name="__main__")
+    except SystemExit as e:
+        if not isinstance(e.code, int | None):  # sys.exit("message"): Python prints it, so do we
+            print(e.code, file=sys.stderr)
+        return (e.code if isinstance(e.code, int) else (0 if e.code is None else 1)), None
+    except (Exception, KeyboardInterrupt) as e:
+        _print_script_traceback(e, os.path.abspath(path))
+        # Python's exit codes: 1 for an uncaught exception, 128 + SIGINT for Ctrl-C
+        return (130 if isinstance(e, KeyboardInterrupt) else 1), e
+    return 0, None
+
+
+def _print_script_traceback(e: BaseException, script: str) -> None:
+    """The traceback as ``python SCRIPT`` prints it, from the script's own frame: the dumper's and
+    runpy's frames above it read as though the dumper had failed."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    # through sys.excepthook, as Python reports it: a hook the script installed (rich) still formats it
+    if tb is not None:
+        e.with_traceback(tb)  # the default hook prints the exception's own traceback, whatever it is given
+    sys.excepthook(type(e), e, e.__traceback__)
 
 
 def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:

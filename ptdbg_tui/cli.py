@@ -300,8 +300,7 @@ def summary_text(o: PairOutcome) -> str:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module)
-        if o.diagnosis.received:
-            lines.append(f"  note: {o.diagnosis.received}")
+    lines += [f"  note: {n}" for n in _pair_notes(o)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -323,6 +322,17 @@ def summary_text(o: PairOutcome) -> str:
             f"-o {shlex.quote(str(folder))}"
         )
     return "\n".join(lines)
+
+
+def _pair_notes(o: PairOutcome) -> list[str]:
+    """Whether the culprit only receives another rank's error, and whether one run's dump ends
+    before the other's (the unmatched count alone hides a run cut short)."""
+    from ptdbg_tui.compare.matching.pairing import ended_early
+
+    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
+    if (tail := ended_early(o.rows)) is not None:
+        notes.append(tail.note)
+    return notes
 
 
 #: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).
@@ -408,6 +418,20 @@ class _Bar:
             self.stream.flush()
 
 
+def output_problem(output: str) -> str | None:
+    """Why ``-o`` cannot take a command's files, told before the compare and replay run: a file in the
+    way was otherwise found only when the CSV was written, after minutes of work ('File exists')."""
+    from pathlib import Path
+
+    path = Path(output)
+    for p in (path, *path.parents):  # the folder, or the nearest existing one it would be made in
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder (-o names the folder the files go in)"
+            return None if os.access(p, os.W_OK | os.X_OK) else f"{p}: permission denied"
+    return None
+
+
 def unwritable(prog: str, output: str, e: OSError) -> int:
     """A command's output folder that cannot be written: one line, and the usage exit code."""
     print(f"{prog}: error: cannot write to {output}: {e.strerror or e}", file=sys.stderr)
@@ -438,6 +462,9 @@ def run_compare(args: argparse.Namespace) -> int:
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
         print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    if (problem := output_problem(args.output)) is not None:
+        print(f"{prog}: error: cannot write the CSV to {args.output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.cluster is not None:
@@ -529,6 +556,9 @@ def run_replay(args: argparse.Namespace) -> int:
     from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
 
     prog = "ptdbg-tui replay"
+    if (problem := output_problem(args.output)) is not None:
+        print(f"{prog}: error: cannot write to {args.output}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         require_torch()  # before the comparison, not after it
         outcomes = compare_dumps(
@@ -722,7 +752,9 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         return EXIT_MISSING_TORCH
     print(f"NPU dump:   {npu}\nbench dump: {bench}")
-    if args.no_app:
+    if args.no_app:  # what to run next, as the app would have shown it
+        dumps = f"{shlex.quote(str(npu))} {shlex.quote(str(bench))}"
+        print(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
         return EXIT_OK
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.engine.live import LiveOptions

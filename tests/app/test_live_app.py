@@ -32,6 +32,7 @@ async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_pa
                 child.kill()
             output = child.communicate()[0].decode()
         assert child.returncode == 0, output
+        assert f"open them:  ptdbg-tui {root / 'npu'} {root / 'cpu'}\n" in output, "--no-app: what next"
         culprit, call = app.model.first_culprit()
         assert culprit.call == "VF_lstm_0_backward" and call is not None
         counts = app.model.status_counts()
@@ -54,6 +55,22 @@ def _half_written(source: Path, dest: Path, lines: int) -> Path:
 def _all_compared(progress: Progress) -> bool:
     """Every row the NPU side has so far is compared (an NPU row never waits for the bench here)."""
     return 0 < progress.npu_seen == progress.compared
+
+
+async def test_no_align_hint_for_a_npu_dump_that_ends_early(tmp_path, ui, demo_dumps):
+    """The NPU run stopped halfway (its dump complete up to there, never to grow): the bench's later
+    entries are unpaired, but no matching pairs what was never written, so the header read
+    'm → align? (N unpaired)' for nothing."""
+    npu_demo, cpu_demo = demo_dumps
+    _half_written(
+        npu_demo, tmp_path / "npu", len(next(npu_demo.rglob("*.pkl")).read_text().splitlines()) // 2
+    )
+    app = ui.app(tmp_path / "npu", cpu_demo)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: bool(app.model.matches))
+        assert app.model.status_counts()[Status.UNMATCHED] > 0
+        assert app.model.match_hint() == "" and "align?" not in ui.screen_text(app)
 
 
 async def test_no_align_hint_for_the_tail_the_npu_side_has_not_written_yet(tmp_path, ui, demo_dumps):

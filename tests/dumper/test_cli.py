@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -99,6 +100,59 @@ def test_a_script_s_exit_message_is_printed_as_python_prints_it(tmp_path: Path, 
     script.write_text('import sys\nsys.exit("fatal: no config given")\n')
     assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
     assert "fatal: no config given" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "last"),
+    [("RuntimeError('boom')", 1, "RuntimeError: boom"), ("KeyboardInterrupt", 130, "KeyboardInterrupt")],
+)
+def test_a_script_that_raises_shows_its_own_traceback_and_keeps_the_dump(
+    tmp_path: Path, capsys, caplog, raised: str, code: int, last: str
+) -> None:
+    """An exception or a Ctrl-C in the middle of training, as ``python train.py`` shows it."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("    opt.step()\n", f"    opt.step()\n    raise {raised}\n"))
+    assert main(["run", str(script), "x", "--dump-path", str(tmp_path / "d")]) == code  # as python exits
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n") and err.endswith(f"{last}\n")
+    assert f'File "{script}", line 12, in <module>' in err
+    assert "dumper" not in err and "runpy" not in err, "the dumper's own frames read as its failure"
+    name = last.split(":")[0]
+    assert f"the script stopped on {name}; the calls it made before are dumped in {tmp_path / 'd'}" in (
+        caplog.text
+    )
+    (dump,) = discover(tmp_path / "d")
+    assert "Functional_linear_0_backward" in {r.call for r in read_pkl(dump.records).tensors}
+
+
+def test_a_script_that_raises_before_any_call_says_so_not_that_spawning_hid_them(
+    tmp_path: Path, caplog, monkeypatch
+) -> None:
+    """A data file missing (relative to another folder): 'processes the script starts by spawning are
+    not dumped' pointed away from the exception that stopped it."""
+    script = tmp_path / "train.py"
+    script.write_text('rows = open("data/x.csv").read()\n' + SCRIPT)
+    monkeypatch.chdir(tmp_path)  # no data/ here
+    assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    assert f"nothing was dumped to {tmp_path / 'd'}: the script stopped on FileNotFoundError before any" in (
+        caplog.text
+    )
+    assert "spawn" not in caplog.text
+
+
+def test_an_excepthook_the_script_installs_reports_its_exception(tmp_path: Path, capsys) -> None:
+    """As under python: a training script's own hook (rich.traceback.install) formats the error."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\n"
+        "sys.excepthook = lambda t, e, tb: print('hooked', t.__name__, tb.tb_frame.f_code.co_filename)\n"
+        "raise ValueError('x')\n"
+    )
+    try:
+        assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    finally:
+        sys.excepthook = sys.__excepthook__
+    assert capsys.readouterr().out == f"hooked ValueError {script}\n"
 
 
 def test_a_run_that_dumps_nothing_says_so(tmp_path: Path, caplog) -> None:

@@ -82,6 +82,42 @@ def test_unmatched_rows_are_counted(tmp_path, capsys):
     ]
 
 
+def test_a_run_cut_short_is_said_not_only_counted(tmp_path, capsys):
+    """The NPU run stopped (an exception, Ctrl-C) after two calls; the bench made four: the report
+    said only '... 4 unmatched' and 'No operator introduces an error', nothing of the run ending."""
+    calls = ["Torch_add_0", "Torch_mul_0", "Torch_sub_0", "Torch_div_0"]
+    npu, gpu = _dumps_of_calls(tmp_path, calls[:2], calls)
+    code, out, _ = _run(capsys, npu, gpu, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "4 passed, 0 failed, 0 warnings, 4 unmatched, 0 errors" in out
+    assert (
+        "  note: the NPU dump ends before the bench dump: the bench dump's last 4 entries (2 calls, from "
+        "Torch_sub_0_forward_input.0 on) have no NPU counterpart — did the NPU run stop early" in out
+    )
+    code, out, _ = _run(capsys, gpu, npu, "-o", tmp_path / "swapped", "--jobs", "1")
+    assert "note: the bench dump ends before the NPU dump: the NPU dump's last 4 entries" in out
+
+
+def test_a_narrowed_dump_against_a_full_one_is_no_run_cut_short(tmp_path, capsys):
+    """An NPU dump of some calls only (--module, --scope) lacks the bench's calls throughout, the
+    optimizer's at the end among them: its run did not stop early."""
+    calls = ["Torch_add_0", "Torch_mul_0", "Torch_sub_0", "Torch_div_0", "Torch_exp_0"]
+    npu, gpu = _dumps_of_calls(tmp_path, [calls[0], calls[2]], calls)
+    code, out, _ = _run(capsys, npu, gpu, "-o", tmp_path / "out", "--jobs", "1")
+    assert code == 0 and "6 unmatched" in out and "ends before" not in out
+
+
+def _dumps_of_calls(tmp_path, npu_calls, bench_calls):
+    """Two dumps of the given forward calls, one input and one output each, all ones."""
+    roots = tmp_path / "npu", tmp_path / "gpu"
+    for root, made in zip(roots, (npu_calls, bench_calls), strict=True):
+        w = RankWriter(rank_dir_path(root, 0))
+        for call in made:
+            for kind in ("input.0", "output"):
+                write_array(w, f"{call}_forward_{kind}", np.ones(3, np.float32))
+        w.close()
+    return roots
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -105,6 +141,22 @@ def test_unwritable_output_exits_2(seed, tmp_path, capsys):
     blocker.write_text("x")
     code, _, err = _run(capsys, *seed, "-o", blocker / "sub", "--jobs", "1")
     assert code == 2 and "cannot write the CSV" in err and err.count("\n") == 1
+
+
+def test_a_file_as_output_stops_before_the_compare(seed, tmp_path, capsys, monkeypatch):
+    """-o naming a file: said at once, not after the whole compare (and replay) ran ('File exists')."""
+    import ptdbg_tui.engine.batch as batch
+
+    compared = []
+    real = batch.compare_dumps
+    monkeypatch.setattr(batch, "compare_dumps", lambda *a, **k: compared.append(1) or real(*a, **k))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = _run(capsys, *seed, "-o", blocker, "--jobs", "1")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"cannot write the CSV to {blocker}: {blocker} is a file, not a folder" in err
+    assert compared == [], "the compare ran although its CSV could not be written"
+    assert blocker.read_text() == "x"
 
 
 def test_a_rank_dir_without_a_readable_pkl_exits_2(seed, tmp_path, capsys):

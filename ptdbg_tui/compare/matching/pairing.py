@@ -254,12 +254,73 @@ def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = Non
         return ""
     if waiting is not None:
         rows = [r for r in rows if r.matched or not waiting(r)]
+    tail = one_sided_tail(rows)
+    if tail is not None:  # no matching pairs what the other run never wrote
+        rows = rows[: len(rows) - tail.entries]
     rows = _shiftable(rows)
     npu_only, bench_only, shapes = _misfits(rows)
     parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
     if shapes:
         parts.append(f"{shapes:,} shapes differ")
     return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """The entries after the last paired one that only one side has: that run went on after the
+    other's dump ends (the other crashed, was stopped, or made fewer steps)."""
+
+    side: str  # "NPU" or "bench": the side that has them
+    entries: int  # rows from the end of the matching, the tool's own unpaired ones among them
+    first: str  # the first such entry's name
+    calls: int
+
+    @property
+    def note(self) -> str:
+        other = "bench" if self.side == "NPU" else "NPU"
+        return (
+            f"the {other} dump ends before the {self.side} dump: the {self.side} dump's last "
+            f"{self.entries:,} entries ({self.calls:,} calls, from {self.first} on) have no {other} "
+            f"counterpart — did the {other} run stop early (an exception, Ctrl-C) or make fewer steps?"
+        )
+
+
+#: Fewest calls in a one-sided tail that read as one run ending early: a single trailing call only
+#: one side has is as likely an extra call whose name shifted the others (the last optimizer add_).
+TAIL_CALLS = 2
+
+
+def one_sided_tail(rows: Sequence[Row]) -> Tail | None:
+    """The trailing rows (execution order) of one side only, after at least one paired row, spanning
+    :data:`TAIL_CALLS` calls or more; None when the tail mixes both sides or there is none."""
+    side, k, first, calls = "", len(rows), "", set()
+    while k > 0:
+        r = rows[k - 1]
+        if r.matched:
+            break
+        k -= 1
+        if r.noise:  # a tool's own entry: neither ends nor makes a tail
+            continue
+        this = "bench" if r.npu is None else "NPU"
+        if side and this != side:
+            return None
+        side, first = this, r.name
+        calls.add(r.record.call)
+    if k == 0 or not side or len(calls) < TAIL_CALLS:
+        return None
+    return Tail(side, len(rows) - k, first, len(calls))
+
+
+def ended_early(rows: Sequence[Row]) -> Tail | None:
+    """The one-sided tail of a run that stopped before the other: None when that side also lacks
+    entries before it, as a dump narrowed to a module or scope does (its tail is the optimizer's
+    calls, which it never records, not a run cut short)."""
+    tail = one_sided_tail(rows)
+    if tail is None:
+        return None
+    has = (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    before = rows[: len(rows) - tail.entries]
+    return None if any(has(r) and not r.noise for r in before) else tail
 
 
 def _op_of(rec: TensorRecord) -> tuple[str, str] | None:
