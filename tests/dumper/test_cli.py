@@ -107,9 +107,11 @@ def test_a_script_s_exit_message_is_printed_as_python_prints_it(tmp_path: Path, 
     [("RuntimeError('boom')", 1, "RuntimeError: boom"), ("KeyboardInterrupt", 130, "KeyboardInterrupt")],
 )
 def test_a_script_that_raises_shows_its_own_traceback_and_keeps_the_dump(
-    tmp_path: Path, capsys, caplog, raised: str, code: int, last: str
+    tmp_path: Path, capsys, caplog, monkeypatch, raised: str, code: int, last: str
 ) -> None:
     """An exception or a Ctrl-C in the middle of training, as ``python train.py`` shows it."""
+    # python's own hook (an earlier test's process group leaves torch's, which prefixes '[rank0]: ')
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.replace("    opt.step()\n", f"    opt.step()\n    raise {raised}\n"))
     assert main(["run", str(script), "x", "--dump-path", str(tmp_path / "d")]) == code  # as python exits
