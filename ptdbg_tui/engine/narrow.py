@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, UNPAIRED, Suspect
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
@@ -240,6 +240,14 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
     chain = [item for item in modules if item[0]]
     if chain:
         return Narrowed(module=chain[-1][0]), f"the culprit {culprit.call} ran in {module_label(*chain[-1])}"
+    if culprit.kind == UNPAIRED:  # the bench run would dump nothing, and the finding needs no tensors
+        site = culprit.site
+        at = f" ({site.path}:{site.line})" if site is not None else ""
+        raise NarrowError(
+            f"the culprit {culprit.call} is a call only the NPU run makes{at}, in no module of its own: "
+            f"the bench run has no such call to dump, and a tensor dump adds nothing to that finding "
+            f"(name a call or module both runs make with --call or --module)"
+        )
     target = narrowed_to_call(entry)
     # the root alone: the model's own forward, which is no narrower than the whole model
     unread = chains.unread.get(pair.npu.records)

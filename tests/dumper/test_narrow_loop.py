@@ -202,3 +202,47 @@ def test_nothing_to_narrow_to_when_the_runs_agree(statistics, tmp_path: Path, ca
     assert tui_main(["narrow", str(bench), str(bench), "-o", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ptdbg-tui narrow: error: no culprit to narrow to: ") and "same" in err
+
+
+EXTRA_CALL = """\
+import sys
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(8, 16), nn.GELU())
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        h = self.enc(x)
+        if sys.argv[1] == "npu":
+            h = h * 1.01  # a line only the NPU script has
+        return self.head(h)
+
+
+torch.manual_seed(0)
+net = Net()
+net(torch.randn(4, 8)).sum().backward()
+"""
+
+
+def test_a_culprit_only_the_npu_run_makes_is_not_narrowed_to(tmp_path: Path, capsys) -> None:
+    """Its config scoped the next dumps to Tensor___mul___0_: the bench dumped nothing and the suggested
+    compare failed ('no such file or directory')."""
+    script = tmp_path / "train.py"
+    script.write_text(EXTRA_CALL)
+    for side in ("npu", "bench"):
+        _dump(script, side, "--dump-path", str(tmp_path / side), "--summary-only")
+    assert (
+        tui_main(["narrow", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path / "x.json")])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert (
+        f"the culprit Tensor___mul___0_forward is a call only the NPU run makes ({script}:15), in no module "
+        "of its own: the bench run has no such call to dump"
+    ) in err, err
+    assert not (tmp_path / "x.json").exists()
