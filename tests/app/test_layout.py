@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -216,6 +218,15 @@ async def test_a_screenshot_goes_to_the_current_folder_without_downloads(
     assert "<svg" in shot.read_text()
 
 
+def _write_calls(side: Path, calls: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> None:
+    """A rank dump of one-input calls ``(api, input, output)``, numbered in order."""
+    writer = RankWriter(rank_dir_path(side, 0, 0))
+    for index, (api, inp, out) in enumerate(calls):
+        write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
+        write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
+    writer.close()
+
+
 async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
     """A 1% scale of a multiplication's output passes the original's thresholds (cosine 1, tiny
     MaxAbsErr) but is far beyond rounding: the tree says which call the diagnosis names."""
@@ -223,13 +234,9 @@ async def test_a_culprit_whose_entries_pass_is_tagged_in_the_tree(tmp_path, ui):
     x = (rng.standard_normal((8, 16)) * 0.01).astype(np.float32)
     sides = tmp_path / "npu", tmp_path / "bench"
     for side in sides:
-        writer = RankWriter(rank_dir_path(side, 0, 0))
         y = x * 2 * (np.float32(1.01) if side.name == "npu" else np.float32(1))
-        for index, (inp, out) in enumerate(((x, x + 1), (x + 1, x + 1), (x, y), (y, y + 1))):
-            api = "Torch_mul" if index == 2 else "Torch_add"
-            write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
-            write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
-        writer.close()
+        pairs = ((x, x + 1), (x + 1, x + 1), (x, y), (y, y + 1))
+        _write_calls(side, [("Torch_mul" if i == 2 else "Torch_add", *io) for i, io in enumerate(pairs)])
     app = ui.app(*sides)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
@@ -253,13 +260,9 @@ async def test_a_call_named_twice_is_tagged_by_its_best_rank(tmp_path, ui):
     sides = tmp_path / "npu", tmp_path / "bench"
     for side in sides:
         npu = side.name == "npu"
-        writer = RankWriter(rank_dir_path(side, 0, 0))
         z = (x + 1) * np.float32(1.01 if npu else 1)  # changed outside the dumped calls on the NPU
         y = z * 2 * np.float32(1.05 if npu else 1)
-        for index, (api, inp, out) in enumerate((("Torch_add", x, x + 1), ("Torch_mul", z, y))):
-            write_array(writer, entry_name(api, index, "forward", "input", (0,)), inp)
-            write_array(writer, entry_name(api, index, "forward", "output", (0,)), out)
-        writer.close()
+        _write_calls(side, [("Torch_add", x, x + 1), ("Torch_mul", z, y)])
     app = ui.app(*sides)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
@@ -486,11 +489,26 @@ async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
         assert app.call_tree._label(app.model.root.child(info.key)).plain.startswith("✔ step0/rank0")
 
 
-async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_the_bar(tmp_path, ui):
-    """Rank 2's second linear is wrong; ranks 0 and 1 see it first in the all_reduce after it. The
-    overview lists rank 2 first and the others as receiving through that all_reduce, and the bar, walked
-    to a receiving rank's suspect, says so, as the CLI's report does (before, they read as culprits)."""
-    npu, bench = write_ranks_pair(tmp_path, ranks=3, faulty_rank=2, faulty_layer=1)
+@pytest.mark.parametrize(
+    ("collectives", "shown", "walked"),
+    [
+        (
+            True,
+            "receives via Distributed_all_reduce_1_forward",
+            "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward",
+        ),
+        (False, "enters before Torch_tanh_1_forward", "Suspect 2/3 error enters before Torch_tanh_1_forward"),
+    ],
+)
+async def test_a_rank_that_only_receives_the_error_says_how_in_the_overview_and_the_bar(
+    tmp_path, ui, collectives, shown, walked
+):
+    """Rank 2's second linear is wrong. With the collectives dumped, ranks 0 and 1 see it first in the
+    all_reduce after it; without, at a tanh's input: it came in outside the dumped calls, before that
+    tanh. The overview lists rank 2 first and the others as receiving it, and the bar, walked to a
+    receiving rank's suspect, says how, as the CLI's report does (before, they read as culprits; and
+    without collectives, as if the tanh had carried the error in)."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=3, faulty_rank=2, faulty_layer=1, collectives=collectives)
     app = ui.app(npu, bench)
     async with app.run_test(size=(160, 45)) as pilot:
         await ui.settle(pilot)
@@ -502,39 +520,14 @@ async def test_a_rank_that_only_receives_the_error_says_so_in_the_overview_and_t
             ("step0/rank1", True),
         ]
         assert lines[0].suspect.startswith("Functional_linear_1_forward")
-        assert {line.suspect for line in lines[1:]} == {"receives via Distributed_all_reduce_1_forward"}
-        assert "receives via Distributed_all_reduce_1_forward" in ui.screen_text(app)
+        assert {line.suspect for line in lines[1:]} == {shown}
+        assert shown in ui.screen_text(app)
         await pilot.press("escape")
         bar = lambda: "\n".join(ui.screen_text(app).splitlines()[1:3])  # noqa: E731
         assert "Culprit Functional_linear_1_forward" in bar()
-        await pilot.press("c", "c")  # the culprit, then suspect 2
-        await pilot.pause()
-        assert "Suspect 2/3 receives the error through Distributed_all_reduce_1_forward" in bar(), bar()
-
-
-async def test_a_rank_whose_error_enters_outside_the_dumped_calls_is_not_said_to_receive_it_via_a_call(
-    tmp_path, ui
-):
-    """Without dumped collectives ranks 0 and 1 see rank 2's error first at a tanh's input: it came in
-    outside the dumped calls, before that tanh. The overview read "receives via Torch_tanh_1_forward" and
-    the bar "receives the error through Torch_tanh_1_forward", as if the tanh had carried it in."""
-    npu, bench = write_ranks_pair(tmp_path, ranks=3, faulty_rank=2, faulty_layer=1, collectives=False)
-    app = ui.app(npu, bench)
-    async with app.run_test(size=(160, 45)) as pilot:
-        await ui.settle(pilot)
-        await pilot.press("o")
-        lines = app.screen.lines
-        assert [(line.label, line.received) for line in lines] == [
-            ("step0/rank2", False),
-            ("step0/rank0", True),
-            ("step0/rank1", True),
-        ]
-        assert {line.suspect for line in lines[1:]} == {"enters before Torch_tanh_1_forward"}
-        await pilot.press("escape")
-        bar = lambda: "\n".join(ui.screen_text(app).splitlines()[1:3])  # noqa: E731
         await pilot.press("c", "c")  # the culprit, then the next rank's first suspect
         await pilot.pause()
-        assert "Suspect 2/3 error enters before Torch_tanh_1_forward" in bar(), bar()
+        assert walked in bar(), bar()
         assert "receives the error through Torch_tanh" not in bar()
 
 

@@ -35,6 +35,15 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+def _dump_both(tmp_path: Path, script_text: str, *options: str) -> None:
+    """``script_text`` as ``tmp_path/train.py``, dumped by ``ptdbg-dump run`` as both runs (its first
+    argument says which) into ``tmp_path/npu`` and ``tmp_path/bench``."""
+    script = tmp_path / "train.py"
+    script.write_text(script_text)
+    for side in ("npu", "bench"):
+        assert dump_main(["run", str(script), side, "--dump-path", str(tmp_path / side), *options]) == 0
+
+
 @pytest.mark.parametrize("scales", ["npu", "bench"])
 def test_a_call_only_one_run_makes_is_named_at_a_later_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scales: str
@@ -43,11 +52,8 @@ def test_a_call_only_one_run_makes_is_named_at_a_later_step(
     makes raises the error only ~12x: it was an all-clear ("No operator introduces an error beyond
     rounding"). The NPU's own multiply is the culprit; after the bench's, the loss's input is where
     the error enters, after a call only the bench run makes."""
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
     monkeypatch.setenv("SCALES", scales)
-    for side in ("npu", "bench"):
-        assert dump_main(["run", str(script), side, "--dump-path", str(tmp_path / side), "--step", "2"]) == 0
+    _dump_both(tmp_path, SCRIPT, "--step", "2")
     (npu,), (bench,) = discover(tmp_path / "npu"), discover(tmp_path / "bench")
     (outcome,) = compare_dumps(npu.records, bench.records, jobs=1)
     d = outcome.diagnosis
@@ -84,11 +90,7 @@ def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1
     error entering outside the dumped calls at the first moment's ``lerp_``, since the steps before were
     looked at only when parameters differed; compared with step 0, that error became a note and took
     the ``lerp_``'s own different argument (1 - beta1) with it, leaving the second ``lerp_`` culprit."""
-    script = tmp_path / "train.py"
-    script.write_text(BETAS)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, BETAS, "--summary-only", "--step", "0", "1")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=1 if only_step1 else None, jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert d.suspects, d.verdict
@@ -125,11 +127,7 @@ def test_a_gradient_clipping_one_run_skips_is_named_at_step_1(tmp_path: Path) ->
     entry to step 1 while the first moment and the gradient the first ``lerp_`` takes both differ. The
     worst of the two, the moment, became the note that step 0 left it, and the gradient's error, new at
     step 1, was hidden: "8 entries fail, yet no call judged introduces an error beyond rounding"."""
-    script = tmp_path / "train.py"
-    script.write_text(UNCLIPPED)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, UNCLIPPED, "--summary-only", "--step", "0", "1")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], d.verdict
@@ -164,11 +162,7 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     by about as much: that was step 1's culprit, "parameters differ on entry to step 1", in a run without
     a fault. It is a note now; a parameter whose gradients agreed still is a suspect (the scenario
     param_over_updated_between_steps of bench/diagnosis.py)."""
-    script = tmp_path / "train.py"
-    script.write_text(AUTOCAST)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, AUTOCAST, "--step", "0", "1")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert not d.suspects, d.verdict
@@ -200,20 +194,7 @@ def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_pa
     """From statistics, a dropout mask that differs shows only while the dropout's inputs agree: at
     step 2 its inputs carry what steps 0 and 1 left, its output's max, min, mean and norm move about as
     much, and the linear after it, whose outputs the other mask moves far, was the culprit (×3.6)."""
-    script = tmp_path / "train.py"
-    script.write_text(DROPOUT)
-    for side in ("npu", "bench"):
-        args = [
-            "--dump-path",
-            str(tmp_path / side),
-            "--summary-only",
-            "--keep-dropout",
-            "--step",
-            "0",
-            "1",
-            "2",
-        ]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, DROPOUT, "--summary-only", "--keep-dropout", "--step", "0", "1", "2")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     culprits = {o.npu.step: o.diagnosis.suspects[0] for o in outcomes if o.diagnosis.suspects}
     assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
@@ -258,11 +239,7 @@ def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_
     """Batch norm's running mean and variance are no error that enters while it trains (it only updates
     them), but in eval mode they are what it normalises by: a running variance off by 20% left the
     validation pass at "1 entry fails, yet no call judged introduces an error beyond rounding"."""
-    script = tmp_path / "train.py"
-    script.write_text(RUNNING_VAR)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--summary-only", "--step", "0", "1"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, RUNNING_VAR, "--summary-only", "--step", "0", "1")
     for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
         d = o.diagnosis
         assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Functional_batch_norm_1_forward", ENTERS)], (
@@ -297,11 +274,7 @@ def test_a_learning_rate_that_still_differs_at_step_1_is_named(tmp_path: Path) -
     update's output differs from equal inputs; at step 1 its inputs already differ (step 0 left them
     so) and it is blamed for nothing: step 1 said "No operator introduces an error beyond rounding",
     with the learning rate still 0.1 against 0.05."""
-    script = tmp_path / "train.py"
-    script.write_text(WARM_UP)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, WARM_UP, "--step", "0", "1")
     d = next(
         o.diagnosis for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1) if o.npu.step == 1
     )
@@ -333,11 +306,7 @@ def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: P
     """A foreach Adam whose eps differs makes the parameters differ on entry to every step; at step 2
     the gradients of step 1 differ too (the parameters did): that is no rounding the update carried,
     since step 1 named its parameters, and step 2 still names them."""
-    script = tmp_path / "train.py"
-    script.write_text(FOREACH_EPS)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, FOREACH_EPS, "--step", "0", "1", "2")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     kinds = {o.npu.step: [s.kind for s in o.diagnosis.suspects[:1]] for o in outcomes}
     assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [o.diagnosis.verdict for o in outcomes]
@@ -365,11 +334,7 @@ def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(tmp_path: Pa
     1e-4 apart: it named nothing, and its gradients differed (by what those parameters did), so step 2's
     parameters passed for that step's rounding carried by the update, an all-clear. They count so only
     where the step before's parameters agreed, or carried rounding themselves."""
-    script = tmp_path / "train.py"
-    script.write_text(ADAMW)
-    for side in ("npu", "bench"):
-        args = ["--dump-path", str(tmp_path / side), "--step", "0", "1", "2"]
-        assert dump_main(["run", str(script), side, *args]) == 0
+    _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2")
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
     d = outcome.diagnosis
     assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict
