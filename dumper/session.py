@@ -181,14 +181,6 @@ class DumpSession:
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
-        if self.disable_dropout:
-            self._once(
-                "dropout",
-                logging.INFO,
-                "dumper: dropout runs with p=0 while dumping so that two "
-                "runs compare (ptdbg-dump run --keep-dropout, or configure_hook(disable_dropout=False), "
-                "keeps it)",
-            )
         patching.install(catalog.targets())
         self._modules.install()
         self._thread = threading.get_ident()
@@ -512,8 +504,14 @@ class DumpSession:
             TLS.inside = inside
 
     def dropout_forced(self, target: catalog.ApiTarget) -> None:
+        """Said once per dropout API the script calls (said at every start, it read as if a model without
+        dropout had some)."""
         self._once(
-            f"dropout:{target.api}", logging.INFO, "dumper: %s ran with p=0 (disable_dropout)", target.api
+            f"dropout:{target.api}",
+            logging.INFO,
+            "dumper: %s runs with p=0 while dumping, so that two runs compare (ptdbg-dump run "
+            "--keep-dropout, or configure_hook(disable_dropout=False), keeps it)",
+            target.api,
         )
 
     def _once(self, key: str, level: int, msg: str, *args: Any) -> None:

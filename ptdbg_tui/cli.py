@@ -221,11 +221,13 @@ def repro_parser() -> argparse.ArgumentParser:
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
-        # every usage message (a bare ptdbg-tui too) names the three commands, the demo among them
+        # every usage message (a bare ptdbg-tui too) names the commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
         "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
         "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
         "(the next dump's config)\n"
+        "       ptdbg-tui replay NPU_DIR BENCH_DIR [-o OUT_DIR]  (re-run suspects in float64; needs torch)\n"
+        "       ptdbg-tui repro NPU_DUMP CALL -o DIR  (a call's standalone repro for the kernel team)\n"
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "

@@ -90,3 +90,5 @@ def test_a_bare_ptdbg_tui_names_the_demo(capsys):
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "NPU_DIR, BENCH_DIR" in err
     assert "ptdbg-tui demo" in err and "ptdbg-tui compare" in err, "the other commands, the demo first of all"
+    # replay and repro too (only the epilog of -h named them)
+    assert "ptdbg-tui replay NPU_DIR BENCH_DIR" in err and "ptdbg-tui repro NPU_DUMP CALL -o DIR" in err

@@ -140,9 +140,14 @@ def test_dropout_forced_off_by_default_and_logged(tmp_path: Path, caplog) -> Non
         y, recs = _dump(tmp_path / "a", lambda: drop(x))
     # it ran with p=0; the record keeps the p the script asked for
     assert torch.equal(y, x) and recs["Functional_dropout_0_forward_input.1"].stats[0] == 0.5
-    assert any("p=0" in m for m in caplog.messages)
+    assert any("Functional_dropout runs with p=0 while dumping" in m for m in caplog.messages)
     y, _ = _dump(tmp_path / "b", lambda: drop(x), disable_dropout=False)
     assert (y == 0).any()
+    # a model without dropout is told nothing of it (it was, at every start)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dumper"):
+        _dump(tmp_path / "c", lambda: x * 2)
+    assert not any("p=0" in m for m in caplog.messages), caplog.messages
 
 
 def test_scripts_that_ask_for_different_dropout_are_told_so_though_neither_drops(tmp_path: Path) -> None:
