@@ -303,7 +303,7 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
         texts = [
-            f"{entries_fail(failing)} (n: next failure)",
+            f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
             (f"{inherited}; " if inherited else "")
             + f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
         ]

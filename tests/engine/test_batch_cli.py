@@ -267,7 +267,8 @@ def test_failing_entries_without_a_suspect_are_said_as_in_the_app(tmp_path, caps
 def test_an_entry_that_could_not_be_compared_is_not_said_to_inherit_an_error(tmp_path, capsys):
     """A dump cut short (its script killed, an npy missing) and nothing else wrong: the row could not
     be compared, and the report says that rather than 'its call's inputs already carry the error'
-    with inputs and outputs at 0; one entry 'fails', not '1 entries fail'."""
+    with inputs and outputs at 0; and '1 entry could not be compared' as the header's '1 errors' (it
+    read '1 entry fails' beside '0 failed')."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 8)).astype(np.float32)
     roots = tmp_path / "npu", tmp_path / "bench"
@@ -281,7 +282,7 @@ def test_an_entry_that_could_not_be_compared_is_not_said_to_inherit_an_error(tmp
     missing.unlink()
     code, out, _ = _run(capsys, *roots, "-o", tmp_path / "out", "--jobs", "1")
     assert code == 0 and "1 errors" in out, out
-    assert "  1 entry fails, yet no call judged" in out, out
+    assert "  1 entry could not be compared, yet no call judged" in out, out  # as its count of errors
     assert (
         "the first failing row is Torch_mul_1_forward_output.0 — it could not be compared (Dump file: "
         "Torch_mul_1_forward_output.0.npy not found.)"

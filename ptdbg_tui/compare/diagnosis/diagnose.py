@@ -617,6 +617,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     diagnosis = Diagnosis(
         compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
         failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
+        errors=sum(1 for r in rows if r.status is Status.ERROR),
     )
     walk = _Walk(step)
     for key in calls.calls:

@@ -217,6 +217,7 @@ class Diagnosis:
     judged: int = 0  # calls judged
     original: str | None = None  # the row the original's advisor names (its first "No" row)
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
+    errors: int = 0  # of them, those that could not be compared
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
     #: what other steps or ranks say of this one, and checks that could not be done
@@ -261,8 +262,8 @@ class Diagnosis:
             if self.failing:
                 why = f": {self.unexplained}" if self.unexplained else "."
                 return (
-                    f"{entries_fail(self.failing)}, yet no call judged introduces an error beyond "
-                    f"rounding ({self.judged:,} calls judged){why}"
+                    f"{entries_fail(self.failing, self.errors)}, yet no call judged introduces an error "
+                    f"beyond rounding ({self.judged:,} calls judged){why}"
                 )
             return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
         more = len(self.suspects) - 1
@@ -270,9 +271,19 @@ class Diagnosis:
         return f"Culprit: {self.suspects[0].text}{tail}"
 
 
-def entries_fail(count: int) -> str:
-    """``1 entry fails`` / ``3 entries fail``."""
-    return f"{count:,} entry fails" if count == 1 else f"{count:,} entries fail"
+def entries_fail(count: int, errors: int = 0) -> str:
+    """``1 entry fails`` / ``3 entries fail``; of them ``errors`` could not be compared (a missing npy),
+    said so, as the header's count of errors says it."""
+
+    def entries(n: int) -> str:
+        return f"{n:,} entry" if n == 1 else f"{n:,} entries"
+
+    fails = count - errors
+    if not errors:
+        return f"{entries(count)} fail" + ("s" if count == 1 else "")
+    if not fails:
+        return f"{entries(errors)} could not be compared"
+    return f"{entries(fails)} fail{'s' if fails == 1 else ''} and {errors:,} could not be compared"
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))
