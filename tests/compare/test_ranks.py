@@ -186,7 +186,11 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     assert keywords_differ(npu, bench) == f"op: {words}"
     assert keywords_differ(bench, bench) == ""
     positional = [replace(spec, args=[t, o], kwargs={}) for spec, o in ((npu, op["MAX"]), (bench, op["SUM"]))]
-    assert keywords_differ(*positional) == f"argument 1: {words}"
+    assert keywords_differ(*positional) == f"op: {words}"
+    # the bench run passes no op: SUM, all_reduce's default (a keyword one side leaves out was not compared)
+    assert keywords_differ(npu, replace(bench, kwargs={})) == f"op: {words}"
+    assert keywords_differ(positional[0], replace(bench, kwargs={})) == f"op: {words}"
+    assert keywords_differ(replace(npu, kwargs={"op": op["SUM"]}), replace(bench, kwargs={})) == ""
 
     # every dumped rank's all_reduce result is off its bench run's; rank 2 called it with another op
     run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=1), jobs=1)

@@ -28,19 +28,43 @@ from ptdbg_tui.formats.naming import FORWARD
 _NOT_COMPARED = (TensorArg, Device, Opaque)
 
 
+#: A reducing collective's position of ``op`` (``torch.distributed.all_reduce(tensor, op=SUM, …)``):
+#: the one keyword whose default is known, so that a side that leaves it out is compared too.
+_OP_AT = {"all_reduce": 1, "reduce": 2, "reduce_scatter": 2, "reduce_scatter_tensor": 2}
+_SUM = "torch.distributed.ReduceOp.SUM"
+
+
+def _reduction(spec: CallSpec) -> str | None:
+    """A reducing collective's ``op`` by name, by keyword, position or its default (SUM); None for any
+    other call."""
+    space, _, fn = spec.fn.rpartition(".")
+    at = _OP_AT.get(fn) if space == "torch.distributed" else None
+    if at is None:
+        return None
+    op = spec.kwargs.get("op", spec.args[at] if len(spec.args) > at else None)
+    return op.name if isinstance(op, TorchConst) else _SUM if op is None else None
+
+
 def keywords_differ(npu: CallSpec, bench: CallSpec) -> str:
     """The keyword arguments both sides pass, differently ("approximate: 'tanh' against 'none'"), in
     words; empty when they agree (a keyword one side leaves out is not compared: its default may be
-    the other's value). Also the named torch constants passed by position (a collective's
-    ``ReduceOp``), which the pkl does not record (it compares numbers, and tensors, itself)."""
+    the other's value). Also the named torch constants passed by position, which the pkl does not
+    record (it compares numbers, and tensors, itself), and a reducing collective's ``op`` however it
+    is passed, its default SUM included (one rank passing ``op=MAX`` where its bench run passes none)."""
     out = []
+    ops = _reduction(npu), _reduction(bench)
+    if None not in ops and ops[0] != ops[1]:
+        out.append(f"op: {ops[0]} against {ops[1]}")
+    at = _OP_AT.get(npu.fn.rpartition(".")[2]) if None not in ops else None
     for key, a in npu.kwargs.items():
-        if key not in bench.kwargs:
+        if key not in bench.kwargs or (at is not None and key == "op"):
             continue
         b = bench.kwargs[key]
         if _compared(a) and _compared(b) and (type(a) is not type(b) or values_differ(a, b)):
             out.append(f"{key}: {_shown(a)} against {_shown(b)}")
     for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False)):
+        if i == at:
+            continue
         if isinstance(a, TorchConst) and isinstance(b, TorchConst) and a.name != b.name:
             out.append(f"argument {i}: {a.name} against {b.name}")
     return ", ".join(out)
