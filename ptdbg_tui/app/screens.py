@@ -176,9 +176,13 @@ class NarrowScreen(PathDialog["str | None"]):
 
 
 class TextScreen(ModalScreen[None]):
-    """Lines to read and copy (the commands a narrowing prints)."""
+    """Lines to read and copy (the commands a narrowing prints). ``y`` copies them whole: a terminal's
+    own selection picks up the line breaks where a narrow screen wraps a long command."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,enter", "dismiss", "Close"),
+        Binding("y", "copy", "Copy"),
+    ]
     DEFAULT_CSS = """
     TextScreen { align: center middle; }
     TextScreen > VerticalScroll { width: 100%; max-width: 140; height: auto; max-height: 100%;
@@ -191,10 +195,20 @@ class TextScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with HelpScroll():
-            yield Static("\n".join(self.lines), markup=False, id="text-lines")
+            yield Static(
+                "\n".join([*self.lines, "", "y: copy these lines · Esc: close"]),
+                markup=False,
+                id="text-lines",
+            )
 
     def on_mount(self) -> None:
         self.query_one(HelpScroll).focus()
+
+    def action_copy(self) -> None:
+        self.app.copy_to_clipboard("\n".join(self.lines) + "\n")
+        self.notify(
+            f"Copied {len(self.lines)} lines to the clipboard (through the terminal, where it allows it)"
+        )
 
 
 class ReproScreen(PathDialog["str | None"]):

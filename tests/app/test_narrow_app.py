@@ -46,6 +46,9 @@ async def test_t_on_a_module_writes_its_config_and_the_tensor_dump_replaces_the_
         config = tmp_path / "narrow_track.lstm.json"
         assert read_options(config).module == ["track.lstm"] and read_options(config).step == [0]
         assert app.engine.awaited == (Path("narrow_track.lstm/npu"), Path("narrow_track.lstm/bench"))
+        await pilot.press("y")  # the commands whole, without the breaks a narrow screen wraps them at
+        assert "--dump-path narrow_track.lstm/npu --config" in app.clipboard
+        assert app.clipboard.splitlines() == app.screen.lines
         await pilot.press("escape")
         stale = set(app.model.infos)
 
