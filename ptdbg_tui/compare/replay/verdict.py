@@ -29,8 +29,9 @@ BIAS_MIN_ELEMENTS = 64
 BIAS_FLOOR = 1 / 32
 #: A mean error is told from chance only this many of its standard errors away from 0: a replay judges
 #: hundreds of results, and errors that share an input (one rounded weight in many sums) lean together
-#: (a conv's weight gradient under bf16 autocast leaned 3.4 standard errors, and was called wrong).
-LEAN_SIGMAS = 5.0
+#: (a conv's weight gradient under bf16 autocast, no fault, leaned 4.6 standard errors and was called
+#: wrong; bench/replay.py's one-sided kernels are still confirmed at 8).
+LEAN_SIGMAS = 8.0
 #: What torch's own CPU kernel in the recorded dtypes does is honest: the side may do this many times
 #: worse (error or lean) before it is wrong.
 HONEST_MARGIN = 2 * MARGIN
