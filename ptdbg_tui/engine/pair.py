@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -409,24 +409,21 @@ class PairState:
         if not self.clock.due(now, final):
             return
         self.clock.dirty = False
-        self.clock.dumps = diagnose(model_rows(self.rows), self.info.npu.step)
-        self._keywords(self.clock.dumps, final)
+        modelled = model_rows(self.rows)
+        self.clock.dumps = diagnose(modelled, self.info.npu.step)
+        self._keywords(self.clock.dumps, modelled, final)
         self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()
         self.clock.cost = self.clock.at - now
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
 
-    def _keywords(self, diagnosis: Diagnosis, final: bool) -> None:
-        """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel)."""
+    def _keywords(self, diagnosis: Diagnosis, rows: Sequence[Row], final: bool) -> None:
+        """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel, or
+        where the runs differ and nothing blames one: ``rows``, the pair's model rows)."""
         if self.bench is None:
             return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
-        with_keywords(
-            diagnosis,
-            lambda: _call_specs(npu, final),
-            lambda: _call_specs(bench, final),
-            model_rows(self.rows),
-        )
+        with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final), rows)
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:
