@@ -95,41 +95,43 @@ def with_keywords(
     sidecar that cannot be read (OSError) leaves the two dumps' verdict and says so in a note: the
     user must know the check was not done."""
     kernels = [i for i, s in enumerate(diagnosis.suspects) if s.kind not in NOT_A_KERNEL]
-    if not kernels:
-        if rows and (diagnosis.suspects or diagnosis.failing):
-            _unblamed(diagnosis, npu, bench, rows)
+    unblamed = not kernels and bool(rows) and bool(diagnosis.suspects or diagnosis.failing)
+    if not kernels and not unblamed:
         return
     try:
-        npu_specs, bench_specs = npu(), bench()
+        specs = npu(), bench()
     except OSError as e:
         diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
+        return
+    if unblamed:
+        _unblamed(diagnosis, specs, rows)
         return
     changed = False
     for i in kernels:
         s = diagnosis.suspects[i]
-        n = npu_specs.get(call_key(s.call))
-        b = bench_specs.get(call_key(side_call(s.rows, "bench", s.call)))
-        if n is not None and b is not None and (differs := keywords_differ(n, b)):
+        if differs := _differs(specs, s.rows, s.call):
             diagnosis.suspects[i] = _arguments(s, differs)
             changed = True
     if changed:
         diagnosis.suspects.sort(key=suspect_order)
 
 
-def _unblamed(
-    diagnosis: Diagnosis,
-    npu: Callable[[], Mapping[str, CallSpec]],
-    bench: Callable[[], Mapping[str, CallSpec]],
-    rows: Sequence[Row],
-) -> None:
+#: Each side's sidecar specs by call key.
+Specs = tuple[Mapping[str, CallSpec], Mapping[str, CallSpec]]
+
+
+def _differs(specs: Specs, rows: Sequence[Row], call: str) -> str:
+    """:func:`keywords_differ` of a call (``rows``: its rows, which name the bench's call), empty where a
+    side's sidecar has no line for it."""
+    n = specs[0].get(call_key(call))
+    b = specs[1].get(call_key(side_call(rows, "bench", call)))
+    return keywords_differ(n, b) if n is not None and b is not None else ""
+
+
+def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
     """Where nothing blames a kernel, every paired call the runs pass different keyword arguments is
     that finding (a suspect in execution order)."""
-    try:
-        npu_specs, bench_specs = npu(), bench()
-    except OSError as e:
-        diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
-        return
-    if not npu_specs or not bench_specs:
+    if not specs[0] or not specs[1]:
         return
     named = {s.call for s in diagnosis.suspects}
     step = next((s.step for s in diagnosis.suspects), None)
@@ -138,11 +140,9 @@ def _unblamed(
         entry = paired[0].record.entry if paired else None
         if entry is None or entry.direction != FORWARD or call in named:  # a backward shares its keywords
             continue
-        n = npu_specs.get(call_key(call))
-        b = bench_specs.get(call_key(side_call(members, "bench", call)))
-        if n is None or b is None or not (differs := keywords_differ(n, b)):
+        if not (differs := _differs(specs, members, call)):
             continue
-        judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, paired[-1].name)
+        judgement = _arguments_judgement(paired[-1].name)
         stack = next((r.stack for r in members if r.stack is not None), None)
         seq = min(r.seq for r in members)
         diagnosis.suspects.append(
@@ -163,6 +163,11 @@ def _unblamed(
     diagnosis.suspects.sort(key=suspect_order)
 
 
+def _arguments_judgement(output: str) -> Judgement:
+    """The judgement of a different-arguments finding: no error measure says it, so it ranks first."""
+    return Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, output)
+
+
 def _arguments(s: Suspect, differs: str) -> Suspect:
-    judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, s.judgement.output)
+    judgement = _arguments_judgement(s.judgement.output)
     return replace(s, kind=ARGUMENTS, score=math.inf, evidence=differs, judgement=judgement)
