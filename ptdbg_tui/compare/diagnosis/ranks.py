@@ -107,15 +107,13 @@ class CrossRank:
         v = self.shows_first
         if v is not None:
             call = v.suspect.call if v.suspect else "?"
+            where, why = f"in {call} on {v.name}", " (the collective itself, or a rank not dumped)"
             if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
-                return (
-                    f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
-                    f"shows before {call} on {v.name}, outside the dumped calls (a collective no hook saw, "
-                    f"code not dumped, or a rank not dumped)"
-                )
+                where = f"before {call} on {v.name}, outside the dumped calls"
+                why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
             return (
                 f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
-                f"shows in {call} on {v.name} (the collective itself, or a rank not dumped)"
+                f"shows {where}{why}"
             )
         return "first divergent rank: none (no rank has a suspect)"
 

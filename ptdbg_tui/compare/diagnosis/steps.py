@@ -298,14 +298,13 @@ def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
-    how = ""
-    if from_statistics:
-        how = ", from its statistics" if template == _CARRIED else ", from its statistics,"
+    how = ", from its statistics" if from_statistics else ""
+    aside = f"{how}," if how else ""  # set off within the sentence
     # error entering outside the dumped calls is no culprit: the call after it only shows it
     source = (
-        f"where{how} the error enters before {call}, outside the dumped calls"
+        f"where{aside} the error enters before {call}, outside the dumped calls"
         if enters
-        else f"whose culprit{how} is {call}"
+        else f"whose culprit{aside} is {call}"
     )
     note = template.format(step=view.step, origin=step, how=how, source=source, **words)
     if note not in d.notes:
