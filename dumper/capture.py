@@ -213,9 +213,7 @@ class CallCapture:
             self._pending.setdefault(t.device, []).append((value, kind, t.is_floating_point()))
             self._pieces.setdefault(t.device, []).append(_reductions(t, kind))
         if self.copy_npy or self.checksums:
-            value.array = host_copy(t, raw=self.checksums)
-            if t.device.type == "cuda":
-                self._async.add(t.device)
+            value.array = self._host_copy(t, raw=self.checksums)
         self.values.append(value)
         if self.seen is not None:
             self._remember.append((user_tensor, value))
@@ -228,14 +226,16 @@ class CallCapture:
         if not self.copy_npy or not recordable_tensor(user_tensor):
             return
         seen = self.seen.get(user_tensor) if self.seen is not None else None
-        if seen is not None and seen.array is not None:
-            array = seen.array
-        else:
-            t = user_tensor.detach()
-            array = host_copy(t)
-            if t.device.type == "cuda":
-                self._async.add(t.device)
+        array = seen.array if seen is not None else None
+        if array is None:
+            array = self._host_copy(user_tensor.detach())
         self.values.append(Value(name, str(user_tensor.dtype), list(user_tensor.shape), [], array, True))
+
+    def _host_copy(self, t: torch.Tensor, raw: bool = False) -> np.ndarray | torch.Tensor:
+        """``t``'s host copy, taken now; on CUDA queued on the stream, which the writer waits for."""
+        if t.device.type == "cuda":
+            self._async.add(t.device)
+        return host_copy(t, raw=raw)
 
     def finish(self) -> tuple[list[Value], InFlight | None]:
         """Bring every pending reduction to the host (one transfer per device) and fill the stats;
