@@ -286,6 +286,7 @@ def summary_text(o: PairOutcome) -> str:
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.report.csv_msprobe import MD5, mode_of
     from ptdbg_tui.compare.report.suspects import suspects_path
+    from ptdbg_tui.engine.replay import repro_folder
 
     c = o.counts()
     mode = "checksums" if mode_of(o.rows, o.summary) == MD5 else "statistics only" if o.summary else "tensors"
@@ -318,7 +319,7 @@ def summary_text(o: PairOutcome) -> str:
     culprit = o.diagnosis.culprit
     if culprit is not None and culprit.confirmed and o.csv is not None:
         # the handoff: the command that writes the confirmed kernel's standalone repro beside the CSV
-        folder = o.csv.parent / f"repro_{o.npu.label.replace('/', '_')}_{culprit.call.replace('/', '_')}"
+        folder = o.csv.parent / repro_folder(culprit.call, o.npu.label)
         lines.append(
             f"  repro: ptdbg-tui repro {shlex.quote(str(o.npu.records))} {shlex.quote(culprit.call)} "
             f"-o {shlex.quote(str(folder))}"

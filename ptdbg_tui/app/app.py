@@ -486,6 +486,7 @@ class PtdbgApp(App[None]):
         if selected is None:
             return
         from ptdbg_tui.app.screens import ReproScreen
+        from ptdbg_tui.engine.replay import repro_folder
 
         pair, call = selected
 
@@ -494,10 +495,9 @@ class PtdbgApp(App[None]):
                 self.engine.repro(pair, call, folder)
                 self.notify(f"Writing the repro of {call} to {folder}…", timeout=3, markup=False)
 
-        folder = f"./repro_{call}"
         info = self.model.infos.get(pair)
-        if len(self.model.root.children) > 1 and info is not None:  # one call name in several pairs
-            folder = f"./repro_{info.label.replace('/', '_')}_{call}"
+        several = len(self.model.root.children) > 1 and info is not None  # one call name in several pairs
+        folder = "./" + repro_folder(call, info.label if several and info is not None else None)
         self.push_screen(ReproScreen(call, folder), chosen)
 
     def action_match(self, mode: str | None = None) -> None:

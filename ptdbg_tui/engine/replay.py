@@ -281,6 +281,13 @@ class ReproInputError(Exception):
     """The dump or the call cannot be used for a repro (the message says why)."""
 
 
+def repro_folder(call: str, pair: str | None = None) -> str:
+    """The folder name a call's repro is proposed in: ``repro_<call>``, with its pair's label where one
+    call name may be in several pairs (``repro_step2_rank0_<call>``)."""
+    where = f"{pair.replace('/', '_')}_" if pair else ""
+    return f"repro_{where}{call.replace('/', '_')}"
+
+
 def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
     """Where a call of ``dump`` came from, in words for the repro's docstring."""
     from ptdbg_tui.compare.replay.repro import Origin
