@@ -328,9 +328,14 @@ class _ArgDecoder:
         return [self(v, depth + 1) for v in value]
 
 
+def _file_name(value: Any) -> bool:
+    """Whether a sidecar's name of a file (an entry's, a data file's) stays inside the dump folder."""
+    return isinstance(value, str) and safe_name(value) and not holds_lone_surrogate(value)
+
+
 def _tensor(dec: _ArgDecoder, entry: Any, arg: dict[str, Any], depth: int) -> TensorArg:
     if entry is not None:
-        if not isinstance(entry, str) or not safe_name(entry) or holds_lone_surrogate(entry):
+        if not _file_name(entry):
             raise _Bad("a tensor's entry name must be a file name inside the dump folder")
         return TensorArg(entry)
     dtype, shape, data = arg.get("dtype"), arg.get("shape"), arg.get("data")
@@ -338,12 +343,7 @@ def _tensor(dec: _ArgDecoder, entry: Any, arg: dict[str, Any], depth: int) -> Te
         raise _Bad("a tensor's dtype must be a string")
     dims = None if shape is None else _int_list(shape, "a tensor's shape", True)
     if data is not None:
-        if (
-            not isinstance(data, str)
-            or not data.endswith(".npy")
-            or not safe_name(data)
-            or holds_lone_surrogate(data)
-        ):
+        if not _file_name(data) or not data.endswith(".npy"):
             raise _Bad("a tensor's data must be the name of an .npy file inside the dump folder")
         if dtype is None or dims is None:
             raise _Bad("a tensor with data must give its dtype and shape")
