@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ptdbg_tui import cli
 from ptdbg_tui.compare.replay.run import Refused, resolve
-from ptdbg_tui.compare.replay.verdict import CONFIRMED, REFUTED
+from ptdbg_tui.compare.replay.verdict import CONFIRMED, NOT_REPLAYED, REFUTED
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay import Replayer, replay_outcomes
 
@@ -308,6 +308,22 @@ def test_a_faulty_call_whose_tensor_came_by_keyword_is_confirmed_by_replay(tmp_p
     assert got[call].outcome == CONFIRMED, got[call].text
     d = outcomes[0].diagnosis
     assert d.culprit is not None and d.culprit.call == call and d.culprit.confirmed, d.verdict
+
+
+def test_a_keyword_tensor_whose_data_file_is_lost_makes_its_call_not_replayable_and_says_why(
+    tmp_path, worker
+):
+    """A bad input: the sidecar names a keyword tensor's data file that is gone (a dump copied in part).
+    That call says why it cannot be replayed; no crash, and the other calls are replayed still."""
+    npu = _keyword_tensor_dump(tmp_path / "npu", "layer_norm", 1.03)
+    bench = _keyword_tensor_dump(tmp_path / "bench", "layer_norm", 1.0)
+    (lost,) = npu.rglob("Functional_layer_norm_0_forward_kwarg.weight.npy")
+    lost.unlink()
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    (got,) = replay_outcomes(outcomes, replayer=worker).values()
+    text = got["Functional_layer_norm_0_forward"].text
+    assert text.startswith("not replayable: ") and "kwarg.weight" in text and "cannot be read" in text, text
+    assert any(r.outcome != NOT_REPLAYED for r in got.values()), "the other calls are replayed"
 
 
 def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_redo_where_the_runs_differ(
