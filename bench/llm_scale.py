@@ -10,6 +10,9 @@ then measures, alternating fresh processes ``--repeats`` times:
 * ``ptdbg-tui compare`` of all 16 pairs, local (``--jobs 2``) and ``--cluster local:2`` (which
   starts its own cluster): wall time, statistics rows a second, peak RSS of its process tree, each
   against reading the same pkls and nothing else (a fresh process, our reader);
+* the floor of any compare of this dump on 2 cores (:func:`floor`: the command's imports, then every
+  pkl line decoded with orjson and each row's floats printed, in 2 processes, nothing compared), in
+  rows a second against the same pkl reading: the most the rows/s target can get here;
 * the app (``ptdbg-tui NPU BENCH`` headless): start to first paint, against an empty Textual app;
   start to the overview open with the 16 pairs listed (``o`` pressed as soon as the app knows them,
   the comparisons still running; the open overview follows them), to the first pair's verdict, to
@@ -98,6 +101,49 @@ def read_only(npu: Path, bench: Path) -> None:
 
     rows = sum(len(read_dump(d).tensors) for side in (npu, bench) for d in discover(side))
     print(rows)
+
+
+def floor(npu: Path, bench: Path, out: Path) -> None:
+    """The floor of any compare of this dump in this format on 2 cores: the compare command's imports,
+    then, in 2 forked processes, every pkl line of both sides decoded with orjson and, for each pair
+    of statistics lines taken by position, the 12 floats a CSV row prints (the 8 statistics and their
+    4 differences) printed with orjson and written out. No record, matching, verdict or diagnosis."""
+    import multiprocessing
+
+    import ptdbg_tui.cli  # the command's own imports, as `ptdbg-tui compare` pays them
+    import ptdbg_tui.engine.batch  # noqa: F401
+    from ptdbg_tui.formats.layout import discover
+
+    pairs = list(zip(discover(npu), discover(bench), strict=True))
+    out.mkdir(parents=True, exist_ok=True)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        rows = sum(pool.starmap(_floor_pairs, [(pairs[0::2], out / "0"), (pairs[1::2], out / "1")]))
+    print(rows)
+
+
+def _floor_pairs(pairs: list, out: Path) -> int:
+    import orjson
+
+    rows = 0
+    with open(out, "wb") as sink:
+        for a, b in pairs:
+            sides = [
+                [s for s in map(orjson.loads, d.records.read_bytes().splitlines()) if len(s) == 6]
+                for d in (a, b)
+            ]
+            for x, y in zip(*sides, strict=False):
+                n, m = x[5], y[5]
+                floats = [
+                    *n,
+                    *m,
+                    *(
+                        p - q if isinstance(p, float) and isinstance(q, float) else 0.0
+                        for p, q in zip(n, m, strict=False)
+                    ),
+                ]
+                sink.write(orjson.dumps(floats) + b"\n")
+                rows += 1
+    return rows
 
 
 async def _overview(npu: Path, bench: Path, pairs: int) -> None:
@@ -190,6 +236,8 @@ def main() -> int:
         what, npu, bench = args.child[0], Path(args.child[1]), Path(args.child[2])
         if what == "read":
             read_only(npu, bench)
+        elif what == "floor":
+            floor(npu, bench, Path(args.child[3]))
         elif what == "overview":
             asyncio.run(_overview(npu, bench, int(args.child[3])))
         else:
@@ -224,6 +272,7 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
     compare = ["-m", "ptdbg_tui", "compare", npu, bench, "-o", str(root / "out"), "--no-progress"]
     commands = {
         "read": _command(me, "--child", "read", npu, bench),
+        "floor": _command(me, "--child", "floor", npu, bench, str(root / "floor")),
         "local": _command(*compare, "--jobs", "2"),
         "cluster": _command(*compare, "--cluster", "local:2"),
         "blank": _command(me, "--child", "blank", npu, bench),
@@ -234,8 +283,17 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
     runs: dict[str, Timed] = dict(
         zip(commands, alternate([(c, None) for c in commands.values()], repeats), strict=True)
     )
-    read = runs["read"]
-    figures = []
+    read, bound = runs["read"], runs["floor"]
+    figures = [
+        Figure(
+            "floor (imports, orjson, 2 procs): rows/s",
+            "rows/s",
+            [rows / w for w in bound.walls],
+            [rows / w for w in read.walls],
+            "pkl reading",
+            f">= {TARGET_ROWS_S:,}?",
+        )
+    ]
     for key, label in (("local", "compare --jobs 2"), ("cluster", "compare --cluster local:2")):
         t = runs[key]
         figures += [
