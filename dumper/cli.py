@@ -199,10 +199,7 @@ def _say_stopped(opts: DumpOptions, raised: BaseException, debugger: PrecisionDe
             opts.dump_path,
         )
         return
-    made = debugger.session.step
-    when = (
-        f" in step {', '.join(map(str, opts.step))} (it made {made} optimizer step(s))" if opts.step else ""
-    )
+    when = _in_steps(opts, debugger.session.step)
     log.warning(
         "ptdbg-dump: nothing was dumped to %s: the script stopped on %s before any API call%s was recorded",
         opts.dump_path,
@@ -239,11 +236,17 @@ def _print_script_traceback(e: BaseException, script: str) -> None:
     sys.excepthook(type(e), e, e.__traceback__)
 
 
+def _in_steps(opts: DumpOptions, steps_made: int) -> str:
+    """Where the options kept only some steps, the steps kept and how many the script made: the
+    likely reason nothing was recorded."""
+    if not opts.step:
+        return ""
+    return f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
+
+
 def _say_nothing_dumped(opts: DumpOptions, steps_made: int) -> None:
     """A run that wrote nothing says why it may be, rather than leave an empty dump path."""
-    when = ""
-    if opts.step:
-        when = f" in step {', '.join(map(str, opts.step))} (the script made {steps_made} optimizer step(s))"
+    when = _in_steps(opts, steps_made)
     chosen = [f"module {' '.join(opts.module)}"] if opts.module else []
     if opts.mode in ("list", "range") and opts.scope:
         chosen.insert(0, f"mode {opts.mode} with scope {' '.join(opts.scope)}")

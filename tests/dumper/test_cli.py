@@ -135,10 +135,11 @@ def test_a_script_that_raises_before_any_call_says_so_not_that_spawning_hid_them
     script = tmp_path / "train.py"
     script.write_text('rows = open("data/x.csv").read()\n' + SCRIPT)
     monkeypatch.chdir(tmp_path)  # no data/ here
-    assert main(["run", str(script), "--dump-path", str(tmp_path / "d")]) == 1
+    assert main(["run", str(script), "--dump-path", str(tmp_path / "d"), "--step", "0"]) == 1
     assert f"nothing was dumped to {tmp_path / 'd'}: the script stopped on FileNotFoundError before any" in (
         caplog.text
     )
+    assert "call in step 0 (the script made 0 optimizer step(s)) was recorded" in caplog.text
     assert "spawn" not in caplog.text
 
 
