@@ -587,7 +587,7 @@ class PtdbgApp(App[None]):
 
     def _narrowing_at(self, node: Node | None) -> Narrowing | None:
         """The next dump's target at a tree node (an entry stands for its call); None, said, elsewhere."""
-        from ptdbg_tui.engine.narrow import multi_rank_job, narrowing_in
+        from ptdbg_tui.engine.narrow import narrowing_in
 
         if node is not None and node.is_leaf:
             node = node.parent
@@ -598,8 +598,7 @@ class PtdbgApp(App[None]):
                 timeout=4,
             )
             return None
-        dumps = (i.npu for i in self.model.infos.values())
-        multi_rank = multi_rank_job(dumps, (call for _, call in self.model.calls))
+        dumps, names = [i.npu for i in self.model.infos.values()], [c for _, c in self.model.calls]
         if node.kind == "module":
             if not node.key:
                 self.notify("That is the whole model: choose a module inside it.", timeout=4)
@@ -612,7 +611,8 @@ class PtdbgApp(App[None]):
                 f"the module chosen ({node.label})",
                 module=node.key,
                 stack=first.site,
-                multi_rank=multi_rank,
+                dumps=dumps,
+                names=names,
             )
         rows = self.model.call_rows(node)
         entry = next((r.npu.entry for r in rows if r.npu is not None and r.npu.entry is not None), None)
@@ -622,7 +622,7 @@ class PtdbgApp(App[None]):
         rank = self.model.suspect_rank(node)
         who = "the call chosen" if rank is None else "the culprit" if rank == 0 else f"suspect {rank + 1}"
         return narrowing_in(
-            info.npu, f"{who} ({entry.call})", call=entry, stack=node.site, multi_rank=multi_rank
+            info.npu, f"{who} ({entry.call})", call=entry, stack=node.site, dumps=dumps, names=names
         )
 
     @work(thread=True, exclusive=True, group="narrow", exit_on_error=False)

@@ -23,7 +23,7 @@ from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.files import reason
-from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.layout import RankDump, process_id_folder
 from ptdbg_tui.formats.modules import ModuleChain, within
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.narrowing import Narrowed, dumper_options, narrowed_to_call, tool_config
@@ -209,7 +209,8 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     else:
         target, why = _culprit_target(pair, culprit, chains)
     steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))
-    target = Narrowed(target.module, target.calls, steps, ranks)
+    dumps = [*outcomes.around.npu, *(o.npu for o in outcomes)]
+    target = Narrowed(target.module, target.calls, steps, None if process_id_folder(dumps) else ranks)
     stack = _target_stack(outcomes, target, chains) if call or module else culprit.stack if culprit else None
     names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
     return Narrowing(
@@ -217,7 +218,7 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
         pair.npu if pair is not None else outcomes[0].npu,
         why,
         script_of(stack),
-        multi_rank_job([*outcomes.around.npu, *(o.npu for o in outcomes)], names),
+        multi_rank_job(dumps, names),
         culprit is not None and culprit.kind == NONDETERMINISTIC and not (call or module),
     )
 
@@ -268,18 +269,21 @@ def narrowing_in(
     module: str = "",
     call: EntryName | None = None,
     stack: StackRecord | None = None,
-    multi_rank: bool = False,
+    dumps: Iterable[RankDump] = (),
+    names: Iterable[str] = (),
 ) -> Narrowing:
     """The next dump's target at one pair's step and rank: a module, or a call (the app's key);
-    ``multi_rank``: :func:`multi_rank_job` of the dumps compared."""
+    ``dumps``, ``names``: every NPU dump compared and its calls' names, which tell a job of several
+    ranks (:func:`multi_rank_job`) and a rank folder named by a process id."""
+    dumps = list(dumps)
     steps = (npu.step,) if npu.step is not None else None
-    ranks = (npu.rank,) if npu.rank is not None else None
+    ranks = (npu.rank,) if npu.rank is not None and not process_id_folder(dumps) else None
     target = (
         Narrowed(module=module, steps=steps, ranks=ranks)
         if module or call is None
         else narrowed_to_call(call, steps, ranks)
     )
-    return Narrowing(target, npu, why, script_of(stack), multi_rank)
+    return Narrowing(target, npu, why, script_of(stack), multi_rank_job(dumps, names))
 
 
 def default_config(target: Narrowed) -> str:
@@ -356,5 +360,6 @@ def multi_rank_job(dumps: Iterable[RankDump], names: Iterable[str]) -> bool:
     """Whether NPU dumps (and the names of their entries or calls) show a job of several ranks: more
     than one rank dumped, a rank above 0, or a collective recorded. Only such a job needs the
     torchrun and spawned-ranks forms of the commands; a single-process script is run as it is."""
-    ranks = {d.rank for d in dumps}
+    dumps = list(dumps)
+    ranks = set() if process_id_folder(dumps) else {d.rank for d in dumps}
     return len(ranks) > 1 or any(ranks - {None, 0}) or any(is_collective(name) for name in names)

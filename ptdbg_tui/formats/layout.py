@@ -38,6 +38,11 @@ _RANK_RE = re.compile(r"^rank(\d+)$")
 #: Rank folders without a rank number: msprobe's ``rank`` (not distributed) and ``proc<pid>`` (CPU).
 _RANKLESS_RE = re.compile(r"^(?:rank|proc\d+)$")
 _STEP_RE = re.compile(r"^step(\d+)$")
+#: The original names a CPU run's rank folder by its process id and keeps that name (``rank<pid>``,
+#: docs/formats.md): one side's only rank folder numbered from here up is taken for one. Below it a
+#: lone folder keeps its number (a device index, or the one rank of a job kept); a container's small
+#: process ids are not told apart.
+PID_FLOOR = 1024
 _TAG_RE = re.compile(r"^.+_v\d[\w.]*$")
 
 
@@ -230,6 +235,13 @@ EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's [stepN/]rankR|p
 def no_dump_message(root: str | os.PathLike[str], problems: list[str]) -> str:
     why = f"; {len(problems)} unreadable: {problems[0]}" if problems else ""
     return f"{root}: no dump found (expected {EXPECTED} below it){why}"
+
+
+def process_id_folder(dumps: Iterable[RankDump]) -> bool:
+    """Whether one side's dumps are the lone ``rank<pid>`` folder of the original's CPU run: their
+    number names no rank (not one to keep in the next dump's options, nor a job of several ranks)."""
+    ranks = {d.rank for d in dumps}
+    return len(ranks) == 1 and all(r is not None and r >= PID_FLOOR for r in ranks)
 
 
 def discover(path: str | os.PathLike[str]) -> list[RankDump]:

@@ -15,7 +15,7 @@ from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as tui_main
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.callpath import module_label
-from ptdbg_tui.engine.narrow import multi_rank_job
+from ptdbg_tui.engine.narrow import multi_rank_job, narrowing_in
 from ptdbg_tui.formats.dump_options import DumpOptions, read_options
 from ptdbg_tui.formats.layout import RankDump, discover
 from ptdbg_tui.formats.modules import ModuleFollower, sidecar_path
@@ -135,6 +135,26 @@ def test_a_job_of_several_ranks_is_told_by_its_ranks_or_its_collectives() -> Non
     assert multi_rank_job([rank, replace(rank, rank=1)], [])
     assert multi_rank_job([rank], ["Distributed_all_reduce_0_forward_input.0"])
     assert multi_rank_job([rank], ["Distributed.all_reduce.0.forward.input.0"])  # msprobe's names
+    pid = replace(rank, rank=10267)  # the original's CPU run: rank<pid>, one folder per step
+    assert not multi_rank_job([pid, replace(pid, step=1)], [])
+    assert multi_rank_job([pid, replace(pid, rank=10268)], [])
+    assert narrowing_in(pid, "why", module="net", dumps=[pid]).target.ranks is None
+    assert narrowing_in(
+        replace(rank, rank=3), "why", module="net", dumps=[replace(rank, rank=3)]
+    ).target.ranks == (3,)
+
+
+def test_a_cpu_dump_of_the_original_named_by_its_process_id_is_no_rank_to_keep(
+    tmp_path: Path, capsys
+) -> None:
+    """The original's CPU run never learns a rank and names its folder rank<pid>: a config kept
+    'rank: [10267]', which dumps nothing, and the commands offered torchrun for one process."""
+    mixed = Path(__file__).resolve().parents[1] / "fixtures" / "mixed"
+    assert [d.rank for d in discover(mixed / "npu")] == [10267]
+    assert tui_main(["narrow", str(mixed / "npu"), str(mixed / "bench"), "-o", str(tmp_path / "n.json")]) == 0
+    out = capsys.readouterr().out
+    assert "; step 0; every rank." in out and "torchrun" not in out
+    assert read_options(tmp_path / "n.json").rank is None
 
 
 def test_narrow_to_a_call_or_a_module_named(statistics, tmp_path: Path, capsys) -> None:
