@@ -144,8 +144,8 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
         # of failures or of rows compared ("compared 0/0"), while one side writes too; the sides
         # segment or the matching hint says why
         return [seg("nothing compared", 0, styles.get("warn", Style()))]
-    if _one_dump_twice(model):  # each row equals itself, which compares nothing of the NPU run
-        return [seg("one dump twice: nothing compared", 0, styles.get("warn", Style()))]
+    if _one_dump_twice(model):  # each row equals itself (the tree's ✔, the CLI's "passed"): no counts
+        return [seg("one dump twice: each row compared with itself", 0, styles.get("warn", Style()))]
     bad = Text()
     for status in (Status.FAIL, Status.ERROR):
         if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
