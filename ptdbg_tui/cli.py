@@ -498,6 +498,10 @@ def run_compare(args: argparse.Namespace) -> int:
         and (code := _replay(prog, args, outcomes, args.replay_budget, args.replay_top)[0]) != EXIT_OK
     ):
         return code
+    if not args.replay:
+        from ptdbg_tui.engine.replay import replay_note
+
+        outcomes.notes += replay_note(outcomes)
     if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
         return code
     try:

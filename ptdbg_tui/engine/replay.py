@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
@@ -54,6 +54,34 @@ ReplayProgress = Callable[[int, int], None]
 
 class ReplayUnavailable(Exception):
     """Replay cannot run here (the message says how to make it run)."""
+
+
+#: Pairs named in the note that offers ``--replay`` (:func:`replay_note`).
+NOTE_PAIRS = 3
+
+
+def replay_would_decide(o: PairOutcome) -> bool:
+    """Whether a pair's rows fail where its inputs already differ with no kernel named (nothing
+    judged beyond rounding, or parameters that differ on entry): two dumps cannot tell a kernel
+    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only."""
+    d = o.diagnosis
+    if o.summary or o.no_verdict or d.fault or d.replay:
+        return False
+    culprit = d.culprit
+    return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors
+
+
+def replay_note(outcomes: Sequence[PairOutcome]) -> list[str]:
+    """The note a compare without ``--replay`` ends with where a replay could still name a kernel."""
+    undecided = [o.npu.label for o in outcomes if replay_would_decide(o)]
+    if not undecided:
+        return []
+    more = f" and {len(undecided) - NOTE_PAIRS} more" if len(undecided) > NOTE_PAIRS else ""
+    return [
+        f"{', '.join(undecided[:NOTE_PAIRS])}{more}: rows fail where the inputs already differ, and no "
+        "kernel is named; --replay re-runs the suspects in float64 on each side's own recorded inputs, "
+        "which can prove one wrong (needs torch)"
+    ]
 
 
 def require_torch() -> None:

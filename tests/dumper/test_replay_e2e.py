@@ -341,3 +341,23 @@ def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_red
         "not replayable where the runs differ: Torch_stack_0_forward: the keyword argument tensors "
         "(a torch.float32 tensor of shape [16, 32]) was not recorded"
     ) in line, line
+
+
+def test_where_inputs_already_differ_the_compare_offers_replay_and_replay_names_the_kernel(tmp_path, capsys):
+    """A kernel wrong at every step: from step 1 its inputs differ, and two dumps cannot pin it
+    ('13 entries fail, yet no call judged …'). Nothing said that --replay can: the user was left
+    with a note on step 0."""
+    from divergence import SUITE
+
+    npu, bench = SUITE["linear_weight_grad_tail_tile"].dump(tmp_path, 0)
+    out = str(tmp_path / "out")
+    assert cli.main(["compare", str(npu), str(bench), "-o", out, "--jobs", "1"]) == 0
+    report = capsys.readouterr().out
+    (note,) = [s for s in report.splitlines() if "--replay" in s]
+    assert note.startswith("note: step1/rank0, step2/rank0: rows fail where the inputs already differ"), note
+    assert (
+        cli.main(["compare", str(npu), str(bench), "-o", out, "--jobs", "1", "--step", "1", "--replay"]) == 0
+    )
+    report = capsys.readouterr().out
+    assert "Culprit: Functional_linear_1_backward (backward): confirmed by replay" in report, report
+    assert "--replay re-runs" not in report
