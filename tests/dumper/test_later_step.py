@@ -168,6 +168,9 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     assert not d.suspects, d.verdict
     note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
     assert any(n.startswith(note) for n in d.notes), d.notes
+    # the scripts' precision choice, which the call sidecars record, is said where rows fail
+    autocast = "calls with autocast to torch.bfloat16 where the bench run has no autocast (the first "
+    assert any(autocast in n for n in d.notes), d.notes
 
 
 DROPOUT = textwrap.dedent("""

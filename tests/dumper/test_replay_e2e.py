@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ptdbg_tui import cli
 from ptdbg_tui.compare.replay.run import Refused, resolve
-from ptdbg_tui.compare.replay.verdict import CONFIRMED, NOT_REPLAYED, REFUTED
+from ptdbg_tui.compare.replay.verdict import CONFIRMED, HONEST_MARGIN, NOT_REPLAYED, REFUTED
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay import Replayer, replay_outcomes
 
@@ -361,3 +361,40 @@ def test_where_inputs_already_differ_the_compare_offers_replay_and_replay_names_
     report = capsys.readouterr().out
     assert "Culprit: Functional_linear_1_backward (backward): confirmed by replay" in report, report
     assert "--replay re-runs" not in report
+
+
+def _autocast_dump(path: Path, autocast: bool) -> Path:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Tanh(), torch.nn.Linear(256, 8))
+    x = torch.randn(128, 256)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", rank=0, step=[0], model=model)
+    debugger.configure_hook(mode="api_stack")
+    debugger.start()
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = model(x)
+        y.float().pow(2).mean().backward()
+    finally:
+        debugger.stop()
+        debugger.step()
+    return path
+
+
+def test_a_call_under_autocast_is_replayed_as_honest_within_the_rounding_autocast_gives_its_inputs(
+    tmp_path, worker
+):
+    """The NPU script runs its forward under bf16 autocast, the bench's not, no fault. A linear's
+    weight gradient is recorded in fp32, but autocast computed it from bf16 casts of its inputs, which
+    no float64 re-run makes: the replay allowed it fp32-sized rounding (0.0034 where bf16 autocast
+    itself errs by 0.0017), one lean away from calling an honest kernel wrong. Its honest kernel now
+    runs under the autocast the call sidecar records."""
+    npu, bench = _autocast_dump(tmp_path / "npu", True), _autocast_dump(tmp_path / "bench", False)
+    outcomes = compare_dumps(npu, bench, jobs=1)
+    call = "Functional_linear_1_backward"
+    (got,) = replay_outcomes(outcomes, replayer=worker, calls=[call]).values()
+    verdict = got[call].npu
+    assert got[call].outcome == REFUTED and not isinstance(verdict, str), got[call].text
+    # the NPU side IS torch's CPU kernel under bf16 autocast: its error is the honest one, within which
+    # the side may err HONEST_MARGIN times (it was allowed 2x, the sensitivity to its bf16 input alone)
+    assert verdict.error > 1e-4, "bf16-sized"
+    assert verdict.allowed >= 0.9 * HONEST_MARGIN * verdict.error, verdict

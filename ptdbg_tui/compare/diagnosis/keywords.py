@@ -135,12 +135,15 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         return
     named = {s.call for s in diagnosis.suspects}
     step = next((s.step for s in diagnosis.suspects), None)
+    autocast: dict[tuple[str, str], list[str]] = {}  # (NPU's, bench's) autocast: the calls
     for call, members in rows_by_call(rows).items():
         paired = [r for r in members if r.npu is not None and r.bench is not None]
         entry = paired[0].record.entry if paired else None
-        if entry is None or entry.direction != FORWARD or call in named:  # a backward shares its keywords
+        if entry is None or entry.direction != FORWARD:  # a backward shares its keywords and state
             continue
-        if not (differs := _differs(specs, members, call)):
+        if (ours := _autocasts(specs, members, call)) is not None:
+            autocast.setdefault(ours, []).append(call)
+        if call in named or not (differs := _differs(specs, members, call)):
             continue
         judgement = _arguments_judgement(paired[-1].name)
         stack = next((r.stack for r in members if r.stack is not None), None)
@@ -161,6 +164,25 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
             )
         )
     diagnosis.suspects.sort(key=suspect_order)
+    diagnosis.notes += [
+        f"the NPU run makes {len(calls)} call{'s' if len(calls) > 1 else ''} with {n} where the bench "
+        f"run has {b} (the first {calls[0]}): a precision the scripts chose, judged by its rounding"
+        for (n, b), calls in autocast.items()
+    ]
+
+
+def _autocasts(specs: Specs, rows: Sequence[Row], call: str) -> tuple[str, str] | None:
+    """The autocast each side calls ``call`` under, in words, where they differ (the sidecar records
+    it; a device type differs by design); None where they agree or a side has no line for it."""
+    n = specs[0].get(call_key(call))
+    b = specs[1].get(call_key(side_call(rows, "bench", call)))
+    if n is None or b is None:
+        return None
+    shown = [
+        f"autocast to {a.dtype}" if a is not None else "no autocast"
+        for a in (n.state.autocast, b.state.autocast)
+    ]
+    return (shown[0], shown[1]) if shown[0] != shown[1] else None
 
 
 def _arguments_judgement(output: str) -> Judgement:

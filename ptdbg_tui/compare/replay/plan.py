@@ -78,6 +78,7 @@ class Plan:
     complete: bool = True  # every argument is known (keyword ones too)
     transposed: set[tuple[Any, ...]] = field(default_factory=set)  # results recorded transposed
     from_source: tuple[str, ...] = ()  # keyword arguments read from the call's source line
+    autocast: str | None = None  # the dtype the call ran under torch.autocast to (its sidecar), if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,8 +376,17 @@ def build_plan(
         kwargs.update((k, Value("plain", v)) for k, v in read.items())
     if (inplace is not None or read.get("inplace") is True) and inputs_after_call and spec is None:
         return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
+    autocast = spec.state.autocast if spec is not None else None
     plan = Plan(
-        call, entry.direction, fn, args, kwargs, inplace=inplace, complete=complete, from_source=tuple(read)
+        call,
+        entry.direction,
+        fn,
+        args,
+        kwargs,
+        inplace=inplace,
+        complete=complete,
+        from_source=tuple(read),
+        autocast=autocast.dtype if autocast is not None else None,
     )
     done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
     if isinstance(done, Plan) and not done.results:

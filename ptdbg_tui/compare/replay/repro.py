@@ -240,6 +240,12 @@ def script_text(
         if plan.direction == "backward"
         else ""
     )
+    autocast = (
+        f"\nThe NPU ran the call under torch.autocast to {plan.autocast}: the allowances count the casts it\n"
+        "makes of the inputs, and the re-run in the recorded dtype runs under it too.\n"
+        if plan.autocast
+        else ""
+    )
     doc = f'''"""Repro of {_doc(plan.call)}: {plan.fn}, {plan.direction}.
 
 From the NPU dump {_doc(str(origin.dump))}{label}.{site}
@@ -252,7 +258,7 @@ the recorded results' error against it with what the replay allows (the dtype's 
 rounding-sized changes of the inputs move the result, measured when this file was written) and their
 one-sided lean against what unbiased rounding allows; then re-runs it in the recorded dtype on the
 device (the CPU when there is none) and prints that re-run's own error.
-{backward}
+{backward}{autocast}
 Exit status: 1 a recorded result is wrong (its error or its lean beyond what is allowed), 0 every one
 is within rounding, 2 the call cannot be run here.
 """'''
@@ -272,6 +278,7 @@ is within rounding, 2 the call cannot be run here.
 DIRECTION = {plan.direction!r}
 INPLACE = {plan.inplace!r}  # the argument the call writes into (None: none)
 DEVICE = {device!r}  # where the re-run in the recorded dtype runs (--device)
+AUTOCAST = {plan.autocast!r}  # the dtype the NPU ran the call under torch.autocast to (None: no autocast)
 #: The recorded results judged, by path: (entry, the allowed relative error, the allowed one-sided lean).
 RESULTS = {{
 {results}}}
@@ -280,7 +287,7 @@ INCOMING = {{
 {incoming}}}"""
     main = (
         'if __name__ == "__main__":\n    sys.exit(main(FUNCTION, DIRECTION, INPLACE, RESULTS, INCOMING, '
-        f"arguments, Path(__file__).with_name({DATA!r}), DEVICE))"
+        f"arguments, Path(__file__).with_name({DATA!r}), DEVICE, autocast=AUTOCAST))"
     )
     top = f"{doc}\n\nfrom __future__ import annotations\n\n{_imports(statements)}"
     return "\n\n\n".join([top, head, code, *bodies, main]) + "\n"

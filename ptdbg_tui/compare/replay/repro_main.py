@@ -10,6 +10,7 @@ the allowance the replay measured when the script was written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import math
 from collections.abc import Callable
@@ -115,9 +116,11 @@ def main(
     data: Path,
     device: str = "cpu",
     argv: list[str] | None = None,
+    autocast: str | None = None,
 ) -> int:
     """Re-run the call, print the recorded results' errors; 1 when one is wrong, 0 when none is, 2 when
-    the call cannot be run."""
+    the call cannot be run. ``autocast``: the dtype the NPU ran the call under torch.autocast to, under
+    which the re-run in the recorded dtypes runs too."""
     parser = argparse.ArgumentParser(description=f"Re-run {function} ({direction}) on its recorded inputs.")
     parser.add_argument(
         "--device",
@@ -152,9 +155,15 @@ def main(
             f"allowed {allowed:.2g}; one-sided lean {lean:+.2g}, allowed ±{lean_allowed:.2g}"
             f"{'  WRONG' if bad else ''}"
         )
-    print(f"re-run in the recorded dtype on {where}" + (f" ({why})" if why else "") + ":")
+    under = f", under autocast to {autocast}" if autocast else ""
+    print(f"re-run in the recorded dtype on {where}{under}" + (f" ({why})" if why else "") + ":")
     try:
-        again = _run(*run, reference=False, device=where)
+        with (
+            torch.autocast(where.type, dtype=getattr(torch, autocast.removeprefix("torch.")))
+            if autocast
+            else contextlib.nullcontext()
+        ):
+            again = _run(*run, reference=False, device=where)
     except Exception as e:  # e.g. an op without a half-precision kernel on the CPU
         print(f"  failed: {type(e).__name__}: {e}")
     else:

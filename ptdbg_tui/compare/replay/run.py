@@ -8,6 +8,7 @@ a name outside them is refused, never looked up.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -165,14 +166,21 @@ class Replayed:
 def _honest(
     plan: Plan, fn: Callable[..., Any], reference: dict[Path, torch.Tensor]
 ) -> dict[Path, tuple[float, float]]:
-    """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference."""
+    """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference;
+    under the autocast the call ran under (CPU's, to the same dtype), whose casts of its inputs no
+    float64 re-run makes: a call it lowers to bf16 is honest within bf16's rounding of its inputs."""
     from ptdbg_tui.compare.replay.verdict import lean
 
     try:
         incoming = {p: load(r, None) for p, r in plan.incoming.items()}
-        got = compute(
-            materialize(plan, fn, None, reference=False), plan.direction, list(plan.results), incoming
-        )
+        with (
+            torch.autocast("cpu", dtype=torch_dtype(plan.autocast, reference=False))
+            if plan.autocast is not None
+            else contextlib.nullcontext()
+        ):
+            got = compute(
+                materialize(plan, fn, None, reference=False), plan.direction, list(plan.results), incoming
+            )
     except Exception:  # e.g. an op CPU does not have in half precision: the sensitivity alone then
         return {}
     out: dict[Path, tuple[float, float]] = {}
