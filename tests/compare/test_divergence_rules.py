@@ -47,6 +47,46 @@ def test_a_call_only_the_npu_run_makes_is_named_where_the_data_starts_to_differ(
     assert calls.suspects() == [("Tensor___mul___0_forward", UNPAIRED)]
 
 
+def _decay_then_update(calls, bench_decays: bool, summary: bool = True) -> None:
+    """AdamW's step on one parameter, as the NPU run makes it: ``p.mul_(0.9999)`` (a call the bench run
+    does not make), an update of the optimizer's state on another tensor, then ``p.addcdiv_(…)``, which
+    reads the decayed parameter; the bench's parameter is decayed too where ``bench_decays`` (elsewhere,
+    by no dumped call), else not."""
+    p, state = _x(), _x()
+    decayed = p * np.float32(0.9999)
+    calls.npu_only("Tensor_mul__0_forward_input.0", p)
+    calls.npu_only("Tensor_mul__0_forward_output", decayed)
+    calls.call("Tensor_lerp_", 0, "forward", [(state, state)], [(state * 0.5, state * 0.5)], summary=summary)
+    bench_p = decayed if bench_decays else p
+    calls.call(
+        "Tensor_addcdiv_",
+        0,
+        "forward",
+        [(decayed, bench_p), (state, state)],
+        [(decayed, bench_p)],
+        summary=summary,
+    )
+
+
+def test_an_in_place_call_only_the_npu_run_makes_is_named_where_the_tensor_it_wrote_is_read(calls):
+    """The parameter it decays is read two calls later, 1e-4 apart: from statistics that was below the
+    margin for error entering outside the dumped calls (an all-clear)."""
+    _decay_then_update(calls, bench_decays=False)
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == [("Tensor_mul__0_forward", UNPAIRED)], d.verdict
+    assert (
+        "it changes Tensor_mul__0_forward_input.0 in place by 0.0001, allowed 3.1e-05: ×3.2; "
+        "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries 0.0001 against the bench's"
+    ) in d.verdict
+
+
+def test_an_in_place_call_only_the_npu_run_makes_is_no_suspect_where_the_bench_tensor_agrees(calls):
+    """The bench made the same change by other means (no dumped call, or calls of its own): the tensor the
+    NPU-only call wrote agrees with the bench's where it is read."""
+    _decay_then_update(calls, bench_decays=True)
+    assert calls.suspects() == []
+
+
 def test_a_scalar_argument_that_differs_is_where_the_scripts_differ(calls):
     x = _x()
     calls.add("Torch_mul_0_forward_input.0", x, x)

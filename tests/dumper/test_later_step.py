@@ -316,6 +316,7 @@ def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: P
 
 
 ADAMW = textwrap.dedent("""
+    import os
     import sys
     import torch
     import torch.nn.functional as F
@@ -323,8 +324,10 @@ ADAMW = textwrap.dedent("""
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
-    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam)
-    opt = (torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam)(model.parameters(), lr=1e-2)
+    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam). One tensor at a
+    # time, the decay is a dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
+    Opt = torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam
+    opt = Opt(model.parameters(), lr=1e-2, foreach=os.environ["FOREACH"] == "1")
     for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
@@ -332,12 +335,40 @@ ADAMW = textwrap.dedent("""
 """)
 
 
-def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(tmp_path: Path) -> None:
+def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Compared alone (``--step 2``), step 1 is seen from its statistics, which cannot show parameters
     1e-4 apart: it named nothing, and its gradients differed (by what those parameters did), so step 2's
     parameters passed for that step's rounding carried by the update, an all-clear. They count so only
-    where the step before's parameters agreed, or carried rounding themselves."""
+    where the step before's parameters agreed, or carried rounding themselves. (A foreach AdamW: no
+    dumped call makes its decay.)"""
+    monkeypatch.setenv("FOREACH", "1")
     _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2")
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
     d = outcome.diagnosis
     assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict
+
+
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_decay_only_the_npu_run_makes_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool
+) -> None:
+    """AdamW's decay, ``param.mul_(0.9999)`` before its update, is a call the bench's Adam does not make;
+    the parameter it wrote reaches the update's ``addcdiv_`` six calls later, 1e-4 apart. From statistics
+    that was an all-clear at every step (below the ×256 margin for error entering outside the dumped
+    calls), and from tensors 'error enters before Tensor_addcdiv__0_forward, outside the dumped calls'.
+    The decay itself is named, at each step: compared together, alone (``--step``), from statistics or
+    tensors."""
+    monkeypatch.setenv("FOREACH", "0")
+    _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2", *(["--summary-only"] if summary else []))
+    together = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    alone = [compare_dumps(tmp_path / "npu", tmp_path / "bench", step=s, jobs=1)[0] for s in (1, 2)]
+    for outcome in [*together, *alone]:
+        d = outcome.diagnosis
+        assert [(s.call, s.kind) for s in d.suspects[:2]] == [
+            ("Tensor_mul__0_forward", UNPAIRED),
+            ("Tensor_mul__2_forward", UNPAIRED),
+        ], d.verdict
+        assert "it changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001" in d.verdict
+        assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict

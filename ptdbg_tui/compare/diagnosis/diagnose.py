@@ -34,11 +34,13 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Suspect,
     evidence_text,
     fmt_error,
+    times_text,
 )
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     Judgement,
     Operand,
+    beyond_rounding,
     judge,
     judge_entry,
 )
@@ -61,6 +63,9 @@ ARGUMENT_TOLERANCE = 1e-4
 _AT_INPUTS = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS})
 
 CallKey = tuple[str, int, str]  # (api, index, direction)
+#: A tensor as its NPU record shows it: dtype, shape and the four statistics. What an in-place call
+#: leaves, the call that reads that tensor next records alike: it ties the two calls.
+Signature = tuple[str, tuple[int, ...], tuple[float, ...]]
 
 
 def _errors(row: Row) -> ErrorMeasures | None:
@@ -402,6 +407,13 @@ def _device(rec: TensorRecord) -> bool:
     return "device" in rec.dtype or is_device(_value(rec))
 
 
+def _place(row: Row) -> str:
+    """Where an argument sits in its call: ``input.1``."""
+    entry = row.record.entry
+    assert entry is not None
+    return f"{entry.kind}.{'.'.join(map(str, entry.path))}"
+
+
 def _shown(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
@@ -419,6 +431,9 @@ class _Walk:
     skipped: dict[str, list[str]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
+    #: the tensors that calls only the NPU run made wrote in place, by what they left (its signature)
+    written: dict[Signature, CallKey] = field(default_factory=dict)
+    named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -456,7 +471,9 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
     unpaired = bool(walk.npu_only[way]) or walk.previous[way] in walk.bench_only  # the place is known
-    entering = _entering(call.ins, walk.explained(), walk.parameters, unpaired)
+    written = _written_by_npu_only(calls, call.ins, walk)
+    ins = [m for m in call.ins if m not in written]
+    entering = _entering(ins, walk.explained(), walk.parameters, unpaired)
     args = _different_arguments(call.ins)
     if entering is not None:
         judgement, member = entering
@@ -466,7 +483,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
             # what an in-place call updates may be an optimizer's state an earlier step left different
             # (a note then): error entering through its other arguments (this step's gradient) as well
             # is a finding of its own
-            rest = [m for m in call.ins if m is not member]
+            rest = [m for m in ins if m is not member]
             other = _entering(rest, walk.explained(), [], unpaired)
             if other is not None:
                 walk.found.append(_entering_suspect(calls, key, name, *other, walk))
@@ -474,8 +491,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         row = args[0]
         assert row.npu is not None and row.bench is not None
         what = ", ".join(
-            f"{r.record.entry.kind}.{'.'.join(map(str, r.record.entry.path))}: "
-            f"{_shown(_value(r.npu))} against {_shown(_value(r.bench))}"
+            f"{_place(r)}: {_shown(_value(r.npu))} against {_shown(_value(r.bench))}"
             for r in args
             if r.npu is not None and r.bench is not None and r.record.entry is not None
         )
@@ -493,6 +509,93 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         )
     if not call.container or not calls.api_level[way]:
         walk.npu_only[way] = []
+
+
+def _written_args(call: _Call) -> tuple[_Member, _Member] | None:
+    """An in-place call's first argument as it came in and as the call left it (its one output)."""
+    if not in_place(call.entry.op) or len(call.outs) != 1:
+        return None
+    before = next((m for m in call.ins if m.row.record.entry.path == (0,)), None)
+    return (before, call.outs[0]) if before is not None and not before.scalar else None
+
+
+def _signature(rec: TensorRecord | None) -> Signature | None:
+    """The :data:`Signature` of a tensor's record; ``None`` for a Python value or without four finite
+    statistics."""
+    if rec is None or rec.is_scalar:
+        return None
+    values = rec.stat_values()
+    if not all(v is not None and math.isfinite(v) for v in values):
+        return None
+    try:
+        shape = rec.shape
+    except (TypeError, ValueError):  # a dimension that is no number
+        return None
+    return rec.dtype, shape, tuple(v for v in values if v is not None)
+
+
+def _remember_written(call: _Call, key: CallKey, walk: _Walk) -> None:
+    """A call only the NPU run made that writes its first argument in place (AdamW's decay
+    ``param.mul_(1 - lr * wd)``, which Adam lacks): what it left is remembered, for the call that reads
+    that tensor later, however many calls of both runs come between."""
+    args = _written_args(call)
+    signature = _signature(args[1].row.npu) if args is not None else None
+    if signature is not None:
+        walk.written[signature] = key
+
+
+def _written_by_npu_only(calls: _Calls, members: Sequence[_Member], walk: _Walk) -> list[_Member]:
+    """The inputs of a call that a call only the NPU run made wrote in place earlier (their NPU records
+    are what it left), where it changed them beyond rounding and they differ from the bench's beyond
+    rounding. That call is where the runs differ (a suspect, named once), whatever error the data carries
+    by then: the bench's tensor is as if an identity had left it. From statistics the margin for error
+    entering (×256) hid AdamW's decay, 1e-4 a step, at every step."""
+    found: list[_Member] = []
+    for m in members if walk.written else ():
+        errors = m.errors
+        if errors is None or not m.input or m.left_out or m.running or errors.exact:
+            continue
+        signature = _signature(m.row.npu)
+        key = walk.written.get(signature) if signature is not None else None
+        change = _written_change(calls.calls[key]) if key is not None else None
+        if key is None or change is None or beyond_rounding(errors)[1] <= 1:
+            continue
+        found.append(m)
+        if key not in walk.named:
+            walk.named.add(key)
+            judgement, words = change
+            text = (
+                f"it changes {words}; {m.row.name}, the tensor it wrote, carries {fmt_error(errors.rel)} "
+                "against the bench's"
+            )
+            walk.found.append(
+                _suspect(calls, key, calls.calls[key].name, UNPAIRED, judgement, text, walk.step)
+            )
+    return found
+
+
+def _written_change(call: _Call) -> tuple[Judgement, str] | None:
+    """What a call only the NPU run made changed in the tensor it writes in place, its NPU record after
+    against before (statistics: a tensor's files are not read here), where that is beyond rounding; and
+    the words for it: ``Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``."""
+    args = _written_args(call)
+    if args is None:
+        return None
+    before, after = args
+    assert before.row.npu is not None and after.row.npu is not None
+    change = stats_errors(after.row.npu, before.row.npu)
+    if change is None or not math.isfinite(change.rel):
+        return None
+    allowed, score = beyond_rounding(change)
+    if score <= 1:
+        return None
+    values = ", ".join(
+        f"{_place(a.row)}: {_shown(_value(a.row.npu))}" for a in call.ins if a.scalar and a.row.npu
+    )
+    how = f" ({values})" if values else ""
+    size = f"{fmt_error(change.rel)}, allowed {fmt_error(allowed)}: {times_text(score)}"
+    words = f"{before.row.name} in place{how} by {size}"
+    return Judgement(0.0, change.rel, allowed, score, UNPAIRED, after.row.name), words
 
 
 def _entering_suspect(
@@ -545,6 +648,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
         walk.previous[way] = name
+        _remember_written(call, key, walk)
         return
     if not call.npu_made:
         walk.bench_only.add(name)

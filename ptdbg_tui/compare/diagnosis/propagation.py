@@ -533,6 +533,14 @@ def judge_entry(name: str, x: ErrorMeasures, before: float, after_unpaired: bool
     return Judgement(before, x.rel, allowed, score, ENTERS, name) if score > 1 else None
 
 
+def beyond_rounding(x: ErrorMeasures) -> tuple[float, float]:
+    """``(allowed, score)`` of an error that only a call's own rounding may explain: ``MARGIN`` times
+    :func:`own_rounding` (and ``STATS_SCATTER`` from statistics). A call only one run makes is held to
+    it: the other run's tensor is as if an identity had left it."""
+    allowed = MARGIN * own_rounding(x) * (STATS_SCATTER if x.from_stats else 1.0)
+    return allowed, _score(x.rel, allowed)
+
+
 def _score(err: float, allowed: float) -> float:
     """How many times the error exceeds what is allowed."""
     if err == 0 or math.isnan(err) or math.isinf(allowed):
