@@ -248,3 +248,33 @@ def test_bf16_rounding_of_an_elementwise_result_does_not_lean(calls):
         "Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))], npu_dtype="torch.bfloat16"
     )
     assert calls.suspects() == []
+
+
+def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(calls, record):
+    """Aligned calls: the NPU script skips a micro-batch, whose batch-norm counter ``Tensor_add__1`` only
+    the bench run makes; the NPU's optimizer ``Tensor_add__1`` pairs with the bench's ``Tensor_add__2``.
+    The two ``Tensor_add__1`` were one call, judged where the counter was made: error entered 'after
+    Functional_conv1d_1_forward, a call only the bench run makes', the call before the counter."""
+    g, buf = _x(), _x()
+    calls.bench_only("Functional_conv1d_1_forward_output", g)
+    calls.bench_only("Tensor_add__1_forward_input.0", np.zeros(1, np.float32))
+    calls.bench_only("Tensor_add__1_forward_output", np.ones(1, np.float32))
+    calls.bench_only("Tensor___truediv___1_forward_output", g)
+    calls.call("Tensor_mul_", 0, "forward", [(buf, buf)], [(buf, buf)])  # the momentum buffer's
+    for arg, (n, b) in {
+        "input.0": (buf, buf),
+        "input.1": (g, 2 * g),
+        "output": (buf + g, buf + 2 * g),
+    }.items():
+        rn, rb = (record(f"Tensor_add__{k}_forward_{arg}", shape=[256]) for k in (1, 2))
+        compared = calls.add("scratch", n, b)  # the metrics of a row named alike on both sides
+        calls.rows[-1] = Row(rn, rb, fuzzy=True, result=compared.result, seq=compared.seq)
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind, s.after_bench_only) for s in d.suspects] == [
+        ("Tensor_add__1_forward", ENTERS, True)
+    ]
+    assert d.suspects[0].evidence.endswith(
+        "it entered after Tensor_mul__0_forward; before it the bench run makes Functional_conv1d_1_forward, "
+        "Tensor_add__1_forward, Tensor___truediv___1_forward, which the NPU run does not"
+    ), d.suspects[0].evidence
+    assert d.suspects[0].seq == calls.rows[-3].seq  # judged where the NPU made it
