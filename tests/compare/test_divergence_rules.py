@@ -278,3 +278,17 @@ def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(
         "Tensor_add__1_forward, Tensor___truediv___1_forward, which the NPU run does not"
     ), d.suspects[0].evidence
     assert d.suspects[0].seq == calls.rows[-3].seq  # judged where the NPU made it
+
+
+def test_a_call_only_the_npu_run_makes_stays_its_own_where_a_bench_only_call_bears_its_name(calls):
+    """The matching keeps apart two calls made at different code sites (the NPU's ``h.mul_(1.01)``, the
+    bench's momentum ``buf.mul_(0.9)``), both ``Tensor_mul__0``: merged into one call by that name, the
+    NPU's counted as paired, and the error it made entered 'after Tensor_mul__0_forward' instead."""
+    x, buf = _x(), _x()
+    calls.call("Torch_tanh", 0, "forward", [(x, x)], [(np.tanh(x), np.tanh(x))])
+    calls.npu_only("Tensor_mul__0_forward_input.0", np.tanh(x))
+    calls.npu_only("Tensor_mul__0_forward_output", np.tanh(x) * 1.01)
+    calls.call("Torch_exp", 0, "forward", [(np.tanh(x) * 1.01, np.tanh(x))], [(np.exp(x), np.exp(x))])
+    calls.bench_only("Tensor_mul__0_forward_input.0", buf)
+    calls.bench_only("Tensor_mul__0_forward_output", buf * 0.9)
+    assert calls.suspects() == [("Tensor_mul__0_forward", UNPAIRED)]

@@ -184,27 +184,29 @@ class _BenchKeys:
     """The call a row only the bench run has belongs to. By its name, unless the pairing put that bench
     call with an NPU call of another name (aligned calls: the NPU's optimizer ``Tensor_add__1`` with the
     bench's ``Tensor_add__2`` when the bench run made one more ``add_`` before): it belongs to that NPU
-    call. A bench call paired with none, whose name an NPU call paired with another bench call bears, is
-    a call of its own: it was merged into that NPU call, which was then judged where the bench call was
-    made (a skipped micro-batch's batch-norm counter, ``Tensor_add__1``, made the optimizer's
-    ``Tensor_add__1`` enter error 'after Functional_conv1d_1_forward')."""
+    call. A bench call paired with none, whose name an NPU call bears, is a call of its own: it was merged
+    into that NPU call, which was then judged where the bench call was made (a skipped micro-batch's
+    batch-norm counter, ``Tensor_add__1``, made the optimizer's ``Tensor_add__1`` enter error 'after
+    Functional_conv1d_1_forward'), or no longer counted as made by the NPU run alone (an NPU call paired
+    with none, made at another code site than the bench's call of its name)."""
 
     def __init__(self, rows: Sequence[Row]) -> None:
         self.npu_of: dict[CallKey, CallKey] = {}  # a bench call -> the NPU call it was paired with
-        self.bench_of: dict[CallKey, CallKey] = {}  # an NPU call -> the bench call it was paired with
+        self.npu_calls: set[CallKey] = set()  # the NPU's calls, paired or not
         for row in rows:
             npu = row.npu.entry if row.npu is not None else None
             bench = row.bench.entry if row.bench is not None else None
-            if npu is not None and bench is not None:
-                self.npu_of.setdefault(_key(bench), _key(npu))
-                self.bench_of.setdefault(_key(npu), _key(bench))
+            if npu is not None:
+                self.npu_calls.add(_key(npu))
+                if bench is not None:
+                    self.npu_of.setdefault(_key(bench), _key(npu))
 
     def of(self, entry: EntryName) -> CallKey:
         """The key of the call a bench-only row of ``entry`` belongs to."""
         key = _key(entry)
         if key in self.npu_of:
             return self.npu_of[key]
-        if self.bench_of.get(key, key) != key:  # the NPU call of that name is another bench call's
+        if key in self.npu_calls:  # the NPU call of that name is another bench call's, or none's
             return (_BENCH_ONLY_KEY + entry.api, entry.index, entry.direction)
         return key
 
