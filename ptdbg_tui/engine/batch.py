@@ -108,9 +108,12 @@ def _outcome(
         dialect_of(producer(npu.format, n.stacks, n.tensors)),
         dialect_of(producer(bench.format, b.stacks, b.tensors)),
     )
-    matching = choose_match(n.tensors, b.tensors, match, dialects)
+    npu_stacks = {s.call: s for s in n.stacks}
+    matching = choose_match(
+        n.tensors, b.tensors, match, dialects, (npu_stacks, {s.call: s for s in b.stacks})
+    )
     rows = matching.rows
-    attach_stacks(rows, {s.call: s for s in n.stacks})
+    attach_stacks(rows, npu_stacks)
     full = not summary and npu_tensors is not None and bench_tensors is not None
     for row, result in zip(rows, settled_results(rows, summary=not full), strict=True):
         row.result = result

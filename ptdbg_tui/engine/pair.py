@@ -255,8 +255,9 @@ class PairState:
     def rematch(self, mode: str) -> None:
         npu = dialect_of(self.npu.reader.producer)
         bench = dialect_of(self.bench.reader.producer) if self.bench is not None else npu
+        stacks = (self.npu.stacks, self.bench.stacks if self.bench else {})
         self.matching = choose_match(
-            self.npu.tensors, self.bench.tensors if self.bench else [], mode, (npu, bench)
+            self.npu.tensors, self.bench.tensors if self.bench else [], mode, (npu, bench), stacks
         )
         self.match_asked = mode
         rows = self.matching.rows

@@ -288,3 +288,47 @@ def test_bf16_rounding_of_an_elementwise_result_does_not_lean(calls):
         "Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))], npu_dtype="torch.bfloat16"
     )
     assert calls.suspects() == []
+
+
+def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(calls, record):
+    """Aligned calls: the NPU script skips a micro-batch, whose batch-norm counter ``Tensor_add__1`` only
+    the bench run makes; the NPU's optimizer ``Tensor_add__1`` pairs with the bench's ``Tensor_add__2``.
+    The two ``Tensor_add__1`` were one call, judged where the counter was made: error entered 'after
+    Functional_conv1d_1_forward, a call only the bench run makes', the call before the counter."""
+    g, buf = _x(), _x()
+    calls.bench_only("Functional_conv1d_1_forward_output", g)
+    calls.bench_only("Tensor_add__1_forward_input.0", np.zeros(1, np.float32))
+    calls.bench_only("Tensor_add__1_forward_output", np.ones(1, np.float32))
+    calls.bench_only("Tensor___truediv___1_forward_output", g)
+    calls.call("Tensor_mul_", 0, "forward", [(buf, buf)], [(buf, buf)])  # the momentum buffer's
+    for arg, (n, b) in {
+        "input.0": (buf, buf),
+        "input.1": (g, 2 * g),
+        "output": (buf + g, buf + 2 * g),
+    }.items():
+        rn, rb = (record(f"Tensor_add__{k}_forward_{arg}", shape=[256]) for k in (1, 2))
+        compared = calls.add("scratch", n, b)  # the metrics of a row named alike on both sides
+        calls.rows[-1] = Row(rn, rb, fuzzy=True, result=compared.result, seq=compared.seq)
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind, s.after_bench_only) for s in d.suspects] == [
+        ("Tensor_add__1_forward", ENTERS, True)
+    ]
+    assert d.suspects[0].evidence.endswith(
+        "it entered after Tensor_mul__0_forward; before it the bench run makes Functional_conv1d_1_forward, "
+        "Tensor_add__1_forward, Tensor___truediv___1_forward, which the NPU run does not"
+    ), d.suspects[0].evidence
+    assert d.suspects[0].seq == calls.rows[-3].seq  # judged where the NPU made it
+
+
+def test_a_call_only_the_npu_run_makes_stays_its_own_where_a_bench_only_call_bears_its_name(calls):
+    """The matching keeps apart two calls made at different code sites (the NPU's ``h.mul_(1.01)``, the
+    bench's momentum ``buf.mul_(0.9)``), both ``Tensor_mul__0``: merged into one call by that name, the
+    NPU's counted as paired, and the error it made entered 'after Tensor_mul__0_forward' instead."""
+    x, buf = _x(), _x()
+    calls.call("Torch_tanh", 0, "forward", [(x, x)], [(np.tanh(x), np.tanh(x))])
+    calls.npu_only("Tensor_mul__0_forward_input.0", np.tanh(x))
+    calls.npu_only("Tensor_mul__0_forward_output", np.tanh(x) * 1.01)
+    calls.call("Torch_exp", 0, "forward", [(np.tanh(x) * 1.01, np.tanh(x))], [(np.exp(x), np.exp(x))])
+    calls.bench_only("Tensor_mul__0_forward_input.0", buf)
+    calls.bench_only("Tensor_mul__0_forward_output", buf * 0.9)
+    assert calls.suspects() == [("Tensor_mul__0_forward", UNPAIRED)]

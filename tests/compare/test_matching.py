@@ -355,3 +355,42 @@ def test_sides_of_the_same_names_pair_as_the_general_matcher_pairs_them(pkl):
     assert _as_general(rows) == _as_general(
         pairing._rows(npu, shifted, pairing._keyed_pairs([r.name for r in npu], [r.name for r in shifted]))
     )
+
+
+def _stack(call: str, path: str, line: int, function: str, source: str) -> StackRecord:
+    return StackRecord(f"{call}_stack_info", [(path, str(line), function, source)])
+
+
+def test_calls_made_at_different_code_sites_do_not_pair_by_a_name_their_counters_share(record):
+    """The NPU script scales its activation in place (``h.mul_(1.01)``); the bench's only ``mul_`` is its
+    momentum buffer's, from ``opt.step()``. Both are ``Tensor_mul__0``: they paired by name, and the
+    diagnosis said the runs pass 1.01 against 0.9 to one call. A port that moves the script (another
+    folder, lines shifted by ``import torch_npu``) and edits a line still pairs its calls."""
+    activation, momentum = _call("Tensor_mul_", 0, shape=(8, 4)), _call("Tensor_mul_", 0, shape=(4, 4))
+    linear = _call("Functional_linear", 0)
+    npu, bench = _recs(record, [activation, linear]), _recs(record, [linear, momentum])
+    mul, fc = "Tensor_mul__0_forward", "Functional_linear_0_forward"
+    at = "/home/me/train.py"
+    npu_sites = {
+        mul: _stack(mul, at, 31, "forward", "h.mul_(1.01)"),
+        fc: _stack(fc, at, 33, "forward", "self.fc(h)"),
+    }
+    bench_fc = _stack(
+        fc, "/bench/train.py", 30, "forward", "self.fc(h)  # the head"
+    )  # 3 lines up: the port's
+    sites = (npu_sites, {mul: _stack(mul, "/bench/train.py", 60, "<module>", "opt.step()"), fc: bench_fc})
+    for mode in ("auto", "exact", "align"):
+        rows = choose_match(npu, bench, mode, stacks=sites).rows
+        paired = {r.npu.name for r in rows if r.npu is not None and r.bench is not None}
+        assert paired == {name for name, _ in linear}, mode
+    assert all(
+        r.matched for r in choose_match(npu, bench, "exact").rows if r.npu is not None
+    )  # no stacks: by name
+    # one site unknown, one line of code elsewhere, or another line of code where the port shifted it:
+    # the name decides, as before
+    for bench_mul in (None, (90, "h.mul_( 1.01 )  # x"), (28, "h.mul_(1.01 if npu else 1.0)")):
+        bench_sites = {fc: bench_fc}
+        if bench_mul is not None:
+            bench_sites[mul] = _stack(mul, "/bench/train.py", bench_mul[0], "forward", bench_mul[1])
+        rows = choose_match(npu, bench, "exact", stacks=(npu_sites, bench_sites)).rows
+        assert all(r.matched for r in rows if r.npu is not None), bench_mul

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, times_text
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
 from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
 
 RNG = np.random.default_rng(5)
@@ -156,3 +156,64 @@ def test_a_step_that_fails_without_naming_anything_passes_the_earlier_culprit_on
     assert e[1].failing == 0
     link_steps([StepView(k, 0, clean[k], e[k]) for k in range(3)])
     assert [s.kind for s in e[2].suspects] == [PARAMETERS]
+
+
+def _bench_only_step(calls_factory):
+    """A step whose error enters after calls only the bench run makes: the NPU script skips a second
+    micro-batch, whose gradient the bench adds before its optimizer's in-place update."""
+    calls = calls_factory()
+    g, m = RNG.standard_normal((8, 16)).astype(np.float32), RNG.standard_normal((8, 16)).astype(np.float32)
+    calls.call("Functional_linear", 0, "forward", [(g, g)], [(g, g)])
+    calls.bench_only("Functional_linear_1_forward_input.0", g)
+    calls.bench_only("Functional_linear_1_forward_output", g)
+    calls.call("Tensor_lerp_", 0, "forward", [(m, m), (g, 2 * g)], [(m + (g - m) / 10, m + (2 * g - m) / 10)])
+    return calls.rows
+
+
+def _faulty_step(calls_factory, summary: bool):
+    """A step whose weight differs on entry and whose weight gradient is 30% off, as tensors or as
+    statistics show it."""
+    calls = calls_factory()
+    x, w = RNG.standard_normal((4, 16)).astype(np.float32), RNG.standard_normal((8, 16)).astype(np.float32)
+    wn, g = w * np.float32(1.01), RNG.standard_normal((4, 8)).astype(np.float32)
+    calls.call("Functional_linear", 0, "forward", [(x, x), (wn, w)], [(x @ wn.T, x @ w.T)], summary=summary)
+    outs = [(g @ wn, g @ w), (g.T @ x * np.float32(1.3), g.T @ x)]
+    calls.call("Functional_linear", 0, "backward", [(g, g)], outs, summary=summary)
+    return calls.rows
+
+
+def test_after_calls_only_the_bench_run_makes_a_kernel_seen_from_statistics_is_not_named(calls_factory):
+    """The NPU script skips a micro-batch from step 1: the bench's extra calls make the parameters differ
+    far beyond rounding, and from statistics an innocent kernel at step 2 was the culprit (×1.2). Such a
+    suspect becomes a note saying where the runs began to differ; seen from tensors it stays."""
+    rows1 = _bench_only_step(calls_factory)
+    d1 = diagnose(rows1, 1)
+    assert [(s.call, s.kind, s.after_bench_only) for s in d1.suspects] == [
+        ("Tensor_lerp__0_forward", ENTERS, True)
+    ]
+    source = (
+        "from step 1, where the error enters before Tensor_lerp__0_forward, after calls only the bench run "
+        "makes (the NPU run has no counterpart)"
+    )
+    backward = "Functional_linear_0_backward"
+    for summary in (True, False):
+        rows2 = _faulty_step(calls_factory, summary)
+        d2 = diagnose(rows2, 2)
+        found = [("Functional_linear_0_forward", PARAMETERS), (backward, GROWTH)]
+        assert [(s.call, s.kind) for s in d2.suspects] == found, summary
+        score = times_text(d2.suspects[1].score)
+        for _ in range(2):  # again gives the same
+            link_steps([StepView(1, 0, rows1, d1), StepView(2, 0, rows2, d2)])
+            kept = [] if summary else [(backward, GROWTH)]
+            assert [(s.call, s.kind) for s in d2.suspects] == kept, summary
+            assert d2.notes == [
+                *(
+                    [
+                        f"{backward} ({score}) not named: from statistics, step 2 cannot tell a call's own "
+                        f"error from what its inputs carry {source}"
+                    ]
+                    if summary
+                    else []
+                ),
+                f"parameters differ on entry to step 2: inherited {source}",
+            ], summary

@@ -177,19 +177,59 @@ def _operands(members: Sequence[_Member], same_kind: bool) -> tuple[list[Operand
     return out, missing
 
 
+def _key(entry: EntryName) -> CallKey:
+    return (entry.api, entry.index, entry.direction)
+
+
+#: What sets apart the key of a call only the bench run made whose name an NPU call bears.
+_BENCH_ONLY_KEY = "bench only: "
+
+
+class _BenchKeys:
+    """The call a row only the bench run has belongs to. By its name, unless the pairing put that bench
+    call with an NPU call of another name (aligned calls: the NPU's optimizer ``Tensor_add__1`` with the
+    bench's ``Tensor_add__2`` when the bench run made one more ``add_`` before): it belongs to that NPU
+    call. A bench call paired with none, whose name an NPU call bears, is a call of its own: it was merged
+    into that NPU call, which was then judged where the bench call was made (a skipped micro-batch's
+    batch-norm counter, ``Tensor_add__1``, made the optimizer's ``Tensor_add__1`` enter error 'after
+    Functional_conv1d_1_forward'), or no longer counted as made by the NPU run alone (an NPU call paired
+    with none, made at another code site than the bench's call of its name)."""
+
+    def __init__(self, rows: Sequence[Row]) -> None:
+        self.npu_of: dict[CallKey, CallKey] = {}  # a bench call -> the NPU call it was paired with
+        self.npu_calls: set[CallKey] = set()  # the NPU's calls, paired or not
+        for row in rows:
+            npu = row.npu.entry if row.npu is not None else None
+            bench = row.bench.entry if row.bench is not None else None
+            if npu is not None:
+                self.npu_calls.add(_key(npu))
+                if bench is not None:
+                    self.npu_of.setdefault(_key(bench), _key(npu))
+
+    def of(self, entry: EntryName) -> CallKey:
+        """The key of the call a bench-only row of ``entry`` belongs to."""
+        key = _key(entry)
+        if key in self.npu_of:
+            return self.npu_of[key]
+        if key in self.npu_calls:  # the NPU call of that name is another bench call's, or none's
+            return (_BENCH_ONLY_KEY + entry.api, entry.index, entry.direction)
+        return key
+
+
 class _Calls:
     """Rows grouped by call, in execution order."""
 
     def __init__(self, rows: Sequence[Row]) -> None:
         self.calls: dict[CallKey, _Call] = {}
         empty: dict[tuple[object, ...], bool] = {}
+        keys = _BenchKeys(rows)
         for row in rows:
             rec = row.npu or row.bench
             assert rec is not None
             entry = rec.entry
             if entry is None or entry.direction not in (FORWARD, BACKWARD):
                 continue
-            key = (entry.api, entry.index, entry.direction)
+            key = _key(entry) if row.npu is not None else keys.of(entry)
             call = self.calls.get(key)
             if call is None:
                 call = self.calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
@@ -426,7 +466,9 @@ class _Walk:
     before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
-    bench_only: set[str] = field(default_factory=set)  # names of the calls only the bench run made
+    #: per direction, whether the call visited last is one only the bench run made (by the call, not its
+    #: name: an NPU call may bear the name of a bench call it was not paired with)
+    bench_only: dict[str, bool] = field(default_factory=lambda: {FORWARD: False, BACKWARD: False})
     #: per direction, the calls only the bench run made since error entering last named them
     skipped: dict[str, list[str]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     found: list[Suspect] = field(default_factory=list)
@@ -470,7 +512,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     the NPU run made, or through code no hook saw), and non-tensor arguments that differ."""
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
-    unpaired = bool(walk.npu_only[way]) or walk.previous[way] in walk.bench_only  # the place is known
+    unpaired = bool(walk.npu_only[way]) or walk.bench_only[way]  # the place is known
     written = _written_by_npu_only(calls, call.ins, walk)
     ins = [m for m in call.ins if m not in written]
     entering = _entering(ins, walk.explained(), walk.parameters, unpaired)
@@ -629,7 +671,7 @@ def _entering_suspect(
     entry = row.record.entry
     if entry is not None and entry.path[:1] and entry.path[0] in RUNNING_STATE.get(calls.calls[key].op, ()):
         after = "; a running statistic, which the calls that train the module update in place"
-    elif previous in walk.bench_only:
+    elif walk.bench_only[way]:
         after += ", a call only the bench run makes (the NPU run has no counterpart)"
     elif skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
         more = f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else ""
@@ -637,7 +679,7 @@ def _entering_suspect(
             f"; before it the bench run makes {', '.join(skipped[-3:])}{more}, which the NPU run does not"
         )
     found = _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
-    found.after_bench_only = previous in walk.bench_only or bool(skipped)
+    found.after_bench_only = walk.bench_only[way] or bool(skipped)
     return found
 
 
@@ -647,15 +689,14 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     name, way = call.name, entry.direction
     if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
-        walk.previous[way] = name
+        walk.previous[way], walk.bench_only[way] = name, False
         _remember_written(call, key, walk)
         return
     if not call.npu_made:
-        walk.bench_only.add(name)
         walk.skipped[way].append(name)
     _at_inputs(calls, key, walk)
     walk.before[way] = _largest_error(call.members, walk.before[way])
-    walk.previous[way] = name
+    walk.previous[way], walk.bench_only[way] = name, not call.npu_made
     verdict = _judge_call(calls, key)
     if not isinstance(verdict, Judgement):
         diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, MARGIN, own_rounding
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error, times_text
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, parse_name
@@ -39,10 +39,12 @@ def _own(diagnosis: Diagnosis) -> list[Suspect]:
 
 
 #: Where a step's error came from, for the steps after it: its step, its first own suspect's call,
-#: whether that step was seen from its statistics only, and whether the suspect is error entering
+#: whether that step was seen from its statistics only, whether the suspect is error entering
 #: outside the dumped calls (no culprit there: in a job of several ranks, what another rank's error
-#: looks like when the collective that brought it was not dumped, DDP's gradient all-reduce).
-Origin = tuple[int | None, str, bool, bool]
+#: looks like when the collective that brought it was not dumped, DDP's gradient all-reduce), and
+#: whether it entered right after calls only the bench run makes (the NPU script lacks them: a
+#: micro-batch it skips).
+Origin = tuple[int | None, str, bool, bool, bool]
 
 
 def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
@@ -112,6 +114,7 @@ def link_steps(
             _still_random(view, prev)
         if came is not None and key not in context:
             _inherit_state(view, came)
+            _after_different_calls(view, came)
         own = _own(view.diagnosis)
         found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
         # a step whose rows fail but that names nothing of its own carries the earlier error on (its
@@ -122,7 +125,14 @@ def link_steps(
             # statistics only cannot tell its own error from what it inherited: it passes it on)
             origin[key] = came
         elif own:
-            origin[key] = (view.step, own[0].call, key in context, own[0].kind == ENTERS)
+            first = own[0]
+            origin[key] = (
+                view.step,
+                first.call,
+                key in context,
+                first.kind == ENTERS,
+                first.after_bench_only,
+            )
         if not found or prev is None:
             continue
         if came is not None:
@@ -143,7 +153,7 @@ def _not_inherited(
     carried = [s for s in found if _update_carried(view, prev, s, prev_carried)]
     if carried:
         gradient = _worst_gradient(prev, carried)
-        _as_note(view, carried, (prev.step, "", from_statistics, False), _CARRIED, gradient=gradient)
+        _as_note(view, carried, (prev.step, "", from_statistics, False, False), _CARRIED, gradient=gradient)
     for s in found:
         if s in carried:
             continue
@@ -294,15 +304,16 @@ def _inherit_state(view: StepView, came: Origin) -> None:
 def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str, **words: str) -> None:
     """A step's ``carried`` suspects become a note (``template``): their error is the culprit's of the
     earlier step ``came`` names."""
-    step, call, from_statistics, enters = came
+    step, call, from_statistics, enters, bench_only = came
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
     how = ", from its statistics" if from_statistics else ""
     aside = f"{how}," if how else ""  # set off within the sentence
     # error entering outside the dumped calls is no culprit: the call after it only shows it
+    place = _BENCH_ONLY if bench_only else "outside the dumped calls"
     source = (
-        f"where{aside} the error enters before {call}, outside the dumped calls"
+        f"where{aside} the error enters before {call}, {place}"
         if enters
         else f"whose culprit{aside} is {call}"
     )
@@ -311,3 +322,31 @@ def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str
         d.notes.append(note)
     if not d.suspects:
         d.unexplained = explain_failures(view.rows, d)
+
+
+#: Where error entered after calls the NPU script lacks, in a note's words.
+_BENCH_ONLY = "after calls only the bench run makes (the NPU run has no counterpart)"
+
+_NOT_TOLD_APART = (
+    "{calls} not named: from statistics, step {step} cannot tell a call's own error from what its "
+    "inputs carry from step {origin}, {source}"
+)
+
+
+def _after_different_calls(view: StepView, came: Origin) -> None:
+    """After a step whose error entered right after calls only the bench run makes (the NPU script skips
+    a micro-batch), the runs no longer train the same model: the parameters differ by what those calls
+    did, far beyond rounding, and statistics estimate a call's error too coarsely to tell its own from
+    that (an innocent linear backward was the culprit at step 2, ×1.2). A call named from statistics
+    for growing the error, unless a replay confirmed it, becomes a note; what says where the runs
+    differ (error entering, calls only one run makes, arguments) stays."""
+    if not came[4]:
+        return
+    blurred = [
+        s
+        for s in view.diagnosis.suspects
+        if s.kind in (GROWTH, LEAN) and not s.confirmed and all(_from_stats(r) for r in s.rows)
+    ]
+    if blurred:
+        calls = ", ".join(f"{s.call} ({times_text(s.score)})" for s in blurred)
+        _as_note(view, blurred, came, _NOT_TOLD_APART, calls=calls)

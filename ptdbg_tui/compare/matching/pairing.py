@@ -13,6 +13,11 @@
 
 Unlike the original (docs/compare.md#matching), unmatched entries of both sides become rows.
 
+Where both sides' stacks are known, two calls made at different code sites do not pair, whatever
+their names (:func:`_at_one_site`): an NPU-only ``h.mul_(1.01)`` in the model's forward took the name
+``Tensor_mul__0`` of the bench's momentum ``buf.mul_(0.9)`` in its optimizer, and the diagnosis
+compared the two calls' arguments.
+
 Each side's :class:`~ptdbg_tui.formats.dialects.Dialect` says how its tool records: when the two
 differ, the pair is mixed (:mod:`~ptdbg_tui.compare.matching.mixed`). A dump tool's own calls
 (:func:`~ptdbg_tui.formats.dialects.tool_noise`) are marked :attr:`~ptdbg_tui.compare.model.Row.noise`:
@@ -33,12 +38,16 @@ from ptdbg_tui.compare.matching.align import align
 from ptdbg_tui.compare.matching.mixed import Pairs, same_tensors
 from ptdbg_tui.compare.model import Row, same_shape
 from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, inside_backward, is_detach, tool_noise
-from ptdbg_tui.formats.records import StackRecord, TensorRecord
+from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
+from ptdbg_tui.formats.sites import stack_site
 
 #: Two sides written by this project's dumper.
 SAME_TOOL = (DIALECTS[OURS], DIALECTS[OURS])
 
 MODES = ("auto", "exact", "fuzzy", "align")
+
+#: Each side's stacks by call name (``<call>_stack_info`` lines): where its calls were made.
+Stacks = tuple[Mapping[str, StackRecord], Mapping[str, StackRecord]]
 
 
 def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -> Pairs:
@@ -226,10 +235,11 @@ def match_records(
     bench: Sequence[TensorRecord],
     mode: str = "exact",
     dialects: tuple[Dialect, Dialect] = SAME_TOOL,
+    stacks: Stacks | None = None,
 ) -> list[Row]:
     """Rows in output (execution) order with ``Row.seq`` set; see the module doc for the modes
-    (``dialects``: :func:`choose_match`)."""
-    return choose_match(npu, bench, mode, dialects).rows
+    (``dialects``, ``stacks``: :func:`choose_match`)."""
+    return choose_match(npu, bench, mode, dialects, stacks).rows
 
 
 @dataclass(slots=True)
@@ -365,16 +375,18 @@ def choose_match(
     bench: Sequence[TensorRecord],
     mode: str = "auto",
     dialects: tuple[Dialect, Dialect] = SAME_TOOL,
+    stacks: Stacks | None = None,
 ) -> Matching:
-    """Match in ``mode`` (``dialects``: how each side's tool records; two tools make a mixed pair);
+    """Match in ``mode`` (``dialects``: how each side's tool records; two tools make a mixed pair;
+    ``stacks``: each side's stacks, which keep calls made at different code sites apart);
     ``auto`` picks exact or align as the module doc says."""
     if mode != "auto":
-        return Matching(_match(npu, bench, mode, dialects), mode)
-    rows = _match(npu, bench, "exact", dialects)
+        return Matching(_match(npu, bench, mode, dialects, stacks), mode)
+    rows = _match(npu, bench, "exact", dialects, stacks)
     npu_only, bench_only, shapes = _misfits(rows)
     if not ((npu_only and bench_only) or shapes):
         return Matching(rows, "exact")
-    aligned = _match(npu, bench, "align", dialects)
+    aligned = _match(npu, bench, "align", dialects, stacks)
     if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
         return Matching(rows, "exact")
     why = f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries" + (
@@ -384,7 +396,11 @@ def choose_match(
 
 
 def _match(
-    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], mode: str, dialects: tuple[Dialect, Dialect]
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    mode: str,
+    dialects: tuple[Dialect, Dialect],
+    stacks: Stacks | None = None,
 ) -> list[Row]:
     mixed = dialects[0].tool != dialects[1].tool
     if mode == "exact" and mixed:
@@ -404,10 +420,61 @@ def _match(
         pairs = _aligned_pairs(npu, bench)
     else:
         raise ValueError(f"unknown match mode {mode!r} (expected one of {', '.join(MODES)})")
+    if stacks is not None:
+        pairs = _at_one_site(npu, bench, pairs, stacks)
     if not mixed:
         return _rows(npu, bench, pairs)
     pairs, transposed = same_tensors(npu, bench, pairs, dialects)
     return _rows(npu, bench, pairs, dialects, transposed)
+
+
+def _at_one_site(
+    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs, stacks: Stacks
+) -> Pairs:
+    """``pairs`` less those of two calls made at different code sites (a backward call: by its forward
+    call's site), which a name only shares by its counter."""
+    sites: dict[tuple[str, str], tuple[Frame | None, Frame | None]] = {}
+    for i, j in pairs.items():
+        calls = _forward_calls(npu[i], bench[j])
+        if calls is not None and calls not in sites:
+            sites[calls] = (stack_site(stacks[0].get(calls[0])), stack_site(stacks[1].get(calls[1])))
+    shifts = {shift for a, b in sites.values() if (shift := _shift(a, b, same_code=True)) is not None}
+    apart = {calls for calls, (a, b) in sites.items() if _shift(a, b, same_code=False) not in shifts | {None}}
+    return {i: j for i, j in pairs.items() if _forward_calls(npu[i], bench[j]) not in apart}
+
+
+def _forward_calls(npu: TensorRecord, bench: TensorRecord) -> tuple[str, str] | None:
+    if npu.entry is None or bench.entry is None:
+        return None
+    return npu.entry.forward_call, bench.entry.forward_call
+
+
+def _shift(npu: Frame | None, bench: Frame | None, same_code: bool) -> tuple[str, str, int] | None:
+    """Where two paired calls' user sites lie relative to each other, ``(NPU file, bench file, NPU line -
+    bench line)``, when both are recorded and their source lines are (``same_code``) or are not one line
+    of code; ``None`` otherwise.
+
+    A port moves its script (another folder, every line shifted by ``import torch_npu``) and edits some
+    lines (``x.to("npu")``): calls on one line of code show the shifts between the scripts, and a call on
+    another line of code at one of those shifts is made at the same place. Two calls on other lines of
+    code at no such shift are made at different sites: the NPU's ``h.mul_(1.01)`` in its model, the
+    bench's momentum ``buf.mul_(0.9)`` from ``opt.step()``."""
+    if npu is None or bench is None or npu.source is None or bench.source is None:
+        return None
+    if (_code(npu.source) == _code(bench.source)) != same_code or not (
+        npu.line.isdigit() and bench.line.isdigit()
+    ):
+        return None
+    return _file(npu.path), _file(bench.path), int(npu.line) - int(bench.line)
+
+
+def _code(source: str) -> str:
+    """A source line without its comment and spacing."""
+    return "".join(source.split("#", 1)[0].split())
+
+
+def _file(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def attach_stacks(rows: Sequence[Row], npu_stacks: Mapping[str, StackRecord]) -> None:
