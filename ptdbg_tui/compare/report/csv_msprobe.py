@@ -25,8 +25,9 @@ from ptdbg_tui.compare.metrics.cells import (
     MSG_EMPTY,
     NAN,
     UNSUPPORTED,
+    fmt12,
 )
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
@@ -158,6 +159,24 @@ def _cosine(cell: str, cos: float | None) -> str:
     return repr(value)
 
 
+#: Recorded dtypes msprobe's relative error divides in float32 (numpy's result type of the two arrays
+#: and float32; bfloat16 is read as float32); any other (float64, int, bool) makes it float64.
+_FLOAT32_WIDE = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float32", "torch.float"})
+_EPS32 = 2.0**-23
+_EPS64 = 2.0**-52
+
+
+def _max_relative(r: Result, cell: str, npu_dtype: str, bench_dtype: str) -> str:
+    """msprobe's MaxRelativeErr. Both replace a bench zero by an eps, ours by the bench dtype's (the
+    original's rule: float16's 9.8e-4 for float16), msprobe by that of the type it divides in
+    (``get_relative_err``: float32's 1.2e-7 for float16): where the largest ratio is at a bench zero,
+    msprobe's is |npu| / its eps. Its eps is never above ours, so the largest of ours and that is its."""
+    if not r.max_abs_bench_zero or r.max_rel is None or cell in (NAN, UNSUPPORTED, NA):
+        return _number(cell)
+    eps = _EPS32 if {npu_dtype, bench_dtype} <= _FLOAT32_WIDE else _EPS64
+    return _number(fmt12(max(r.max_rel, r.max_abs_bench_zero / eps)))
+
+
 def _nan_scalar(n: TensorRecord, b: TensorRecord) -> bool:
     """A 0-d tensor pair whose difference is NaN: msprobe computes no Cosine, ratios or EucDist of a
     0-d tensor, and its MaxAbsErr and MaxRelativeErr of NaN are ``Nan``."""
@@ -178,7 +197,8 @@ def _tensor_cells(row: Row) -> list[str]:
         return [UNSUPPORTED] * 6
     if _nan_scalar(n, b):
         return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
-    cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
+    cos, mae, _, r1, r5 = (_number(c) for c in r.cells)
+    rel = _max_relative(r, r.cells[2], n.dtype, b.dtype)
     cos = _cosine(r.cells[0], r.cosine)
     if r.cells[0] == NAN and any(m in r.message for m in (MSG_COS_NPU_ZERO, MSG_COS_BENCH_ZERO, MSG_COS_NAN)):
         cos = NAN  # msprobe's too: no cosine of an all-zero or a NaN tensor
