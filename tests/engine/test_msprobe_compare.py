@@ -146,6 +146,29 @@ def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tm
     assert not any(m.startswith("error: The shape of") for m in messages)
 
 
+@pytest.mark.parametrize("summary", [False, True])
+def test_msprobe_csv_of_a_mixed_pair_writes_a_norm_our_dumper_does_not_compute_as_msprobes_null(
+    tmp_path, summary
+):
+    """Our dumper (as the original) writes "Nan" for the norm of an int or 0-d tensor: not computed, not
+    a NaN. msprobe's CSV spells "not recorded" None, and its diff against a number Diff; "Nan" there
+    would say the loss's norm went NaN."""
+    rows = _run(tmp_path, "mixed_msprobe", *(["--summary"] if summary else []))
+    assert not [r["NPU Name"] for r in rows if "Nan" in (r["Bench l2norm"], r.get("L2norm diff"))]
+    by_name = {r["NPU Name"]: r for r in rows}
+    loss = by_name["Functional.nll_loss.0.forward.output.0"]  # 0-d: msprobe records its norm, ours not
+    assert (loss["Bench Tensor Shape"], loss["NPU l2norm"], loss["Bench l2norm"]) == (
+        "[]",
+        "1.5780304670333862",
+        "None",
+    )
+    target = by_name["Functional.nll_loss.0.forward.input.1"]  # int64: neither records a norm
+    assert (target["NPU l2norm"], target["Bench l2norm"]) == ("None", "None")
+    if summary:
+        assert (loss["L2norm diff"], loss["NormRelativeErr"]) == ("Diff", "Diff")
+        assert (target["L2norm diff"], target["NormRelativeErr"]) == ("0", "0")
+
+
 def test_ptdbg_columns_on_request(tmp_path):
     rows = _run(tmp_path, "mix", "--format", "ptdbg")
     assert "Accuracy Reached or Not" in rows[0] and "EucDist" not in rows[0]

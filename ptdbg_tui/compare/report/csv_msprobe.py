@@ -31,6 +31,7 @@ from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
+from ptdbg_tui.formats.stats import NAN_SENTINEL
 
 #: The name of this CSV dialect (``--format``).
 CSV_MSPROBE = "msprobe"
@@ -126,8 +127,13 @@ def _head(row: Row) -> list[str]:
 
 
 def _four(rec: TensorRecord) -> list[object]:
-    """Max, Min, Mean, Norm as recorded (``None`` where absent)."""
-    return [*rec.stats[:4], *[None] * (4 - len(rec.stats[:4]))]
+    """Max, Min, Mean, Norm as recorded, ``None`` where absent, msprobe's ``null``: a pkl's (the
+    original's, ours: ``data_name`` None) ``"Nan"`` and ``[]`` say "not computed" (an int or 0-d
+    tensor's norm, an empty or bool tensor's statistics), not a NaN value."""
+    four = [*rec.stats[:4], *[None] * (4 - len(rec.stats[:4]))]
+    if rec.data_name is None:
+        four = [None if v == NAN_SENTINEL or v == [] else v for v in four]
+    return four
 
 
 def _stats(rec: TensorRecord | None) -> list[str]:
