@@ -169,6 +169,21 @@ def test_msprobe_csv_of_a_mixed_pair_writes_a_norm_our_dumper_does_not_compute_a
         assert (target["L2norm diff"], target["NormRelativeErr"]) == ("0", "0")
 
 
+def test_msprobe_csv_of_a_mixed_md5_pair_checksums_a_python_value_as_msprobes_compare(tmp_path):
+    """msprobe's compare checksums its own Python values (CRC-32 of str(value)) when it compares; a
+    pkl records no checksum of one. Equal values pass, as msprobe against msprobe, rather than warn
+    that the parameter does not match."""
+    rows = _run(tmp_path, "mixed_md5")
+    values = [r for r in rows if r["NPU Dtype"].startswith("<class") and r["Bench Name"] != "N/A"]
+    assert {r["NPU Name"] for r in values} >= {
+        "Tensor.mul_.0.forward.input.1",
+        "Tensor.add_.0.forward.input.1",
+    }
+    for r in values:
+        assert r["BENCH MD5"] == r["NPU MD5"] != "N/A", r["NPU Name"]
+        assert (r["Result"], r["Err_message"]) == ("pass", "[]"), r["NPU Name"]
+
+
 def test_ptdbg_columns_on_request(tmp_path):
     rows = _run(tmp_path, "mix", "--format", "ptdbg")
     assert "Accuracy Reached or Not" in rows[0] and "EucDist" not in rows[0]

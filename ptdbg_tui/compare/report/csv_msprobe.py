@@ -31,7 +31,7 @@ from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
-from ptdbg_tui.formats.stats import NAN_SENTINEL
+from ptdbg_tui.formats.stats import NAN_SENTINEL, checksum
 
 #: The name of this CSV dialect (``--format``).
 CSV_MSPROBE = "msprobe"
@@ -271,6 +271,19 @@ def _consistent(row: Row) -> str:
     return str(grads[0] == grads[1] or (row.matched and None in grads))
 
 
+def _md5(rec: TensorRecord | None) -> str:
+    """msprobe's MD5 cell: the recorded checksum. A pkl (the original's, ours) records none of a Python
+    value; msprobe's compare computes its own values' at compare time (``CRC-32(str(value))``), and so
+    does this for a pkl's, so that equal values pass in a mixed pair."""
+    if rec is None:
+        return NA
+    if rec.md5:
+        return rec.md5
+    if rec.data_name is None and rec.is_scalar and rec.stats:
+        return checksum(str(rec.stats[0]).encode())
+    return NA
+
+
 def _data_name(rec: TensorRecord | None) -> str:
     if rec is None:
         return NA
@@ -285,7 +298,7 @@ def csv_row(row: Row, mode: str) -> list[str]:
     elif mode == STATISTICS:
         cells += _statistics_cells(row)
     else:
-        cells += [(rec.md5 or NA) if rec else NA for rec in (row.npu, row.bench)]
+        cells += [_md5(row.npu), _md5(row.bench)]
     if mode != MD5:
         cells += _stats(row.npu) + _stats(row.bench)
     cells += [_consistent(row), "", "", _stack(row)]
