@@ -184,6 +184,23 @@ def test_msprobe_csv_of_a_mixed_md5_pair_checksums_a_python_value_as_msprobes_co
         assert (r["Result"], r["Err_message"]) == ("pass", "[]"), r["NPU Name"]
 
 
+def test_a_mixed_md5_pair_does_not_blame_linears_transposed_weight_gradient(tmp_path):
+    """msprobe records linear's weight gradient transposed (addmm's node), ours as the weight: their
+    checksums differ whatever the data. Two runs without a fault: no culprit, and the msprobe CSV
+    cannot compare those rows by checksum (msprobe's warning for a pair it cannot check), not error."""
+    (o,) = compare_dumps(MSPROBE / "mixed_md5" / "npu", MSPROBE / "mixed_md5" / "bench", jobs=1)
+    assert o.diagnosis.culprit is None, o.diagnosis.culprit
+    assert not o.diagnosis.suspects
+    rows = {r["NPU Name"]: r for r in _run(tmp_path, "mixed_md5")}
+    for name in ("Functional.linear.0.backward.output.2", "Functional.linear.1.backward.output.2"):
+        row = rows[name]
+        assert list(reversed(json.loads(row["NPU Tensor Shape"]))) == json.loads(row["Bench Tensor Shape"])
+        assert row["NPU MD5"] != row["BENCH MD5"] and row["Result"] == "warning", name
+        messages = json.loads(row["Err_message"])
+        assert not any(m.startswith("error:") for m in messages)
+        assert any(m.startswith(f"{NOTE}the NPU tensor is the bench's transposed") for m in messages)
+
+
 def test_ptdbg_columns_on_request(tmp_path):
     rows = _run(tmp_path, "mix", "--format", "ptdbg")
     assert "Accuracy Reached or Not" in rows[0] and "EucDist" not in rows[0]
