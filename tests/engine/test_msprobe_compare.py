@@ -7,6 +7,7 @@ import csv
 import json
 import pickle
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -88,14 +89,11 @@ def _same_number(mine: str, theirs: str, rel: float) -> bool:
         return False
 
 
-@pytest.mark.parametrize("fixture", list(WITH_MSPROBE_CSV))
-def test_msprobe_csv_has_every_row_and_cell_of_msprobes_own(tmp_path, fixture):
-    """Every cell of msprobe's own CSV, Result and Err_message included: msprobe's rule judges a
-    call's rows together (the faulty silu gradient passes there, a None gradient warns), not ours."""
-    mode = WITH_MSPROBE_CSV[fixture]
-    theirs = _csv(MSPROBE / fixture / "msprobe_compare.csv")
-    ours = _run(tmp_path, fixture)
+def _assert_msprobes_cells(theirs: list[dict[str, str]], ours: list[dict[str, str]], mode: str) -> None:
+    """Ours has msprobe's columns, its rows in its order (and the bench-only rows it leaves out), and
+    every cell of each of its rows (:data:`APART`: to the last digits)."""
     assert list(ours[0]) == list(theirs[0]), "msprobe's columns, in its order"
+    assert [r["NPU Name"] for r in ours if r["NPU Name"] != "N/A"] == [r["NPU Name"] for r in theirs]
     by_name = {r["NPU Name"]: r for r in ours}
     for row in theirs:
         mine = by_name[row["NPU Name"]]
@@ -107,6 +105,16 @@ def test_msprobe_csv_has_every_row_and_cell_of_msprobes_own(tmp_path, fixture):
             assert _same_number(mine["MaxRelativeErr"], row["MaxRelativeErr"], 1e-6), row["NPU Name"]
         elif mode == "statistics":  # a percentage computed as msprobe computes it
             assert mine["MaxRelativeErr"] == row["MaxRelativeErr"], row["NPU Name"]
+
+
+@pytest.mark.parametrize("fixture", list(WITH_MSPROBE_CSV))
+def test_msprobe_csv_has_every_row_and_cell_of_msprobes_own(tmp_path, fixture):
+    """Every cell of msprobe's own CSV, Result and Err_message included: msprobe's rule judges a
+    call's rows together (the faulty silu gradient passes there, a None gradient warns), not ours."""
+    theirs = _csv(MSPROBE / fixture / "msprobe_compare.csv")
+    ours = _run(tmp_path, fixture)
+    _assert_msprobes_cells(theirs, ours, WITH_MSPROBE_CSV[fixture])
+    by_name = {r["NPU Name"]: r for r in ours}
     results = {r["NPU Name"]: r["Result"] for r in ours}
     assert set(results.values()) - {"pass"}, "each fixture has a fault msprobe's rule flags"
     if fixture in ("tensor", "mix"):
@@ -118,6 +126,38 @@ def test_msprobe_csv_has_every_row_and_cell_of_msprobes_own(tmp_path, fixture):
         assert by_name["Functional.relu.0.forward.output.0"]["MaxRelativeErr"] == "70400.0"
     if fixture == "scenario_softplus_negative_log_nan":
         assert results["Torch.log.0.forward.output.0"] == "error"  # NaN on the NPU only
+
+
+#: Fresh dumps by the real msprobe (make_realdumps.py: model, mode; the NPU side's gelu scales by 1.01)
+#: and msprobe's CSV mode of each.
+LIVE = {("half", "L1"): "tensor", ("cnngru", "stat_mix"): "statistics", ("custom", "md5"): "md5"}
+
+
+@pytest.mark.parametrize(("model", "mode"), list(LIVE))
+def test_msprobe_csv_has_every_cell_of_the_installed_msprobes_own(tmp_path, msprobe_python, model, mode):
+    """Where msprobe is installed (MSPROBE_PYTHON): both sides dumped by it now, its own compare, and
+    ours on the same pair, cell by cell."""
+    make = MSPROBE / "make_realdumps.py"
+    for side in ("npu", "bench"):
+        args = [msprobe_python, str(make), "msprobe", model, mode, side, str(tmp_path / side)]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "msprobe_out"
+    out.mkdir()
+    step = [str(tmp_path / side / "step0") for side in ("npu", "bench")]
+    msprobe = str(Path(msprobe_python).with_name("msprobe"))
+    done = subprocess.run(
+        [msprobe, "compare", "-tp", step[0], "-gp", step[1], "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (theirs,) = out.glob("compare_result*.csv")
+    ours = tmp_path / "ours"
+    assert main(["compare", *step, "-o", str(ours), "--jobs", "1", "--no-progress"]) == 0
+    (mine,) = ours.glob("compare_result*.csv")
+    _assert_msprobes_cells(_csv(theirs), _csv(mine), LIVE[model, mode])
 
 
 def test_msprobe_csv_of_a_mixed_pair_says_where_it_departs_from_msprobes_rule(tmp_path):
