@@ -95,6 +95,9 @@ class Result:
     cosine: float | None = None
     max_abs: float | None = None
     max_rel: float | None = None
+    #: max |npu − bench| where the bench is 0, where MaxRelativeErr divides by an eps instead: msprobe's
+    #: eps is another than the original's (float32's for float16 data), its CSV rescales this part.
+    max_abs_bench_zero: float = 0.0
     ratio_1e3: float | None = None  # fraction of elements with rel err < 0.001
     ratio_5e3: float | None = None
     worst_index: tuple[int, ...] | None = None  # where |npu - bench| is largest

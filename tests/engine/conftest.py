@@ -3,6 +3,9 @@ follows a running LiveEngine's outbox until a condition holds (no sleeps)."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 import threading
 import time
 import zlib
@@ -24,6 +27,21 @@ from ptdbg_tui.formats.synthetic import write_array
 from ptdbg_tui.formats.writer import RankWriter
 
 WAIT_S = 20.0
+
+
+@pytest.fixture
+def msprobe_python() -> str:
+    """A Python with mindstudio-probe (the real msprobe, never a dependency): $MSPROBE_PYTHON, else this
+    one if it has it; the test is skipped without one."""
+    python = os.environ.get("MSPROBE_PYTHON")
+    if python:
+        return python
+    if importlib.util.find_spec("msprobe") is not None:
+        return sys.executable
+    pytest.skip(
+        "msprobe (mindstudio-probe) is not installed: set MSPROBE_PYTHON to a Python that has it "
+        "(tests/fixtures/msprobe/make_fixtures.py says how to make one)"
+    )
 
 
 def array_for(name: str, shape: tuple[int, ...] = (4, 6)) -> np.ndarray:

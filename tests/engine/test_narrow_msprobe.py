@@ -4,11 +4,8 @@ target only and the compare names the same culprit."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,19 +19,6 @@ from ptdbg_tui.formats.reader import read_dump
 MSPROBE = Path(__file__).parents[1] / "fixtures" / "msprobe"
 CULPRIT = "Functional.silu.0.backward"  # make_fixtures.py's faulty silu backward
 JOB = Path(__file__).with_name("msprobe_job.py")
-
-
-def _msprobe_python() -> str:
-    """A Python with mindstudio-probe: $MSPROBE_PYTHON, else this one if it has it."""
-    python = os.environ.get("MSPROBE_PYTHON")
-    if python:
-        return python
-    if importlib.util.find_spec("msprobe") is not None:
-        return sys.executable
-    pytest.skip(
-        "msprobe (mindstudio-probe) is not installed: set MSPROBE_PYTHON to a Python that has it "
-        "(tests/fixtures/msprobe/make_fixtures.py says how to make one)"
-    )
 
 
 def _narrow(tmp_path: Path, mode: str, *args: str) -> tuple[Path, dict]:
@@ -91,8 +75,10 @@ def test_a_module_call_named_as_the_report_names_it_narrows_to_its_module(
     assert read_options(config).module == ["lstm"]
 
 
-def test_msprobe_loads_the_configs_and_its_narrowed_dumps_name_the_same_culprit(tmp_path: Path) -> None:
-    python = _msprobe_python()
+def test_msprobe_loads_the_configs_and_its_narrowed_dumps_name_the_same_culprit(
+    tmp_path: Path, msprobe_python: str
+) -> None:
+    python = msprobe_python
     _narrow(tmp_path, "mix", "--module", "lstm")
     _narrow(tmp_path, "statistics")
     config = tmp_path / "statistics.msprobe.json"

@@ -13,9 +13,10 @@ from ptdbg_tui.compare.model import Row
 
 def _equal(row: Row) -> bool | None:
     """Whether both runs' checksums of a tensor agree; None where a side has none (a Python value, a
-    dump without checksums)."""
+    dump without checksums) or they cannot agree: a transposed pair (linear's weight gradient in a
+    mixed pair) is the same data in another layout."""
     npu, bench = row.npu, row.bench
-    if npu is None or bench is None or npu.is_scalar or not npu.md5 or not bench.md5:
+    if npu is None or bench is None or npu.is_scalar or not npu.md5 or not bench.md5 or row.transposed:
         return None
     return npu.md5 == bench.md5
 

@@ -178,6 +178,7 @@ class MetricState:
     sums: list[tuple[float, float, float, float]] = field(default_factory=list)  # xx, yy, dd, trimmed
     max_abs: float = -1.0
     max_rel: float = 0.0
+    max_abs_bench_zero: float = 0.0  # max |npu - bench| where bench is 0 (msprobe's MaxRelativeErr)
     pass_1e3: int = 0
     pass_5e3: int = 0
     nonfinite: int = 0  # NaN/Inf at the same positions on both sides
@@ -198,6 +199,7 @@ class MetricState:
             self.max_abs, self.worst_flat = later.max_abs, later.worst_flat
             self.worst_npu, self.worst_bench = later.worst_npu, later.worst_bench
         self.max_rel = max(self.max_rel, later.max_rel)
+        self.max_abs_bench_zero = max(self.max_abs_bench_zero, later.max_abs_bench_zero)
         self.pass_1e3 += later.pass_1e3
         self.pass_5e3 += later.pass_5e3
         self.nonfinite += later.nonfinite
@@ -269,6 +271,7 @@ class MetricState:
             cosine=cos,
             max_abs=self.max_abs,
             max_rel=self.max_rel,
+            max_abs_bench_zero=self.max_abs_bench_zero,
             ratio_1e3=r1,
             ratio_5e3=r5,
             worst_index=worst,
@@ -316,10 +319,10 @@ class MetricAccumulator:
         k = npu.size
         st = self.state
         x, y, d = self._x[:k], self._y[:k], self._d[:k]
-        bad, top, rel_top, below_1e3, below_5e3, flips = self._pass(npu, bench, x, y, d)
+        bad, top, rel_top, below_1e3, below_5e3, flips, zero_top = self._pass(npu, bench, x, y, d)
         if bad:  # rare: zero the NaN/Inf (counting them) and pass again
             self._zero_nonfinite(x, y)
-            _, top, rel_top, below_1e3, below_5e3, flips = self._pass(x, y, x, y, d)
+            _, top, rel_top, below_1e3, below_5e3, flips, zero_top = self._pass(x, y, x, y, d)
         xx, yy, dd = _sum_squares(x), _sum_squares(y), _sum_squares(d)  # d = |x - y|: the same squares
         if top > st.max_abs:
             i = int(d.argmax())
@@ -328,6 +331,7 @@ class MetricAccumulator:
             st.worst_npu, st.worst_bench = float(x[i]), float(y[i])
         st.sums.append((xx, yy, dd, self._trim(d, top, dd, self._mask[:k])))
         st.max_rel = max(st.max_rel, rel_top)
+        st.max_abs_bench_zero = max(st.max_abs_bench_zero, zero_top)
         st.pass_1e3 += below_1e3
         st.pass_5e3 += below_5e3
         st.sign_flips += flips
@@ -340,7 +344,7 @@ class MetricAccumulator:
 
     def _pass(
         self, npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray
-    ) -> tuple[bool, float, float, int, int, int]:
+    ) -> tuple[bool, float, float, int, int, int, float]:
         """The element-wise part: compiled where loaded, else in numpy (the very same values)."""
         eps = self.state.eps
         if _fused is not None:
@@ -428,6 +432,7 @@ def compare_scalar(
         close=is_close(mae, rel),
         max_abs=mae,
         max_rel=rel,
+        max_abs_bench_zero=mae if y == 0 else 0.0,
         errors=errors,
     )
 

@@ -117,18 +117,20 @@ def fused_pass(
     eps: float,
     low: float,
     high: float,
-) -> tuple[bool, float, float, int, int, int]:
+) -> tuple[bool, float, float, int, int, int, float]:
     """``x``, ``y`` ← the float64 values of ``npu`` and ``bench`` (float32, float64, or float16 viewed
     as uint16), ``d`` ← |x − y|. Returns whether any is NaN/Inf (then the rest is void), max |x − y|,
     max |x − y| / |y| (a zero |y| replaced by ``eps``), the counts of that ratio below ``low``
-    and below ``high``, and the count of elements positive on one side only (where a ReLU's mask
-    differs)."""
+    and below ``high``, the count of elements positive on one side only (where a ReLU's mask
+    differs), and max |x − y| where y is zero (so that a CSV whose tool replaces a zero by another
+    eps can rescale that part: msprobe's)."""
     bad = False
     top = 0.0
     rel_top = 0.0
     below_low = 0
     below_high = 0
     sign_flips = 0
+    zero_top = 0.0
     for i in range(npu.size):
         a = _widen(npu[i])
         b = _widen(bench[i])
@@ -139,9 +141,11 @@ def fused_pass(
         d[i] = v
         top = _maxnum(top, v)
         magnitude = abs(b)
-        r = v / (magnitude if magnitude != 0.0 else eps)
+        zero = magnitude == 0.0
+        r = v / (eps if zero else magnitude)
+        zero_top = _maxnum(zero_top, v if zero else 0.0)
         rel_top = _maxnum(rel_top, r)
         below_low += r < low
         below_high += r < high
         sign_flips += (a > 0.0) != (b > 0.0)
-    return bad, top, rel_top, below_low, below_high, sign_flips
+    return bad, top, rel_top, below_low, below_high, sign_flips, zero_top

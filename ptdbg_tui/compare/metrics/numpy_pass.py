@@ -25,7 +25,7 @@ def numpy_pass(
     eps: float,
     low: float,
     high: float,
-) -> tuple[bool, float, float, int, int, int]:
+) -> tuple[bool, float, float, int, int, int, float]:
     """:func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` with scratch ``t`` (float64) and ``mask``
     (bool) of the same length; ``npu`` and ``bench`` are the data as stored (any dtype or layout)."""
     np.copyto(x, npu, casting="unsafe")
@@ -34,9 +34,10 @@ def numpy_pass(
     np.abs(d, out=d)
     top = float(d.max())
     if not math.isfinite(top) and not (np.isfinite(x).all() and np.isfinite(y).all()):
-        return True, top, math.nan, 0, 0, 0  # void, as the fused pass's
+        return True, top, math.nan, 0, 0, 0, 0.0  # void, as the fused pass's
     np.abs(y, out=t)
     np.equal(t, 0.0, out=mask)
+    zero_top = float(np.max(d, where=mask, initial=0.0)) if mask.any() else 0.0
     np.copyto(t, eps, where=mask)
     np.divide(d, t, out=t)
     rel_top = max(float(t.max()), 0.0)
@@ -46,4 +47,4 @@ def numpy_pass(
     if rel_top >= low:
         below_low = int(np.count_nonzero(np.less(t, low, out=mask)))
     flips = int(np.count_nonzero(np.greater(x, 0.0) != np.greater(y, 0.0)))
-    return False, top, rel_top, below_low, below_high, flips
+    return False, top, rel_top, below_low, below_high, flips, zero_top

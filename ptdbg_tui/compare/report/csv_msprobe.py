@@ -25,11 +25,13 @@ from ptdbg_tui.compare.metrics.cells import (
     MSG_EMPTY,
     NAN,
     UNSUPPORTED,
+    fmt12,
 )
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
+from ptdbg_tui.formats.stats import NAN_SENTINEL, checksum
 
 #: The name of this CSV dialect (``--format``).
 CSV_MSPROBE = "msprobe"
@@ -125,8 +127,13 @@ def _head(row: Row) -> list[str]:
 
 
 def _four(rec: TensorRecord) -> list[object]:
-    """Max, Min, Mean, Norm as recorded (``None`` where absent)."""
-    return [*rec.stats[:4], *[None] * (4 - len(rec.stats[:4]))]
+    """Max, Min, Mean, Norm as recorded, ``None`` where absent, msprobe's ``null``: a pkl's (the
+    original's, ours: ``data_name`` None) ``"Nan"`` and ``[]`` say "not computed" (an int or 0-d
+    tensor's norm, an empty or bool tensor's statistics), not a NaN value."""
+    four = [*rec.stats[:4], *[None] * (4 - len(rec.stats[:4]))]
+    if rec.data_name is None:
+        four = [None if v == NAN_SENTINEL or v == [] else v for v in four]
+    return four
 
 
 def _stats(rec: TensorRecord | None) -> list[str]:
@@ -158,6 +165,24 @@ def _cosine(cell: str, cos: float | None) -> str:
     return repr(value)
 
 
+#: Recorded dtypes msprobe's relative error divides in float32 (numpy's result type of the two arrays
+#: and float32; bfloat16 is read as float32); any other (float64, int, bool) makes it float64.
+_FLOAT32_WIDE = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float32", "torch.float"})
+_EPS32 = 2.0**-23
+_EPS64 = 2.0**-52
+
+
+def _max_relative(r: Result, cell: str, npu_dtype: str, bench_dtype: str) -> str:
+    """msprobe's MaxRelativeErr. Both replace a bench zero by an eps, ours by the bench dtype's (the
+    original's rule: float16's 9.8e-4 for float16), msprobe by that of the type it divides in
+    (``get_relative_err``: float32's 1.2e-7 for float16): where the largest ratio is at a bench zero,
+    msprobe's is |npu| / its eps. Its eps is never above ours, so the largest of ours and that is its."""
+    if not r.max_abs_bench_zero or r.max_rel is None or cell in (NAN, UNSUPPORTED, NA):
+        return _number(cell)
+    eps = _EPS32 if {npu_dtype, bench_dtype} <= _FLOAT32_WIDE else _EPS64
+    return _number(fmt12(max(r.max_rel, r.max_abs_bench_zero / eps)))
+
+
 def _nan_scalar(n: TensorRecord, b: TensorRecord) -> bool:
     """A 0-d tensor pair whose difference is NaN: msprobe computes no Cosine, ratios or EucDist of a
     0-d tensor, and its MaxAbsErr and MaxRelativeErr of NaN are ``Nan``."""
@@ -178,7 +203,8 @@ def _tensor_cells(row: Row) -> list[str]:
         return [UNSUPPORTED] * 6
     if _nan_scalar(n, b):
         return [UNSUPPORTED, UNSUPPORTED, NAN, NAN, UNSUPPORTED, UNSUPPORTED]
-    cos, mae, rel, r1, r5 = (_number(c) for c in r.cells)
+    cos, mae, _, r1, r5 = (_number(c) for c in r.cells)
+    rel = _max_relative(r, r.cells[2], n.dtype, b.dtype)
     cos = _cosine(r.cells[0], r.cosine)
     if r.cells[0] == NAN and any(m in r.message for m in (MSG_COS_NPU_ZERO, MSG_COS_BENCH_ZERO, MSG_COS_NAN)):
         cos = NAN  # msprobe's too: no cosine of an all-zero or a NaN tensor
@@ -245,6 +271,19 @@ def _consistent(row: Row) -> str:
     return str(grads[0] == grads[1] or (row.matched and None in grads))
 
 
+def _md5(rec: TensorRecord | None) -> str:
+    """msprobe's MD5 cell: the recorded checksum. A pkl (the original's, ours) records none of a Python
+    value; msprobe's compare computes its own values' at compare time (``CRC-32(str(value))``), and so
+    does this for a pkl's, so that equal values pass in a mixed pair."""
+    if rec is None:
+        return NA
+    if rec.md5:
+        return rec.md5
+    if rec.data_name is None and rec.is_scalar and rec.stats:
+        return checksum(str(rec.stats[0]).encode())
+    return NA
+
+
 def _data_name(rec: TensorRecord | None) -> str:
     if rec is None:
         return NA
@@ -259,7 +298,7 @@ def csv_row(row: Row, mode: str) -> list[str]:
     elif mode == STATISTICS:
         cells += _statistics_cells(row)
     else:
-        cells += [(rec.md5 or NA) if rec else NA for rec in (row.npu, row.bench)]
+        cells += [_md5(row.npu), _md5(row.bench)]
     if mode != MD5:
         cells += _stats(row.npu) + _stats(row.bench)
     cells += [_consistent(row), "", "", _stack(row)]
