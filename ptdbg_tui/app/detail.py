@@ -75,6 +75,13 @@ def not_compared(row: Row) -> bool:
     )
 
 
+def one_side_text(row: Row) -> str:
+    """Which side a row without counterpart is on, in the tree's words ("" for a paired row)."""
+    if row.matched:
+        return ""
+    return "no bench" if row.npu is not None else "bench only"
+
+
 def row_style_name(row: Row) -> str:
     return NEUTRAL if not_compared(row) else (row.result.status if row.result else Status.PENDING).value
 
@@ -217,7 +224,9 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     if call is not None and replay:
         parts.append(replay_line(f"Replay of {call.key}", replay, styles))
     parts += [Text(""), *_side_tables(row, styles, width)]
-    if result is not None:
+    # a row on one side only was compared with nothing: its metrics are NaN by the CSV's convention,
+    # which here would read as a comparison made (the status line says which side it is on)
+    if result is not None and result.status is not Status.UNMATCHED:
         parts += [Text(""), _metrics_table(result, summary, styles, width)]
         if result.message:
             parts.append(Text.assemble(("Err_message ", styles.get("head", Style())), result.message))
@@ -235,6 +244,9 @@ def _row_line(row: Row, metric: str, styles: Styles) -> Text:
     entry = row.record.entry
     label = entry.arg if entry else row.name
     text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
+    alone = one_side_text(row)
+    if alone:  # compared with nothing: no metric (its NaN would read as a comparison made)
+        return text.append(f"  {alone}", style=styles.get("muted", Style()))
     cell = short_cell(row.result.cells[0]) if row.result is not None and row.result.cells else ""
     if cell and not not_compared(row):  # no value (statistics that are NaN on a side): no label either
         text.append(f"  {metric} {cell}", style=styles.get("muted", Style()))
