@@ -1,9 +1,17 @@
-"""What the screen must not get wrong at 80x24: an entry on one side only shown as compared."""
+"""What the screen must not get wrong at 80x24: an entry on one side only shown as compared, toasts
+over the help, key hints cut off in the footer."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+import importlib.util
+import re
 
+import pytest
+from textual.binding import Binding
+from textual.widgets._footer import FooterKey  # the footer's hints (not public)
+
+from ptdbg_tui.app.screens import HELP, HelpScreen
 from ptdbg_tui.compare.model import Status
 
 
@@ -30,3 +38,53 @@ async def test_an_entry_on_one_side_only_says_so_and_shows_no_metric(shifted_dum
         assert f"∅ input.0  {where}" in text and f"∅ output.0  {where}" in text
         assert "nan" not in text
         assert "nan" not in ui.screen_text(app)
+
+
+def _key(app, binding: Binding) -> str:
+    """The key as the footer shows it (``?``, ``/``): the first of a binding's keys."""
+    return app.get_key_display(dataclasses.replace(binding, key=binding.key.split(",")[0]))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+async def test_every_key_hint_in_the_footer_is_whole_and_help_lists_every_key(small_dumps, ui, size):
+    app = ui.app(*small_dumps)
+    async with app.run_test(size=size) as pilot:
+        await ui.settle(pilot)
+        await pilot.pause()
+        footer = ui.screen_text(app).splitlines()[-1]
+        keys = [k for k in app.query(FooterKey) if k.display and "-command-palette" not in k.classes]
+        assert keys[0].action == "help", "? first: it lists what the footer leaves out"
+        for key in keys:
+            hint = f"{key.key_display} {key.description}"
+            assert re.search(rf"(^| ){re.escape(hint)} ", footer), f"{hint!r} whole in {footer!r}"
+        wide = {"s View", "o Overview", "e Export", "t Narrow"}
+        assert all((hint in footer) == (size[0] >= 120) for hint in wide), "more hints where they fit"
+    for binding in app.BINDINGS:  # every key, the footer's or not, in the help
+        key = _key(app, binding)
+        assert re.search(rf"`{re.escape(key)}`", HELP), key
+
+
+async def test_toasts_wait_behind_the_help_at_80x24(demo_dumps, ui, monkeypatch):
+    """Replay off (no torch): its notice on r, then ? — the help is read whole, and the notice is
+    back once the help closes."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
+    )
+    app = ui.app(*demo_dumps)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ui.settle(pilot)
+        app.clear_notifications()
+        await pilot.press("c", "r")
+        await pilot.pause()
+        notice = "No replay here"
+        assert notice in ui.screen_text(app), "the toast is on the main screen"
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.pause()
+        help_text = ui.screen_text(app)
+        assert notice not in help_text and "torch" not in help_text
+        assert "next / previous suspect: the culprit, then those of every" in help_text, "not covered"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert notice in ui.screen_text(app), "still current: shown again"
