@@ -241,9 +241,11 @@ def _suspect_segments(
     site = suspect.site
     if site is not None:
         text = Text(f"{os.path.basename(site.path)}:{site.line}", style=styles.get("site", Style()))
+        # a long source line is cut, not the file:line dropped with it (it must stay: module docstring)
+        shrink = text.cell_len + 1 if site.source else 0
         if site.source:
             text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
-        out.append(Segment(text, 0))
+        out.append(Segment(text, 0, shrink))
     if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
         style = fail if suspect.confirmed else styles.get("muted", Style())
         out.append(seg(suspect.replay, 1, style, shrink=16))

@@ -1,11 +1,12 @@
 """What the screen must not get wrong at 80x24: an entry on one side only shown as compared, toasts
-over the help, key hints cut off in the footer."""
+over the help, key hints cut off in the footer, the culprit's file:line lost to a long source line."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import re
+import shutil
 
 import pytest
 from textual.binding import Binding
@@ -88,3 +89,22 @@ async def test_toasts_wait_behind_the_help_at_80x24(demo_dumps, ui, monkeypatch)
         await pilot.press("escape")
         await pilot.pause()
         assert notice in ui.screen_text(app), "still current: shown again"
+
+
+async def test_a_long_source_line_is_cut_and_the_culprit_s_file_line_stays(steps_dumps, ui, tmp_path):
+    """Two steps at fault: the bar's first line holds the culprit and "+1 more", which must stay too."""
+    source = "y = VF_lstm(self.embed(tokens) * mask + positions, hidden_state, dropout=drop).flatten(1)"
+    sides = []
+    for side in steps_dumps:
+        copy = tmp_path / side.name
+        shutil.copytree(side, copy)
+        for pkl in copy.rglob("*.pkl"):
+            pkl.write_text(pkl.read_text().replace('"y = VF_lstm(x)"', f'"{source}"'))
+        sides.append(copy)
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.pause()
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "Culprit VF_lstm_0_backward" in bar and "+1 more (c/C)" in bar
+        assert re.search(r"model\.py:43  y = VF_lstm\(self\.embed.*…", bar), bar
