@@ -108,3 +108,24 @@ async def test_a_long_source_line_is_cut_and_the_culprit_s_file_line_stays(steps
         bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
         assert "Culprit VF_lstm_0_backward" in bar and "+1 more (c/C)" in bar
         assert re.search(r"model\.py:43  y = VF_lstm\(self\.embed.*…", bar), bar
+
+
+async def test_n_goes_to_an_entry_that_could_not_be_compared(small_dumps, ui, tmp_path):
+    """The bar says "1 entry could not be compared (n: next failure)": n must find it (it said "No
+    failing entry"), before the failures that come after it in execution."""
+    sides = [tmp_path / side.name for side in small_dumps]
+    for side, copy in zip(small_dumps, sides, strict=True):
+        shutil.copytree(side, copy)
+    (gone,) = sides[0].rglob("Functional_relu_0_forward_output.npy")
+    gone.unlink()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("n")
+        leaf = app.call_tree.cursor_model_node
+        assert leaf is not None and leaf.key == "Functional_relu_0_forward_output"
+        assert leaf.status is Status.ERROR
+        await pilot.press("N")  # wraps around to the last failure, in the backward
+        assert app.call_tree.cursor_model_node.status is Status.FAIL
+        await pilot.press("n")
+        assert app.call_tree.cursor_model_node is leaf
