@@ -155,8 +155,9 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
             )
     bad.rstrip()
     done = p.done and p.rows and not p.pending
-    alone = counts[Status.UNMATCHED]  # on one side only: not compared
-    whole = f"all {p.rows:,} compared" if not alone else f"{p.rows - alone:,} of {p.rows:,} compared"
+    # on one side only, or could not be compared (the bar says "1 entry could not be compared")
+    left = counts[Status.UNMATCHED] + counts[Status.ERROR]
+    whole = f"all {p.rows:,} compared" if not left else f"{p.rows - left:,} of {p.rows:,} compared"
     return [Segment(bad, 0), seg(whole if done else f"compared {p.compared:,}/{p.rows:,}", 0)]
 
 

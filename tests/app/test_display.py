@@ -129,3 +129,19 @@ async def test_n_goes_to_an_entry_that_could_not_be_compared(small_dumps, ui, tm
         assert app.call_tree.cursor_model_node.status is Status.FAIL
         await pilot.press("n")
         assert app.call_tree.cursor_model_node is leaf
+
+
+async def test_the_header_does_not_count_an_entry_that_could_not_be_compared(small_dumps, ui, tmp_path):
+    """It said "✘ 9 ⚠ 1 │ all 30 compared": ⚠ is "could not compare" (the CLI: "1 errors")."""
+    sides = [tmp_path / side.name for side in small_dumps]
+    for side, copy in zip(small_dumps, sides, strict=True):
+        shutil.copytree(side, copy)
+    (gone,) = sides[0].rglob("Functional_relu_0_forward_output.npy")
+    gone.unlink()
+    app = ui.app(*sides)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        rows = app.model.progress.rows
+        assert app.model.status_counts()[Status.ERROR] == 1
+        header = ui.screen_text(app).splitlines()[0]
+        assert f"⚠ 1 │ {rows - 1:,} of {rows:,} compared" in header, header
