@@ -121,8 +121,10 @@ def _delta(n: object, b: object, digits: int) -> tuple[str, str]:
 
 
 def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
-    """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow."""
-    wide = width >= WIDE
+    """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow;
+    a row on one side only has no Δ (a column of dashes would say nothing)."""
+    both = row.npu is not None and row.bench is not None
+    wide = width >= WIDE and both
     digits = 6 if width >= 72 else 4
     sides = _table(styles, "", "NPU", "Bench", *(("Δ", "rel Δ") if wide else ()))
     deltas = _table(styles, "", "Δ", "rel Δ")
@@ -144,7 +146,7 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
         d = _delta(n, b, digits)
         sides.add_row(label, _fmt(n, digits), _fmt(b, digits), *(d if wide else ()))
         deltas.add_row(label, *d)
-    return [sides] if wide or not (row.npu and row.bench) else [sides, Text(""), deltas]
+    return [sides] if wide or not both else [sides, Text(""), deltas]
 
 
 def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) -> Table:

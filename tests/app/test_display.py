@@ -32,6 +32,7 @@ async def test_an_entry_on_one_side_only_says_so_and_shows_no_metric(shifted_dum
         for compared in ("nan", "Nan", "Cosine", "MaxAbsErr", "Accuracy", "Err_message"):
             assert compared not in text, compared
         assert "l2norm" in text, "its own side's statistics stay"
+        assert "Δ" not in ui.detail_text(app, width=160), "no column of differences from nothing"
         app.detail.show(alone[0].parent)  # the call: its entries' lines
         await pilot.pause()
         text = ui.detail_text(app)
