@@ -12,6 +12,7 @@ import pytest
 from textual.binding import Binding
 from textual.widgets._footer import FooterKey  # the footer's hints (not public)
 
+from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HELP, HelpScreen
 from ptdbg_tui.compare.model import Status
 
@@ -146,3 +147,22 @@ async def test_the_header_does_not_count_an_entry_that_could_not_be_compared(sma
         assert app.model.status_counts()[Status.ERROR] == 1
         header = ui.screen_text(app).splitlines()[0]
         assert f"⚠ 1 │ {rows - 1:,} of {rows:,} compared" in header, header
+
+
+async def test_the_overview_says_why_a_failing_pair_has_no_suspect(small_dumps, shifted_dumps, ui, tmp_path):
+    """Step 1 fails without a call at fault (one run's extra call shifts exact matching): its line
+    said nothing where the first suspect goes; now what the CLI's report says of it."""
+    sides = [tmp_path / side.name for side in small_dumps]
+    for side, shifted, copy in zip(small_dumps, shifted_dumps, sides, strict=True):
+        shutil.copytree(side, copy)
+        (step0,) = shifted.rglob("step0")
+        shutil.copytree(step0, next(copy.rglob("step0")).with_name("step1"))
+    app = ui.app(*sides, match="exact")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await ui.settle(pilot)
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        step1 = next(line for line in app.screen.lines if line.label == "step1/rank0")
+        assert step1.worst is Status.FAIL and not step1.suspect
+        screen = ui.screen_text(app)
+        assert "step1/rank0  ✘ fail" in screen and "no call at fault: the first failing row is" in screen
