@@ -26,6 +26,8 @@ Styles = Mapping[str, Style]
 SEP = "  │  "
 NARROW_SEP = " │ "  # when the segments do not fit with SEP
 INDENT = "  "  # before a bar's second line
+#: A word cut to fit is left out whole when this many characters or fewer of it would show.
+CUT_WORD = 12
 #: The diagnosis bar takes one line when everything fits, else two.
 MAX_BAR_LINES = 2
 
@@ -108,8 +110,19 @@ def _least_important(segments: Sequence[Segment]) -> int:
 
 
 def _cut(segment: Segment, cells: int) -> Segment:
+    """The segment in ``cells`` cells, cut after its last whole word (" …"): a number cut short reads
+    as another number ("allowed 2.3e-0…"), a word as a typo ("kernel wron…"). A long word (a path)
+    is cut within, as is one with nothing before it: the part of it that fits says more than none."""
     text = segment.text.copy()
-    text.truncate(cells, overflow="ellipsis")
+    if text.cell_len > cells:
+        text.truncate(cells - 1)
+        space = text.plain.rfind(" ")
+        if space > 0 and len(text.plain) - space <= CUT_WORD and text.plain[:space].strip():
+            text.right_crop(len(text) - space)
+            text.rstrip()
+            text.append(" …")
+        else:
+            text.append("…")
     return Segment(text, segment.priority)
 
 

@@ -109,7 +109,20 @@ async def test_a_long_source_line_is_cut_and_the_culprit_s_file_line_stays(steps
         await pilot.pause()
         bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
         assert "Culprit VF_lstm_0_backward" in bar and "+1 more (c/C)" in bar
-        assert re.search(r"model\.py:43  y = VF_lstm\(self\.embed.*…", bar), bar
+        assert re.search(r"model\.py:43  y = VF_lstm\(self\.embed.* …", bar), bar
+
+
+async def test_the_bar_cuts_the_replay_s_verdict_after_a_whole_word_at_80x24(demo_dumps, ui):
+    """It said "confirmed by replay — NPU kernel wron…"; a number cut short ("allowed 2.3e-0…") would
+    read as another number."""
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: (c := app.model.first_culprit()) is not None and c[0].confirmed)
+        await pilot.pause()
+        bar = "\n".join(ui.screen_text(app).splitlines()[1:3])
+        assert "confirmed by replay — NPU kernel …" in bar, bar
+        assert not re.search(r"\w…", bar), bar
 
 
 async def test_n_goes_to_an_entry_that_could_not_be_compared(small_dumps, ui, tmp_path):
