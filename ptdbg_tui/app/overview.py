@@ -106,7 +106,7 @@ def _unexplained(d: Diagnosis) -> str:
 
 
 class OverviewScreen(ModalScreen["str | None"]):
-    """The pairs as a table; Enter dismisses with the chosen pair's key."""
+    """The pairs as a table; Enter dismisses with the chosen pair's key. Toasts wait behind it (app.tcss)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,o,q", "dismiss(None)", "Close")]
     DEFAULT_CSS = """

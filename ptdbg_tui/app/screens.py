@@ -67,15 +67,13 @@ class HelpScroll(VerticalScroll):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key. Toasts wait behind it (at 80x24 one would hide a third of the text): those still
-    current show again on the screen below once it closes."""
+    """Every key. Toasts wait behind it (app.tcss)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 100%; max-width: 100; height: auto; max-height: 100%;
                                   border: thick $primary; background: $surface; padding: 0 1; }
-    HelpScreen Toast { visibility: hidden; }
     """
 
     def compose(self) -> ComposeResult:

@@ -15,6 +15,7 @@ from textual.widgets._footer import FooterKey  # the footer's hints (not public)
 from ptdbg_tui.app.overview import OverviewScreen
 from ptdbg_tui.app.screens import HELP, HelpScreen
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.synthetic import write_ranks_pair
 
 
 @pytest.mark.parametrize(("swap", "side"), [(False, "NPU"), (True, "bench")])
@@ -91,6 +92,34 @@ async def test_toasts_wait_behind_the_help_at_80x24(demo_dumps, ui, monkeypatch)
         await pilot.press("escape")
         await pilot.pause()
         assert notice in ui.screen_text(app), "still current: shown again"
+
+
+async def test_toasts_wait_behind_the_overview_at_80x24(ui, tmp_path):
+    """Notices (the replay's verdicts, the first divergent rank) covered the overview's suspects at
+    80x24; they wait beneath it now (outside its box only) and come back on top when it closes."""
+    app = ui.app(*write_ranks_pair(tmp_path, ranks=4))
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await ui.settle(pilot)
+        app.clear_notifications()
+        notices = [
+            "Replayed Functional_linear_1_forward",
+            "Replayed Torch_tanh_1_forward",
+            "First divergent rank",
+        ]
+        for notice in notices:
+            app.notify(f"{notice}: rank3 (step0) …", timeout=60)
+        await pilot.press("o")
+        assert isinstance(app.screen, OverviewScreen)
+        await pilot.pause()
+        lines = ui.screen_text(app).splitlines()
+        rows = [line for line in lines if re.search(r"step0/rank\d  ✔ pass", line)]
+        assert len(rows) == 4 and re.search(r"#7 +Functional_linear_1_forward", rows[0]), "\n".join(lines)
+        assert all(re.search(r"#10 +receives via Distributed_all_r", row) for row in rows[1:]), "\n".join(
+            lines
+        )
+        await pilot.press("escape")
+        await pilot.pause()
+        assert "First divergent rank" in ui.screen_text(app), "still current: on top again"
 
 
 async def test_a_long_source_line_is_cut_and_the_culprit_s_file_line_stays(steps_dumps, ui, tmp_path):
