@@ -106,6 +106,22 @@ class FitBar(Static):
         self.redraw()
 
 
+#: Actions whose key the footer shows from 120 columns only: at 80 the others just fit whole, and ``?``
+#: (first) lists every key.
+WIDE_KEYS = frozenset({"toggle_view", "overview", "export", "narrow"})
+
+
+class KeyFooter(Footer):
+    """Textual's footer, which cuts the hints that do not fit (``s Vi``): the keys of :data:`WIDE_KEYS`
+    are classed ``-wide-only``, hidden below 120 columns (app.tcss)."""
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if getattr(widget, "action", None) in WIDE_KEYS:  # a FooterKey (not public in Textual)
+                widget.add_class("-wide-only")
+            yield widget
+
+
 class PtdbgApp(App[None]):
     """Call tree, detail panel, diagnosis and progress over a :class:`LiveEngine`."""
 
@@ -113,7 +129,8 @@ class PtdbgApp(App[None]):
     #: Below 120 columns the tree and the detail panel share the width equally (app.tcss).
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
     TITLE = "ptdbg-tui"
-    # The footer shows these in order and cuts what does not fit: help and quit first.
+    # The footer shows these in order and cuts what does not fit: help and quit first; those of
+    # WIDE_KEYS from 120 columns only.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark,f1", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -129,9 +146,9 @@ class PtdbgApp(App[None]):
         Binding("f", "filter", "Filter"),
         Binding("m", "match", "Match"),
         Binding("s", "toggle_view", "View"),
-        Binding("o", "overview", "Overview", show=False),
-        Binding("e", "export", "Export", show=False),
-        Binding("t", "narrow", "Narrow", show=False),
+        Binding("o", "overview", "Overview"),
+        Binding("e", "export", "Export"),
+        Binding("t", "narrow", "Narrow"),
     ]
 
     def __init__(
@@ -175,7 +192,7 @@ class PtdbgApp(App[None]):
         with Horizontal(id="searchbar"):
             yield self.search_box
             yield self.search_count
-        yield Footer(compact=True)
+        yield KeyFooter(compact=True)
 
     def get_css_variables(self) -> dict[str, str]:
         """Adds ``$text-status-error``: a magenta readable on the theme's background."""

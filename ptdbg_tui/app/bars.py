@@ -26,6 +26,8 @@ Styles = Mapping[str, Style]
 SEP = "  │  "
 NARROW_SEP = " │ "  # when the segments do not fit with SEP
 INDENT = "  "  # before a bar's second line
+#: A word cut to fit is left out whole when this many characters or fewer of it would show.
+CUT_WORD = 12
 #: The diagnosis bar takes one line when everything fits, else two.
 MAX_BAR_LINES = 2
 
@@ -108,8 +110,19 @@ def _least_important(segments: Sequence[Segment]) -> int:
 
 
 def _cut(segment: Segment, cells: int) -> Segment:
+    """The segment in ``cells`` cells, cut after its last whole word (" …"): a number cut short reads
+    as another number ("allowed 2.3e-0…"), a word as a typo ("kernel wron…"). A long word (a path)
+    is cut within, as is one with nothing before it: the part of it that fits says more than none."""
     text = segment.text.copy()
-    text.truncate(cells, overflow="ellipsis")
+    if text.cell_len > cells:
+        text.truncate(cells - 1)
+        space = text.plain.rfind(" ")
+        if space > 0 and len(text.plain) - space <= CUT_WORD and text.plain[:space].strip():
+            text.right_crop(len(text) - space)
+            text.rstrip()
+            text.append(" …")
+        else:
+            text.append("…")
     return Segment(text, segment.priority)
 
 
@@ -155,8 +168,9 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
             )
     bad.rstrip()
     done = p.done and p.rows and not p.pending
-    alone = counts[Status.UNMATCHED]  # on one side only: not compared
-    whole = f"all {p.rows:,} compared" if not alone else f"{p.rows - alone:,} of {p.rows:,} compared"
+    # on one side only, or could not be compared (the bar says "1 entry could not be compared")
+    left = counts[Status.UNMATCHED] + counts[Status.ERROR]
+    whole = f"all {p.rows:,} compared" if not left else f"{p.rows - left:,} of {p.rows:,} compared"
     return [Segment(bad, 0), seg(whole if done else f"compared {p.compared:,}/{p.rows:,}", 0)]
 
 
@@ -241,9 +255,11 @@ def _suspect_segments(
     site = suspect.site
     if site is not None:
         text = Text(f"{os.path.basename(site.path)}:{site.line}", style=styles.get("site", Style()))
+        # a long source line is cut, not the file:line dropped with it (it must stay: module docstring)
+        shrink = text.cell_len + 1 if site.source else 0
         if site.source:
             text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
-        out.append(Segment(text, 0))
+        out.append(Segment(text, 0, shrink))
     if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
         style = fail if suspect.confirmed else styles.get("muted", Style())
         out.append(seg(suspect.replay, 1, style, shrink=16))

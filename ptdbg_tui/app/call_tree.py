@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from ptdbg_tui.app.detail import NEUTRAL, not_compared, short_dtype
+from ptdbg_tui.app.detail import NEUTRAL, not_compared, one_side_text, short_dtype
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
@@ -185,8 +185,9 @@ class CallTree(Tree[object]):
             rec = row.record
             shape = list(rec.shape) if not rec.is_scalar else "scalar"
             parts = [(2, f"{short_dtype(rec.dtype)} {shape}")]
-            if not row.matched:
-                parts.append((0, "no bench" if row.npu is not None else "bench only"))
+            alone = one_side_text(row)
+            if alone:
+                parts.append((0, alone))
             return parts
         parts = []
         if self.flat and n.kind == "call":

@@ -75,6 +75,13 @@ def not_compared(row: Row) -> bool:
     )
 
 
+def one_side_text(row: Row) -> str:
+    """Which side a row without counterpart is on, in the tree's words ("" for a paired row)."""
+    if row.matched:
+        return ""
+    return "no bench" if row.npu is not None else "bench only"
+
+
 def row_style_name(row: Row) -> str:
     return NEUTRAL if not_compared(row) else (row.result.status if row.result else Status.PENDING).value
 
@@ -114,8 +121,10 @@ def _delta(n: object, b: object, digits: int) -> tuple[str, str]:
 
 
 def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
-    """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow."""
-    wide = width >= WIDE
+    """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow;
+    a row on one side only has no Δ (a column of dashes would say nothing)."""
+    both = row.npu is not None and row.bench is not None
+    wide = width >= WIDE and both
     digits = 6 if width >= 72 else 4
     sides = _table(styles, "", "NPU", "Bench", *(("Δ", "rel Δ") if wide else ()))
     deltas = _table(styles, "", "Δ", "rel Δ")
@@ -137,7 +146,7 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
         d = _delta(n, b, digits)
         sides.add_row(label, _fmt(n, digits), _fmt(b, digits), *(d if wide else ()))
         deltas.add_row(label, *d)
-    return [sides] if wide or not (row.npu and row.bench) else [sides, Text(""), deltas]
+    return [sides] if wide or not both else [sides, Text(""), deltas]
 
 
 def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) -> Table:
@@ -217,7 +226,9 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     if call is not None and replay:
         parts.append(replay_line(f"Replay of {call.key}", replay, styles))
     parts += [Text(""), *_side_tables(row, styles, width)]
-    if result is not None:
+    # a row on one side only was compared with nothing: its metrics are NaN by the CSV's convention,
+    # which here would read as a comparison made (the status line says which side it is on)
+    if result is not None and result.status is not Status.UNMATCHED:
         parts += [Text(""), _metrics_table(result, summary, styles, width)]
         if result.message:
             parts.append(Text.assemble(("Err_message ", styles.get("head", Style())), result.message))
@@ -235,6 +246,9 @@ def _row_line(row: Row, metric: str, styles: Styles) -> Text:
     entry = row.record.entry
     label = entry.arg if entry else row.name
     text = Text(f"  {row_symbol(row)} {label}", style=styles.get(row_style_name(row), Style()))
+    alone = one_side_text(row)
+    if alone:  # compared with nothing: no metric (its NaN would read as a comparison made)
+        return text.append(f"  {alone}", style=styles.get("muted", Style()))
     cell = short_cell(row.result.cells[0]) if row.result is not None and row.result.cells else ""
     if cell and not not_compared(row):  # no value (statistics that are NaN on a side): no label either
         text.append(f"  {metric} {cell}", style=styles.get("muted", Style()))

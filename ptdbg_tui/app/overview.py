@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Label
 
 from ptdbg_tui.app.bars import module_of
 from ptdbg_tui.app.tree_model import TreeModel
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 
@@ -38,6 +39,7 @@ class PairLine:
     divergence: int | None  # execution position of the first suspect, else of the first failure
     judged: bool = True  # its diagnosis has come and no row waits (else it is still being compared)
     received: bool = False  # its first suspect only receives another rank's error
+    why: str = ""  # entries fail but no call is a suspect: why (an error inherited …), or no verdict
 
 
 def overview(model: TreeModel) -> list[PairLine]:
@@ -65,6 +67,8 @@ def overview(model: TreeModel) -> list[PairLine]:
     for pair in model.root.children:
         name, count, seq = first.get(pair.key, ("", 0, None))
         divergence = seq if name else fails.get(pair.key)
+        d = model.diagnoses.get(pair.key)
+        why = _unexplained(d) if d is not None and not name and divergence is not None else ""
         lines.append(
             PairLine(
                 pair.key,
@@ -76,6 +80,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 divergence,
                 pair.key in model.diagnoses and not pair.count(Status.PENDING),
                 bool(name) and bool(model.diagnoses[pair.key].received),
+                why,
             )
         )
     order = {p.key: p.order for p in model.root.children}
@@ -91,8 +96,17 @@ def overview(model: TreeModel) -> list[PairLine]:
     )
 
 
+def _unexplained(d: Diagnosis) -> str:
+    """Why a pair whose entries fail has no suspect, as the CLI's report says it: what another step
+    or rank says of it (parameters that differ on entry), else where its first failure is and why no
+    call is at fault there; or that there is no verdict."""
+    if not d.judged or d.fault:
+        return d.verdict
+    return "no call at fault: " + (d.notes[0] if d.notes else d.unexplained or "the error is inherited")
+
+
 class OverviewScreen(ModalScreen["str | None"]):
-    """The pairs as a table; Enter dismisses with the chosen pair's key."""
+    """The pairs as a table; Enter dismisses with the chosen pair's key. Toasts wait behind it (app.tcss)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,o,q", "dismiss(None)", "Close")]
     DEFAULT_CSS = """
@@ -154,7 +168,9 @@ class OverviewScreen(ModalScreen["str | None"]):
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                more + line.suspect,
+                more + line.suspect
+                if line.suspect
+                else Text(line.why, style=self.row_styles.get("muted", "")),
                 key=line.key,
             )
 

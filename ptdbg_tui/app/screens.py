@@ -26,7 +26,7 @@ HELP = """\
 | `r` | replay the selected call: re-run it in float64 on each side's own recorded inputs |
 | `R` | write the selected call's repro for the kernel team (`repro.py`: `python repro.py` needs torch) |
 | `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ previous (k/N) |
-| `n` / `N` | next / previous failure in execution order |
+| `n` / `N` | next / previous failure (✘, or ⚠ could not compare) in execution order |
 | `f` | filter: all → failures only → unmatched only |
 | `m` | matching: auto → exact → fuzzy → align (every pair re-matched) |
 | `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
@@ -67,6 +67,8 @@ class HelpScroll(VerticalScroll):
 
 
 class HelpScreen(ModalScreen[None]):
+    """Every key. Toasts wait behind it (app.tcss)."""
+
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }

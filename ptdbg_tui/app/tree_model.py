@@ -23,10 +23,13 @@ STATUSES = list(Status)
 SEARCHED = frozenset({"module", "frame", "call", "noise"})
 _INDEX = {s: i for i, s in enumerate(STATUSES)}
 
+#: What n/N walk and "failures only" shows: an entry that fails or could not be compared (the diagnosis
+#: bar counts them alike: "1 entry could not be compared (n: next failure)").
+FAILING = frozenset({Status.FAIL, Status.ERROR})
 #: Filters the ``f`` key cycles through: (name, statuses shown or None for all).
 FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
     ("all", None),
-    ("failures only", frozenset({Status.FAIL, Status.ERROR})),
+    ("failures only", FAILING),
     ("unmatched only", frozenset({Status.UNMATCHED})),
 )
 
@@ -156,7 +159,7 @@ class TreeModel:
         self.flat: dict[str, list[Node]] = {}  # per pair: calls in execution order
         self.diagnoses: dict[str, Diagnosis] = {}
         self.matches: dict[str, MatchNote] = {}
-        self.failing: set[Node] = set()
+        self.failing: set[Node] = set()  # leaves in a FAILING state: what n/N walk
         self.progress = Progress()
         self.filter: frozenset[Status] | None = None
         self.changed: set[Node] = set()  # display changed (label, status, counts)
@@ -373,7 +376,7 @@ class TreeModel:
             n.counts[i] += delta
             changed.add(n)
             n = n.parent
-        if status is Status.FAIL:
+        if status in FAILING:
             if delta > 0:
                 self.failing.add(leaf)
             else:

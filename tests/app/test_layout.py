@@ -37,8 +37,10 @@ def test_fit_drops_the_least_important_segments_then_cuts():
     assert fit(line, 10).plain == "✘ 3"
     assert fit([seg("compared 10/10")], 8).plain == "compare…", "the last one left is cut"
     shrinking = [seg("a.py:3  y = f(x)", 0), seg("inputs 3e-06, outputs 0.21, allowed 2e-05", 1, shrink=12)]
-    assert fit(shrinking, 40).plain == "a.py:3  y = f(x) │ inputs 3e-06, output…"
+    assert fit(shrinking, 40).plain == "a.py:3  y = f(x) │ inputs 3e-06, …", "after a whole word"
     assert fit(shrinking, 28).plain == "a.py:3  y = f(x)", "dropped when it would be cut too short"
+    waiting = [seg("✘ 0", 0), seg("bench: waiting for /work/scratch/everyday/dumps/cpuu", 1, shrink=24)]
+    assert fit(waiting, 40).plain == "✘ 0 │ bench: waiting for /work/scratch/…", "a long word cut within"
     assert isinstance(fit([], 10), Text)
 
 
