@@ -1,0 +1,83 @@
+"""Everyday PyTorch idioms run under the dumper as without it: TorchScript, torch.func transforms,
+and the memory of the tensors a script drops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dumper import PrecisionDebugger
+from ptdbg_tui.formats.layout import discover
+from ptdbg_tui.formats.pkl import read_pkl
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(torch.tanh(self.fc(self.norm(x)))) + x
+
+
+def _dumped(tmp_path: Path, fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, set[str]]:
+    """``fn`` run while dumping; its result and the pkl's tensor names."""
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    debugger.start()
+    try:
+        result = fn()
+    finally:
+        debugger.stop()
+    (dump,) = discover(tmp_path)
+    return result, {r.name for r in read_pkl(dump.records).tensors}
+
+
+def _jit_step() -> torch.Tensor:
+    """A step through a scripted and a traced submodule, made at the step (as a script would)."""
+    torch.manual_seed(0)
+    scripted, traced_block, head = torch.jit.script(Block()), Block(), nn.Linear(8, 2)
+    traced = torch.jit.trace(traced_block, torch.randn(2, 8))
+    loss = F.gelu(head(traced(scripted(torch.randn(4, 8))))).sum()
+    loss.backward()
+    grads = [p.grad for m in (scripted, traced, head) for p in m.parameters()]
+    return torch.stack([loss.detach(), *(g.sum() for g in grads)])
+
+
+def test_torch_jit_script_and_trace_work_while_dumping_and_compile_the_true_apis(tmp_path: Path) -> None:
+    """Under the dumper, ``torch.jit.script`` failed (``TypeError: module, class, method, function,
+    traceback, frame, or code object was expected, got builtin_function_or_method``: TorchScript
+    took F.linear's wrapper for a Python function to compile) and ``torch.jit.trace`` failed its
+    check (the wrappers' taps were traced into its graph): the script died. They compile the true
+    APIs, as without the dumper; the calls around them are recorded."""
+    _jit_step()  # TorchScript's profiling executor runs a graph's first call otherwise (last bit)
+    expected = _jit_step()
+    got, names = _dumped(tmp_path, _jit_step)
+    assert torch.equal(got, expected)
+    assert {"Functional_gelu_0_forward_output", "Functional_gelu_0_backward_output.0"} <= names
+    assert not any(n.startswith(("Functional_layer_norm", "Torch_tanh")) for n in names)  # compiled
+
+
+def test_a_module_first_scripted_while_dumping_compiles_and_later_calls_are_recorded(tmp_path: Path) -> None:
+    """TorchScript caches what it compiled, by class: a class never scripted before resolves the
+    functions its forward calls while the wrappers are installed. Scripting lifts them while it
+    compiles and puts them back."""
+
+    class Fresh(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.gelu(F.linear(x, x)) * torch.tanh(x)
+
+    x = torch.randn(3, 3)
+
+    def step() -> torch.Tensor:
+        scripted = torch.jit.script(Fresh())
+        return torch.exp(scripted(x))
+
+    got, names = _dumped(tmp_path, step)
+    assert torch.allclose(got, torch.exp(Fresh()(x)))
+    assert "Torch_exp_0_forward_output" in names
+    assert not any(n.startswith(("Functional_gelu", "Torch_tanh")) for n in names)
