@@ -3,12 +3,14 @@ and the memory of the tensors a script drops."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import vmap
 
 from dumper import PrecisionDebugger
 from ptdbg_tui.formats.layout import discover
@@ -81,3 +83,17 @@ def test_a_module_first_scripted_while_dumping_compiles_and_later_calls_are_reco
     assert torch.allclose(got, torch.exp(Fresh()(x)))
     assert "Torch_exp_0_forward_output" in names
     assert not any(n.startswith(("Functional_gelu", "Torch_tanh")) for n in names)
+
+
+def test_calls_inside_vmap_run_unrecorded_without_a_logged_error(tmp_path: Path, caplog) -> None:
+    """A call inside ``torch.func.vmap`` was logged as a dumper error with its traceback (``Cannot access
+    data pointer of Tensor that doesn't have storage``: the host copy of a batched tensor). Calls
+    inside a transform run unrecorded, as a compiled region's; the calls around it are recorded."""
+    x = torch.randn(3, 4)
+    expected = vmap(lambda row: torch.tanh(row).sum())(x)
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        got, names = _dumped(tmp_path, lambda: torch.exp(vmap(lambda row: torch.tanh(row).sum())(x)))
+    assert not caplog.records
+    assert torch.equal(got, torch.exp(expected))
+    assert "Torch_exp_0_forward_output" in names
+    assert not any(n.startswith(("Torch_tanh", "Tensor_sum")) for n in names)
