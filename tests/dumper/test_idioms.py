@@ -3,10 +3,13 @@ and the memory of the tensors a script drops."""
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -97,3 +100,35 @@ def test_calls_inside_vmap_run_unrecorded_without_a_logged_error(tmp_path: Path,
     assert torch.equal(got, torch.exp(expected))
     assert "Torch_exp_0_forward_output" in names
     assert not any(n.startswith(("Torch_tanh", "Tensor_sum")) for n in names)
+
+
+@pytest.fixture
+def gc_off() -> Iterator[None]:
+    """Without the cycle collector: a tensor freed only by it is not freed when the script drops it."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("gc_off")
+def test_an_output_the_script_drops_is_freed_at_once(tmp_path: Path) -> None:
+    """The backward hook on a dumped call's outputs held the outputs themselves, so each output and
+    its hook made a reference cycle: an intermediate the script dropped waited for the cycle
+    collector. ``(w * x).sum()`` over 200M elements peaked at 7.9 GB against 4.9 GB without the
+    dumper with --summary-only (a 50M-element loop: 2.9 GB above its start against 0.58 GB)."""
+    w = torch.zeros(16, requires_grad=True)
+    refs: list[weakref.ref[torch.Tensor]] = []
+
+    def step() -> torch.Tensor:
+        product = w * 2
+        refs.append(weakref.ref(product))
+        loss = product.sum()
+        del product
+        loss.backward()
+        return loss
+
+    _dumped(tmp_path, step)
+    assert refs[0]() is None
