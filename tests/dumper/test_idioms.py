@@ -7,6 +7,7 @@ import gc
 import logging
 import weakref
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ from torch import nn
 from torch.func import vmap
 
 from dumper import PrecisionDebugger
+from dumper.faults import replaced
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
 
@@ -132,3 +136,38 @@ def test_an_output_the_script_drops_is_freed_at_once(tmp_path: Path) -> None:
 
     _dumped(tmp_path, step)
     assert refs[0]() is None
+
+
+def _complex_step(path: Path, fault: bool) -> Path:
+    """One step through a complex tensor (``view_as_complex`` … ``view_as_real``), dumped; with
+    ``fault``, gelu's output 1% off, under the dumper's wrapper."""
+    torch.manual_seed(0)
+    fc = nn.Linear(16, 16)
+    x = torch.randn(8, 16)
+    scaled = replaced(F, "gelu", lambda fn: lambda *a, **k: fn(*a, **k) * 1.01) if fault else nullcontext()
+    debugger = PrecisionDebugger(dump_path=str(path))
+    with scaled:
+        debugger.start()
+        c = torch.view_as_complex(F.gelu(fc(x)).reshape(8, 8, 2))
+        torch.view_as_real(c * c).square().mean().backward()
+        debugger.stop()
+    return path
+
+
+def test_a_call_that_takes_an_undumped_complex_tensor_is_not_blamed_for_the_error_it_brings(
+    tmp_path: Path,
+) -> None:
+    """Error from gelu reached view_as_real through a complex tensor, which no dump records: the call
+    showed no input error and read as a second culprit (``Torch_view_as_real_0_forward: introduces
+    error — inputs 0, outputs 0.02, allowed 1.6e-05: ×1,277``). The call sidecar names the complex
+    input, so the error is said to enter with it; gelu stays the culprit."""
+    npu, bench = _complex_step(tmp_path / "npu", True), _complex_step(tmp_path / "bench", False)
+    (outcome,) = compare_dumps(npu, bench, jobs=1)
+    suspects = {s.call: s for s in outcome.diagnosis.suspects}
+    assert outcome.diagnosis.culprit is not None
+    assert outcome.diagnosis.culprit.call == "Functional_gelu_0_forward"
+    view = suspects["Torch_view_as_real_0_forward"]
+    assert view.kind == ENTERS
+    assert view.finding.startswith(
+        "error enters before it, outside the dumped calls — its input.0 (torch.complex64"
+    )
