@@ -79,6 +79,7 @@ def hook_outputs(tensors: list[torch.Tensor], sink: Sink) -> None:
     of ``loss.backward()``) counts too: its node is not among those, so torch's hook never fires
     there, and the loss's seed gradient (1.0), which the original records, would be lost."""
     nodes = [t.grad_fn for t in tensors]
+    count = len(tensors)  # the hooks must not hold the tensors: each tensor holds its hook
     lock = threading.Lock()
     passes: dict[int, tuple[list[torch.Tensor | None], set[int]]] = {}  # graph task -> (grads, hooks run)
 
@@ -86,7 +87,7 @@ def hook_outputs(tensors: list[torch.Tensor], sink: Sink) -> None:
         def hook(grad: torch.Tensor) -> None:
             task = torch._C._current_graph_task_id()
             with lock:
-                grads, ran = passes.setdefault(task, ([None] * len(tensors), set()))
+                grads, ran = passes.setdefault(task, ([None] * count, set()))
                 grads[i] = grad
                 ran.add(i)
                 expected = {k for k, node in enumerate(nodes) if torch._C._will_engine_execute_node(node)}

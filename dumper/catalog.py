@@ -81,6 +81,7 @@ class ApiTarget:
     inplace_arg: int | None = None  # position of an ``inplace`` flag (functional activations)
     comm: bool = False  # in-place collective
     silent: bool = False  # wrapped only to hide the ops it runs inside
+    lifted: bool = False  # runs with every wrapper lifted (TorchScript compiles the true APIs)
 
     @property
     def original(self) -> Any:
@@ -164,9 +165,14 @@ def targets(path: Path = YAML_PATH) -> tuple[ApiTarget, ...]:
                     comm=key == "distributed" and attr in INPLACE_COMM,
                 )
             )
-    for key, owner in (("silent_tensor", torch.Tensor), ("silent_autograd", torch.autograd)):
+    for key, owner in (
+        ("silent_tensor", torch.Tensor),
+        ("silent_autograd", torch.autograd),
+        ("lifted_jit", torch.jit),
+    ):
+        lifted = key.startswith("lifted")
         found += [
-            ApiTarget((owner,), attr, attr, "", silent=True)
+            ApiTarget((owner,), attr, attr, "", silent=not lifted, lifted=lifted)
             for attr in lists.get(key, ())
             if callable(getattr(owner, attr, None))
         ]

@@ -79,6 +79,28 @@ def _silent_wrapper(slot: Slot) -> Callable[..., Any]:
     return wrapper
 
 
+def _lifting_wrapper(slot: Slot) -> Callable[..., Any]:
+    """``torch.jit.script``/``trace``, run with every wrapper lifted: TorchScript resolves the
+    functions a module calls by their Python objects, and a wrapper is no builtin it knows nor has
+    their source (``TypeError: ... got builtin_function_or_method``); a trace would take the
+    wrappers' autograd taps into its graph. Lifted, both compile the true APIs, as without the dumper."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        targets = _targets[0] if _targets else None
+        if not _installed or targets is None:
+            return slot.original(*args, **kwargs)
+        run = slot.original
+        uninstall()
+        inside, TLS.inside = TLS.inside, True
+        try:
+            return run(*args, **kwargs)
+        finally:
+            TLS.inside = inside
+            install(targets)
+
+    return wrapper
+
+
 def _dropout_wrapper(target: ApiTarget, slot: Slot, position: tuple[int, str | None]) -> Callable[..., Any]:
     """A dropout call, made with p=0 while the session disables dropout. A dropout function is recorded
     with the probability the script asked for (two scripts that ask for different ones differ, though
@@ -122,6 +144,8 @@ def _recording_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
 def _make_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
     if target.silent:
         wrapper = _silent_wrapper(slot)
+    elif target.lifted:
+        wrapper = _lifting_wrapper(slot)
     elif (position := dropout_position(target)) is not None:
         wrapper = _dropout_wrapper(target, slot, position)
     else:
@@ -133,12 +157,14 @@ def _make_wrapper(target: ApiTarget, slot: Slot) -> Callable[..., Any]:
 
 _installed: list[Slot] = []
 _built: dict[int, tuple[Sequence[ApiTarget], list[Slot]]] = {}  # wrappers built once per target list
+_targets: list[Sequence[ApiTarget]] = []  # the list installed last (a lifting wrapper reinstalls it)
 
 
 def install(targets: Sequence[ApiTarget]) -> None:
     """Patch every target (idempotent); cheap enough to run at every ``start()``."""
     if _installed:
         return
+    _targets[:] = [targets]
     built = _built.get(id(targets))
     if built is None or built[0] is not targets:
         built = _built[id(targets)] = (targets, [Slot(t) for t in targets])

@@ -47,6 +47,10 @@ Frames = list[list[str | None]]
 os.register_at_fork(after_in_child=lambda: setattr(STATE, "session", None))  # forked workers don't dump
 #: -1 outside a backward pass (absent from old torch: then custom backward ops may be recorded)
 _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+#: Not None inside a torch.func transform (vmap, grad, jacrev): its tensors are wrappers without
+#: storage (a host copy raised) whose statistics would be a batch's; its calls run unrecorded, as a
+#: compiled region's
+_transform: Callable[[], object] = getattr(torch._C._functorch, "peek_interpreter_stack", lambda: None)
 
 
 @dataclass(slots=True, eq=False)
@@ -294,7 +298,12 @@ class DumpSession:
         self, target: catalog.ApiTarget, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         """Run one wrapped API call, recording it when it is ours to record."""
-        if not self.active or threading.get_ident() != self._thread or _graph_task_id() != -1:
+        if (
+            not self.active
+            or threading.get_ident() != self._thread
+            or _graph_task_id() != -1
+            or _transform() is not None
+        ):
             return fn(*args, **kwargs)
         assert self._daemon is not None
         if self._daemon.failed is not None:  # the daemon said why, once; stay out of the way

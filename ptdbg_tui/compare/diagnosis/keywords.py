@@ -4,6 +4,10 @@ A pkl records a call's positional arguments only, so the two dumps alone see a c
 differs (``F.gelu(x, approximate="tanh")`` against ``approximate="none"``: a script that differs) as a
 call that introduces error. Where both sides' sidecars hold the call, a suspect that blames its kernel
 is the *different arguments* finding instead, as a non-tensor positional argument that differs is.
+
+The sidecar also names the tensors the pkl does not record: a call that takes a complex tensor
+(``torch.view_as_real(c)``, ``c.abs()``) shows no input and no input error, so error that came in with
+that tensor read as the call's own. Such a suspect is error entering with the undumped input instead.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, suspect_order, values_differ
-from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
-from ptdbg_tui.compare.diagnosis.propagation import Judgement
+from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import call_key, rows_by_call
 from ptdbg_tui.compare.replay.plan import side_call
@@ -26,6 +30,10 @@ from ptdbg_tui.formats.naming import FORWARD
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
 #: differ by design), objects recorded by their type only.
 _NOT_COMPARED = (TensorArg, Device, Opaque)
+
+
+#: Dtypes no dump records a tensor of (the pkl's statistics are real numbers), by their name's start.
+_UNDUMPED_DTYPES = ("torch.complex",)
 
 
 #: A reducing collective's position of ``op`` (``torch.distributed.all_reduce(tensor, op=SUM, …)``):
@@ -112,6 +120,9 @@ def with_keywords(
         if differs := _differs(specs, s.rows, s.call):
             diagnosis.suspects[i] = _arguments(s, differs)
             changed = True
+        elif undumped := _undumped_input(specs[0].get(call_key(s.call))):
+            diagnosis.suspects[i] = _entering(s, undumped)
+            changed = True
     if changed:
         diagnosis.suspects.sort(key=suspect_order)
 
@@ -193,3 +204,31 @@ def _arguments_judgement(output: str) -> Judgement:
 def _arguments(s: Suspect, differs: str) -> Suspect:
     judgement = _arguments_judgement(s.judgement.output)
     return replace(s, kind=ARGUMENTS, score=math.inf, evidence=differs, judgement=judgement)
+
+
+def _undumped_input(spec: CallSpec | None) -> str:
+    """The first positional tensor argument of a call that no dump records (a complex one), in words:
+    ``input.0 (torch.complex64 [8, 8])``; empty where it has none."""
+    if spec is None:
+        return ""
+    pending: list[tuple[str, Any]] = [(str(i), a) for i, a in enumerate(spec.args)]
+    while pending:
+        path, value = pending.pop(0)
+        if isinstance(value, TensorArg):
+            if value.entry is None and (value.dtype or "").startswith(_UNDUMPED_DTYPES):
+                shape = "" if value.shape is None else f" {list(value.shape)}"
+                return f"input.{path} ({value.dtype}{shape})"
+        elif isinstance(value, (list, tuple)):
+            pending += [(f"{path}.{j}", v) for j, v in enumerate(value)]
+    return ""
+
+
+def _entering(s: Suspect, undumped: str) -> Suspect:
+    """A suspect whose call takes a tensor no dump records: the error its outputs carry may have come
+    in with that tensor, so the call's own kernel is not blamed."""
+    j = s.judgement
+    evidence = (
+        f"its {undumped} is not dumped (the dumper records no complex tensor): outputs "
+        f"{fmt_error(j.output_error)} may carry error that came in with it"
+    )
+    return replace(s, kind=ENTERS, evidence=evidence, judgement=replace(j, kind=ENTERS))
