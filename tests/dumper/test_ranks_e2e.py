@@ -1,36 +1,33 @@
 """A real multi-rank job (three CPU processes, gloo) dumped with the project's dumper, one rank with a
 faulty matmul: the compare names that rank first, and the others receive the error through the
 all_reduce (which writes into its argument without bumping its version: the dumper must not reuse
-the copy it took before)."""
+the copy it took before). One rank's reduce_scatter wrong on that rank alone: that rank first."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from ptdbg_tui.compare.diagnosis.findings import RANK_ALONE
 from ptdbg_tui.engine import forked
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.formats.layout import rank_dir_path
 
 JOB = Path(__file__).with_name("tp_job.py")
 WORLD = 3
 FAULTY = 1
 
 
-def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):
+def _run_job(tmp_path: Path, *fault: str) -> None:
+    """The job's WORLD ranks, each its own process, dumping both runs under ``tmp_path``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    store, root = str(tmp_path / "store"), str(tmp_path)
     ranks = [
         subprocess.Popen(
-            [
-                sys.executable,
-                str(JOB),
-                str(r),
-                str(WORLD),
-                str(tmp_path / "store"),
-                str(tmp_path),
-                str(FAULTY),
-            ],
+            [sys.executable, str(JOB), str(r), str(WORLD), store, root, str(FAULTY), *fault],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -41,6 +38,10 @@ def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):
     for proc in ranks:
         out = proc.communicate(timeout=120)[0]
         assert proc.returncode == 0, out
+
+
+def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):
+    _run_job(tmp_path)
     run = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     assert [o.npu.rank for o in run] == list(range(WORLD))
     first = run.ranks.first
@@ -58,3 +59,44 @@ def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):
         assert o.diagnosis.suspects
         rows = {id(r) for r in o.rows}
         assert all(id(r) in rows for s in o.diagnosis.suspects for r in s.rows)
+
+
+def test_a_collective_wrong_on_one_rank_alone_names_that_rank(tmp_path):
+    """Rank FAULTY's second reduce_scatter halves its result; its inputs agree with the bench run's on
+    every rank, and every other rank's result matches its bench run's. Each rank gets its own part, so
+    no statistics across ranks can tell; against the bench run that rank's collective is its own error.
+    The headline read 'none of the dumped ranks makes an error of its own; it first shows in
+    Distributed_reduce_scatter_tensor_1_forward on rank1 (step0) (the collective itself, or a rank not
+    dumped)', and that rank's block 'receives the error through' it."""
+    _run_job(tmp_path, "reduce_scatter")
+    for summary in (False, True):
+        run = compare_dumps(tmp_path / "npu", tmp_path / "bench", summary=summary, jobs=1)
+        first = run.ranks.first
+        assert first is not None and first.view.rank == FAULTY, run.ranks.headline
+        call = "Distributed_reduce_scatter_tensor_1_forward"
+        assert first.suspect is not None and first.suspect.call == call and first.suspect.kind == RANK_ALONE
+        head = f"first divergent rank: rank{FAULTY} (step0): {call} (forward): wrong on this rank alone — "
+        assert run.ranks.headline.startswith(head + "inputs 0, ")
+        assert (
+            f"its inputs agree with the bench run's on every rank of its group of {WORLD} (the size its "
+            f"shapes give), its result differs on rank{FAULTY} alone (rank0, rank2 match theirs)"
+        ) in run.ranks.headline
+        others = [v for v in run.ranks.verdicts if v.view.rank != FAULTY]
+        received = "Distributed_reduce_scatter_tensor_2_forward"
+        assert all(v.received and v.suspect.call == received for v in others)
+        assert all(run.ranks.received(v.view.label) for v in others)
+    # one rank compared: its peers' bench runs are not, nothing tells the collective's error is its own
+    alone = compare_dumps(tmp_path / "npu", tmp_path / "bench", rank=FAULTY, jobs=1)
+    assert [s.kind for s in alone[0].diagnosis.suspects if s.call == call] != [RANK_ALONE]
+    # a rank of its group not dumped may have sent that rank alone a wrong part: no rank is named, and the
+    # headline says how many ranks its group has
+    for side in ("npu", "bench"):
+        shutil.copytree(tmp_path / side, tmp_path / "part" / side)
+        shutil.rmtree(rank_dir_path(tmp_path / "part" / side, 2, step=0))
+    part = compare_dumps(tmp_path / "part" / "npu", tmp_path / "part" / "bench", jobs=1)
+    assert part.ranks.first is None
+    assert part.ranks.headline == (
+        "first divergent rank: none of the dumped ranks makes an error of its own; it first shows in "
+        f"{call} on rank{FAULTY} (step0) (the collective itself, or a rank not dumped; its group has "
+        f"{WORLD} ranks, by its shapes, 2 of them compared)"
+    )

@@ -12,6 +12,9 @@ Within one run, a collective's result must be the same on every rank where the c
 (all_reduce, all_gather, broadcast): a rank whose result departs from its peers', which agree among
 themselves, is where the error is made — the collective is that rank's culprit
 (:func:`collective_departures`), read from the records' statistics of every rank of the NPU run.
+Against the bench run, any collective (reduce_scatter, a permutation that leaves the statistics equal)
+whose inputs agree on every rank of its group and whose result differs on one rank alone is that rank's
+error (:func:`wrong_on_one_rank`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,16 @@ from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
     NOT_A_KERNEL,
+    OWN_COLLECTIVE,
+    RANK_ALONE,
     RECEIVED,
+    CallEvidence,
     Diagnosis,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
+from ptdbg_tui.formats.naming import FORWARD, INPUT, OUTPUT_KINDS
 from ptdbg_tui.formats.records import TensorRecord
 
 COLLECTIVE_PREFIX = "Distributed"
@@ -71,7 +77,7 @@ class RankVerdict:
         or from code not dumped."""
         s = self.suspect
         # a collective this rank calls with other arguments than its bench run (another ReduceOp) is its own
-        own = (COLLECTIVE, ARGUMENTS)
+        own = (*OWN_COLLECTIVE, ARGUMENTS)
         # error entering right after calls this rank's NPU script lacks is its own too
         entering = s is not None and s.kind == ENTERS and not s.after_bench_only
         return s is not None and s.kind not in own and (is_collective(s.api) or entering)
@@ -107,7 +113,8 @@ class CrossRank:
         v = self.shows_first
         if v is not None:
             call = v.suspect.call if v.suspect else "?"
-            where, why = f"in {call} on {v.name}", " (the collective itself, or a rank not dumped)"
+            where = f"in {call} on {v.name}"
+            why = f" (the collective itself, or a rank not dumped{self._group(v)})"
             if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
                 where = f"before {call} on {v.name}, outside the dumped calls"
                 why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
@@ -116,6 +123,15 @@ class CrossRank:
                 f"shows {where}{why}"
             )
         return "first divergent rank: none (no rank has a suspect)"
+
+    def _group(self, v: RankVerdict) -> str:
+        """How many ranks the collective ``v`` shows the error in has and how many of them are compared
+        (``"; its group has 4 ranks, by its shapes, 2 of them compared"``), where its shapes tell."""
+        group = group_size(v.view.rows, v.suspect.call) if v.suspect is not None else None
+        if group is None:
+            return ""
+        compared = sum(1 for u in self.verdicts if u.view.step == v.view.step)
+        return f"; its group has {group} ranks, by its shapes, {compared} of them compared"
 
     @property
     def shows_first(self) -> RankVerdict | None:
@@ -165,7 +181,7 @@ def mark_received(ranks: CrossRank) -> None:
         if not d.received:
             continue
         for i, s in enumerate(d.suspects):
-            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind != COLLECTIVE:
+            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE:
                 d.suspects[i] = replace(s, kind=RECEIVED)
 
 
@@ -366,3 +382,91 @@ def apply_departure(
         )
     others = [s for s in diagnosis.suspects if s.call != departure.call]
     diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)
+
+
+# --- a collective wrong on one rank alone, against the bench run --------------------------------------
+
+#: Kinds that say a call's result differs from its bench run's where its inputs agree.
+_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN})
+#: Collectives called as ``op(output, input)`` whose two tensors differ in size by the group's size.
+SIZED_BY_SHAPES = frozenset(
+    {"reduce_scatter_tensor", "all_gather_into_tensor", "_reduce_scatter_base", "_all_gather_base"}
+)
+
+
+def group_size(rows: Sequence[Row], call: str) -> int | None:
+    """A collective's group size from its two tensors' sizes (``reduce_scatter_tensor(out, in)``: in is
+    the group's size times out), where its op says so; ``None`` where nothing recorded tells (the dump
+    records no world size)."""
+    sizes = [
+        r.record.numel
+        for r in rows
+        if (e := r.record.entry) is not None
+        and e.call == call
+        and e.op in SIZED_BY_SHAPES
+        and e.kind == INPUT
+        and len(e.path) == 1
+        and not r.record.is_scalar
+    ]
+    if len(sizes) != 2 or min(sizes) <= 0 or max(sizes) % min(sizes):
+        return None
+    return max(sizes) // min(sizes)
+
+
+def _right(evidence: CallEvidence | None) -> bool:
+    """The call was judged, and its inputs and outputs agree with the bench run's within rounding."""
+    j = evidence.judgement if evidence is not None else None
+    return j is not None and j.kind is None and max(j.input_error, j.output_error) <= j.allowed
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """A collective whose inputs agree with the bench run's on every rank of its group and whose result
+    differs on one rank only: that rank's own error, not one it receives."""
+
+    rank: int
+    call: str
+    peers: tuple[int, ...]  # the other ranks, whose call matches their bench run's
+    group: int | None  # the group's size from the call's shapes; None: not recorded
+
+    @property
+    def text(self) -> str:
+        every = (
+            f"every rank of its group of {self.group} (the size its shapes give)"
+            if self.group is not None
+            else f"all {len(self.peers) + 1} dumped ranks (its group's size is not recorded)"
+        )
+        peers = ", ".join(f"rank{r}" for r in self.peers)
+        return (
+            f"its inputs agree with the bench run's on {every}, its result differs on rank{self.rank} alone "
+            f"({peers} match theirs)"
+        )
+
+
+def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dumped: int) -> list[Alone]:
+    """Of one step's compared ranks (every rank the NPU run dumped there: ``dumped`` of them), each
+    collective that introduces error on one rank from inputs that agree, where every other rank's same
+    call agrees with its bench run. Only where the call's whole group is compared: a rank not dumped may
+    have sent that rank alone a wrong part (reduce_scatter, all_to_all)."""
+    out: list[Alone] = []
+    for rank, (rows, diagnosis) in ranks.items():
+        peers = tuple(r for r in sorted(ranks) if r != rank)
+        for s in diagnosis.suspects:
+            j = s.judgement
+            if not is_collective(s.api) or s.kind not in _INTRODUCES or not j.input_error <= j.allowed:
+                continue
+            if not peers or not all(_right(ranks[r][1].calls.get(s.call)) for r in peers):
+                continue
+            group = group_size(rows, s.call)
+            if len(ranks) < (group if group is not None else dumped):
+                continue
+            out.append(Alone(rank, s.call, peers, group))
+    return out
+
+
+def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
+    """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
+    diagnosis.suspects = [
+        replace(s, kind=RANK_ALONE, evidence=f"{s.evidence}; {alone.text}") if s.call == alone.call else s
+        for s in diagnosis.suspects
+    ]
