@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.findings import RANK_ALONE
+from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANK_ALONE
 from ptdbg_tui.engine import forked
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import rank_dir_path
@@ -99,4 +99,39 @@ def test_a_collective_wrong_on_one_rank_alone_names_that_rank(tmp_path):
         "first divergent rank: none of the dumped ranks makes an error of its own; it first shows in "
         f"{call} on rank{FAULTY} (step0) (the collective itself, or a rank not dumped; its group has "
         f"{WORLD} ranks, by its shapes, 2 of them compared)"
+    )
+
+
+def test_checksums_that_differ_on_every_rank_do_not_hide_the_rank_whose_values_diverge(tmp_path):
+    """Both runs dumped with checksums; the NPU run's tanh, on every rank, gives the same values in other
+    bits before rank FAULTY's matmul is 5% off. The headline named rank0's first tanh ('first divergent
+    rank: rank0 (step0): Torch_tanh_0_forward (forward): its output differs from bit-equal inputs …'),
+    the same on every rank, and the matmul on no line of its own; now the rank whose values diverge, and
+    a line under it for the bits that differ before it, saying what a checksum cannot tell."""
+    _run_job(tmp_path, "bits_matmul")
+    run = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    assert all(o.summary for o in run)
+    tanh = [v.suspect for v in run.ranks.verdicts]
+    assert all(
+        s is not None and s.call == "Torch_tanh_0_forward" and s.kind == NONDETERMINISTIC for s in tanh
+    )
+    assert all(
+        "its statistics agree within rounding: a checksum tells that the bits differ, not by how "
+        "much" in s.evidence
+        for s in tanh
+        if s is not None
+    )
+    first = run.ranks.first
+    assert first is not None and first.view.rank == FAULTY, run.ranks.headline
+    assert first.suspect is not None and first.suspect.call == "Torch_matmul_1_forward"
+    assert run.ranks.lines()[:2] == [
+        run.ranks.headline,
+        "  before it, checksums alone differ: Torch_tanh_0_forward on rank0 (step0), rank1 (step0), rank2 "
+        "(step0) — its output's bits, not its statistics: a checksum tells that the bits differ, not by how "
+        "much (two devices' kernels differ bitwise; on one device it is nondeterminism)",
+    ]
+    # the other ranks receive it from that rank, not from their own tanh
+    others = [o.diagnosis.received for o in run if o.npu.rank != FAULTY]
+    assert all(
+        f"the first divergent rank is rank{FAULTY} (step0), Torch_matmul_1_forward" in r for r in others
     )

@@ -24,9 +24,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
+    NONDETERMINISTIC,
     NOT_A_KERNEL,
     OWN_COLLECTIVE,
     RANK_ALONE,
@@ -103,6 +105,11 @@ class CrossRank:
 
     verdicts: list[RankVerdict] = field(default_factory=list)
     first: RankVerdict | None = None
+    #: ranks whose checksums alone differ before the first divergent rank's values do
+    bits: list[RankVerdict] = field(default_factory=list)
+    #: each rank's first suspect whose values diverge (its first by checksums alone where it has no
+    #: other), in the order of ``verdicts``: what a rank receives, or where the error first shows
+    valued: list[RankVerdict] = field(default_factory=list)
 
     @property
     def headline(self) -> str:
@@ -137,11 +144,25 @@ class CrossRank:
     def shows_first(self) -> RankVerdict | None:
         """Where the error first shows when every rank only receives it (no first divergent rank): the
         place the headline names, and what a narrowing follows."""
-        return min((v for v in self.verdicts if v.received), key=_order, default=None)
+        return min((v for v in self.valued if v.received), key=_order, default=None)
 
     def lines(self) -> list[str]:
-        """The headline and each rank's verdict, for the report."""
-        return [self.headline, *(f"  {v.text}" for v in self.verdicts)]
+        """The headline, the bits that differ before it, and each rank's verdict, for the report."""
+        return [self.headline, *self.bits_lines(), *(f"  {v.text}" for v in self.verdicts)]
+
+    def bits_lines(self) -> list[str]:
+        """Where checksums alone differ before the first divergent rank's values: the first difference
+        in bits, which the headline passes over, and what a checksum cannot tell."""
+        where: dict[str, list[str]] = {}
+        for v in sorted(self.bits, key=_order):
+            assert v.suspect is not None
+            where.setdefault(v.suspect.call, []).append(v.name)
+        return [
+            f"  before it, checksums alone differ: {call} on {', '.join(names)} — its output's bits, not its "
+            f"statistics: {BITS_NOT_HOW_FAR} (two devices' kernels differ bitwise; on one device it is "
+            "nondeterminism)"
+            for call, names in where.items()
+        ]
 
     def received(self, label: str) -> str:
         """For the pair ``label`` whose first suspect only receives the error another rank made (its
@@ -150,8 +171,8 @@ class CrossRank:
         first = self.first
         if first is None or first.suspect is None:
             return ""
-        v = next((v for v in self.verdicts if v.view.label == label), None)
-        if v is None or v is first or not v.received or v.suspect is None:
+        v = next((v for v in self.valued if v.view.label == label), None)
+        if v is None or v.view is first.view or not v.received or v.suspect is None:
             return ""
         call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
         if v.suspect.kind != ENTERS:
@@ -209,9 +230,11 @@ def _collective_seqs(rows: Sequence[Row]) -> list[int]:
     return sorted(out)
 
 
-def verdict_of(view: RankView) -> RankVerdict:
-    """The rank's first suspect in execution order, and the collectives it had passed by then."""
-    suspect = min(view.diagnosis.suspects, key=lambda s: s.seq, default=None)
+def verdict_of(view: RankView, by_value: bool = False) -> RankVerdict:
+    """The rank's first suspect in execution order (``by_value``: leaving out those its checksums alone
+    name), and the collectives it had passed by then."""
+    suspects = (s for s in view.diagnosis.suspects if not (by_value and bits_only(s)))
+    suspect = min(suspects, key=lambda s: s.seq, default=None)
     if suspect is None:
         return RankVerdict(view, None)
     before = [seq for seq in _collective_seqs(view.rows) if seq < suspect.seq]
@@ -224,12 +247,41 @@ def _order(v: RankVerdict) -> tuple[int, int, int, int]:
     return (step, v.epoch, v.offset, rank)
 
 
+def bits_only(suspect: Suspect) -> bool:
+    """A call its checksums alone name (its output's bits differ from bit-equal inputs, its statistics
+    agree): between two devices every fused kernel's bits differ, on one device it is nondeterminism;
+    either way no value that diverges."""
+    return suspect.kind == NONDETERMINISTIC
+
+
+def _by_value(v: RankVerdict) -> RankVerdict:
+    """The rank's first suspect whose values diverge, where its first one is named by its checksums
+    alone; the verdict itself where it has no other."""
+    if v.suspect is None or not bits_only(v.suspect):
+        return v
+    w = verdict_of(v.view, by_value=True)
+    return w if w.suspect is not None else v
+
+
 def cross_rank(views: Sequence[RankView]) -> CrossRank:
     """Each rank's first suspect and the first divergent rank (ranks on one side only are not here:
-    the layout's notes name them)."""
+    the layout's notes name them). The first divergent rank is the first whose values diverge: bits
+    that differ alone (a checksum) come first on every rank alike where the runs' kernels differ, and
+    hid the rank whose values diverge behind rank0; they are the first divergent rank only where no
+    value diverges."""
     verdicts = [verdict_of(v) for v in views]
-    own = [v for v in verdicts if v.suspect is not None and not v.received]
-    return CrossRank(verdicts, min(own, key=_order, default=None))
+    valued = [_by_value(v) for v in verdicts]
+    own = [v for v in valued if v.suspect is not None and not v.received]
+    by_value = [v for v in own if v.suspect is not None and not bits_only(v.suspect)]
+    first = min(by_value or own, key=_order, default=None)
+    bits: list[RankVerdict] = []
+    if by_value and first is not None:
+        bits = [
+            v
+            for v in verdicts
+            if v.suspect is not None and bits_only(v.suspect) and _order(v) < _order(first)
+        ]
+    return CrossRank(verdicts, first, bits, valued)
 
 
 # --- a collective's result across the ranks of one run ---------------------------------------------
