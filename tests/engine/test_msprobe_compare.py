@@ -517,3 +517,18 @@ def test_gradients_one_side_records_in_argument_order_pair_by_their_tensors(summ
     if not summary:  # the weight's gradient is compared as the bench holds it: transposed
         (weight,) = [r for r in o.rows if r.transposed]
         assert weight.name == f"{call}.output.1" and weight.result.cosine > 0.999999
+
+
+def test_a_gradient_whose_shape_differs_in_any_order_stays_a_shape_finding(tmp_path):
+    """The same dumps with the NPU's input gradient one column wider: no order pairs every gradient, so
+    the names pair them and the call's output shape differs, as before."""
+    root = tmp_path / "permuted"
+    shutil.copytree(MSPROBE / "permuted_linear", root)
+    (dump,) = root.glob("npu/step0/*/dump.json")
+    data = json.loads(dump.read_text())
+    data["data"]["Functional.linear.1.backward"]["output"][0]["shape"] = [4, 11]
+    dump.write_text(json.dumps(data))
+    (o,) = compare_dumps(root / "npu", root / "bench", jobs=1, summary=True)
+    culprit = o.diagnosis.culprit
+    assert culprit is not None and culprit.call == "Functional.linear.1.backward"
+    assert culprit.evidence.startswith("Functional.linear.1.backward.output.0: NPU [4, 11] vs bench [10]")
