@@ -21,19 +21,19 @@ WORLD = 3
 FAULTY = 1
 
 
-def _run_job(tmp_path: Path, *fault: str) -> None:
-    """The job's WORLD ranks, each its own process, dumping both runs under ``tmp_path``."""
+def _run_job(tmp_path: Path, *fault: str, world: int = WORLD) -> None:
+    """The job's ``world`` ranks, each its own process, dumping both runs under ``tmp_path``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
     store, root = str(tmp_path / "store"), str(tmp_path)
     ranks = [
         subprocess.Popen(
-            [sys.executable, str(JOB), str(r), str(WORLD), store, root, str(FAULTY), *fault],
+            [sys.executable, str(JOB), str(r), str(world), store, root, str(FAULTY), *fault],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for r in range(WORLD)
+        for r in range(world)
     ]
     for proc in ranks:
         out = proc.communicate(timeout=120)[0]
@@ -135,3 +135,16 @@ def test_checksums_that_differ_on_every_rank_do_not_hide_the_rank_whose_values_d
     assert all(
         f"the first divergent rank is rank{FAULTY} (step0), Torch_matmul_1_forward" in r for r in others
     )
+
+
+def test_a_rank_that_receives_from_its_only_peer_is_not_wrong_alone(tmp_path):
+    """Two ranks, rank FAULTY's matmul 5% off: its all_reduce, fed that error, lands within what its
+    inputs allow, and rank0's, fed right inputs, is off. rank0's collective is not wrong on that rank
+    alone (its peer's differed before it): rank0 receives the error."""
+    _run_job(tmp_path, world=2)
+    run = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    first = run.ranks.first
+    assert first is not None and first.view.rank == FAULTY and first.suspect.call == "Torch_matmul_1_forward"
+    (other,) = [v for v in run.ranks.verdicts if v.view.rank != FAULTY]
+    assert other.received and other.suspect.call == "Distributed_all_reduce_1_forward"
+    assert not [s for o in run for s in o.diagnosis.suspects if s.kind == RANK_ALONE]

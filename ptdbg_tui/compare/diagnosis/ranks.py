@@ -33,11 +33,10 @@ from ptdbg_tui.compare.diagnosis.findings import (
     OWN_COLLECTIVE,
     RANK_ALONE,
     RECEIVED,
-    CallEvidence,
     Diagnosis,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import FORWARD, INPUT, OUTPUT_KINDS
 from ptdbg_tui.formats.records import TensorRecord
@@ -438,8 +437,9 @@ def apply_departure(
 
 # --- a collective wrong on one rank alone, against the bench run --------------------------------------
 
-#: Kinds that say a call's result differs from its bench run's where its inputs agree.
-_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN})
+#: Kinds that say a call's result differs from its bench run's where its inputs agree (or that it
+#: receives another rank's error, which a later look at every rank may undo).
+_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN, RECEIVED})
 #: Collectives called as ``op(output, input)`` whose two tensors differ in size by the group's size.
 SIZED_BY_SHAPES = frozenset(
     {"reduce_scatter_tensor", "all_gather_into_tensor", "_reduce_scatter_base", "_all_gather_base"}
@@ -465,10 +465,16 @@ def group_size(rows: Sequence[Row], call: str) -> int | None:
     return max(sizes) // min(sizes)
 
 
-def _right(evidence: CallEvidence | None) -> bool:
-    """The call was judged, and its inputs and outputs agree with the bench run's within rounding."""
+def _clean_through(rows: Sequence[Row], diagnosis: Diagnosis, call: str) -> bool:
+    """Nothing differs on this rank up to the call, the call included: it was judged within rounding, and
+    the rank's first suspect (if any) comes after it. (The call's own verdict alone would not do: its
+    allowance grows with the error its inputs carry.)"""
+    evidence = diagnosis.calls.get(call)
     j = evidence.judgement if evidence is not None else None
-    return j is not None and j.kind is None and max(j.input_error, j.output_error) <= j.allowed
+    if j is None or j.kind is not None or j.output_error > j.allowed:
+        return False
+    at = min((r.seq for r in rows if r.record.call == call), default=None)
+    return at is not None and all(s.seq > at for s in diagnosis.suspects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,15 +509,15 @@ def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dump
     out: list[Alone] = []
     for rank, (rows, diagnosis) in ranks.items():
         peers = tuple(r for r in sorted(ranks) if r != rank)
-        for s in diagnosis.suspects:
-            j = s.judgement
-            if not is_collective(s.api) or s.kind not in _INTRODUCES or not j.input_error <= j.allowed:
-                continue
-            if not peers or not all(_right(ranks[r][1].calls.get(s.call)) for r in peers):
-                continue
-            group = group_size(rows, s.call)
-            if len(ranks) < (group if group is not None else dumped):
-                continue
+        s = min(diagnosis.suspects, key=lambda s: s.seq, default=None)  # nothing differs before it there
+        if s is None or not is_collective(s.api) or s.kind not in _INTRODUCES or not peers:
+            continue
+        if s.judgement.input_error > s.judgement.allowed / MARGIN:  # its inputs carry error of their own
+            continue
+        if not all(_clean_through(*ranks[r], s.call) for r in peers):
+            continue
+        group = group_size(rows, s.call)
+        if len(ranks) >= (group if group is not None else dumped):
             out.append(Alone(rank, s.call, peers, group))
     return out
 
