@@ -16,11 +16,13 @@ from typing import NamedTuple
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import (
     Stats,
+    apply_alone,
     apply_departure,
     bench_tie_departures,
     collective_departures,
     collective_results,
     result_stats,
+    wrong_on_one_rank,
 )
 from ptdbg_tui.compare.diagnosis.steps import StepView, inherits, link_steps
 from ptdbg_tui.compare.model import Row
@@ -52,7 +54,8 @@ def _npu_records(dump: RankDump) -> dict[tuple[str, str], Stats]:
 
 def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) -> None:
     """Per step: a collective whose result on a compared rank departs from the other ranks' (of all the
-    NPU run's ranks at that step, compared or not) becomes that rank's suspect."""
+    NPU run's ranks at that step, compared or not), or that is wrong on that rank alone against the bench
+    run, becomes that rank's own suspect."""
     by_step: dict[int | None, dict[int, Compared]] = {}
     for p in pairs:
         if p.npu.rank is not None:
@@ -61,6 +64,7 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
     for d in npu_dumps:
         peers.setdefault(d.step, []).append(d)
     for step, compared in by_step.items():
+        _check_alone(compared, len(peers.get(step, ())))
         results = {
             rank: collective_results([r.npu for r in p.rows if r.npu is not None])
             for rank, p in compared.items()
@@ -84,6 +88,14 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
             p = compared.get(departure.rank)
             if p is not None:
                 apply_departure(p.diagnosis, p.rows, departure, step)
+
+
+def _check_alone(compared: dict[int, Compared], dumped: int) -> None:
+    """One step's collectives wrong on one compared rank alone, against the bench run (of ``dumped``
+    NPU ranks there): each that rank's own suspect."""
+    views = {rank: (p.rows, p.diagnosis) for rank, p in compared.items()}
+    for alone in wrong_on_one_rank(views, dumped):
+        apply_alone(compared[alone.rank].diagnosis, alone)
 
 
 def link_to_earlier_steps(

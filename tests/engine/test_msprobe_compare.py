@@ -491,3 +491,44 @@ def test_a_module_level_dump_names_where_the_error_enters_between_modules():
     assert culprit.call == "Module.norm.LayerNorm.forward.0"
     assert "after Module.conv.Conv1d.forward.0" in culprit.evidence
     assert culprit.site is not None and culprit.site[1:2] == ("33",)  # h = self.norm(h.transpose(1, 2))
+
+
+@pytest.mark.parametrize("summary", [False, True])
+def test_gradients_one_side_records_in_argument_order_pair_by_their_tensors(summary):
+    """msprobe on both sides; the NPU's middle linear is a custom autograd Function, whose gradients msprobe
+    records in the order it returns them (input, weight, bias), the bench's in addmm's node order (bias,
+    input, transposed weight). Paired by name they read 'output shape differs — …output.0: NPU [4, 10] vs
+    bench [10]' and the 5% input gradient went unseen; now they pair as the tensors they are."""
+    root = MSPROBE / "permuted_linear"
+    (o,) = compare_dumps(root / "npu", root / "bench", jobs=1, summary=summary)
+    call = "Functional.linear.1.backward"
+    pairs = {r.npu.name: r.bench.name for r in o.rows if r.matched and r.npu.name.startswith(call)}
+    assert pairs == {
+        f"{call}.input.0": f"{call}.input.0",
+        f"{call}.output.0": f"{call}.output.1",  # input
+        f"{call}.output.1": f"{call}.output.2",  # weight, transposed there (square)
+        f"{call}.output.2": f"{call}.output.0",  # bias
+    }
+    assert not [r.name for r in o.rows if r.matched and not r.shapes_agree]
+    culprit = o.diagnosis.culprit
+    assert culprit is not None and culprit.call == call and culprit.kind == GROWTH
+    assert culprit.judgement.output == f"{call}.output.0" and 0.04 < culprit.judgement.output_error < 0.06
+    assert len(o.diagnosis.suspects) == 1
+    if not summary:  # the weight's gradient is compared as the bench holds it: transposed
+        (weight,) = [r for r in o.rows if r.transposed]
+        assert weight.name == f"{call}.output.1" and weight.result.cosine > 0.999999
+
+
+def test_a_gradient_whose_shape_differs_in_any_order_stays_a_shape_finding(tmp_path):
+    """The same dumps with the NPU's input gradient one column wider: no order pairs every gradient, so
+    the names pair them and the call's output shape differs, as before."""
+    root = tmp_path / "permuted"
+    shutil.copytree(MSPROBE / "permuted_linear", root)
+    (dump,) = root.glob("npu/step0/*/dump.json")
+    data = json.loads(dump.read_text())
+    data["data"]["Functional.linear.1.backward"]["output"][0]["shape"] = [4, 11]
+    dump.write_text(json.dumps(data))
+    (o,) = compare_dumps(root / "npu", root / "bench", jobs=1, summary=True)
+    culprit = o.diagnosis.culprit
+    assert culprit is not None and culprit.call == "Functional.linear.1.backward"
+    assert culprit.evidence.startswith("Functional.linear.1.backward.output.0: NPU [4, 11] vs bench [10]")

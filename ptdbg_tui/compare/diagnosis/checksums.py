@@ -10,6 +10,9 @@ from collections.abc import Iterable
 
 from ptdbg_tui.compare.model import Row
 
+#: What a checksum cannot tell, said wherever one alone names a call.
+BITS_NOT_HOW_FAR = "a checksum tells that the bits differ, not by how much"
+
 
 def _equal(row: Row) -> bool | None:
     """Whether both runs' checksums of a tensor agree; None where a side has none (a Python value, a
@@ -36,5 +39,10 @@ def departure(outputs: Iterable[Row], tensors: Iterable[Row]) -> Row | None:
 
 
 def departure_text(row: Row) -> str:
+    """The checksums that differ, and what they cannot tell: a checksum says the bits differ, not by
+    how much — where both sides recorded statistics that the verdict found within rounding, said so."""
     assert row.npu is not None and row.bench is not None
-    return f"{row.name}: checksum {row.npu.md5} against {row.bench.md5}; every input's checksum is equal"
+    text = f"{row.name}: checksum {row.npu.md5} against {row.bench.md5}; every input's checksum is equal"
+    if row.npu.stat(0) is None or row.bench.stat(0) is None:
+        return text
+    return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}"

@@ -16,6 +16,8 @@ A suspect is where the two runs start to differ, by one of these kinds:
   keyword argument only the call sidecar records);
 - ``random``: a random op's draws differ (the generators are not aligned): no numerical fault;
 - ``collective``: a collective whose result on one rank departs from the other ranks' (cross-rank);
+- ``rank_alone``: a collective wrong on one rank alone: its inputs agree with the bench run's on every
+  rank of its group, its result differs on that rank only (cross-rank, against the bench run);
 - ``replayed``: a call whose kernel, re-run in float64 on its own recorded inputs, is wrong;
 - ``nondeterministic``: two runs on the same device, compared by checksums: a call whose inputs are
   bit-equal and whose output is not.
@@ -49,6 +51,7 @@ UNPAIRED = "unpaired"
 ARGUMENTS = "arguments"
 RANDOM = "random"
 COLLECTIVE = "collective"
+RANK_ALONE = "rank_alone"
 RECEIVED = "received"
 REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
@@ -68,11 +71,14 @@ KIND_WORDS = {
     SHAPE: "output shape differs",
     RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
     COLLECTIVE: "its result on this rank departs from the other ranks'",
+    RANK_ALONE: "wrong on this rank alone",
     RECEIVED: "receives another rank's error through it",
     REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
     NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
     "device: not deterministic)",
 }
+#: A rank's own collective findings (across ranks): that rank makes the error, it receives none.
+OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 #: Kinds that say where the runs start to differ without a kernel at fault.
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
 

@@ -12,6 +12,9 @@ Within one run, a collective's result must be the same on every rank where the c
 (all_reduce, all_gather, broadcast): a rank whose result departs from its peers', which agree among
 themselves, is where the error is made — the collective is that rank's culprit
 (:func:`collective_departures`), read from the records' statistics of every rank of the NPU run.
+Against the bench run, any collective (reduce_scatter, a permutation that leaves the statistics equal)
+whose inputs agree on every rank of its group and whose result differs on one rank alone is that rank's
+error (:func:`wrong_on_one_rank`).
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
+    NONDETERMINISTIC,
     NOT_A_KERNEL,
+    OWN_COLLECTIVE,
+    RANK_ALONE,
     RECEIVED,
     Diagnosis,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.formats.naming import FORWARD, OUTPUT_KINDS
+from ptdbg_tui.formats.naming import FORWARD, INPUT, OUTPUT_KINDS
 from ptdbg_tui.formats.records import TensorRecord
 
 COLLECTIVE_PREFIX = "Distributed"
@@ -71,7 +78,7 @@ class RankVerdict:
         or from code not dumped."""
         s = self.suspect
         # a collective this rank calls with other arguments than its bench run (another ReduceOp) is its own
-        own = (COLLECTIVE, ARGUMENTS)
+        own = (*OWN_COLLECTIVE, ARGUMENTS)
         # error entering right after calls this rank's NPU script lacks is its own too
         entering = s is not None and s.kind == ENTERS and not s.after_bench_only
         return s is not None and s.kind not in own and (is_collective(s.api) or entering)
@@ -97,6 +104,11 @@ class CrossRank:
 
     verdicts: list[RankVerdict] = field(default_factory=list)
     first: RankVerdict | None = None
+    #: ranks whose checksums alone differ before the first divergent rank's values do
+    bits: list[RankVerdict] = field(default_factory=list)
+    #: each rank's first suspect whose values diverge (its first by checksums alone where it has no
+    #: other), in the order of ``verdicts``: what a rank receives, or where the error first shows
+    valued: list[RankVerdict] = field(default_factory=list)
 
     @property
     def headline(self) -> str:
@@ -107,7 +119,8 @@ class CrossRank:
         v = self.shows_first
         if v is not None:
             call = v.suspect.call if v.suspect else "?"
-            where, why = f"in {call} on {v.name}", " (the collective itself, or a rank not dumped)"
+            where = f"in {call} on {v.name}"
+            why = f" (the collective itself, or a rank not dumped{self._group(v)})"
             if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
                 where = f"before {call} on {v.name}, outside the dumped calls"
                 why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
@@ -117,15 +130,38 @@ class CrossRank:
             )
         return "first divergent rank: none (no rank has a suspect)"
 
+    def _group(self, v: RankVerdict) -> str:
+        """How many ranks the collective ``v`` shows the error in has and how many of them are compared
+        (``"; its group has 4 ranks, by its shapes, 2 of them compared"``), where its shapes tell."""
+        group = group_size(v.view.rows, v.suspect.call) if v.suspect is not None else None
+        if group is None:
+            return ""
+        compared = sum(1 for u in self.verdicts if u.view.step == v.view.step)
+        return f"; its group has {group} ranks, by its shapes, {compared} of them compared"
+
     @property
     def shows_first(self) -> RankVerdict | None:
         """Where the error first shows when every rank only receives it (no first divergent rank): the
         place the headline names, and what a narrowing follows."""
-        return min((v for v in self.verdicts if v.received), key=_order, default=None)
+        return min((v for v in self.valued if v.received), key=_order, default=None)
 
     def lines(self) -> list[str]:
-        """The headline and each rank's verdict, for the report."""
-        return [self.headline, *(f"  {v.text}" for v in self.verdicts)]
+        """The headline, the bits that differ before it, and each rank's verdict, for the report."""
+        return [self.headline, *self.bits_lines(), *(f"  {v.text}" for v in self.verdicts)]
+
+    def bits_lines(self) -> list[str]:
+        """Where checksums alone differ before the first divergent rank's values: the first difference
+        in bits, which the headline passes over, and what a checksum cannot tell."""
+        where: dict[str, list[str]] = {}
+        for v in sorted(self.bits, key=_order):
+            assert v.suspect is not None
+            where.setdefault(v.suspect.call, []).append(v.name)
+        return [
+            f"  before it, checksums alone differ: {call} on {', '.join(names)} — its output's bits, not its "
+            f"statistics: {BITS_NOT_HOW_FAR} (two devices' kernels differ bitwise; on one device it is "
+            "nondeterminism)"
+            for call, names in where.items()
+        ]
 
     def received(self, label: str) -> str:
         """For the pair ``label`` whose first suspect only receives the error another rank made (its
@@ -134,8 +170,8 @@ class CrossRank:
         first = self.first
         if first is None or first.suspect is None:
             return ""
-        v = next((v for v in self.verdicts if v.view.label == label), None)
-        if v is None or v is first or not v.received or v.suspect is None:
+        v = next((v for v in self.valued if v.view.label == label), None)
+        if v is None or v.view is first.view or not v.received or v.suspect is None:
             return ""
         call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
         if v.suspect.kind != ENTERS:
@@ -165,7 +201,7 @@ def mark_received(ranks: CrossRank) -> None:
         if not d.received:
             continue
         for i, s in enumerate(d.suspects):
-            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind != COLLECTIVE:
+            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE:
                 d.suspects[i] = replace(s, kind=RECEIVED)
 
 
@@ -193,9 +229,11 @@ def _collective_seqs(rows: Sequence[Row]) -> list[int]:
     return sorted(out)
 
 
-def verdict_of(view: RankView) -> RankVerdict:
-    """The rank's first suspect in execution order, and the collectives it had passed by then."""
-    suspect = min(view.diagnosis.suspects, key=lambda s: s.seq, default=None)
+def verdict_of(view: RankView, by_value: bool = False) -> RankVerdict:
+    """The rank's first suspect in execution order (``by_value``: leaving out those its checksums alone
+    name), and the collectives it had passed by then."""
+    suspects = (s for s in view.diagnosis.suspects if not (by_value and bits_only(s)))
+    suspect = min(suspects, key=lambda s: s.seq, default=None)
     if suspect is None:
         return RankVerdict(view, None)
     before = [seq for seq in _collective_seqs(view.rows) if seq < suspect.seq]
@@ -208,12 +246,41 @@ def _order(v: RankVerdict) -> tuple[int, int, int, int]:
     return (step, v.epoch, v.offset, rank)
 
 
+def bits_only(suspect: Suspect) -> bool:
+    """A call its checksums alone name (its output's bits differ from bit-equal inputs, its statistics
+    agree): between two devices every fused kernel's bits differ, on one device it is nondeterminism;
+    either way no value that diverges."""
+    return suspect.kind == NONDETERMINISTIC
+
+
+def _by_value(v: RankVerdict) -> RankVerdict:
+    """The rank's first suspect whose values diverge, where its first one is named by its checksums
+    alone; the verdict itself where it has no other."""
+    if v.suspect is None or not bits_only(v.suspect):
+        return v
+    w = verdict_of(v.view, by_value=True)
+    return w if w.suspect is not None else v
+
+
 def cross_rank(views: Sequence[RankView]) -> CrossRank:
     """Each rank's first suspect and the first divergent rank (ranks on one side only are not here:
-    the layout's notes name them)."""
+    the layout's notes name them). The first divergent rank is the first whose values diverge: bits
+    that differ alone (a checksum) come first on every rank alike where the runs' kernels differ, and
+    hid the rank whose values diverge behind rank0; they are the first divergent rank only where no
+    value diverges."""
     verdicts = [verdict_of(v) for v in views]
-    own = [v for v in verdicts if v.suspect is not None and not v.received]
-    return CrossRank(verdicts, min(own, key=_order, default=None))
+    valued = [_by_value(v) for v in verdicts]
+    own = [v for v in valued if v.suspect is not None and not v.received]
+    by_value = [v for v in own if v.suspect is not None and not bits_only(v.suspect)]
+    first = min(by_value or own, key=_order, default=None)
+    bits: list[RankVerdict] = []
+    if by_value and first is not None:
+        bits = [
+            v
+            for v in verdicts
+            if v.suspect is not None and bits_only(v.suspect) and _order(v) < _order(first)
+        ]
+    return CrossRank(verdicts, first, bits, valued)
 
 
 # --- a collective's result across the ranks of one run ---------------------------------------------
@@ -366,3 +433,98 @@ def apply_departure(
         )
     others = [s for s in diagnosis.suspects if s.call != departure.call]
     diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)
+
+
+# --- a collective wrong on one rank alone, against the bench run --------------------------------------
+
+#: Kinds that say a call's result differs from its bench run's where its inputs agree (or that it
+#: receives another rank's error, which a later look at every rank may undo).
+_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN, RECEIVED})
+#: Collectives called as ``op(output, input)`` whose two tensors differ in size by the group's size.
+SIZED_BY_SHAPES = frozenset(
+    {"reduce_scatter_tensor", "all_gather_into_tensor", "_reduce_scatter_base", "_all_gather_base"}
+)
+
+
+def group_size(rows: Sequence[Row], call: str) -> int | None:
+    """A collective's group size from its two tensors' sizes (``reduce_scatter_tensor(out, in)``: in is
+    the group's size times out), where its op says so; ``None`` where nothing recorded tells (the dump
+    records no world size)."""
+    sizes = [
+        r.record.numel
+        for r in rows
+        if (e := r.record.entry) is not None
+        and e.call == call
+        and e.op in SIZED_BY_SHAPES
+        and e.kind == INPUT
+        and len(e.path) == 1
+        and not r.record.is_scalar
+    ]
+    if len(sizes) != 2 or min(sizes) <= 0 or max(sizes) % min(sizes):
+        return None
+    return max(sizes) // min(sizes)
+
+
+def _clean_through(rows: Sequence[Row], diagnosis: Diagnosis, call: str) -> bool:
+    """Nothing differs on this rank up to the call, the call included: it was judged within rounding, and
+    the rank's first suspect (if any) comes after it. (The call's own verdict alone would not do: its
+    allowance grows with the error its inputs carry.)"""
+    evidence = diagnosis.calls.get(call)
+    j = evidence.judgement if evidence is not None else None
+    if j is None or j.kind is not None or j.output_error > j.allowed:
+        return False
+    at = min((r.seq for r in rows if r.record.call == call), default=None)
+    return at is not None and all(s.seq > at for s in diagnosis.suspects)
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """A collective whose inputs agree with the bench run's on every rank of its group and whose result
+    differs on one rank only: that rank's own error, not one it receives."""
+
+    rank: int
+    call: str
+    peers: tuple[int, ...]  # the other ranks, whose call matches their bench run's
+    group: int | None  # the group's size from the call's shapes; None: not recorded
+
+    @property
+    def text(self) -> str:
+        every = (
+            f"every rank of its group of {self.group} (the size its shapes give)"
+            if self.group is not None
+            else f"all {len(self.peers) + 1} dumped ranks (its group's size is not recorded)"
+        )
+        peers = ", ".join(f"rank{r}" for r in self.peers)
+        return (
+            f"its inputs agree with the bench run's on {every}, its result differs on rank{self.rank} alone "
+            f"({peers} match theirs)"
+        )
+
+
+def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dumped: int) -> list[Alone]:
+    """Of one step's compared ranks (every rank the NPU run dumped there: ``dumped`` of them), each
+    collective that introduces error on one rank from inputs that agree, where every other rank's same
+    call agrees with its bench run. Only where the call's whole group is compared: a rank not dumped may
+    have sent that rank alone a wrong part (reduce_scatter, all_to_all)."""
+    out: list[Alone] = []
+    for rank, (rows, diagnosis) in ranks.items():
+        peers = tuple(r for r in sorted(ranks) if r != rank)
+        s = min(diagnosis.suspects, key=lambda s: s.seq, default=None)  # nothing differs before it there
+        if s is None or not is_collective(s.api) or s.kind not in _INTRODUCES or not peers:
+            continue
+        if s.judgement.input_error > s.judgement.allowed / MARGIN:  # its inputs carry error of their own
+            continue
+        if not all(_clean_through(*ranks[r], s.call) for r in peers):
+            continue
+        group = group_size(rows, s.call)
+        if len(ranks) >= (group if group is not None else dumped):
+            out.append(Alone(rank, s.call, peers, group))
+    return out
+
+
+def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
+    """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
+    diagnosis.suspects = [
+        replace(s, kind=RANK_ALONE, evidence=f"{s.evidence}; {alone.text}") if s.call == alone.call else s
+        for s in diagnosis.suspects
+    ]

@@ -242,9 +242,7 @@ def same_tensors(
     transposed (:func:`_linear_gradients`). Entries the tools record differently stay unpaired:
     gradients at different autograd nodes (:data:`INNER_NODE_BACKWARD`, :func:`_inner_nodes`), an
     in-place call's input recorded after the write (:func:`_written_inputs`)."""
-    call_pair: dict[Hashable, Hashable] = {}
-    for i, j in pairs.items():
-        call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
+    call_pair = _call_pairs(npu, bench, pairs)
     skip_npu, skip_bench = _inner_nodes(npu, bench, call_pair)
     written = _written_inputs(npu, bench, call_pair, dialects)
     linear, linear_npu, linear_bench, transposed = _linear_pairs(npu, bench, call_pair, dialects)
@@ -270,3 +268,64 @@ def same_tensors(
             kept[i] = queue.popleft()
     kept.update(linear)
     return {i: j for i, j in kept.items() if not _inner_node_gradient(npu[i])}, transposed
+
+
+def permuted_gradients(
+    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs
+) -> tuple[Pairs, set[int]]:
+    """Pairs of one tool on both sides, and the NPU entries that hold the bench tensor transposed: a
+    backward call whose gradients pair by name with different shapes is recorded in another order on
+    one side — a tool that takes the autograd node's order (msprobe, the original) records a custom
+    autograd Function's gradients in the order it returns them, by argument (``linear``'s input,
+    weight, bias), and the op's own in its node's (bias, input, transposed weight). Those gradients
+    pair as a mixed pair's do: ``linear``'s by :data:`LINEAR_NODE_GRADIENTS` whichever side keeps its
+    node's order, any other op's k-th of each shape with k-th."""
+    grads = _top_entries(npu, BACKWARD, OUTPUT), _top_entries(bench, BACKWARD, OUTPUT)
+    out, transposed = dict(pairs), set()
+    for nc, bc in _call_pairs(npu, bench, pairs).items():
+        n, b = grads[0].get(nc, []), grads[1].get(bc, [])
+        if all(_shape(npu[i]) == _shape(bench[out[i]]) for i in n if i in out):
+            continue
+        found, flipped = _reordered(npu, bench, (nc, bc), n, b)
+        present = max(sum(not npu[i].is_none for i in n), sum(not bench[j].is_none for j in b))
+        if len(found) < present:  # no other order pairs them all: a shape that differs stays a finding
+            continue
+        used = set(found.values())
+        for i in n:  # what no value pairs (a gradient recorded as None) keeps its pair by name
+            if i in found or out.get(i) in used:
+                out.pop(i, None)
+        out.update(found)
+        transposed |= flipped
+    return out, transposed
+
+
+def _call_pairs(
+    npu: Sequence[TensorRecord], bench: Sequence[TensorRecord], pairs: Pairs
+) -> dict[Hashable, Hashable]:
+    """Each NPU call's bench call, by the first of its entries that pairs."""
+    call_pair: dict[Hashable, Hashable] = {}
+    for i, j in pairs.items():
+        call_pair.setdefault(_call_of(npu[i]), _call_of(bench[j]))
+    return call_pair
+
+
+def _reordered(
+    npu: Sequence[TensorRecord],
+    bench: Sequence[TensorRecord],
+    calls: tuple[Hashable, Hashable],
+    n: Sequence[int],
+    b: Sequence[int],
+) -> tuple[Pairs, set[int]]:
+    """The gradients ``n`` and ``b`` of the paired backward calls ``calls``, in different orders, paired
+    (:func:`permuted_gradients`), with the NPU entries compared transposed."""
+    nc, bc = calls
+    npu_ordered = _linear_gradients(npu, bench, [(nc, bc)])
+    bench_ordered = _linear_gradients(bench, npu, [(bc, nc)])
+    if npu_ordered[0] and len(npu_ordered[0]) >= len(bench_ordered[0]):
+        return npu_ordered[0], npu_ordered[3]
+    if bench_ordered[0]:
+        return {i: j for j, i in bench_ordered[0].items()}, {bench_ordered[0][j] for j in bench_ordered[3]}
+    waiting: dict[Hashable, deque[int]] = defaultdict(deque)
+    for j in b:
+        waiting[_shape(bench[j])].append(j)
+    return {i: waiting[_shape(npu[i])].popleft() for i in n if waiting.get(_shape(npu[i]))}, set()

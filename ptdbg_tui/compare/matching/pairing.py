@@ -35,9 +35,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.compare.matching.align import align
-from ptdbg_tui.compare.matching.mixed import Pairs, same_tensors
+from ptdbg_tui.compare.matching.mixed import Pairs, permuted_gradients, same_tensors
 from ptdbg_tui.compare.model import Row, same_shape
 from ptdbg_tui.formats.dialects import DIALECTS, OURS, Dialect, inside_backward, is_detach, tool_noise
+from ptdbg_tui.formats.naming import BACKWARD, OUTPUT
 from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 
@@ -190,6 +191,18 @@ def _rows_in_step(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord]) ->
             if id(row.npu) in own:
                 row.noise = True
     return rows
+
+
+def _gradient_misfit(npu: Sequence[TensorRecord], bench: Sequence[TensorRecord]) -> bool:
+    """Some backward gradient's shapes differ between two sides whose names agree entry by entry: one
+    side records that call's gradients in another order (:func:`permuted_gradients`)."""
+    return any(
+        n.shape_raw != b.shape_raw
+        and n.entry is not None
+        and n.entry.direction == BACKWARD
+        and n.entry.kind == OUTPUT
+        for n, b in zip(npu, bench, strict=True)
+    )
 
 
 def _rows(
@@ -411,7 +424,8 @@ def _match(
     elif mode == "exact":
         names = [r.name for r in npu]
         bench_names = [r.name for r in bench]
-        if names == bench_names:  # the usual pair: the k-th entry of each side pairs with the other's
+        # the usual pair: the k-th entry of each side pairs with the other's
+        if names == bench_names and not _gradient_misfit(npu, bench):
             return _rows_in_step(npu, bench)
         pairs = _keyed_pairs(names, bench_names)
     elif mode == "fuzzy":
@@ -423,7 +437,8 @@ def _match(
     if stacks is not None:
         pairs = _at_one_site(npu, bench, pairs, stacks)
     if not mixed:
-        return _rows(npu, bench, pairs)
+        pairs, transposed = permuted_gradients(npu, bench, pairs)
+        return _rows(npu, bench, pairs, transposed=transposed)
     pairs, transposed = same_tensors(npu, bench, pairs, dialects)
     return _rows(npu, bench, pairs, dialects, transposed)
 
