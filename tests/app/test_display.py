@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from textual.binding import Binding
@@ -154,15 +155,21 @@ async def test_the_bar_cuts_the_replay_s_verdict_after_a_whole_word_at_80x24(dem
         assert not re.search(r"\w…", bar), bar
 
 
-async def test_n_goes_to_an_entry_that_could_not_be_compared(small_dumps, ui, tmp_path):
-    """The bar says "1 entry could not be compared (n: next failure)": n must find it (it said "No
-    failing entry"), before the failures that come after it in execution."""
+@pytest.fixture
+def one_npy_gone(small_dumps, tmp_path: Path) -> list[Path]:
+    """A copy of the small dumps whose NPU side lost one output's npy: that entry cannot be compared."""
     sides = [tmp_path / side.name for side in small_dumps]
     for side, copy in zip(small_dumps, sides, strict=True):
         shutil.copytree(side, copy)
     (gone,) = sides[0].rglob("Functional_relu_0_forward_output.npy")
     gone.unlink()
-    app = ui.app(*sides)
+    return sides
+
+
+async def test_n_goes_to_an_entry_that_could_not_be_compared(one_npy_gone, ui):
+    """The bar says "1 entry could not be compared (n: next failure)": n must find it (it said "No
+    failing entry"), before the failures that come after it in execution."""
+    app = ui.app(*one_npy_gone)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
         await pilot.press("n")
@@ -175,14 +182,9 @@ async def test_n_goes_to_an_entry_that_could_not_be_compared(small_dumps, ui, tm
         assert app.call_tree.cursor_model_node is leaf
 
 
-async def test_the_header_does_not_count_an_entry_that_could_not_be_compared(small_dumps, ui, tmp_path):
+async def test_the_header_does_not_count_an_entry_that_could_not_be_compared(one_npy_gone, ui):
     """It said "✘ 9 ⚠ 1 │ all 30 compared": ⚠ is "could not compare" (the CLI: "1 errors")."""
-    sides = [tmp_path / side.name for side in small_dumps]
-    for side, copy in zip(small_dumps, sides, strict=True):
-        shutil.copytree(side, copy)
-    (gone,) = sides[0].rglob("Functional_relu_0_forward_output.npy")
-    gone.unlink()
-    app = ui.app(*sides)
+    app = ui.app(*one_npy_gone)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
         rows = app.model.progress.rows

@@ -16,6 +16,7 @@ from dumper import PrecisionDebugger
 from dumper.faults import faulty_backward
 from dumper.patching import STATE, TLS, slot_of
 from ptdbg_tui.formats.layout import RankDump, discover
+from ptdbg_tui.formats.pkl import read_pkl
 
 
 class SmallNet(nn.Module):
@@ -31,6 +32,22 @@ class SmallNet(nn.Module):
         seq = x.mean(dim=2).transpose(1, 2)  # (batch, width, channels)
         out, _ = self.lstm(seq)
         return F.softmax(self.head(out[:, -1]), dim=-1)
+
+
+def dumped(tmp_path: Path, fn: Callable[[], object], **hook: object) -> tuple[object, dict]:
+    """``fn`` run while dumping (``hook``: configure_hook's options, ``ctor``: the debugger's); its
+    result and the pkl's records by name, with the dump itself under ``"_dump"``."""
+    ctor = hook.pop("ctor", {})
+    assert isinstance(ctor, dict)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), **ctor)
+    debugger.configure_hook(**hook)
+    debugger.start()
+    try:
+        result = fn()
+    finally:
+        debugger.stop()
+    (dump,) = discover(tmp_path)
+    return result, {r.name: r for r in read_pkl(dump.records).tensors} | {"_dump": dump}
 
 
 def make_inputs(device: str = "cpu") -> tuple[SmallNet, torch.Tensor, torch.Tensor]:

@@ -19,18 +19,7 @@ from ptdbg_tui.formats.npy import load_npy, npy_path
 from ptdbg_tui.formats.pkl import read_pkl
 
 from .conftest import SmallNet, make_inputs, train_step
-
-
-def _dump(tmp_path: Path, fn, **hook) -> tuple[object, dict]:
-    debugger = PrecisionDebugger(dump_path=str(tmp_path), **hook.pop("ctor", {}))
-    debugger.configure_hook(**hook)
-    debugger.start()
-    try:
-        result = fn()
-    finally:
-        debugger.stop()
-    (dump,) = discover(tmp_path)
-    return result, {r.name: r for r in read_pkl(dump.records).tensors} | {"_dump": dump}
+from .conftest import dumped as _dump
 
 
 def test_gradients_are_bit_identical_with_and_without_dumping(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from dumper import PrecisionDebugger
 from dumper.faults import replaced
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.formats.layout import discover
-from ptdbg_tui.formats.pkl import read_pkl
+
+from .conftest import dumped
 
 
 class Block(nn.Module):
@@ -36,14 +36,9 @@ class Block(nn.Module):
 
 def _dumped(tmp_path: Path, fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, set[str]]:
     """``fn`` run while dumping; its result and the pkl's tensor names."""
-    debugger = PrecisionDebugger(dump_path=str(tmp_path))
-    debugger.start()
-    try:
-        result = fn()
-    finally:
-        debugger.stop()
-    (dump,) = discover(tmp_path)
-    return result, {r.name for r in read_pkl(dump.records).tensors}
+    result, records = dumped(tmp_path, fn)
+    assert isinstance(result, torch.Tensor)
+    return result, set(records) - {"_dump"}
 
 
 def _jit_step() -> torch.Tensor:
