@@ -145,7 +145,7 @@ AUTOCAST = textwrap.dedent("""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
-    for x, y in [(torch.randn(32, 16), torch.randn(32, 4)) for _ in range(2)]:
+    for x, y in [(torch.randn(32, 16), torch.randn(32, 4)) for _ in range(3)]:
         opt.zero_grad()
         # the NPU script runs its forward under bf16 autocast (fp32 parameters, bf16 gradients)
         bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
@@ -162,12 +162,19 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     by about as much: that was step 1's culprit, "parameters differ on entry to step 1", in a run without
     a fault. It is a note now; a parameter whose gradients agreed still is a suspect (the scenario
     param_over_updated_between_steps of bench/diagnosis.py)."""
-    _dump_both(tmp_path, AUTOCAST, "--step", "0", "1")
+    _dump_both(tmp_path, AUTOCAST, "--step", "0", "1", "2")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert not d.suspects, d.verdict
     note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
     assert any(n.startswith(note) for n in d.notes), d.notes
+    # --step 2 alone sees steps 0 and 1 from their statistics, which name no parameter (1e-4 apart):
+    # step 1's parameters carried step 0's rounding all the same, so step 2's carry step 1's ('parameters
+    # differ on entry to step 2' was the culprit)
+    (alone,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
+    assert not alone.diagnosis.suspects, alone.diagnosis.verdict
+    note = "parameters differ on entry to step 2 no more than their gradients differed at step 1 ("
+    assert any(n.startswith(note) for n in alone.diagnosis.notes), alone.diagnosis.notes
     # the scripts' precision choice, which the call sidecars record, is said where rows fail
     autocast = "calls with autocast to torch.bfloat16 where the bench run has no autocast (the first "
     assert any(autocast in n for n in d.notes), d.notes

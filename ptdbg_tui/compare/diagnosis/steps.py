@@ -140,17 +140,19 @@ def link_steps(
                 _inherit(view, came)
             continue
         prev_key = (prev.step, prev.rank)
-        if _not_inherited(view, prev, found, prev_key in context, prev_key in rounded):
+        chain = [by_key[k] for k in sorted(before, key=lambda k: k[0] or 0)]
+        if _not_inherited([*chain, view], found, prev_key in context, prev_key in rounded):
             rounded.add(key)
 
 
 def _not_inherited(
-    view: StepView, prev: StepView, found: list[Suspect], from_statistics: bool, prev_carried: bool
+    chain: Sequence[StepView], found: list[Suspect], from_statistics: bool, prev_carried: bool
 ) -> bool:
-    """After a step that named nothing: parameters that differ on entry by what its gradients carried
-    become a note; of the others, those whose gradients agreed there say the update made them differ.
-    Whether some were carried."""
-    carried = [s for s in found if _update_carried(view, prev, s, prev_carried)]
+    """After a step that named nothing (``chain``: the rank's steps up to this one, in order):
+    parameters that differ on entry by what its gradients carried become a note; of the others, those
+    whose gradients agreed there say the update made them differ. Whether some were carried."""
+    view, prev = chain[-1], chain[-2]
+    carried = [s for s in found if _update_carried(chain, s.judgement.output, prev_carried)]
     if carried:
         gradient = _worst_gradient(prev, carried)
         _as_note(view, carried, (prev.step, "", from_statistics, False, False), _CARRIED, gradient=gradient)
@@ -217,7 +219,7 @@ _CARRIED = (
 )
 
 
-def _update_carried(view: StepView, prev: StepView, suspect: Suspect, prev_carried: bool) -> bool:
+def _update_carried(chain: Sequence[StepView], name: str, prev_carried: bool) -> bool:
     """A parameter that differs on entry to a step after a step that named nothing (no suspect of any
     kind: parameters that differed there beyond what they carried are still a fault), by no more than
     ``MARGIN`` times what its gradient (or the parameter itself) differed by there: the update
@@ -226,14 +228,18 @@ def _update_carried(view: StepView, prev: StepView, suspect: Suspect, prev_carri
     fp32 parameters take bf16 gradients). Only where the parameter agreed on entry to that step, or
     carried that step's own rounding (``prev_carried``): otherwise its gradients there differed by what
     it did, which statistics may not show (AdamW's decay on one side, 1e-4 a step). A parameter whose
-    gradient agreed is not carried: the update itself made it differ."""
-    name = suspect.judgement.output
+    gradient agreed is not carried: the update itself made it differ. ``chain``: the rank's steps up to
+    this one, in order; the parameter ``name`` carried rounding on entry to the step before where that
+    step named no parameter (seen from its statistics, which hide 1e-4) but it passes this test there
+    too."""
+    view, prev = chain[-1], chain[-2]
     err = _entry_error(view.rows, name)
     if err is None or prev.diagnosis.suspects:  # the step before named something: not its rounding
         return False
     entry = _entry_measures(prev.rows, name)
     agreed = entry is not None and entry.rel <= MARGIN * own_rounding(entry)
-    if not (agreed or prev_carried):  # its gradients differed by what its parameters did, unseen there
+    carried = prev_carried or (len(chain) > 2 and _update_carried(chain[:-1], name, False))
+    if not (agreed or carried):  # its gradients differed by what its parameters did, unseen there
         return False
     found = _gradient_error(prev.rows, name)
     gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
