@@ -131,12 +131,18 @@ def with_keywords(
 Specs = tuple[Mapping[str, CallSpec], Mapping[str, CallSpec]]
 
 
-def _differs(specs: Specs, rows: Sequence[Row], call: str) -> str:
-    """:func:`keywords_differ` of a call (``rows``: its rows, which name the bench's call), empty where a
-    side's sidecar has no line for it."""
+def _lines(specs: Specs, rows: Sequence[Row], call: str) -> tuple[CallSpec, CallSpec] | None:
+    """Each side's sidecar line of a call (``rows``: its rows, which name the bench's call); None where
+    a side has none."""
     n = specs[0].get(call_key(call))
     b = specs[1].get(call_key(side_call(rows, "bench", call)))
-    return keywords_differ(n, b) if n is not None and b is not None else ""
+    return (n, b) if n is not None and b is not None else None
+
+
+def _differs(specs: Specs, rows: Sequence[Row], call: str) -> str:
+    """:func:`keywords_differ` of a call, empty where a side's sidecar has no line for it."""
+    lines = _lines(specs, rows, call)
+    return keywords_differ(*lines) if lines is not None else ""
 
 
 def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
@@ -185,15 +191,14 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
 def _autocasts(specs: Specs, rows: Sequence[Row], call: str) -> tuple[str, str] | None:
     """The autocast each side calls ``call`` under, in words, where they differ (the sidecar records
     it; a device type differs by design); None where they agree or a side has no line for it."""
-    n = specs[0].get(call_key(call))
-    b = specs[1].get(call_key(side_call(rows, "bench", call)))
-    if n is None or b is None:
+    lines = _lines(specs, rows, call)
+    if lines is None:
         return None
-    shown = [
-        f"autocast to {a.dtype}" if a is not None else "no autocast"
-        for a in (n.state.autocast, b.state.autocast)
-    ]
-    return (shown[0], shown[1]) if shown[0] != shown[1] else None
+    n, b = (
+        f"autocast to {a.dtype}" if (a := line.state.autocast) is not None else "no autocast"
+        for line in lines
+    )
+    return (n, b) if n != b else None
 
 
 def _arguments_judgement(output: str) -> Judgement:
