@@ -194,6 +194,18 @@ def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_pat
     assert "not replayed: the bench dump does not hold it" not in out
 
 
+def test_msprobes_null_argument_is_rebuilt_as_none(tmp_path, capsys):
+    """msprobe writes a conv2d's absent bias as ``null`` (tests/fixtures/msprobe/scenario_conv_noise):
+    the call is rebuilt with None there; it read 'not replayable: the value
+    Functional.conv2d.0.forward.input.2 (None) cannot be rebuilt from the records'."""
+    pair = Path(__file__).parents[1] / "fixtures" / "msprobe" / "scenario_conv_noise"
+    code = cli.main(["replay", str(pair / "npu"), str(pair / "bench"), "-o", str(tmp_path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    assert "cannot be rebuilt" not in out, out
+    assert "Functional.conv2d.0.forward: refuted by replay" in out, out
+
+
 def test_a_truncated_call_sidecar_is_said_to_be_one(tmp_path, capsys):
     """Our dumper's sidecar cut after its first line: the calls it no longer holds are rebuilt from the
     records, and an inconclusive one says the sidecar lacks them, not that the tool records no keywords."""

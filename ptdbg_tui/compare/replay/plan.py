@@ -25,7 +25,7 @@ from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
 from ptdbg_tui.formats.dialects import INNER_NODE_BACKWARD, LINEAR_NODE_GRADIENTS
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
-from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.records import NONE_DTYPE, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.tensorfile import data_path
 
@@ -181,8 +181,10 @@ def _from_spec(
     return Value("plain", arg)
 
 
-#: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how.
+#: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how; msprobe writes a
+#: ``None`` argument (a conv2d without bias) as ``null``, which its reader records as NONE_DTYPE.
 _VALUE_TYPES = {
+    NONE_DTYPE: "plain",
     "int": "plain",
     "float": "plain",
     "bool": "plain",
