@@ -410,3 +410,44 @@ def test_a_call_under_autocast_is_replayed_as_honest_within_the_rounding_autocas
     # the side may err HONEST_MARGIN times (it was allowed 2x, the sensitivity to its bf16 input alone)
     assert verdict.error > 1e-4, "bf16-sized"
     assert verdict.allowed >= 0.9 * HONEST_MARGIN * verdict.error, verdict
+
+
+def _scaled_at_step_one(path: Path, scale: float) -> Path:
+    """Three SGD steps of a small MLP; the script scales an activation at step 1 by ``scale`` (1.0: the
+    bench's, which makes no such call)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", step=[0, 1, 2])
+    for step in range(3):
+        x = torch.randn(5, 8)
+        debugger.start()
+        h = model[0](x)
+        if step == 1 and scale != 1.0:
+            h = h * scale
+        loss = model[2](model[1](h)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        debugger.stop()
+        debugger.step()
+    return path
+
+
+@pytest.mark.parametrize("steps", [[], ["--step", "2"]])
+def test_no_replay_is_offered_where_the_error_is_an_earlier_steps_call_no_kernel_makes(
+    tmp_path, capsys, steps
+):
+    """The NPU script scales an activation at step 1 (a call the bench run does not make): step 2's rows
+    fail on the parameters it left. The report ended 'note: step2/rank0: rows fail where the inputs
+    already differ, and no kernel is named; --replay … can prove one wrong' beside 'inherited from
+    step 1, whose culprit is Tensor___mul___0_forward': every kernel of step 2 is right on its inputs."""
+    npu = _scaled_at_step_one(tmp_path / "npu", 3.0)
+    bench = _scaled_at_step_one(tmp_path / "bench", 1.0)
+    code = cli.main(["compare", str(npu), str(bench), "-o", str(tmp_path / "o"), "--no-progress", *steps])
+    report = capsys.readouterr().out
+    assert code == cli.EXIT_OK
+    assert "parameters differ on entry to step 2: inherited from step 1, whose culprit" in report, report
+    assert "is Tensor___mul___0_forward" in report, report
+    assert "step2/rank0 vs step2/rank0 (tensors)" in report and " 0 failed" not in report.split("step2/")[-1]
+    assert "--replay" not in report, report
