@@ -194,16 +194,33 @@ def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_pat
     assert "not replayed: the bench dump does not hold it" not in out
 
 
-def test_msprobes_null_argument_is_rebuilt_as_none(tmp_path, capsys):
-    """msprobe writes a conv2d's absent bias as ``null`` (tests/fixtures/msprobe/scenario_conv_noise):
-    the call is rebuilt with None there; it read 'not replayable: the value
-    Functional.conv2d.0.forward.input.2 (None) cannot be rebuilt from the records'."""
+def _replay_conv_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``ptdbg-tui replay`` on tests/fixtures/msprobe/scenario_conv_noise (real msprobe dumps of a conv
+    net: bias-less conv2d, F.relu(inplace=True)); its report."""
     pair = Path(__file__).parents[1] / "fixtures" / "msprobe" / "scenario_conv_noise"
     code = cli.main(["replay", str(pair / "npu"), str(pair / "bench"), "-o", str(tmp_path), "--no-progress"])
     out, err = capsys.readouterr()
     assert code == cli.EXIT_OK, err
+    return out
+
+
+def test_msprobes_null_argument_is_rebuilt_as_none(tmp_path, capsys):
+    """msprobe writes a conv2d's absent bias as ``null``: the call is rebuilt with None there; it read
+    'not replayable: the value Functional.conv2d.0.forward.input.2 (None) cannot be rebuilt from the
+    records'."""
+    out = _replay_conv_noise(tmp_path, capsys)
     assert "cannot be rebuilt" not in out, out
     assert "Functional.conv2d.0.forward: refuted by replay" in out, out
+
+
+def test_a_call_with_inplace_true_is_replayed_on_a_copy(tmp_path, capsys):
+    """F.relu(x, inplace=True), recorded by msprobe with its keyword: its backward read 'not replayable:
+    the call fails when rebuilt: RuntimeError: a leaf Variable that requires grad is being used in an
+    in-place operation.' It writes its input as relu_ does, so it runs on a copy as relu_ does."""
+    out = _replay_conv_noise(tmp_path, capsys)
+    assert "leaf Variable" not in out, out
+    assert "Functional.relu.0.backward: refuted by replay" in out, out
+    assert "Functional.relu.1.backward: refuted by replay" in out, out
 
 
 def test_a_truncated_call_sidecar_is_said_to_be_one(tmp_path, capsys):

@@ -376,7 +376,9 @@ def build_plan(
             if k not in kwargs
         }
         kwargs.update((k, Value("plain", v)) for k, v in read.items())
-    if (inplace is not None or read.get("inplace") is True) and inputs_after_call and spec is None:
+    if inplace is None and kwargs.get("inplace") == Value("plain", True):
+        inplace = 0  # F.relu(x, inplace=True): writes its input as relu_ does
+    if inplace is not None and inputs_after_call and spec is None:
         return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
     autocast = spec.state.autocast if spec is not None else None
     plan = Plan(
