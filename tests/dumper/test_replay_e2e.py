@@ -213,6 +213,15 @@ def test_msprobes_null_argument_is_rebuilt_as_none(tmp_path, capsys):
     assert "Functional.conv2d.0.forward: refuted by replay" in out, out
 
 
+def test_a_null_gradient_for_a_none_argument_keeps_its_slot_in_node_order(tmp_path, capsys):
+    """msprobe records a bias-less conv2d's backward in its node's order, [input, weight, bias]: null,
+    the weight's gradient, null. It read 'not replayable: its tool records the gradients in its
+    autograd node's order (3), which does not match its 2 floating tensor arguments (1 needing a
+    gradient) one to one'; the None bias keeps its slot."""
+    out = _replay_conv_noise(tmp_path, capsys)
+    assert "Functional.conv2d.0.backward: refuted by replay" in out, out
+
+
 def test_a_call_with_inplace_true_is_replayed_on_a_copy(tmp_path, capsys):
     """F.relu(x, inplace=True), recorded by msprobe with its keyword: its backward read 'not replayable:
     the call fails when rebuilt: RuntimeError: a leaf Variable that requires grad is being used in an

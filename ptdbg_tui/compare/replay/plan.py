@@ -263,6 +263,10 @@ def _from_records(
     return args, kwargs, gaps
 
 
+#: A ``None`` argument, as the plan holds it.
+_NONE = Value("plain", None)
+
+
 def _node_order(
     grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord], op: str
 ) -> list[tuple[int, bool]] | str:
@@ -288,8 +292,13 @@ def _node_order(
     }
     floating = [i for i, a in enumerate(args) if isinstance(a, Recorded) and "float" in a.dtype]
     needing = [i for i in floating if wants.get(i) is not False]
+    # an optional tensor passed as None (conv2d's bias) keeps its slot in the node, a null gradient
+    optional = [i for i, a in enumerate(args) if i in floating or a == _NONE]
     # one gradient (a null one included) per floating argument, or per one that needs a gradient
     candidates = next((c for c in (floating, needing) if len(c) == len(grads)), None)
+    if candidates is None and len(optional) == len(grads):
+        nulls = all(g.is_scalar for i, g in zip(optional, grads, strict=True) if args[i] == _NONE)
+        candidates = optional if nulls else None
     if candidates is None:
         return (
             f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
