@@ -18,7 +18,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
@@ -63,9 +63,11 @@ NOTE_PAIRS = 3
 def replay_would_decide(o: PairOutcome) -> bool:
     """Whether a pair's rows fail where its inputs already differ with no kernel named (nothing
     judged beyond rounding, or parameters that differ on entry): two dumps cannot tell a kernel
-    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only."""
+    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only; not where the
+    error is an earlier step's whose culprit is no kernel (a call only the NPU script makes): every
+    kernel of this step would be found right."""
     d = o.diagnosis
-    if o.summary or o.no_verdict or d.fault or d.replay:
+    if o.summary or o.no_verdict or d.fault or d.replay or d.inherited in NOT_A_KERNEL:
         return False
     culprit = d.culprit
     return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors

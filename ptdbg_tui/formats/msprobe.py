@@ -36,7 +36,7 @@ from ptdbg_tui.formats.naming import (
     EntryName,
 )
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK
-from ptdbg_tui.formats.pkl_line import may_hold_surrogates
+from ptdbg_tui.formats.pkl_line import may_hold_surrogates, not_valid_json
 from ptdbg_tui.formats.records import (
     MAX_DIMS,
     MAX_NUMEL,
@@ -664,7 +664,7 @@ def _loads(name: str, text: str, bad: list[BadLine]) -> Any:
     except RecursionError:
         bad.append(BadLine(0, f"entry {name}: JSON nested too deeply to read"))
     except json.JSONDecodeError as e:
-        bad.append(BadLine(0, f"entry {name}: not valid JSON ({e.msg} at column {e.colno})"))
+        bad.append(BadLine(0, f"entry {name}: {not_valid_json(e)}"))
     except ValueError as e:
         bad.append(BadLine(0, f"entry {name}: not readable JSON ({e})"))
     return _MALFORMED

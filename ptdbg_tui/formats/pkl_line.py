@@ -146,6 +146,12 @@ def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple
     return None
 
 
+def not_valid_json(e: json.JSONDecodeError) -> str:
+    """Why a text is not JSON, at which column; json's own message may end in 'at' ('Unterminated
+    string starting at'), which read 'starting at at column 2'."""
+    return f"not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
+
+
 def decode_line(text: str, line: int = 0) -> Record | None:
     """Decode one text line; ``None`` for a blank line."""
     text = text.strip()
@@ -156,7 +162,7 @@ def decode_line(text: str, line: int = 0) -> Record | None:
     except RecursionError:
         return BadLine(line, "JSON nested too deeply to read", short(text))
     except json.JSONDecodeError as e:
-        return BadLine(line, f"not valid JSON ({e.msg} at column {e.colno})", short(text))
+        return BadLine(line, not_valid_json(e), short(text))
     except ValueError as e:  # e.g. an integer of more digits than Python converts
         return BadLine(line, f"not readable JSON ({e})", short(text))
     return decode_value(value, line)

@@ -194,6 +194,44 @@ def test_in_a_mixed_pair_the_bench_is_replayed_under_its_own_tools_names(tmp_pat
     assert "not replayed: the bench dump does not hold it" not in out
 
 
+def _replay_conv_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """``ptdbg-tui replay`` on tests/fixtures/msprobe/scenario_conv_noise (real msprobe dumps of a conv
+    net: bias-less conv2d, F.relu(inplace=True)); its report."""
+    pair = Path(__file__).parents[1] / "fixtures" / "msprobe" / "scenario_conv_noise"
+    code = cli.main(["replay", str(pair / "npu"), str(pair / "bench"), "-o", str(tmp_path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_OK, err
+    return out
+
+
+def test_msprobes_null_argument_is_rebuilt_as_none(tmp_path, capsys):
+    """msprobe writes a conv2d's absent bias as ``null``: the call is rebuilt with None there; it read
+    'not replayable: the value Functional.conv2d.0.forward.input.2 (None) cannot be rebuilt from the
+    records'."""
+    out = _replay_conv_noise(tmp_path, capsys)
+    assert "cannot be rebuilt" not in out, out
+    assert "Functional.conv2d.0.forward: refuted by replay" in out, out
+
+
+def test_a_null_gradient_for_a_none_argument_keeps_its_slot_in_node_order(tmp_path, capsys):
+    """msprobe records a bias-less conv2d's backward in its node's order, [input, weight, bias]: null,
+    the weight's gradient, null. It read 'not replayable: its tool records the gradients in its
+    autograd node's order (3), which does not match its 2 floating tensor arguments (1 needing a
+    gradient) one to one'; the None bias keeps its slot."""
+    out = _replay_conv_noise(tmp_path, capsys)
+    assert "Functional.conv2d.0.backward: refuted by replay" in out, out
+
+
+def test_a_call_with_inplace_true_is_replayed_on_a_copy(tmp_path, capsys):
+    """F.relu(x, inplace=True), recorded by msprobe with its keyword: its backward read 'not replayable:
+    the call fails when rebuilt: RuntimeError: a leaf Variable that requires grad is being used in an
+    in-place operation.' It writes its input as relu_ does, so it runs on a copy as relu_ does."""
+    out = _replay_conv_noise(tmp_path, capsys)
+    assert "leaf Variable" not in out, out
+    assert "Functional.relu.0.backward: refuted by replay" in out, out
+    assert "Functional.relu.1.backward: refuted by replay" in out, out
+
+
 def test_a_truncated_call_sidecar_is_said_to_be_one(tmp_path, capsys):
     """Our dumper's sidecar cut after its first line: the calls it no longer holds are rebuilt from the
     records, and an inconclusive one says the sidecar lacks them, not that the tool records no keywords."""
@@ -398,3 +436,44 @@ def test_a_call_under_autocast_is_replayed_as_honest_within_the_rounding_autocas
     # the side may err HONEST_MARGIN times (it was allowed 2x, the sensitivity to its bf16 input alone)
     assert verdict.error > 1e-4, "bf16-sized"
     assert verdict.allowed >= 0.9 * HONEST_MARGIN * verdict.error, verdict
+
+
+def _scaled_at_step_one(path: Path, scale: float) -> Path:
+    """Three SGD steps of a small MLP; the script scales an activation at step 1 by ``scale`` (1.0: the
+    bench's, which makes no such call)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", step=[0, 1, 2])
+    for step in range(3):
+        x = torch.randn(5, 8)
+        debugger.start()
+        h = model[0](x)
+        if step == 1 and scale != 1.0:
+            h = h * scale
+        loss = model[2](model[1](h)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        debugger.stop()
+        debugger.step()
+    return path
+
+
+@pytest.mark.parametrize("steps", [[], ["--step", "2"]])
+def test_no_replay_is_offered_where_the_error_is_an_earlier_steps_call_no_kernel_makes(
+    tmp_path, capsys, steps
+):
+    """The NPU script scales an activation at step 1 (a call the bench run does not make): step 2's rows
+    fail on the parameters it left. The report ended 'note: step2/rank0: rows fail where the inputs
+    already differ, and no kernel is named; --replay … can prove one wrong' beside 'inherited from
+    step 1, whose culprit is Tensor___mul___0_forward': every kernel of step 2 is right on its inputs."""
+    npu = _scaled_at_step_one(tmp_path / "npu", 3.0)
+    bench = _scaled_at_step_one(tmp_path / "bench", 1.0)
+    code = cli.main(["compare", str(npu), str(bench), "-o", str(tmp_path / "o"), "--no-progress", *steps])
+    report = capsys.readouterr().out
+    assert code == cli.EXIT_OK
+    assert "parameters differ on entry to step 2: inherited from step 1, whose culprit" in report, report
+    assert "is Tensor___mul___0_forward" in report, report
+    assert "step2/rank0 vs step2/rank0 (tensors)" in report and " 0 failed" not in report.split("step2/")[-1]
+    assert "--replay" not in report, report

@@ -88,6 +88,13 @@ def test_blank_line_is_none():
     assert decode_line("   \t ") is None
 
 
+def test_a_line_cut_inside_a_string_says_so_in_one_phrase():
+    """A pkl cut short mid-name: json's 'Unterminated string starting at' read 'starting at at column 2'."""
+    rec = decode_line('["Functional_l', 131)
+    assert isinstance(rec, BadLine)
+    assert rec.reason == "not valid JSON (Unterminated string starting at column 2)", rec.reason
+
+
 def test_overflow_dump_step_hides_stats():
     rec = decode_line('["Torch_add_0_forward_output", 101, [], "torch.float16", [2], [1.0, 0.0, 0.5, 1.0]]')
     assert isinstance(rec, TensorRecord)

@@ -57,6 +57,11 @@ REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
 SHAPE = "shape"
 
+#: Kinds where the runs differ before any dumped kernel computes (error entering outside the dumped
+#: calls, a call one run makes alone, arguments or random draws that differ): every kernel after
+#: them is right on its own inputs, so a replay of those calls has nothing to prove.
+NOT_A_KERNEL = frozenset({ENTERS, UNPAIRED, ARGUMENTS, RANDOM})
+
 #: How each kind reads after the call's name.
 KIND_WORDS = {
     GROWTH: "introduces error",
@@ -231,6 +236,9 @@ class Diagnosis:
     replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
+    #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
+    #: carry on entry, where they do
+    inherited: str = ""
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain

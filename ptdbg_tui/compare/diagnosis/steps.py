@@ -39,12 +39,12 @@ def _own(diagnosis: Diagnosis) -> list[Suspect]:
 
 
 #: Where a step's error came from, for the steps after it: its step, its first own suspect's call,
-#: whether that step was seen from its statistics only, whether the suspect is error entering
-#: outside the dumped calls (no culprit there: in a job of several ranks, what another rank's error
-#: looks like when the collective that brought it was not dumped, DDP's gradient all-reduce), and
-#: whether it entered right after calls only the bench run makes (the NPU script lacks them: a
-#: micro-batch it skips).
-Origin = tuple[int | None, str, bool, bool, bool]
+#: whether that step was seen from its statistics only, the suspect's kind (ENTERS: error entering
+#: outside the dumped calls, no culprit there: in a job of several ranks, what another rank's error
+#: looks like when the collective that brought it was not dumped, DDP's gradient all-reduce; "" for
+#: rounding carried), and whether it entered right after calls only the bench run makes (the NPU
+#: script lacks them: a micro-batch it skips).
+Origin = tuple[int | None, str, bool, str, bool]
 
 
 def _gradient_agrees(rows: Sequence[Row], parameter_entry: str) -> float | None:
@@ -130,7 +130,7 @@ def link_steps(
                 view.step,
                 first.call,
                 key in context,
-                first.kind == ENTERS,
+                first.kind,
                 first.after_bench_only,
             )
         if not found or prev is None:
@@ -155,7 +155,7 @@ def _not_inherited(
     carried = [s for s in found if _update_carried(chain, s.judgement.output, prev_carried)]
     if carried:
         gradient = _worst_gradient(prev, carried)
-        _as_note(view, carried, (prev.step, "", from_statistics, False, False), _CARRIED, gradient=gradient)
+        _as_note(view, carried, (prev.step, "", from_statistics, "", False), _CARRIED, gradient=gradient)
     for s in found:
         if s in carried:
             continue
@@ -267,6 +267,7 @@ def _inherit(view: StepView, came: Origin) -> None:
     """The step's parameters-on-entry suspects become a note: their error is the earlier culprit's."""
     found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
     _as_note(view, found, came, _INHERITED)
+    view.diagnosis.inherited = came[3]
 
 
 _STATE_INHERITED = (
@@ -305,12 +306,13 @@ def _inherit_state(view: StepView, came: Origin) -> None:
     if carried:
         tensors = ", ".join(dict.fromkeys(s.judgement.output for s in carried))
         _as_note(view, carried, came, _STATE_INHERITED, tensors=tensors)
+        view.diagnosis.inherited = came[3]
 
 
 def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str, **words: str) -> None:
     """A step's ``carried`` suspects become a note (``template``): their error is the culprit's of the
     earlier step ``came`` names."""
-    step, call, from_statistics, enters, bench_only = came
+    step, call, from_statistics, kind, bench_only = came
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
@@ -320,7 +322,7 @@ def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str
     place = _BENCH_ONLY if bench_only else "outside the dumped calls"
     source = (
         f"where{aside} the error enters before {call}, {place}"
-        if enters
+        if kind == ENTERS
         else f"whose culprit{aside} is {call}"
     )
     note = template.format(step=view.step, origin=step, how=how, source=source, **words)

@@ -25,7 +25,7 @@ from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
 from ptdbg_tui.formats.dialects import INNER_NODE_BACKWARD, LINEAR_NODE_GRADIENTS
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
-from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.records import NONE_DTYPE, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.tensorfile import data_path
 
@@ -181,8 +181,10 @@ def _from_spec(
     return Value("plain", arg)
 
 
-#: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how.
+#: Recorded non-tensor types (msprobe's ``type``) whose value is rebuilt, and how; msprobe writes a
+#: ``None`` argument (a conv2d without bias) as ``null``, which its reader records as NONE_DTYPE.
 _VALUE_TYPES = {
+    NONE_DTYPE: "plain",
     "int": "plain",
     "float": "plain",
     "bool": "plain",
@@ -261,6 +263,10 @@ def _from_records(
     return args, kwargs, gaps
 
 
+#: A ``None`` argument, as the plan holds it.
+_NONE = Value("plain", None)
+
+
 def _node_order(
     grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord], op: str
 ) -> list[tuple[int, bool]] | str:
@@ -286,8 +292,13 @@ def _node_order(
     }
     floating = [i for i, a in enumerate(args) if isinstance(a, Recorded) and "float" in a.dtype]
     needing = [i for i in floating if wants.get(i) is not False]
+    # an optional tensor passed as None (conv2d's bias) keeps its slot in the node, a null gradient
+    optional = [i for i, a in enumerate(args) if i in floating or a == _NONE]
     # one gradient (a null one included) per floating argument, or per one that needs a gradient
     candidates = next((c for c in (floating, needing) if len(c) == len(grads)), None)
+    if candidates is None and len(optional) == len(grads):
+        nulls = all(g.is_scalar for i, g in zip(optional, grads, strict=True) if args[i] == _NONE)
+        candidates = optional if nulls else None
     if candidates is None:
         return (
             f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
@@ -374,7 +385,9 @@ def build_plan(
             if k not in kwargs
         }
         kwargs.update((k, Value("plain", v)) for k, v in read.items())
-    if (inplace is not None or read.get("inplace") is True) and inputs_after_call and spec is None:
+    if inplace is None and kwargs.get("inplace") == Value("plain", True):
+        inplace = 0  # F.relu(x, inplace=True): writes its input as relu_ does
+    if inplace is not None and inputs_after_call and spec is None:
         return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
     autocast = spec.state.autocast if spec is not None else None
     plan = Plan(
