@@ -36,6 +36,10 @@ LEAN_SIGMAS = 8.0
 #: worse (error or lean) before it is wrong.
 HONEST_MARGIN = 2 * MARGIN
 
+#: A result's error within its allowance is shown with that allowance from this size up: an error of
+#: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
+SHOWN_ALLOWED = 0.01
+
 CONFIRMED = "confirmed"
 REFUTED = "refuted"
 INCONCLUSIVE = "inconclusive"
@@ -69,6 +73,8 @@ class SideVerdict:
                 f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
                 f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})"
             )
+        if self.error >= SHOWN_ALLOWED:  # "within rounding (NPU 0.96 …)" read as 96% of rounding
+            return f"{fmt_error(self.error)} of {fmt_error(self.allowed)} allowed"
         return f"{fmt_error(self.error)}"
 
 
