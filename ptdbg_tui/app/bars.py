@@ -46,8 +46,8 @@ def seg(text: str | Text, priority: int = 0, style: Style | str = "", shrink: in
 
 def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
     """The segments joined by ``sep`` (the narrow one when they do not fit): while too wide, the least
-    important one is cut (when it may shrink that far) or dropped; the last one left is cut with an
-    ellipsis."""
+    important one is cut (when it may shrink that far) or dropped; the last one left is cut after a
+    whole word with an ellipsis (a note cut "where the bench r…" reads as a typo)."""
     kept = [s for s in segments if s.text.cell_len]
     if not fits(kept, width, sep):
         sep = NARROW_SEP
@@ -58,6 +58,8 @@ def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
             kept[i] = _cut(victim, victim.text.cell_len - excess)
             break
         del kept[i]
+    if len(kept) == 1 and width > 0:  # one left, too wide: after its last whole word, as _cut cuts
+        kept = [_cut(kept[0], width)]
     line = Text(sep).join(s.text for s in kept)
     line.truncate(max(0, width), overflow="ellipsis")
     return line

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui.app.overview import OverviewScreen
+from ptdbg_tui.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "dumper"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+from test_later_step import AUTOCAST, _dump_both
 from tp_job import run_job
 
 SMALL = (80, 24)
@@ -50,8 +53,6 @@ async def test_the_overview_says_where_checksums_alone_differ_before_the_first_d
     was nowhere in the app, whose culprit is rank1's tanh (first by checksums): the overview showed
     the tanh on every rank, "receives via Torch_tanh_0_…" on ranks 0 and 2, and the rank whose values
     diverge only in a toast. The overview now says both, whole, as the report does."""
-    from ptdbg_tui.cli import main
-
     assert main(["compare", str(bits_dumps / "npu"), str(bits_dumps / "bench"), "-o", str(bits_dumps)]) == 0
     report = capsys.readouterr().out
     headline = next(line for line in report.splitlines() if line.startswith("first divergent rank: "))
@@ -107,3 +108,56 @@ async def test_a_collective_wrong_on_one_rank_alone_is_said_whole(alone_dumps, u
         head = "First divergent rank: rank1 (step0): Distributed_reduce_scatter_tensor_1_forward (forward): "
         assert head in boxed, boxed
         assert "wrong on this rank alone" in boxed
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def test_a_pair_s_notes_are_in_its_detail_and_the_bar_cuts_them_after_a_whole_word(
+    tmp_path, ui, capsys
+):
+    """bf16 autocast in the NPU script alone: the report's notes on step 1 (the autocast, parameters
+    that carry step 0's rounding) were only in the bar, the first of them cut mid-word at 80 columns
+    ("where the bench r…") and the others not at all. The pair's detail lists them whole; the bar
+    cuts after a whole word."""
+    _dump_both(tmp_path, AUTOCAST, "--step", "0", "1")
+    assert main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path)]) == 0
+    report = capsys.readouterr().out.split("step1/rank0 vs step1/rank0", 1)[1]
+    notes = [line.removeprefix("  note: ") for line in report.splitlines() if line.startswith("  note: ")]
+    assert any("autocast to torch.bfloat16" in n for n in notes) and len(notes) == 2, report
+    app = ui.app(tmp_path / "npu", tmp_path / "bench")
+    async with app.run_test(size=SMALL) as pilot:
+        await ui.settle(pilot)
+        (step1,) = [n for n in app.model.root.children if n.label == "step1/rank0"]
+        app.detail.show(step1)
+        await pilot.pause()
+        panel = _words(ui.detail_text(app, width=38))
+        assert all(f"Note: {note}" in panel for note in notes), panel
+        bar = [line.plain for line in app.diagnosis_bar.lines]
+        assert bar[1].strip().startswith("The NPU run makes") and bar[1].endswith(" …"), bar
+
+
+async def test_where_a_replay_could_name_a_kernel_the_pair_offers_the_app_s_replay(tmp_path, ui, capsys):
+    """A kernel wrong at every step, at step 1, where its inputs already differ: the report ends with
+    "note: step1/rank0: rows fail where the inputs already differ, and no kernel is named; --replay
+    re-runs the suspects …"; the app said nothing of it. The pair's detail says it with
+    the app's own way: r on a call."""
+    from divergence import SUITE
+
+    npu, bench = SUITE["linear_weight_grad_tail_tile"].dump(tmp_path, 0)
+    assert main(["compare", str(npu), str(bench), "--step", "1", "-o", str(tmp_path)]) == 0
+    report = capsys.readouterr().out
+    assert "note: step1/rank0: rows fail where the inputs already differ, and no kernel is named" in report
+    app = ui.app(npu, bench, step=1)
+    async with app.run_test(size=SMALL) as pilot:
+        await ui.settle(pilot)
+        (pair,) = app.model.root.children
+        app.detail.show(pair)
+        await pilot.pause()
+        panel = _words(ui.detail_text(app, width=38))
+        assert (
+            "Note: rows fail where the inputs already differ, and no kernel is named: r on a call re-runs it "
+            "in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
+        ) in panel, panel
+        assert "--replay" not in panel
