@@ -166,10 +166,12 @@ class OverviewScreen(ModalScreen["str | None"]):
 
     def _show_ranks(self) -> None:
         """The verdict across ranks as the report words it: the first divergent rank, and where
-        checksums alone differ before it (wrapped, not cut: the table's column cuts the suspect)."""
+        checksums alone differ before it; then the report's notes on the ranks and steps not compared
+        (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
-        label.update("\n".join(line[:1].upper() + line[1:] for line in self.model.ranks))
-        label.display = bool(self.model.ranks)
+        lines = (*self.model.ranks, *self.model.progress.unpaired)
+        label.update("\n".join(line[:1].upper() + line[1:] for line in lines))
+        label.display = bool(lines)
 
     def _fill(self, table: DataTable[object]) -> None:
         for line in self.lines:

@@ -468,14 +468,15 @@ class TreeModel:
     def compared_from(self) -> str:
         """What the pairs were compared from where not every one from tensors, in the report's words
         (``statistics only``, ``checksums``): a ✔ from statistics is not a ✔ from the tensors."""
-        summary = [key for key, info in self.infos.items() if info.summary]
+        paired = [key for key, info in self.infos.items() if info.bench is not None]  # the others: ∅
+        summary = [key for key in paired if self.infos[key].summary]
         if not summary:
             return ""
         md5 = sum(key in self.checksums for key in summary)
         mode = (
             "checksums" if md5 == len(summary) else "statistics only" if not md5 else "statistics, checksums"
         )
-        return mode if len(summary) == len(self.infos) else f"{mode}: {len(summary)}/{len(self.infos)} pairs"
+        return mode if len(summary) == len(paired) else f"{mode}: {len(summary)}/{len(paired)} pairs"
 
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
         """Every pair's ranked suspects, with their call nodes; pairs by first divergence (the

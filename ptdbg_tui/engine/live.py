@@ -575,7 +575,9 @@ class LiveEngine:
 
 
 def _ranks(pairs: list[PairState]) -> CrossRank | None:
-    """With several ranks: the first divergent one, each rank's diagnosis told what it receives."""
+    """With several ranks: the first divergent one, each rank's diagnosis told what it receives. A rank
+    with no bench dump is compared with nothing: not one of the ranks compared (as in the report)."""
+    pairs = [p for p in pairs if p.bench is not None]
     if len({p.info.npu.rank for p in pairs}) < 2:
         return None
     ranks = cross_rank(

@@ -5,6 +5,7 @@ Real dumps: a three-rank CPU job (gloo) dumped by the project's dumper (tests/du
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -161,3 +162,31 @@ async def test_where_a_replay_could_name_a_kernel_the_pair_offers_the_app_s_repl
             "in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
         ) in panel, panel
         assert "--replay" not in panel
+
+
+async def test_a_rank_without_its_bench_is_not_counted_compared_and_the_overview_says_why(
+    alone_dumps, tmp_path, ui, capsys
+):
+    """The bench run's rank 2 missing: the app counted that rank among those compared ("its group has 3
+    ranks, by its shapes, 3 of them compared", the report: 2) and its header said "statistics only:
+    1/3 pairs" of a pair compared with nothing; the report's notes on it, after the first, were only
+    toasts. The overview gives the report's headline and both notes."""
+    shutil.copytree(alone_dumps / "npu", tmp_path / "npu")
+    shutil.copytree(alone_dumps / "bench", tmp_path / "bench")
+    (rank2,) = (tmp_path / "bench").rglob("rank2")
+    shutil.rmtree(rank2)
+    assert main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    headline = next(line for line in lines if line.startswith("first divergent rank: "))
+    notes = [line.removeprefix("note: ") for line in lines if line.startswith("note: ")]
+    assert "2 of them compared" in headline and len(notes) == 2, lines
+    app = ui.app(tmp_path / "npu", tmp_path / "bench")
+    async with app.run_test(size=SMALL) as pilot:
+        await ui.settle(pilot)
+        await pilot.pause()
+        assert "statistics" not in ui.screen_text(app).splitlines()[0]
+        await pilot.press("o")
+        await pilot.pause()
+        boxed = _boxed(ui.screen_text(app))
+        assert "F" + headline[1:] in boxed, boxed
+        assert all(note[:1].upper() + note[1:] in boxed for note in notes), boxed
