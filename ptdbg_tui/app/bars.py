@@ -19,6 +19,7 @@ from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED, Diagnosis, Suspect, entries_fail, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
 
@@ -45,8 +46,8 @@ def seg(text: str | Text, priority: int = 0, style: Style | str = "", shrink: in
 
 def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
     """The segments joined by ``sep`` (the narrow one when they do not fit): while too wide, the least
-    important one is cut (when it may shrink that far) or dropped; the last one left is cut with an
-    ellipsis."""
+    important one is cut (when it may shrink that far) or dropped; the last one left is cut after a
+    whole word with an ellipsis (a note cut "where the bench r…" reads as a typo)."""
     kept = [s for s in segments if s.text.cell_len]
     if not fits(kept, width, sep):
         sep = NARROW_SEP
@@ -57,6 +58,8 @@ def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
             kept[i] = _cut(victim, victim.text.cell_len - excess)
             break
         del kept[i]
+    if len(kept) == 1 and width > 0:  # one left, too wide: after its last whole word, as _cut cuts
+        kept = [_cut(kept[0], width)]
     line = Text(sep).join(s.text for s in kept)
     line.truncate(max(0, width), overflow="ellipsis")
     return line
@@ -180,6 +183,8 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
     p = model.progress
     counts = model.status_counts()
     out = _compared_segments(model, counts, styles)
+    if mode := model.compared_from():  # as the report's "(statistics only)": what a ✔ or ✘ rests on
+        out.append(seg(mode, 0, styles.get("warn", Style())))
     hint = model.match_hint()
     if hint:
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
@@ -225,6 +230,17 @@ def module_of(call: Node | None) -> str:
     return next((n.label for n in call.ancestors() if n.kind == "module"), "")
 
 
+def receives_through(d: Diagnosis | None, suspect: Suspect) -> bool:
+    """Whether the pair of diagnosis ``d`` only receives another rank's error at ``suspect``: a
+    collective's finding, or its first suspect where the pair receives the error; not a call its
+    checksums alone name (bits that differ before any rank's values do: the report's rank lines keep
+    it as the rank's own, and the error it receives comes later)."""
+    if suspect.kind == RECEIVED:
+        return True
+    first = d is not None and bool(d.received) and bool(d.suspects) and d.suspects[0] is suspect
+    return first and not bits_only(suspect)
+
+
 def _suspect_segments(
     model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int, styles: Styles
 ) -> list[Segment]:
@@ -235,9 +251,7 @@ def _suspect_segments(
     head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
     d = model.diagnoses.get(node.pair) if node is not None else None
-    if suspect.kind == RECEIVED or (
-        suspect.kind != ENTERS and d is not None and d.received and d.suspects and d.suspects[0] is suspect
-    ):
+    if suspect.kind != ENTERS and receives_through(d, suspect):
         where = "receives the error through "  # another rank made it (the overview's top pair)
     # the score stays with the call's name; the rest of the evidence may be cut
     score = f": {times_text(suspect.score)}"

@@ -24,6 +24,7 @@ from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.replay.verdict import CONFIRMED
 from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
+from ptdbg_tui.engine.replay import REPLAY_CAN, UNDECIDED, replay_could_decide
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -320,12 +321,29 @@ def summary_text(node: Node, styles: Styles) -> Text:
     return text
 
 
+def pair_notes(node: Node, model: TreeModel) -> list[str]:
+    """What the report's notes say of a pair, for its node: whether it only receives another rank's
+    error, what its diagnosis notes (a precision the scripts chose, parameters that carry an earlier
+    step's rounding…), and, where its rows fail and no kernel is named, the app's replay (the report
+    offers ``--replay``)."""
+    d = model.diagnoses.get(node.pair)
+    info = model.infos.get(node.pair)
+    if node.kind != "pair" or d is None or info is None or info.same:
+        return []
+    notes = [d.received] if d.received else []
+    notes += d.notes
+    if replay_could_decide(d, info.summary):
+        notes.append(f"{UNDECIDED}: r on a call {REPLAY_CAN.format(what='it')}")
+    return notes
+
+
 def inner_detail(node: Node, model: TreeModel, styles: Styles) -> RenderableType:
     parts: list[RenderableType] = [
         Text(node.label or "all pairs", style=styles.get("title", Style())),
         Text(f"{node.total:,} entries", style=styles.get("muted", Style())),
         summary_text(node, styles),
     ]
+    parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in pair_notes(node, model)]
     failing = _failing_calls(node, 8)
     if failing:
         parts += [Text(""), Text("Failing calls (first in tree order)", style=styles.get("head", Style()))]

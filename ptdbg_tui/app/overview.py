@@ -19,7 +19,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
-from ptdbg_tui.app.bars import module_of
+from ptdbg_tui.app.bars import module_of, receives_through
 from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
@@ -55,9 +55,12 @@ def overview(model: TreeModel) -> list[PairLine]:
         if not name:
             module = module_of(node)
             name = suspect.call + (f" · {module}" if module else "")
-            if (d := model.diagnoses.get(node.pair)) is not None and d.received:  # not its own error
-                # error entering before a call came in outside the dumped calls, not through that call
-                name = f"enters before {name}" if suspect.kind == ENTERS else f"receives via {name}"
+            d = model.diagnoses.get(node.pair)
+            # not its own error; error entering before a call came in outside the dumped calls
+            if suspect.kind == ENTERS and d is not None and d.received:
+                name = f"enters before {name}"
+            elif receives_through(d, suspect):
+                name = f"receives via {name}"
         first[node.pair] = (name, count + 1, seq)
     fails: dict[str, int] = {}
     for leaf in model.failing:
@@ -114,6 +117,7 @@ class OverviewScreen(ModalScreen["str | None"]):
     OverviewScreen > Vertical { width: 100%; max-width: 140; height: auto; max-height: 100%;
                                 border: thick $primary; background: $surface; padding: 0 1; }
     OverviewScreen DataTable { height: auto; max-height: 100%; }
+    OverviewScreen #ranks { width: 100%; color: $warning; }
     """
 
     def __init__(self, model: TreeModel, styles: dict[str, object]) -> None:
@@ -124,22 +128,25 @@ class OverviewScreen(ModalScreen["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self._title())
+            yield Label(self._title(), id="title")
+            yield Label(id="ranks")
             yield DataTable(cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("pair", "state", *(s.symbol for s in COUNTED), "at", "first suspect")
         self._fill(table)
+        self._show_ranks()
         table.focus()
 
     def follow(self) -> None:
         """The lines again, after the engine's news (the cursor stays on its pair)."""
+        self._show_ranks()
         lines = overview(self.model)
         if lines == self.lines:
             return
         self.lines = lines
-        self.query_one(Label).update(self._title())
+        self.query_one("#title", Label).update(self._title())
         table = self.query_one(DataTable)
         row = table.cursor_row
         current = table.coordinate_to_cell_key((row, 0)).row_key.value if table.row_count else None
@@ -156,6 +163,15 @@ class OverviewScreen(ModalScreen["str | None"]):
             f"{len(self.lines)} rank/step pairs{comparing}, first divergence first — "
             "Enter opens one, Esc closes"
         )
+
+    def _show_ranks(self) -> None:
+        """The verdict across ranks as the report words it: the first divergent rank, and where
+        checksums alone differ before it; then the report's notes on the ranks and steps not compared
+        (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
+        label = self.query_one("#ranks", Label)
+        lines = (*self.model.ranks, *self.model.progress.unpaired)
+        label.update("\n".join(line[:1].upper() + line[1:] for line in lines))
+        label.display = bool(lines)
 
     def _fill(self, table: DataTable[object]) -> None:
         for line in self.lines:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.csv_msprobe import checksummed
 from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
 from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 
@@ -161,6 +162,8 @@ class TreeModel:
         self.matches: dict[str, MatchNote] = {}
         self.failing: set[Node] = set()  # leaves in a FAILING state: what n/N walk
         self.progress = Progress()
+        self.ranks: tuple[str, ...] = ()  # the verdict across ranks, as the report words it
+        self.checksums: set[str] = set()  # pairs of statistics with checksums on both sides
         self.filter: frozenset[Status] | None = None
         self.changed: set[Node] = set()  # display changed (label, status, counts)
         self.moved: set[Node] = set()  # appeared, vanished or flipped visibility
@@ -202,6 +205,8 @@ class TreeModel:
                 self.matches[pair_key] = delta.match
         if update.progress is not None:
             self.progress = update.progress
+        if update.ranks is not None:
+            self.ranks = update.ranks
 
     @property
     def loading(self) -> bool:
@@ -250,12 +255,15 @@ class TreeModel:
         self.diagnoses.pop(key, None)
         self._ranks = None
         self.matches.pop(key, None)
+        self.checksums.discard(key)
 
     def _upsert(self, pair_key: str, key: str, placed: Placed) -> None:
         pair = self.root.child(pair_key)
         assert pair is not None
         row = placed.row
         status = shown_status(row)
+        if pair.key not in self.checksums and self.infos[pair.key].summary and checksummed(row):
+            self.checksums.add(pair.key)
         leaf = self.leaves.get((pair.key, key))
         self._ordered = None
         self.version += 1
@@ -456,6 +464,19 @@ class TreeModel:
         keys = [self.position(n) for n in hits]
         i = bisect.bisect_left(keys, key) - 1 if backward else bisect.bisect_right(keys, key)
         return i % len(hits)
+
+    def compared_from(self) -> str:
+        """What the pairs were compared from where not every one from tensors, in the report's words
+        (``statistics only``, ``checksums``): a ✔ from statistics is not a ✔ from the tensors."""
+        paired = [key for key, info in self.infos.items() if info.bench is not None]  # the others: ∅
+        summary = [key for key in paired if self.infos[key].summary]
+        if not summary:
+            return ""
+        md5 = sum(key in self.checksums for key in summary)
+        mode = (
+            "checksums" if md5 == len(summary) else "statistics only" if not md5 else "statistics, checksums"
+        )
+        return mode if len(summary) == len(paired) else f"{mode}: {len(summary)}/{len(paired)} pairs"
 
     def suspects(self) -> list[tuple[Suspect, Node | None]]:
         """Every pair's ranked suspects, with their call nodes; pairs by first divergence (the

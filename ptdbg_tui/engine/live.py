@@ -84,7 +84,7 @@ class LiveEngine:
         self._pairs: dict[str, PairState] = {}
         self._pool: TaskPool | None = None
         self._pool_said = ""  # the last notice on where tensors are compared
-        self._headline = ""  # the cross-rank verdict last reported
+        self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (CrossRank.summary)
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         # every pair of any step and rank, and the NPU dumps: the steps before a held one (--step S)
         self._around: tuple[list[RankDump], list[tuple[RankDump, RankDump]]] = ([], [])
@@ -505,12 +505,18 @@ class LiveEngine:
                     if ranks is None:  # no rank to receive from (a rank's dump went)
                         p.diagnosis.received = ""
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
-        if ranks is None:
+        summary = ranks.summary() if ranks is not None else ()
+        if summary == self._headline:
             return
-        headline = ranks.headline
-        if headline != self._headline:
-            self._headline = headline
-            self.outbox.notice(headline[0].upper() + headline[1:])
+        self._headline = summary
+        self.outbox.put_ranks(summary)  # the overview shows it whole
+        if ranks is not None:
+            # the notice: the headline, and where only checksums differ before it (the overview has all)
+            self.outbox.notice(
+                "\n".join(
+                    _capital(t) for t in (ranks.headline, *(f"{w} (o: overview)" for w in ranks.bits_where()))
+                )
+            )
 
     def _metric_pool(self) -> TaskPool:
         if self._pool is None:
@@ -569,7 +575,9 @@ class LiveEngine:
 
 
 def _ranks(pairs: list[PairState]) -> CrossRank | None:
-    """With several ranks: the first divergent one, each rank's diagnosis told what it receives."""
+    """With several ranks: the first divergent one, each rank's diagnosis told what it receives. A rank
+    with no bench dump is compared with nothing: not one of the ranks compared (as in the report)."""
+    pairs = [p for p in pairs if p.bench is not None]
     if len({p.info.npu.rank for p in pairs}) < 2:
         return None
     ranks = cross_rank(
@@ -581,6 +589,10 @@ def _ranks(pairs: list[PairState]) -> CrossRank | None:
     )
     mark_received(ranks)
     return ranks
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _what(e: BaseException) -> str:

@@ -60,14 +60,27 @@ class ReplayUnavailable(Exception):
 NOTE_PAIRS = 3
 
 
+#: Where two dumps cannot name a kernel and a replay can: the report's note and the app's say it alike,
+#: each with its own way to replay (``--replay``; the app's ``r``).
+UNDECIDED = "rows fail where the inputs already differ, and no kernel is named"
+#: What a replay does there (``{what}``: what it re-runs).
+REPLAY_CAN = (
+    "re-runs {what} in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
+)
+
+
 def replay_would_decide(o: PairOutcome) -> bool:
+    """:func:`replay_could_decide` of a pair whose rows say something of the NPU run."""
+    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary)
+
+
+def replay_could_decide(d: Diagnosis, summary: bool) -> bool:
     """Whether a pair's rows fail where its inputs already differ with no kernel named (nothing
     judged beyond rounding, or parameters that differ on entry): two dumps cannot tell a kernel
-    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only; not where the
-    error is an earlier step's whose culprit is no kernel (a call only the NPU script makes): every
-    kernel of this step would be found right."""
-    d = o.diagnosis
-    if o.summary or o.no_verdict or d.fault or d.replay or d.inherited in NOT_A_KERNEL:
+    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only (not ``summary``);
+    not where the error is an earlier step's whose culprit is no kernel (a call only the NPU script
+    makes): every kernel of this step would be found right."""
+    if summary or d.fault or d.replay or d.inherited in NOT_A_KERNEL:
         return False
     culprit = d.culprit
     return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors
@@ -80,9 +93,8 @@ def replay_note(outcomes: Sequence[PairOutcome]) -> list[str]:
         return []
     more = f" and {len(undecided) - NOTE_PAIRS} more" if len(undecided) > NOTE_PAIRS else ""
     return [
-        f"{', '.join(undecided[:NOTE_PAIRS])}{more}: rows fail where the inputs already differ, and no "
-        "kernel is named; --replay re-runs the suspects in float64 on each side's own recorded inputs, "
-        "which can prove one wrong (needs torch)"
+        f"{', '.join(undecided[:NOTE_PAIRS])}{more}: {UNDECIDED}; --replay "
+        + REPLAY_CAN.format(what="the suspects")
     ]
 
 

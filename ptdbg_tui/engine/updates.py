@@ -105,9 +105,12 @@ class EngineUpdate:
     dropped: set[str] = field(default_factory=set)
     progress: Progress | None = None
     notices: list[str] = field(default_factory=list)
+    #: the verdict across ranks (``CrossRank.summary``: the first divergent rank, the bits that differ
+    #: before it); None: unchanged
+    ranks: tuple[str, ...] | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.pairs or self.dropped or self.progress or self.notices)
+        return bool(self.pairs or self.dropped or self.progress or self.notices or self.ranks is not None)
 
 
 class Outbox:
@@ -146,6 +149,10 @@ class Outbox:
     def put_progress(self, progress: Progress) -> None:
         with self._lock:
             self._update.progress = progress
+
+    def put_ranks(self, summary: tuple[str, ...]) -> None:
+        with self._lock:
+            self._update.ranks = summary
 
     def notice(self, text: str) -> None:
         with self._lock:

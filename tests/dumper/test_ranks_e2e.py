@@ -5,9 +5,7 @@ the copy it took before). One rank's reduce_scatter wrong on that rank alone: th
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,28 +14,17 @@ from ptdbg_tui.engine import forked
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import rank_dir_path
 
-JOB = Path(__file__).with_name("tp_job.py")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from tp_job import run_job
+
 WORLD = 3
 FAULTY = 1
 
 
 def _run_job(tmp_path: Path, *fault: str, world: int = WORLD) -> None:
     """The job's ``world`` ranks, each its own process, dumping both runs under ``tmp_path``."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    store, root = str(tmp_path / "store"), str(tmp_path)
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(JOB), str(r), str(world), store, root, str(FAULTY), *fault],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in range(world)
-    ]
-    for proc in ranks:
-        out = proc.communicate(timeout=120)[0]
-        assert proc.returncode == 0, out
+    run_job(tmp_path, world, FAULTY, *fault)
 
 
 def test_the_rank_with_the_faulty_matmul_is_named_first(tmp_path, monkeypatch):

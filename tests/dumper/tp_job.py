@@ -14,7 +14,10 @@ matmul.
 """
 
 import contextlib
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -88,6 +91,26 @@ def main(rank: int, world: int, store: str, root: str, faulty: int, fault: str =
             debugger.stop()
         debugger.step()
     dist.destroy_process_group()
+
+
+def run_job(root: Path, world: int, faulty: int, *fault: str) -> None:
+    """The job's ``world`` ranks, each its own process (as torchrun starts them), dumping both runs
+    under ``root``; for the tests of every layer that need a real multi-rank dump."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    store = str(root / "store")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, __file__, str(r), str(world), store, str(root), str(faulty), *fault],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in range(world)
+    ]
+    for proc in ranks:
+        out = proc.communicate(timeout=120)[0]
+        assert proc.returncode == 0, out
 
 
 if __name__ == "__main__":

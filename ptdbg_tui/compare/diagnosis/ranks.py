@@ -145,6 +145,11 @@ class CrossRank:
         place the headline names, and what a narrowing follows."""
         return min((v for v in self.valued if v.received), key=_order, default=None)
 
+    def summary(self) -> tuple[str, ...]:
+        """The headline and the bits that differ before it, without the indent: what the app shows of
+        the verdict across ranks (the report's lines but each rank's own)."""
+        return (self.headline, *(line.strip() for line in self.bits_lines()))
+
     def lines(self) -> list[str]:
         """The headline, the bits that differ before it, and each rank's verdict, for the report."""
         return [self.headline, *self.bits_lines(), *(f"  {v.text}" for v in self.verdicts)]
@@ -152,14 +157,22 @@ class CrossRank:
     def bits_lines(self) -> list[str]:
         """Where checksums alone differ before the first divergent rank's values: the first difference
         in bits, which the headline passes over, and what a checksum cannot tell."""
+        return [
+            f"  {where} — its output's bits, not its statistics: {BITS_NOT_HOW_FAR} (two devices' kernels "
+            "differ bitwise; on one device it is nondeterminism)"
+            for where in self.bits_where()
+        ]
+
+    def bits_where(self) -> list[str]:
+        """Each call whose checksums alone differ before the first divergent rank's values, and on which
+        ranks (``"before it, checksums alone differ: CALL on rank0 (step0), …"``): the start of each of
+        :meth:`bits_lines`, short enough for a notice."""
         where: dict[str, list[str]] = {}
         for v in sorted(self.bits, key=_order):
             assert v.suspect is not None
             where.setdefault(v.suspect.call, []).append(v.name)
         return [
-            f"  before it, checksums alone differ: {call} on {', '.join(names)} — its output's bits, not its "
-            f"statistics: {BITS_NOT_HOW_FAR} (two devices' kernels differ bitwise; on one device it is "
-            "nondeterminism)"
+            f"before it, checksums alone differ: {call} on {', '.join(names)}"
             for call, names in where.items()
         ]
 

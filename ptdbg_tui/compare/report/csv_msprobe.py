@@ -80,8 +80,13 @@ def mode_of(rows: Sequence[Row], summary: bool) -> str:
     """msprobe's mode: tensors unless statistics only; md5 when both sides recorded checksums."""
     if not summary:
         return TENSOR
-    md5 = any(r.matched and not r.npu.is_scalar and r.npu.md5 and r.bench.md5 for r in rows)
-    return MD5 if md5 else STATISTICS
+    return MD5 if any(checksummed(r) for r in rows) else STATISTICS
+
+
+def checksummed(row: Row) -> bool:
+    """Whether both sides recorded a checksum of the row's tensor: a pair of statistics with one such
+    row was compared from checksums (msprobe's md5 mode; the report's ``(checksums)``)."""
+    return bool(row.matched and not row.npu.is_scalar and row.npu.md5 and row.bench.md5)
 
 
 def header(mode: str) -> list[str]:
