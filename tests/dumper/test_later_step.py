@@ -331,9 +331,10 @@ ADAMW = textwrap.dedent("""
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
-    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam). One tensor at a
-    # time, the decay is a dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
-    Opt = torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam
+    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam), or the other
+    # way round (DECAYS=bench: the NPU script forgot the decay). One tensor at a time, the decay is a
+    # dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
+    Opt = torch.optim.AdamW if sys.argv[1] == os.environ.get("DECAYS", "npu") else torch.optim.Adam
     opt = Opt(model.parameters(), lr=1e-2, foreach=os.environ["FOREACH"] == "1")
     for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
         opt.zero_grad()
@@ -357,25 +358,42 @@ def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(
     assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict
 
 
+@pytest.mark.parametrize("decays", ["npu", "bench"])
 @pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
-def test_a_decay_only_the_npu_run_makes_is_named_at_every_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool
+def test_a_decay_only_one_run_makes_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool, decays: str
 ) -> None:
     """AdamW's decay, ``param.mul_(0.9999)`` before its update, is a call the bench's Adam does not make;
     the parameter it wrote reaches the update's ``addcdiv_`` six calls later, 1e-4 apart. From statistics
     that was an all-clear at every step (below the ×256 margin for error entering outside the dumped
     calls), and from tensors 'error enters before Tensor_addcdiv__0_forward, outside the dumped calls'.
     The decay itself is named, at each step: compared together, alone (``--step``), from statistics or
-    tensors."""
+    tensors. The mirror, an NPU script that forgot the bench's decay, was an all-clear at every step from
+    statistics, and from tensors 'error enters before Tensor_addcdiv__0_forward' at step 0 and
+    'parameters differ on entry' (alone) or an all-clear (together) at steps 1 and 2: the bench's decay
+    is named, at every step, where the NPU's update reads the parameter it wrote."""
     monkeypatch.setenv("FOREACH", "0")
+    monkeypatch.setenv("DECAYS", decays)
     _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2", *(["--summary-only"] if summary else []))
     together = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     alone = [compare_dumps(tmp_path / "npu", tmp_path / "bench", step=s, jobs=1)[0] for s in (1, 2)]
+    changes = "it changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001"
     for outcome in [*together, *alone]:
         d = outcome.diagnosis
-        assert [(s.call, s.kind) for s in d.suspects[:2]] == [
-            ("Tensor_mul__0_forward", UNPAIRED),
-            ("Tensor_mul__2_forward", UNPAIRED),
-        ], d.verdict
-        assert "it changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001" in d.verdict
-        assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict
+        found = [(s.call, s.kind, s.after_bench_only) for s in d.suspects[:2]]
+        if decays == "npu":
+            assert found == [
+                ("Tensor_mul__0_forward", UNPAIRED, False),
+                ("Tensor_mul__2_forward", UNPAIRED, False),
+            ], d.verdict
+            assert f"{changes}, allowed" in d.verdict
+            assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict
+        else:  # named where the NPU's update reads the parameter: the bench's call is no NPU call
+            assert found == [
+                ("Tensor_addcdiv__0_forward", ENTERS, True),
+                ("Tensor_addcdiv__1_forward", ENTERS, True),
+            ], d.verdict
+            assert (
+                f"before it the bench run makes Tensor_mul__0_forward, which the NPU run does not: {changes}"
+            ) in d.verdict
+            assert "Tensor_addcdiv__0_forward_input.0 carries 0.0" in d.verdict
