@@ -397,3 +397,53 @@ def test_a_decay_only_one_run_makes_is_named_at_every_step(
                 f"before it the bench run makes Tensor_mul__0_forward, which the NPU run does not: {changes}"
             ) in d.verdict
             assert "Tensor_addcdiv__0_forward_input.0 carries 0.0" in d.verdict
+
+
+DECAY_BY_HAND = textwrap.dedent("""
+    import os
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        if sys.argv[1] == "npu":  # the NPU script decays its weights by hand, 1e-4 a step, not in place
+            with torch.no_grad():
+                for p in model.parameters():
+                    if os.environ["HOW"] == "data":
+                        p.data = p.data * 0.9999
+                    else:
+                        torch.mul(p, 0.9999, out=p)
+        opt.step()
+""")
+
+
+@pytest.mark.parametrize("how", ["data", "out"])
+def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``p.data = p.data * 0.9999`` (or ``torch.mul(p, 0.9999, out=p)``) before Adam's step: a call only
+    the NPU run makes whose output becomes the parameter, read by the update's ``addcdiv_`` many calls
+    later. From statistics every step was an all-clear (tensors: step 0 named the last parameter's
+    multiply for the first parameter's ``zeros_like``, steps 1 and 2 'parameters differ on entry'). Each
+    multiply is named, at each step, for what it made."""
+    monkeypatch.setenv("HOW", how)
+    _dump_both(tmp_path, DECAY_BY_HAND, "--step", "0", "1", "2", "--summary-only")
+    together = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    alone = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
+    mul = "Tensor___mul__" if how == "data" else "Torch_mul"
+    for outcome in [*together, *alone]:
+        d = outcome.diagnosis
+        found = [(s.call, s.kind) for s in d.suspects]
+        assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], d.verdict
+        evidence = d.suspects[0].evidence
+        assert evidence.startswith(
+            f"it makes {mul}_0_forward_output of {mul}_0_forward_input.0 (input.1: 0.9999), 0.0001 apart"
+        ), evidence
+        reads = "Torch_zeros_like_" if outcome.npu.step == 0 else "Tensor_addcdiv__0_forward_input.0"
+        assert reads in evidence and "the tensor it made, carries 0.0" in evidence, evidence

@@ -561,8 +561,9 @@ def _side(row: Row, bench: Bench) -> TensorRecord | None:
 
 
 def _written_args(call: _Call) -> tuple[_Member, _Member] | None:
-    """An in-place call's first argument as it came in and as the call left it (its one output)."""
-    if not in_place(call.entry.op) or len(call.outs) != 1:
+    """A call's first argument as it came in and its one output: what an in-place call left of it, or
+    what a call made of it (``p.data = p.data * 0.9999``, ``torch.mul(p, 0.9999, out=p)``)."""
+    if len(call.outs) != 1:
         return None
     before = next((m for m in call.ins if m.row.record.entry.path == (0,)), None)
     return (before, call.outs[0]) if before is not None and not before.scalar else None
@@ -608,8 +609,10 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
         for bench in (False, True):
             signature = _signature(_side(m.row, bench))
             wrote = walk.written.get((bench, signature)) if signature is not None else None
-            change = _written_change(calls.calls[wrote], bench) if wrote is not None else None
-            if wrote is None or change is None or beyond_rounding(errors)[1] <= 1:
+            if wrote is None or _just_before(calls, wrote, walk):
+                continue
+            change = _written_change(calls.calls[wrote], bench)
+            if change is None or beyond_rounding(errors)[1] <= 1:
                 continue
             found.append(m)
             if wrote not in walk.named:
@@ -619,22 +622,33 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
     return found
 
 
+def _just_before(calls: _Calls, wrote: CallKey, walk: _Walk) -> bool:
+    """A call only one run made, not in place, right before the call that reads what it made: error
+    entering there names it already (``out * 1.001`` only the NPU run makes, before the loss). Not one
+    of several before it (AdamW's decay as ``p.data = p.data * 0.9999``, one per parameter, before
+    Adam's first ``zeros_like(p)``): that names the last."""
+    call = calls.calls[wrote]
+    return not in_place(call.entry.op) and walk.previous[call.entry.direction] == call.name
+
+
 def _written_suspect(
     calls: _Calls, key: CallKey, wrote: CallKey, member: _Member, change: tuple[Judgement, str], walk: _Walk
 ) -> Suspect:
-    """The call ``wrote`` only one run made, which wrote ``member``'s tensor in place, as a suspect: the
-    NPU's itself; the bench's where the call ``key`` reads that tensor, as error entering after a call
-    only the bench run makes (a bench call is no NPU call, and the NPU's call of its name another one)."""
+    """The call ``wrote`` only one run made, which wrote ``member``'s tensor (in place, or as its output),
+    as a suspect: the NPU's itself; the bench's where the call ``key`` reads that tensor, as error
+    entering after a call only the bench run makes (a bench call is no NPU call, and the NPU's call of its
+    name another one)."""
     judgement, words = change
     errors = member.errors
     assert errors is not None
     name = calls.calls[wrote].name
+    wrote_it = "wrote" if in_place(calls.calls[wrote].entry.op) else "made"
     if calls.calls[wrote].npu_made:
-        text = f"it changes {words}; {member.row.name}, the tensor it wrote, carries {fmt_error(errors.rel)} "
+        text = f"it {words}; {member.row.name}, the tensor it {wrote_it}, carries {fmt_error(errors.rel)} "
         return _suspect(calls, wrote, name, UNPAIRED, judgement, text + "against the bench's", walk.step)
     text = (
-        f"before it the bench run makes {name}, which the NPU run does not: it changes {words}; "
-        f"{member.row.name} carries {fmt_error(errors.rel)} against the tensor it wrote"
+        f"before it the bench run makes {name}, which the NPU run does not: it {words}; "
+        f"{member.row.name} carries {fmt_error(errors.rel)} against the tensor it {wrote_it}"
     )
     judgement = replace(judgement, kind=ENTERS, output=member.row.name)
     found = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, text, walk.step)
@@ -645,10 +659,10 @@ def _written_suspect(
 
 
 def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
-    """What a call only one run made (``bench``: the bench run) changed in the tensor it writes in place,
-    that run's record after against before (statistics: a tensor's files are not read here), where that
-    is beyond rounding; and the words for it: ``Tensor_mul__0_forward_input.0 in place (input.1: 0.9999)
-    by 0.0001, allowed …``."""
+    """What a call only one run made (``bench``: the bench run) changed in the tensor it writes in place
+    (or made of its first argument), that run's record after against before (statistics: a tensor's
+    files are not read here), where that is beyond rounding; and the words for it: ``changes
+    Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``."""
     args = _written_args(call)
     if args is None:
         return None
@@ -666,8 +680,11 @@ def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
         if a.scalar and (rec := _side(a.row, bench)) is not None
     )
     how = f" ({values})" if values else ""
-    size = f"{fmt_error(change.rel)}, allowed {fmt_error(allowed)}: {times_text(score)}"
-    words = f"{args[0].row.name} in place{how} by {size}"
+    limit = f"allowed {fmt_error(allowed)}: {times_text(score)}"
+    if in_place(call.entry.op):
+        words = f"changes {args[0].row.name} in place{how} by {fmt_error(change.rel)}, {limit}"
+    else:
+        words = f"makes {args[1].row.name} of {args[0].row.name}{how}, {fmt_error(change.rel)} apart, {limit}"
     return Judgement(0.0, change.rel, allowed, score, UNPAIRED, args[1].row.name), words
 
 
