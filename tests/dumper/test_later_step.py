@@ -335,7 +335,8 @@ ADAMW = textwrap.dedent("""
     # way round (DECAYS=bench: the NPU script forgot the decay). One tensor at a time, the decay is a
     # dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
     Opt = torch.optim.AdamW if sys.argv[1] == os.environ.get("DECAYS", "npu") else torch.optim.Adam
-    opt = Opt(model.parameters(), lr=1e-2, foreach=os.environ["FOREACH"] == "1")
+    lr = float(os.environ.get("LR", "1e-2"))  # AdamW's decay: lr * 1e-2 a step
+    opt = Opt(model.parameters(), lr=lr, foreach=os.environ["FOREACH"] == "1")
     for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
@@ -447,3 +448,28 @@ def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
         ), evidence
         reads = "Torch_zeros_like_" if outcome.npu.step == 0 else "Tensor_addcdiv__0_forward_input.0"
         assert reads in evidence and "the tensor it made, carries 0.0" in evidence, evidence
+
+
+@pytest.mark.parametrize("decays", ["npu", "bench"])
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_decay_finer_than_statistics_estimate_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool, decays: str
+) -> None:
+    """AdamW at lr 1e-3 decays by 1e-5 a step, below what an error estimated from statistics may be
+    (3.1e-5): every step was an all-clear, from statistics and from tensors, while the parameters drifted
+    apart by 1e-5 a step. The decay's max, min and norm move by one factor, which measures it exactly:
+    it is named at every step."""
+    monkeypatch.setenv("FOREACH", "0")
+    monkeypatch.setenv("DECAYS", decays)
+    monkeypatch.setenv("LR", "1e-3")
+    _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2", *(["--summary-only"] if summary else []))
+    by = "Tensor_mul__0_forward_input.0 in place (input.1: 0.99999) by 1e-05 (a scale: its max, min and norm"
+    for outcome in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
+        d = outcome.diagnosis
+        first = d.suspects[0] if d.suspects else None
+        assert first is not None, d.verdict
+        if decays == "npu":
+            assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), d.verdict
+        else:
+            assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), d.verdict
+        assert by in first.evidence, first.evidence

@@ -38,11 +38,15 @@ from ptdbg_tui.compare.diagnosis.findings import (
 )
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
+    MARGIN,
+    ROUNDINGS,
+    STATS_SCATTER,
     Judgement,
     Operand,
     beyond_rounding,
     judge,
     judge_entry,
+    own_rounding,
 )
 from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
@@ -612,7 +616,7 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
             if wrote is None or _just_before(calls, wrote, walk):
                 continue
             change = _written_change(calls.calls[wrote], bench)
-            if change is None or beyond_rounding(errors)[1] <= 1:
+            if change is None or not _carries(errors, change[0]):
                 continue
             found.append(m)
             if wrote not in walk.named:
@@ -620,6 +624,33 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
                 walk.found.append(_written_suspect(calls, key, wrote, m, change, walk))
             break
     return found
+
+
+def _carries(errors: ErrorMeasures, change: Judgement) -> bool:
+    """Whether a tensor that a call only one run made wrote differs from the other run's for it: beyond
+    rounding, or, after a scale finer than that (AdamW's decay at lr 1e-3, 1e-5 a step), by at least half
+    the scale (the other run did not scale it some other way)."""
+    if beyond_rounding(errors)[1] > 1:
+        return True
+    return change.allowed < beyond_rounding(errors)[0] and errors.rel >= change.output_error / 2
+
+
+def _scale(after: TensorRecord, before: TensorRecord, change: ErrorMeasures) -> float | None:
+    """The factor ``c`` a call scaled a tensor by, where its max, min and norm after are ``c`` times
+    before (max and min within an elementwise op's rounding, the norm within its summation's): AdamW's
+    decay ``param.mul_(1 - lr * wd)``. Three statistics of one run that move by one factor measure it
+    exactly, where estimating an error from statistics scatters. ``None`` otherwise."""
+    ratios = []
+    for i in (0, 1, 3):  # max, min, l2norm; a mean near zero loses its digits to cancellation
+        x, y = after.stat(i), before.stat(i)
+        if x is None or y is None or y == 0 or not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        ratios.append(x / y)
+    c = ratios[0]
+    elementwise, summed = MARGIN * ROUNDINGS * change.floor, MARGIN * own_rounding(change)
+    if abs(ratios[1] - c) > elementwise * abs(c) or abs(ratios[2] - c) > summed * abs(c):
+        return None
+    return c
 
 
 def _just_before(calls: _Calls, wrote: CallKey, walk: _Walk) -> bool:
@@ -672,19 +703,29 @@ def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
     if change is None or not math.isfinite(change.rel):
         return None
     allowed, score = beyond_rounding(change)
-    if score <= 1:
-        return None
+    scale = ""
+    if score <= 1:  # below what estimating from statistics allows: a scale measures finer
+        c = _scale(after, before, change)
+        if c is None:
+            return None
+        allowed = MARGIN * ROUNDINGS * change.floor * STATS_SCATTER
+        rel = abs(1 - c)
+        score = rel / allowed
+        if score <= 1:
+            return None
+        change = replace(change, rel=rel)
+        scale = " (a scale: its max, min and norm move by one factor)"
     values = ", ".join(
         f"{_place(a.row)}: {_shown(_value(rec))}"
         for a in call.ins
         if a.scalar and (rec := _side(a.row, bench)) is not None
     )
     how = f" ({values})" if values else ""
-    limit = f"allowed {fmt_error(allowed)}: {times_text(score)}"
+    limit = f"{scale}, allowed {fmt_error(allowed)}: {times_text(score)}"
     if in_place(call.entry.op):
-        words = f"changes {args[0].row.name} in place{how} by {fmt_error(change.rel)}, {limit}"
+        words = f"changes {args[0].row.name} in place{how} by {fmt_error(change.rel)}{limit}"
     else:
-        words = f"makes {args[1].row.name} of {args[0].row.name}{how}, {fmt_error(change.rel)} apart, {limit}"
+        words = f"makes {args[1].row.name} of {args[0].row.name}{how}, {fmt_error(change.rel)} apart{limit}"
     return Judgement(0.0, change.rel, allowed, score, UNPAIRED, args[1].row.name), words
 
 
