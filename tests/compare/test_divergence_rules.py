@@ -168,9 +168,11 @@ def test_error_entering_after_calls_only_the_bench_run_makes_names_them_though_a
     calls.call("Tensor_lerp_", 0, "forward", [(m, m), (g, g / 4)], [(m + (g - m) / 10, m + (g / 4 - m) / 10)])
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
-    assert d.suspects[0].evidence.endswith(
-        "it entered after Tensor___iadd___0_forward; before it the bench run makes Tensor_div__0_forward, "
-        "which the NPU run does not"
+    # the gradient the lerp_ takes is the one the division wrote in place: what it did is said
+    assert d.suspects[0].evidence == (
+        "before it the bench run makes Tensor_div__0_forward, which the NPU run does not: it changes "
+        "Tensor_div__0_forward_input.0 in place by 0.75, allowed 3.1e-05: ×23,831; "
+        "Tensor_lerp__0_forward_input.1 carries 3 against the tensor it wrote"
     ), d.suspects[0].evidence
     # the rank whose script lacks them makes its own error: it is the first divergent rank, where error
     # entering outside the dumped calls counts as received (another rank's, through a collective no hook saw)

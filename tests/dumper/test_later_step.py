@@ -331,10 +331,12 @@ ADAMW = textwrap.dedent("""
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
-    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam). One tensor at a
-    # time, the decay is a dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
-    Opt = torch.optim.AdamW if sys.argv[1] == "npu" else torch.optim.Adam
-    opt = Opt(model.parameters(), lr=1e-2, foreach=os.environ["FOREACH"] == "1")
+    # the NPU script decays its weights (AdamW, 1e-4 a step); the bench does not (Adam), or the other
+    # way round (DECAYS=bench: the NPU script forgot the decay). One tensor at a time, the decay is a
+    # dumped param.mul_(0.9999); foreach, a _foreach_mul_ that no hook sees
+    Opt = torch.optim.AdamW if sys.argv[1] == os.environ.get("DECAYS", "npu") else torch.optim.Adam
+    lr = float(os.environ.get("LR", "1e-2"))  # AdamW's decay: lr * 1e-2 a step
+    opt = Opt(model.parameters(), lr=lr, foreach=os.environ["FOREACH"] == "1")
     for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
         opt.zero_grad()
         F.mse_loss(model(x), y).backward()
@@ -357,25 +359,117 @@ def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(
     assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict
 
 
+@pytest.mark.parametrize("decays", ["npu", "bench"])
 @pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
-def test_a_decay_only_the_npu_run_makes_is_named_at_every_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool
+def test_a_decay_only_one_run_makes_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool, decays: str
 ) -> None:
     """AdamW's decay, ``param.mul_(0.9999)`` before its update, is a call the bench's Adam does not make;
     the parameter it wrote reaches the update's ``addcdiv_`` six calls later, 1e-4 apart. From statistics
     that was an all-clear at every step (below the ×256 margin for error entering outside the dumped
     calls), and from tensors 'error enters before Tensor_addcdiv__0_forward, outside the dumped calls'.
     The decay itself is named, at each step: compared together, alone (``--step``), from statistics or
-    tensors."""
+    tensors. The mirror, an NPU script that forgot the bench's decay, was an all-clear at every step from
+    statistics, and from tensors 'error enters before Tensor_addcdiv__0_forward' at step 0 and
+    'parameters differ on entry' (alone) or an all-clear (together) at steps 1 and 2: the bench's decay
+    is named, at every step, where the NPU's update reads the parameter it wrote."""
     monkeypatch.setenv("FOREACH", "0")
+    monkeypatch.setenv("DECAYS", decays)
     _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2", *(["--summary-only"] if summary else []))
     together = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     alone = [compare_dumps(tmp_path / "npu", tmp_path / "bench", step=s, jobs=1)[0] for s in (1, 2)]
+    changes = "it changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001"
     for outcome in [*together, *alone]:
         d = outcome.diagnosis
-        assert [(s.call, s.kind) for s in d.suspects[:2]] == [
-            ("Tensor_mul__0_forward", UNPAIRED),
-            ("Tensor_mul__2_forward", UNPAIRED),
-        ], d.verdict
-        assert "it changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001" in d.verdict
-        assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict
+        found = [(s.call, s.kind, s.after_bench_only) for s in d.suspects[:2]]
+        if decays == "npu":
+            assert found == [
+                ("Tensor_mul__0_forward", UNPAIRED, False),
+                ("Tensor_mul__2_forward", UNPAIRED, False),
+            ], d.verdict
+            assert f"{changes}, allowed" in d.verdict
+            assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict
+        else:  # named where the NPU's update reads the parameter: the bench's call is no NPU call
+            assert found == [
+                ("Tensor_addcdiv__0_forward", ENTERS, True),
+                ("Tensor_addcdiv__1_forward", ENTERS, True),
+            ], d.verdict
+            assert (
+                f"before it the bench run makes Tensor_mul__0_forward, which the NPU run does not: {changes}"
+            ) in d.verdict
+            assert "Tensor_addcdiv__0_forward_input.0 carries 0.0" in d.verdict
+
+
+DECAY_BY_HAND = textwrap.dedent("""
+    import os
+    import sys
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for x, y in [(torch.randn(20, 16), torch.randn(20, 4)) for _ in range(3)]:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        if sys.argv[1] == "npu":  # the NPU script decays its weights by hand, 1e-4 a step, not in place
+            with torch.no_grad():
+                for p in model.parameters():
+                    if os.environ["HOW"] == "data":
+                        p.data = p.data * 0.9999
+                    else:
+                        torch.mul(p, 0.9999, out=p)
+        opt.step()
+""")
+
+
+@pytest.mark.parametrize("how", ["data", "out"])
+def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``p.data = p.data * 0.9999`` (or ``torch.mul(p, 0.9999, out=p)``) before Adam's step: a call only
+    the NPU run makes whose output becomes the parameter, read by the update's ``addcdiv_`` many calls
+    later. From statistics every step was an all-clear (tensors: step 0 named the last parameter's
+    multiply for the first parameter's ``zeros_like``, steps 1 and 2 'parameters differ on entry'). Each
+    multiply is named, at each step, for what it made."""
+    monkeypatch.setenv("HOW", how)
+    _dump_both(tmp_path, DECAY_BY_HAND, "--step", "0", "1", "2", "--summary-only")
+    together = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    alone = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
+    mul = "Tensor___mul__" if how == "data" else "Torch_mul"
+    for outcome in [*together, *alone]:
+        d = outcome.diagnosis
+        found = [(s.call, s.kind) for s in d.suspects]
+        assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], d.verdict
+        evidence = d.suspects[0].evidence
+        assert evidence.startswith(
+            f"it makes {mul}_0_forward_output of {mul}_0_forward_input.0 (input.1: 0.9999), 0.0001 apart"
+        ), evidence
+        reads = "Torch_zeros_like_" if outcome.npu.step == 0 else "Tensor_addcdiv__0_forward_input.0"
+        assert reads in evidence and "the tensor it made, carries 0.0" in evidence, evidence
+
+
+@pytest.mark.parametrize("decays", ["npu", "bench"])
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_decay_finer_than_statistics_estimate_is_named_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, summary: bool, decays: str
+) -> None:
+    """AdamW at lr 1e-3 decays by 1e-5 a step, below what an error estimated from statistics may be
+    (3.1e-5): every step was an all-clear, from statistics and from tensors, while the parameters drifted
+    apart by 1e-5 a step. The decay's max, min and norm move by one factor, which measures it exactly:
+    it is named at every step."""
+    monkeypatch.setenv("FOREACH", "0")
+    monkeypatch.setenv("DECAYS", decays)
+    monkeypatch.setenv("LR", "1e-3")
+    _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2", *(["--summary-only"] if summary else []))
+    by = "Tensor_mul__0_forward_input.0 in place (input.1: 0.99999) by 1e-05 (a scale: its max, min and norm"
+    for outcome in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
+        d = outcome.diagnosis
+        first = d.suspects[0] if d.suspects else None
+        assert first is not None, d.verdict
+        if decays == "npu":
+            assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), d.verdict
+        else:
+            assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), d.verdict
+        assert by in first.evidence, first.evidence

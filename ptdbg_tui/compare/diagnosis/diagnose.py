@@ -38,11 +38,15 @@ from ptdbg_tui.compare.diagnosis.findings import (
 )
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
+    MARGIN,
+    ROUNDINGS,
+    STATS_SCATTER,
     Judgement,
     Operand,
     beyond_rounding,
     judge,
     judge_entry,
+    own_rounding,
 )
 from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
@@ -63,9 +67,11 @@ ARGUMENT_TOLERANCE = 1e-4
 _AT_INPUTS = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS})
 
 CallKey = tuple[str, int, str]  # (api, index, direction)
-#: A tensor as its NPU record shows it: dtype, shape and the four statistics. What an in-place call
+#: A tensor as one run's record shows it: dtype, shape and the four statistics. What an in-place call
 #: leaves, the call that reads that tensor next records alike: it ties the two calls.
 Signature = tuple[str, tuple[int, ...], tuple[float, ...]]
+#: Which run's record: the bench's (``True``) or the NPU's.
+Bench = bool
 
 
 def _errors(row: Row) -> ErrorMeasures | None:
@@ -473,8 +479,9 @@ class _Walk:
     skipped: dict[str, list[str]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     found: list[Suspect] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)  # parameters that differ beyond rounding on entry
-    #: the tensors that calls only the NPU run made wrote in place, by what they left (its signature)
-    written: dict[Signature, CallKey] = field(default_factory=dict)
+    #: the tensors that calls only one run made wrote in place, by that run and what they left (its
+    #: signature in that run's records)
+    written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
 
     def explained(self) -> float:
@@ -513,7 +520,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     call = calls.calls[key]
     way, name = call.entry.direction, call.name
     unpaired = bool(walk.npu_only[way]) or walk.bench_only[way]  # the place is known
-    written = _written_by_npu_only(calls, call.ins, walk)
+    written = _written_by_one_run(calls, key, walk)
     ins = [m for m in call.ins if m not in written]
     entering = _entering(ins, walk.explained(), walk.parameters, unpaired)
     args = _different_arguments(call.ins)
@@ -553,9 +560,14 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         walk.npu_only[way] = []
 
 
+def _side(row: Row, bench: Bench) -> TensorRecord | None:
+    return row.bench if bench else row.npu
+
+
 def _written_args(call: _Call) -> tuple[_Member, _Member] | None:
-    """An in-place call's first argument as it came in and as the call left it (its one output)."""
-    if not in_place(call.entry.op) or len(call.outs) != 1:
+    """A call's first argument as it came in and its one output: what an in-place call left of it, or
+    what a call made of it (``p.data = p.data * 0.9999``, ``torch.mul(p, 0.9999, out=p)``)."""
+    if len(call.outs) != 1:
         return None
     before = next((m for m in call.ins if m.row.record.entry.path == (0,)), None)
     return (before, call.outs[0]) if before is not None and not before.scalar else None
@@ -576,68 +588,145 @@ def _signature(rec: TensorRecord | None) -> Signature | None:
     return rec.dtype, shape, tuple(v for v in values if v is not None)
 
 
-def _remember_written(call: _Call, key: CallKey, walk: _Walk) -> None:
-    """A call only the NPU run made that writes its first argument in place (AdamW's decay
-    ``param.mul_(1 - lr * wd)``, which Adam lacks): what it left is remembered, for the call that reads
-    that tensor later, however many calls of both runs come between."""
+def _remember_written(call: _Call, key: CallKey, walk: _Walk, bench: Bench) -> None:
+    """A call only one run made (``bench``: the bench run) that writes its first argument in place
+    (AdamW's decay ``param.mul_(1 - lr * wd)``, which Adam lacks): what it left is remembered, for the
+    call that reads that tensor later, however many calls of both runs come between."""
     args = _written_args(call)
-    signature = _signature(args[1].row.npu) if args is not None else None
+    signature = _signature(_side(args[1].row, bench)) if args is not None else None
     if signature is not None:
-        walk.written[signature] = key
+        walk.written[bench, signature] = key
 
 
-def _written_by_npu_only(calls: _Calls, members: Sequence[_Member], walk: _Walk) -> list[_Member]:
-    """The inputs of a call that a call only the NPU run made wrote in place earlier (their NPU records
-    are what it left), where it changed them beyond rounding and they differ from the bench's beyond
-    rounding. That call is where the runs differ (a suspect, named once), whatever error the data carries
-    by then: the bench's tensor is as if an identity had left it. From statistics the margin for error
-    entering (×256) hid AdamW's decay, 1e-4 a step, at every step."""
+def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Member]:
+    """The inputs of the call ``key`` that a call only one run made wrote in place earlier (that run's
+    records of them are what it left), where it changed them beyond rounding and they differ from the
+    other run's beyond rounding. That call is where the runs differ (named once), whatever error the data
+    carries by then: the other run's tensor is as if an identity had left it. From statistics the margin
+    for error entering (×256) hid AdamW's decay, 1e-4 a step, at every step, on either side (the NPU
+    script that forgot the bench's weight decay was an all-clear)."""
     found: list[_Member] = []
-    for m in members if walk.written else ():
+    for m in calls.calls[key].ins if walk.written else ():
         errors = m.errors
         if errors is None or not m.input or m.left_out or m.running or errors.exact:
             continue
-        signature = _signature(m.row.npu)
-        key = walk.written.get(signature) if signature is not None else None
-        change = _written_change(calls.calls[key]) if key is not None else None
-        if key is None or change is None or beyond_rounding(errors)[1] <= 1:
-            continue
-        found.append(m)
-        if key not in walk.named:
-            walk.named.add(key)
-            judgement, words = change
-            text = (
-                f"it changes {words}; {m.row.name}, the tensor it wrote, carries {fmt_error(errors.rel)} "
-                "against the bench's"
-            )
-            walk.found.append(
-                _suspect(calls, key, calls.calls[key].name, UNPAIRED, judgement, text, walk.step)
-            )
+        for bench in (False, True):
+            signature = _signature(_side(m.row, bench))
+            wrote = walk.written.get((bench, signature)) if signature is not None else None
+            if wrote is None or _just_before(calls, wrote, walk):
+                continue
+            change = _written_change(calls.calls[wrote], bench)
+            if change is None or not _carries(errors, change[0]):
+                continue
+            found.append(m)
+            if wrote not in walk.named:
+                walk.named.add(wrote)
+                walk.found.append(_written_suspect(calls, key, wrote, m, change, walk))
+            break
     return found
 
 
-def _written_change(call: _Call) -> tuple[Judgement, str] | None:
-    """What a call only the NPU run made changed in the tensor it writes in place, its NPU record after
-    against before (statistics: a tensor's files are not read here), where that is beyond rounding; and
-    the words for it: ``Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``."""
+def _carries(errors: ErrorMeasures, change: Judgement) -> bool:
+    """Whether a tensor that a call only one run made wrote differs from the other run's for it: beyond
+    rounding, or, after a scale finer than that (AdamW's decay at lr 1e-3, 1e-5 a step), by at least half
+    the scale (the other run did not scale it some other way)."""
+    if beyond_rounding(errors)[1] > 1:
+        return True
+    return change.allowed < beyond_rounding(errors)[0] and errors.rel >= change.output_error / 2
+
+
+def _scale(after: TensorRecord, before: TensorRecord, change: ErrorMeasures) -> float | None:
+    """The factor ``c`` a call scaled a tensor by, where its max, min and norm after are ``c`` times
+    before (max and min within an elementwise op's rounding, the norm within its summation's): AdamW's
+    decay ``param.mul_(1 - lr * wd)``. Three statistics of one run that move by one factor measure it
+    exactly, where estimating an error from statistics scatters. ``None`` otherwise."""
+    ratios = []
+    for i in (0, 1, 3):  # max, min, l2norm; a mean near zero loses its digits to cancellation
+        x, y = after.stat(i), before.stat(i)
+        if x is None or y is None or y == 0 or not (math.isfinite(x) and math.isfinite(y)):
+            return None
+        ratios.append(x / y)
+    c = ratios[0]
+    elementwise, summed = MARGIN * ROUNDINGS * change.floor, MARGIN * own_rounding(change)
+    if abs(ratios[1] - c) > elementwise * abs(c) or abs(ratios[2] - c) > summed * abs(c):
+        return None
+    return c
+
+
+def _just_before(calls: _Calls, wrote: CallKey, walk: _Walk) -> bool:
+    """A call only one run made, not in place, right before the call that reads what it made: error
+    entering there names it already (``out * 1.001`` only the NPU run makes, before the loss). Not one
+    of several before it (AdamW's decay as ``p.data = p.data * 0.9999``, one per parameter, before
+    Adam's first ``zeros_like(p)``): that names the last."""
+    call = calls.calls[wrote]
+    return not in_place(call.entry.op) and walk.previous[call.entry.direction] == call.name
+
+
+def _written_suspect(
+    calls: _Calls, key: CallKey, wrote: CallKey, member: _Member, change: tuple[Judgement, str], walk: _Walk
+) -> Suspect:
+    """The call ``wrote`` only one run made, which wrote ``member``'s tensor (in place, or as its output),
+    as a suspect: the NPU's itself; the bench's where the call ``key`` reads that tensor, as error
+    entering after a call only the bench run makes (a bench call is no NPU call, and the NPU's call of its
+    name another one)."""
+    judgement, words = change
+    errors = member.errors
+    assert errors is not None
+    name = calls.calls[wrote].name
+    wrote_it = "wrote" if in_place(calls.calls[wrote].entry.op) else "made"
+    if calls.calls[wrote].npu_made:
+        text = f"it {words}; {member.row.name}, the tensor it {wrote_it}, carries {fmt_error(errors.rel)} "
+        return _suspect(calls, wrote, name, UNPAIRED, judgement, text + "against the bench's", walk.step)
+    text = (
+        f"before it the bench run makes {name}, which the NPU run does not: it {words}; "
+        f"{member.row.name} carries {fmt_error(errors.rel)} against the tensor it {wrote_it}"
+    )
+    judgement = replace(judgement, kind=ENTERS, output=member.row.name)
+    found = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, text, walk.step)
+    found.after_bench_only, found.written_by = True, name  # the NPU script lacks it
+    way = calls.calls[key].entry.direction
+    walk.skipped[way] = [n for n in walk.skipped[way] if n != name]  # named here
+    return found
+
+
+def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
+    """What a call only one run made (``bench``: the bench run) changed in the tensor it writes in place
+    (or made of its first argument), that run's record after against before (statistics: a tensor's
+    files are not read here), where that is beyond rounding; and the words for it: ``changes
+    Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``."""
     args = _written_args(call)
     if args is None:
         return None
-    before, after = args
-    assert before.row.npu is not None and after.row.npu is not None
-    change = stats_errors(after.row.npu, before.row.npu)
+    before, after = (_side(m.row, bench) for m in args)
+    assert before is not None and after is not None
+    change = stats_errors(after, before)
     if change is None or not math.isfinite(change.rel):
         return None
     allowed, score = beyond_rounding(change)
-    if score <= 1:
-        return None
+    scale = ""
+    if score <= 1:  # below what estimating from statistics allows: a scale measures finer
+        c = _scale(after, before, change)
+        if c is None:
+            return None
+        allowed = MARGIN * ROUNDINGS * change.floor * STATS_SCATTER
+        rel = abs(1 - c)
+        score = rel / allowed
+        if score <= 1:
+            return None
+        change = replace(change, rel=rel)
+        scale = " (a scale: its max, min and norm move by one factor)"
     values = ", ".join(
-        f"{_place(a.row)}: {_shown(_value(a.row.npu))}" for a in call.ins if a.scalar and a.row.npu
+        f"{_place(a.row)}: {_shown(_value(rec))}"
+        for a in call.ins
+        if a.scalar and (rec := _side(a.row, bench)) is not None
     )
     how = f" ({values})" if values else ""
-    size = f"{fmt_error(change.rel)}, allowed {fmt_error(allowed)}: {times_text(score)}"
-    words = f"{before.row.name} in place{how} by {size}"
-    return Judgement(0.0, change.rel, allowed, score, UNPAIRED, after.row.name), words
+    limit = f"{scale}, allowed {fmt_error(allowed)}: {times_text(score)}"
+    if in_place(call.entry.op):
+        words = f"changes {args[0].row.name} in place{how} by {fmt_error(change.rel)}{limit}"
+    else:
+        words = f"makes {args[1].row.name} of {args[0].row.name}{how}, {fmt_error(change.rel)} apart{limit}"
+    return Judgement(0.0, change.rel, allowed, score, UNPAIRED, args[1].row.name), words
 
 
 def _entering_suspect(
@@ -690,10 +779,11 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
         walk.previous[way], walk.bench_only[way] = name, False
-        _remember_written(call, key, walk)
+        _remember_written(call, key, walk, bench=False)
         return
     if not call.npu_made:
         walk.skipped[way].append(name)
+        _remember_written(call, key, walk, bench=True)
     _at_inputs(calls, key, walk)
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made

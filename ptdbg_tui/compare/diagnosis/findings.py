@@ -182,6 +182,9 @@ class Suspect:
     #: error entering right after calls only the bench run makes: the NPU run's own code lacks them (a
     #: rank that skips a gradient's division), not a collective no hook saw bringing another rank's error
     after_bench_only: bool = False
+    #: the call only the bench run makes that wrote, in place and in this step, the tensor the error
+    #: entered through (AdamW's decay the NPU script lacks): not an optimizer's state an earlier step left
+    written_by: str = ""
 
     @property
     def site(self) -> Frame | None:

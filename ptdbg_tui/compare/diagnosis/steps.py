@@ -279,8 +279,9 @@ _STATE_INHERITED = (
 def _carried_state(view: StepView, suspect: Suspect) -> bool:
     """Error that enters at what an in-place call updates, after the step's backward began: an
     optimizer's state (Adam's moments, a momentum buffer), which it carries from step to step as it
-    does the parameters."""
-    if suspect.kind != ENTERS or suspect.direction != FORWARD:
+    does the parameters. Not a tensor that a call only the bench run makes wrote in this step (AdamW's
+    decay that the NPU script lacks, made again at every step): that is this step's own."""
+    if suspect.kind != ENTERS or suspect.direction != FORWARD or suspect.written_by:
         return False
     row = next((r for r in suspect.rows if r.name == suspect.judgement.output), None)
     entry = row.record.entry if row is not None else None
