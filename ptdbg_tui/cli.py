@@ -328,13 +328,29 @@ def summary_text(o: PairOutcome) -> str:
 
 
 def _pair_notes(o: PairOutcome) -> list[str]:
-    """Whether the culprit only receives another rank's error, and whether one run's dump ends
-    before the other's (the unmatched count alone hides a run cut short)."""
+    """Whether the culprit only receives another rank's error, whether one run's dump ends before the
+    other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
+    "0 failed"."""
+    import math
+
+    from ptdbg_tui.compare.diagnosis.findings import fmt_error, times_text
     from ptdbg_tui.compare.matching.pairing import ended_early
+    from ptdbg_tui.compare.model import Status
 
     notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
+    culprit, counts = o.diagnosis.culprit, o.counts()
+    if (
+        culprit is not None
+        and math.isfinite(culprit.score)
+        and not counts[Status.FAIL] + counts[Status.ERROR]
+    ):
+        notes.append(
+            "no row fails the original's thresholds (Accuracy Reached or Not), which pass an error of "
+            f"{fmt_error(culprit.judgement.output_error)}; the culprit is named because that is "
+            f"{times_text(culprit.score)} what rounding allows it"
+        )
     return notes
 
 

@@ -339,3 +339,24 @@ def test_the_workers_fork_server_starts_only_for_tensor_files(seed, tmp_path, ca
             folder.rmdir()
     assert _run(capsys, *seed, "-o", tmp_path / "s", "--jobs", "2")[0] == 0
     assert len(started) == calls, "statistics alone: not started"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "note"),
+    [
+        ("l0_between_modules", "an error of 0.01; the culprit is named because that is ×124 what"),
+        ("tensor", ""),
+    ],
+)
+def test_a_culprit_beside_0_failed_says_why(tmp_path, capsys, fixture, note):
+    """'37 passed, 0 failed' and a Culprit: line, with nothing to say how both hold (the original's
+    thresholds pass a 1% error; the diagnosis measures it against rounding). Where rows fail, no note."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "fixtures" / "msprobe" / fixture
+    assert main(["compare", str(root / "npu"), str(root / "bench"), "-o", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "  Culprit: " in out
+    said = [s for s in out.splitlines() if s.startswith("  note: no row fails the original's thresholds")]
+    assert [note in s for s in said] == ([True] if note else []), out
+    assert (" 0 failed," in out) == bool(note)
