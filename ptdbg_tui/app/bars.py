@@ -55,8 +55,10 @@ def fit(segments: Sequence[Segment], width: int, sep: str = SEP) -> Text:
         i = _least_important(kept)
         victim = kept[i]
         if victim.shrink and victim.text.cell_len - excess >= victim.shrink:
-            kept[i] = _cut(victim, victim.text.cell_len - excess)
-            break
+            cut = _cut(victim, victim.text.cell_len - excess)
+            if not _one_word(cut):
+                kept[i] = cut
+                break
         del kept[i]
     if len(kept) == 1 and width > 0:  # one left, too wide: after its last whole word, as _cut cuts
         kept = [_cut(kept[0], width)]
@@ -127,6 +129,12 @@ def _cut(segment: Segment, cells: int) -> Segment:
         else:
             text.append("…")
     return Segment(text, segment.priority)
+
+
+def _one_word(segment: Segment) -> bool:
+    """A part cut down to one word and " …" ("NPU …"), which says nothing: better dropped."""
+    plain = segment.text.plain
+    return plain.endswith(" …") and " " not in plain[:-2].strip()
 
 
 def _width(segments: Sequence[Segment], sep: str) -> int:

@@ -41,6 +41,8 @@ def test_fit_drops_the_least_important_segments_then_cuts():
     assert fit(shrinking, 28).plain == "a.py:3  y = f(x)", "dropped when it would be cut too short"
     waiting = [seg("✘ 0", 0), seg("bench: waiting for /work/scratch/everyday/dumps/cpuu", 1, shrink=24)]
     assert fit(waiting, 40).plain == "✘ 0 │ bench: waiting for /work/scratch/…", "a long word cut within"
+    missing = [seg("nothing compared", 0), seg("NPU step0/rank0: no bench dump for it", 2, shrink=5)]
+    assert fit(missing, 24).plain == "nothing compared", "dropped, not cut to one word ('NPU …')"
     assert isinstance(fit([], 10), Text)
 
 
