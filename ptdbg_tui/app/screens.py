@@ -25,7 +25,7 @@ HELP = """\
 | `c` / `C` | next / previous suspect: the culprit, then those of every direction, step and rank |
 | `r` | replay the selected call: re-run it in float64 on each side's own recorded inputs |
 | `R` | write the selected call's repro for the kernel team (`repro.py`: `python repro.py` needs torch) |
-| `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ previous; 3/12: the third of 12 matches |
+| `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ back (3/12: 3rd of 12) |
 | `n` / `N` | next / previous failure (✘, or ⚠ could not compare) in execution order |
 | `f` | filter: all → failures only → unmatched only |
 | `m` | matching: auto → exact → fuzzy → align (every pair re-matched) |
