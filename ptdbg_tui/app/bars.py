@@ -17,7 +17,14 @@ from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
-from ptdbg_tui.compare.diagnosis.findings import RECEIVED, Diagnosis, Suspect, entries_fail, times_text
+from ptdbg_tui.compare.diagnosis.findings import (
+    RECEIVED,
+    Diagnosis,
+    Suspect,
+    entries_fail,
+    sentence,
+    times_text,
+)
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
@@ -307,7 +314,7 @@ def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
     notes = [n for d in diagnoses for n in d.notes]
     if not notes:
         return ""
-    return notes[0][:1].upper() + notes[0][1:] + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
+    return sentence(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Label
 
 from ptdbg_tui.app.bars import module_of, receives_through
 from ptdbg_tui.app.tree_model import TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 
@@ -170,7 +170,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
         lines = (*self.model.ranks, *self.model.progress.unpaired)
-        label.update("\n".join(line[:1].upper() + line[1:] for line in lines))
+        label.update("\n".join(map(sentence, lines)))
         label.display = bool(lines)
 
     def _fill(self, table: DataTable[object]) -> None:

@@ -20,7 +20,7 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
@@ -514,7 +514,7 @@ class LiveEngine:
             # the notice: the headline, and where only checksums differ before it (the overview has all)
             self.outbox.notice(
                 "\n".join(
-                    _capital(t) for t in (ranks.headline, *(f"{w} (o: overview)" for w in ranks.bits_where()))
+                    sentence(t) for t in (ranks.headline, *(f"{w} (o: overview)" for w in ranks.bits_where()))
                 )
             )
 
@@ -589,10 +589,6 @@ def _ranks(pairs: list[PairState]) -> CrossRank | None:
     )
     mark_received(ranks)
     return ranks
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def _what(e: BaseException) -> str:

@@ -97,6 +97,12 @@ def fmt_error(value: float) -> str:
     return f"{value:.2g}"
 
 
+def sentence(text: str) -> str:
+    """A report phrase ("first divergent rank: …", a note) as a sentence of its own, its first letter
+    up, for a toast or a line of the app."""
+    return text[:1].upper() + text[1:]
+
+
 def times_text(score: float) -> str:
     """A suspect's score as the evidence ends with it: ``×12,728``."""
     if math.isinf(score):
