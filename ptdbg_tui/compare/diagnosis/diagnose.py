@@ -630,9 +630,8 @@ def _carries(errors: ErrorMeasures, change: Judgement) -> bool:
     """Whether a tensor that a call only one run made wrote differs from the other run's for it: beyond
     rounding, or, after a scale finer than that (AdamW's decay at lr 1e-3, 1e-5 a step), by at least half
     the scale (the other run did not scale it some other way)."""
-    if beyond_rounding(errors)[1] > 1:
-        return True
-    return change.allowed < beyond_rounding(errors)[0] and errors.rel >= change.output_error / 2
+    allowed, score = beyond_rounding(errors)
+    return score > 1 or (change.allowed < allowed and errors.rel >= change.output_error / 2)
 
 
 def _scale(after: TensorRecord, before: TensorRecord, change: ErrorMeasures) -> float | None:

@@ -57,11 +57,6 @@ REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
 SHAPE = "shape"
 
-#: Kinds where the runs differ before any dumped kernel computes (error entering outside the dumped
-#: calls, a call one run makes alone, arguments or random draws that differ): every kernel after
-#: them is right on its own inputs, so a replay of those calls has nothing to prove.
-NOT_A_KERNEL = frozenset({ENTERS, UNPAIRED, ARGUMENTS, RANDOM})
-
 #: How each kind reads after the call's name.
 KIND_WORDS = {
     GROWTH: "introduces error",

@@ -238,8 +238,8 @@ def _update_carried(chain: Sequence[StepView], name: str, prev_carried: bool) ->
         return False
     entry = _entry_measures(prev.rows, name)
     agreed = entry is not None and entry.rel <= MARGIN * own_rounding(entry)
-    carried = prev_carried or (len(chain) > 2 and _update_carried(chain[:-1], name, False))
-    if not (agreed or carried):  # its gradients differed by what its parameters did, unseen there
+    carried = agreed or prev_carried or (len(chain) > 2 and _update_carried(chain[:-1], name, False))
+    if not carried:  # its gradients differed by what its parameters did, unseen there
         return False
     found = _gradient_error(prev.rows, name)
     gradient = found[0] if found is not None and found[0] > MARGIN * found[1] else 0.0
