@@ -199,7 +199,7 @@ class DumpDaemon:
             return None
         crc = self._done(v)
         if crc is None:
-            crc = checksum(v.array.numpy() if isinstance(v.array, torch.Tensor) else v.array)
+            crc = checksum(_array(v))
             self._remember(v.array, crc)
         return crc
 

@@ -454,7 +454,8 @@ def _at_one_site(
         if calls is not None and calls not in sites:
             sites[calls] = (stack_site(stacks[0].get(calls[0])), stack_site(stacks[1].get(calls[1])))
     shifts = {shift for a, b in sites.values() if (shift := _shift(a, b, same_code=True)) is not None}
-    apart = {calls for calls, (a, b) in sites.items() if _shift(a, b, same_code=False) not in shifts | {None}}
+    known = shifts | {None}
+    apart = {calls for calls, (a, b) in sites.items() if _shift(a, b, same_code=False) not in known}
     return {i: j for i, j in pairs.items() if _forward_calls(npu[i], bench[j]) not in apart}
 
 

@@ -18,6 +18,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ptdbg_tui.compare.metrics.accumulator import FLOAT_EPS
 from ptdbg_tui.compare.metrics.cells import (
     MSG_COS_BENCH_ZERO,
     MSG_COS_NAN,
@@ -174,7 +175,6 @@ def _cosine(cell: str, cos: float | None) -> str:
 #: and float32; bfloat16 is read as float32); any other (float64, int, bool) makes it float64.
 _FLOAT32_WIDE = frozenset({"torch.float16", "torch.half", "torch.bfloat16", "torch.float32", "torch.float"})
 _EPS32 = 2.0**-23
-_EPS64 = 2.0**-52
 
 
 def _max_relative(r: Result, cell: str, npu_dtype: str, bench_dtype: str) -> str:
@@ -184,7 +184,7 @@ def _max_relative(r: Result, cell: str, npu_dtype: str, bench_dtype: str) -> str
     msprobe's is |npu| / its eps. Its eps is never above ours, so the largest of ours and that is its."""
     if not r.max_abs_bench_zero or r.max_rel is None or cell in (NAN, UNSUPPORTED, NA):
         return _number(cell)
-    eps = _EPS32 if {npu_dtype, bench_dtype} <= _FLOAT32_WIDE else _EPS64
+    eps = _EPS32 if {npu_dtype, bench_dtype} <= _FLOAT32_WIDE else FLOAT_EPS
     return _number(fmt12(max(r.max_rel, r.max_abs_bench_zero / eps)))
 
 
