@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from collections import Counter
     from pathlib import Path
 
     from textual.app import App
 
     from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+    from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.replay.verdict import CallReplay
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
     from ptdbg_tui.engine.live import LiveOptions
@@ -303,7 +305,7 @@ def summary_text(o: PairOutcome) -> str:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module)
-    lines += [f"  note: {n}" for n in _pair_notes(o)]
+    lines += [f"  note: {n}" for n in _pair_notes(o, c)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
             where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -327,7 +329,7 @@ def summary_text(o: PairOutcome) -> str:
     return "\n".join(lines)
 
 
-def _pair_notes(o: PairOutcome) -> list[str]:
+def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:
     """Whether the culprit only receives another rank's error, whether one run's dump ends before the
     other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
     "0 failed"."""
@@ -340,7 +342,7 @@ def _pair_notes(o: PairOutcome) -> list[str]:
     notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
-    culprit, counts = o.diagnosis.culprit, o.counts()
+    culprit = o.diagnosis.culprit
     if (
         culprit is not None
         and math.isfinite(culprit.score)

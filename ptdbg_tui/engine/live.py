@@ -514,7 +514,7 @@ class LiveEngine:
             # the notice: the headline, and where only checksums differ before it (the overview has all)
             self.outbox.notice(
                 "\n".join(
-                    sentence(t) for t in (ranks.headline, *(f"{w} (o: overview)" for w in ranks.bits_where()))
+                    sentence(t) for t in (summary[0], *(f"{w} (o: overview)" for w in ranks.bits_where()))
                 )
             )
 

@@ -158,9 +158,12 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         entry = paired[0].record.entry if paired else None
         if entry is None or entry.direction != FORWARD:  # a backward shares its keywords and state
             continue
-        if (ours := _autocasts(specs, members, call)) is not None:
+        lines = _lines(specs, members, call)
+        if lines is None:
+            continue
+        if (ours := _autocasts(*lines)) is not None:
             autocast.setdefault(ours, []).append(call)
-        if call in named or not (differs := _differs(specs, members, call)):
+        if call in named or not (differs := keywords_differ(*lines)):
             continue
         judgement = _arguments_judgement(paired[-1].name)
         stack = next((r.stack for r in members if r.stack is not None), None)
@@ -188,15 +191,12 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
     ]
 
 
-def _autocasts(specs: Specs, rows: Sequence[Row], call: str) -> tuple[str, str] | None:
-    """The autocast each side calls ``call`` under, in words, where they differ (the sidecar records
-    it; a device type differs by design); None where they agree or a side has no line for it."""
-    lines = _lines(specs, rows, call)
-    if lines is None:
-        return None
+def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str, str] | None:
+    """The autocast each side's sidecar line records the call under, in words, where they differ (a
+    device type differs by design); None where they agree."""
     n, b = (
         f"autocast to {a.dtype}" if (a := line.state.autocast) is not None else "no autocast"
-        for line in lines
+        for line in (npu, bench)
     )
     return (n, b) if n != b else None
 
