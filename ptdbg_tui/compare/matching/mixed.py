@@ -226,8 +226,15 @@ def _linear_pairs(
     if ordered[1] and not ordered[0]:
         swapped = [(b, n) for n, b in call_pair.items()]
         flipped, linear_bench, linear_npu, transposed = _linear_gradients(bench, npu, swapped)
-        return {i: j for j, i in flipped.items()}, linear_npu, linear_bench, {flipped[j] for j in transposed}
+        pairs, npu_transposed = _from_bench(flipped, transposed)
+        return pairs, linear_npu, linear_bench, npu_transposed
     return {}, set(), set(), set()
+
+
+def _from_bench(pairs: Pairs, transposed: set[int]) -> tuple[Pairs, set[int]]:
+    """Gradient pairs found with the bench as the first side (bench → NPU), turned NPU → bench, and the
+    NPU entries of those compared transposed (``transposed`` names their bench entries)."""
+    return {i: j for j, i in pairs.items()}, {pairs[j] for j in transposed}
 
 
 def same_tensors(
@@ -324,7 +331,7 @@ def _reordered(
     if npu_ordered[0] and len(npu_ordered[0]) >= len(bench_ordered[0]):
         return npu_ordered[0], npu_ordered[3]
     if bench_ordered[0]:
-        return {i: j for j, i in bench_ordered[0].items()}, {bench_ordered[0][j] for j in bench_ordered[3]}
+        return _from_bench(bench_ordered[0], bench_ordered[3])
     waiting: dict[Hashable, deque[int]] = defaultdict(deque)
     for j in b:
         waiting[_shape(bench[j])].append(j)
