@@ -351,7 +351,7 @@ def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:
         notes.append(
             "no row fails the original's thresholds (Accuracy Reached or Not), which pass an error of "
             f"{fmt_error(culprit.judgement.output_error)}; the culprit is named because that is "
-            f"{times_text(culprit.score)} what rounding allows it"
+            f"{times_text(culprit.score)} what is allowed there (rounding, and error that came in)"
         )
     return notes
 
