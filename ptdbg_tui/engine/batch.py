@@ -483,17 +483,24 @@ def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Dia
 def _diagnosis(o: PairOutcome) -> Diagnosis:
     """A pair's diagnosis, or one that says why it has none (its rows and their CSV still count)."""
     try:
-        return diagnose_pair(o.rows, o.npu, o.bench)
+        return diagnose_pair(o.rows, o.npu, o.bench, o.bad_lines)
     except Exception as e:
         return Diagnosis(fault=fault_text(e))
 
 
-def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagnosis:
+def diagnose_pair(
+    rows: Sequence[Row],
+    npu: RankDump,
+    bench: RankDump,
+    bad: tuple[list[BadLine], list[BadLine]] | None = None,
+) -> Diagnosis:
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
-    suspect blames a kernel: a pkl records positional arguments only)."""
+    suspect blames a kernel: a pkl records positional arguments only); ``bad``: each side's bad lines,
+    which the sidecars' skipped lines join."""
     modelled = model_rows(rows)
     d = diagnose(modelled, npu.step)
-    with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench), modelled)
+    n, b = bad if bad is not None else (None, None)
+    with_keywords(d, lambda: call_specs_of(npu, n), lambda: call_specs_of(bench, b), modelled)
     return d
 
 
@@ -510,7 +517,7 @@ def _culprit_module(o: PairOutcome) -> str:
     if entry is None:
         return ""
     try:
-        chain = module_chain_of(o.npu, entry)
+        chain = module_chain_of(o.npu, entry, o.bad_lines[0])
     except OSError as e:  # the structure is there: say why the module is not shown
         o.diagnosis.notes.append(f"module sidecar not read ({reason(e)}): the culprit's module is not shown")
         return ""

@@ -422,9 +422,10 @@ class LiveEngine:
             self._note(problem)
         if len(side.bad) > side.reported_bad:
             first = side.bad[side.reported_bad]
+            where = f"line {first.line}: " if first.line else ""
             self.outbox.notice(
                 f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
-                f"line(s) skipped (line {first.line}: {first.reason})"
+                f"line(s) skipped ({where}{first.reason})"
             )
             side.reported_bad = len(side.bad)
 

@@ -29,8 +29,8 @@ from ptdbg_tui.engine.batch import PairOutcome
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
-from ptdbg_tui.formats.reader import DumpReader, open_reader
-from ptdbg_tui.formats.records import StackRecord, TensorRecord
+from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
+from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 
 if TYPE_CHECKING:
@@ -118,14 +118,20 @@ def side_source(reader: DumpReader, folder: str | None) -> SideSource:
 
 
 def sources(
-    npu: RankDump, bench: RankDump, npu_dir: str | None, bench_dir: str | None
+    npu: RankDump,
+    bench: RankDump,
+    npu_dir: str | None,
+    bench_dir: str | None,
+    bad: tuple[list[BadLine], list[BadLine]] | None = None,
 ) -> tuple[SideSource, SideSource]:
-    """Both sides' :func:`side_source`, their records read again."""
+    """Both sides' :func:`side_source`, their records read again; ``bad``: each side's bad lines,
+    which the call sidecars' skipped lines join."""
     out = []
-    for dump, folder in ((npu, npu_dir), (bench, bench_dir)):
+    for k, (dump, folder) in enumerate(((npu, npu_dir), (bench, bench_dir))):
         reader = open_reader(dump)
         reader.read(final=True)
         out.append(side_source(reader, folder))
+        report_bad(reader, bad[k] if bad is not None else None)
     return out[0], out[1]
 
 
@@ -258,10 +264,11 @@ def replay_pair(
     top: int = TOP,
     calls: Sequence[str] | None = None,
     progress: ReplayProgress | None = None,
+    bad: tuple[list[BadLine], list[BadLine]] | None = None,
 ) -> dict[str, CallReplay]:
     """Replay a pair's calls (``calls``, else :func:`replay_order`'s) and fold the results into its
-    diagnosis; returns them by call."""
-    npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir)
+    diagnosis; returns them by call (``bad``: as in :func:`sources`)."""
+    npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir, bad)
     chosen = list(calls) if calls is not None else replay_order(rows, diagnosis, top)
     got = {r.call: r for r in replayer.replay(rows, chosen, npu_src, bench_src, budget_s, progress)}
     apply_replays(diagnosis, rows, got, npu.step)
@@ -307,6 +314,7 @@ def replay_outcomes(
                     top=top,
                     calls=calls,
                     progress=progress,
+                    bad=o.bad_lines,
                 )
             except OSError as e:  # a side's records or call sidecar cannot be read (any more)
                 o.diagnosis.replay = f"not replayed: cannot read {reason(e)}"

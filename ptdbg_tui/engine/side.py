@@ -26,6 +26,7 @@ class SideState:
         self.stacks: dict[str, StackRecord] = {}
         self.bad: list[BadLine] = []
         self.reported_bad = 0
+        self._sidecar_bad = 0  # the reader's skipped sidecar lines already in ``bad``
         self.version = 0
         self.changed_at = _monotonic_mtime(dump.records)
         self.resets = 0  # times the file was replaced or truncated: results of its old records are void
@@ -42,6 +43,7 @@ class SideState:
                 batch = self.reader.read(final)
                 if batch.reset:
                     self.tensors, self.stacks, self.bad, self.reported_bad = [], {}, [], 0
+                    self._sidecar_bad = 0
                     self.resets += 1
                 if batch:
                     self.tensors += batch.tensors
@@ -59,9 +61,19 @@ class SideState:
             self.modules_error = ""
         except OSError as e:
             self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
+        self._sidecar_lines()
         if changed:
             self.version += 1
             self.changed_at = _monotonic_mtime(self.dump.records)
+
+    def _sidecar_lines(self) -> None:
+        """The sidecar lines skipped since the last poll join ``bad`` (the pair's pass reads the call
+        sidecar: its lines are reported at the next poll)."""
+        skipped = self.reader.sidecar_bad()
+        if len(skipped) < self._sidecar_bad:  # a sidecar started over
+            self._sidecar_bad = 0
+        self.bad += skipped[self._sidecar_bad :]
+        self._sidecar_bad = len(skipped)
 
     @property
     def problems(self) -> list[str]:

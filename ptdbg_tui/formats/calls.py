@@ -31,7 +31,8 @@ classes below, so that the reader needs no torch:
 - ``{"opaque": "<type qualname>"}`` :class:`Opaque`: a value no replay can rebuild (a Generator, a
   module, a function...).
 
-A malformed line is counted and skipped; sizes and nesting are bounded like the pkl's.
+A malformed line is skipped and kept (line number and why) for the report, as the pkl's are; sizes
+and nesting are bounded like the pkl's.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import numpy as np
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.pkl import KeyedFollower
-from ptdbg_tui.formats.records import MAX_DIMS, MAX_NUMEL, shown
+from ptdbg_tui.formats.records import MAX_DIMS, MAX_NUMEL, BadLine, short, shown
 
 SUFFIX = ".calls.jsonl"
 #: Deepest nesting of ARGs a line may hold (lists of lists of tensors are a few levels).
@@ -469,19 +470,14 @@ def decode_call(value: Any, line: int = 0) -> CallSpec:
     return spec
 
 
-def _from_value(value: Any, line: int) -> tuple[str, CallSpec] | None:
+def _from_value(value: Any, line: int) -> tuple[str, CallSpec] | BadLine:
     try:
         spec = decode_call(value, line)
-    except ValueError:
-        return None
+    except ValueError as e:
+        return BadLine(line, f"not a call line: {e}", short(value))
+    except RecursionError:
+        return BadLine(line, "not a call line: nested too deeply to read")
     return spec.call, spec
-
-
-def _from_text(text: str, line: int) -> tuple[str, CallSpec] | None:
-    try:
-        return _from_value(json.loads(text), line)
-    except (ValueError, RecursionError):
-        return None
 
 
 def _shown_arg(arg: Any) -> Any:
@@ -505,10 +501,10 @@ def _shown(item: tuple[str, CallSpec]) -> tuple[str, CallSpec]:
 
 
 class CallFollower(KeyedFollower[CallSpec]):
-    """Incremental reader of a call sidecar; malformed lines are counted and skipped."""
+    """Incremental reader of a call sidecar; malformed lines are kept in ``bad`` and skipped."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(path, _from_value, _from_text, _shown)
+        super().__init__(path, _from_value, _shown)
 
     @property
     def specs(self) -> dict[str, CallSpec]:

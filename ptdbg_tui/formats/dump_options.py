@@ -131,7 +131,7 @@ def parse_options(data: Any) -> DumpOptions:
 def read_options(path: str | os.PathLike[str]) -> DumpOptions:
     """The options of a file; raises :class:`OptionsError` saying what is wrong with it."""
     try:
-        fd, _ = open_regular(path)
+        fd, _ = open_regular(path, within=None)  # the user names it
         with os.fdopen(fd, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
     except OSError as e:

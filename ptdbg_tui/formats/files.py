@@ -3,12 +3,15 @@
 A named pipe opened for reading blocks until a writer appears, and a device can block or never
 end, so files are opened non-blocking and refused unless they are regular files. A name from a
 dump's metadata becomes a file name inside the dump's data folder only when it cannot point
-anywhere else.
+anywhere else, and a file opened must resolve inside its dump's folder: a symbolic link in a
+colleague's dump to ``~/.ssh/…`` or another project's data is refused, never read (a link that
+stays inside the folder is followed). See docs/security.md.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import stat
@@ -31,12 +34,46 @@ def file_kind(mode: int) -> str:
     return next((word for test, word in _KINDS if test(mode)), "an unknown kind of file")
 
 
-def open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+#: ``open_regular``'s ``within`` for a tensor file: its data folder lies in its rank folder.
+TENSOR_FILE = 2
+#: Why a file that resolves outside its dump's folder is refused (an OSError's strerror).
+OUTSIDE = "resolves outside the dump's folder (a symbolic link out of the dump is never followed)"
+
+
+@functools.lru_cache(maxsize=256)
+def _real_folder(folder: str) -> str:
+    """A folder's real path, with a separator at its end (asked for every tensor file of a dump)."""
+    return os.path.join(os.path.realpath(folder), "")
+
+
+def _real_path(fd: int, path: str) -> str:
+    """Where an open file really is: what the kernel opened (no second lookup a link could redirect)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # no /proc: the path resolved again
+        return os.path.realpath(path)
+
+
+def _confine(fd: int, path: str, levels: int) -> None:
+    """Raise OSError unless the open file lies inside the folder ``levels`` above its name."""
+    folder = os.path.abspath(path)
+    for _ in range(levels):
+        folder = os.path.dirname(folder)
+    if not _real_path(fd, path).startswith(_real_folder(folder)):
+        raise OSError(errno.EACCES, OUTSIDE, path)
+
+
+def open_regular(path: str | os.PathLike[str], within: int | None = 1) -> tuple[int, os.stat_result]:
     """A read-only descriptor of a regular file and its status; anything else raises OSError
-    (a directory: ``EISDIR``; a pipe, socket or device: ``EINVAL``, with what it is in words)."""
+    (a directory: ``EISDIR``; a pipe, socket or device: ``EINVAL``, with what it is in words; a file
+    that resolves outside the folder ``within`` levels above its name: ``EACCES``, :data:`OUTSIDE`).
+    ``within``: 1 for a file of a rank folder (a pkl, a sidecar, dump.json), 2 for a tensor file
+    (its rank folder holds its data folder); ``None`` for a file the user named, not a dump's."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     try:
         st = os.fstat(fd)
+        if within is not None:
+            _confine(fd, os.fspath(path), within)
     except OSError:
         os.close(fd)
         raise

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats.pkl import KeyedFollower
-from ptdbg_tui.formats.records import shown
+from ptdbg_tui.formats.records import BadLine, short, shown
 
 SUFFIX = ".modules.jsonl"
 
@@ -37,32 +37,25 @@ def encode_module_line(call_key: str, chain: ModuleChain | list[tuple[str, str]]
     return json.dumps([call_key, [list(item) for item in chain]])
 
 
-def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
+def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | BadLine:
     try:
         key, chain = value
-        if not isinstance(key, str) or not all(isinstance(x, str) for item in chain for x in item):
-            return None
-        return key, tuple((q, c) for q, c in chain)
+        if isinstance(key, str) and all(isinstance(x, str) for item in chain for x in item):
+            return key, tuple((q, c) for q, c in chain)
     except (TypeError, ValueError):
-        return None
+        pass
+    return BadLine(line, "not a module line: expected [call, [[module, class], ...]]", short(value))
 
 
 def _shown(item: tuple[str, ModuleChain]) -> tuple[str, ModuleChain]:
     return shown(item[0]), tuple((shown(q), shown(c)) for q, c in item[1])
 
 
-def _from_text(text: str, line: int) -> tuple[str, ModuleChain] | None:
-    try:
-        return _from_value(json.loads(text), line)
-    except (ValueError, RecursionError):
-        return None
-
-
 class ModuleFollower(KeyedFollower[ModuleChain]):
-    """Incremental reader of a module sidecar; malformed lines are counted and skipped."""
+    """Incremental reader of a module sidecar; malformed lines are kept in ``bad`` and skipped."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(path, _from_value, _from_text, _shown)
+        super().__init__(path, _from_value, _shown)
 
     @property
     def chains(self) -> dict[str, ModuleChain]:

@@ -654,6 +654,10 @@ class MsprobeFollower:
         """None: a replay rebuilds msprobe's calls from their records, keyword arguments included."""
         return {}
 
+    def sidecar_bad(self) -> list[BadLine]:
+        """None: construct.json's faults raise from :meth:`read_modules`, dump.json's are the records'."""
+        return []
+
 
 _MALFORMED = object()
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib import format as npformat
 
-from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
+from ptdbg_tui.formats.files import TENSOR_FILE, TensorFileError, describe, open_regular
 
 #: Files smaller than this are read into memory; larger ones are memory-mapped.
 MMAP_THRESHOLD = 1 << 20
@@ -101,7 +101,7 @@ def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int
 def read_npy(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[NpyHeader, np.ndarray | None]:
     """The checked header, and the data too (read-only) when it is at most ``data_limit`` bytes."""
     try:
-        fd, st = open_regular(path)
+        fd, st = open_regular(path, TENSOR_FILE)
         try:
             return _read_fd(fd, st.st_size, path, data_limit)
         finally:
@@ -153,8 +153,16 @@ def load_npy(path: str | os.PathLike[str], mmap: bool | None = None) -> np.ndarr
         return array
     if header.nbytes == 0:
         return np.empty(header.shape, header.dtype)
-    try:
-        return np.lib.format.open_memmap(path, mode="r")
+    try:  # mapped from the file opened and checked, not from its path looked up again
+        with os.fdopen(open_regular(path, TENSOR_FILE)[0], "rb") as f:
+            return np.memmap(
+                f,
+                header.dtype,
+                "r",
+                header.data_offset,
+                header.shape,
+                "F" if header.fortran else "C",
+            )
     except (ValueError, OSError, EOFError) as e:
         raise NpyError(f"Dump file {_name(path)} cannot be loaded ({e}).") from None
 
@@ -181,7 +189,7 @@ def iter_chunks(
     else:
         buf = buffer[: n * header.dtype.itemsize].view(header.dtype)
     try:
-        with os.fdopen(open_regular(path)[0], "rb", buffering=0) as f:
+        with os.fdopen(open_regular(path, TENSOR_FILE)[0], "rb", buffering=0) as f:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
             f.seek(header.data_offset + start * header.dtype.itemsize)

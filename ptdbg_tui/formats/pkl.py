@@ -116,6 +116,11 @@ class LineFollower:
         return out
 
 
+def too_long(chunk: Chunk, limit: int) -> BadLine:
+    """The line a chunk skipped, too long to read."""
+    return BadLine(chunk.first_line, f"line longer than {limit} bytes, skipped")
+
+
 def decode_lines(
     data: bytes,
     first: int,
@@ -163,23 +168,34 @@ def decode_lines(
     return out if repair is None else [None if r is None else repair(r) for r in out]
 
 
+Keyed = tuple[str, V] | BadLine
+
+
 class KeyedFollower(Generic[V]):
     """Incremental reader of a JSON-lines sidecar whose lines are items keyed by call (the module
     and call sidecars): complete lines only, the last line of a key wins, malformed lines (and lines
-    longer than a chunk) are counted in :attr:`bad_lines` and skipped; a replaced file is read again."""
+    longer than a chunk) are kept in :attr:`bad` as the pkl reader keeps its own, and skipped; a
+    replaced file is read again. ``from_value`` gives an item or a :class:`BadLine` saying why not."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
-        from_value: Callable[[Any, int], tuple[str, V] | None],
-        from_text: Callable[[str, int], tuple[str, V] | None],
+        from_value: Callable[[Any, int], Keyed[V]],
         repair: Callable[[tuple[str, V]], tuple[str, V]],
     ) -> None:
         self.path = Path(path)
         self.items: dict[str, V] = {}
-        self.bad_lines = 0
-        self._decode = (from_value, from_text, repair)
+        self.bad: list[BadLine] = []
+        self._decode = (
+            from_value,
+            partial(decode_line, decode=from_value),
+            lambda item: item if isinstance(item, BadLine) else repair(item),
+        )
         self._lines = LineFollower(self.path, DEFAULT_CHUNK)
+
+    @property
+    def bad_lines(self) -> int:
+        return len(self.bad)
 
     def read(self, final: bool = False) -> dict[str, V]:
         """New items since the last call (all of them again after a reset)."""
@@ -189,12 +205,13 @@ class KeyedFollower(Generic[V]):
             if chunk.reset:
                 self.items.clear()
                 new.clear()
-                self.bad_lines = 0
-            self.bad_lines += chunk.too_long
+                self.bad.clear()
+            if chunk.too_long:
+                self.bad.append(too_long(chunk, self._lines.chunk))
             for item in decode_lines(chunk.data, chunk.first_line, *self._decode):
-                if item is None:
-                    self.bad_lines += 1
-                else:
+                if isinstance(item, BadLine):
+                    self.bad.append(item)
+                elif item is not None:
                     new[item[0]] = item[1]
             if not chunk.more:
                 break
@@ -224,9 +241,7 @@ class PklFollower:
         if chunk.reset:
             self.tensor_count = 0
         if chunk.too_long:
-            batch.bad.append(
-                BadLine(chunk.first_line, f"line longer than {self._lines.chunk} bytes, skipped")
-            )
+            batch.bad.append(too_long(chunk, self._lines.chunk))
         usual = partial(decode_usual, seen={})  # a chunk's repeated stacks and shapes decoded once
         for rec in decode_lines(chunk.data, chunk.first_line, decode_value, decode_line, undecodable, usual):
             if isinstance(rec, TensorRecord):

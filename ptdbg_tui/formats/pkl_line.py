@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import parse_name
@@ -31,6 +32,8 @@ from ptdbg_tui.formats.records import (
     shown,
     valid_stat,
 )
+
+T = TypeVar("T")
 
 try:  # an optional speed-up of the usual lines (decode_usual)
     from orjson import loads as _orjson_loads
@@ -152,8 +155,11 @@ def not_valid_json(e: json.JSONDecodeError) -> str:
     return f"not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
 
 
-def decode_line(text: str, line: int = 0) -> Record | None:
-    """Decode one text line; ``None`` for a blank line."""
+def decode_line(
+    text: str, line: int = 0, decode: Callable[[Any, int], T | BadLine] = decode_value
+) -> Record | T | None:
+    """Decode one text line (``decode``: what makes its JSON value a record, a pkl's by default; the
+    sidecars give theirs); ``None`` for a blank line, a :class:`BadLine` saying why it is not JSON."""
     text = text.strip()
     if not text:
         return None
@@ -165,7 +171,7 @@ def decode_line(text: str, line: int = 0) -> Record | None:
         return BadLine(line, not_valid_json(e), short(text))
     except ValueError as e:  # e.g. an integer of more digits than Python converts
         return BadLine(line, f"not readable JSON ({e})", short(text))
-    return decode_value(value, line)
+    return decode(value, line)
 
 
 #: What :func:`decode_usual` learnt of a file's lines, by the text after a line's name: a stack

@@ -28,7 +28,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
+from ptdbg_tui.formats.budget import check
+from ptdbg_tui.formats.files import TENSOR_FILE, TensorFileError, describe, open_regular
 from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 
 #: Files up to this size are read with one read and unzipped in memory.
@@ -318,7 +319,7 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
     """The file (in memory when small) and its members by name below the archive folder."""
     name = _name(path)
     try:
-        fd, st = open_regular(path)
+        fd, st = open_regular(path, TENSOR_FILE)
         size = st.st_size
         f: BinaryIO = os.fdopen(fd, "rb")  # the caller closes it
     except OSError as e:
@@ -355,8 +356,16 @@ def _widen(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 def _values(f: BinaryIO, p: _Parsed, name: str) -> np.ndarray:
-    """The whole tensor, in memory."""
+    """The whole tensor, in memory, once the memory it takes is within the budget: a stride of 0
+    expands a few stored bytes into as many elements as the size claims."""
     t, raw = p.tensor, p.header.raw
+    expanded = (
+        "" if _c_contiguous(t.size, t.stride) else f", expanded from its storage by stride {list(t.stride)}"
+    )
+    check(
+        p.storage_bytes + math.prod(t.size) * p.header.dtype.itemsize,
+        f"Dump file {name} (a tensor of size {list(t.size)}{expanded})",
+    )
     f.seek(p.data_start)
     blob = f.read(p.storage_bytes)
     if len(blob) < p.storage_bytes:

@@ -22,7 +22,7 @@ from ptdbg_tui.formats.modules import ModuleChain, ModuleFollower, sidecar_path
 from ptdbg_tui.formats.msprobe import MsprobeFollower
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG, EntryName
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklFollower
-from ptdbg_tui.formats.records import RecordBatch
+from ptdbg_tui.formats.records import BadLine, RecordBatch
 
 
 class DumpReader(Protocol):
@@ -37,6 +37,8 @@ class DumpReader(Protocol):
     def call_spec(self, call: str) -> CallSpec | None: ...
 
     def call_specs(self) -> dict[str, CallSpec]: ...
+
+    def sidecar_bad(self) -> list[BadLine]: ...
 
     @property
     def has_modules(self) -> bool: ...
@@ -91,6 +93,15 @@ class PklReader:
         """Every replay spec read so far, by call key."""
         return dict(self._calls.specs)
 
+    def sidecar_bad(self) -> list[BadLine]:
+        """The lines of the module and call sidecars read so far that were skipped, as the pkl's bad
+        lines are reported, each naming its file (a sidecar's line numbers are not the pkl's)."""
+        return [
+            BadLine(0, f"{f.path.name} line {b.line}: {b.reason}", b.text)
+            for f in (self._modules, self._calls)
+            for b in f.bad
+        ]
+
 
 def open_reader(dump: RankDump, chunk: int = DEFAULT_CHUNK) -> DumpReader:
     """The reader for a rank dump's format (``chunk``: bytes a read decodes at most, about)."""
@@ -104,17 +115,26 @@ def read_dump(dump: RankDump) -> RecordBatch:
     return PklFollower(dump.records).read_all()
 
 
-def call_specs_of(dump: RankDump) -> dict[str, CallSpec]:
-    """The call sidecar of a finished dump, by call key (empty where its tool writes none). Raises
-    OSError when it is there but cannot be read."""
+def report_bad(reader: DumpReader, bad: list[BadLine] | None) -> None:
+    """Add the reader's skipped sidecar lines to ``bad`` (a side's bad lines, as reported), once."""
+    if bad is not None:
+        bad += [b for b in reader.sidecar_bad() if b not in bad]
+
+
+def call_specs_of(dump: RankDump, bad: list[BadLine] | None = None) -> dict[str, CallSpec]:
+    """The call sidecar of a finished dump, by call key (empty where its tool writes none); its lines
+    skipped go to ``bad``. Raises OSError when it is there but cannot be read."""
     reader = open_reader(dump, math.inf)
     reader.read_calls(final=True)
+    report_bad(reader, bad)
     return reader.call_specs()
 
 
-def module_chain_of(dump: RankDump, entry: EntryName) -> ModuleChain | None:
+def module_chain_of(dump: RankDump, entry: EntryName, bad: list[BadLine] | None = None) -> ModuleChain | None:
     """The modules one call of a finished dump ran in; None when the dump has no module structure
-    for it. Raises OSError when that structure is there but cannot be read."""
+    for it; the sidecar's lines skipped go to ``bad``. Raises OSError when that structure is there
+    but cannot be read."""
     reader = open_reader(dump, math.inf)
     reader.read_modules(final=True)
+    report_bad(reader, bad)
     return reader.module_chain(entry)
