@@ -412,12 +412,19 @@ class DetailPanel(VerticalScroll, can_focus=True):
         super().__init__(id=id)
         self.model = model
         self.node: Node | None = None
+        self._body = Static(id="detail-body")
+        self._histogram = DeltaHistogram(id="histogram")
+        self._along = ErrorChart(id="along")
+        self._stack = Static(id="detail-stack")
 
     def compose(self):
-        yield Static(id="detail-body")
-        yield DeltaHistogram(id="histogram")
-        yield ErrorChart(id="along")
-        yield Static(id="detail-stack")
+        yield self._body
+        yield self._histogram
+        yield self._along
+        yield self._stack
+
+    def on_mount(self) -> None:
+        self.refresh_detail()  # what was asked for before the panel was mounted
 
     def styles_map(self) -> dict[str, Style]:
         return {
@@ -430,12 +437,17 @@ class DetailPanel(VerticalScroll, can_focus=True):
         self.refresh_detail()
 
     def refresh_detail(self) -> None:
-        body = self.query_one("#detail-body", Static)
+        """Draw the node shown. Nothing before the panel and its parts are mounted (:meth:`on_mount`
+        draws it then) or once they are gone: the engine's news and the tree's events come at any
+        time, and a query of a part not there ended the app under watch (``NoMatches``)."""
+        parts = (self._body, self._histogram, self._along, self._stack)
+        if not (self.is_mounted and all(p.is_attached for p in parts)):
+            return
         node = self.node if self.node is None or self.node.alive else None
         width = self.scrollable_content_region.width or 100
         styles = self.styles_map()
-        body.update(detail_for(node, self.model, styles, width, stack=False))
-        self.query_one("#detail-stack", Static).update(Group(*stack_lines(node_stack(node), styles)))
+        self._body.update(detail_for(node, self.model, styles, width, stack=False))
+        self._stack.update(Group(*stack_lines(node_stack(node), styles)))
         row = node.row if node is not None and node.is_leaf else None
-        self.query_one(DeltaHistogram).draw(histogram_bins(row.result if row is not None else None))
-        self.query_one(ErrorChart).show_node(self.model, node)
+        self._histogram.draw(histogram_bins(row.result if row is not None else None))
+        self._along.show_node(self.model, node)

@@ -27,6 +27,8 @@ from ptdbg_tui.formats.files import TENSOR_FILE, TensorFileError, describe, open
 MMAP_THRESHOLD = 1 << 20
 _MAGIC = b"\x93NUMPY"
 _PREFIX = 256  # header bytes read first (np.save pads its headers to 128 bytes)
+#: The longest header read (numpy's parser refuses more than 10,000 bytes unless told otherwise).
+MAX_HEADER = 10_000
 _ADDRESS = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
 _SAVED_HEADER = re.compile(
     rb"\{'descr': '([<>|=]?[A-Za-z]\d*)', 'fortran_order': (True|False), 'shape': \(([\d, ]*)\), \}\s*$"
@@ -82,6 +84,8 @@ def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int
         start, length = 12, struct.unpack_from("<I", head, 8)[0]
     else:
         raise ValueError(f"unsupported npy format version {major}")
+    if length > MAX_HEADER:  # numpy's own parser refuses such a header too; never read it
+        raise ValueError(f"its header claims {length} bytes, more than an npy header's {MAX_HEADER}")
     end = start + length
     if len(head) < end:
         head += read_more(end - len(head))

@@ -46,12 +46,19 @@ REFUSED = {
 
 @dataclass(frozen=True, slots=True)
 class Recorded:
-    """A recorded tensor a replay reads (an argument) or checks (a result)."""
+    """A recorded tensor a replay reads (an argument) or checks (a result). Its file must hold the
+    ``dtype`` and ``shape`` its record (or, for a keyword tensor, the sidecar: ``sidecar``) says."""
 
     name: str
     path: str | None  # its tensor file; None when the dump holds no data for it
     dtype: str
     shape: tuple[int, ...]
+    sidecar: bool = False  # dtype and shape from the call sidecar alone: no pkl record vouches for its size
+
+
+#: Why a call whose sidecar line says another call than the dump's records is not judged: the
+#: verdict would be of a call the run never made ("not replayable: " + this + what differs).
+SIDECAR_DISAGREES = "the sidecar disagrees with the dump: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +167,7 @@ def _from_spec(
         if arg.data is not None and arg.dtype is not None and arg.shape is not None:
             # a keyword tensor: its data file, named by the sidecar alone
             path = os.path.join(tensor_dir, arg.data) if tensor_dir is not None else None
-            return Recorded(arg.data.removesuffix(".npy"), path, arg.dtype, arg.shape)
+            return Recorded(arg.data.removesuffix(".npy"), path, arg.dtype, arg.shape, sidecar=True)
         raise _unrebuilt(arg, keyword)
     if isinstance(arg, Opaque):
         raise _unrebuilt(arg, keyword)
@@ -337,6 +344,68 @@ def _by_node_order(
     return plan
 
 
+def _spec_tensors(arg: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """The recorded tensors a sidecar line passes positionally, with the path each is passed at."""
+    if isinstance(arg, TensorArg):
+        return [(path, arg.entry)] if arg.entry is not None else []
+    if isinstance(arg, (list, tuple)):
+        return [t for i, a in enumerate(arg) for t in _spec_tensors(a, (*path, i))]
+    return []
+
+
+def sidecar_disagrees(
+    spec: CallSpec, fn: str, entry: EntryName, fwd: Sequence[TensorRecord], recs: Mapping[str, TensorRecord]
+) -> str:
+    """What a call's sidecar line says otherwise than the dump's records, in words ("" where they agree):
+    the function the record's name makes, and each recorded tensor input at its place — no other
+    tensor (an output, another call's) passed as one, none of them left out. The dumper writes exactly
+    these; a line that differs was damaged or crafted, and a replay of it would judge another call."""
+    if spec.fn != fn:
+        return f"it calls {spec.fn}, the dump records {entry.api} ({fn})"
+    passed = [t for i, a in enumerate(spec.args) for t in _spec_tensors(a, (i,))]
+    inputs = {
+        r.name: r.entry.path
+        for r in fwd
+        if r.entry is not None and r.entry.kind == INPUT and r.entry.path and isinstance(r.entry.path[0], int)
+    }
+    for path, name in passed:
+        rec = recs.get(name)
+        if rec is not None and inputs.get(name) != path:
+            where = ".".join(map(str, path))
+            return f"it passes {name} as argument {where}, which the dump records as no input there"
+    left = [
+        name for name, path in inputs.items() if not recs[name].is_scalar and not _tensor_at(spec.args, path)
+    ]
+    if left:
+        return f"it does not pass the recorded tensor input {left[0]}"
+    return ""
+
+
+def _spec_arguments(
+    spec: CallSpec,
+    fn: str,
+    entry: EntryName,
+    fwd: Sequence[TensorRecord],
+    recs: Mapping[str, TensorRecord],
+    tensor_dir: str | None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """A call's arguments from its sidecar line, once that line agrees with the dump's records."""
+    if differs := sidecar_disagrees(spec, fn, entry, fwd, recs):
+        raise _Missing(SIDECAR_DISAGREES + differs)
+    args = [_from_spec(a, recs, tensor_dir) for a in spec.args]
+    return args, {k: _from_spec(v, recs, tensor_dir, k) for k, v in spec.kwargs.items()}
+
+
+def _tensor_at(args: Sequence[Any], path: tuple[Any, ...]) -> bool:
+    """Whether a sidecar line passes a tensor (recorded or not) at ``path`` of its arguments."""
+    here: Any = args
+    for k in path:
+        if not isinstance(here, (list, tuple)) or not isinstance(k, int) or k >= len(here):
+            return False
+        here = here[k]
+    return isinstance(here, TensorArg)
+
+
 def build_plan(
     rows: Sequence[Row],
     side: str,
@@ -369,9 +438,8 @@ def build_plan(
         return NotReplayable(call, "the dump holds statistics only: no tensors to replay from")
     try:
         if spec is not None:
-            args = [_from_spec(a, recs, tensor_dir) for a in spec.args]
-            kwargs = {k: _from_spec(v, recs, tensor_dir, k) for k, v in spec.kwargs.items()}
-            fn, complete, inplace = spec.fn, True, spec.inplace
+            args, kwargs = _spec_arguments(spec, fn, entry, fwd, recs, tensor_dir)
+            complete, inplace = True, spec.inplace
         else:
             args, kwargs, gaps = _from_records(fwd, tensor_dir)
             complete, inplace = keywords_recorded and not gaps, (0 if in_place(entry.op) else None)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,9 +21,22 @@ import torch
 
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
 from ptdbg_tui.compare.ops import WEIGHTED
-from ptdbg_tui.compare.replay.harness import ArgPath, Call, Refused, compute, leaves, matching, relative
-from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
-from ptdbg_tui.formats.tensorfile import load_tensor
+from ptdbg_tui.compare.replay.harness import (
+    ArgPath,
+    Call,
+    Refused,
+    compute,
+    forward,
+    leaves,
+    matching,
+    relative,
+)
+from ptdbg_tui.compare.replay.plan import NAMESPACES, SIDECAR_DISAGREES, Plan, Recorded, Value
+from ptdbg_tui.formats.budget import OverBudget, check
+from ptdbg_tui.formats.tensorfile import FILE_ERRORS, load_tensor, read_tensor, stored_dtypes
+
+#: Bytes of one element of the float64 reference.
+FLOAT64 = 8
 
 #: The dumped API list's key of each namespace.
 _LIST_KEYS = {
@@ -81,11 +96,42 @@ def resolve(fn: str) -> Callable[..., Any]:
     return target
 
 
-def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
-    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference; ``None``: the
-    recorded dtype, bf16 included, which npy files hold as float32)."""
+#: Why a call whose tensor file holds another tensor than its record says is not judged.
+DATA_DISAGREES = "a tensor file disagrees with its record: "
+
+
+def checked(rec: Recorded) -> None:
+    """Refuse a tensor file that holds another shape or dtype than its record (or a keyword tensor's
+    sidecar) says, or one larger than the budget where no record vouches for its size — read from its
+    header, before its data is loaded."""
     if rec.path is None:
         raise Refused(f"{rec.name} has no tensor file")
+    try:
+        header, _ = read_tensor(rec.path)
+    except FILE_ERRORS as e:
+        raise Refused(f"{rec.name} cannot be read: {e}") from None
+    name = os.path.basename(rec.path)
+    if header.shape != rec.shape:
+        raise Refused(
+            f"{DATA_DISAGREES}{name} holds shape {list(header.shape)} but the dump records {list(rec.shape)}"
+        )
+    held = stored_dtypes(rec.dtype)
+    if held is not None and header.dtype.name not in held:
+        raise Refused(
+            f"{DATA_DISAGREES}{name} holds {header.dtype.name} data but the dump records {rec.dtype}"
+        )
+    nbytes = math.prod(rec.shape) * FLOAT64  # read, then made float64
+    try:
+        check(nbytes, f"{rec.name} ({name})", justified=0 if rec.sidecar else nbytes)
+    except OverBudget as e:
+        raise Refused(str(e)) from None
+
+
+def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
+    """A recorded tensor, floating ones as ``as_dtype`` (float64 for the reference; ``None``: the
+    recorded dtype, bf16 included, which npy files hold as float32); its file :func:`checked` first."""
+    checked(rec)
+    assert rec.path is not None
     try:
         array = np.array(load_tensor(rec.path))
     except Exception as e:
@@ -125,15 +171,24 @@ def _value(v: Value, reference: bool) -> Any:
     return const
 
 
-def materialize(plan: Plan, fn: Callable[..., Any], dtype: torch.dtype | None, reference: bool) -> Call:
+def _meta(rec: Recorded) -> torch.Tensor:
+    """A recorded tensor as shape and dtype alone (the reference's float64 for a floating one)."""
+    dtype = torch_dtype(rec.dtype, reference=True) if rec.dtype.startswith("torch.") else torch.float64
+    return torch.empty(rec.shape, dtype=dtype, device="meta")
+
+
+def materialize(
+    plan: Plan, fn: Callable[..., Any], dtype: torch.dtype | None, reference: bool, meta: bool = False
+) -> Call:
     """The plan's call with its recorded tensors loaded (floating ones as ``dtype``; ``reference``: dtype
-    arguments that name a floating type become float64 too)."""
+    arguments that name a floating type become float64 too); ``meta``: tensors on torch's meta device
+    instead, which hold no data (a device argument names it too)."""
 
     def build(x: Any) -> Any:
         if isinstance(x, Recorded):
-            return load(x, dtype)
+            return _meta(x) if meta else load(x, dtype)
         if isinstance(x, Value):
-            return _value(x, reference)
+            return torch.device("meta") if meta and x.kind == "device" else _value(x, reference)
         if isinstance(x, (list, tuple)):
             return type(x)(build(y) for y in x)
         if isinstance(x, dict):
@@ -232,9 +287,37 @@ def _spread(
     return spread
 
 
+def dry_run(plan: Plan, fn: Callable[..., Any]) -> None:
+    """The call run on meta tensors first, which allocates nothing: a result of another size than the
+    dump records means the sidecar describes another call than the one the run made, and a result
+    larger than the budget that no record vouches for (``torch.ones(Size([20000, 20000]))``) is never
+    computed. An op without a meta kernel is left to the real run, its size arguments checked."""
+    try:
+        with torch.device("meta"):
+            got = forward(materialize(plan, fn, torch.float64, reference=True, meta=True))
+    except Exception:  # no meta kernel, a data-dependent shape: what can be told without one
+        for _, size in leaves(plan.args, plan.kwargs, lambda x: isinstance(x, Value) and x.kind == "size"):
+            check(math.prod(int(d) for d in size.value) * FLOAT64, f"a tensor of size {list(size.value)}")
+        return
+    recorded = plan.results if plan.direction == "forward" else plan.incoming  # a backward is fed its
+    for path, t in got.items():  # forward's results' gradients, of their sizes
+        rec = matching(recorded, path)
+        if rec is not None and math.prod(rec.shape) != t.numel():
+            raise Refused(
+                f"{SIDECAR_DISAGREES}{plan.fn} gives {list(t.shape)} where the dump records {rec.name} "
+                f"as {list(rec.shape)}"
+            )
+        justified = math.prod(rec.shape) * FLOAT64 if rec is not None else 0
+        check(t.numel() * FLOAT64, f"the result {list(path)} of {plan.fn}", justified)
+
+
 def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     """Re-run a plan in float64 and measure its sensitivity; raises :class:`Refused` with the reason."""
     fn = resolve(plan.fn)
+    try:
+        dry_run(plan, fn)
+    except OverBudget as e:
+        raise Refused(str(e)) from None
     op = plan.fn.rsplit(".", 1)[-1].strip("_")
     grads_of = list(plan.results)
     incoming = {p: load(r, torch.float64) for p, r in plan.incoming.items()}
