@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.compare.replay.calls import arguments_differ, replay_order
-from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Recorded, Value, build_plan, function_of
+from ptdbg_tui.compare.replay.plan import (
+    SIDECAR_DISAGREES,
+    NotReplayable,
+    Plan,
+    Recorded,
+    Value,
+    build_plan,
+    function_of,
+)
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName, parse_name
@@ -298,3 +308,51 @@ def test_node_order_gradients_with_a_null_for_an_argument_that_needs_none(record
     rows[1].npu.requires_grad = False
     plan = build_plan(rows, "npu", f"{call}_backward", "/d", None, True, False, node_order=True)
     assert isinstance(plan, Plan) and list(plan.results) == [(0,)], plan
+
+
+_MSE = ["Functional_mse_loss_0_forward_input.0", "Functional_mse_loss_0_forward_input.1"]
+
+
+def _mse_plan(record, args: list[object], fn: str = "torch.nn.functional.mse_loss"):
+    rows = _rows(record, [*_MSE, "Functional_mse_loss_0_forward_output"])
+    spec = CallSpec("Functional_mse_loss_0", fn, args, {})
+    return build_plan(rows, "npu", "Functional_mse_loss_0_forward", "/d", spec, False, False)
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "why"),
+    [
+        (  # a bit-identical pair was "confirmed by replay": l1_loss's result is not the recorded mse_loss's
+            "torch.nn.functional.l1_loss",
+            [TensorArg(_MSE[0]), TensorArg(_MSE[1])],
+            "it calls torch.nn.functional.l1_loss, the dump records Functional_mse_loss "
+            "(torch.nn.functional.mse_loss)",
+        ),
+        (  # the call's own output as its input: the true culprit was refuted into "inherited"
+            "torch.nn.functional.mse_loss",
+            [TensorArg("Functional_mse_loss_0_forward_output"), TensorArg(_MSE[1])],
+            "it passes Functional_mse_loss_0_forward_output as argument 0, which the dump records as no "
+            "input there",
+        ),
+        (  # the inputs swapped
+            "torch.nn.functional.mse_loss",
+            [TensorArg(_MSE[1]), TensorArg(_MSE[0])],
+            f"it passes {_MSE[1]} as argument 0",
+        ),
+        (  # a recorded tensor input replaced by a value
+            "torch.nn.functional.mse_loss",
+            [TensorArg(_MSE[0]), 0.0],
+            f"it does not pass the recorded tensor input {_MSE[1]}",
+        ),
+    ],
+)
+def test_a_sidecar_line_that_disagrees_with_the_records_is_not_replayed(record, fn, args, why):
+    plan = _mse_plan(record, args, fn)
+    assert isinstance(plan, NotReplayable), plan
+    assert plan.reason.startswith(SIDECAR_DISAGREES + why), plan.reason
+
+
+def test_a_sidecar_line_that_agrees_with_the_records_is_replayed(record):
+    plan = _mse_plan(record, [TensorArg(_MSE[0]), TensorArg(_MSE[1])])
+    assert isinstance(plan, Plan) and plan.fn == "torch.nn.functional.mse_loss"
+    assert [a.name for a in plan.args] == _MSE
