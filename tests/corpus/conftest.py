@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ptdbg_tui.formats.calls import CallSpec, TensorArg, encode_call_line
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name, stack_name
 from ptdbg_tui.formats.synthetic import write_array
@@ -40,6 +41,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 PKL = "api_stack_dump.pkl"
 NPY = "api_stack_dump"
 SIDECAR = "api_stack_dump.modules.jsonl"
+CALLS_SIDECAR = "api_stack_dump.calls.jsonl"
 #: (api, index, direction, inputs): the calls of the clean rank dump, in order.
 CALLS = [
     ("Functional_conv2d", 0, "forward", 2),
@@ -400,10 +402,71 @@ case("sidecar_is_a_directory", expect_app=("module sidecar",))(
     lambda n, b: replace_file(n / SIDECAR, Path.mkdir)
 )
 case("sidecar_is_a_fifo", expect_app=("named pipe",))(lambda n, b: replace_file(n / SIDECAR, fifo))
-case("sidecar_garbage")(lambda n, b: (n / SIDECAR).write_bytes(b"\x00\xff[[[\n{}\n42\n"))
+case("sidecar_garbage", expect_app=("modules.jsonl line 1: not valid json",))(
+    lambda n, b: (n / SIDECAR).write_bytes(b"\x00\xff[[[\n{}\n42\n")
+)
 case(
     "sidecar_nesting",
 )(lambda n, b: (n / SIDECAR).write_bytes(b"[" * 100_000 + b"\n"))
+
+# the call sidecar: read where a suspect blames a kernel (its keyword arguments); here the NPU's relu
+# output differs while its input agrees, and the sidecar's second and third lines are cut and junk
+RELU_OUT = entry_name("Functional_relu", 0, "forward", "output", (0,))
+
+
+@case("calls_sidecar_cut_and_junk_lines", "calls.jsonl line 2: not valid json")
+def _calls_junk(n: Path, b: Path) -> set[str]:
+    good = encode_call_line(
+        CallSpec(
+            "Functional_relu_0",
+            "torch.nn.functional.relu",
+            [TensorArg(entry_name("Functional_relu", 0, "forward", "input", (0,)))],
+        )
+    )
+    (n / CALLS_SIDECAR).write_text(good + '\n{"call": "Tensor_add_0", "fn": "torch.Ten\n{"call": 42}\n')
+    np.save(npy(n, RELU_OUT), array_for(RELU_OUT) * 2)
+    return {RELU_OUT}
+
+
+# links: nothing that resolves outside the rank folder is read (a link inside it is)
+OUTSIDE = "resolves outside the dump's folder"
+
+
+def _link_out(case_dir: Path, path: Path, lost: set[str] | frozenset[str]) -> set[str]:
+    """``path`` moved out of the dump (into the case's folder, beside its two sides) and linked to from
+    where it was: the same bytes, so that a reader that followed the link would pass it unnoticed."""
+    outside = case_dir / f"outside_{path.name}"
+    shutil.move(path, outside)
+    path.symlink_to(outside, target_is_directory=outside.is_dir())
+    return set(lost)
+
+
+def _sparse(path: Path, head: bytes, size: int) -> None:
+    """``path`` as ``head`` followed by zeros up to ``size`` bytes, none of them on disk."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+case("npy_symlink_out_of_the_dump", OUTSIDE)(lambda n, b: _link_out(n.parents[3], npy(n, MID), {MID}))
+case("npy_folder_symlink_out_of_the_dump", OUTSIDE)(lambda n, b: _link_out(n.parents[3], n / NPY, ALL))
+case("pkl_symlink_out_of_the_rank_folder", OUTSIDE, cli_fails=True)(
+    lambda n, b: _link_out(n.parents[3], n / PKL, ALL)
+)
+case("npy_symlink_inside_the_rank_folder")(  # another file of the same rank folder: followed
+    lambda n, b: (shutil.move(npy(n, MID), n / "kept.npy"), npy(n, MID).symlink_to(n / "kept.npy"))
+)
+
+# npy headers that claim gigabytes: never read, nor their data
+case("npy_header_length_4_gib", "more than an npy header's")(
+    lambda n, b: lose(
+        {MID}, _sparse(npy(n, MID), b"\x93NUMPY\x02\x00" + struct.pack("<I", 0xF0000000), 1 << 32)
+    )
+)
+case("npy_sparse_huge_shape", "holds shape [4, 6, 268435456]")(
+    lambda n, b: lose({MID}, _sparse(npy(n, MID), npy_header((4, 6, 2**28)), 4 * 6 * 2**28 * 4 + 128))
+)
+
 
 # permissions (root reads everything: these run without the DAC capabilities)
 DENIED = "permission denied"
@@ -675,6 +738,36 @@ def _ms_pt_declared_size(root: Path):
         if data[at + 46 : at + 46 + length].endswith(b"/data/0"):
             struct.pack_into("<LL", data, at + 20, 0xFFFFFFF0, 0xFFFFFFF0)  # compressed, uncompressed
     p.write_bytes(bytes(data))
+    return n, b, {}
+
+
+@root_case("msprobe_pt_expanded_by_stride_0_to_8_gb", "8 gb of memory", msprobe=True, lost_limit=1)
+def _ms_pt_expanded(root: Path):
+    """1.8 KB on disk: one stored element, a size of 2e9 and a stride of 0 (torch.save writes it so)."""
+    n, b = _msprobe(root)
+    pt = _first_pt(n)
+    size = b"(K\x02K\x03K\x08K\x08t"  # (2, 3, 8, 8) in the pickle: becomes (2000000000,)
+    stride = b"(K\xc0K@K\x08K\x01t"  # (192, 64, 8, 1): becomes (0,)
+    _rezip(
+        pt,
+        lambda name, d: (
+            d.replace(size, b"(J\x00\x94\x35\x77t").replace(stride, b"(K\x00t") if name.endswith("pkl") else d
+        ),
+    )
+    return n, b, {}
+
+
+@root_case("msprobe_pt_symlink_out_of_the_dump", OUTSIDE, msprobe=True, lost_limit=1)
+def _ms_pt_link(root: Path):
+    n, b = _msprobe(root)
+    _link_out(root, _first_pt(n), set())
+    return n, b, {}
+
+
+@root_case("msprobe_dump_json_symlink_out_of_the_dump", OUTSIDE, msprobe=True, cli_fails=True)
+def _ms_json_link(root: Path):
+    n, b = _msprobe(root)
+    _link_out(root, _dump_json(n), set())
     return n, b, {}
 
 
