@@ -393,6 +393,9 @@ class LiveEngine:
             ran, pair_due = self._update(key, pair, rescan)
             if not ran:
                 continue
+            for side in (pair.npu, pair.bench):
+                if side is not None:
+                    self._report_bad(side)
             if pair_due is not None:
                 due = pair_due if due is None else min(due, pair_due)
             self._pair_notes(pair, static)
@@ -420,6 +423,12 @@ class LiveEngine:
             side.error = f"reading {side.dump.records} failed: {_what(e)}"
         for problem in side.problems:
             self._note(problem)
+        self._report_bad(side)
+
+    def _report_bad(self, side: SideState) -> None:
+        """The lines a side skipped since the last notice, its sidecars' included (a pair's pass reads
+        the call sidecar), as one notice."""
+        side.sidecar_lines()
         if len(side.bad) > side.reported_bad:
             first = side.bad[side.reported_bad]
             where = f"line {first.line}: " if first.line else ""

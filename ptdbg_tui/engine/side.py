@@ -61,14 +61,13 @@ class SideState:
             self.modules_error = ""
         except OSError as e:
             self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
-        self._sidecar_lines()
+        self.sidecar_lines()
         if changed:
             self.version += 1
             self.changed_at = _monotonic_mtime(self.dump.records)
 
-    def _sidecar_lines(self) -> None:
-        """The sidecar lines skipped since the last poll join ``bad`` (the pair's pass reads the call
-        sidecar: its lines are reported at the next poll)."""
+    def sidecar_lines(self) -> None:
+        """The sidecar lines the reader skipped since the last call join ``bad``."""
         skipped = self.reader.sidecar_bad()
         if len(skipped) < self._sidecar_bad:  # a sidecar started over
             self._sidecar_bad = 0
