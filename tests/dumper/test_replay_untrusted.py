@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -164,3 +165,37 @@ def test_a_result_no_record_vouches_for_is_held_to_the_budget(tmp_path, monkeypa
     with pytest.raises(Refused, match="8 kB of memory, more than the 4 kB one dump entry may take"):
         checked(rec)
     checked(Recorded("w", str(path), "torch.float32", (1000,)))  # its pkl record vouches for it
+
+
+def test_an_input_linked_out_of_the_dump_is_never_read(tmp_path):
+    """Its values were copied into repro_data.pt; now the link is refused and the call not judged."""
+
+    def linked(d: RankDump) -> None:
+        path = d.tensor_dir / "Functional_mse_loss_0_forward_input.0.npy"
+        outside = tmp_path / "secret.npy"
+        path.rename(outside)  # the same values: followed, the replay would go on unnoticed
+        path.symlink_to(outside)
+
+    text = _replayed(tmp_path, MSE, linked)
+    assert text.startswith("not replayable: Functional_mse_loss_0_forward_input.0 cannot be read: "), text
+    assert "resolves outside the dump's folder" in text
+
+
+def test_a_sparse_file_of_another_size_than_its_record_is_refused_unread(tmp_path):
+    """120 MB of a sparse npy recorded as [2, 5, 16]: it was loaded whole and made float64 (1.9 GB)."""
+    from ptdbg_tui.compare.replay.plan import Recorded
+    from ptdbg_tui.compare.replay.run import Refused, load
+
+    path = tmp_path / "rank0" / "data" / "Torch_add_0_forward_input.0.npy"
+    path.parent.mkdir(parents=True)
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (30000000,), }"
+    header += b" " * (117 - len(header)) + b"\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header)
+        f.truncate(128 + 120_000_000)
+    tracemalloc.start()
+    with pytest.raises(Refused, match=r"holds shape \[30000000\] but the dump records \[2, 5, 16\]"):
+        load(Recorded("Torch_add_0_forward_input.0", str(path), "torch.float32", (2, 5, 16)), torch.float64)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 << 20
