@@ -56,7 +56,7 @@ def _real_path(fd: int, path: str) -> str:
 
 def _confine(fd: int, path: str, levels: int) -> None:
     """Raise OSError unless the open file lies inside the folder ``levels`` above its name."""
-    folder = os.path.abspath(path)
+    folder = path if os.path.isabs(path) else os.path.abspath(path)  # getcwd only where needed
     for _ in range(levels):
         folder = os.path.dirname(folder)
     if not _real_path(fd, path).startswith(_real_folder(folder)):
