@@ -86,6 +86,7 @@ class Plan:
     transposed: set[tuple[Any, ...]] = field(default_factory=set)  # results recorded transposed
     from_source: tuple[str, ...] = ()  # keyword arguments read from the call's source line
     autocast: str | None = None  # the dtype the call ran under torch.autocast to (its sidecar), if any
+    sidecar: bool = False  # rebuilt from its call sidecar line (checked against the records)
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +469,7 @@ def build_plan(
         complete=complete,
         from_source=tuple(read),
         autocast=autocast.dtype if autocast is not None else None,
+        sidecar=spec is not None,
     )
     done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
     if isinstance(done, Plan) and not done.results:

@@ -304,8 +304,8 @@ def dry_run(plan: Plan, fn: Callable[..., Any]) -> None:
         rec = matching(recorded, path)
         if rec is not None and math.prod(rec.shape) != t.numel():
             raise Refused(
-                f"{SIDECAR_DISAGREES}{plan.fn} gives {list(t.shape)} where the dump records {rec.name} "
-                f"as {list(rec.shape)}"
+                f"{SIDECAR_DISAGREES if plan.sidecar else ''}{plan.fn} gives {list(t.shape)} where the dump "
+                f"records {rec.name} as {list(rec.shape)}"
             )
         justified = math.prod(rec.shape) * FLOAT64 if rec is not None else 0
         check(t.numel() * FLOAT64, f"the result {list(path)} of {plan.fn}", justified)
