@@ -590,11 +590,16 @@ class PtdbgApp(App[None]):
     def action_narrow(self) -> None:
         """On a module or a call: ask where the next dump's config goes, write it, show the commands,
         and compare the narrowed dump in place of this one once both sides hold it."""
-        narrowing = self._narrowing_at(self.call_tree.cursor_model_node)
+        from ptdbg_tui.app.screens import NarrowScreen
+        from ptdbg_tui.engine.narrow import NarrowError, default_config
+
+        try:
+            narrowing = self._narrowing_at(self.call_tree.cursor_model_node)
+        except NarrowError as e:  # a module path from the dump that no model has
+            self.notify(f"Cannot narrow: {e}", severity="warning", timeout=8, markup=False)
+            return
         if narrowing is None:
             return
-        from ptdbg_tui.app.screens import NarrowScreen
-        from ptdbg_tui.engine.narrow import default_config
 
         def chosen(path: str | None) -> None:
             if path:

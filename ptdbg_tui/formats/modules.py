@@ -17,6 +17,7 @@ from typing import Any
 
 from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import shown
+from ptdbg_tui.formats.untrusted import is_one_line, one_line
 
 SUFFIX = ".modules.jsonl"
 
@@ -42,7 +43,10 @@ def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | None:
         key, chain = value
         if not isinstance(key, str) or not all(isinstance(x, str) for item in chain for x in item):
             return None
-        return key, tuple((q, c) for q, c in chain)
+        if is_one_line("".join(x for item in chain for x in item)):
+            return key, tuple((q, c) for q, c in chain)
+        # module names and classes are shown and printed: one line each, control characters escaped
+        return key, tuple((one_line(q), one_line(c)) for q, c in chain)
     except (TypeError, ValueError):
         return None
 

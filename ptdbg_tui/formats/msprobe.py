@@ -51,6 +51,7 @@ from ptdbg_tui.formats.records import (
     valid_stat,
 )
 from ptdbg_tui.formats.stats import checksum
+from ptdbg_tui.formats.untrusted import one_line
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -334,7 +335,8 @@ class ModuleTree:
     def _item(self, node: str) -> tuple[str, str]:
         item = self._items.get(node)
         if item is None:
-            item = self._items[node] = _module_item(node)
+            path, cls = _module_item(node)  # dump text, shown and printed: one line each
+            item = self._items[node] = (one_line(path), one_line(cls))
         return item
 
     def get(self, node: str) -> ModuleChain | None:

@@ -66,6 +66,11 @@ def has_control(text: str) -> bool:
     return _CONTROL.search(text) is not None
 
 
+def is_one_line(text: str) -> bool:
+    """Whether ``text`` is already as :func:`one_line` shows it (below its length bound)."""
+    return _CONTROL_OR_LINE.search(text) is None
+
+
 def bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 

@@ -52,3 +52,36 @@ def outside(folder: Path, paths: list[Path]) -> list[Path]:
 
 def files_under(folder: Path) -> set[Path]:
     return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def write_hostile_pair(root: Path, module: str, function: str, source: str) -> tuple[Path, Path]:
+    """A ptdbg pair (``root/npu``, ``root/bench``) whose NPU relu is 50% off, so that it is the culprit:
+    its module chain ends in ``module``, its stack frame's function is ``function`` and its source line
+    ``source`` (dump text the tool shows, prints and names files after)."""
+    import numpy as np
+
+    from ptdbg_tui.formats.layout import rank_dir_path
+    from ptdbg_tui.formats.naming import entry_name, stack_name
+    from ptdbg_tui.formats.synthetic import write_array
+    from ptdbg_tui.formats.writer import RankWriter
+
+    x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    calls = [
+        ("Functional_linear", x, x * 2),
+        ("Functional_relu", x * 2, np.maximum(x * 2, 0)),
+        ("Torch_sum", x, x),
+    ]
+    for side in ("npu", "bench"):
+        w = RankWriter(rank_dir_path(root / side, 0, 0))
+        try:
+            for api, inp, out in calls:
+                if side == "npu" and api == "Functional_relu":
+                    out = out * 1.5
+                write_array(w, entry_name(api, 0, "forward", "input", (0,)), inp)
+                write_array(w, entry_name(api, 0, "forward", "output", (0,)), out)
+                frames = [["/home/u/model.py", "10", function, source]]
+                w.write_stack(stack_name(f"{api}_0_forward"), frames)
+                w.write_modules(f"{api}_0", [("net", "Net"), (module, "Layer")])
+        finally:
+            w.close()
+    return root / "npu", root / "bench"
