@@ -27,6 +27,7 @@ from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay import REPLAY_CAN, UNDECIDED, replay_could_decide
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
+from ptdbg_tui.formats.untrusted import replaced
 
 Styles = Mapping[str, Style]
 STAT_LABELS = ("max", "min", "mean", "l2norm")
@@ -138,9 +139,9 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
         return short_dtype(rec.dtype)
 
     if row.fuzzy and row.npu and row.bench:
-        sides.add_row("name", Text(row.npu.name), Text(row.bench.name))
+        sides.add_row("name", Text(replaced(row.npu.name)), Text(replaced(row.bench.name)))
     for attr in ("dtype", "shape"):
-        sides.add_row(attr, cells(row.npu, attr), cells(row.bench, attr))
+        sides.add_row(attr, Text(replaced(cells(row.npu, attr))), Text(replaced(cells(row.bench, attr))))
     for i, label in enumerate(STAT_LABELS):
         n = row.npu.stat(i) if row.npu else None
         b = row.bench.stat(i) if row.bench else None
@@ -155,7 +156,7 @@ def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) ->
     table = _table(styles, "metric", "value", header=False)
     digits = 6 if width >= 48 else 4
     for name, cell in zip(names, result.cells, strict=False):
-        table.add_row(name, short_cell(cell, digits))
+        table.add_row(name, Text(replaced(short_cell(cell, digits))))  # dump text: never markup
     if not summary:
         table.add_row("Accuracy Reached or Not" if width >= 48 else "Accuracy", result.accuracy)
     return table
@@ -208,7 +209,7 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     assert row is not None
     info = model.infos.get(leaf.pair)
     summary = info.summary if info else False
-    parts: list[RenderableType] = [Text(row.name, style=styles.get("title", Style()))]
+    parts: list[RenderableType] = [Text(replaced(row.name), style=styles.get("title", Style()))]
     result = row.result
     if result is None:
         reason = "waiting for the bench side" if not row.matched else "not compared yet"

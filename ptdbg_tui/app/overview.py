@@ -24,6 +24,7 @@ from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.formats.untrusted import replaced
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
@@ -170,7 +171,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
         lines = (*self.model.ranks, *self.model.progress.unpaired)
-        label.update("\n".join(map(sentence, lines)))
+        label.update(Text(replaced("\n".join(map(sentence, lines)))))  # dump text: never markup
         label.display = bool(lines)
 
     def _fill(self, table: DataTable[object]) -> None:
@@ -179,14 +180,14 @@ class OverviewScreen(ModalScreen["str | None"]):
             more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""  # first: long names are cut
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
-            table.add_row(
-                line.label,
+            table.add_row(  # a plain str cell is markup: dump text goes in as Text
+                Text(replaced(line.label)),
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                more + line.suspect
+                Text(replaced(more + line.suspect))
                 if line.suspect
-                else Text(line.why, style=self.row_styles.get("muted", "")),
+                else Text(replaced(line.why), style=self.row_styles.get("muted", "")),
                 key=line.key,
             )
 

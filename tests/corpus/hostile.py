@@ -54,7 +54,9 @@ def files_under(folder: Path) -> set[Path]:
     return {p for p in folder.rglob("*") if p.is_file()}
 
 
-def write_hostile_pair(root: Path, module: str, function: str, source: str) -> tuple[Path, Path]:
+def write_hostile_pair(
+    root: Path, module: str, function: str, source: str, ranks: tuple[int, ...] = (0,)
+) -> tuple[Path, Path]:
     """A ptdbg pair (``root/npu``, ``root/bench``) whose NPU relu is 50% off, so that it is the culprit:
     its module chain ends in ``module``, its stack frame's function is ``function`` and its source line
     ``source`` (dump text the tool shows, prints and names files after)."""
@@ -71,8 +73,8 @@ def write_hostile_pair(root: Path, module: str, function: str, source: str) -> t
         ("Functional_relu", x * 2, np.maximum(x * 2, 0)),
         ("Torch_sum", x, x),
     ]
-    for side in ("npu", "bench"):
-        w = RankWriter(rank_dir_path(root / side, 0, 0))
+    for side, rank in ((side, rank) for side in ("npu", "bench") for rank in ranks):
+        w = RankWriter(rank_dir_path(root / side, rank, 0))
         try:
             for api, inp, out in calls:
                 if side == "npu" and api == "Functional_relu":

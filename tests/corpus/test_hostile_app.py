@@ -1,0 +1,41 @@
+"""Markup and terminal escapes in a dump's names and stack text, in the app: shown literally, and the
+app lives on (issue 29, breach 4: ``[/x]`` in a stack function name raised MarkupError in the
+overview's rank label and ended the app; ``[@click=app.screenshot(...)]`` made a link)."""
+
+from __future__ import annotations
+
+import time
+
+from ptdbg_tui.app.app import PtdbgApp
+from ptdbg_tui.engine.live import LiveOptions
+from tests.corpus.hostile import RAW_CONTROL, write_hostile_pair
+
+FUNCTION = "[@click=app.screenshot('X.svg','..')]fwd[/] [/x]\x1b]0;t\x07"
+MODULE = "net.[bold]act"
+
+
+async def test_markup_and_escapes_from_the_dump_are_shown_literally(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    npu, bench = write_hostile_pair(
+        tmp_path / "d", MODULE, FUNCTION, "y = relu(x)  # [/x][red]", ranks=(0, 1)
+    )
+    app = PtdbgApp(npu, bench, LiveOptions(watch=False, jobs=1))
+    async with app.run_test(size=(160, 45)) as pilot:
+        deadline = time.monotonic() + 60
+        while not (app.model.progress.done and app.settled):
+            assert time.monotonic() < deadline, "the app did not settle"
+            await pilot.pause(0.02)
+        await pilot.press("c")  # the culprit: its detail and stack
+        await pilot.pause()
+        main = app.export_screenshot()
+        await pilot.press("o")  # the overview: the rank label and the table
+        await pilot.pause()
+        assert app.is_running and app.screen.__class__.__name__ == "OverviewScreen"
+        overview = app.export_screenshot()
+        await pilot.press("escape")
+    assert app.return_code in (None, 0)
+    for svg in (main, overview):
+        assert RAW_CONTROL.search(svg.replace("\n", "").replace("\t", "")) is None
+    assert "[/x]" in overview  # the rank label's stack function name, as written
+    assert "fwd[/]" in main and "[bold]act" in main  # the stack's function name and the module
+    assert not list(tmp_path.rglob("X.svg"))
