@@ -25,8 +25,8 @@ _CONTROL = re.compile(
 _CONTROL_OR_LINE = re.compile(_CONTROL.pattern[:-1] + "\t\n]")
 #: A CSV cell a spreadsheet takes for a formula (or, with a tab or CR, pastes into the next cell).
 _FORMULA = re.compile("[=+\\-@\t\r]")
-#: Where a column's joined cells hold a control character or a cell starts like a formula.
-_RISKY = re.compile(f"(?:^|\x00){_FORMULA.pattern}|{_CONTROL_OR_LINE.pattern}")
+#: Where a column's cells, joined by newlines, hold a control character or a cell starts like a formula.
+_RISKY = re.compile(f"(?:^|\n){_FORMULA.pattern}|{_CONTROL.pattern}")
 #: One part of a module path (``layers``, ``0``, ``q_proj``): letters, digits and ``_ - + :``.
 _MODULE_PART = re.compile(r"[\w+:-]+")
 #: What a file name component made of dump text keeps (the rest becomes ``_``).
@@ -129,6 +129,6 @@ def csv_column(column: Sequence[object]) -> Sequence[object]:
     """:func:`csv_cell` of each cell, at the cost of one search when (as in every real dump) no text
     cell needs it."""
     texts = [v for v in column if type(v) is str]
-    if not texts or _RISKY.search("\x00".join(texts)) is None:
+    if not texts or _RISKY.search("\n".join(texts)) is None:
         return column
     return [csv_cell(v) for v in column]
