@@ -29,7 +29,6 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.updates import FOUND
-from ptdbg_tui.formats.untrusted import replaced
 
 Styles = Mapping[str, Style]
 SEP = "  │  "
@@ -273,8 +272,7 @@ def _suspect_segments(
     score = f": {times_text(suspect.score)}"
     evidence = suspect.evidence.replace(score, "")
     score = score[1:] if evidence != suspect.evidence else ""
-    call = (replaced(suspect.call), fail + Style(bold=True))  # dump text: no escapes
-    name = Text.assemble((f"{head} {where}", fail), call, (score, fail))
+    name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
     out = [seg(name, 0)]
     module = module_of(node)
     if module:

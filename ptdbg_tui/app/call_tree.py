@@ -19,11 +19,11 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ptdbg_tui.app.detail import NEUTRAL, not_compared, one_side_text, short_dtype
+from ptdbg_tui.app.literal import Literal
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
 from ptdbg_tui.formats.sites import stack_site
-from ptdbg_tui.formats.untrusted import replaced
 
 #: Children created per expand (and per "… more" selection).
 CHUNK = 500
@@ -63,7 +63,7 @@ def _fit(room: int, head: int, dot: bool, name: Text, extras: list[tuple[int, st
     return dot
 
 
-class CallTree(Tree[object]):
+class CallTree(Literal, Tree[object]):
     """Tree of API calls coloured by status; ``flat`` lists calls in execution order instead."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -111,7 +111,7 @@ class CallTree(Tree[object]):
     # The TreeNodes carry empty labels: each line is drawn from the model when it is rendered (a
     # status change needs no set_label), fitted to the width the line has.
     def process_label(self, label: str | Text) -> Text:
-        return Text(replaced(label)) if isinstance(label, str) else label  # dump names: no markup, no escapes
+        return Text(label) if isinstance(label, str) else label  # dump names are never markup
 
     def get_label_width(self, node: TreeNode[object]) -> int:
         data = node.data
@@ -157,7 +157,7 @@ class CallTree(Tree[object]):
             symbol = "·" if done else Status.PENDING.symbol
         head = Text.assemble((f"{symbol} ", style))
         dot = not data.is_leaf and self.model.holds_suspect(data)  # as the error chart's red dots
-        name = Text(replaced(data.label), style=style if data.is_leaf else "")
+        name = Text(data.label, style=style if data.is_leaf else "")
         extras = self._extras(data)
         rank = self.model.suspect_rank(data) if data.kind == "call" else None
         # its entries may all pass the thresholds: the diagnosis says otherwise

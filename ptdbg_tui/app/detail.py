@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
+from ptdbg_tui.app.literal import LiteralStatic
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -27,7 +28,6 @@ from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay import REPLAY_CAN, UNDECIDED, replay_could_decide
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
-from ptdbg_tui.formats.untrusted import replaced
 
 Styles = Mapping[str, Style]
 STAT_LABELS = ("max", "min", "mean", "l2norm")
@@ -139,9 +139,9 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
         return short_dtype(rec.dtype)
 
     if row.fuzzy and row.npu and row.bench:
-        sides.add_row("name", Text(replaced(row.npu.name)), Text(replaced(row.bench.name)))
+        sides.add_row("name", Text(row.npu.name), Text(row.bench.name))
     for attr in ("dtype", "shape"):
-        sides.add_row(attr, Text(replaced(cells(row.npu, attr))), Text(replaced(cells(row.bench, attr))))
+        sides.add_row(attr, Text(cells(row.npu, attr)), Text(cells(row.bench, attr)))
     for i, label in enumerate(STAT_LABELS):
         n = row.npu.stat(i) if row.npu else None
         b = row.bench.stat(i) if row.bench else None
@@ -156,7 +156,7 @@ def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) ->
     table = _table(styles, "metric", "value", header=False)
     digits = 6 if width >= 48 else 4
     for name, cell in zip(names, result.cells, strict=False):
-        table.add_row(name, Text(replaced(short_cell(cell, digits))))  # dump text: never markup
+        table.add_row(name, Text(short_cell(cell, digits)))  # dump text: never markup
     if not summary:
         table.add_row("Accuracy Reached or Not" if width >= 48 else "Accuracy", result.accuracy)
     return table
@@ -209,7 +209,7 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     assert row is not None
     info = model.infos.get(leaf.pair)
     summary = info.summary if info else False
-    parts: list[RenderableType] = [Text(replaced(row.name), style=styles.get("title", Style()))]
+    parts: list[RenderableType] = [Text(row.name, style=styles.get("title", Style()))]
     result = row.result
     if result is None:
         reason = "waiting for the bench side" if not row.matched else "not compared yet"
@@ -415,10 +415,10 @@ class DetailPanel(VerticalScroll, can_focus=True):
         self.node: Node | None = None
 
     def compose(self):
-        yield Static(id="detail-body")
+        yield LiteralStatic(id="detail-body")
         yield DeltaHistogram(id="histogram")
         yield ErrorChart(id="along")
-        yield Static(id="detail-stack")
+        yield LiteralStatic(id="detail-stack")
 
     def styles_map(self) -> dict[str, Style]:
         return {

@@ -55,11 +55,17 @@ def files_under(folder: Path) -> set[Path]:
 
 
 def write_hostile_pair(
-    root: Path, module: str, function: str, source: str, ranks: tuple[int, ...] = (0,)
+    root: Path,
+    module: str,
+    function: str,
+    source: str,
+    ranks: tuple[int, ...] = (0,),
+    culprit: str = "Functional_relu",
 ) -> tuple[Path, Path]:
     """A ptdbg pair (``root/npu``, ``root/bench``) whose NPU relu is 50% off, so that it is the culprit:
     its module chain ends in ``module``, its stack frame's function is ``function`` and its source line
-    ``source`` (dump text the tool shows, prints and names files after)."""
+    ``source`` (dump text the tool shows, prints and names files after); ``culprit``: the relu's API
+    name in its entry names."""
     import numpy as np
 
     from ptdbg_tui.formats.layout import rank_dir_path
@@ -70,14 +76,14 @@ def write_hostile_pair(
     x = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
     calls = [
         ("Functional_linear", x, x * 2),
-        ("Functional_relu", x * 2, np.maximum(x * 2, 0)),
+        (culprit, x * 2, np.maximum(x * 2, 0)),
         ("Torch_sum", x, x),
     ]
     for side, rank in ((side, rank) for side in ("npu", "bench") for rank in ranks):
         w = RankWriter(rank_dir_path(root / side, rank, 0))
         try:
             for api, inp, out in calls:
-                if side == "npu" and api == "Functional_relu":
+                if side == "npu" and api == culprit:
                     out = out * 1.5
                 write_array(w, entry_name(api, 0, "forward", "input", (0,)), inp)
                 write_array(w, entry_name(api, 0, "forward", "output", (0,)), out)

@@ -6,9 +6,23 @@ from __future__ import annotations
 
 import time
 
+from textual.geometry import Region
+
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.engine.live import LiveOptions
 from tests.corpus.hostile import RAW_CONTROL, write_hostile_pair
+
+
+def drawn(app: PtdbgApp) -> str:
+    """The text of every line each widget of the screen draws, as it goes to the terminal (an SVG
+    screenshot drops control characters, the terminal does not)."""
+    return "\n".join(
+        "".join(seg.text for seg in strip if not seg.control)
+        for widget in app.screen.walk_children(with_self=True)
+        if widget.display and widget.size.area
+        for strip in widget.render_lines(Region(0, 0, *widget.size))
+    )
+
 
 FUNCTION = "[@click=app.screenshot('X.svg','..')]fwd[/] [/x]\x1b]0;t\x07"
 MODULE = "net.[bold]act"
@@ -39,3 +53,33 @@ async def test_markup_and_escapes_from_the_dump_are_shown_literally(tmp_path, mo
     assert "[/x]" in overview  # the rank label's stack function name, as written
     assert "fwd[/]" in main and "[bold]act" in main  # the stack's function name and the module
     assert not list(tmp_path.rglob("X.svg"))
+
+
+async def test_escapes_in_entry_names_never_reach_the_terminal(tmp_path, monkeypatch):
+    """An entry name holding an OSC 52 and a CSI (names are kept as written: they name the tensor
+    files and pair the sides): the tree, the detail, the diagnosis bar, the overview and the toasts
+    drew them raw; now each as U+FFFD."""
+    monkeypatch.chdir(tmp_path)
+    api = "Functional_relu\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202e"
+    npu, bench = write_hostile_pair(
+        tmp_path / "d", "net.act", "fwd", "y = relu(x)", ranks=(0, 1), culprit=api
+    )
+    app = PtdbgApp(npu, bench, LiveOptions(watch=False, jobs=1))
+    async with app.run_test(size=(160, 45)) as pilot:
+        deadline = time.monotonic() + 60
+        while not (app.model.progress.done and app.settled):
+            assert time.monotonic() < deadline, "the app did not settle"
+            await pilot.pause(0.02)
+        await pilot.press("c", "right", "down", "enter")  # the culprit, its entries, one entry's detail
+        await pilot.pause()
+        app.notify(f"Writing the repro of {api}_0_forward…", markup=False)
+        await pilot.pause()
+        main = drawn(app)
+        await pilot.press("o")
+        await pilot.pause()
+        overview = drawn(app)
+        toasts = [n.message for n in app._notifications]
+    assert "Functional_relu" in main and "Functional_relu" in overview
+    for text in (main, overview):
+        assert RAW_CONTROL.search(text) is None
+    assert toasts and all(RAW_CONTROL.search(t) is None for t in toasts)
