@@ -13,6 +13,7 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.replay.plan import Plan, Recorded, Value
 from ptdbg_tui.compare.replay.repro import Origin, Written, arguments_code, script_text
 from ptdbg_tui.compare.replay.verdict import SideVerdict
+from ptdbg_tui.engine.replay import repro_folder
 from ptdbg_tui.formats.calls import calls_path
 from tests.corpus.hostile import HOSTILE, RAW_CONTROL
 
@@ -106,3 +107,13 @@ def test_a_sidecar_autocast_that_is_no_dtype_gets_no_script(tmp_path, capsys):
     assert "not replayable: unknown dtype float16" in err
     assert RAW_CONTROL.search(out + err) is None
     assert not (tmp_path / "r" / "repro.py").exists()
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_the_proposed_repro_folder_is_one_plain_file_name(text):
+    """The folder the report's repro command and the app's R propose, named after the call (dump
+    text): before, ``repro_a/../../../X`` for a call named so."""
+    for pair in (None, "step0/rank0", text):
+        name = repro_folder(text, pair)
+        assert name.startswith("repro_") and "/" not in name and "\\" not in name and len(name) <= 200
+        assert RAW_CONTROL.search(name) is None
