@@ -117,3 +117,33 @@ def test_the_proposed_repro_folder_is_one_plain_file_name(text):
         name = repro_folder(text, pair)
         assert name.startswith("repro_") and "/" not in name and "\\" not in name and len(name) <= 200
         assert RAW_CONTROL.search(name) is None
+
+
+def test_a_repro_of_a_dump_whose_stack_text_is_hostile_compiles_and_runs_only_the_call(tmp_path, capsys):
+    """The call site and its source line (stack text of the dump) go into the docstring: quotes, a
+    backslash, a newline and escapes there leave a script that compiles, runs the call and nothing
+    else (``touch PWNED`` is never run), and says the text literally."""
+    from tests.dumper.test_repro import _gelu_dump, _run
+
+    dump = _gelu_dump(tmp_path / "gelu", 1.01)
+    hostile = "x = 1 \"\"\"\n__import__('os').system('touch PWNED')\n''' \\ \x1b]0;t\x07"
+    lines = dump.records.read_text().splitlines()
+    edited = []
+    for line in lines:
+        value = json.loads(line)
+        if len(value) == 2 and "Functional_gelu_0" in value[0]:
+            value[1] = [[path, number, hostile, hostile] for path, number, _, _ in value[1]]
+        edited.append(json.dumps(value))
+    dump.records.write_text("\n".join(edited) + "\n")
+    code = main(["repro", str(dump.records), "Functional_gelu_0_forward", "-o", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert RAW_CONTROL.search(out + err) is None
+    script = (tmp_path / "r" / "repro.py").read_text()
+    tree = ast.parse(script)
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "__import__"]
+    assert RAW_CONTROL.search(script) is None and "touch PWNED" in ast.get_docstring(tree)
+    done = _run(tmp_path / "r")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert not list(tmp_path.rglob("PWNED")) and not (tmp_path.parent / "PWNED").exists()
+    assert {p.name for p in (tmp_path / "r").iterdir()} == {"repro.py", "repro_data.pt"}
