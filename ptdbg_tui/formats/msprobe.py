@@ -51,7 +51,7 @@ from ptdbg_tui.formats.records import (
     valid_stat,
 )
 from ptdbg_tui.formats.stats import checksum
-from ptdbg_tui.formats.untrusted import one_line
+from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -219,6 +219,8 @@ def _suffix(path: Path_) -> str:
 def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | None]:
     """The records of one dump.json entry (and why not, for an entry or a value that cannot be read:
     a bad value costs only its own record)."""
+    if (problem := name_problem(name)) is not None:
+        return [], BadLine(0, f"entry {one_line(name, 120)}: {problem}")
     if not isinstance(value, dict):
         return [], BadLine(0, f"entry {name}: expected an object, got {type(value).__name__}")
     parsed = parse_entry(name)

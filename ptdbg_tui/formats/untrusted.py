@@ -23,6 +23,9 @@ _CONTROL = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 _CONTROL_OR_LINE = re.compile(_CONTROL.pattern[:-1] + "\t\n]")
+#: What an entry name may not hold: any of those, tab and newline too, but surrogates (a name of
+#: undecodable bytes is kept byte-exact for its file and shown with U+FFFD, records.undecodable).
+_NOT_IN_NAME = re.compile(_CONTROL_OR_LINE.pattern.replace("\ud800-\udfff", ""))
 #: A CSV cell a spreadsheet takes for a formula (or, with a tab or CR, pastes into the next cell).
 _FORMULA = re.compile("[=+\\-@\t\r]")
 #: What a formula starts with, and the ASCII control characters :func:`csv_cell` escapes (the C0
@@ -75,6 +78,14 @@ def is_one_line(text: str) -> bool:
 
 def bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` (an entry's, a call's) cannot be taken as a name, or None: it holds a control
+    character, which no tool writes (a terminal escape, a line end that would forge a report line)."""
+    if _NOT_IN_NAME.search(name) is None:
+        return None
+    return "the name holds a control character (a terminal escape or a line end)"
 
 
 def module_path_problem(path: str) -> str | None:

@@ -61,11 +61,12 @@ def write_hostile_pair(
     source: str,
     ranks: tuple[int, ...] = (0,),
     culprit: str = "Functional_relu",
+    dtype: str | None = None,
 ) -> tuple[Path, Path]:
     """A ptdbg pair (``root/npu``, ``root/bench``) whose NPU relu is 50% off, so that it is the culprit:
     its module chain ends in ``module``, its stack frame's function is ``function`` and its source line
     ``source`` (dump text the tool shows, prints and names files after); ``culprit``: the relu's API
-    name in its entry names."""
+    name in its entry names, ``dtype`` the dtype text its entries record."""
     import numpy as np
 
     from ptdbg_tui.formats.layout import rank_dir_path
@@ -85,8 +86,9 @@ def write_hostile_pair(
             for api, inp, out in calls:
                 if side == "npu" and api == culprit:
                     out = out * 1.5
-                write_array(w, entry_name(api, 0, "forward", "input", (0,)), inp)
-                write_array(w, entry_name(api, 0, "forward", "output", (0,)), out)
+                text = dtype if api == culprit else None
+                write_array(w, entry_name(api, 0, "forward", "input", (0,)), inp, text)
+                write_array(w, entry_name(api, 0, "forward", "output", (0,)), out, text)
                 frames = [["/home/u/model.py", "10", function, source]]
                 w.write_stack(stack_name(f"{api}_0_forward"), frames)
                 w.write_modules(f"{api}_0", [("net", "Net"), (module, "Layer")])

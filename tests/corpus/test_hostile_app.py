@@ -59,27 +59,27 @@ async def test_markup_and_escapes_from_the_dump_are_shown_literally(tmp_path, mo
     assert not list(tmp_path.rglob("X.svg"))
 
 
-async def test_escapes_in_entry_names_never_reach_the_terminal(tmp_path, monkeypatch):
-    """An entry name holding an OSC 52 and a CSI (names are kept as written: they name the tensor
-    files and pair the sides): the tree, the detail, the diagnosis bar, the overview and the toasts
-    drew them raw; now each as U+FFFD."""
+async def test_escapes_in_dump_text_never_reach_the_terminal(tmp_path, monkeypatch):
+    """A dtype text holding an OSC 52 and a CSI (kept as the dump writes it: the detail and the tree
+    show it), and a toast naming it: the widgets and the toasts drew them raw; now each as U+FFFD.
+    (Names holding a control character are refused when read: test_hostile_compare.)"""
     monkeypatch.chdir(tmp_path)
-    api = "Functional_relu\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202e"
+    dtype = "torch.float32\x1b]52;c;cHduZWQ=\x07\x1b[2J\u202e"
     npu, bench = write_hostile_pair(
-        tmp_path / "d", "net.act", "fwd", "y = relu(x)", ranks=(0, 1), culprit=api
+        tmp_path / "d", "net.act", "fwd", "y = relu(x)", ranks=(0, 1), dtype=dtype
     )
     app = PtdbgApp(npu, bench, LiveOptions(watch=False, jobs=1))
     async with app.run_test(size=(160, 45)) as pilot:
         await settled(app, pilot)
         await pilot.press("c", "right", "down", "enter")  # the culprit, its entries, one entry's detail
         await pilot.pause()
-        app.notify(f"Writing the repro of {api}_0_forward…", markup=False)
+        app.notify(f"The dtype {dtype} …", markup=False)
         await pilot.pause()
         main = drawn(app)
         await pilot.press("o")
         await pilot.pause()
         overview = drawn(app)
         toasts = [n.message for n in app._notifications]
-    assert "Functional_relu" in main and "Functional_relu" in overview
+    assert "float32\ufffd]52;c" in main and "Functional_relu" in overview
     assert RAW_CONTROL.search(main + overview) is None
     assert toasts and all(RAW_CONTROL.search(t) is None for t in toasts)

@@ -8,6 +8,7 @@ import csv
 import pytest
 
 from ptdbg_tui.cli import main
+from ptdbg_tui.formats.msprobe import decode_entry
 from ptdbg_tui.formats.untrusted import (
     csv_cell,
     csv_column,
@@ -92,3 +93,20 @@ def test_each_helper_makes_each_hostile_text_safe(text):
     assert not cell.startswith(FORMULA_START) and RAW_CONTROL.search(cell.replace("\n", "")) is None
     if module_path_problem(text) is None:  # taken as a module path: never a way out of a folder
         assert not {"/", "\\", ".."} & {c for c in ("/", "\\", "..") if c in text} and not has_control(text)
+
+
+def test_an_entry_name_holding_a_control_character_is_named_and_refused(tmp_path, capsys):
+    """No tool writes a name with a control character; one that holds a terminal escape or a line end
+    (``Culprit: <name>`` would forge report lines) is an unreadable entry, said as such, in both
+    formats; before, it was a row and the culprit, escapes and all."""
+    api = "Functional_relu\x1b]52;c;cHduZWQ=\x07\nCulprit: forged"
+    npu, bench = write_hostile_pair(tmp_path / "d", "net.act", "fwd", "y = relu(x)", culprit=api)
+    code = main(["compare", str(npu), str(bench), "-o", str(tmp_path / "o"), "--jobs", "1", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "unreadable line(s) or entries skipped, first: line 4: the name holds a control character" in out
+    assert RAW_CONTROL.search(out) is None
+    assert [line for line in out.splitlines() if "Culprit:" in line] == []
+    records, bad = decode_entry("Functional.relu\x1b[2J.0.forward", {"input_args": []})
+    assert records == [] and bad is not None and "the name holds a control character" in bad.reason
+    assert RAW_CONTROL.search(bad.reason) is None
