@@ -27,7 +27,10 @@ def test_compare_csvs_hold_no_formula_and_print_no_escape(tmp_path, capsys, fmt)
     """A stack source line ``=HYPERLINK(...)`` and a function ``@SUM(...)`` with an OSC 52: before, the
     stack cell began with the formula in msprobe's CSV, and the report printed the escape raw."""
     function = "@SUM(A1)\x1b]52;c;cHduZWQ=\x07"
-    npu, bench = write_hostile_pair(tmp_path / "d", "=cmd", function, '=HYPERLINK("http://x","y")')
+    dtype = "=torch.float32\x1b]0;t\x07"  # the dtype text goes into the CSV's dtype columns
+    npu, bench = write_hostile_pair(
+        tmp_path / "d", "=cmd", function, '=HYPERLINK("http://x","y")', dtype=dtype
+    )
     out = tmp_path / "out"
     code = main(
         [
