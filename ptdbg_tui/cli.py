@@ -260,6 +260,15 @@ def demo_parser() -> argparse.ArgumentParser:
     return p
 
 
+def say(text: str, file: TextIO | None = None) -> None:
+    """Print a line of the report: dump text in it (names, module paths, stack lines) can hold
+    terminal escapes (an OSC 52 that sets the clipboard, a title, a cleared screen) and bidi overrides,
+    which go to the terminal as escapes (``\\x1b``), never as they are. Flushed: a reader waits on it."""
+    from ptdbg_tui.formats.untrusted import printable
+
+    print(printable(text), file=sys.stdout if file is None else file, flush=True)
+
+
 def _never_unprintable() -> None:
     """A name or path the terminal's encoding cannot show (an ASCII or GBK console, a surrogate from
     a damaged dump) prints escaped instead of ending the run with UnicodeEncodeError."""
@@ -455,7 +464,7 @@ def output_problem(output: str) -> str | None:
 
 def unwritable(prog: str, output: str, e: OSError) -> int:
     """A command's output folder that cannot be written: one line, and the usage exit code."""
-    print(f"{prog}: error: cannot write to {output}: {e.strerror or e}", file=sys.stderr)
+    say(f"{prog}: error: cannot write to {output}: {e.strerror or e}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -465,13 +474,13 @@ def failure(prog: str, e: BaseException, usage: tuple[type[Exception], ...]) -> 
     from ptdbg_tui.engine.batch import fault_text
 
     if isinstance(e, usage):
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        say(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if isinstance(e, KeyboardInterrupt):
-        print(f"{prog}: interrupted", file=sys.stderr)
+        say(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     assert isinstance(e, Exception)
-    print(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
+    say(f"{prog}: internal error (please report it): {fault_text(e)}", file=sys.stderr)
     return EXIT_INTERNAL
 
 
@@ -482,16 +491,16 @@ def run_compare(args: argparse.Namespace) -> int:
 
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
-        print(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
+        say(f"{prog}: error: --jobs must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     if (problem := output_problem(args.output)) is not None:
-        print(f"{prog}: error: cannot write the CSV to {args.output}: {problem}", file=sys.stderr)
+        say(f"{prog}: error: cannot write the CSV to {args.output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         if args.cluster is not None:
             require(args.cluster)
     except ClusterError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        say(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     bar = _Bar(sys.stderr, not args.no_progress)
     try:
@@ -523,7 +532,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
         return code
     try:
-        print(report_text(outcomes), flush=True)
+        say(report_text(outcomes))
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
@@ -550,7 +559,7 @@ def _write_outputs(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> i
                 write_suspects(o.diagnosis, o.csv)
                 o.advisor = write_advisor(o.rows, o.diagnosis, o.csv, o.no_verdict)
     except OSError as e:
-        print(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
+        say(f"{prog}: error: cannot write the CSV to {args.output}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
@@ -582,7 +591,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     prog = "ptdbg-tui replay"
     if (problem := output_problem(args.output)) is not None:
-        print(f"{prog}: error: cannot write to {args.output}: {problem}", file=sys.stderr)
+        say(f"{prog}: error: cannot write to {args.output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         require_torch()  # before the comparison, not after it
@@ -606,7 +615,7 @@ def run_replay(args: argparse.Namespace) -> int:
             *(f"  {call}: {r.text}" for call, r in done.get(o.label, {}).items()),
         )
     ]
-    print("\n".join([*lines, f"CSV: {path}"]), flush=True)
+    say("\n".join([*lines, f"CSV: {path}"]))
     return EXIT_OK
 
 
@@ -622,14 +631,14 @@ def run_repro(args: argparse.Namespace) -> int:
             args.npu, args.call, args.output, step=args.step, rank=args.rank, device=args.device
         )
     except CannotReplay as e:
-        print(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
+        say(f"{prog}: {args.call}: not replayable: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:
         return unwritable(prog, args.output, e)
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (ReplayUnavailable, ReproInputError))
     complete = "" if written.complete else " (the dump records no keyword arguments: rebuilt without them)"
-    print(f"{written.script}: {written.text}{complete}\nrun: python {written.script}", flush=True)
+    say(f"{written.script}: {written.text}{complete}\nrun: python {written.script}")
     return EXIT_OK
 
 
@@ -649,13 +658,13 @@ def _replay(
     try:
         require_torch()
     except ReplayUnavailable as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        say(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE, {}
     progress = _Counter(sys.stderr, not args.no_progress)
     try:
         done = replay_outcomes(outcomes, budget_s=budget_s, top=top, calls=calls, progress=progress)
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+        say(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED, {}
     finally:
         progress.close()
@@ -696,9 +705,9 @@ def run_narrow(args: argparse.Namespace) -> int:
     try:
         written = write_narrowing(narrowing, config, args.dump_path)
     except OSError as e:
-        print(f"{prog}: error: cannot write {config}: {e.strerror or e}", file=sys.stderr)
+        say(f"{prog}: error: cannot write {config}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
-    print("\n".join([report_text(outcomes), *written.lines]), flush=True)
+    say("\n".join([report_text(outcomes), *written.lines]))
     return EXIT_OK
 
 
@@ -730,7 +739,7 @@ def run_app(args: argparse.Namespace) -> int:
         try:
             require(args.cluster)
         except ClusterError as e:
-            print(f"ptdbg-tui: {e}", file=sys.stderr)
+            say(f"ptdbg-tui: {e}", file=sys.stderr)
             return EXIT_USAGE
     from ptdbg_tui.formats.layout import DumpLayoutError, discover
 
@@ -739,7 +748,7 @@ def run_app(args: argparse.Namespace) -> int:
             try:
                 discover(path)
             except DumpLayoutError as e:
-                print(f"ptdbg-tui: {e}", file=sys.stderr)
+                say(f"ptdbg-tui: {e}", file=sys.stderr)
                 return EXIT_USAGE
     from ptdbg_tui.app.app import PtdbgApp
 
@@ -755,7 +764,7 @@ def set_theme(app: App, theme: str | None) -> bool:
     if theme is None:
         return True
     if app.get_theme(theme) is None:
-        print(
+        say(
             f"ptdbg-tui: unknown theme {theme!r}; available: {', '.join(sorted(app.available_themes))}",
             file=sys.stderr,
         )
@@ -770,16 +779,16 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         npu, bench = write_demo(args.dir)
     except ImportError as e:
-        print(
+        say(
             f"ptdbg-tui demo needs torch to dump its model ({e}).\n"
             "Install it with: pip install torch==2.13.0 && pip install -e '.[dump]'",
             file=sys.stderr,
         )
         return EXIT_MISSING_TORCH
-    print(f"NPU dump:   {npu}\nbench dump: {bench}")
+    say(f"NPU dump:   {npu}\nbench dump: {bench}")
     if args.no_app:  # what to run next, as the app would have shown it
         dumps = f"{shlex.quote(str(npu))} {shlex.quote(str(bench))}"
-        print(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
+        say(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
         return EXIT_OK
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.engine.live import LiveOptions

@@ -70,7 +70,7 @@ def compare(
     if auto_analyze and not outcome.summary:
         outcome.advisor = write_advisor(outcome.rows, outcome.diagnosis, outcome.csv, outcome.no_verdict)
     if input_param.get("is_print_compare_log", True):
-        from ptdbg_tui.cli import summary_text
+        from ptdbg_tui.cli import say, summary_text
 
-        print(summary_text(outcome))
+        say(summary_text(outcome))  # dump text: control characters escaped, as the CLI prints it
     return str(outcome.csv)

@@ -29,13 +29,17 @@ from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
 from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
+from ptdbg_tui.app.literal import Literal
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.formats.untrusted import replaced
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from ptdbg_tui.app.overview import OverviewScreen
     from ptdbg_tui.app.screens import ExportRequest
     from ptdbg_tui.engine.narrow import Narrowing, Written
@@ -53,7 +57,7 @@ class EngineNews(Message):
     """The engine put something in its outbox."""
 
 
-class FitBar(Static):
+class FitBar(Literal, Static):
     """A bar whose lines are built for its current width (one or more lines: it takes their height)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -181,6 +185,19 @@ class PtdbgApp(App[None]):
         self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
         self._overview: OverviewScreen | None = None  # while open: it follows the comparison
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """A toast, whose names and paths (dump text) reach the terminal without a control character;
+        a toast that holds dump text is also given ``markup=False`` where it is made."""
+        super().notify(replaced(message), title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -590,11 +607,16 @@ class PtdbgApp(App[None]):
     def action_narrow(self) -> None:
         """On a module or a call: ask where the next dump's config goes, write it, show the commands,
         and compare the narrowed dump in place of this one once both sides hold it."""
-        narrowing = self._narrowing_at(self.call_tree.cursor_model_node)
+        from ptdbg_tui.app.screens import NarrowScreen
+        from ptdbg_tui.engine.narrow import NarrowError, default_config
+
+        try:
+            narrowing = self._narrowing_at(self.call_tree.cursor_model_node)
+        except NarrowError as e:  # a module path from the dump that no model has
+            self.notify(f"Cannot narrow: {e}", severity="warning", timeout=8, markup=False)
+            return
         if narrowing is None:
             return
-        from ptdbg_tui.app.screens import NarrowScreen
-        from ptdbg_tui.engine.narrow import default_config
 
         def chosen(path: str | None) -> None:
             if path:

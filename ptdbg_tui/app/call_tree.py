@@ -19,6 +19,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ptdbg_tui.app.detail import NEUTRAL, not_compared, one_side_text, short_dtype
+from ptdbg_tui.app.literal import Literal
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
@@ -62,7 +63,7 @@ def _fit(room: int, head: int, dot: bool, name: Text, extras: list[tuple[int, st
     return dot
 
 
-class CallTree(Tree[object]):
+class CallTree(Literal, Tree[object]):
     """Tree of API calls coloured by status; ``flat`` lists calls in execution order instead."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

@@ -15,9 +15,9 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
-from textual.widgets import Static
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
+from ptdbg_tui.app.literal import LiteralStatic
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -140,7 +140,7 @@ def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
     if row.fuzzy and row.npu and row.bench:
         sides.add_row("name", Text(row.npu.name), Text(row.bench.name))
     for attr in ("dtype", "shape"):
-        sides.add_row(attr, cells(row.npu, attr), cells(row.bench, attr))
+        sides.add_row(attr, Text(cells(row.npu, attr)), Text(cells(row.bench, attr)))
     for i, label in enumerate(STAT_LABELS):
         n = row.npu.stat(i) if row.npu else None
         b = row.bench.stat(i) if row.bench else None
@@ -155,7 +155,7 @@ def _metrics_table(result: Result, summary: bool, styles: Styles, width: int) ->
     table = _table(styles, "metric", "value", header=False)
     digits = 6 if width >= 48 else 4
     for name, cell in zip(names, result.cells, strict=False):
-        table.add_row(name, short_cell(cell, digits))
+        table.add_row(name, Text(short_cell(cell, digits)))  # dump text: never markup
     if not summary:
         table.add_row("Accuracy Reached or Not" if width >= 48 else "Accuracy", result.accuracy)
     return table
@@ -412,10 +412,10 @@ class DetailPanel(VerticalScroll, can_focus=True):
         super().__init__(id=id)
         self.model = model
         self.node: Node | None = None
-        self._body = Static(id="detail-body")
+        self._body = LiteralStatic(id="detail-body")
         self._histogram = DeltaHistogram(id="histogram")
         self._along = ErrorChart(id="along")
-        self._stack = Static(id="detail-stack")
+        self._stack = LiteralStatic(id="detail-stack")
 
     def compose(self):
         yield self._body

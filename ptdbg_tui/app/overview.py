@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
 from ptdbg_tui.app.bars import module_of, receives_through
+from ptdbg_tui.app.literal import LiteralLabel, LiteralTable
 from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
@@ -129,8 +130,8 @@ class OverviewScreen(ModalScreen["str | None"]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self._title(), id="title")
-            yield Label(id="ranks")
-            yield DataTable(cursor_type="row", zebra_stripes=True)
+            yield LiteralLabel(id="ranks")
+            yield LiteralTable(cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -170,7 +171,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
         lines = (*self.model.ranks, *self.model.progress.unpaired)
-        label.update("\n".join(map(sentence, lines)))
+        label.update(Text("\n".join(map(sentence, lines))))  # dump text: never markup
         label.display = bool(lines)
 
     def _fill(self, table: DataTable[object]) -> None:
@@ -179,12 +180,12 @@ class OverviewScreen(ModalScreen["str | None"]):
             more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""  # first: long names are cut
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
-            table.add_row(
-                line.label,
+            table.add_row(  # a plain str cell is markup: dump text goes in as Text
+                Text(line.label),
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                more + line.suspect
+                Text(more + line.suspect)
                 if line.suspect
                 else Text(line.why, style=self.row_styles.get("muted", "")),
                 key=line.key,

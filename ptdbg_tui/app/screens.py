@@ -11,7 +11,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Markdown, Static
+from textual.widgets import Button, Checkbox, Input, Label, Markdown
+
+from ptdbg_tui.app.literal import LiteralLabel, LiteralStatic
 
 HELP = """\
 # ptdbg-tui keys
@@ -165,7 +167,7 @@ class NarrowScreen(PathDialog["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(
+            yield LiteralLabel(
                 f"Narrow the next dump to {self.what}: tensors, forward and backward, at this "
                 "step and rank. Write its config (ptdbg-dump run --config) to:",
                 markup=False,
@@ -197,7 +199,7 @@ class TextScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with HelpScroll():
-            yield Static(
+            yield LiteralStatic(
                 "\n".join([*self.lines, "", "y: copy these lines · Esc: close"]),
                 markup=False,
                 id="text-lines",
@@ -223,7 +225,7 @@ class ReproScreen(PathDialog["str | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(
+            yield LiteralLabel(
                 f"Write the repro of {self.call} (repro.py, repro_data.pt) to the folder:", markup=False
             )
             yield Input(self.default_folder, id="repro-folder")

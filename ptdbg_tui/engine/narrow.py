@@ -29,6 +29,7 @@ from ptdbg_tui.formats.naming import BACKWARD, FORWARD, EntryName
 from ptdbg_tui.formats.narrowing import Narrowed, dumper_options, narrowed_to_call, tool_config
 from ptdbg_tui.formats.reader import DumpReader, open_reader
 from ptdbg_tui.formats.records import StackRecord
+from ptdbg_tui.formats.untrusted import file_component, module_path_problem
 
 #: The training script in the commands, when the stacks do not name it.
 SCRIPT = "SCRIPT"
@@ -214,7 +215,7 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     stack = _target_stack(outcomes, target, chains) if call or module else culprit.stack if culprit else None
     names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
     return Narrowing(
-        target,
+        _checked(target),
         pair.npu if pair is not None else outcomes[0].npu,
         why,
         script_of(stack),
@@ -283,12 +284,23 @@ def narrowing_in(
         if module or call is None
         else narrowed_to_call(call, steps, ranks)
     )
-    return Narrowing(target, npu, why, script_of(stack), multi_rank_job(dumps, names))
+    return Narrowing(_checked(target), npu, why, script_of(stack), multi_rank_job(dumps, names))
+
+
+def _checked(target: Narrowed) -> Narrowed:
+    """``target``, whose module path (dump text: modules.jsonl, msprobe's construct.json) is one a
+    model can have; else :class:`NarrowError` (the config would select nothing real)."""
+    if target.module and (problem := module_path_problem(target.module)):
+        raise NarrowError(
+            f"the dump names a module that is not a module path ({problem}): name a call with --call"
+        )
+    return target
 
 
 def default_config(target: Narrowed) -> str:
-    """``./narrow_<module or call>.json``."""
-    return f"./narrow_{target.name}.json"
+    """``./narrow_<module or call>.json``, the name made a plain file name (no separator, never ``..``,
+    bounded): it is dump text."""
+    return f"./narrow_{file_component(target.name)}.json"
 
 
 def dump_dir_for(config: Path) -> Path:

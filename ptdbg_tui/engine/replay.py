@@ -32,6 +32,7 @@ from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
+from ptdbg_tui.formats.untrusted import file_component, one_line
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.replay.repro import Origin, Written
@@ -334,8 +335,8 @@ class ReproInputError(Exception):
 def repro_folder(call: str, pair: str | None = None) -> str:
     """The folder name a call's repro is proposed in: ``repro_<call>``, with its pair's label where one
     call name may be in several pairs (``repro_step2_rank0_<call>``)."""
-    where = f"{pair.replace('/', '_')}_" if pair else ""
-    return f"repro_{where}{call.replace('/', '_')}"
+    where = f"{pair}_" if pair else ""
+    return file_component(f"repro_{where}{call}")  # the call's name is dump text
 
 
 def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
@@ -343,9 +344,9 @@ def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
     from ptdbg_tui.compare.replay.repro import Origin
 
     site = stack_site(stack)
-    where = f"{site.path}:{site.line} in {site.function}" if site is not None else ""
-    if site is not None and site.source:
-        where += f"\n    {site.source.strip()}"
+    where = f"{one_line(site.path)}:{site.line} in {one_line(site.function)}" if site is not None else ""
+    if site is not None and site.source:  # the site's own line breaks only (dump text: one line each)
+        where += f"\n    {one_line(site.source.strip())}"
     return Origin(str(dump.records), dump.label, where)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import BadLine, short, shown
+from ptdbg_tui.formats.untrusted import is_one_line, one_line
 
 SUFFIX = ".modules.jsonl"
 
@@ -41,7 +42,10 @@ def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | BadLine:
     try:
         key, chain = value
         if isinstance(key, str) and all(isinstance(x, str) for item in chain for x in item):
-            return key, tuple((q, c) for q, c in chain)
+            if is_one_line("".join(x for item in chain for x in item)):
+                return key, tuple((q, c) for q, c in chain)
+            # module names and classes are shown and printed: one line each, control characters escaped
+            return key, tuple((one_line(q), one_line(c)) for q, c in chain)
     except (TypeError, ValueError):
         pass
     return BadLine(line, "not a module line: expected [call, [[module, class], ...]]", short(value))

@@ -51,6 +51,7 @@ from ptdbg_tui.formats.records import (
     valid_stat,
 )
 from ptdbg_tui.formats.stats import checksum
+from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 DUMP_JSON = "dump.json"
 STACK_JSON = "stack.json"
@@ -218,6 +219,8 @@ def _suffix(path: Path_) -> str:
 def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | None]:
     """The records of one dump.json entry (and why not, for an entry or a value that cannot be read:
     a bad value costs only its own record)."""
+    if (problem := name_problem(name)) is not None:
+        return [], BadLine(0, f"entry {one_line(name, 120)}: {problem}")
     if not isinstance(value, dict):
         return [], BadLine(0, f"entry {name}: expected an object, got {type(value).__name__}")
     parsed = parse_entry(name)
@@ -334,7 +337,8 @@ class ModuleTree:
     def _item(self, node: str) -> tuple[str, str]:
         item = self._items.get(node)
         if item is None:
-            item = self._items[node] = _module_item(node)
+            path, cls = _module_item(node)  # dump text, shown and printed: one line each
+            item = self._items[node] = (one_line(path), one_line(cls))
         return item
 
     def get(self, node: str) -> ModuleChain | None:

@@ -19,6 +19,7 @@ from typing import Any
 from ptdbg_tui.formats.dump_options import DumpOptions
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName
+from ptdbg_tui.formats.untrusted import one_line
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,10 @@ class Narrowed:
     def words(self) -> str:
         """What is dumped, in words: ``module track.lstm``, ``call Functional.silu.0``."""
         if self.module:
-            return f"module {self.module}"
-        return ("call " if len(self.calls) == 1 else "calls ") + ", ".join(c.label for c in self.calls)
+            return f"module {one_line(self.module)}"
+        return ("call " if len(self.calls) == 1 else "calls ") + ", ".join(
+            one_line(c.label) for c in self.calls
+        )
 
 
 def narrowed_to_call(
@@ -100,10 +103,11 @@ class ToolConfig:
             if self.data["level"] == "mix"
             else ""
         )
+        config = str(path)  # Python to paste: each text a literal (repr), whatever the path holds
         return [
-            f'{self.tool}: PrecisionDebugger(config_path="{path}") on the NPU (it dumps to '
-            f'{self.data["dump_path"]}); on the bench PrecisionDebugger(config_path="{path}", '
-            f'dump_path="{self.bench_path}"){model}'
+            f"{self.tool}: PrecisionDebugger(config_path={config!r}) on the NPU (it dumps to "
+            f"{one_line(self.data['dump_path'])}); on the bench PrecisionDebugger(config_path={config!r}, "
+            f"dump_path={self.bench_path!r}){model}"
         ]
 
 

@@ -32,6 +32,7 @@ from ptdbg_tui.formats.records import (
     shown,
     valid_stat,
 )
+from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 T = TypeVar("T")
 
@@ -126,6 +127,8 @@ def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | 
         )
     if holds_lone_surrogate(name):
         return "the name holds a lone UTF-16 surrogate, which no file name can hold", short(shown(name))
+    if (problem := name_problem(name)) is not None:
+        return problem, short(one_line(name))
     return None
 
 
@@ -202,6 +205,9 @@ def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record |
         record: Record | None = _usual_stack(value, line)
     else:
         record = _usual_tensor(value, line) if len(value) == 6 else None
+    escaped = not (text.isascii() and "\\u" not in text)  # what may hold a control character
+    if isinstance(record, TensorRecord) and escaped and name_problem(record.name) is not None:
+        return None  # decode_line says why
     if seen is not None and record is not None and _as_written(text, name := record.name):
         if isinstance(record, StackRecord):
             seen[text[len(name) + 2 :]] = list(record.frames)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
+from ptdbg_tui.formats.untrusted import is_one_line, one_line
 
 #: dtype of a record that holds no value (msprobe's ``null``).
 NONE_DTYPE = "None"
@@ -108,6 +109,10 @@ class StackRecord:
             self.frames = list(self.frames)
         else:
             self.frames = [f if isinstance(f, Frame) else Frame(*f) for f in self.frames]
+        # dump text that is shown, printed and written: one line per field, no control character (a
+        # terminal escape, a newline that forges a report line); one search where (always) none is
+        if not is_one_line("".join(x for f in self.frames for x in f if x)):
+            self.frames = [Frame(*(None if x is None else one_line(x) for x in f)) for f in self.frames]
 
     @property
     def call(self) -> str:

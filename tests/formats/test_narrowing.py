@@ -61,7 +61,7 @@ def test_msprobe_config_lists_a_module_at_level_mix_and_a_call_at_level_l1() -> 
     )
     assert call is not None and call.data["level"] == "L1" and call.data["rank"] == [0, 2]
     assert call.data["tensor"]["list"] == ["Functional.silu.0."]
-    assert 'dump_path="n/bench"' in call.usage(Path("c.json"))[0]
+    assert "dump_path='n/bench'" in call.usage(Path("c.json"))[0]  # a Python literal (repr)
 
 
 def test_an_msprobe_module_entry_narrows_to_its_module() -> None:

@@ -27,9 +27,10 @@ from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource, call_key
 from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
-from ptdbg_tui.compare.replay.run import load, resolve, run
+from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
 from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
 from ptdbg_tui.formats.file_writes import write_text, write_whole
+from ptdbg_tui.formats.untrusted import docstring_text
 
 SCRIPT = "repro.py"
 DATA = "repro_data.pt"
@@ -86,6 +87,8 @@ def write_repro(
         raise CannotReplay(plan.reason)
     try:
         resolve(plan.fn)
+        if plan.autocast is not None:  # the script runs under it: a dtype torch has, or no script
+            torch_dtype(plan.autocast, reference=False)
         done = run(plan, tf32=spec.state.tf32_matmul if spec is not None else False)
         tensors = {rec.name: load(rec, None) for rec in _tensors(plan)}  # in their recorded dtypes
         for path in plan.transposed:  # a gradient the tool records transposed: stored as its argument is
@@ -180,13 +183,6 @@ def arguments_code(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _doc(text: str) -> str:
-    """Text safe inside the script's docstring."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    text = "".join(c if c.isprintable() or c == "\n" else "?" for c in text)
-    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-
-
 def _module_code(module: ModuleType) -> tuple[list[ast.stmt], str]:
     """A module's imports and its code after them."""
     text = Path(module.__file__ or "").read_text(encoding="utf-8")
@@ -224,9 +220,13 @@ def script_text(
     device: str,
 ) -> str:
     """The whole repro script."""
-    site = f"\nCalled at {_doc(origin.site)}" if origin.site else ""
-    label = f" ({_doc(origin.label)})" if origin.label else ""
-    read = f" but {', '.join(plan.from_source)}, read from its source line" if plan.from_source else ""
+    site = f"\nCalled at {docstring_text(origin.site, lines=True)}" if origin.site else ""
+    label = f" ({docstring_text(origin.label)})" if origin.label else ""
+    read = (
+        f" but {docstring_text(', '.join(plan.from_source))}, read from its source line"
+        if plan.from_source
+        else ""
+    )
     incomplete = (
         ""
         if plan.complete
@@ -241,15 +241,16 @@ def script_text(
         else ""
     )
     autocast = (
-        f"\nThe NPU ran the call under torch.autocast to {plan.autocast}: the allowances count the casts it\n"
-        "makes of the inputs, and the re-run in the recorded dtype runs under it too.\n"
+        f"\nThe NPU ran the call under torch.autocast to {docstring_text(plan.autocast)}: the allowances\n"
+        "count the casts it makes of the inputs, and the re-run in the recorded dtype runs under it too.\n"
         if plan.autocast
         else ""
     )
-    doc = f'''"""Repro of {_doc(plan.call)}: {plan.fn}, {plan.direction}.
+    call, fn, direction = (docstring_text(t) for t in (plan.call, plan.fn, plan.direction))
+    doc = f'''"""Repro of {call}: {fn}, {direction}.
 
-From the NPU dump {_doc(str(origin.dump))}{label}.{site}
-The replay's verdict when this file was written: {_doc(written.text)}.
+From the NPU dump {docstring_text(str(origin.dump))}{label}.{site}
+The replay's verdict when this file was written: {docstring_text(written.text)}.
 {incomplete}
     python {SCRIPT} [--device cpu|cuda|npu]
 

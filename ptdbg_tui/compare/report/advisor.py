@@ -10,6 +10,7 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.formats.file_writes import write_text
+from ptdbg_tui.formats.untrusted import one_line
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
 
@@ -32,9 +33,10 @@ def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis, no_verdict: str = ""
         advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
     else:
         suspect, advice = None, diagnosis.verdict
+    advice = one_line(advice)  # dump text: one line each, no escapes (its readers parse the lines)
     if suspect is None:
         return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"
-    return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {suspect.name}\nExpert Advice: {advice}\n"
+    return f"Line: {line_of[id(suspect)]}\nSuspect Nodes: {one_line(suspect.name)}\nExpert Advice: {advice}\n"
 
 
 def advisor_path(compare_csv: Path) -> Path:

@@ -29,6 +29,7 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.file_writes import FILE_MODE
 from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.untrusted import csv_column
 
 _NAMES = [
     "NPU Name",
@@ -243,7 +244,7 @@ def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix:
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    printed = [printed_column(column) for column in columns]
+    printed = [printed_column(csv_column(column)) for column in columns]  # no formula from a dump
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)

@@ -5,7 +5,6 @@ whose dump format the NPU side is in, and the suffix that tells several pairs' f
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.untrusted import file_component
 
 
 def write_pair_csv(
@@ -33,4 +33,5 @@ def write_pair_csv(
 
 def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"_{npu.label}-{bench.label if bench else 'none'}")
+    # a label without a rank holds the rank folder's name: dump text, made one bounded file name part
+    return "_" + file_component(f"{npu.label}-{bench.label if bench else 'none'}", limit=120)

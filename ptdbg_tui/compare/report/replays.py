@@ -12,6 +12,7 @@ from pathlib import Path
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
 from ptdbg_tui.compare.report.figures import figure
 from ptdbg_tui.formats.file_writes import write_text
+from ptdbg_tui.formats.untrusted import csv_cell
 
 HEADER = [
     "Pair",
@@ -57,7 +58,7 @@ def write_replays(replays: Iterable[tuple[str, CallReplay]], out_dir: str | Path
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow(HEADER)
-    writer.writerows(replay_row(pair, r) for pair, r in replays)
+    writer.writerows(list(map(csv_cell, replay_row(pair, r))) for pair, r in replays)
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     path = out / f"replay_{stamp}.csv"
     k = 1

@@ -10,6 +10,7 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
 from ptdbg_tui.compare.report.figures import figure
 from ptdbg_tui.formats.file_writes import write_text
+from ptdbg_tui.formats.untrusted import csv_cell
 
 HEADER = [
     "Rank",
@@ -58,5 +59,7 @@ def write_suspects(diagnosis: Diagnosis, compare_csv: Path) -> Path:
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow(HEADER)
-    writer.writerows(suspect_row(k, s) for k, s in enumerate(diagnosis.suspects, start=1))
+    writer.writerows(
+        list(map(csv_cell, suspect_row(k, s))) for k, s in enumerate(diagnosis.suspects, start=1)
+    )
     return write_text(suspects_path(compare_csv), text.getvalue())
