@@ -135,10 +135,11 @@ class SeenTensors:
             return None
         return item[2]
 
-    def put(self, t: torch.Tensor, value: Value) -> None:
-        if t.is_inference():
-            return
-        self._items[id(t)] = (weakref.ref(t), t._version, value)
+    def put(self, t: torch.Tensor, version: int, value: Value) -> None:
+        """Remember ``value`` as ``t``'s record while ``t`` stays at ``version``: the version it had
+        when its values were taken, which an in-place call has moved on since (an input taken before
+        ``x[idx] = …`` is not what ``x`` holds after it). Never an inference tensor (no version)."""
+        self._items[id(t)] = (weakref.ref(t), version, value)
         self._items.move_to_end(id(t))
         if len(self._items) > self.size:
             self._items.popitem(last=False)
@@ -180,7 +181,7 @@ class CallCapture:
         self.copy_npy = copy_npy
         self.checksums = checksums  # tensors copied as their raw bytes, for the writer's CRC
         self.seen = seen
-        self._remember: list[tuple[torch.Tensor, Value]] = []
+        self._remember: list[tuple[torch.Tensor, int, Value]] = []
         self.values: list[Value] = []
         self._pending: dict[torch.device, Pending] = {}
         self._pieces: dict[torch.device, list[torch.Tensor]] = {}
@@ -215,8 +216,8 @@ class CallCapture:
         if self.copy_npy or self.checksums:
             value.array = self._host_copy(t, raw=self.checksums)
         self.values.append(value)
-        if self.seen is not None:
-            self._remember.append((user_tensor, value))
+        if self.seen is not None and not user_tensor.is_inference():  # no version counter to watch
+            self._remember.append((user_tensor, user_tensor._version, value))
 
     def add_file(self, name: str, user_tensor: torch.Tensor) -> None:
         """A tensor whose data alone is written, to ``<name>.npy``, with no pkl line and no statistics:
@@ -252,8 +253,8 @@ class CallCapture:
         for device in self._async:  # host copies with no reduction on that device
             in_flight.add(device, None, [])  # type: ignore[union-attr]
         if self.seen is not None:
-            for t, value in self._remember:
-                self.seen.put(t, value)
+            for t, version, value in self._remember:
+                self.seen.put(t, version, value)
             self._remember.clear()
         self._pieces.clear()
         self._pending.clear()

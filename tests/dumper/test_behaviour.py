@@ -115,6 +115,33 @@ def test_in_place_inputs_are_recorded_before_the_op(tmp_path: Path) -> None:
     assert recs["Tensor_add__0_forward_output"].stats[0] == 2.0
 
 
+def test_a_tensor_filled_by_setitem_is_recorded_filled_where_it_is_used_next(tmp_path: Path) -> None:
+    """Mixtral's expert routing (transformers 5.x) fills ``torch.empty_like(order)`` by
+    ``inverse[order] = …`` and then indexes with it. ``__setitem__`` returns nothing, so its input
+    (recorded before the write, rightly) was remembered under the version the tensor had *after* the
+    write, and ``src[inverse]`` reused that record: its index held the uninitialised pre-fill
+    contents. ``stale`` is the same with known pre-fill contents (5s), so the check never depends on
+    what ``empty`` happened to hold."""
+    src = torch.randn(6)
+    order = torch.tensor([0, 2, 4, 1, 3, 5])
+    stale = torch.full((6,), 5)
+    expected = [0, 3, 1, 4, 2, 5]
+
+    def calls() -> tuple[torch.Tensor, torch.Tensor]:
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(6)
+        stale[order] = torch.arange(6)
+        return src[inverse], src[stale]
+
+    _, recs = _dump(tmp_path, calls)
+    tensor_dir = recs["_dump"].tensor_dir
+    assert recs["Tensor___setitem___1_forward_input.0"].stats[:3] == [5, 5, 5.0]  # what the call saw
+    for call in ("Tensor___getitem___0", "Tensor___getitem___1"):
+        index = f"{call}_forward_input.1"
+        assert load_npy(npy_path(tensor_dir, index)).tolist() == expected, index
+        assert recs[index].stats[:3] == [5, 0, 2.5], index
+
+
 def test_only_the_outermost_call_is_recorded(tmp_path: Path) -> None:
     a, b = torch.ones(2, 3), torch.ones(2)
     _, recs = _dump(tmp_path, lambda: F.cosine_embedding_loss(a, a, b))
