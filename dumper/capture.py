@@ -23,9 +23,19 @@ import numpy as np
 import torch
 
 from ptdbg_tui.formats.stats import StatKind, build_stats, classify
+from ptdbg_tui.formats.tensorfile import WIDENED
 
 Path_ = tuple[int, ...]
 _EXACT_FLOATS = (torch.float32, torch.float64)
+#: Floats numpy has no type for (``Got unsupported ScalarType Float8_e4m3fn``), saved as float32; the
+#: float8 kinds come and go with torch's version.
+_WIDENED = frozenset(getattr(torch, name) for name in WIDENED if hasattr(torch, name))
+#: A widened float's own bytes, for a checksum of the data as it is: an integer of its size.
+_BITS = {1: torch.uint8, 2: torch.int16}
+#: Unsigned integers whose min and max torch cannot take (aminmax has no kernel for them) and that fit
+#: in int64; uint64 is reduced in the statistics' float type.
+_WIDE_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32") if hasattr(torch, name))
+_UINT64 = getattr(torch, "uint64", None)
 
 
 @dataclass(slots=True)
@@ -91,7 +101,8 @@ def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
     if kind is StatKind.ZERO_D:
         return t.reshape(1).to(acc)
     if kind is StatKind.INT:
-        mn, mx = torch.aminmax(t)
+        ints = t.long() if t.dtype in _WIDE_UNSIGNED else t.to(acc) if t.dtype == _UINT64 else t
+        mn, mx = torch.aminmax(ints)
         return torch.stack([mx.to(acc), mn.to(acc), t.float().mean().to(acc)])
     x = t if t.dtype in _EXACT_FLOATS else t.float()
     mn, mx = torch.aminmax(x)
@@ -99,15 +110,15 @@ def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
 
 
 def host_copy(t: torch.Tensor, raw: bool = False) -> np.ndarray | torch.Tensor:
-    """A private CPU copy (bf16 widened to fp32, as the original saves it; ``raw``: bf16 kept as its
-    bytes, for a checksum of the data as it is).
+    """A private CPU copy (bf16 and float8 widened to fp32, as the original saves bf16; ``raw``: kept
+    as their bytes, for a checksum of the data as it is).
 
     CPU tensors are copied by numpy: a single-threaded memcpy, several times faster than torch's
     threaded copy when the training already keeps every core busy.
     """
-    if t.dtype == torch.bfloat16 and raw:
-        t = t.view(torch.int16)
-    elif t.dtype == torch.bfloat16:
+    if t.dtype in _WIDENED and raw:
+        t = t.view(_BITS[t.element_size()])
+    elif t.dtype in _WIDENED:
         t = t.float()  # a fresh tensor already: no second copy on the CPU
         if t.device.type == "cpu":
             return t.numpy()

@@ -108,6 +108,46 @@ def test_bf16_saved_as_float32_and_fp16_stats_do_not_overflow(tmp_path: Path) ->
     assert array.dtype == np.float32 and array.tolist() == [[0, -1, -2], [-3, -4, -5]]
 
 
+#: The narrow dtypes of torch 2.13 numpy lacks (float8, stored as float32) or torch cannot reduce (uint16+).
+NARROW = [
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "uint16",
+    "uint32",
+    "uint64",
+]
+
+
+@pytest.mark.parametrize("checksums", [False, True])
+def test_float8_and_wide_unsigned_tensors_are_recorded_with_stats_and_data(
+    tmp_path: Path, caplog, checksums: bool
+) -> None:
+    """``TypeError: Got unsupported ScalarType Float8_e4m3fn`` was logged and the call's record
+    dropped (numpy has no float8), and ``aminmax`` has no kernel for uint16/32/64. Each is recorded
+    under its own dtype, with statistics of its values and an npy of them (float8 as float32)."""
+    x = torch.linspace(-3, 3, 8)
+    dtypes = [getattr(torch, name) for name in NARROW if hasattr(torch, name)]
+    sources = {d: x if d.is_floating_point and "e8m0" not in str(d) else x.abs() for d in dtypes}
+    hook = {"summary_mode": "md5"} if checksums else {}
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        outs, recs = _dump(tmp_path, lambda: [torch.clone(sources[d].to(d)) for d in dtypes], **hook)
+    assert not caplog.records
+    for i, (d, out) in enumerate(zip(dtypes, outs, strict=True)):
+        rec = recs[f"Torch_clone_{i}_forward_output"]
+        values = out.double()
+        assert rec.dtype == str(d)
+        assert rec.stats[:3] == pytest.approx([values.max(), values.min(), values.mean()]), d
+        if checksums:
+            assert rec.md5 is not None
+            continue
+        array = load_npy(npy_path(recs["_dump"].tensor_dir, rec.name))
+        assert array.dtype == (np.float32 if d.is_floating_point else out.numpy().dtype), d
+        assert array.tolist() == out.double().tolist(), d
+
+
 def test_in_place_inputs_are_recorded_before_the_op(tmp_path: Path) -> None:
     x = torch.ones(3)
     _, recs = _dump(tmp_path, lambda: x.add_(1))
