@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ptdbg_tui.formats import npy, pt
+from ptdbg_tui.formats import float8, npy, pt
 from ptdbg_tui.formats.files import TensorFileError
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -70,14 +70,7 @@ _TORCH_ALIASES = {
 #: torch's floats that numpy has no type for, saved in an npy as float32 (which holds each of their
 #: values exactly) under their true dtype in the pkl (docs/formats.md#npy-files); read from msprobe's
 #: ``.pt`` files as float32 too.
-WIDENED = (
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-)
+WIDENED = ("bfloat16", *float8.FORMATS)
 
 
 def stored_dtypes(recorded: str) -> tuple[str, ...] | None:
