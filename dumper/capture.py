@@ -23,9 +23,19 @@ import numpy as np
 import torch
 
 from ptdbg_tui.formats.stats import StatKind, build_stats, classify
+from ptdbg_tui.formats.tensorfile import WIDENED
 
 Path_ = tuple[int, ...]
 _EXACT_FLOATS = (torch.float32, torch.float64)
+#: Floats numpy has no type for (``Got unsupported ScalarType Float8_e4m3fn``), saved as float32; the
+#: float8 kinds come and go with torch's version.
+_WIDENED = frozenset(getattr(torch, name) for name in WIDENED if hasattr(torch, name))
+#: A widened float's own bytes, for a checksum of the data as it is: an integer of its size.
+_BITS = {1: torch.uint8, 2: torch.int16}
+#: Unsigned integers whose min and max torch cannot take (aminmax has no kernel for them) and that fit
+#: in int64; uint64 is reduced in the statistics' float type.
+_WIDE_UNSIGNED = tuple(getattr(torch, name) for name in ("uint16", "uint32") if hasattr(torch, name))
+_UINT64 = getattr(torch, "uint64", None)
 
 
 @dataclass(slots=True)
@@ -91,7 +101,8 @@ def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
     if kind is StatKind.ZERO_D:
         return t.reshape(1).to(acc)
     if kind is StatKind.INT:
-        mn, mx = torch.aminmax(t)
+        ints = t.long() if t.dtype in _WIDE_UNSIGNED else t.to(acc) if t.dtype == _UINT64 else t
+        mn, mx = torch.aminmax(ints)
         return torch.stack([mx.to(acc), mn.to(acc), t.float().mean().to(acc)])
     x = t if t.dtype in _EXACT_FLOATS else t.float()
     mn, mx = torch.aminmax(x)
@@ -99,15 +110,15 @@ def _reductions(t: torch.Tensor, kind: StatKind) -> torch.Tensor:
 
 
 def host_copy(t: torch.Tensor, raw: bool = False) -> np.ndarray | torch.Tensor:
-    """A private CPU copy (bf16 widened to fp32, as the original saves it; ``raw``: bf16 kept as its
-    bytes, for a checksum of the data as it is).
+    """A private CPU copy (bf16 and float8 widened to fp32, as the original saves bf16; ``raw``: kept
+    as their bytes, for a checksum of the data as it is).
 
     CPU tensors are copied by numpy: a single-threaded memcpy, several times faster than torch's
     threaded copy when the training already keeps every core busy.
     """
-    if t.dtype == torch.bfloat16 and raw:
-        t = t.view(torch.int16)
-    elif t.dtype == torch.bfloat16:
+    if t.dtype in _WIDENED and raw:
+        t = t.view(_BITS[t.element_size()])
+    elif t.dtype in _WIDENED:
         t = t.float()  # a fresh tensor already: no second copy on the CPU
         if t.device.type == "cpu":
             return t.numpy()
@@ -135,10 +146,11 @@ class SeenTensors:
             return None
         return item[2]
 
-    def put(self, t: torch.Tensor, value: Value) -> None:
-        if t.is_inference():
-            return
-        self._items[id(t)] = (weakref.ref(t), t._version, value)
+    def put(self, t: torch.Tensor, version: int, value: Value) -> None:
+        """Remember ``value`` as ``t``'s record while ``t`` stays at ``version``: the version it had
+        when its values were taken, which an in-place call has moved on since (an input taken before
+        ``x[idx] = …`` is not what ``x`` holds after it). Never an inference tensor (no version)."""
+        self._items[id(t)] = (weakref.ref(t), version, value)
         self._items.move_to_end(id(t))
         if len(self._items) > self.size:
             self._items.popitem(last=False)
@@ -180,7 +192,7 @@ class CallCapture:
         self.copy_npy = copy_npy
         self.checksums = checksums  # tensors copied as their raw bytes, for the writer's CRC
         self.seen = seen
-        self._remember: list[tuple[torch.Tensor, Value]] = []
+        self._remember: list[tuple[torch.Tensor, int, Value]] = []
         self.values: list[Value] = []
         self._pending: dict[torch.device, Pending] = {}
         self._pieces: dict[torch.device, list[torch.Tensor]] = {}
@@ -215,8 +227,8 @@ class CallCapture:
         if self.copy_npy or self.checksums:
             value.array = self._host_copy(t, raw=self.checksums)
         self.values.append(value)
-        if self.seen is not None:
-            self._remember.append((user_tensor, value))
+        if self.seen is not None and not user_tensor.is_inference():  # no version counter to watch
+            self._remember.append((user_tensor, user_tensor._version, value))
 
     def add_file(self, name: str, user_tensor: torch.Tensor) -> None:
         """A tensor whose data alone is written, to ``<name>.npy``, with no pkl line and no statistics:
@@ -252,8 +264,8 @@ class CallCapture:
         for device in self._async:  # host copies with no reduction on that device
             in_flight.add(device, None, [])  # type: ignore[union-attr]
         if self.seen is not None:
-            for t, value in self._remember:
-                self.seen.put(t, value)
+            for t, version, value in self._remember:
+                self.seen.put(t, version, value)
             self._remember.clear()
         self._pieces.clear()
         self._pending.clear()

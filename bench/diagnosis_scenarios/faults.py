@@ -213,6 +213,19 @@ def carry_dropped(tile: int) -> Make:
     return recomputed(wrong)
 
 
+@recomputed
+def running_sum_in_own_dtype(fn: Api, x: torch.Tensor, dim: int, **kwargs: Any) -> torch.Tensor:
+    """``cumsum`` that keeps its running sum in the input's dtype: in fp16 each partial sum is rounded
+    before the next term is added, an error that grows with the axis, where torch's kernel accumulates
+    in fp32 and rounds each result once."""
+    total = torch.zeros_like(x.select(dim, 0))
+    sums = []
+    for i in range(x.shape[dim]):
+        total = total + x.select(dim, i)
+        sums.append(total)
+    return torch.stack(sums, dim)
+
+
 def _per_channel_affine(out: torch.Tensor, weight: Any, bias: Any) -> torch.Tensor:
     """A norm's affine step on dimension 1 (channels)."""
     shape = [1, -1] + [1] * (out.dim() - 2)

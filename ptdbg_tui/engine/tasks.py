@@ -71,14 +71,16 @@ def _itemsize(dtype: str) -> int:
         ("int8", 1),
         ("uint8", 1),
         ("int16", 2),
+        ("uint16", 2),
         ("int32", 4),
         ("float64", 8),
         ("double", 8),
         ("int64", 8),
+        ("uint64", 8),
     ):
         if name.startswith(prefix):
             return size
-    return 4  # float32, bfloat16 (stored as float32), scalars
+    return 4  # float32, uint32, bfloat16 and float8 (stored as float32), scalars
 
 
 def task_for(

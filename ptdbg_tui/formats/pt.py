@@ -28,13 +28,16 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
+from ptdbg_tui.formats import float8
 from ptdbg_tui.formats.budget import check
 from ptdbg_tui.formats.files import TENSOR_FILE, TensorFileError, describe, open_regular
 from ptdbg_tui.formats.npy import NpyHeader, iter_chunks, open_error
 
 #: Files up to this size are read with one read and unzipped in memory.
 SMALL_FILE = 1 << 20
-#: Storage type -> numpy dtype; ``bfloat16`` is read as uint16 and widened to float32.
+#: Storage type -> numpy dtype; ``bfloat16`` and the float8 formats (read as their bits) are widened to
+#: float32. torch names no storage type after the dtypes it added later (uint16+, float8): it saves them
+#: as an ``UntypedStorage`` and names the dtype, here given a storage name of the same pattern.
 STORAGE_DTYPES = {
     "FloatStorage": "f4",
     "DoubleStorage": "f8",
@@ -48,6 +51,10 @@ STORAGE_DTYPES = {
     "BoolStorage": "?",
     "ComplexFloatStorage": "c8",
     "ComplexDoubleStorage": "c16",
+    "UInt16Storage": "u2",
+    "UInt32Storage": "u4",
+    "UInt64Storage": "u8",
+    **{f"{name.capitalize()}Storage": name for name in float8.FORMATS},
 }
 #: ``torch.<dtype>`` globals (``_rebuild_tensor_v3`` names the dtype) -> storage type.
 TORCH_DTYPES = {
@@ -69,6 +76,10 @@ TORCH_DTYPES = {
     "bool": "BoolStorage",
     "complex64": "ComplexFloatStorage",
     "complex128": "ComplexDoubleStorage",
+    "uint16": "UInt16Storage",
+    "uint32": "UInt32Storage",
+    "uint64": "UInt64Storage",
+    **{name: f"{name.capitalize()}Storage" for name in float8.FORMATS},
 }
 _LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature, ..., file name length, extra field length
 _LOCAL_SIG = b"PK\x03\x04"
@@ -81,6 +92,9 @@ _EOCD_SIG = b"PK\x05\x06"
 _CENTRAL = struct.Struct("<4s6H3L5H2L")
 _CENTRAL_SIG = b"PK\x01\x02"
 _BF16 = "bfloat16"
+#: The widened dtypes (their code in STORAGE_DTYPES) -> the bits a file holds of them.
+_BITS = {_BF16: "<u2", **dict.fromkeys(float8.FORMATS, "u1")}
+_UNTYPED = "UntypedStorage"
 
 
 class PtError(TensorFileError):
@@ -130,8 +144,16 @@ def _rebuild_tensor_v3(
     *_: Any,
 ) -> _Tensor:
     if isinstance(dtype, _TorchDtype) and isinstance(storage, _Storage):
-        storage = storage._replace(type=dtype.storage)
+        code = STORAGE_DTYPES[dtype.storage]
+        # an untyped storage counts bytes
+        numel = storage.numel // _raw(code).itemsize if storage.type == _UNTYPED else storage.numel
+        storage = _Storage(dtype.storage, storage.key, numel)
     return _rebuild_tensor(storage, storage_offset, size, stride)
+
+
+def _raw(code: str) -> np.dtype:
+    """What a file holds of a storage of ``code`` (its bits for a widened dtype)."""
+    return np.dtype(_BITS.get(code, code))
 
 
 def _rebuild_parameter(data: Any, *_: Any) -> Any:
@@ -153,7 +175,7 @@ class _TensorUnpickler(pickle.Unpickler):
         found = _CALLABLES.get((module, name))
         if found is not None:
             return found
-        if module == "torch" and name in STORAGE_DTYPES:
+        if (module == "torch" and name in STORAGE_DTYPES) or (module, name) == ("torch.storage", _UNTYPED):
             return _StorageType(name)
         if module == "torch" and name in TORCH_DTYPES:
             return _TorchDtype(TORCH_DTYPES[name])
@@ -169,14 +191,16 @@ class _TensorUnpickler(pickle.Unpickler):
 
 @dataclass(frozen=True, slots=True)
 class PtHeader:
-    """Where a saved tensor's elements are. ``dtype`` is what reading yields (float32 for bf16),
-    ``raw`` what the file holds; ``data_offset`` is -1 when the elements are not one contiguous run."""
+    """Where a saved tensor's elements are. ``dtype`` is what reading yields (float32 for bf16 and
+    float8), ``raw`` what the file holds; ``data_offset`` is -1 when the elements are not one contiguous
+    run."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     raw: np.dtype
     data_offset: int
     fortran: bool = False
+    widened: str = ""  # the dtype read as its bits and widened (``bfloat16``, ``float8_e4m3fn``)
 
     @property
     def nbytes(self) -> int:
@@ -281,8 +305,9 @@ def _parse(f: BinaryIO, members: dict[str, _Member], name: str) -> _Parsed:
         raise PtError(f"Dump file {name}: tensors of {obj.storage.type} cannot be read.")
     order = members.get("byteorder")
     big = order is not None and _read(f, order, name).strip() == b"big"
-    raw = np.dtype("<u2" if code == _BF16 else code).newbyteorder(">" if big else "<")
-    dtype = np.dtype(np.float32) if code == _BF16 else raw
+    raw = _raw(code).newbyteorder(">" if big else "<")
+    widened = code if code in _BITS else ""
+    dtype = np.dtype(np.float32) if widened else raw
     data = members.get(f"data/{obj.storage.key}")
     if data is None:
         raise PtError(f"Dump file {name} lacks the data of its storage {obj.storage.key}.")
@@ -312,7 +337,7 @@ def _parse(f: BinaryIO, members: dict[str, _Member], name: str) -> _Parsed:
             f"the file holds {max(0, end - start)} of them."
         )
     offset = start + obj.offset * raw.itemsize if _c_contiguous(obj.size, obj.stride) else -1
-    return _Parsed(PtHeader(obj.size, dtype, raw, offset), obj, start, data.size)
+    return _Parsed(PtHeader(obj.size, dtype, raw, offset, widened=widened), obj, start, data.size)
 
 
 def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
@@ -344,8 +369,11 @@ def _open(path: str | os.PathLike[str]) -> tuple[BinaryIO, dict[str, _Member]]:
         raise PtError(f"Dump file {name} cannot be read ({describe(e)}).") from None
 
 
-def _widen(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """bfloat16 bits (uint16) as float32: the bits are the high half of the float32."""
+def _widen(raw: np.ndarray, widened: str, out: np.ndarray | None = None) -> np.ndarray:
+    """The bits of a widened dtype as float32: float8 by its table; bfloat16's (uint16) are the high
+    half of the float32."""
+    if widened != _BF16:
+        return float8.decode(raw, widened, out)
     if out is None:
         wide = np.empty(raw.shape, np.uint32)
     else:
@@ -376,7 +404,7 @@ def _values(f: BinaryIO, p: _Parsed, name: str) -> np.ndarray:
     else:
         strides = tuple(s * raw.itemsize for s in t.stride)
         array = np.lib.stride_tricks.as_strided(storage[t.offset :], t.size, strides).copy()
-    return _widen(array) if p.header.dtype != raw else array
+    return _widen(array, p.header.widened) if p.header.widened else array
 
 
 def read_pt(path: str | os.PathLike[str], data_limit: float = 0) -> tuple[PtHeader, np.ndarray | None]:
@@ -413,7 +441,7 @@ def iter_pt_chunks(
     one, read as an npy's (:func:`ptdbg_tui.formats.npy.iter_chunks`); ``buffer``: uint8 scratch of
     ``chunk`` yielded elements."""
     raw = NpyHeader(header.shape, header.raw, False, header.data_offset)
-    if header.dtype == header.raw:
+    if not header.widened:
         yield from iter_chunks(path, raw, chunk, buffer, start, stop)
         return
     n = max(1, min(chunk, math.prod(header.shape)))
@@ -421,4 +449,4 @@ def iter_pt_chunks(
         buffer = np.empty(n * header.dtype.itemsize, np.uint8)
     out = buffer[: n * header.dtype.itemsize].view(header.dtype)
     for part in iter_chunks(path, raw, chunk, None, start, stop):
-        yield _widen(part, out)
+        yield _widen(part, header.widened, out)

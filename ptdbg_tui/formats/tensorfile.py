@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ptdbg_tui.formats import npy, pt
+from ptdbg_tui.formats import float8, npy, pt
 from ptdbg_tui.formats.files import TensorFileError
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -67,13 +67,19 @@ _TORCH_ALIASES = {
 }
 
 
+#: torch's floats that numpy has no type for, saved in an npy as float32 (which holds each of their
+#: values exactly) under their true dtype in the pkl (docs/formats.md#npy-files); read from msprobe's
+#: ``.pt`` files as float32 too.
+WIDENED = ("bfloat16", *float8.FORMATS)
+
+
 def stored_dtypes(recorded: str) -> tuple[str, ...] | None:
     """The numpy dtypes a tensor file read for a tensor recorded as ``recorded`` may yield
     (``None`` for a recorded dtype that says nothing about them, such as a Python scalar's): the
-    same, except bfloat16, saved (ptdbg) or read (msprobe) as float32."""
+    same, except bfloat16 and float8, saved (ptdbg) or read (msprobe) as float32."""
     name = recorded.removeprefix("torch.")
-    if name == "bfloat16":
-        return ("float32", "bfloat16")
+    if name in WIDENED:
+        return ("float32", "bfloat16") if name == "bfloat16" else ("float32",)
     if recorded.startswith("torch."):
         name = _TORCH_ALIASES.get(name, name)
     try:

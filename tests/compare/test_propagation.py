@@ -167,6 +167,11 @@ def test_dtype_floors_and_trim_counts():
     assert unit_roundoff("torch.bfloat16") == 2.0**-8 and unit_roundoff("torch.float16") == 2.0**-11
     assert unit_roundoff("torch.float32") == 2.0**-24 and unit_roundoff("torch.int32") == 0
     assert floor_of("torch.bfloat16", "torch.float32") == 2.0**-8
+    # float8 read as float32's 2**-24 ("float8_e4m3fn" starts with "float"): one float8 rounding was
+    # a fault 2**20 times over
+    assert unit_roundoff("torch.float8_e4m3fn") == unit_roundoff("torch.float8_e4m3fnuz") == 2.0**-4
+    assert unit_roundoff("torch.float8_e5m2") == unit_roundoff("torch.float8_e5m2fnuz") == 2.0**-3
+    assert unit_roundoff("torch.float8_e8m0fnu") == 2.0**-1 and unit_roundoff("torch.uint16") == 0
     assert trim_count(8) == 0 and trim_count(64) == 4 and trim_count(1 << 20) == 8 + 1024
 
 

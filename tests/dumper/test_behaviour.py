@@ -108,11 +108,78 @@ def test_bf16_saved_as_float32_and_fp16_stats_do_not_overflow(tmp_path: Path) ->
     assert array.dtype == np.float32 and array.tolist() == [[0, -1, -2], [-3, -4, -5]]
 
 
+#: The narrow dtypes of torch 2.13 numpy lacks (float8, stored as float32) or torch cannot reduce (uint16+).
+NARROW = [
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "uint16",
+    "uint32",
+    "uint64",
+]
+
+
+@pytest.mark.parametrize("checksums", [False, True])
+def test_float8_and_wide_unsigned_tensors_are_recorded_with_stats_and_data(
+    tmp_path: Path, caplog, checksums: bool
+) -> None:
+    """``TypeError: Got unsupported ScalarType Float8_e4m3fn`` was logged and the call's record
+    dropped (numpy has no float8), and ``aminmax`` has no kernel for uint16/32/64. Each is recorded
+    under its own dtype, with statistics of its values and an npy of them (float8 as float32)."""
+    x = torch.linspace(-3, 3, 8)
+    dtypes = [getattr(torch, name) for name in NARROW if hasattr(torch, name)]
+    sources = {d: x if d.is_floating_point and "e8m0" not in str(d) else x.abs() for d in dtypes}
+    hook = {"summary_mode": "md5"} if checksums else {}
+    with caplog.at_level(logging.ERROR, logger="dumper"):
+        outs, recs = _dump(tmp_path, lambda: [torch.clone(sources[d].to(d)) for d in dtypes], **hook)
+    assert not caplog.records
+    for i, (d, out) in enumerate(zip(dtypes, outs, strict=True)):
+        rec = recs[f"Torch_clone_{i}_forward_output"]
+        values = out.double()
+        assert rec.dtype == str(d)
+        assert rec.stats[:3] == pytest.approx([values.max(), values.min(), values.mean()]), d
+        if checksums:
+            assert rec.md5 is not None
+            continue
+        array = load_npy(npy_path(recs["_dump"].tensor_dir, rec.name))
+        assert array.dtype == (np.float32 if d.is_floating_point else out.numpy().dtype), d
+        assert array.tolist() == out.double().tolist(), d
+
+
 def test_in_place_inputs_are_recorded_before_the_op(tmp_path: Path) -> None:
     x = torch.ones(3)
     _, recs = _dump(tmp_path, lambda: x.add_(1))
     assert recs["Tensor_add__0_forward_input.0"].stats[0] == 1.0
     assert recs["Tensor_add__0_forward_output"].stats[0] == 2.0
+
+
+def test_a_tensor_filled_by_setitem_is_recorded_filled_where_it_is_used_next(tmp_path: Path) -> None:
+    """Mixtral's expert routing (transformers 5.x) fills ``torch.empty_like(order)`` by
+    ``inverse[order] = …`` and then indexes with it. ``__setitem__`` returns nothing, so its input
+    (recorded before the write, rightly) was remembered under the version the tensor had *after* the
+    write, and ``src[inverse]`` reused that record: its index held the uninitialised pre-fill
+    contents. ``stale`` is the same with known pre-fill contents (5s), so the check never depends on
+    what ``empty`` happened to hold."""
+    src = torch.randn(6)
+    order = torch.tensor([0, 2, 4, 1, 3, 5])
+    stale = torch.full((6,), 5)
+    expected = [0, 3, 1, 4, 2, 5]
+
+    def calls() -> tuple[torch.Tensor, torch.Tensor]:
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(6)
+        stale[order] = torch.arange(6)
+        return src[inverse], src[stale]
+
+    _, recs = _dump(tmp_path, calls)
+    tensor_dir = recs["_dump"].tensor_dir
+    assert recs["Tensor___setitem___1_forward_input.0"].stats[:3] == [5, 5, 5.0]  # what the call saw
+    for call in ("Tensor___getitem___0", "Tensor___getitem___1"):
+        index = f"{call}_forward_input.1"
+        assert load_npy(npy_path(tensor_dir, index)).tolist() == expected, index
+        assert recs[index].stats[:3] == [5, 0, 2.5], index
 
 
 def test_only_the_outermost_call_is_recorded(tmp_path: Path) -> None:

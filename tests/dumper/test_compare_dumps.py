@@ -331,3 +331,24 @@ def test_the_legacy_compare_api_prints_the_culprit_s_module_as_the_command_does(
     lines = capsys.readouterr().out.splitlines()
     (at,) = [i for i, line in enumerate(lines) if line.startswith("  Culprit: VF_lstm_0_backward (backward)")]
     assert lines[at + 1] == "    module: lstm · LSTM"
+
+
+def test_float8_tensors_compare_on_their_values(tmp_path: Path) -> None:
+    """A float8 pair, recorded as float32 npy under its float8 dtype, is read without a dtype note
+    and compared on the values it holds: the metrics are those of the dequantised tensors."""
+    torch.manual_seed(0)
+    x = torch.randn(256)
+    quantised = {}
+    for side, scale in (("npu", 1.05), ("bench", 1.0)):
+        debugger = PrecisionDebugger(dump_path=str(tmp_path / side), hook_name="dump", step=[0])
+        debugger.start()
+        quantised[side] = torch.clone((x * scale).to(torch.float8_e4m3fn)).double()
+        debugger.stop()
+        debugger.step()
+    (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    row = next(r for r in outcome.rows if r.name == "Torch_clone_0_forward_output")
+    npu, bench = quantised["npu"], quantised["bench"]
+    assert row.npu is not None and row.npu.dtype == "torch.float8_e4m3fn"
+    assert row.result is not None and row.result.message == ""
+    assert row.result.cosine == pytest.approx(float(F.cosine_similarity(npu, bench, dim=0)), rel=1e-9)
+    assert row.result.max_abs == pytest.approx(float((npu - bench).abs().max()), rel=1e-9)

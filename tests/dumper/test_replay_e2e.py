@@ -5,6 +5,7 @@ process) serves the module."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shlex
 import sys
@@ -22,7 +23,7 @@ from ptdbg_tui.engine.replay import Replayer, replay_outcomes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from diagnosis_scenarios import SCENARIOS, dump_pair
+from diagnosis_scenarios import SCENARIOS, dump_pair, faults
 
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
@@ -477,3 +478,52 @@ def test_no_replay_is_offered_where_the_error_is_an_earlier_steps_call_no_kernel
     assert "is Tensor___mul___0_forward" in report, report
     assert "step2/rank0 vs step2/rank0 (tensors)" in report and " 0 failed" not in report.split("step2/")[-1]
     assert "--replay" not in report, report
+
+
+class _RunningMean(torch.nn.Module):
+    """Token features and their running sum over 1,024 tokens, scaled (a causal pool), a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.head = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.sigmoid(self.proj(x))
+        return self.head(torch.cumsum(h, dim=1) * (1 / h.shape[1]))
+
+
+def _cumsum_dump(path: Path, npu: bool, fault: bool = False) -> Path:
+    """The NPU run in fp16 (its cumsum keeping an fp16 running sum with ``fault``), the bench in fp32."""
+    torch.manual_seed(0)
+    model, x, target = _RunningMean(), torch.randn(2, 1024, 16), torch.randn(2, 1024, 4)
+    if npu:
+        model, x, target = model.half(), x.half(), target.half()
+    debugger = PrecisionDebugger(dump_path=str(path), hook_name="dump", rank=0, step=[0], model=model)
+    kernel = replaced(torch, "cumsum", faults.running_sum_in_own_dtype) if fault else contextlib.nullcontext()
+    with kernel:
+        debugger.start()
+        try:
+            F.mse_loss(model(x), target).backward()
+        finally:
+            debugger.stop()
+            debugger.step()
+    return path
+
+
+@pytest.mark.parametrize("fault", [True, False])
+def test_an_fp16_running_sum_in_a_long_cumsum_is_named_and_confirmed(tmp_path, worker, fault):
+    """A 1,024-long fp16 cumsum whose kernel keeps an fp16 running sum is 2.6e-3 off (12× a correctly
+    rounded result's error); the op's allowance of two fp16 roundings under the margin (3.9e-3) took it
+    for rounding, in the two dumps and in the replay: no call was named. A reduction rounds once, so the
+    kernel is named and confirmed by replay, and an honest fp16 cumsum is still within rounding."""
+    npu = _cumsum_dump(tmp_path / "npu", npu=True, fault=fault)
+    outcomes = compare_dumps(npu, _cumsum_dump(tmp_path / "bench", npu=False), jobs=1)
+    culprit = outcomes[0].diagnosis.culprit
+    (got,) = replay_outcomes(outcomes, replayer=worker, calls=["Torch_cumsum_0_forward"]).values()
+    replay = got["Torch_cumsum_0_forward"]
+    if fault:
+        assert culprit is not None and culprit.call == "Torch_cumsum_0_forward"
+        assert replay.outcome == CONFIRMED, replay.text
+    else:
+        assert culprit is None and outcomes[0].diagnosis.suspects == []
+        assert replay.outcome == REFUTED, replay.text

@@ -12,8 +12,9 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+from ptdbg_tui.formats import float8
 from ptdbg_tui.formats.pt import PtError
-from ptdbg_tui.formats.tensorfile import FILE_ERRORS, iter_chunks, load_tensor, read_tensor
+from ptdbg_tui.formats.tensorfile import FILE_ERRORS, WIDENED, iter_chunks, load_tensor, read_tensor
 
 torch = pytest.importorskip("torch")
 
@@ -40,19 +41,29 @@ def _save(tmp_path, name, value):
         ("strided", lambda: torch.randn(4, 6)[:, ::2]),  # not contiguous: read whole
         ("param", lambda: torch.nn.Parameter(torch.randn(3))),
         ("grad", lambda: torch.randn(3, requires_grad=True) * 2),
+        # torch saves these as an untyped storage (its size in bytes) and the dtype, which was refused
+        # ("it refers to torch.storage.UntypedStorage, which is not part of a tensor")
+        ("u16", lambda: torch.arange(60_000, 60_010, dtype=torch.int32).to(torch.uint16)),
+        ("u32", lambda: torch.arange(5, dtype=torch.int64).to(torch.uint32)),
+        ("u64", lambda: torch.arange(5).to(torch.uint64)),
+        *(
+            (name, lambda name=name: (torch.randn(6, 4) * 3)[1:5].to(getattr(torch, name)))
+            for name in float8.FORMATS
+        ),
     ],
 )
 def test_values_equal_torch_load(tmp_path, name, make):
     value = make()
     path = _save(tmp_path, name, value)
     header, array = read_tensor(path, float("inf"))
-    expected = value.detach().float().numpy() if value.dtype == torch.bfloat16 else value.detach().numpy()
+    widened = str(value.dtype).removeprefix("torch.") in WIDENED
+    expected = value.detach().float().numpy() if widened else value.detach().numpy()
     assert header.shape == tuple(value.shape) and array.dtype == expected.dtype
     np.testing.assert_array_equal(array, expected)
     np.testing.assert_array_equal(load_tensor(path), expected)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float8_e5m2])
 def test_large_tensors_are_read_in_chunks_into_one_buffer(tmp_path, dtype):
     value = torch.randn(300_003).to(dtype)  # fp32: over SMALL_FILE, listed by zipfile; the others in memory
     path = _save(tmp_path, "big", value)
@@ -61,6 +72,15 @@ def test_large_tensors_are_read_in_chunks_into_one_buffer(tmp_path, dtype):
     chunks = [c.copy() for c in iter_chunks(path, header, 4096)]
     assert len(chunks) == 74
     np.testing.assert_array_equal(np.concatenate(chunks), value.float().numpy().astype(header.dtype))
+
+
+@pytest.mark.parametrize("name", float8.FORMATS)
+def test_each_float8_byte_decodes_as_torch_reads_it(name):
+    values = torch.arange(256, dtype=torch.uint8).view(getattr(torch, name)).float().numpy()
+    np.testing.assert_array_equal(float8.table(name), values)  # NaN where torch's, signed zeros alike
+    np.testing.assert_array_equal(
+        np.signbit(float8.table(name)[values == 0]), np.signbit(values[values == 0])
+    )
 
 
 @pytest.mark.parametrize(

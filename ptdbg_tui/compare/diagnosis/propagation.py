@@ -7,7 +7,10 @@ For one output ``y`` of a call, with inputs ``x_i`` (relative errors ``e_i``, un
   the op may amplify (``κ``: 1 for most ops; the magnitude of the argument for exp and softmax, the
   exponent for pow …), and the op itself may round its output (``ROUNDINGS · u_y``) and accumulate in
   another order in fp32 (``ACCUMULATION · u_fp32``, or fp64's for fp64 data):
-  ``κ · max e_i`` and ``ROUNDINGS · u_y + ACCUMULATION · min(u_y, u_fp32)``;
+  ``κ · max e_i`` and ``ROUNDINGS · u_y + ACCUMULATION · min(u_y, u_fp32)``; a reduction along an
+  axis (sum, mean, cumsum) accumulates in fp32 and rounds each result once, however long the axis,
+  so it may round ``ONE_ROUNDING · u_y`` only: a kernel that keeps its running sum in fp16 is not
+  rounding;
 * an op whose output is small against inputs of the same kind (terms that cancel: a difference of
   near-equal values, a normalisation, a sum over values of both signs, a gradient that is zero in
   theory) turns the inputs' *absolute* error, and the rounding at the inputs' scale, into a large
@@ -54,6 +57,15 @@ ROUNDINGS = 2.0
 #: accumulators differs by about √k of them: k up to 4,096 here).
 ACCUMULATION = 64.0
 U_FP32 = 2.0**-24
+#: The relative RMS error one rounding leaves (u/√3; a single element's, at most u, stays within
+#: ``MARGIN`` of it).
+ONE_ROUNDING = 1 / math.sqrt(3)
+#: Reductions along an axis (by :func:`op_name`), in either direction (their gradients expand, scale or
+#: sum in reverse): an honest kernel accumulates in fp32 (fp64's for fp64 data) and rounds each result
+#: once, whatever the axis' length, so their own rounding is one, not ``ROUNDINGS``. A kernel that keeps
+#: its running sum in fp16 leaves an error growing with the axis: a 1024-long fp16 cumsum's was 5 u_fp16
+#: (3.6e-3), within the 8 u that ``MARGIN · ROUNDINGS`` allowed, and a later call was blamed for it.
+REDUCTIONS = frozenset({"sum", "nansum", "mean", "nanmean", "cumsum"})
 
 GROWTH = "growth"
 NAN_ORIGIN = "nan"
@@ -291,18 +303,20 @@ def _scale(x: ErrorMeasures, y: ErrorMeasures) -> float:
     return max(x.bench_norm, x.bench_norm / math.sqrt(x.numel) * math.sqrt(max(y.numel, 1)))
 
 
-def own_rounding(y: ErrorMeasures) -> float:
-    """The relative error an honest op may leave in ``y`` on its own: ``ROUNDINGS`` of its dtype, and
-    ``ACCUMULATION`` of fp32 (fp64's for fp64 data) from another order of summation."""
-    return ROUNDINGS * y.floor + ACCUMULATION * min(y.floor, U_FP32)
+def own_rounding(y: ErrorMeasures, op: str = "") -> float:
+    """The relative error an honest op may leave in ``y`` on its own: ``ROUNDINGS`` of its dtype (one
+    for a :data:`REDUCTIONS` op), and ``ACCUMULATION`` of fp32 (fp64's for fp64 data) from another order
+    of summation."""
+    roundings = ONE_ROUNDING if op and _rules(op).reduction else ROUNDINGS
+    return roundings * y.floor + ACCUMULATION * min(y.floor, U_FP32)
 
 
 def judge_output(
-    y: ErrorMeasures, e_in: float, additive: float, kappa: float, flips: float = 0.0
+    y: ErrorMeasures, e_in: float, additive: float, kappa: float, flips: float = 0.0, op: str = ""
 ) -> tuple[float, float]:
     """``(output error, allowed relative error)`` of one output, from the inputs' largest relative error,
     their absolute error as it may add to this output (``additive``), κ and :func:`flip_allowance`."""
-    relative = max(kappa * e_in, own_rounding(y), flips)
+    relative = max(kappa * e_in, own_rounding(y, op), flips)
     if y.bench_norm > 0:
         return (y.robust if flips else y.rel), relative + additive / y.bench_norm
     # a bench of zeros: judge the NPU's size against what the inputs could have left
@@ -465,6 +479,7 @@ class _Rules(NamedTuple):
     jumps: bool  # :data:`DISCONTINUOUS`: :func:`flip_allowance` may exceed 0
     product: str | None  # :data:`CONTRACTIONS`
     elementwise: bool  # :data:`ELEMENTWISE`
+    reduction: bool  # :data:`REDUCTIONS`
 
 
 @functools.lru_cache(maxsize=4096)
@@ -476,6 +491,7 @@ def _rules(op: str) -> _Rules:
         name in DISCONTINUOUS,
         CONTRACTIONS.get(name),
         name in ELEMENTWISE,
+        name in REDUCTIONS,
     )
 
 
@@ -503,7 +519,8 @@ def _worst_output(
             cancel = contraction_kappa(product, inputs, y) if product else None
             if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
                 k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
-            err, allowed = judge_output(y, e_in, _additive(adders, y) * gain * (lipschitz or 1.0), k, flips)
+            additive = _additive(adders, y) * gain * (lipschitz or 1.0)
+            err, allowed = judge_output(y, e_in, additive, k, flips, op)
         if y.from_stats:
             allowed *= STATS_SCATTER
         score = _score(err, allowed * MARGIN)

@@ -16,6 +16,9 @@ from ptdbg_tui.formats.records import TensorRecord
 #: Unit roundoff (half an ulp at 1) by dtype name: the relative error one rounding may leave.
 _ROUNDOFF = (
     (("bfloat16",), 2.0**-8),
+    (("float8_e4m3",), 2.0**-4),  # e4m3fn, e4m3fnuz: 3 mantissa bits
+    (("float8_e5m2",), 2.0**-3),
+    (("float8_e8m0",), 2.0**-1),  # powers of two only
     (("float16", "half"), 2.0**-11),
     (("float64", "double", "<class 'float'>"), 2.0**-53),
     (("float32", "float"), 2.0**-24),

@@ -27,7 +27,17 @@ CLOSE_RTOL = 0.001
 #: Summary mode: a statistic agrees when |npu - bench| <= STAT_ATOL + rtol * magnitude, with
 #: rtol chosen by the less precise dtype of the pair (stats are computed in the tensor's dtype).
 STAT_ATOL = 1e-6
-STAT_RTOL = {"bfloat16": 2e-2, "float16": 5e-3, "half": 5e-3}
+STAT_RTOL = {
+    "bfloat16": 2e-2,
+    "float16": 5e-3,
+    "half": 5e-3,
+    # float8: one ulp at 1, what a value rounded once the other way moves by
+    "float8_e4m3fn": 2.0**-3,
+    "float8_e4m3fnuz": 2.0**-3,
+    "float8_e5m2": 2.0**-2,
+    "float8_e5m2fnuz": 2.0**-2,
+    "float8_e8m0fnu": 1.0,
+}
 STAT_RTOL_DEFAULT = 1e-3
 STAT_NAMES = ("max", "min", "mean", "l2norm")
 

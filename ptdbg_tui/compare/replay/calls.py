@@ -101,7 +101,7 @@ def _side(
     except Refused as e:
         lacking = "" if plan.complete else f" ({source.lacking})"
         return f"{e}{lacking}", plan
-    return judge_side(done.results, done.dtypes, done.names, done.honest), plan
+    return judge_side(done.results, done.dtypes, done.names, done.honest, done.op), plan
 
 
 def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSource) -> CallReplay:

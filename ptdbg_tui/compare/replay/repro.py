@@ -99,10 +99,10 @@ def write_repro(
     except Refused as e:
         raise CannotReplay(str(e)) from None
     allowed = {
-        p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p))
+        p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p), done.op)
         for p, (rec, ref, sens) in done.results.items()
     }
-    verdict = judge_side(done.results, done.dtypes, done.names, done.honest)
+    verdict = judge_side(done.results, done.dtypes, done.names, done.honest, done.op)
     written = Written(Path(out_dir) / SCRIPT, verdict, plan.complete)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -216,6 +216,7 @@ class Replayed:
     #: an honest kernel of that precision does (accumulation, intermediate roundings); absent where it
     #: cannot run on CPU.
     honest: dict[Path, tuple[float, float]] = field(default_factory=dict)
+    op: str = ""  # the function's name (``cumsum``), which sets the rounding its kernel may do
 
 
 def _honest(
@@ -348,6 +349,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
         {p: r.dtype for p, r in plan.results.items()},
         {p: r.name for p, r in plan.results.items()},
         {p: v for p in plan.results if (v := matching(honest, p)) is not None},
+        op,
     )
 
 

@@ -104,9 +104,11 @@ def judge_result(
     dtype: str,
     name: str,
     honest: tuple[float, float] | None = None,
+    op: str = "",
 ) -> SideVerdict:
     """One recorded result against its float64 replay (``honest``: the error and lean of torch's own CPU
-    kernel in the recorded dtypes, which any allowance covers)."""
+    kernel in the recorded dtypes, which any allowance covers; ``op``: the call's op, whose own rounding
+    is a reduction's single one where it is one)."""
     finite = np.isfinite(recorded) & np.isfinite(reference)
     if not np.array_equal(np.isfinite(recorded), np.isfinite(reference)):
         return SideVerdict(math.inf, 0.0, 0.0, math.inf, name)  # NaN/Inf the replay does not make (or v.v.)
@@ -115,7 +117,7 @@ def judge_result(
     diff = r - f
     num = float(np.linalg.norm(diff))
     error = num / den if den > 0 else (0.0 if num == 0 else math.inf)
-    rounding = own_rounding(_floor(dtype))
+    rounding = own_rounding(_floor(dtype), op)
     allowed = MARGIN * (sensitivity + rounding)
     n = int(f.size)
     bias, chance = lean(diff, f)
@@ -137,10 +139,11 @@ def judge_side(
     dtypes: Mapping[object, str],
     names: Mapping[object, str],
     honest: Mapping[object, tuple[float, float]] | None = None,
+    op: str = "",
 ) -> SideVerdict:
     """A side's verdict: its worst result (wrong ones first, then by how far beyond what is allowed)."""
     verdicts = [
-        judge_result(rec, ref, sens, dtypes[p], names[p], (honest or {}).get(p))
+        judge_result(rec, ref, sens, dtypes[p], names[p], (honest or {}).get(p), op)
         for p, (rec, ref, sens) in results.items()
     ]
     return max(verdicts, key=lambda v: (v.wrong, _beyond(v)))
