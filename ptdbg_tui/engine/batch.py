@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.keywords import with_keywords
+from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
@@ -492,7 +492,7 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
     suspect blames a kernel: a pkl records positional arguments only)."""
     modelled = model_rows(rows)
-    d = diagnose(modelled, npu.step)
+    d = diagnose(modelled, npu.step, keywords_of(lambda: call_specs_of(npu)))
     with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench), modelled)
     return d
 
