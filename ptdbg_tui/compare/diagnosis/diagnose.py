@@ -841,18 +841,22 @@ AMPLIFIED = (
 
 def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis) -> None:
     """An update within what its quotient may carry (:func:`~.propagation.quotient_error`): where it needs
-    that, or its numerator holds elements of either sign on the two sides (rounding noise), the tensor it
-    left is remembered for the next step (the parameter it wrote differs there for no kernel's fault);
-    where it needs it, a note says why it is no suspect."""
+    that, where that alone may carry all its output's error, or where its numerator holds elements of
+    either sign on the two sides (rounding noise), the tensor it left is remembered for the next step
+    (the parameter it wrote differs there for no kernel's fault); where it needs it, a note says why it
+    is no suspect."""
     numerator = next((m for m in call.ins if m.row.record.entry.path == QUOTIENTS[call.op][0]), None)
     errors = numerator.errors if numerator is not None else None
     flips = errors.sign_flips if errors is not None else 0
     out = call.outs[0].row.npu if len(call.outs) == 1 else None
     signature = signature_of(out)
-    if errors is None or signature is None or not (verdict.amplified > 0 or flips > 0):
+    share = verdict.amplified
+    needed = verdict.output_error > verdict.allowed - share
+    if errors is None or signature is None or share <= 0:
         return
-    diagnosis.amplified[signature] = call.name
-    if verdict.amplified <= 0:
+    if needed or flips > 0 or verdict.output_error <= share:
+        diagnosis.amplified[signature] = call.name
+    if not needed:
         return
     assert numerator is not None
     signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""

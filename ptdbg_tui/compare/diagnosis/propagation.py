@@ -120,9 +120,9 @@ class Judgement:
     lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
     #: an output's shapes (NPU, bench), where they differ (the shape kind)
     shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-    #: the relative error an update's quotient may carry beyond the rest of the allowance, where the
-    #: call is within it only with that (:func:`quotient_error`: an adaptive optimizer's step made of
-    #: gradient elements that are rounding noise on both sides); 0 otherwise
+    #: the share of ``allowed`` that an update's quotient may carry (:func:`quotient_error`: an adaptive
+    #: optimizer's steps made of gradient elements that are rounding noise on both sides), where the call
+    #: is within its allowance; 0 otherwise
     amplified: float = 0.0
 
 
@@ -134,7 +134,7 @@ class _Worst(NamedTuple):
     allowed: float  # the margin included
     output: str
     errors: ErrorMeasures
-    amplified: float = 0.0  # the quotient's share of ``allowed``, where the output needs it
+    amplified: float = 0.0  # the quotient's share of ``allowed``
 
 
 #: Ops that add a quotient of two arguments to their first, by their positions: ``addcdiv(p, a, b,
@@ -559,10 +559,9 @@ def _worst_output(
         scatter = STATS_SCATTER if y.from_stats else 1.0
         share = quotient / y.bench_norm * scatter * MARGIN if quotient and y.bench_norm > 0 else 0.0
         allowed *= scatter * MARGIN
-        needed = share if _score(err, allowed) > 1 else 0.0
         score = _score(err, allowed + share)
         if score > best.score:
-            best = _Worst(score, err, allowed + share, name, y, needed)
+            best = _Worst(score, err, allowed + share, name, y, share)
     return best
 
 
