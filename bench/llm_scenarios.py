@@ -59,7 +59,7 @@ class Scenario:
     npu: tuple[str, ...]  # llm_script.py's arguments on each side (besides --side)
     bench: tuple[str, ...]
     kind: str  # KERNEL, NONE, MODELS, LR
-    call: str = ""  # KERNEL: the call the Culprit line must name
+    call: str = ""  # KERNEL: the call the Culprit line must name (a regular expression)
     pending: str = ""  # the branch whose finding this needs, where it is not here yet
 
 
@@ -167,7 +167,7 @@ def right(s: Scenario, stdout: str, error: str) -> bool:
         return False
     culprits = CULPRIT.findall(stdout)
     if s.kind == KERNEL:
-        return bool(culprits) and culprits[0][0] == s.call
+        return bool(culprits) and re.fullmatch(s.call, culprits[0][0]) is not None
     if s.kind == NONE:
         return not culprits and ALL_CLEAR in stdout
     words = DIFFER_WORDS[s.kind]

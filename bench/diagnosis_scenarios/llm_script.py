@@ -7,7 +7,8 @@ MLP), trained by Adam or AdamW for a few steps on random tokens.
 The NPU side's GELU is its own kernel, rounded otherwise than torch's (``--kernel``: erf's formula
 in fp32 ops, or 1e-6 relative noise on the result), installed under the dumper's wrapper, so the
 dump still names it ``Functional_gelu_N``; ``--fault`` makes the GELU of ``blocks.1.mlp`` 2% off
-from step ``--fault-from`` on, in its forward or its backward. The attention's key bias gets a
+from step ``--fault-from`` on, in its forward or its backward (``--fault update``: the optimizer's step,
+``addcdiv_``, 2% too large). The attention's key bias gets a
 gradient that is zero in exact arithmetic (softmax is shift-invariant per query): each side's is
 its own rounding noise, which Adam turns into updates of ±lr.
 """
@@ -130,12 +131,24 @@ class Faulty:
         return maybe_wrong
 
 
+def wrong_update(state: dict[str, int], first: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The optimizer's update ``p + c·a/b`` with its step ``FAULT`` times too large from step ``first``."""
+
+    def make(addcdiv_: Callable[..., Any]) -> Callable[..., Any]:
+        def update(p: torch.Tensor, a: torch.Tensor, b: torch.Tensor, value: float = 1.0) -> torch.Tensor:
+            return addcdiv_(p, a, b, value=value * FAULT if state["step"] >= first else value)
+
+        return update
+
+    return make
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--side", choices=("npu", "bench"), required=True)
     p.add_argument("--optimizer", choices=("adam", "adamw"), default="adamw")
     p.add_argument("--kernel", choices=("erf", "noise"), default="erf", help="the NPU's own GELU")
-    p.add_argument("--fault", choices=("gelu_forward", "gelu_backward"))
+    p.add_argument("--fault", choices=("gelu_forward", "gelu_backward", "update"))
     p.add_argument("--fault-from", type=int, default=1, help="the first step with the fault")
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -147,7 +160,9 @@ def main() -> None:
     tokens = [torch.randint(0, VOCAB, (BATCH, SEQ + 1)) for _ in range(args.steps)]
     optimizer_class = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
     optimizer = optimizer_class(model.parameters(), lr=args.lr)
-    faulty = Faulty(model.blocks[1].mlp, args.fault) if args.side == "npu" and args.fault else None
+    gelu_fault = args.fault is not None and args.fault.startswith("gelu")
+    faulty = Faulty(model.blocks[1].mlp, args.fault) if args.side == "npu" and gelu_fault else None
+    state = {"step": 0}
 
     with contextlib.ExitStack() as stack:
         if args.side == "npu":
@@ -156,7 +171,10 @@ def main() -> None:
             stack.enter_context(replaced(F, "gelu", own_gelu(args.kernel)))
             if faulty is not None:
                 stack.enter_context(replaced(F, "gelu", faulty))
+            if args.fault == "update":
+                stack.enter_context(replaced(torch.Tensor, "addcdiv_", wrong_update(state, args.fault_from)))
         for step, batch in enumerate(tokens):
+            state["step"] = step
             if faulty is not None:
                 faulty.on = step >= args.fault_from
             optimizer.zero_grad()
