@@ -91,6 +91,14 @@ SCENARIOS = (
     ]
     + [
         Scenario(
+            "adamw_update",
+            "adamw, the optimizer's step (addcdiv_) 2% too large from step 1",
+            ("--optimizer", "adamw", "--fault", "update"),
+            ("--optimizer", "adamw"),
+            KERNEL,
+            r"Tensor_addcdiv__\d+_forward",
+        ),
+        Scenario(
             "adamw_off_noise",
             "no fault: the NPU's GELU has 1e-6 relative noise",
             ("--optimizer", "adamw", "--kernel", "noise"),
