@@ -509,6 +509,8 @@ class _Walk:
     #: signature in that run's records)
     written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
+    #: the updates within their allowance only with their quotient's, each with the words for it
+    amplified: list[tuple[str, str]] = field(default_factory=list)
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -819,7 +821,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     diagnosis.judged += 1
     evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
     if verdict.kind is None and call.op in QUOTIENTS:
-        _amplified(call, verdict, diagnosis)
+        _amplified(call, verdict, diagnosis, walk)
     container = call.container and calls.api_level[way]
     if verdict.kind is not None and not container:
         kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
@@ -839,12 +841,12 @@ AMPLIFIED = (
 )
 
 
-def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis) -> None:
+def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Walk) -> None:
     """An update within what its quotient may carry (:func:`~.propagation.quotient_error`): where it needs
     that, where that alone may carry all its output's error, or where its numerator holds elements of
     either sign on the two sides (rounding noise), the tensor it left is remembered for the next step
     (the parameter it wrote differs there for no kernel's fault); where it needs it, a note says why it
-    is no suspect."""
+    is no suspect (:func:`_amplified_note`)."""
     numerator = next((m for m in call.ins if m.row.record.entry.path == QUOTIENTS[call.op][0]), None)
     errors = numerator.errors if numerator is not None else None
     flips = errors.sign_flips if errors is not None else 0
@@ -860,18 +862,27 @@ def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis) -> None:
         return
     assert numerator is not None
     signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""
-    diagnosis.notes.append(
-        AMPLIFIED.format(
-            call=call.name,
-            output=verdict.output,
-            error=fmt_error(verdict.output_error),
-            allowed=fmt_error(verdict.allowed - verdict.amplified),
-            numerator=numerator.row.name,
-            numerator_error=fmt_error(errors.rel),
-            flips=signs,
-            with_it=fmt_error(verdict.allowed),
-        )
+    words = AMPLIFIED.format(
+        call=call.name,
+        output=verdict.output,
+        error=fmt_error(verdict.output_error),
+        allowed=fmt_error(verdict.allowed - verdict.amplified),
+        numerator=numerator.row.name,
+        numerator_error=fmt_error(errors.rel),
+        flips=signs,
+        with_it=fmt_error(verdict.allowed),
     )
+    walk.amplified.append((call.name, words))
+
+
+def _amplified_note(amplified: Sequence[tuple[str, str]]) -> str:
+    """One note for the updates :func:`_amplified` found: the first in words, the others by name (a
+    model of many blocks has a key bias in each)."""
+    if not amplified:
+        return ""
+    others = [name for name, _ in amplified[1:]]
+    more = f" (+{len(others) - 3} more)" if len(others) > 3 else ""
+    return amplified[0][1] + (f"; so too {', '.join(others[:3])}{more}" if others else "")
 
 
 def _departure(calls: _Calls, key: CallKey) -> Row | None:
@@ -930,6 +941,8 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
     for key in calls.calls:
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
+    if note := _amplified_note(walk.amplified):
+        diagnosis.notes.append(note)
     if not diagnosis.suspects:
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)
