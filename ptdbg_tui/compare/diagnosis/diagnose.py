@@ -833,7 +833,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
 
 
 #: The words for an update whose quotient amplified rounding noise (:func:`_amplified`).
-AMPLIFIED = (
+_AMPLIFIED = (
     "{call}: its update leaves {output} {error} apart, where rounding and what came in allow {allowed}: "
     "its quotient divides {numerator}'s error ({numerator_error}{flips}) by its denominator, and an "
     "adaptive optimizer (Adam, AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise "
@@ -862,7 +862,7 @@ def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Wal
         return
     assert numerator is not None
     signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""
-    words = AMPLIFIED.format(
+    words = _AMPLIFIED.format(
         call=call.name,
         output=verdict.output,
         error=fmt_error(verdict.output_error),

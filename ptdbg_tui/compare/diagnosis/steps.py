@@ -6,7 +6,8 @@ suspect of its own (a kernel, a random op …), parameters that differ on entry 
 inherited: the step's own suspects are what comes after (the replay finds a kernel that is still
 wrong on inputs that already differ). When the step before named nothing, the parameters changed
 between the two dumps — and when that step's gradients of them agree, the optimizer's update
-between the steps is what made them differ.
+between the steps is what made them differ — unless that update was an adaptive optimizer's that
+turned gradient elements which are rounding noise on both sides into full steps: no fault then.
 """
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ def _not_inherited(
     chain: Sequence[StepView], found: list[Suspect], from_statistics: bool, prev_carried: bool
 ) -> bool:
     """After a step that named nothing (``chain``: the rank's steps up to this one, in order):
-    parameters that differ on entry by what its gradients carried become a note; of the others, those
-    whose gradients agreed there say the update made them differ. Whether some were carried."""
+    parameters that differ on entry by what its gradients carried, or by what its adaptive update made of
+    gradient noise (:func:`_amplified_noise`), become a note; of the others, those whose gradients agreed
+    there say the update made them differ. Whether some were carried."""
     view, prev = chain[-1], chain[-2]
     noise = _amplified_noise(view, prev, found)
     if noise:
