@@ -492,7 +492,7 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
     suspect blames a kernel: a pkl records positional arguments only)."""
     modelled = model_rows(rows)
-    d = diagnose(modelled, npu.step, keywords_of(lambda: call_specs_of(npu)))
+    d = diagnose(modelled, npu.step, keywords=keywords_of(lambda: call_specs_of(npu)))
     with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench), modelled)
     return d
 

@@ -412,9 +412,8 @@ class PairState:
         self.clock.dirty = False
         modelled = model_rows(self.rows)
         npu = self.npu
-        self.clock.dumps = diagnose(
-            modelled, self.info.npu.step, keywords_of(lambda: _call_specs(npu, final))
-        )
+        keywords = keywords_of(lambda: _call_specs(npu, final))
+        self.clock.dumps = diagnose(modelled, self.info.npu.step, keywords=keywords)
         self._keywords(self.clock.dumps, modelled, final)
         self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()
