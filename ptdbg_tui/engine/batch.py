@@ -13,13 +13,13 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.keywords import with_keywords
+from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
@@ -498,9 +498,10 @@ def diagnose_pair(
     suspect blames a kernel: a pkl records positional arguments only); ``bad``: each side's bad lines,
     which the sidecars' skipped lines join."""
     modelled = model_rows(rows)
-    d = diagnose(modelled, npu.step)
     n, b = bad if bad is not None else (None, None)
-    with_keywords(d, lambda: call_specs_of(npu, n), lambda: call_specs_of(bench, b), modelled)
+    npu_specs = cache(lambda: call_specs_of(npu, n))  # read once: its skipped lines are said once
+    d = diagnose(modelled, npu.step, keywords=keywords_of(npu_specs))
+    with_keywords(d, npu_specs, lambda: call_specs_of(bench, b), modelled)
     return d
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.keywords import with_keywords
+from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
@@ -411,7 +411,9 @@ class PairState:
             return
         self.clock.dirty = False
         modelled = model_rows(self.rows)
-        self.clock.dumps = diagnose(modelled, self.info.npu.step)
+        npu = self.npu
+        keywords = keywords_of(lambda: _call_specs(npu, final))
+        self.clock.dumps = diagnose(modelled, self.info.npu.step, keywords=keywords)
         self._keywords(self.clock.dumps, modelled, final)
         self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()

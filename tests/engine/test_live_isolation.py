@@ -24,7 +24,7 @@ def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, ma
     broken.set()
     real = pair_module.diagnose
 
-    def diagnose(rows, step=None):
+    def diagnose(rows, step=None, keywords=None):
         if broken.is_set() and any(r.name.startswith("Torch_mul") for r in rows):
             raise RuntimeError("a bug in the diagnosis")
         return real(rows)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.checksums import departure, departure_text
@@ -39,6 +39,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     MARGIN,
+    QUOTIENTS,
     ROUNDINGS,
     STATS_SCATTER,
     Judgement,
@@ -70,6 +71,9 @@ CallKey = tuple[str, int, str]  # (api, index, direction)
 #: A tensor as one run's record shows it: dtype, shape and the four statistics. What an in-place call
 #: leaves, the call that reads that tensor next records alike: it ties the two calls.
 Signature = tuple[str, tuple[int, ...], tuple[float, ...]]
+#: A call's keyword arguments as the NPU run's call sidecar records them, by the call's name (``None``
+#: where it has no line for the call): what the pkl, which holds positional arguments only, does not say.
+Keywords = Callable[[str], Mapping[str, object] | None]
 #: Which run's record: the bench's (``True``) or the NPU's.
 Bench = bool
 
@@ -225,7 +229,8 @@ class _BenchKeys:
 class _Calls:
     """Rows grouped by call, in execution order."""
 
-    def __init__(self, rows: Sequence[Row]) -> None:
+    def __init__(self, rows: Sequence[Row], keywords: Keywords | None = None) -> None:
+        self.keywords = keywords
         self.calls: dict[CallKey, _Call] = {}
         empty: dict[tuple[object, ...], bool] = {}
         keys = _BenchKeys(rows)
@@ -315,7 +320,28 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
         gains = _gains(call.op, call.outs, forward.outs if forward is not None else [])
     if missing and not operands:
         return "inputs not compared"
-    return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains)
+    value = None if backward or call.op not in QUOTIENTS else _quotient_value(calls, call)
+    return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains, value=value)
+
+
+#: The position of a :data:`QUOTIENTS` op's factor, and its name as a keyword (``addcdiv(p, a, b, value)``).
+_VALUE_AT, _VALUE = (3,), "value"
+
+
+def _quotient_value(calls: _Calls, call: _Call) -> float | None:
+    """The factor of an ``addcdiv``'s quotient (an optimizer's ``-lr``): its recorded positional argument,
+    else the NPU call sidecar's keyword (its default, 1, where the sidecar's line has none); ``None``
+    where neither records the call, or it is no number."""
+    member = next((m for m in call.ins if m.scalar and m.row.record.entry.path == _VALUE_AT), None)
+    if member is not None:
+        value: object = _value(member.row.npu or member.row.bench)  # type: ignore[arg-type]
+    else:
+        keywords = calls.keywords(call.name) if calls.keywords is not None else None
+        if keywords is None:
+            return None
+        value = keywords.get(_VALUE, 1.0)
+    number = stat_value(value) if not isinstance(value, bool) else None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _reshaped(call: _Call, ins: Sequence[_Member]) -> Judgement | None:
@@ -483,6 +509,8 @@ class _Walk:
     #: signature in that run's records)
     written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
+    #: the updates within their allowance only with their quotient's, each with the words for it
+    amplified: list[tuple[str, str]] = field(default_factory=list)
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -573,7 +601,7 @@ def _written_args(call: _Call) -> tuple[_Member, _Member] | None:
     return (before, call.outs[0]) if before is not None and not before.scalar else None
 
 
-def _signature(rec: TensorRecord | None) -> Signature | None:
+def signature_of(rec: TensorRecord | None) -> Signature | None:
     """The :data:`Signature` of a tensor's record; ``None`` for a Python value or without four finite
     statistics."""
     if rec is None or rec.is_scalar:
@@ -593,7 +621,7 @@ def _remember_written(call: _Call, key: CallKey, walk: _Walk, bench: Bench) -> N
     (AdamW's decay ``param.mul_(1 - lr * wd)``, which Adam lacks): what it left is remembered, for the
     call that reads that tensor later, however many calls of both runs come between."""
     args = _written_args(call)
-    signature = _signature(_side(args[1].row, bench)) if args is not None else None
+    signature = signature_of(_side(args[1].row, bench)) if args is not None else None
     if signature is not None:
         walk.written[bench, signature] = key
 
@@ -611,7 +639,7 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
         if errors is None or not m.input or m.left_out or m.running or errors.exact:
             continue
         for bench in (False, True):
-            signature = _signature(_side(m.row, bench))
+            signature = signature_of(_side(m.row, bench))
             wrote = walk.written.get((bench, signature)) if signature is not None else None
             if wrote is None or _just_before(calls, wrote, walk):
                 continue
@@ -792,6 +820,8 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         return
     diagnosis.judged += 1
     evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
+    if verdict.kind is None and call.op in QUOTIENTS:
+        _amplified(call, verdict, diagnosis, walk)
     container = call.container and calls.api_level[way]
     if verdict.kind is not None and not container:
         kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
@@ -800,6 +830,59 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         kind = RANDOM if call.op in RANDOM_OPS else NONDETERMINISTIC
         judgement = replace(verdict, score=math.inf, kind=kind, output=row.name)
         walk.found.append(_suspect(calls, key, name, kind, judgement, departure_text(row), walk.step))
+
+
+#: The words for an update whose quotient amplified rounding noise (:func:`_amplified`).
+_AMPLIFIED = (
+    "{call}: its update leaves {output} {error} apart, where rounding and what came in allow {allowed}: "
+    "its quotient divides {numerator}'s error ({numerator_error}{flips}) by its denominator, and an "
+    "adaptive optimizer (Adam, AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise "
+    "on both sides into steps of full size (allowed {with_it} with that); no kernel is at fault"
+)
+
+
+def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Walk) -> None:
+    """An update within what its quotient may carry (:func:`~.propagation.quotient_error`): where it needs
+    that, where that alone may carry all its output's error, or where its numerator holds elements of
+    either sign on the two sides (rounding noise), the tensor it left is remembered for the next step
+    (the parameter it wrote differs there for no kernel's fault); where it needs it, a note says why it
+    is no suspect (:func:`_amplified_note`)."""
+    numerator = next((m for m in call.ins if m.row.record.entry.path == QUOTIENTS[call.op][0]), None)
+    errors = numerator.errors if numerator is not None else None
+    flips = errors.sign_flips if errors is not None else 0
+    out = call.outs[0].row.npu if len(call.outs) == 1 else None
+    signature = signature_of(out)
+    share = verdict.amplified
+    needed = verdict.output_error > verdict.allowed - share
+    if errors is None or signature is None or share <= 0:
+        return
+    if needed or flips > 0 or verdict.output_error <= share:
+        diagnosis.amplified[signature] = call.name
+    if not needed:
+        return
+    assert numerator is not None
+    signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""
+    words = _AMPLIFIED.format(
+        call=call.name,
+        output=verdict.output,
+        error=fmt_error(verdict.output_error),
+        allowed=fmt_error(verdict.allowed - verdict.amplified),
+        numerator=numerator.row.name,
+        numerator_error=fmt_error(errors.rel),
+        flips=signs,
+        with_it=fmt_error(verdict.allowed),
+    )
+    walk.amplified.append((call.name, words))
+
+
+def _amplified_note(amplified: Sequence[tuple[str, str]]) -> str:
+    """One note for the updates :func:`_amplified` found: the first in words, the others by name (a
+    model of many blocks has a key bias in each)."""
+    if not amplified:
+        return ""
+    others = [name for name, _ in amplified[1:]]
+    more = f" (+{len(others) - 3} more)" if len(others) > 3 else ""
+    return amplified[0][1] + (f"; so too {', '.join(others[:3])}{more}" if others else "")
 
 
 def _departure(calls: _Calls, key: CallKey) -> Row | None:
@@ -844,10 +927,11 @@ def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
     return f"the first failing row is {first.name} — {why}{extra}"
 
 
-def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
+def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | None = None) -> Diagnosis:
     """Judge every call of one pair's rows (in execution order) and rank the suspects (``step``: the
-    dump's step, for the words)."""
-    calls = _Calls(rows)
+    dump's step, for the words; ``keywords``: the NPU call sidecar's keyword arguments, where there is
+    one)."""
+    calls = _Calls(rows, keywords)
     diagnosis = Diagnosis(
         compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
         failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
@@ -857,6 +941,8 @@ def diagnose(rows: Sequence[Row], step: int | None = None) -> Diagnosis:
     for key in calls.calls:
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
+    if note := _amplified_note(walk.amplified):
+        diagnosis.notes.append(note)
     if not diagnosis.suspects:
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)

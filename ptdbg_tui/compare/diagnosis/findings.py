@@ -243,6 +243,10 @@ class Diagnosis:
     #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
     #: carry on entry, where they do
     inherited: str = ""
+    #: the updates whose quotient turned gradient elements that are rounding noise on both sides into
+    #: steps of full size (an adaptive optimizer's): the NPU record of the tensor each left (dtype, shape,
+    #: statistics) -> the call, so that the next step knows the parameter it wrote
+    amplified: dict[tuple[Any, ...], str] = field(default_factory=dict)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ptdbg_tui.compare.diagnosis.diagnose import is_device, suspect_order, values_differ
+from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect, fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row
@@ -87,6 +87,23 @@ def _compared(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_compared(v) for v in value)
     return not isinstance(value, _NOT_COMPARED) and not is_device(value)
+
+
+def keywords_of(specs: Callable[[], Mapping[str, CallSpec]]) -> Keywords:
+    """A call's keyword arguments by its name, from a side's call sidecar, read when first asked (most
+    pairs never ask); a sidecar that cannot be read answers as none at all (``with_keywords`` says so)."""
+    read: list[Mapping[str, CallSpec]] = []
+
+    def of(call: str) -> Mapping[str, object] | None:
+        if not read:
+            try:
+                read.append(specs())
+            except OSError:
+                read.append({})
+        spec = read[0].get(call_key(call))
+        return spec.kwargs if spec is not None else None
+
+    return of
 
 
 def with_keywords(

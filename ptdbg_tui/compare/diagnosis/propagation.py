@@ -132,6 +132,10 @@ class Judgement:
     lean: float = 0.0  # a one-sided output: how far its norm leans beyond its input's (LEAN kind)
     #: an output's shapes (NPU, bench), where they differ (the shape kind)
     shapes: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    #: the share of ``allowed`` that an update's quotient may carry (:func:`quotient_error`: an adaptive
+    #: optimizer's steps made of gradient elements that are rounding noise on both sides), where the call
+    #: is within its allowance; 0 otherwise
+    amplified: float = 0.0
 
 
 class _Worst(NamedTuple):
@@ -142,6 +146,46 @@ class _Worst(NamedTuple):
     allowed: float  # the margin included
     output: str
     errors: ErrorMeasures
+    amplified: float = 0.0  # the quotient's share of ``allowed``
+
+
+#: Ops that add a quotient of two arguments to their first, by their positions: ``addcdiv(p, a, b,
+#: value=c)`` is ``p + c·a/b``, the update of every adaptive optimizer (Adam's and AdamW's ``m/(√v+ε)``,
+#: Adagrad's, RMSprop's, Adamax's).
+QUOTIENTS = {"addcdiv": ((1,), (2,))}
+
+
+def _smallest_magnitude(o: Operand) -> float | None:
+    """The smallest |value| of a tensor of one sign on both sides (its records' max and min); ``None``
+    where a side's changes sign, holds a zero or has no statistics."""
+    least = math.inf
+    for rec in (o.npu, o.bench):
+        top, bottom = (rec.stat(0), rec.stat(1)) if rec is not None else (None, None)
+        if top is None or bottom is None or not (math.isfinite(top) and math.isfinite(bottom)):
+            return None
+        if bottom <= 0 <= top:
+            return None
+        least = min(least, abs(bottom) if bottom > 0 else abs(top))
+    return least
+
+
+def quotient_error(op: str, inputs: Sequence[Operand], value: float | None) -> float:
+    """The absolute error the quotient ``c·a/b`` of a :data:`QUOTIENTS` op may carry from its arguments:
+    ``2·|c|·‖Δa‖ / min|b|``. Elementwise, ``Δ(a/b) = Δa/b − (a/b)·Δb/b``: the numerator's absolute error
+    divided by the denominator, however small the numerator's relative error is over the whole tensor.
+    Where ``b`` is the root of ``a``'s running square (Adam's ``√v``), an element of ``a`` that is rounding
+    noise on both sides (a gradient exactly zero in exact arithmetic, like an attention key's bias: softmax
+    is shift-invariant per query) becomes a step of full size with a random sign, and ``b``'s error
+    follows ``a``'s: the factor 2. 0 where ``c`` is unknown, or ``b`` is not of one sign on both sides."""
+    at = QUOTIENTS.get(op_name(op))
+    if at is None or value is None or not math.isfinite(value):
+        return 0.0
+    args = {o.path: o for o in inputs}
+    a, b = args.get(at[0]), args.get(at[1])
+    if a is None or b is None or a.errors.exact or not math.isfinite(a.errors.abs_err):
+        return 0.0
+    least = _smallest_magnitude(b)
+    return 2 * abs(value) * a.errors.abs_err / least if least else 0.0
 
 
 #: Ops whose output carries the absolute error of their argument as relative error (exp(x + δ) =
@@ -438,11 +482,13 @@ def judge(
     partial: bool = False,
     backward: bool = False,
     gains: Mapping[str, float] | None = None,
+    value: float | None = None,
 ) -> Judgement | None:
     """The verdict on one call from its compared outputs and inputs (``None`` without outputs).
 
     ``gains``: for a backward call, per output, the factor the op multiplies the incoming gradients by
-    (softmax: its probabilities), at which their absolute error is weighed."""
+    (softmax: its probabilities), at which their absolute error is weighed. ``value``: the factor of a
+    :data:`QUOTIENTS` op's quotient (``addcdiv``'s ``value``), where it is known."""
     if not outputs:
         return None
     e_in = 0.0
@@ -461,14 +507,18 @@ def judge(
         if origin:  # the NPU's NaN origin, else the bench's
             name, y = max(origin, key=lambda item: count(item[1]))
             return Judgement(e_in, y.rel, 0.0, math.inf, kind, name, partial)
-    best = _worst_output(outputs, inputs, op, e_in, backward, gains)
+    quotient = 0.0 if backward else quotient_error(op, inputs, value)
+    best = _worst_output(outputs, inputs, op, e_in, backward, gains, quotient)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
     if kind is None and not backward and _rules(op).elementwise and not any(y.from_stats for _, y in outputs):
         leaning = judge_lean(outputs, inputs)
         if leaning is not None:
             return leaning
-    return Judgement(e_in, best.error, best.allowed, best.score, kind, best.output, partial, why)
+    amplified = best.amplified if kind is None else 0.0
+    return Judgement(
+        e_in, best.error, best.allowed, best.score, kind, best.output, partial, why, amplified=amplified
+    )
 
 
 class _Rules(NamedTuple):
@@ -502,8 +552,10 @@ def _worst_output(
     e_in: float,
     backward: bool,
     gains: Mapping[str, float] | None,
+    quotient: float = 0.0,
 ) -> _Worst:
-    """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``)."""
+    """The output furthest beyond the error the op may leave in it, given its inputs' (``e_in``);
+    ``quotient``: the absolute error a :data:`QUOTIENTS` op's quotient may add (:func:`quotient_error`)."""
     rules = _rules(op)
     kappa = amplification(op, inputs, backward) if rules.amplifies[backward] else 1.0
     lipschitz = None if backward else rules.lipschitz
@@ -519,13 +571,15 @@ def _worst_output(
             cancel = contraction_kappa(product, inputs, y) if product else None
             if cancel is not None:  # a product: its arguments' errors pass scaled by κ; only the bias adds
                 k, adders = max(kappa, cancel), [o for o in inputs if o.path == _BIAS]
-            additive = _additive(adders, y) * gain * (lipschitz or 1.0)
-            err, allowed = judge_output(y, e_in, additive, k, flips, op)
-        if y.from_stats:
-            allowed *= STATS_SCATTER
-        score = _score(err, allowed * MARGIN)
+            err, allowed = judge_output(
+                y, e_in, _additive(adders, y) * gain * (lipschitz or 1.0), k, flips, op
+            )
+        scatter = STATS_SCATTER if y.from_stats else 1.0
+        share = quotient / y.bench_norm * scatter * MARGIN if quotient and y.bench_norm > 0 else 0.0
+        allowed *= scatter * MARGIN
+        score = _score(err, allowed + share)
         if score > best.score:
-            best = _Worst(score, err, allowed * MARGIN, name, y)
+            best = _Worst(score, err, allowed + share, name, y, share)
     return best
 
 

@@ -6,7 +6,8 @@ suspect of its own (a kernel, a random op …), parameters that differ on entry 
 inherited: the step's own suspects are what comes after (the replay finds a kernel that is still
 wrong on inputs that already differ). When the step before named nothing, the parameters changed
 between the two dumps — and when that step's gradients of them agree, the optimizer's update
-between the steps is what made them differ.
+between the steps is what made them differ — unless that update was an adaptive optimizer's that
+turned gradient elements which are rounding noise on both sides into full steps: no fault then.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
+from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
@@ -149,9 +150,16 @@ def _not_inherited(
     chain: Sequence[StepView], found: list[Suspect], from_statistics: bool, prev_carried: bool
 ) -> bool:
     """After a step that named nothing (``chain``: the rank's steps up to this one, in order):
-    parameters that differ on entry by what its gradients carried become a note; of the others, those
-    whose gradients agreed there say the update made them differ. Whether some were carried."""
+    parameters that differ on entry by what its gradients carried, or by what its adaptive update made of
+    gradient noise (:func:`_amplified_noise`), become a note; of the others, those whose gradients agreed
+    there say the update made them differ. Whether some were carried."""
     view, prev = chain[-1], chain[-2]
+    noise = _amplified_noise(view, prev, found)
+    if noise:
+        calls = ", ".join(dict.fromkeys(call for _, call in noise))
+        quiet = [s for s, _ in noise]
+        _as_note(view, quiet, (prev.step, "", from_statistics, "", False), _NOISE, calls=calls)
+        found = [s for s in found if all(s is not q for q in quiet)]
     carried = [s for s in found if _update_carried(chain, s.judgement.output, prev_carried)]
     if carried:
         gradient = _worst_gradient(prev, carried)
@@ -163,7 +171,30 @@ def _not_inherited(
         update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
         if agree is not None and update not in s.evidence:
             s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
-    return bool(carried)
+    return bool(carried or noise)
+
+
+_NOISE = (
+    "parameters differ on entry to step {step} by what the optimizer's update at step {origin} ({calls}) "
+    "made of gradient elements that are rounding noise on both sides, which named no suspect: an adaptive "
+    "optimizer turns such noise into steps of full size; no kernel is at fault"
+)
+
+
+def _amplified_noise(view: StepView, prev: StepView, found: Sequence[Suspect]) -> list[tuple[Suspect, str]]:
+    """Of the parameters that differ on entry to a step after a step that named nothing, those that an
+    update of that step left as they are (the NPU records of the two tensors are alike) where its
+    quotient amplified rounding noise (:attr:`Diagnosis.amplified`): each with that update's call."""
+    if prev.diagnosis.suspects or not prev.diagnosis.amplified:
+        return []
+    out: list[tuple[Suspect, str]] = []
+    for s in found:
+        row = next((r for r in view.rows if r.name == s.judgement.output), None)
+        signature = signature_of(row.npu) if row is not None else None
+        call = prev.diagnosis.amplified.get(signature) if signature is not None else None
+        if call is not None:
+            out.append((s, call))
+    return out
 
 
 def _still_random(view: StepView, prev: StepView) -> None:
