@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,6 +21,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
@@ -44,7 +45,7 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, read_dump
+from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
@@ -493,7 +494,14 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     suspect blames a kernel: a pkl records positional arguments only)."""
     modelled = model_rows(rows)
     d = diagnose(modelled, npu.step)
-    with_keywords(d, lambda: call_specs_of(npu), lambda: call_specs_of(bench), modelled)
+    npu_specs, bench_specs = cache(partial(call_specs_of, npu)), cache(partial(call_specs_of, bench))
+    with_keywords(d, npu_specs, bench_specs, modelled)
+    with_runs_differ(
+        d,
+        modelled,
+        lambda: (module_chains_of(npu), module_chains_of(bench)),
+        lambda: (npu_specs(), bench_specs()),
+    )
     return d
 
 

@@ -13,6 +13,7 @@ tensors differently: see :mod:`ptdbg_tui.formats.dialects`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 from ptdbg_tui.formats.calls import CallFollower, CallSpec, calls_path
@@ -110,6 +111,14 @@ def call_specs_of(dump: RankDump) -> dict[str, CallSpec]:
     reader = open_reader(dump, math.inf)
     reader.read_calls(final=True)
     return reader.call_specs()
+
+
+def module_chains_of(dump: RankDump) -> Callable[[EntryName], ModuleChain | None] | None:
+    """The modules each call of a finished dump ran in, as a function of the call's entry; None when
+    the dump has no module structure. Raises OSError when that structure is there but cannot be read."""
+    reader = open_reader(dump, math.inf)
+    reader.read_modules(final=True)
+    return reader.module_chain if reader.has_modules else None
 
 
 def module_chain_of(dump: RankDump, entry: EntryName) -> ModuleChain | None:
