@@ -124,28 +124,32 @@ def _models_differ(npu: _Model, bench: _Model) -> _Difference:
     if classes:
         diff.parts += [f"{q} is a {npu.classes[q]} against a {bench.classes[q]}" for q in classes[:SHOWN]]
         diff.modules.update(classes)
-    shapes = [k for k, s in npu.shapes.items() if bench.shapes.get(k, s) != s]
-    diff.parts += [f"{k} {list(npu.shapes[k])} against {list(bench.shapes[k])}" for k in shapes[:SHOWN]]
+    shapes = {k: (s, bench.shapes[k]) for k, s in npu.shapes.items() if bench.shapes.get(k, s) != s}
+    diff.parts += _shapes_text(shapes)
     diff.modules.update(_parent(k) for k in shapes)
-    if len(shapes) > SHOWN:
-        diff.parts.append(f"{len(shapes) - SHOWN} more parameters of other shapes")
     return diff
+
+
+def _shapes_text(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> list[str]:
+    """Parameters of other shapes (by name: the NPU's shape, the bench's), the first few in words."""
+    out = [f"{k} {list(n)} against {list(b)}" for k, (n, b) in list(shapes.items())[:SHOWN]]
+    more = len(shapes) - SHOWN
+    return out + ([f"{more} more parameter{'s' if more > 1 else ''} of other shapes"] if more > 0 else [])
 
 
 def _shapes_differ(rows: Sequence[Row]) -> _Difference:
     """Without a module structure: the parameters of paired calls whose shapes differ."""
     diff = _Difference()
+    shapes = {}
     for row in rows:
         entry = row.record.entry
         if row.npu is None or row.bench is None or entry is None or row.shapes_agree:
             continue
         slot = parameter_slot(entry)
         if slot is not None and row.npu.shape != row.bench.shape:
-            if len(diff.calls) < SHOWN:
-                diff.parts.append(
-                    f"{slot} of {entry.call} {list(row.npu.shape)} against {list(row.bench.shape)}"
-                )
+            shapes[f"{slot} of {entry.call}"] = (row.npu.shape, row.bench.shape)
             diff.calls.add(entry.call)
+    diff.parts = _shapes_text(shapes)
     return diff
 
 
@@ -193,12 +197,13 @@ def _data_differs(row: Row) -> str:
     )
 
 
-def _read(read: Callable[[], T], what: str, notes: list[str]) -> T | None:
-    """What ``read`` returns; None, with a note, where a sidecar is there but cannot be read."""
+def _read(read: Callable[[], T], note: str, notes: list[str]) -> T | None:
+    """What ``read`` returns; None, with a ``note`` (``{}``: the reason), where a sidecar is there but
+    cannot be read."""
     try:
         return read()
     except OSError as e:
-        notes.append(f"{what} not read ({reason(e)}): the runs' setups not compared")
+        notes.append(note.format(reason(e)))
         return None
 
 
@@ -210,12 +215,10 @@ def with_runs_differ(
 ) -> None:
     """Add to ``diagnosis`` (in place) what differs between the runs before any kernel, and drop the
     suspects that lie inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``:
-    each side's module chains and call sidecar, read only where the runs differ at all (a suspect, or a
+    each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
     failing row). A sidecar that cannot be read leaves a note."""
-    if not (diagnosis.suspects or diagnosis.failing):
-        return
     found: list[str] = []
-    read = _read(chains, "module structure", diagnosis.notes)
+    read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
     npu = _model((r.npu for r in rows if r.npu is not None), npu_chain) if npu_chain else _Model()
     bench = _model((r.bench for r in rows if r.bench is not None), bench_chain) if bench_chain else _Model()
@@ -232,7 +235,9 @@ def with_runs_differ(
         diagnosis.suspects = [
             s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
         ]
-    sidecars = _read(specs, "call sidecar", diagnosis.notes)
+    differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
+    unread = "call sidecar not read ({}): hyperparameters not compared"
+    sidecars = _read(specs, unread, diagnosis.notes) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
         found.append(f"the runs pass different hyperparameters: {hyper}")
     diagnosis.differ = found
