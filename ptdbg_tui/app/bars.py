@@ -361,14 +361,17 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
+    differ = bool(differ_texts(diagnoses.values()))
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
+        why = "no kernel is named: the runs differ before any kernel" if differ else "yet no call judged"
         texts = [
             f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
             (f"{inherited}; " if inherited else "")
-            + f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
+            + (why if differ else f"{why} introduces an error beyond rounding")
+            + f" ({judged:,} judged)",
         ]
-    elif judged and not missing and not same and differ_texts(diagnoses.values()):
+    elif judged and not missing and not same and differ:
         texts = [f"No kernel is named: the runs differ before any kernel ({judged:,} calls judged)"]
     elif judged and not missing and not same:
         texts = [

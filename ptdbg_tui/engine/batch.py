@@ -491,7 +491,8 @@ def _diagnosis(o: PairOutcome) -> Diagnosis:
 
 def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagnosis:
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
-    suspect blames a kernel: a pkl records positional arguments only)."""
+    suspect blames a kernel: a pkl records positional arguments only) and what differs between the runs
+    before any kernel (their models, as two dumps of one tool show them; data; hyperparameters)."""
     modelled = model_rows(rows)
     d = diagnose(modelled, npu.step)
     npu_specs, bench_specs = cache(partial(call_specs_of, npu)), cache(partial(call_specs_of, bench))
@@ -499,7 +500,9 @@ def diagnose_pair(rows: Sequence[Row], npu: RankDump, bench: RankDump) -> Diagno
     with_runs_differ(
         d,
         modelled,
-        lambda: (module_chains_of(npu), module_chains_of(bench)),
+        lambda: (
+            (module_chains_of(npu), module_chains_of(bench)) if npu.format == bench.format else (None, None)
+        ),
         lambda: (npu_specs(), bench_specs()),
     )
     return d

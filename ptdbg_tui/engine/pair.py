@@ -433,10 +433,11 @@ class PairState:
             return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
         with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final), rows)
+        same_tool = npu.dump.format == bench.dump.format  # module trees of two tools differ in form
         with_runs_differ(
             diagnosis,
             rows,
-            lambda: (_module_chains(npu), _module_chains(bench)),
+            lambda: (_module_chains(npu), _module_chains(bench)) if same_tool else (None, None),
             lambda: (_call_specs(npu, final), _call_specs(bench, final)),
         )
 

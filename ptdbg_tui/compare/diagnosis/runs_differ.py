@@ -216,7 +216,7 @@ def with_runs_differ(
     """Add to ``diagnosis`` (in place) what differs between the runs before any kernel, and drop the
     suspects that lie inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``:
     each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
-    failing row). A sidecar that cannot be read leaves a note."""
+    failing row). A module structure that cannot be read leaves a note."""
     found: list[str] = []
     read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
@@ -236,8 +236,9 @@ def with_runs_differ(
             s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
         ]
     differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
-    unread = "call sidecar not read ({}): hyperparameters not compared"
-    sidecars = _read(specs, unread, diagnosis.notes) if differ else None
+    # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
+    # differ too, has said so
+    sidecars = _read(specs, "", []) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
         found.append(f"the runs pass different hyperparameters: {hyper}")
     diagnosis.differ = found
