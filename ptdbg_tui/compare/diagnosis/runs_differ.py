@@ -20,6 +20,7 @@ culprit (the report's ``runs differ:`` lines, the app's bar and overview):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -32,7 +33,6 @@ from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
-from ptdbg_tui.formats.records import TensorRecord
 
 T = TypeVar("T")
 ChainOf = Callable[[EntryName], "ModuleChain | None"]
@@ -51,24 +51,30 @@ UNEXPLAINED = "the runs differ before any kernel (runs differ, above)"
 
 @dataclass(slots=True)
 class _Model:
-    """One run's model as its records show it: each module's class, each parameter's shape (by module
-    and slot, ``blocks.0.fc.weight``), and the chain of each call."""
+    """One run's model as its records show it: each module's class and where in execution its first
+    call is (a row's seq), each parameter's shape (by module and slot, ``blocks.0.fc.weight``), and the
+    chain of each call."""
 
     classes: dict[str, str] = field(default_factory=dict)
+    first: dict[str, int] = field(default_factory=dict)
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     chains: dict[str, ModuleChain] = field(default_factory=dict)
 
 
-def _model(records: Iterable[TensorRecord], chain_of: ChainOf) -> _Model:
+def _model(rows: Iterable[Row], bench: bool, chain_of: ChainOf) -> _Model:
+    """One side's model (``bench``: the bench's) from the pair's rows, in execution order."""
     model = _Model()
-    for rec in records:
-        entry = rec.entry
-        if entry is None:
+    for row in rows:
+        rec = row.bench if bench else row.npu
+        entry = rec.entry if rec is not None else None
+        if rec is None or entry is None:
             continue
         chain = model.chains.get(entry.label)
         if chain is None:
             chain = model.chains[entry.label] = chain_of(entry) or ()
-            model.classes.update((q, c) for q, c in chain if q)
+            for q, c in chain:
+                if q and q not in model.classes:
+                    model.classes[q], model.first[q] = c, row.seq
         slot = parameter_slot(entry)
         if slot is not None and chain:
             model.shapes[f"{chain[-1][0]}.{slot}".lstrip(".")] = rec.shape
@@ -97,9 +103,13 @@ def _children(classes: Mapping[str, str], parent: str) -> int:
     return sum(1 for q in classes if _parent(q) == parent and q.rpartition(".")[2].isdigit())
 
 
-def _only(one: _Model, other: _Model, side: str, other_side: str) -> tuple[str, list[str]]:
-    """The modules ``one`` has and ``other`` not (the outermost of them), in words."""
+def _only(one: _Model, other: _Model, side: str, other_side: str, kernel: float) -> tuple[str, list[str]]:
+    """The modules ``one`` has and ``other`` not (the outermost of them), in words; none where the first
+    of them runs after ``kernel`` (the seq of the first suspect that blames a kernel): a kernel's error
+    may have sent the run another way (an expert a wrong router did not choose)."""
     only = [q for q in one.classes if q not in other.classes]
+    if only and min(one.first[q] for q in only) > kernel:
+        return "", []
     top = [q for q in only if _parent(q) not in only or not _parent(q)]
     if not top:
         return "", only
@@ -113,10 +123,10 @@ def _only(one: _Model, other: _Model, side: str, other_side: str) -> tuple[str, 
     return text, only
 
 
-def _models_differ(npu: _Model, bench: _Model) -> _Difference:
+def _models_differ(npu: _Model, bench: _Model, kernel: float) -> _Difference:
     diff = _Difference()
     for one, other, side, other_side in ((bench, npu, "bench", "NPU run"), (npu, bench, "NPU run", "bench")):
-        text, only = _only(one, other, side, other_side)
+        text, only = _only(one, other, side, other_side, kernel)
         if text:
             diff.parts.append(text)
             diff.modules.update(only)
@@ -220,9 +230,10 @@ def with_runs_differ(
     found: list[str] = []
     read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
-    npu = _model((r.npu for r in rows if r.npu is not None), npu_chain) if npu_chain else _Model()
-    bench = _model((r.bench for r in rows if r.bench is not None), bench_chain) if bench_chain else _Model()
-    diff = _models_differ(npu, bench) if npu.classes and bench.classes else _shapes_differ(rows)
+    npu = _model(rows, False, npu_chain) if npu_chain else _Model()
+    bench = _model(rows, True, bench_chain) if bench_chain else _Model()
+    kernel = min((s.seq for s in diagnosis.suspects if s.kind not in _CONSEQUENCES), default=math.inf)
+    diff = _models_differ(npu, bench, kernel) if npu.classes and bench.classes else _shapes_differ(rows)
     if diff.parts:
         found.append("the runs' models differ: " + "; ".join(diff.parts))
         kept = [
@@ -230,7 +241,7 @@ def with_runs_differ(
         ]
         diagnosis.suspects = kept
     first = _first_input(rows, npu)
-    if first is not None and (data := _data_differs(first)):
+    if first is not None and first.seq < kernel and (data := _data_differs(first)):
         found.append(f"the runs pass different data: {data}")
         diagnosis.suspects = [
             s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
