@@ -54,7 +54,7 @@ SCRIPT = textwrap.dedent("""
 
     torch.manual_seed(0)
     model = Net()
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=float(cfg.get("wd", 0.01)))
     rng = np.random.default_rng(int(cfg.get("data", 1)))
     for _ in range(2):
         t = torch.from_numpy(rng.integers(0, 50, (4, 8)))
@@ -131,12 +131,22 @@ def test_without_a_module_sidecar_the_parameters_shapes_are_said(tmp_path: Path)
     _no_kernel(d)
 
 
-@pytest.mark.parametrize("step", ["0", "1"])
-def test_a_learning_rate_that_differs_is_said_as_such(tmp_path: Path, step: str) -> None:
+@pytest.mark.parametrize(
+    ("npu", "bench", "step", "words"),
+    [
+        ("lr=1e-3", "lr=1e-4", "0", "lr 0.001 against 0.0001"),
+        ("lr=1e-3", "lr=1e-4", "1", "lr 0.001 against 0.0001"),
+        ("wd=0.1", "wd=0.01", "1", "weight_decay 0.1 against 0.01"),
+    ],
+)
+def test_a_hyperparameter_that_differs_is_said_as_such(
+    tmp_path: Path, npu: str, bench: str, step: str, words: str
+) -> None:
     """AdamW at lr 1e-3 against 1e-4: at step 0 the update's 'value: -0.01 against -0.001' (lr over
-    1 − β1ᵗ) was all the report said, at step 1 parameters that differ on entry."""
-    d = _compare(tmp_path, ["lr=1e-3"], ["lr=1e-4"], step)
-    assert d.differ == ["the runs pass different hyperparameters: lr 0.001 against 0.0001"], d.differ
+    1 − β1ᵗ) was all the report said, at step 1 parameters that differ on entry. A weight decay 0.1
+    against 0.01 moves AdamW's 'mul_(1 − lr·wd)' by 9e-5, below what counts as a different argument."""
+    d = _compare(tmp_path, [npu], [bench], step)
+    assert d.differ == [f"the runs pass different hyperparameters: {words}"], d.differ
     _no_kernel(d)
 
 
