@@ -96,6 +96,7 @@ def test_a_block_more_on_the_bench_is_said_and_nothing_in_it_is_blamed(
     report = capsys.readouterr().out
     assert "\n  runs differ: " + models in report, report
     assert "Culprit:" not in report, report
+    assert "--replay" not in report, report  # a replay would find every kernel right: it is not suggested
 
 
 @pytest.mark.parametrize(
