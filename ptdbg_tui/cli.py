@@ -370,9 +370,10 @@ REPORT_SUSPECTS = 5
 
 
 def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
-    """The report's diagnosis: the culprit (with the ``module`` it ran in and its source line, as the
-    app shows them) and the next suspects with their evidence, or the verdict."""
-    lines = [f"  {d.verdict}"]
+    """The report's diagnosis: what differs between the runs before any kernel, the culprit (with the
+    ``module`` it ran in and its source line, as the app shows them) and the next suspects with their
+    evidence, or the verdict."""
+    lines = [f"  runs differ: {text}" for text in d.differ] + [f"  {d.verdict}"]
     site = d.culprit.site if d.culprit else None
     if module:
         lines.append(f"    module: {module}")

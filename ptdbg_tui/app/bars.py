@@ -301,11 +301,27 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
 
     ``index`` is the suspect the user walked to with c/C (0: the culprit)."""
     suspects = model.suspects()
+    differ = _differ_segments(model, styles)
     if suspects:
-        return flow(_suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
+        return flow(differ + _suspect_segments(model, suspects, min(index, len(suspects) - 1), styles), width)
     texts = no_suspect_texts(model)
     last = seg(texts[-1], int(len(texts) > 1), shrink=24)
-    return flow([seg(text, 0) for text in texts[:-1]] + [last], width)
+    return flow(differ + [seg(text, 0) for text in texts[:-1]] + [last], width)
+
+
+def differ_texts(diagnoses: Iterable[Diagnosis]) -> list[str]:
+    """What differs between the runs before any kernel, each once (every step of a pair says it)."""
+    return list(dict.fromkeys(text for d in diagnoses for text in d.differ))
+
+
+def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
+    """The runs' differences before any kernel (their models, data, hyperparameters), said first: what
+    the culprit after them shows follows from them."""
+    texts = differ_texts(model.diagnoses.values())
+    if not texts:
+        return []
+    more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
+    return [seg(f"Runs differ: {texts[0]}{more}", 0, styles.get("fail", Style()), shrink=24)]
 
 
 def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
@@ -345,13 +361,18 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
+    differ = bool(differ_texts(diagnoses.values()))
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
+        why = "no kernel is named: the runs differ before any kernel" if differ else "yet no call judged"
         texts = [
             f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
             (f"{inherited}; " if inherited else "")
-            + f"yet no call judged introduces an error beyond rounding ({judged:,} judged)",
+            + (why if differ else f"{why} introduces an error beyond rounding")
+            + f" ({judged:,} judged)",
         ]
+    elif judged and not missing and not same and differ:
+        texts = [f"No kernel is named: the runs differ before any kernel ({judged:,} calls judged)"]
     elif judged and not missing and not same:
         texts = [
             f"{Status.PASS.symbol} No operator introduces an error beyond rounding "

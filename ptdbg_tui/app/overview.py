@@ -41,6 +41,7 @@ class PairLine:
     judged: bool = True  # its diagnosis has come and no row waits (else it is still being compared)
     received: bool = False  # its first suspect only receives another rank's error
     why: str = ""  # entries fail but no call is a suspect: why (an error inherited …), or no verdict
+    differ: str = ""  # what differs between the runs before any kernel (their models, data …), in words
 
 
 def overview(model: TreeModel) -> list[PairLine]:
@@ -85,6 +86,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 pair.key in model.diagnoses and not pair.count(Status.PENDING),
                 bool(name) and bool(model.diagnoses[pair.key].received),
                 why,
+                "; ".join(d.differ) if d is not None else "",
             )
         )
     order = {p.key: p.order for p in model.root.children}
@@ -107,6 +109,15 @@ def _unexplained(d: Diagnosis) -> str:
     if not d.judged or d.fault:
         return d.verdict
     return "no call at fault: " + (d.notes[0] if d.notes else d.unexplained or "the error is inherited")
+
+
+def _suspect_cell(line: PairLine, styles: dict[str, object]) -> str | Text:
+    """A pair's first suspect (how many more first: long names are cut), or why it has none; what
+    differs between the runs before any kernel before either."""
+    more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""
+    if line.differ:
+        return Text(f"runs differ: {line.differ}" + (f" · {more}{line.suspect}" if line.suspect else ""))
+    return more + line.suspect if line.suspect else Text(line.why, style=styles.get("muted", ""))
 
 
 class OverviewScreen(ModalScreen["str | None"]):
@@ -177,7 +188,6 @@ class OverviewScreen(ModalScreen["str | None"]):
     def _fill(self, table: DataTable[object]) -> None:
         for line in self.lines:
             style = self.row_styles.get(line.worst.value, "")
-            more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""  # first: long names are cut
             shown = line.judged or line.worst is Status.PENDING  # a row that waits for its other side
             state = f"{line.worst.symbol} {line.worst.value}" if shown else "… comparing"
             table.add_row(  # a plain str cell is markup: dump text goes in as Text
@@ -185,9 +195,7 @@ class OverviewScreen(ModalScreen["str | None"]):
                 Text(state, style=style if shown else "dim"),
                 *(f"{c:,}" for c in line.counts),
                 "" if line.divergence is None else f"#{line.divergence:,}",
-                Text(more + line.suspect)
-                if line.suspect
-                else Text(line.why, style=self.row_styles.get("muted", "")),
+                _suspect_cell(line, self.row_styles),
                 key=line.key,
             )
 

@@ -21,6 +21,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
@@ -44,7 +45,7 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
-from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, read_dump
+from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
@@ -495,13 +496,25 @@ def diagnose_pair(
     bad: tuple[list[BadLine], list[BadLine]] | None = None,
 ) -> Diagnosis:
     """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
-    suspect blames a kernel: a pkl records positional arguments only); ``bad``: each side's bad lines,
-    which the sidecars' skipped lines join."""
+    suspect blames a kernel: a pkl records positional arguments only) and what differs between the runs
+    before any kernel (their models, as two dumps of one tool show them; data; hyperparameters); ``bad``:
+    each side's bad lines, which the sidecars' skipped lines join."""
     modelled = model_rows(rows)
     n, b = bad if bad is not None else (None, None)
-    npu_specs = cache(lambda: call_specs_of(npu, n))  # read once: its skipped lines are said once
+    # each sidecar read once: its skipped lines are said once
+    npu_specs, bench_specs = cache(partial(call_specs_of, npu, n)), cache(partial(call_specs_of, bench, b))
     d = diagnose(modelled, npu.step, keywords=keywords_of(npu_specs))
-    with_keywords(d, npu_specs, lambda: call_specs_of(bench, b), modelled)
+    with_keywords(d, npu_specs, bench_specs, modelled)
+    with_runs_differ(
+        d,
+        modelled,
+        lambda: (
+            (module_chains_of(npu, n), module_chains_of(bench, b))
+            if npu.format == bench.format
+            else (None, None)
+        ),
+        lambda: (npu_specs(), bench_specs()),
+    )
     return d
 
 

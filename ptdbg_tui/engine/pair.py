@@ -25,6 +25,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.replayed import with_replays
+from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status
@@ -36,6 +37,8 @@ from ptdbg_tui.engine.tasks import task_for
 from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
+from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -141,6 +144,11 @@ def _call_specs(side: SideState, final: bool) -> dict[str, CallSpec]:
     """A followed side's call sidecar so far (its new lines read first)."""
     side.reader.read_calls(final)
     return side.reader.call_specs()
+
+
+def _module_chains(side: SideState) -> Callable[[EntryName], ModuleChain | None] | None:
+    """A followed side's module chains so far (its poll reads them); None without a module structure."""
+    return side.reader.module_chain if side.reader.has_modules else None
 
 
 class FailedPass(NamedTuple):
@@ -427,6 +435,13 @@ class PairState:
             return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
         with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final), rows)
+        same_tool = npu.dump.format == bench.dump.format  # module trees of two tools differ in form
+        with_runs_differ(
+            diagnosis,
+            rows,
+            lambda: (_module_chains(npu), _module_chains(bench)) if same_tool else (None, None),
+            lambda: (_call_specs(npu, final), _call_specs(bench, final)),
+        )
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

@@ -80,8 +80,9 @@ def replay_could_decide(d: Diagnosis, summary: bool) -> bool:
     judged beyond rounding, or parameters that differ on entry): two dumps cannot tell a kernel
     wrong there, a replay on each side's own recorded inputs can. Tensor pairs only (not ``summary``);
     not where the error is an earlier step's whose culprit is no kernel (a call only the NPU script
-    makes): every kernel of this step would be found right."""
-    if summary or d.fault or d.replay or d.inherited in NOT_A_KERNEL:
+    makes): every kernel of this step would be found right; nor where the runs differ before any kernel
+    (their models, data or hyperparameters: :mod:`~ptdbg_tui.compare.diagnosis.runs_differ`)."""
+    if summary or d.fault or d.replay or d.inherited in NOT_A_KERNEL or d.differ:
         return False
     culprit = d.culprit
     return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors

@@ -13,6 +13,7 @@ tensors differently: see :mod:`ptdbg_tui.formats.dialects`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 from ptdbg_tui.formats.calls import CallFollower, CallSpec, calls_path
@@ -128,6 +129,18 @@ def call_specs_of(dump: RankDump, bad: list[BadLine] | None = None) -> dict[str,
     reader.read_calls(final=True)
     report_bad(reader, bad)
     return reader.call_specs()
+
+
+def module_chains_of(
+    dump: RankDump, bad: list[BadLine] | None = None
+) -> Callable[[EntryName], ModuleChain | None] | None:
+    """The modules each call of a finished dump ran in, as a function of the call's entry; None when
+    the dump has no module structure; the sidecar's lines skipped go to ``bad``. Raises OSError when
+    that structure is there but cannot be read."""
+    reader = open_reader(dump, math.inf)
+    reader.read_modules(final=True)
+    report_bad(reader, bad)
+    return reader.module_chain if reader.has_modules else None
 
 
 def module_chain_of(dump: RankDump, entry: EntryName, bad: list[BadLine] | None = None) -> ModuleChain | None:

@@ -381,18 +381,29 @@ def _call_name(rows: Sequence[Row]) -> str:
     return first.record.call
 
 
-def parameter_name(entry: EntryName) -> str | None:
-    """``weight of Functional_linear_1`` for an input that holds a module parameter; ``None`` otherwise."""
+def parameter_slot(entry: EntryName) -> str | None:
+    """``weight`` for a forward input that holds a module parameter (``weights[2]`` for an RNN's third);
+    ``None`` otherwise."""
     if entry.kind != INPUT or entry.direction != FORWARD or not entry.path:
         return None
     slot = PARAMETER_SLOTS.get(op_name(_op(entry)), {}).get(entry.path[0])
-    return _parameter(entry, slot) if slot is not None else None
+    return _which(entry, slot) if slot is not None else None
+
+
+def parameter_name(entry: EntryName) -> str | None:
+    """``weight of Functional_linear_1`` for an input that holds a module parameter; ``None`` otherwise."""
+    which = parameter_slot(entry)
+    return f"{which} of {entry.call}" if which is not None else None
+
+
+def _which(entry: EntryName, slot: str) -> str:
+    """The parameter ``slot`` an input ``entry`` holds, an RNN's weights by their index."""
+    return f"{slot}[{entry.path[1]}]" if slot == "weights" and len(entry.path) > 1 else slot
 
 
 def _parameter(entry: EntryName, slot: str) -> str:
     """:func:`parameter_name` of an input ``entry`` that holds the parameter ``slot``."""
-    which = f"{slot}[{entry.path[1]}]" if slot == "weights" and len(entry.path) > 1 else slot
-    return f"{which} of {entry.call}"
+    return f"{_which(entry, slot)} of {entry.call}"
 
 
 def _entering(

@@ -247,6 +247,9 @@ class Diagnosis:
     #: steps of full size (an adaptive optimizer's): the NPU record of the tensor each left (dtype, shape,
     #: statistics) -> the call, so that the next step knows the parameter it wrote
     amplified: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    #: what differs between the runs before any kernel (their models, data, hyperparameters), in words
+    #: (:mod:`~.runs_differ`): said before any culprit
+    differ: list[str] = field(default_factory=list)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain
@@ -265,8 +268,8 @@ class Diagnosis:
 
     @property
     def all_clear(self) -> bool:
-        """Rows were judged, none fails and no call is a suspect."""
-        return bool(self.judged) and not self.suspects and not self.failing
+        """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
+        return bool(self.judged) and not self.suspects and not self.failing and not self.differ
 
     @property
     def verdict(self) -> str:
@@ -287,7 +290,8 @@ class Diagnosis:
                     f"{entries_fail(self.failing, self.errors)}, yet no call judged introduces an error "
                     f"beyond rounding ({self.judged:,} calls judged){why}"
                 )
-            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged)."
+            but = "; the runs differ before any kernel (runs differ, above)" if self.differ else ""
+            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged){but}."
         more = len(self.suspects) - 1
         tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
         return f"Culprit: {self.suspects[0].text}{tail}"

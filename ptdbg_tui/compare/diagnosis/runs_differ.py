@@ -1,0 +1,257 @@
+"""Runs that differ before any kernel: other models, other data, other hyperparameters.
+
+Two scripts that build different models (a block more, a layer renamed or wider) or train with another
+learning rate differ from their first call on, and the two dumps alone blame what shows it first: a
+parameter that differs on entry to a step (the embedding of a model with a block more, whose other
+random draws initialised it otherwise), a random op, a kernel whose inputs have another shape. None of
+that is a fault; the scripts differ. Each such difference is a finding of its own, said before any
+culprit (the report's ``runs differ:`` lines, the app's bar and overview):
+
+- **the runs' models differ** — from the module structure (this project's module sidecar, msprobe's
+  construct.json): a module one run has and the other not, a module of another class, a parameter of
+  another shape (from the records of the calls that take it). Without a module structure, the
+  parameters of paired calls whose shapes differ. No suspect is named inside what differs, nor any
+  finding that is not a kernel's (parameters, random draws, error entering: all follow from it);
+- **the runs pass different data** — the first input the model takes (its first call's first argument,
+  where the module structure says which call that is) differs beyond noise: another batch;
+- **the runs pass different hyperparameters** — the optimizer's values each run's call sidecar shows
+  (:mod:`~.hyperparameters`): ``lr 0.001 against 0.0001``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
+from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.calls import CallSpec
+from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
+
+T = TypeVar("T")
+ChainOf = Callable[[EntryName], "ModuleChain | None"]
+#: The NPU's and the bench's module chain of a call (None: the side has no module structure).
+Chains = tuple["ChainOf | None", "ChainOf | None"]
+Specs = tuple[Mapping[str, CallSpec], Mapping[str, CallSpec]]
+#: The first input that differs by more than this (relative) is other data, not rounding or noise.
+DATA_TOLERANCE = 1e-3
+#: Modules (or parameters) named in a finding, at most.
+SHOWN = 3
+#: Suspects that follow from models that differ wherever they are: they are no kernel's.
+_CONSEQUENCES = NOT_A_KERNEL | {RANDOM, SHAPE}
+#: What the verdict says where nothing is named because the runs differ.
+UNEXPLAINED = "the runs differ before any kernel (runs differ, above)"
+
+
+@dataclass(slots=True)
+class _Model:
+    """One run's model as its records show it: each module's class and where in execution its first
+    call is (a row's seq), each parameter's shape (by module and slot, ``blocks.0.fc.weight``), and the
+    chain of each call."""
+
+    classes: dict[str, str] = field(default_factory=dict)
+    first: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    chains: dict[str, ModuleChain] = field(default_factory=dict)
+
+
+def _model(rows: Iterable[Row], bench: bool, chain_of: ChainOf) -> _Model:
+    """One side's model (``bench``: the bench's) from the pair's rows, in execution order."""
+    model = _Model()
+    for row in rows:
+        rec = row.bench if bench else row.npu
+        entry = rec.entry if rec is not None else None
+        if rec is None or entry is None:
+            continue
+        chain = model.chains.get(entry.label)
+        if chain is None:
+            chain = model.chains[entry.label] = chain_of(entry) or ()
+            for q, c in chain:
+                if q and q not in model.classes:
+                    model.classes[q], model.first[q] = c, row.seq
+        slot = parameter_slot(entry)
+        if slot is not None and chain:
+            model.shapes[f"{chain[-1][0]}.{slot}".lstrip(".")] = rec.shape
+    return model
+
+
+@dataclass(slots=True)
+class _Difference:
+    """What differs between the runs' models: in words, and the modules it lies in."""
+
+    parts: list[str] = field(default_factory=list)
+    modules: set[str] = field(default_factory=set)
+    calls: set[str] = field(default_factory=set)  # calls (without a module structure) whose parameters differ
+
+
+def _parent(name: str) -> str:
+    return name.rpartition(".")[0]
+
+
+def _listed(names: Sequence[str], classes: Mapping[str, str]) -> str:
+    shown = ", ".join(f"{q} ({classes[q]})" for q in names[:SHOWN])
+    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
+
+
+def _children(classes: Mapping[str, str], parent: str) -> int:
+    return sum(1 for q in classes if _parent(q) == parent and q.rpartition(".")[2].isdigit())
+
+
+def _only(one: _Model, other: _Model, side: str, other_side: str, kernel: float) -> tuple[str, list[str]]:
+    """The modules ``one`` has and ``other`` not (the outermost of them), in words; none where the first
+    of them runs after ``kernel`` (the seq of the first suspect that blames a kernel): a kernel's error
+    may have sent the run another way (an expert a wrong router did not choose)."""
+    only = [q for q in one.classes if q not in other.classes]
+    if only and min(one.first[q] for q in only) > kernel:
+        return "", []
+    top = [q for q in only if _parent(q) not in only or not _parent(q)]
+    if not top:
+        return "", only
+    text = f"the {side} has {_listed(top, one.classes)}, the {other_side} does not"
+    counts = {
+        p: (_children(one.classes, p), _children(other.classes, p))
+        for q in top
+        if q.rpartition(".")[2].isdigit() and (p := _parent(q))
+    }
+    text += "".join(f" ({p}: {a} on the {side}, {b} on the {other_side})" for p, (a, b) in counts.items())
+    return text, only
+
+
+def _models_differ(npu: _Model, bench: _Model, kernel: float) -> _Difference:
+    diff = _Difference()
+    for one, other, side, other_side in ((bench, npu, "bench", "NPU run"), (npu, bench, "NPU run", "bench")):
+        text, only = _only(one, other, side, other_side, kernel)
+        if text:
+            diff.parts.append(text)
+            diff.modules.update(only)
+    classes = [q for q, c in npu.classes.items() if bench.classes.get(q, c) != c]
+    if classes:
+        diff.parts += [f"{q} is a {npu.classes[q]} against a {bench.classes[q]}" for q in classes[:SHOWN]]
+        diff.modules.update(classes)
+    shapes = {k: (s, bench.shapes[k]) for k, s in npu.shapes.items() if bench.shapes.get(k, s) != s}
+    diff.parts += _shapes_text(shapes)
+    diff.modules.update(_parent(k) for k in shapes)
+    return diff
+
+
+def _shapes_text(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> list[str]:
+    """Parameters of other shapes (by name: the NPU's shape, the bench's), the first few in words."""
+    out = [f"{k} {list(n)} against {list(b)}" for k, (n, b) in list(shapes.items())[:SHOWN]]
+    more = len(shapes) - SHOWN
+    return out + ([f"{more} more parameter{'s' if more > 1 else ''} of other shapes"] if more > 0 else [])
+
+
+def _shapes_differ(rows: Sequence[Row]) -> _Difference:
+    """Without a module structure: the parameters of paired calls whose shapes differ."""
+    diff = _Difference()
+    shapes = {}
+    for row in rows:
+        entry = row.record.entry
+        if row.npu is None or row.bench is None or entry is None or row.shapes_agree:
+            continue
+        slot = parameter_slot(entry)
+        if slot is not None and row.npu.shape != row.bench.shape:
+            shapes[f"{slot} of {entry.call}"] = (row.npu.shape, row.bench.shape)
+            diff.calls.add(entry.call)
+    diff.parts = _shapes_text(shapes)
+    return diff
+
+
+def _inside(suspect: Suspect, diff: _Difference, chains: Mapping[str, ModuleChain]) -> bool:
+    """Whether a suspect lies in what differs: a module that differs, a call whose parameters or other
+    inputs have another shape on the two runs."""
+    if any(r.npu is not None and r.bench is not None and not r.shapes_agree for r in suspect.rows):
+        return True
+    entry = next((r.record.entry for r in suspect.rows if r.record.entry is not None), None)
+    if entry is None:
+        return False
+    if entry.forward_call in diff.calls or entry.call in diff.calls:
+        return True
+    return any(q in diff.modules for q, _ in chains.get(entry.label, ()))
+
+
+def _first_input(rows: Sequence[Row], model: _Model) -> Row | None:
+    """The first input the model takes: its first call's first argument (a call that runs in a module)."""
+    for row in rows:
+        entry = row.record.entry
+        if entry is None or entry.direction != FORWARD or entry.kind != INPUT or entry.path != (0,):
+            continue
+        if model.chains.get(entry.label):
+            return row
+    return None
+
+
+def _data_differs(row: Row) -> str:
+    """The first input's difference, in words; empty where it is within noise."""
+    npu, bench = row.npu, row.bench
+    if npu is None or bench is None or npu.is_scalar or bench.is_scalar:
+        return ""
+    if npu.shape != bench.shape:
+        return f"{row.name}, the model's first input, is {list(npu.shape)} against {list(bench.shape)}"
+    errors = row.result.errors if row.result is not None else None
+    if errors is None or not (errors.rel > DATA_TOLERANCE or (errors.exact and errors.rel > 0)):
+        return ""
+    stats = ", ".join(
+        f"{name} {a:.4g} against {b:.4g}"
+        for name, a, b in zip(("max", "min", "mean"), npu.stat_values(), bench.stat_values(), strict=False)
+        if a is not None and b is not None and a != b
+    )
+    return f"{row.name}, the model's first input, is {fmt_error(errors.rel)} apart" + (
+        f" ({stats})" if stats else ""
+    )
+
+
+def _read(read: Callable[[], T], note: str, notes: list[str]) -> T | None:
+    """What ``read`` returns; None, with a ``note`` (``{}``: the reason), where a sidecar is there but
+    cannot be read."""
+    try:
+        return read()
+    except OSError as e:
+        notes.append(note.format(reason(e)))
+        return None
+
+
+def with_runs_differ(
+    diagnosis: Diagnosis,
+    rows: Sequence[Row],
+    chains: Callable[[], Chains],
+    specs: Callable[[], Specs],
+) -> None:
+    """Add to ``diagnosis`` (in place) what differs between the runs before any kernel, and drop the
+    suspects that lie inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``:
+    each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
+    failing row). A module structure that cannot be read leaves a note."""
+    found: list[str] = []
+    read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
+    npu_chain, bench_chain = read if read is not None else (None, None)
+    npu = _model(rows, False, npu_chain) if npu_chain else _Model()
+    bench = _model(rows, True, bench_chain) if bench_chain else _Model()
+    kernel = min((s.seq for s in diagnosis.suspects if s.kind not in _CONSEQUENCES), default=math.inf)
+    diff = _models_differ(npu, bench, kernel) if npu.classes and bench.classes else _shapes_differ(rows)
+    if diff.parts:
+        found.append("the runs' models differ: " + "; ".join(diff.parts))
+        kept = [
+            s for s in diagnosis.suspects if s.kind not in _CONSEQUENCES and not _inside(s, diff, npu.chains)
+        ]
+        diagnosis.suspects = kept
+    first = _first_input(rows, npu)
+    if first is not None and first.seq < kernel and (data := _data_differs(first)):
+        found.append(f"the runs pass different data: {data}")
+        diagnosis.suspects = [
+            s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
+        ]
+    differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
+    # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
+    # differ too, has said so
+    sidecars = _read(specs, "", []) if differ else None
+    if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
+        found.append(f"the runs pass different hyperparameters: {hyper}")
+    diagnosis.differ = found
+    if found and not diagnosis.suspects:
+        diagnosis.unexplained = UNEXPLAINED
