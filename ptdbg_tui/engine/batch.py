@@ -21,6 +21,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.replayed import copied
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
@@ -77,6 +78,9 @@ class PairOutcome:
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
     no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
     culprit_module: str = ""  # the innermost module the culprit ran in (``track.lstm · LSTM``), if known
+    #: the pair's own diagnosis, before the steps and ranks around it adjusted it: a replay folds into
+    #: it, and they adjust it again (:func:`in_context`)
+    dumps: Diagnosis | None = None
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -179,6 +183,7 @@ class Outcomes(list[PairOutcome]):
         self.cluster: str | None = None
         self.placements: Counter[str] = Counter()
         self.around = Around([], [])
+        self.match = "auto"  # the matching asked for (the steps before are compared with it)
 
     @property
     def several_ranks(self) -> bool:
@@ -186,12 +191,16 @@ class Outcomes(list[PairOutcome]):
         return len({o.npu.rank for o in self}) > 1
 
 
-def _in_context(outcomes: Outcomes, match: str) -> None:
-    """The other ranks' collectives at each compared step, and the step before each one."""
+def in_context(outcomes: Outcomes) -> None:
+    """The other ranks' collectives at each compared step, and the step before each one; each pair's
+    own diagnosis is kept first (``dumps``), for a replay to fold into before this is done again."""
+    for o in outcomes:
+        if o.dumps is None:
+            o.dumps = copied(o.diagnosis)
     compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
     try:
         check_collectives(compared, outcomes.around.npu)
-        earlier = partial(earlier_from_statistics, match=match, npu_dumps=outcomes.around.npu)
+        earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=outcomes.around.npu)
         link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
     except Exception as e:  # the pairs' own verdicts still stand
         outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
@@ -289,7 +298,8 @@ def compare_dumps(
         )
         outcomes.notes[:0] = notes
         outcomes.around = around
-    _in_context(outcomes, match)
+    outcomes.match = match
+    in_context(outcomes)
     judge_ranks(outcomes)
     return outcomes
 
