@@ -36,6 +36,7 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug: one line, not a traceback
 EXIT_USAGE = 2  # the inputs or options cannot be used (the message says why)
 EXIT_MISSING_TORCH = 3  # the demo needs the ``dump`` extra
+EXIT_NOTHING_TO_NARROW = 4  # narrow: no pair names a culprit (the report says why); no config written
 EXIT_INTERRUPTED = 130
 
 
@@ -713,7 +714,13 @@ def run_narrow(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
-    from ptdbg_tui.engine.narrow import NarrowError, default_config, narrowing_of, write_narrowing
+    from ptdbg_tui.engine.narrow import (
+        NarrowError,
+        NothingToNarrow,
+        default_config,
+        narrowing_of,
+        write_narrowing,
+    )
 
     prog = "ptdbg-tui narrow"
     try:
@@ -721,6 +728,9 @@ def run_narrow(args: argparse.Namespace) -> int:
             args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True
         )
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
+    except NothingToNarrow as e:
+        print(f"{report_text(outcomes)}\nnothing to narrow: {e}", flush=True)
+        return EXIT_NOTHING_TO_NARROW
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (CompareInputError, NarrowError))
     if args.script:
