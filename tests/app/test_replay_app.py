@@ -245,3 +245,43 @@ async def test_shift_r_offers_each_pair_its_own_folder_for_one_call_name(steps_d
             offered.append(app.screen.query_one("#repro-folder").value)
             await pilot.press("escape")
         assert offered == ["./repro_step0_rank0_VF_lstm_0_backward", "./repro_step2_rank0_VF_lstm_0_backward"]
+
+
+def _bar(app) -> str:
+    app.diagnosis_bar.redraw()
+    return " ".join(line.plain for line in app.diagnosis_bar.lines)
+
+
+async def test_the_culprit_is_provisional_until_its_replay_ends(demo_dumps, ui):
+    """For as long as the replay ran (45 s on the GPT run), the app showed its culprit as final."""
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.wait_until(pilot, lambda: "Culprit VF_lstm_0_backward" in _bar(app))
+        assert "provisional: replay" in _bar(app), _bar(app)
+        await ui.wait_until(pilot, lambda: _confirmed(app))
+        bar = _bar(app)
+        assert "confirmed by replay — NPU kernel wrong" in bar and "provisional" not in bar, bar
+
+
+async def test_with_no_budget_the_mark_says_why_and_r_updates_it_in_place(demo_dumps, ui):
+    app = ui.app(*demo_dumps, replay_budget_s=0)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        assert "unconfirmed: --replay-budget 0 (r replays the selected call)" in _bar(app), _bar(app)
+        await pilot.press("c", "r")
+        await ui.wait_until(pilot, lambda: _confirmed(app))
+        bar = _bar(app)
+        assert (
+            "Culprit VF_lstm_0_backward" in bar and "confirmed by replay" in bar and "unconfirmed" not in bar
+        )
+
+
+async def test_without_torch_the_culprit_says_why_it_stays_unconfirmed(demo_dumps, ui, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
+    )
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        await ui.wait_until(pilot, lambda: "unconfirmed: replay needs torch" in _bar(app))
