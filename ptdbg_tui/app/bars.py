@@ -273,10 +273,10 @@ def replay_mark(model: TreeModel, suspect: Suspect, node: Node | None) -> str:
     info = model.infos.get(node.pair) if node is not None else None
     p = model.progress
     if info is not None and info.summary:
-        return "unconfirmed: compared from statistics, nothing to replay"
+        return "unconfirmed: statistics only"
     if p.replay_off:
         return f"unconfirmed: {p.replay_off}"
-    return "provisional: replaying" if p.replayed < p.replaying else "provisional: replay pending"
+    return "provisional: replaying" if p.replayed < p.replaying else "provisional: replay to come"
 
 
 def _suspect_segments(
@@ -316,7 +316,7 @@ def _suspect_segments(
         style = fail if suspect.confirmed else styles.get("muted", Style())
         out.append(seg(suspect.replay, 1, style, shrink=16))
     elif mark := replay_mark(model, suspect, node):
-        out.append(seg(mark, 0, styles.get("warn", Style()), shrink=16))
+        out.append(seg(mark, 1, styles.get("warn", Style()), shrink=16))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 

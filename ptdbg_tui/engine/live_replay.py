@@ -95,9 +95,9 @@ class LiveReplay:
         if self._off:
             return self._off
         if self.budget_s <= 0:
-            return "--replay-budget 0 (r replays the selected call)"
+            return "--replay-budget 0"
         if self._ran_out:
-            return "the replay budget ran out (r replays the selected call)"
+            return "the replay budget ran out"
         return ""
 
     def step(self, pairs: Mapping[str, PairState], ctx: PairContext, settled: bool) -> bool:

@@ -257,7 +257,7 @@ async def test_the_culprit_is_provisional_until_its_replay_ends(demo_dumps, ui):
     app = ui.app(*demo_dumps, replay_budget_s=60)
     async with app.run_test(size=ui.size) as pilot:
         await ui.wait_until(pilot, lambda: "Culprit VF_lstm_0_backward" in _bar(app))
-        assert "provisional: replay" in _bar(app), _bar(app)
+        assert "provisional: replay" in _bar(app), _bar(app)  # to come, or replaying
         await ui.wait_until(pilot, lambda: _confirmed(app))
         bar = _bar(app)
         assert "confirmed by replay — NPU kernel wrong" in bar and "provisional" not in bar, bar
@@ -267,7 +267,7 @@ async def test_with_no_budget_the_mark_says_why_and_r_updates_it_in_place(demo_d
     app = ui.app(*demo_dumps, replay_budget_s=0)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-        assert "unconfirmed: --replay-budget 0 (r replays the selected call)" in _bar(app), _bar(app)
+        assert "unconfirmed: --replay-budget 0" in _bar(app), _bar(app)
         await pilot.press("c", "r")
         await ui.wait_until(pilot, lambda: _confirmed(app))
         bar = _bar(app)
