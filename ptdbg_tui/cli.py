@@ -315,7 +315,7 @@ def summary_text(o: PairOutcome) -> str:
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
-        lines += diagnosis_lines(o.diagnosis, o.culprit_module)
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
@@ -371,11 +371,14 @@ def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:
 REPORT_SUSPECTS = 5
 
 
-def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
+def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> list[str]:
     """The report's diagnosis: the culprit (with the ``module`` it ran in and its source line, as the
-    app shows them) and the next suspects with their evidence, or the verdict."""
+    app shows them, and the ``step`` of a whole run it was made in) and the next suspects with their
+    evidence, or the verdict."""
     lines = [f"  {d.verdict}"]
     site = d.culprit.site if d.culprit else None
+    if step is not None:
+        lines.append(f"    step: {step}")
     if module:
         lines.append(f"    module: {module}")
     if site is not None and site.source:
