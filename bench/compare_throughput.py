@@ -395,8 +395,10 @@ def alternate(commands: list[tuple[list[str], dict[str, str] | None]], repeat: i
     return out
 
 
-def ours_command(root: Path, jobs: int) -> list[str]:
-    """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it."""
+def ours_command(root: Path, jobs: int, replay_flag: bool = True) -> list[str]:
+    """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it, without the
+    replay (the comparison's own speed is measured; ``replay_flag`` False: a revision from before the
+    replay was the default, which knows no ``--no-replay``)."""
     return [
         sys.executable,
         "-m",
@@ -409,6 +411,7 @@ def ours_command(root: Path, jobs: int) -> list[str]:
         "--jobs",
         str(jobs),
         "--no-progress",
+        *(["--no-replay"] if replay_flag else []),
     ]
 
 
@@ -539,7 +542,15 @@ def whole_commands(
         )
     olds = len(commands)
     commands += [
-        (f"ours at {rev}", ours_command(root, jobs), {**os.environ, "PYTHONPATH": str(tree)})
+        (
+            f"ours at {rev}",
+            ours_command(
+                root,
+                jobs,
+                (tree / "ptdbg_tui" / "engine" / "replay.py").read_text().count("not_run_note") > 0,
+            ),
+            {**os.environ, "PYTHONPATH": str(tree)},
+        )
         for rev, tree in trees.items()
     ]
     results = alternate([(argv, env) for _, argv, env in commands], repeat)
