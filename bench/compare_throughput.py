@@ -519,6 +519,11 @@ def _ratios(bases: list[float], values: list[float]) -> str:
     return f"{statistics.median(ratios):.0%}{spread}"
 
 
+def _knows_no_replay(tree: Path) -> bool:
+    """Whether the revision checked out at ``tree`` takes ``--no-replay`` (it replays by default)."""
+    return "--no-replay" in (tree / "ptdbg_tui" / "cli.py").read_text()
+
+
 def whole_commands(
     root: Path, total: int, jobs: int, repeat: int, trees: dict[str, Path], with_baseline: bool = True
 ) -> None:
@@ -544,11 +549,7 @@ def whole_commands(
     commands += [
         (
             f"ours at {rev}",
-            ours_command(
-                root,
-                jobs,
-                (tree / "ptdbg_tui" / "engine" / "replay.py").read_text().count("not_run_note") > 0,
-            ),
+            ours_command(root, jobs, _knows_no_replay(tree)),
             {**os.environ, "PYTHONPATH": str(tree)},
         )
         for rev, tree in trees.items()
