@@ -360,7 +360,7 @@ def replay_outcomes(
     finally:
         if replayer is None:  # a worker started here ends here (a call past the budget with it); one given
             worker.close(kill=True)  # stays for its owner
-    return _fold_outcomes(outcomes, found)
+    return fold_outcomes(outcomes, found)
 
 
 def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) -> PairReplay:
@@ -387,7 +387,7 @@ def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) ->
         return f"not replayed: cannot read {reason(e)}"
 
 
-def _fold_outcomes(
+def fold_outcomes(
     outcomes: Sequence[PairOutcome], found: Sequence[PairReplay]
 ) -> dict[str, dict[str, CallReplay]]:
     """Fold each pair's replays into its diagnosis; where a replay ran, into the pair's own diagnosis

@@ -150,6 +150,7 @@ async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, mon
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: _said(app, f"Replay is off: {INSTALL}"))  # not run once settled
+        assert f"unconfirmed: {INSTALL}" in _bar(app), "the culprit's mark says why it stays unconfirmed"
         await pilot.press("c", "r")
         assert _said(app, f"No replay here: {INSTALL}")
         assert not app.model.first_culprit()[0].replay
@@ -274,14 +275,3 @@ async def test_with_no_budget_the_mark_says_why_and_r_updates_it_in_place(demo_d
         assert (
             "Culprit VF_lstm_0_backward" in bar and "confirmed by replay" in bar and "unconfirmed" not in bar
         )
-
-
-async def test_without_torch_the_culprit_says_why_it_stays_unconfirmed(demo_dumps, ui, monkeypatch):
-    find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
-    )
-    app = ui.app(*demo_dumps, replay_budget_s=60)
-    async with app.run_test(size=ui.size) as pilot:
-        await ui.settle(pilot)
-        await ui.wait_until(pilot, lambda: "unconfirmed: replay needs torch" in _bar(app))

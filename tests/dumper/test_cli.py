@@ -91,22 +91,20 @@ def test_a_whole_run_s_culprit_names_its_step(tmp_path: Path, capsys) -> None:
 
 
 WRONG_AT_STEP_1 = textwrap.dedent("""
-    import sys
-    import torch
+    import sys, torch
     import torch.nn.functional as F
     from dumper.faults import replaced
 
     torch.manual_seed(0)
-    model = torch.nn.Linear(3, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for step in range(3):
-        opt.zero_grad()
-        h = model(torch.linspace(-1, 1, 12).view(4, 3))
-        off = sys.argv[1] == "npu" and step == 1
-        with replaced(F, "gelu", lambda gelu: lambda t: gelu(t) * (1.1 if off else 1.0)):
-            y = F.gelu(h)
-        y.sum().backward()
-        opt.step()
+    layer = torch.nn.Linear(3, 2)
+    sgd = torch.optim.SGD(layer.parameters(), lr=0.1)
+    x = torch.linspace(-1, 1, 12).view(4, 3)
+    for k in range(3):
+        scale = 1.1 if sys.argv[1] == "npu" and k == 1 else 1.0
+        with replaced(F, "gelu", lambda gelu: lambda t: gelu(t) * scale):
+            F.gelu(layer(x)).sum().backward()
+        sgd.step()
+        sgd.zero_grad()
 """)
 
 
