@@ -116,9 +116,11 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Seconds the replay may take by default (``engine.replay.BUDGET_S`` and ``DEFAULT_BUDGET_S``: the app's
-#: and ``--replay``'s, the compare's own; here, so ``--help`` imports nothing).
+#: Seconds the replay may take by default (``engine.replay.BUDGET_S``: the app's and ``--replay``'s;
+#: here, so ``--help`` imports nothing).
 REPLAY_BUDGET_S = 60.0
+#: Seconds the compare's default replay may take: the suspects whose inputs differ, a few calls (most
+#: of it is the worker's import of torch).
 DEFAULT_REPLAY_BUDGET_S = 20.0
 
 

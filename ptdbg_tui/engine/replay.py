@@ -45,9 +45,6 @@ if TYPE_CHECKING:
 
 #: Seconds a replay may take by default (``--replay``, ``ptdbg-tui replay``, the app: ``--replay-budget``).
 BUDGET_S = 60.0
-#: Seconds the default replay of ``ptdbg-tui compare`` may take: the suspects whose inputs differ, a few
-#: calls (most of it is the worker's import of torch).
-DEFAULT_BUDGET_S = 20.0
 BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
 #: A suspect the replay chose but did not reach: its verdict stands on the two dumps alone.
 NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
