@@ -26,13 +26,15 @@ def seed(tmp_path):
 
 
 def _run(capsys, *argv):
-    code = main(["compare", *map(str, argv), "--no-progress"])
+    """``ptdbg-tui compare``, without the replay these tests do not look at (tests/dumper/
+    test_default_replay.py does)."""
+    code = main(["compare", *map(str, argv), "--no-progress", "--no-replay"])
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
-    code, out, err = _run(capsys, *seed, "-o", tmp_path / "out", "--stack", "--jobs", "2", "--no-replay")
+    code, out, err = _run(capsys, *seed, "-o", tmp_path / "out", "--stack", "--jobs", "2")
     assert code == 0 and err == ""
     (path,) = (tmp_path / "out").glob("compare_result_*.csv")
     table = list(csv.reader(path.open()))
@@ -293,7 +295,7 @@ def test_an_entry_that_could_not_be_compared_is_not_said_to_inherit_an_error(tmp
 def test_every_file_written_is_0640_and_the_advisor_is_one_of_them(seed, tmp_path, capsys):
     old = os.umask(0o022)  # a usual umask: 0644 unless the writer says otherwise
     try:
-        code, out, _ = _run(capsys, *seed, "-o", tmp_path / "out", "--jobs", "1", "--no-replay")
+        code, out, _ = _run(capsys, *seed, "-o", tmp_path / "out", "--jobs", "1")
     finally:
         os.umask(old)
     assert code == 0
