@@ -560,7 +560,7 @@ def _default_replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> 
         budget = DEFAULT_REPLAY_BUDGET_S if args.replay_budget is None else args.replay_budget
         if (code := _replay(prog, args, outcomes, budget, args.replay_top, full=False)[0]) != EXIT_OK:
             return code
-    outcomes.notes += replay_note(outcomes, searched=False)
+    outcomes.notes += replay_note(outcomes)
     return EXIT_OK
 
 

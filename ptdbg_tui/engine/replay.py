@@ -83,9 +83,10 @@ def undecided(d: Diagnosis) -> str:
     return "parameters differ on entry, and no kernel is named"
 
 
-def replay_would_decide(o: PairOutcome, searched: bool | None = None) -> bool:
-    """:func:`replay_could_decide` of a pair whose rows say something of the NPU run."""
-    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary, searched)
+def replay_would_decide(o: PairOutcome) -> bool:
+    """:func:`replay_could_decide` of a pair whose rows say something of the NPU run, after the compare's
+    default replay (of the suspects only: every call was not searched)."""
+    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary, searched=False)
 
 
 def replay_could_decide(d: Diagnosis, summary: bool, searched: bool | None = None) -> bool:
@@ -109,10 +110,10 @@ def _labels(labels: Sequence[str]) -> str:
     return f"{', '.join(labels[:NOTE_PAIRS])}{more}"
 
 
-def replay_note(outcomes: Sequence[PairOutcome], searched: bool | None = None) -> list[str]:
-    """The note a compare ends with where a replay of every call (``--replay``) could still name a kernel
-    (``searched``: as :func:`replay_could_decide`)."""
-    undecided_pairs = [o for o in outcomes if replay_would_decide(o, searched)]
+def replay_note(outcomes: Sequence[PairOutcome]) -> list[str]:
+    """The note a compare without ``--replay`` ends with where a replay of every call could still name a
+    kernel."""
+    undecided_pairs = [o for o in outcomes if replay_would_decide(o)]
     if not undecided_pairs:
         return []
     words = {undecided(o.diagnosis) for o in undecided_pairs}
