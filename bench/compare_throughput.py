@@ -395,8 +395,10 @@ def alternate(commands: list[tuple[list[str], dict[str, str] | None]], repeat: i
     return out
 
 
-def ours_command(root: Path, jobs: int) -> list[str]:
-    """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it."""
+def ours_command(root: Path, jobs: int, replay_flag: bool = True) -> list[str]:
+    """``ptdbg-tui compare`` of ``root/npu`` against ``root/bench``, as a user runs it, without the
+    replay (the comparison's own speed is measured; ``replay_flag`` False: a revision from before the
+    replay was the default, which knows no ``--no-replay``)."""
     return [
         sys.executable,
         "-m",
@@ -409,6 +411,7 @@ def ours_command(root: Path, jobs: int) -> list[str]:
         "--jobs",
         str(jobs),
         "--no-progress",
+        *(["--no-replay"] if replay_flag else []),
     ]
 
 
@@ -516,6 +519,11 @@ def _ratios(bases: list[float], values: list[float]) -> str:
     return f"{statistics.median(ratios):.0%}{spread}"
 
 
+def _knows_no_replay(tree: Path) -> bool:
+    """Whether the revision checked out at ``tree`` takes ``--no-replay`` (it replays by default)."""
+    return "--no-replay" in (tree / "ptdbg_tui" / "cli.py").read_text()
+
+
 def whole_commands(
     root: Path, total: int, jobs: int, repeat: int, trees: dict[str, Path], with_baseline: bool = True
 ) -> None:
@@ -539,7 +547,11 @@ def whole_commands(
         )
     olds = len(commands)
     commands += [
-        (f"ours at {rev}", ours_command(root, jobs), {**os.environ, "PYTHONPATH": str(tree)})
+        (
+            f"ours at {rev}",
+            ours_command(root, jobs, _knows_no_replay(tree)),
+            {**os.environ, "PYTHONPATH": str(tree)},
+        )
         for rev, tree in trees.items()
     ]
     results = alternate([(argv, env) for _, argv, env in commands], repeat)

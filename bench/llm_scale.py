@@ -269,7 +269,17 @@ def main() -> int:
 def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> int:
     npu, bench = str(root / "npu"), str(root / "bench")
     me = str(Path(__file__).resolve())
-    compare = ["-m", "ptdbg_tui", "compare", npu, bench, "-o", str(root / "out"), "--no-progress"]
+    compare = [
+        "-m",
+        "ptdbg_tui",
+        "compare",
+        npu,
+        bench,
+        "-o",
+        str(root / "out"),
+        "--no-progress",
+        "--no-replay",
+    ]
     commands = {
         "read": _command(me, "--child", "read", npu, bench),
         "floor": _command(me, "--child", "floor", npu, bench, str(root / "floor")),

@@ -69,8 +69,9 @@ def _device_type(args: tuple[Any, ...]) -> str:
     return "cpu"
 
 
-def current_state(args: tuple[Any, ...], training: bool | None) -> CallState:
-    """The state that changes the result of a call with these arguments, made now."""
+def current_state(args: tuple[Any, ...], training: bool | None, step: int | None = None) -> CallState:
+    """The state that changes the result of a call with these arguments, made now (in training step
+    ``step``, which changes nothing of it but says when it was made)."""
     device = _device_type(args)
     try:
         autocast = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
@@ -85,10 +86,11 @@ def current_state(args: tuple[Any, ...], training: bool | None) -> CallState:
         torch._C._get_cudnn_allow_tf32(),
         torch.are_deterministic_algorithms_enabled(),
         torch.get_default_dtype(),
+        step,
     )
     state = _states.get(key)
     if state is None:
-        grad, _, _, _, matmul, cudnn, deterministic, default = key
+        grad, _, _, _, matmul, cudnn, deterministic, default, _ = key
         state = _states[key] = CallState(
             grad,
             training,
@@ -97,6 +99,7 @@ def current_state(args: tuple[Any, ...], training: bool | None) -> CallState:
             cudnn,
             deterministic,
             str(default),
+            step,
         )
     return state
 

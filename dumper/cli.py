@@ -148,8 +148,17 @@ def _shown(value: object) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def _step_hook(debugger: PrecisionDebugger) -> RemovableHandle:
-    return register_optimizer_step_post_hook(lambda optimizer, args, kwargs: debugger.step())
+def _step_hook(debugger: PrecisionDebugger, steps: bool) -> RemovableHandle:
+    """Each ``optimizer.step()`` ends a step: with ``--step``, the dump's (its folders); without, it is
+    only counted, for the call sidecar to say each call's step."""
+    if steps:
+        return register_optimizer_step_post_hook(lambda optimizer, args, kwargs: debugger.step())
+    session = debugger.session
+
+    def counted(optimizer: object, args: object, kwargs: object) -> None:
+        session.optimizer_steps += 1
+
+    return register_optimizer_step_post_hook(counted)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         debugger = PrecisionDebugger.from_options(opts)
     except (ConfigError, OptionsError) as e:
         parser.error(str(e))
-    hook = _step_hook(debugger) if opts.step else None
+    hook = _step_hook(debugger, bool(opts.step))
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(path), *script[1:]]
     sys.path.insert(0, str(path.resolve().parent))
@@ -178,8 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, raised = _run_script(path)
     finally:
         debugger.stop()
-        if hook is not None:
-            hook.remove()
+        hook.remove()
         sys.argv, sys.path[:] = saved_argv, saved_path
     if raised is not None:
         _say_stopped(opts, raised, debugger)

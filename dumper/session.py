@@ -141,6 +141,9 @@ class DumpSession:
         self.rank_arg = rank
         self.ranks = ranks  # the only ranks that dump (None: all), as detected
         self.step = 0
+        #: optimizer steps of a whole run (``ptdbg-dump run`` without ``--step``: no step folders, and
+        #: call names that go on counting), each call's sidecar line says its step by them
+        self.optimizer_steps = 0
         self.active = False
         self._installed = False
         self._wanted = False  # between start() and stop(), even in a step that is not dumped
@@ -442,7 +445,7 @@ class DumpSession:
             frozen(args),
             frozen(kwargs),
             0 if _mutates_first(target, args, kwargs) else None,
-            current_state(args, self._modules.training),
+            current_state(args, self._modules.training, self.step + self.optimizer_steps),
         )
         bc = plan.backward
         if bc is not None:

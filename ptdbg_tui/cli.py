@@ -36,6 +36,7 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug: one line, not a traceback
 EXIT_USAGE = 2  # the inputs or options cannot be used (the message says why)
 EXIT_MISSING_TORCH = 3  # the demo needs the ``dump`` extra
+EXIT_NOTHING_TO_NARROW = 4  # narrow: no pair names a culprit (the report says why); no config written
 EXIT_INTERRUPTED = 130
 
 
@@ -95,29 +96,41 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=".", metavar="OUT_DIR", help="where the CSV goes (default: .)")
     p.add_argument("--stack", action="store_true", help="add the NPU_Stack_Info column")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument(
+    replay = p.add_mutually_exclusive_group()
+    replay.add_argument(
         "--replay",
         action="store_true",
-        help="re-run the suspects and the calls up to the first failing row in float64 on each "
-        "side's own recorded inputs, to prove a kernel wrong (needs torch: the dump extra)",
+        help="replay more: besides the suspects, every call up to the first failing row, then the "
+        "others (default budget 60 s); by default (torch importable) the suspects whose inputs already "
+        "differ are re-run in float64 on each side's own recorded inputs, to confirm or refute them",
     )
-    _replay_options(p)
+    replay.add_argument(
+        "--no-replay", action="store_true", help="no replay: the verdicts stand on the two dumps alone"
+    )
+    _replay_options(
+        p,
+        None,
+        f"the most time the replay may take, in all (default: {DEFAULT_REPLAY_BUDGET_S:g}; with "
+        f"--replay, {REPLAY_BUDGET_S:g})",
+    )
     return p
 
 
-#: Seconds the replay may take by default (``engine.replay.BUDGET_S``; here, so ``--help`` imports nothing).
+#: Seconds the replay may take by default (``engine.replay.BUDGET_S``: the app's and ``--replay``'s;
+#: here, so ``--help`` imports nothing).
 REPLAY_BUDGET_S = 60.0
+#: Seconds the compare's default replay may take: the suspects whose inputs differ, a few calls (most
+#: of it is the worker's import of torch).
+DEFAULT_REPLAY_BUDGET_S = 20.0
 
 
-def _replay_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--replay-budget",
-        type=float,
-        default=REPLAY_BUDGET_S,
-        metavar="SECONDS",
-        help="the most time the replay may take, in all; in the app, each time the comparison "
-        "settles (default: 60; 0: in the app, only the calls r asks for)",
-    )
+def _replay_options(
+    p: argparse.ArgumentParser,
+    budget: float | None = REPLAY_BUDGET_S,
+    words: str = "the most time the replay may take, in all, each time the comparison settles "
+    "(default: 60; 0: only the calls r asks for)",
+) -> None:
+    p.add_argument("--replay-budget", type=float, default=budget, metavar="SECONDS", help=words)
     p.add_argument(
         "--replay-top", type=int, default=10, metavar="K", help="suspects replayed first (default: 10)"
     )
@@ -313,7 +326,7 @@ def summary_text(o: PairOutcome) -> str:
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
     if not o.no_verdict:
-        lines += diagnosis_lines(o.diagnosis, o.culprit_module)
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
         if bad:
@@ -369,12 +382,14 @@ def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:
 REPORT_SUSPECTS = 5
 
 
-def diagnosis_lines(d: Diagnosis, module: str = "") -> list[str]:
+def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> list[str]:
     """The report's diagnosis: what differs between the runs before any kernel, the culprit (with the
-    ``module`` it ran in and its source line, as the app shows them) and the next suspects with their
-    evidence, or the verdict."""
+    ``module`` it ran in and its source line, as the app shows them, and the ``step`` of a whole run it
+    was made in) and the next suspects with their evidence, or the verdict."""
     lines = [f"  runs differ: {text}" for text in d.differ] + [f"  {d.verdict}"]
     site = d.culprit.site if d.culprit else None
+    if step is not None:
+        lines.append(f"    step: {step}")
     if module:
         lines.append(f"    module: {module}")
     if site is not None and site.source:
@@ -521,21 +536,40 @@ def run_compare(args: argparse.Namespace) -> int:
         return failure(prog, e, (CompareInputError, ClusterError))
     finally:
         bar.close()
-    if (
-        args.replay
-        and (code := _replay(prog, args, outcomes, args.replay_budget, args.replay_top)[0]) != EXIT_OK
-    ):
+    if (code := _default_replay(prog, args, outcomes)) != EXIT_OK:
         return code
-    if not args.replay:
-        from ptdbg_tui.engine.replay import replay_note
-
-        outcomes.notes += replay_note(outcomes)
     if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
         return code
     try:
         say(report_text(outcomes))
     except BrokenPipeError:  # the reader left (``| head``); the CSV is written, nothing is lost
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _default_replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> int:
+    """The compare's replay: by default the suspects whose inputs already differ, where torch is
+    importable (else one note says why not); every call worth replaying with ``--replay`` (torch
+    required); none with ``--no-replay``. Then the note where a replay of every call could still name a
+    kernel."""
+    from ptdbg_tui.engine.replay import ReplayUnavailable, not_run_note, replay_note, require_torch
+
+    if args.replay:
+        budget = REPLAY_BUDGET_S if args.replay_budget is None else args.replay_budget
+        return _replay(prog, args, outcomes, budget, args.replay_top, full=True)[0]
+    why = "--no-replay" if args.no_replay else ""
+    if not why:
+        try:
+            require_torch()
+        except ReplayUnavailable as e:
+            why = str(e)
+    if why:
+        outcomes.notes += not_run_note(outcomes, why)
+    else:
+        budget = DEFAULT_REPLAY_BUDGET_S if args.replay_budget is None else args.replay_budget
+        if (code := _replay(prog, args, outcomes, budget, args.replay_top, full=False)[0]) != EXIT_OK:
+            return code
+    outcomes.notes += replay_note(outcomes)
     return EXIT_OK
 
 
@@ -650,9 +684,11 @@ def _replay(
     budget_s: float,
     top: int,
     calls: Sequence[str] | None = None,
+    full: bool = True,
 ) -> tuple[int, dict[str, dict[str, CallReplay]]]:
-    """Replay the compared pairs' calls (``calls``, else the most telling ones) and fold the verdicts
-    into their diagnoses: the exit code so far, and the replays by pair and call."""
+    """Replay the compared pairs' calls (``calls``, else the most telling ones; not ``full``: the
+    suspects whose inputs already differ) and fold the verdicts into their diagnoses: the exit code so
+    far, and the replays by pair and call."""
     from ptdbg_tui.engine.batch import judge_ranks
     from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
 
@@ -663,7 +699,9 @@ def _replay(
         return EXIT_USAGE, {}
     progress = _Counter(sys.stderr, not args.no_progress)
     try:
-        done = replay_outcomes(outcomes, budget_s=budget_s, top=top, calls=calls, progress=progress)
+        done = replay_outcomes(
+            outcomes, budget_s=budget_s, top=top, calls=calls, progress=progress, full=full
+        )
     except KeyboardInterrupt:
         say(f"{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED, {}
@@ -690,7 +728,13 @@ def run_narrow(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
-    from ptdbg_tui.engine.narrow import NarrowError, default_config, narrowing_of, write_narrowing
+    from ptdbg_tui.engine.narrow import (
+        NarrowError,
+        NothingToNarrow,
+        default_config,
+        narrowing_of,
+        write_narrowing,
+    )
 
     prog = "ptdbg-tui narrow"
     try:
@@ -698,6 +742,9 @@ def run_narrow(args: argparse.Namespace) -> int:
             args.npu, args.bench, step=args.step, rank=args.rank, match=args.match, summary=True
         )
         narrowing = narrowing_of(outcomes, call=args.call, module=args.module)
+    except NothingToNarrow as e:
+        print(f"{report_text(outcomes)}\nnothing to narrow: {e}", flush=True)
+        return EXIT_NOTHING_TO_NARROW
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (CompareInputError, NarrowError))
     if args.script:

@@ -18,7 +18,11 @@ from rich.text import Text
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import (
+    NONDETERMINISTIC,
+    NOT_A_KERNEL,
+    OWN_COLLECTIVE,
     RECEIVED,
+    REPLAYED,
     Diagnosis,
     Suspect,
     entries_fail,
@@ -256,6 +260,25 @@ def receives_through(d: Diagnosis | None, suspect: Suspect) -> bool:
     return first and not bits_only(suspect)
 
 
+#: Suspects a replay does not judge: no kernel at fault, or a finding across ranks or of checksums.
+_NOT_REPLAYED_KINDS = NOT_A_KERNEL | OWN_COLLECTIVE | {REPLAYED, NONDETERMINISTIC}
+
+
+def replay_mark(model: TreeModel, suspect: Suspect, node: Node | None) -> str:
+    """Whether a suspect that blames a kernel still waits for its replay ("provisional: …"), or why none
+    will come ("unconfirmed: …"); "" once replayed, or where a replay does not judge it. The bar's verdict
+    is updated in place when the replay's comes."""
+    if suspect.replay or suspect.kind in _NOT_REPLAYED_KINDS:
+        return ""
+    info = model.infos.get(node.pair) if node is not None else None
+    p = model.progress
+    if info is not None and info.summary:
+        return "unconfirmed: statistics only"
+    if p.replay_off:
+        return f"unconfirmed: {p.replay_off}"
+    return "provisional: replaying" if p.replayed < p.replaying else "provisional: replay to come"
+
+
 def _suspect_segments(
     model: TreeModel, suspects: Sequence[tuple[Suspect, Node | None]], index: int, styles: Styles
 ) -> list[Segment]:
@@ -292,6 +315,8 @@ def _suspect_segments(
     if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
         style = fail if suspect.confirmed else styles.get("muted", Style())
         out.append(seg(suspect.replay, 1, style, shrink=16))
+    elif mark := replay_mark(model, suspect, node):
+        out.append(seg(mark, 1, styles.get("warn", Style()), shrink=16))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
     return out
 

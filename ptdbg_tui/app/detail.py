@@ -24,7 +24,7 @@ from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.replay.verdict import CONFIRMED
 from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
-from ptdbg_tui.engine.replay import REPLAY_CAN, UNDECIDED, replay_could_decide
+from ptdbg_tui.engine.replay import REPLAY_CAN, replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -333,7 +333,7 @@ def pair_notes(node: Node, model: TreeModel) -> list[str]:
     notes = [d.received] if d.received else []
     notes += d.notes
     if replay_could_decide(d, info.summary):
-        notes.append(f"{UNDECIDED}: r on a call {REPLAY_CAN.format(what='it')}")
+        notes.append(f"{undecided(d)}: r on a call {REPLAY_CAN.format(what='it')}")
     return notes
 
 

@@ -21,10 +21,12 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.replayed import copied
 from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.replay.calls import call_key
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.forked import Forked
@@ -78,6 +80,12 @@ class PairOutcome:
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
     no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
     culprit_module: str = ""  # the innermost module the culprit ran in (``track.lstm · LSTM``), if known
+    #: the training step the culprit was made in, where the pair is a whole run (no step folder) and its
+    #: call sidecar says it
+    culprit_step: int | None = None
+    #: the pair's own diagnosis, before the steps and ranks around it adjusted it: a replay folds into
+    #: it, and they adjust it again (:func:`in_context`)
+    dumps: Diagnosis | None = None
 
     def counts(self) -> Counter[Status]:
         return Counter(row.status for row in self.rows)
@@ -180,6 +188,7 @@ class Outcomes(list[PairOutcome]):
         self.cluster: str | None = None
         self.placements: Counter[str] = Counter()
         self.around = Around([], [])
+        self.match = "auto"  # the matching asked for (the steps before are compared with it)
 
     @property
     def several_ranks(self) -> bool:
@@ -187,12 +196,16 @@ class Outcomes(list[PairOutcome]):
         return len({o.npu.rank for o in self}) > 1
 
 
-def _in_context(outcomes: Outcomes, match: str) -> None:
-    """The other ranks' collectives at each compared step, and the step before each one."""
+def in_context(outcomes: Outcomes) -> None:
+    """The other ranks' collectives at each compared step, and the step before each one; each pair's
+    own diagnosis is kept first (``dumps``), for a replay to fold into before this is done again."""
+    for o in outcomes:
+        if o.dumps is None:
+            o.dumps = copied(o.diagnosis)
     compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
     try:
         check_collectives(compared, outcomes.around.npu)
-        earlier = partial(earlier_from_statistics, match=match, npu_dumps=outcomes.around.npu)
+        earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=outcomes.around.npu)
         link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
     except Exception as e:  # the pairs' own verdicts still stand
         outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
@@ -290,7 +303,8 @@ def compare_dumps(
         )
         outcomes.notes[:0] = notes
         outcomes.around = around
-    _in_context(outcomes, match)
+    outcomes.match = match
+    in_context(outcomes)
     judge_ranks(outcomes)
     return outcomes
 
@@ -300,6 +314,7 @@ def judge_ranks(outcomes: Outcomes) -> None:
     (the other steps and ranks, and a replay, change them)."""
     for o in outcomes:
         o.culprit_module = _culprit_module(o)
+        o.culprit_step = _culprit_step(o)
     outcomes.ranks = cross_rank(
         [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
     )
@@ -536,6 +551,19 @@ def _culprit_module(o: PairOutcome) -> str:
         o.diagnosis.notes.append(f"module sidecar not read ({reason(e)}): the culprit's module is not shown")
         return ""
     return module_label(*chain[-1]) if chain else ""
+
+
+def _culprit_step(o: PairOutcome) -> int | None:
+    """The step of a whole run's culprit, from the NPU dump's call sidecar (a backward call's is its
+    forward's line); None for a dump of one step (its folder says it), or where the sidecar does not."""
+    culprit = o.diagnosis.culprit
+    if culprit is None or o.npu.step is not None:
+        return None
+    try:
+        spec = call_specs_of(o.npu).get(call_key(culprit.call))
+    except OSError:  # unreadable: the report goes on without the step (the replay says why it cannot)
+        return None
+    return spec.state.step if spec is not None else None
 
 
 def _side_notes(o: PairOutcome) -> list[str]:

@@ -580,6 +580,7 @@ class LiveEngine:
                 faults,
                 self._replay.done,
                 self._replay.total,
+                self._replay.why_not,
             )
         )
 

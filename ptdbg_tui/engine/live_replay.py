@@ -63,6 +63,7 @@ class LiveReplay:
         self._sources: dict[str, tuple[tuple[int, int], SideSource, SideSource]] = {}  # by pair, at versions
         self._off = ""  # why replay cannot run here (said once)
         self._deaths = 0  # the worker died on this many tasks in a row
+        self._ran_out = False  # the current round's budget ran out with calls left
         self._unsent: set[str] = set()  # pairs with replays kept since their diagnosis was last sent
         self._sent_at = 0.0
         self.done = 0  # jobs of the current round finished
@@ -86,6 +87,18 @@ class LiveReplay:
     @property
     def busy(self) -> bool:
         return bool(self._queue or self._pending)
+
+    @property
+    def why_not(self) -> str:
+        """Why no replay will come on its own to confirm a suspect ("" while one may): the app marks
+        such a culprit unconfirmed, and says why."""
+        if self._off:
+            return self._off
+        if self.budget_s <= 0:
+            return "--replay-budget 0"
+        if self._ran_out:
+            return "the replay budget ran out"
+        return ""
 
     def step(self, pairs: Mapping[str, PairState], ctx: PairContext, settled: bool) -> bool:
         """Collect the finished tasks, queue the calls of the pairs diagnosed anew once the comparison
@@ -134,6 +147,7 @@ class LiveReplay:
         if first or rest:
             if not any(not j.asked for j in (*self._queue, *(j for j, _ in self._pending.values()))):
                 self._deadline = time.monotonic() + self.budget_s  # a new round, a new budget
+                self._ran_out = False
             self._start_round()
             self.total += len(first) + len(rest)
             self._queue.extend(first + rest)
@@ -219,6 +233,7 @@ class LiveReplay:
         left = [j for j in self._queue if not j.asked]
         self._queue = deque(j for j in self._queue if j.asked)
         self.total -= len(left)
+        self._ran_out = True
         self._outbox.notice(
             f"Replay: the budget of {self.budget_s:g} s ran out with {len(left)} call(s) not "
             "replayed (--replay-budget; r replays the selected call)."

@@ -42,6 +42,11 @@ class NarrowError(Exception):
     says why, in one line)."""
 
 
+class NothingToNarrow(NarrowError):
+    """No pair names a culprit (the runs agree, or nothing names a call): not a usage error, the report
+    says each pair's verdict."""
+
+
 @dataclass(frozen=True)
 class Narrowing:
     """The next dump's target, the NPU dump it was found in, why, and the script when known."""
@@ -205,8 +210,9 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
             )
         target, why = Narrowed(module=module), f"the module named ({module})"
     elif pair is None or culprit is None:
-        verdicts = "; ".join(o.no_verdict or o.diagnosis.verdict for o in outcomes)
-        raise NarrowError(f"no culprit to narrow to: {verdicts}")
+        agree = all(o.diagnosis.all_clear and not o.no_verdict for o in outcomes)
+        why = "no call introduces an error beyond rounding and no entry fails" if agree else "see above"
+        raise NothingToNarrow(f"no culprit ({why})")
     else:
         target, why = _culprit_target(pair, culprit, chains)
     steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))

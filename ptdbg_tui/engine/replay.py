@@ -16,16 +16,23 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis
-from ptdbg_tui.compare.diagnosis.replayed import apply_replays
+from ptdbg_tui.compare.diagnosis.replayed import apply_replays, copied
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_call, replay_order, rows_by_call
+from ptdbg_tui.compare.replay.calls import (
+    SideSource,
+    call_rows,
+    differing_suspects,
+    replay_call,
+    replay_order,
+    rows_by_call,
+)
 from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
-from ptdbg_tui.engine.batch import PairOutcome
+from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
@@ -37,8 +44,11 @@ from ptdbg_tui.formats.untrusted import file_component, one_line
 if TYPE_CHECKING:
     from ptdbg_tui.compare.replay.repro import Origin, Written
 
-#: Seconds a replay may take by default (``--replay-budget``).
+#: Seconds a replay may take by default (``--replay``, ``ptdbg-tui replay``, the app: ``--replay-budget``).
 BUDGET_S = 60.0
+BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
+#: A suspect the replay chose but did not reach: its verdict stands on the two dumps alone.
+NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
 #: Suspects replayed first (``--replay-top``).
 TOP = 10
 INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
@@ -57,47 +67,74 @@ class ReplayUnavailable(Exception):
     """Replay cannot run here (the message says how to make it run)."""
 
 
-#: Pairs named in the note that offers ``--replay`` (:func:`replay_note`).
+#: Pairs named in a note on the replay (:func:`replay_note`, :func:`not_run_note`).
 NOTE_PAIRS = 3
 
-
-#: Where two dumps cannot name a kernel and a replay can: the report's note and the app's say it alike,
-#: each with its own way to replay (``--replay``; the app's ``r``).
-UNDECIDED = "rows fail where the inputs already differ, and no kernel is named"
-#: What a replay does there (``{what}``: what it re-runs).
+#: What a replay does where two dumps cannot name a kernel (``{what}``: what it re-runs).
 REPLAY_CAN = (
     "re-runs {what} in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
 )
 
 
+def undecided(d: Diagnosis) -> str:
+    """Where two dumps cannot name a kernel and a replay can, in words that hold for the pair: the report's
+    note and the app's say it alike, each with its own way to replay (``--replay``; the app's ``r``)."""
+    if d.failing > d.errors:
+        return "rows fail where the inputs already differ, and no kernel is named"
+    return "parameters differ on entry, and no kernel is named"
+
+
 def replay_would_decide(o: PairOutcome) -> bool:
-    """:func:`replay_could_decide` of a pair whose rows say something of the NPU run."""
-    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary)
+    """:func:`replay_could_decide` of a pair whose rows say something of the NPU run, after the compare's
+    default replay (of the suspects only: every call was not searched)."""
+    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary, searched=False)
 
 
-def replay_could_decide(d: Diagnosis, summary: bool) -> bool:
-    """Whether a pair's rows fail where its inputs already differ with no kernel named (nothing
-    judged beyond rounding, or parameters that differ on entry): two dumps cannot tell a kernel
-    wrong there, a replay on each side's own recorded inputs can. Tensor pairs only (not ``summary``);
-    not where the error is an earlier step's whose culprit is no kernel (a call only the NPU script
-    makes): every kernel of this step would be found right; nor where the runs differ before any kernel
-    (their models, data or hyperparameters: :mod:`~ptdbg_tui.compare.diagnosis.runs_differ`)."""
-    if summary or d.fault or d.replay or d.inherited in NOT_A_KERNEL or d.differ:
+def replay_could_decide(d: Diagnosis, summary: bool, searched: bool | None = None) -> bool:
+    """Whether a pair's rows fail (or its parameters differ on entry) where its inputs already differ,
+    and no suspect blames a kernel: two dumps cannot tell a kernel wrong there, a replay of every call on
+    each side's own recorded inputs can. Tensor pairs only (not ``summary``); not where such a replay ran
+    (``searched``; by default, where any replay ran); not where the error is an earlier step's whose
+    culprit is no kernel (a call only the NPU script makes): every kernel of this step would be found
+    right; nor where the runs differ before any kernel (their models, data or
+    hyperparameters: :mod:`~ptdbg_tui.compare.diagnosis.runs_differ`)."""
+    ran = bool(d.replay) if searched is None else searched
+    if summary or d.fault or ran or d.inherited in NOT_A_KERNEL or d.differ:
+        return False
+    if any(s.kind not in NOT_A_KERNEL for s in d.suspects):  # a kernel is named, first or further down
         return False
     culprit = d.culprit
     return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors
 
 
+def _labels(labels: Sequence[str]) -> str:
+    more = f" and {len(labels) - NOTE_PAIRS} more" if len(labels) > NOTE_PAIRS else ""
+    return f"{', '.join(labels[:NOTE_PAIRS])}{more}"
+
+
 def replay_note(outcomes: Sequence[PairOutcome]) -> list[str]:
-    """The note a compare without ``--replay`` ends with where a replay could still name a kernel."""
-    undecided = [o.npu.label for o in outcomes if replay_would_decide(o)]
-    if not undecided:
+    """The note a compare without ``--replay`` ends with where a replay of every call could still name a
+    kernel."""
+    undecided_pairs = [o for o in outcomes if replay_would_decide(o)]
+    if not undecided_pairs:
         return []
-    more = f" and {len(undecided) - NOTE_PAIRS} more" if len(undecided) > NOTE_PAIRS else ""
-    return [
-        f"{', '.join(undecided[:NOTE_PAIRS])}{more}: {UNDECIDED}; --replay "
-        + REPLAY_CAN.format(what="the suspects")
+    words = {undecided(o.diagnosis) for o in undecided_pairs}
+    said = words.pop() if len(words) == 1 else "no kernel is named where the inputs already differ"
+    labels = _labels([o.npu.label for o in undecided_pairs])
+    return [f"{labels}: {said}; --replay " + REPLAY_CAN.format(what="the calls up to the first failing row")]
+
+
+def not_run_note(outcomes: Sequence[PairOutcome], why: str) -> list[str]:
+    """The one line a compare that did not replay (``why``: no torch, ``--no-replay``) says, where a pair
+    has a suspect the replay would have confirmed or refuted."""
+    waiting = [
+        o.npu.label
+        for o in outcomes
+        if not o.no_verdict and not o.summary and differing_suspects(o.diagnosis, 1)
     ]
+    if not waiting:
+        return []
+    return [f"not replayed ({why}): the suspects of {_labels(waiting)} stand on the two dumps alone"]
 
 
 def require_torch() -> None:
@@ -266,15 +303,46 @@ def replay_pair(
     top: int = TOP,
     calls: Sequence[str] | None = None,
     progress: ReplayProgress | None = None,
+    full: bool = True,
     bad: tuple[list[BadLine], list[BadLine]] | None = None,
-) -> dict[str, CallReplay]:
-    """Replay a pair's calls (``calls``, else :func:`replay_order`'s) and fold the results into its
-    diagnosis; returns them by call (``bad``: as in :func:`sources`)."""
+) -> tuple[list[str], dict[str, CallReplay]]:
+    """Replay a pair's calls: ``calls``, else :func:`replay_order`'s (``full``) or the suspects whose
+    inputs already differ (:func:`differing_suspects`: the default of ``ptdbg-tui compare``); the calls
+    chosen and, by call, those replayed within the budget (:func:`fold_replays` folds them in; ``bad``:
+    as in :func:`sources`)."""
+    if calls is not None:
+        chosen = list(calls)
+    else:
+        chosen = replay_order(rows, diagnosis, top) if full else differing_suspects(diagnosis, top)
+    if not chosen:
+        return chosen, {}
     npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir, bad)
-    chosen = list(calls) if calls is not None else replay_order(rows, diagnosis, top)
     got = {r.call: r for r in replayer.replay(rows, chosen, npu_src, bench_src, budget_s, progress)}
-    apply_replays(diagnosis, rows, got, npu.step)
-    return got
+    return chosen, got
+
+
+def fold_replays(
+    diagnosis: Diagnosis,
+    rows: Sequence[Row],
+    chosen: Sequence[str],
+    got: Mapping[str, CallReplay],
+    step: int | None,
+) -> None:
+    """Fold a pair's replays into its diagnosis, in place; a suspect chosen but not reached within the
+    budget says so (its verdict stands on the two dumps alone)."""
+    if got:
+        apply_replays(diagnosis, rows, got, step)
+    missed = set(chosen) - set(got)
+    for s in diagnosis.suspects:
+        if s.call in missed and not s.replay and s.kind not in NOT_A_KERNEL:
+            s.replay = NOT_REACHED
+    if missed:
+        head = f"{diagnosis.replay}; {len(missed)} call(s) not replayed" if got else "not replayed"
+        diagnosis.replay = f"{head}: {BUDGET_RAN_OUT}"
+
+
+#: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
+PairReplay = tuple[list[str], dict[str, CallReplay]] | str
 
 
 def replay_outcomes(
@@ -285,44 +353,68 @@ def replay_outcomes(
     calls: Sequence[str] | None = None,
     progress: ReplayProgress | None = None,
     replayer: Replayer | None = None,
+    full: bool = True,
 ) -> dict[str, dict[str, CallReplay]]:
-    """Replay the compared pairs' calls within one budget, pair after pair; by pair label, each call's
-    replay. A pair compared from statistics only is left as it is (its diagnosis says so)."""
-    out: dict[str, dict[str, CallReplay]] = {}
+    """Replay the compared pairs' calls within one budget, pair after pair (``full``: as
+    :func:`replay_pair`); by pair label, each call's replay. A pair compared from statistics only is left
+    as it is (its diagnosis says so)."""
+    found: list[PairReplay] = []
     deadline = time.monotonic() + budget_s
     worker = replayer or Replayer()
     try:
         for o in outcomes:
-            if o.no_verdict:  # one dump twice, an empty side: both sides' replays would say nothing of it
-                o.diagnosis.replay = f"not replayed: {o.no_verdict}"
-                continue
-            if o.npu_tensors is None or o.bench_tensors is None:
-                o.diagnosis.replay = "not replayed: the pair was compared from statistics, without tensors"
-                continue
             left = deadline - time.monotonic()
-            if left <= 0:
-                o.diagnosis.replay = "not replayed: the replay budget ran out"
-                continue
-            try:
-                out[o.label] = replay_pair(
-                    worker,
-                    o.rows,
-                    o.diagnosis,
-                    o.npu,
-                    o.bench,
-                    str(o.npu_tensors),
-                    str(o.bench_tensors),
-                    budget_s=left,
-                    top=top,
-                    calls=calls,
-                    progress=progress,
-                    bad=o.bad_lines,
-                )
-            except OSError as e:  # a side's records or call sidecar cannot be read (any more)
-                o.diagnosis.replay = f"not replayed: cannot read {reason(e)}"
+            found.append(_replay_outcome(worker, o, left, top=top, calls=calls, progress=progress, full=full))
     finally:
         if replayer is None:  # a worker started here ends here (a call past the budget with it); one given
             worker.close(kill=True)  # stays for its owner
+    return fold_outcomes(outcomes, found)
+
+
+def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) -> PairReplay:
+    """One pair's :func:`replay_pair` within the ``left`` seconds, or why it is not replayed."""
+    if o.no_verdict:  # one dump twice, an empty side: both sides' replays would say nothing of it
+        return f"not replayed: {o.no_verdict}"
+    if o.npu_tensors is None or o.bench_tensors is None:
+        return "not replayed: the pair was compared from statistics, without tensors"
+    if left <= 0:
+        return NOT_REACHED
+    try:
+        return replay_pair(
+            worker,
+            o.rows,
+            o.diagnosis,
+            o.npu,
+            o.bench,
+            str(o.npu_tensors),
+            str(o.bench_tensors),
+            budget_s=left,
+            bad=o.bad_lines,
+            **kw,
+        )
+    except OSError as e:  # a side's records or call sidecar cannot be read (any more)
+        return f"not replayed: cannot read {reason(e)}"
+
+
+def fold_outcomes(
+    outcomes: Sequence[PairOutcome], found: Sequence[PairReplay]
+) -> dict[str, dict[str, CallReplay]]:
+    """Fold each pair's replays into its diagnosis; where a replay ran, into the pair's own diagnosis
+    (``dumps``), and the steps and ranks around each pair are worked out again: a later step's note names
+    the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
+    out: dict[str, dict[str, CallReplay]] = {}
+    again = isinstance(outcomes, Outcomes) and any(not isinstance(r, str) and r[0] for r in found)
+    for o, result in zip(outcomes, found, strict=False):
+        if again and o.dumps is not None:
+            o.diagnosis = copied(o.dumps)
+        if isinstance(result, str):
+            o.diagnosis.replay = result
+        else:
+            fold_replays(o.diagnosis, o.rows, *result, o.npu.step)
+            out[o.label] = result[1]
+    if again:
+        assert isinstance(outcomes, Outcomes)
+        in_context(outcomes)
     return out
 
 

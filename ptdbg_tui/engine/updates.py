@@ -91,6 +91,9 @@ class Progress:
     faults: tuple[str, ...] = ()  # pairs that failed and wait for a change to be tried again
     replayed: int = 0  # calls of the current replay round done
     replaying: int = 0  # calls of the current replay round (done or to do)
+    #: why no replay will come to confirm a suspect (no torch, ``--replay-budget 0``, the budget ran out);
+    #: "" while one may
+    replay_off: str = ""
 
     @property
     def pending(self) -> int:

@@ -115,6 +115,9 @@ class CallState:
     tf32_cudnn: bool = True
     deterministic: bool = False
     default_dtype: str = "torch.float32"
+    #: the training step the call was made in (the optimizer steps made before it): a whole-run dump,
+    #: without step folders, tells a call's step by it; None where the writer does not record it
+    step: int | None = None
 
 
 @dataclass(slots=True)
@@ -252,6 +255,7 @@ def _encode_state(state: CallState) -> dict[str, Any]:
         "allow_tf32": {"matmul": state.tf32_matmul, "cudnn": state.tf32_cudnn},
         "deterministic": state.deterministic,
         "default_dtype": state.default_dtype,
+        **({} if state.step is None else {"step": state.step}),
     }
 
 
@@ -432,6 +436,9 @@ def _state(value: Any) -> CallState:
     if not isinstance(tf32, dict):
         raise _Bad('state allow_tf32 must be {"matmul": ..., "cudnn": ...}')
     training = value.get("training")
+    step = value.get("step")
+    if step is not None and (type(step) is not int or step < 0):
+        raise _Bad("state step must be null or a whole number from 0 up")
     return CallState(
         grad=_flag(value.get("grad", d.grad), "grad"),
         training=None if training is None else _flag(training, "training"),
@@ -440,6 +447,7 @@ def _state(value: Any) -> CallState:
         tf32_cudnn=_flag(tf32.get("cudnn", d.tf32_cudnn), "allow_tf32.cudnn"),
         deterministic=_flag(value.get("deterministic", d.deterministic), "deterministic"),
         default_dtype=_text(value.get("default_dtype", d.default_dtype), "default_dtype"),
+        step=step,
     )
 
 

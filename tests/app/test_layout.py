@@ -87,7 +87,8 @@ async def test_the_culprit_api_and_file_line_are_on_screen_without_a_key(
         assert "✘ 11" in header and "all 179 compared" in header
         assert "Culprit VF_lstm_0_backward" in bar and "track.lstm" in bar
         assert demo_lstm_site in bar and "out, _ = self.lstm(seq)" in bar
-        assert len(app.diagnosis_bar.lines) == (2 if size[0] == 80 else 1)
+        assert "unconfirmed: --replay-budget 0" in bar, "no replay will confirm it: the bar says why"
+        assert len(app.diagnosis_bar.lines) == 2
         footer = screen[-1]
         assert "? Help" in footer and "q Quit" in footer
         assert all(len(line) <= size[0] for line in screen)

@@ -150,6 +150,7 @@ async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, mon
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: _said(app, f"Replay is off: {INSTALL}"))  # not run once settled
+        assert f"unconfirmed: {INSTALL}" in _bar(app), "the culprit's mark says why it stays unconfirmed"
         await pilot.press("c", "r")
         assert _said(app, f"No replay here: {INSTALL}")
         assert not app.model.first_culprit()[0].replay
@@ -245,3 +246,32 @@ async def test_shift_r_offers_each_pair_its_own_folder_for_one_call_name(steps_d
             offered.append(app.screen.query_one("#repro-folder").value)
             await pilot.press("escape")
         assert offered == ["./repro_step0_rank0_VF_lstm_0_backward", "./repro_step2_rank0_VF_lstm_0_backward"]
+
+
+def _bar(app) -> str:
+    app.diagnosis_bar.redraw()
+    return " ".join(line.plain for line in app.diagnosis_bar.lines)
+
+
+async def test_the_culprit_is_provisional_until_its_replay_ends(demo_dumps, ui):
+    """For as long as the replay ran (45 s on the GPT run), the app showed its culprit as final."""
+    app = ui.app(*demo_dumps, replay_budget_s=60)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.wait_until(pilot, lambda: "Culprit VF_lstm_0_backward" in _bar(app))
+        assert "provisional: replay" in _bar(app), _bar(app)  # to come, or replaying
+        await ui.wait_until(pilot, lambda: _confirmed(app))
+        bar = _bar(app)
+        assert "confirmed by replay — NPU kernel wrong" in bar and "provisional" not in bar, bar
+
+
+async def test_with_no_budget_the_mark_says_why_and_r_updates_it_in_place(demo_dumps, ui):
+    app = ui.app(*demo_dumps, replay_budget_s=0)
+    async with app.run_test(size=ui.size) as pilot:
+        await ui.settle(pilot)
+        assert "unconfirmed: --replay-budget 0" in _bar(app), _bar(app)
+        await pilot.press("c", "r")
+        await ui.wait_until(pilot, lambda: _confirmed(app))
+        bar = _bar(app)
+        assert (
+            "Culprit VF_lstm_0_backward" in bar and "confirmed by replay" in bar and "unconfirmed" not in bar
+        )

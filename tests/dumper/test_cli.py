@@ -66,6 +66,48 @@ def test_run_without_step_dumps_the_whole_run_in_summary(tmp_path: Path) -> None
     assert "Functional_linear_2_forward" in calls
 
 
+def test_a_whole_run_s_culprit_names_its_step(tmp_path: Path, capsys) -> None:
+    """A whole run has no step folders and its call names go on counting: the report's culprit line did
+    not say which step the call was in. Each call's sidecar line now says it, and the report does."""
+    from ptdbg_tui.cli import main as tui_main
+    from ptdbg_tui.formats.reader import call_specs_of
+
+    script = tmp_path / "train.py"
+    script.write_text(WRONG_AT_STEP_1)
+    for side in ("npu", "bench"):
+        assert main(["run", str(script), side, "--dump-path", str(tmp_path / side)]) == 0
+    (npu,) = discover(tmp_path / "npu")
+    specs = call_specs_of(npu)
+    assert [specs[f"Functional_gelu_{i}"].state.step for i in range(3)] == [0, 1, 2]
+    out = tmp_path / "out"
+    assert (
+        tui_main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(out), "--no-replay"])
+        == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[1].startswith("  Culprit: Functional_gelu_1_forward (forward): ") and lines[2] == "    step: 1"
+    ), lines
+
+
+WRONG_AT_STEP_1 = textwrap.dedent("""
+    import sys, torch
+    import torch.nn.functional as F
+    from dumper.faults import replaced
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    sgd = torch.optim.SGD(layer.parameters(), lr=0.1)
+    x = torch.linspace(-1, 1, 12).view(4, 3)
+    for k in range(3):
+        scale = 1.1 if sys.argv[1] == "npu" and k == 1 else 1.0
+        with replaced(F, "gelu", lambda gelu: lambda t: gelu(t) * scale):
+            F.gelu(layer(x)).sum().backward()
+        sgd.step()
+        sgd.zero_grad()
+""")
+
+
 def test_arguments_after_a_double_dash_go_to_the_script() -> None:
     assert split_args(["run", "--dump-path", "d", "t.py", "--", "--mode", "x"]) == (
         ["run", "--dump-path", "d"],

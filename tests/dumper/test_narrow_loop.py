@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumper.cli import main as dump_main
+from ptdbg_tui.cli import EXIT_NOTHING_TO_NARROW
 from ptdbg_tui.cli import main as tui_main
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.callpath import module_label
@@ -218,10 +219,30 @@ def test_an_unknown_call_or_module_is_said(statistics, tmp_path: Path, capsys, a
 
 
 def test_nothing_to_narrow_to_when_the_runs_agree(statistics, tmp_path: Path, capsys) -> None:
+    """It read 'ptdbg-tui narrow: error: no culprit to narrow to: … (329 calls judged).; No operator …'
+    on stderr and exited 2, as for unusable arguments."""
     _, _, bench = statistics
-    assert tui_main(["narrow", str(bench), str(bench), "-o", str(tmp_path / "x.json")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("ptdbg-tui narrow: error: no culprit to narrow to: ") and "same" in err
+    assert (
+        tui_main(["narrow", str(bench), str(bench), "-o", str(tmp_path / "x.json")]) == EXIT_NOTHING_TO_NARROW
+    )
+    out, err = capsys.readouterr()
+    assert err == "" and "No verdict: the NPU and bench dumps are the same file" in out
+    assert out.splitlines()[-1] == "nothing to narrow: no culprit (see above)"
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_nothing_to_narrow_where_no_call_is_at_fault(statistics, tmp_path: Path, capsys) -> None:
+    _, _, bench = statistics
+    npu = tmp_path / "copy"
+    shutil.copytree(bench, npu)  # the same run twice: every call agrees
+    assert (
+        tui_main(["narrow", str(npu), str(bench), "-o", str(tmp_path / "x.json")]) == EXIT_NOTHING_TO_NARROW
+    )
+    out = capsys.readouterr().out
+    assert ".;" not in out and "No operator introduces an error beyond rounding" in out
+    assert out.splitlines()[-1] == (
+        "nothing to narrow: no culprit (no call introduces an error beyond rounding and no entry fails)"
+    )
 
 
 EXTRA_CALL = """\

@@ -17,9 +17,16 @@ import torch.nn.functional as F
 
 from ptdbg_tui import cli
 from ptdbg_tui.compare.replay.run import Refused, resolve
-from ptdbg_tui.compare.replay.verdict import CONFIRMED, HONEST_MARGIN, NOT_REPLAYED, REFUTED
+from ptdbg_tui.compare.replay.verdict import (
+    CONFIRMED,
+    HONEST_MARGIN,
+    NOT_REPLAYED,
+    REFUTED,
+    CallReplay,
+    SideVerdict,
+)
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.replay import Replayer, replay_outcomes
+from ptdbg_tui.engine.replay import Replayer, fold_outcomes, replay_outcomes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -439,9 +446,10 @@ def test_a_call_under_autocast_is_replayed_as_honest_within_the_rounding_autocas
     assert verdict.allowed >= 0.9 * HONEST_MARGIN * verdict.error, verdict
 
 
-def _scaled_at_step_one(path: Path, scale: float) -> Path:
+def _scaled_at_step_one(path: Path, scale: float, kernel_at: int | None = None) -> Path:
     """Three SGD steps of a small MLP; the script scales an activation at step 1 by ``scale`` (1.0: the
-    bench's, which makes no such call)."""
+    bench's, which makes no such call); ``kernel_at``: instead, the GELU kernel is ``scale`` off at that
+    step (a kernel the two dumps name)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -449,16 +457,38 @@ def _scaled_at_step_one(path: Path, scale: float) -> Path:
     for step in range(3):
         x = torch.randn(5, 8)
         debugger.start()
-        h = model[0](x)
-        if step == 1 and scale != 1.0:
-            h = h * scale
-        loss = model[2](model[1](h)).pow(2).mean()
+        off = scale if step == kernel_at else 1.0
+        with replaced(F, "gelu", lambda gelu, off=off: lambda t, *a, **k: gelu(t, *a, **k) * off):
+            h = model[0](x)
+            if step == 1 and scale != 1.0 and kernel_at is None:
+                h = h * scale
+            loss = model[2](model[1](h)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
         debugger.stop()
         debugger.step()
     return path
+
+
+def test_a_later_steps_note_names_the_culprit_the_replay_leaves(tmp_path):
+    """The whole GPT run: step 0's Tensor_addcdiv__4_forward was refuted by the replay, and step 1 still
+    read 'parameters differ on entry to step 1: inherited from step 0, whose culprit is
+    Tensor_addcdiv__4_forward'. Here step 0's culprit is refuted by a replay given to the fold."""
+    npu = _scaled_at_step_one(tmp_path / "npu", 1.05, kernel_at=0)
+    outcomes = compare_dumps(npu, _scaled_at_step_one(tmp_path / "bench", 1.0), jobs=1)
+    first, second = outcomes[:2]
+    culprit = first.diagnosis.culprit
+    assert culprit is not None and culprit.call == "Functional_gelu_0_forward"
+    said = f"inherited from step 0, whose culprit is {culprit.call}"
+    assert any(said in n for n in second.diagnosis.notes), second.diagnosis.notes
+    honest = SideVerdict(1e-8, 1e-5, 0.0, 1.0, f"{culprit.call}_output")
+    refuted = CallReplay(culprit.call, honest, honest, True)
+    assert refuted.outcome == REFUTED
+    fold_outcomes(outcomes, [([culprit.call], {culprit.call: refuted}), ([], {}), ([], {})])
+    assert first.diagnosis.culprit is None or first.diagnosis.culprit.call != culprit.call
+    assert "refuted, no longer suspects: Functional_gelu_0_forward" in first.diagnosis.replay
+    assert not any(said in n for d in (second.diagnosis, outcomes[2].diagnosis) for n in d.notes)
 
 
 @pytest.mark.parametrize("steps", [[], ["--step", "2"]])

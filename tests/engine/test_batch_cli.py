@@ -26,7 +26,9 @@ def seed(tmp_path):
 
 
 def _run(capsys, *argv):
-    code = main(["compare", *map(str, argv), "--no-progress"])
+    """``ptdbg-tui compare``, without the replay these tests do not look at (tests/dumper/
+    test_default_replay.py does)."""
+    code = main(["compare", *map(str, argv), "--no-progress", "--no-replay"])
     out, err = capsys.readouterr()
     return code, out, err
 

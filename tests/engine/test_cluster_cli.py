@@ -62,6 +62,7 @@ def _compare(npu: Path, bench: Path, out: Path, *extra: str, env: dict[str, str]
             "-o",
             str(out),
             "--no-progress",
+            "--no-replay",  # the compare's rows and verdicts on a cluster, not the replay
             *extra,
         ],
         capture_output=True,

@@ -148,6 +148,13 @@ def test_state_defaults_fill_what_a_line_leaves_out() -> None:
     assert spec.args == [] and spec.kwargs == {} and spec.inplace is None and spec.state == CallState()
 
 
+def test_a_call_s_step_round_trips_and_is_left_out_where_unknown() -> None:
+    spec = decode_call({"call": "Torch_add_0", "fn": "torch.add", "state": {"step": 2}})
+    assert spec.state.step == 2
+    assert decode_call(json.loads(encode_call_line(spec))).state.step == 2
+    assert '"step"' not in encode_call_line(decode_call({"call": "Torch_add_0", "fn": "torch.add"}))
+
+
 BAD = [
     "not json",
     "[1, 2]",
@@ -175,6 +182,9 @@ BAD = [
     '{"call": "Torch_add_0", "fn": "torch.add", "args": [], "inplace": 0}',
     '{"call": "Torch_add_0", "fn": "torch.add", "state": {"grad": "yes"}}',
     '{"call": "Torch_add_0", "fn": "torch.add", "state": {"autocast": {"device": "cpu"}}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "state": {"step": -1}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "state": {"step": 1.5}}',
+    '{"call": "Torch_add_0", "fn": "torch.add", "state": {"step": true}}',
     '{"call": "Torch_add_0", "fn": "torch.add", "args": '
     + '{"list": [' * (MAX_DEPTH + 2)
     + "]}" * (MAX_DEPTH + 2)

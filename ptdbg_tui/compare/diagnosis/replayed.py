@@ -58,6 +58,7 @@ def apply_replays(
     """Fold the replays of a pair's calls into its diagnosis, in place."""
     kept: list[Suspect] = []
     named = set()
+    refuted: list[str] = []
     for s in diagnosis.suspects:
         r = replays.get(s.call)
         if r is None or s.kind in NOT_A_KERNEL:
@@ -69,6 +70,8 @@ def apply_replays(
         if r.outcome != REFUTED:
             s.replay = r.text
             kept.append(s)
+        else:
+            refuted.append(s.call)
     for call, r in replays.items():
         if r.outcome == CONFIRMED and call not in named:
             kept.append(_new_suspect(diagnosis, rows, r, step))
@@ -80,10 +83,27 @@ def apply_replays(
     per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
     others = "".join(f", {counts[k]} {k}" for k in (INCONCLUSIVE, ARGUMENTS) if counts[k])
     diagnosis.replay = (
-        f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
-        f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
-        f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
-    ) + _unproven(diagnosis, replays, counts[CONFIRMED])
+        (
+            f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
+            f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
+            f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
+        )
+        + _refuted(refuted)
+        + _unproven(diagnosis, replays, counts[CONFIRMED])
+    )
+
+
+#: Refuted suspects named in the replay's line.
+REFUTED_SHOWN = 3
+
+
+def _refuted(calls: Sequence[str]) -> str:
+    """The suspects the replay refuted (each side right on its own inputs): they drop from the list, and
+    the line says which, so a verdict the report printed before is not lost without a word."""
+    if not calls:
+        return ""
+    more = f" (+{len(calls) - REFUTED_SHOWN} more)" if len(calls) > REFUTED_SHOWN else ""
+    return f"; refuted, no longer suspects: {', '.join(calls[:REFUTED_SHOWN])}{more}"
 
 
 def _unproven(diagnosis: Diagnosis, replays: Mapping[str, CallReplay], confirmed: int) -> str:
@@ -113,7 +133,14 @@ def with_replays(
     """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
     pair's two-dump diagnosis and folds the replays done so far into each new copy, which the pairs
     around it then adjust in place (the app holds the copies it was sent)."""
-    copy = replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))
+    copy = copied(diagnosis)
     if replays:
         apply_replays(copy, rows, replays, step)
     return copy
+
+
+def copied(diagnosis: Diagnosis) -> Diagnosis:
+    """A copy of ``diagnosis`` that the pairs around it (the steps before, the other ranks) and a replay
+    may adjust in place, ``diagnosis`` untouched: its suspects and notes are its own, the evidence on
+    every call is shared (nothing adjusts it)."""
+    return replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))

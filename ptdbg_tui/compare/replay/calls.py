@@ -139,6 +139,14 @@ def suspect_calls(diagnosis: Diagnosis, top: int) -> list[str]:
     return list(dict.fromkeys(s.call for s in diagnosis.suspects if s.kind not in NOT_A_KERNEL))[:top]
 
 
+def differing_suspects(diagnosis: Diagnosis, top: int) -> list[str]:
+    """The ``top`` suspects that blame a kernel whose inputs already differ between the runs: what the
+    default replay confirms. A suspect whose inputs are equal on both sides is proven by the two dumps
+    alone (its outputs' error is all its own)."""
+    calls = (s.call for s in diagnosis.suspects if s.kind not in NOT_A_KERNEL and s.judgement.input_error > 0)
+    return list(dict.fromkeys(calls))[:top]
+
+
 def replay_order(rows: Sequence[Row], diagnosis: Diagnosis, top: int) -> list[str]:
     """The calls worth replaying, most telling first: the ``top`` suspects that blame a kernel, every call
     up to the first failing row in execution order, the calls whose results fail, then every other call
