@@ -680,11 +680,15 @@ class PtdbgApp(App[None]):
         yield SystemCommand(
             "Find", "Entries, calls and modules by (part of) their name or path (/)", self.action_search
         )
-        yield SystemCommand("Filter", "Cycle all / failures only / unmatched only (f)", self.action_filter)
+        yield SystemCommand("Filter", "Cycle all / failures + named / unmatched only (f)", self.action_filter)
         yield SystemCommand(
-            "Next failure", "Next failing entry in execution order (n)", self.action_next_failure
+            "Next failure",
+            "Next failing entry, or entry of a call the diagnosis names, in execution order (n)",
+            self.action_next_failure,
         )
-        yield SystemCommand("Previous failure", "Previous failing entry (N)", self.action_previous_failure)
+        yield SystemCommand(
+            "Previous failure", "Previous failing or named entry (N)", self.action_previous_failure
+        )
         yield SystemCommand(
             "Next suspect", "Walk the ranked suspects, the culprit first (c)", self.action_culprit
         )
