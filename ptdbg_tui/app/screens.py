@@ -146,7 +146,10 @@ class ExportScreen(PathDialog["ExportRequest | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Export the comparison as CSV (the format of ptdbg-tui compare)")
+            yield Label(
+                "Export the comparison as CSV: the columns of ptdbg-tui compare, then Diagnosis "
+                "(culprit or suspect k on the rows of the calls the diagnosis names)"
+            )
             if self.pairs > 1:
                 yield Label(f"{self.pairs} rank/step pairs: one file each, named after the pair.")
             yield Input(self.default_path, id="export-path")
