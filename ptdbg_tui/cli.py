@@ -320,6 +320,7 @@ def summary_text(o: PairOutcome) -> str:
     lines = [
         f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
         f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
+        + ("" if o.no_verdict else named_text(o.diagnosis))
     ]
     if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
         lines.append(f"  No verdict: {o.no_verdict}")
@@ -349,6 +350,14 @@ def summary_text(o: PairOutcome) -> str:
             f"-o {shlex.quote(str(folder))}"
         )
     return "\n".join(lines)
+
+
+def named_text(d: Diagnosis) -> str:
+    """``, 2 calls named``: the calls the diagnosis names, after the original's counts (a kernel 2% off
+    passes its thresholds: "0 failed" alone reads as all clear); nothing when it names none, so that
+    the line keeps its form where there is nothing to add."""
+    named = len({s.call for s in d.suspects})
+    return f", {named} call{'s' if named > 1 else ''} named" if named else ""
 
 
 def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:

@@ -53,7 +53,7 @@ SHOTS: list[Shot] = [
     ("tree", (160, 45), ["c"]),
     # the failing gradient of the LSTM backward: statistics and Δ, metrics, |Δ| histogram, stack
     ("detail", (160, 45), ["c", "down", "down"]),
-    # failures only, cursor on the first failure in execution order
+    # failures + named, cursor on the first entry that fails or that the diagnosis names (the culprit's)
     ("failures", (120, 34), ["f", "n"]),
 ]
 

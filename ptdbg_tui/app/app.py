@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from ptdbg_tui.app.overview import OverviewScreen
     from ptdbg_tui.app.screens import ExportRequest
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
     from ptdbg_tui.engine.narrow import Narrowing, Written
 
 #: Seconds of UI-thread work per slice when applying a large update.
@@ -427,11 +428,11 @@ class PtdbgApp(App[None]):
 
     def _set_filter(self, index: int) -> None:
         self.filter_index = index
-        self.model.filter = FILTERS[index][1]
+        self.model.filter = FILTERS[index]
         self.call_tree.rebuild()
         self._show_progress()
-        if self.model.filter is not None and not self.model.visible(self.model.root):
-            shown = FILTERS[index][0]
+        if self.model.filtering and not self.model.visible(self.model.root):
+            shown = FILTERS[index].name
             self.notify(f"No entry to show with the filter {shown} (yet); f cycles it.", timeout=3)
 
     def action_filter(self) -> None:
@@ -440,7 +441,7 @@ class PtdbgApp(App[None]):
     def _failure(self, backward: bool) -> None:
         node = self.model.next_failure(self._position(), backward)
         if node is None:
-            self.notify("No failing entry.", timeout=2)
+            self.notify("No failing entry, and no call the diagnosis names.", timeout=2)
             return
         self._go(node)
 
@@ -587,14 +588,14 @@ class PtdbgApp(App[None]):
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
         if request is not None:
-            self._export(request)
+            self._export(request, dict(self.model.diagnoses))  # as shown now, taken on the app's thread
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def _export(self, request: ExportRequest) -> None:
+    def _export(self, request: ExportRequest, diagnoses: dict[str, Diagnosis]) -> None:
         pairs = self.engine.pairs()
         pending = sum(1 for _, rows in pairs for r in rows if r.result is None)
         try:
-            written = export_pairs(pairs, request.path, request.stack, self.csv_format)
+            written = export_pairs(pairs, request.path, request.stack, self.csv_format, diagnoses)
         except (OSError, ValueError) as e:
             self.call_from_thread(
                 self.notify, f"Export failed: {e}", severity="error", timeout=8, markup=False
@@ -701,11 +702,15 @@ class PtdbgApp(App[None]):
         yield SystemCommand(
             "Find", "Entries, calls and modules by (part of) their name or path (/)", self.action_search
         )
-        yield SystemCommand("Filter", "Cycle all / failures only / unmatched only (f)", self.action_filter)
+        yield SystemCommand("Filter", "Cycle all / failures + named / unmatched only (f)", self.action_filter)
         yield SystemCommand(
-            "Next failure", "Next failing entry in execution order (n)", self.action_next_failure
+            "Next failure",
+            "Next failing entry, or entry of a call the diagnosis names, in execution order (n)",
+            self.action_next_failure,
         )
-        yield SystemCommand("Previous failure", "Previous failing entry (N)", self.action_previous_failure)
+        yield SystemCommand(
+            "Previous failure", "Previous failing or named entry (N)", self.action_previous_failure
+        )
         yield SystemCommand(
             "Next suspect", "Walk the ranked suspects, the culprit first (c)", self.action_culprit
         )

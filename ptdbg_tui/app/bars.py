@@ -16,7 +16,7 @@ from rich.style import Style
 from rich.text import Text
 
 from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
-from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
+from ptdbg_tui.app.tree_model import FILTERS, NAMED, Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import (
     NONDETERMINISTIC,
     NOT_A_KERNEL,
@@ -189,6 +189,10 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
                 style=styles.get(status.value if counts[status] else "muted", Style()),
             )
     bad.rstrip()
+    named = model.named_calls()
+    if named:  # our verdict beside the original's: a 2% kernel error passes its thresholds ("✘ 0")
+        bad.append(" · ")
+        bad.append(f"{NAMED} {named:,} named", style=styles.get("fail", Style()))
     done = p.done and p.rows and not p.pending
     # on one side only, or could not be compared (the bar says "1 entry could not be compared")
     left = counts[Status.UNMATCHED] + counts[Status.ERROR]
@@ -208,7 +212,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
     if hint:
         out.append(seg(hint, 1, styles.get("warn", Style()), shrink=10))
     if view.filter_index:
-        out.append(seg(f"filter: {FILTERS[view.filter_index][0]}", 1, styles.get("warn", Style())))
+        out.append(seg(f"filter: {FILTERS[view.filter_index].name}", 1, styles.get("warn", Style())))
     if not _one_dump_twice(model):
         others = Text()
         for status in (Status.PASS, Status.WARN, Status.UNMATCHED):

@@ -20,7 +20,7 @@ from textual.widgets.tree import TreeNode
 
 from ptdbg_tui.app.detail import NEUTRAL, not_compared, one_side_text, short_dtype
 from ptdbg_tui.app.literal import Literal
-from ptdbg_tui.app.tree_model import Node, TreeModel
+from ptdbg_tui.app.tree_model import NAMED, Node, TreeModel
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.callpath import frame_site
 from ptdbg_tui.formats.sites import stack_site
@@ -156,7 +156,9 @@ class CallTree(Literal, Tree[object]):
             style = self._style(NEUTRAL if done else Status.PENDING.value)
             symbol = "·" if done else Status.PENDING.symbol
         head = Text.assemble((f"{symbol} ", style))
-        dot = not data.is_leaf and self.model.holds_suspect(data)  # as the error chart's red dots
+        # as the error chart's red dots: what the diagnosis names, its entries (they may pass the
+        # original's thresholds) and the branches down to it
+        dot = self.model.named(data)
         name = Text(data.label, style=style if data.is_leaf else "")
         extras = self._extras(data)
         rank = self.model.suspect_rank(data) if data.kind == "call" else None
@@ -165,7 +167,7 @@ class CallTree(Literal, Tree[object]):
         if room is not None:
             dot = _fit(room, head.cell_len, dot, name, extras, tag)
         if dot:
-            head.append("● ", style=self._style("fail"))
+            head.append(f"{NAMED} ", style=self._style("fail"))
         text = head + name
         if extras:
             text.append(f"  {' · '.join(t for _, t in extras)}", style=self._style("extra"))
@@ -274,7 +276,7 @@ class CallTree(Literal, Tree[object]):
 
     def _visible_children(self, parent: Node) -> list[Node]:
         children = self.view_children(parent)  # removed nodes are unlinked from these lists
-        if self.model.filter is None:
+        if not self.model.filtering:
             return children
         visible = self.model.visible
         return [c for c in children if visible(c)]

@@ -28,12 +28,12 @@ HELP = """\
 | `r` | replay the selected call: re-run it in float64 on each side's own recorded inputs |
 | `R` | write the selected call's repro for the kernel team (`repro.py`: `python repro.py` needs torch) |
 | `/` | find entries, calls, modules by name or path: Enter/↓ next, shift+Enter/↑ back (3/12: 3rd of 12) |
-| `n` / `N` | next / previous failure (✘, or ⚠ could not compare) in execution order |
-| `f` | filter: all → failures only → unmatched only |
+| `n` / `N` | next / previous failure (✘, ⚠ could not compare) or entry of a call named ● |
+| `f` | filter: all → failures + named (●) → unmatched only |
 | `m` | matching: auto → exact → fuzzy → align (every pair re-matched) |
 | `o` | overview of the rank/step pairs, sorted by first divergence (Enter opens one) |
 | `s` | switch between the call tree and the flat execution-order view |
-| `e` | export the comparison as CSV (same format as `ptdbg-tui compare`) |
+| `e` | export the comparison as CSV (`ptdbg-tui compare`'s columns, then our Diagnosis) |
 | `t` | on a module or a call: the next dump's config, its tensors only; then that dump replaces this one |
 | `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
@@ -42,8 +42,10 @@ HELP = """\
 Symbols: ✔ pass · ✘ fail · ! warning · ⚠ error (could not compare) · ∅ unmatched · … pending ·
 · passed without comparing data (a scalar, a value without tensor).
 An inner node shows the worst state under it and its number of failing entries.
-`◀ culprit`, `◀ suspect k`: the calls the diagnosis names (their entries may still pass); a red ●
-marks the branches that lead to them.
+`◀ culprit`, `◀ suspect k`: the calls the diagnosis names. A red ● marks them, their entries and the
+branches that lead to them: their entries may pass the original's thresholds (✔: they pass a 2%
+error), the diagnosis says they carry more error than their inputs and rounding allow. The header
+counts them beside the failures: `✘ 0 · ● 2 named`.
 
 The bar under the header names the culprit: its call, module (path · class), the step/rank when
 there are several, and where the user's code called it (file:line and the source line), with the
@@ -146,7 +148,10 @@ class ExportScreen(PathDialog["ExportRequest | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Export the comparison as CSV (the format of ptdbg-tui compare)")
+            yield Label(
+                "Export the comparison as CSV: the columns of ptdbg-tui compare, then Diagnosis "
+                "(culprit or suspect k on the rows of the calls the diagnosis names)"
+            )
             if self.pairs > 1:
                 yield Label(f"{self.pairs} rank/step pairs: one file each, named after the pair.")
             yield Input(self.default_path, id="export-path")

@@ -12,6 +12,7 @@ import bisect
 import itertools
 from collections import deque
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect
 from ptdbg_tui.compare.model import Row, Status
@@ -24,14 +25,29 @@ STATUSES = list(Status)
 SEARCHED = frozenset({"module", "frame", "call", "noise"})
 _INDEX = {s: i for i, s in enumerate(STATUSES)}
 
-#: What n/N walk and "failures only" shows: an entry that fails or could not be compared (the diagnosis
-#: bar counts them alike: "1 entry could not be compared (n: next failure)").
+#: What n/N walk and "failures + named" shows, besides what the diagnosis names: an entry that fails or
+#: could not be compared (the diagnosis bar counts them alike: "1 entry could not be compared (n: next
+#: failure)").
 FAILING = frozenset({Status.FAIL, Status.ERROR})
-#: Filters the ``f`` key cycles through: (name, statuses shown or None for all).
-FILTERS: tuple[tuple[str, frozenset[Status] | None], ...] = (
-    ("all", None),
-    ("failures only", FAILING),
-    ("unmatched only", frozenset({Status.UNMATCHED})),
+#: The mark of what the diagnosis names: the header's count (``● 2 named``), the tree's named calls,
+#: their entries and the branches down to them.
+NAMED = "●"
+
+
+class Filter(NamedTuple):
+    """A view the ``f`` key cycles to: the entries of these states (None: all), and with ``named`` the
+    calls the diagnosis names with their entries too (a 2% kernel error passes the original's
+    thresholds: its rows are ✔, and a view of failures alone would hide the culprit)."""
+
+    name: str
+    statuses: frozenset[Status] | None
+    named: bool = False
+
+
+FILTERS: tuple[Filter, ...] = (
+    Filter("all", None),
+    Filter("failures + named", FAILING, named=True),
+    Filter("unmatched only", frozenset({Status.UNMATCHED})),
 )
 
 
@@ -164,7 +180,7 @@ class TreeModel:
         self.progress = Progress()
         self.ranks: tuple[str, ...] = ()  # the verdict across ranks, as the report words it
         self.checksums: set[str] = set()  # pairs of statistics with checksums on both sides
-        self.filter: frozenset[Status] | None = None
+        self.filter: Filter | None = None  # None: all
         self.changed: set[Node] = set()  # display changed (label, status, counts)
         self.moved: set[Node] = set()  # appeared, vanished or flipped visibility
         self._ordered: list[Node] | None = None
@@ -365,13 +381,12 @@ class TreeModel:
         self._count(leaf, leaf.status, -1)
         leaf.status = status
         self._count(leaf, status, +1)
-        if self.filter is not None:
-            for node, was in before:
-                if self.visible(node) != was:
-                    self.moved.add(node)
+        for node, was in before:
+            if self.visible(node) != was:
+                self.moved.add(node)
 
     def _visible_chain(self, leaf: Node) -> list[tuple[Node, bool]]:
-        if self.filter is None:
+        if not self.filtering:
             return []
         return [(n, self.visible(n)) for n in (leaf, *leaf.ancestors())]
 
@@ -391,12 +406,20 @@ class TreeModel:
                 self.failing.discard(leaf)
 
     # -- views ---------------------------------------------------------------------------------
+    @property
+    def filtering(self) -> bool:
+        """Whether the filter hides anything (it is not "all")."""
+        return self.filter is not None and self.filter.statuses is not None
+
     def visible(self, node: Node) -> bool:
-        if self.filter is None:
+        f = self.filter
+        if f is None or f.statuses is None:
             return True
-        if node.is_leaf:
-            return node.status in self.filter
-        return any(node.counts[_INDEX[s]] for s in self.filter)
+        if node.is_leaf and node.status in f.statuses:
+            return True
+        if not node.is_leaf and any(node.counts[_INDEX[s]] for s in f.statuses):
+            return True
+        return f.named and self.named(node)
 
     def status_counts(self) -> dict[Status, int]:
         return {s: self.root.counts[i] for i, s in enumerate(STATUSES)}
@@ -416,11 +439,13 @@ class TreeModel:
         return (pair.order if pair else 0, _seq(node) if node.is_leaf else node.order)
 
     def next_failure(self, after: tuple[int, int] | None, backward: bool = False) -> Node | None:
-        """The next (or previous) failing leaf in execution order, wrapping around."""
-        if not self.failing:
+        """The next (or previous) leaf that fails or that the diagnosis names (an entry of a named
+        call, which may pass the original's thresholds) in execution order, wrapping around."""
+        walked = self.failing.union(self.named_entries())
+        if not walked:
             return None
         pair_order = {n.key: n.order for n in self.root.children}
-        fails = sorted(self.failing, key=lambda n: (pair_order[n.pair], _seq(n)))
+        fails = sorted(walked, key=lambda n: (pair_order[n.pair], _seq(n)))
         keys = [(pair_order[n.pair], _seq(n)) for n in fails]
         if after is None:
             return fails[-1] if backward else fails[0]
@@ -511,14 +536,32 @@ class TreeModel:
                 yield from node.ancestors()
 
     def _mark_suspects(self) -> None:
+        """Their lines change (tag, ●); under a filter that shows what is named, they and their entries
+        may appear or go."""
         self.changed.update(self._suspect_chains())
+        if self.filter is not None and self.filter.named:
+            self.moved.update(self._suspect_chains())
+            self.moved.update(self.named_entries())
+
+    def named_entries(self) -> Iterator[Node]:
+        """The entries of every call the diagnosis names (the tree marks them ●; n/N walks them)."""
+        for _, node in self.suspects():
+            if node is not None:
+                yield from (c for c in node.children if c.is_leaf)
+
+    def named_calls(self) -> int:
+        """How many calls the diagnoses name (the header's ``● N named``), each once."""
+        return len(self._suspect_ranks()[0])
 
     def suspect_rank(self, call: Node) -> int | None:
         """Where a call node stands among all suspects (0: the culprit), as c/C walks them; else None."""
         return self._suspect_ranks()[0].get(call.id)
 
-    def holds_suspect(self, node: Node) -> bool:
-        """Whether a suspect's call is this node or below it."""
+    def named(self, node: Node) -> bool:
+        """Whether the diagnosis names this call, or it is an entry of such a call, or holds one below it
+        (the tree's ●)."""
+        if node.is_leaf:
+            return node.parent is not None and node.parent.id in self._suspect_ranks()[0]
         return node.id in self._suspect_ranks()[1]
 
     def _suspect_ranks(self) -> tuple[dict[int, int], set[int]]:

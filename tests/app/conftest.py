@@ -115,6 +115,46 @@ def shifted_dumps(tmp_path_factory) -> tuple[Path, Path]:
     return sides
 
 
+@pytest.fixture(scope="session")
+def passing_culprit_dumps(tmp_path_factory) -> tuple[Path, Path]:
+    """Two kernels 2% off on the NPU, which the original's thresholds pass (every row ✔, "0 failed"):
+    the forward tanh (the culprit) and the linear's backward (suspect 2)."""
+    return write_two_percent_pair(tmp_path_factory.mktemp("two_percent"))
+
+
+def write_two_percent_pair(root: Path) -> tuple[Path, Path]:
+    """linear → tanh → relu and back, with a call site per call; the NPU's tanh output and linear input
+    gradient are 2% larger than the bench's, from the same inputs."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    w = (rng.standard_normal((16, 16)) / 4).astype(np.float32)
+    dy = rng.standard_normal((8, 16)).astype(np.float32)
+    sides = root / "npu", root / "bench"
+    for side in sides:
+        off = np.float32(1.02 if side.name == "npu" else 1.0)
+        writer = RankWriter(rank_dir_path(side, 0, 0))
+        h = x @ w.T
+        t = np.tanh(h) * off
+        dt = dy * (t > 0)
+        dh = dt * (1 - np.tanh(h) ** 2)
+        calls = [
+            ("Functional_linear", "forward", [x, w], [h], "h = self.fc(x)"),
+            ("Torch_tanh", "forward", [h], [t], "t = torch.tanh(h)"),
+            ("Functional_relu", "forward", [t], [np.maximum(t, 0)], "return F.relu(t)"),
+            ("Functional_relu", "backward", [dy], [dt], "loss.backward()"),
+            ("Torch_tanh", "backward", [dt], [dh], "loss.backward()"),
+            ("Functional_linear", "backward", [dh], [dh @ w * off, dh.T @ x], "loss.backward()"),
+        ]
+        for line, (api, direction, ins, outs, source) in enumerate(calls):
+            for slot, arrays in (("input", ins), ("output", outs)):
+                for k, a in enumerate(arrays):
+                    write_array(writer, entry_name(api, 0, direction, slot, (k,)), a.astype(np.float32))
+            frame = ("/home/user/net/model.py", str(20 + line), "forward", source)
+            writer.write_stack(f"{api}_0_{direction}_stack_info", [frame])
+        writer.close()
+    return sides
+
+
 class Ui:
     """Helpers for Pilot tests (a fixture, since conftest modules cannot be imported)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
 
@@ -78,12 +79,12 @@ async def test_filter_cycles_failures_unmatched_all(demo_dumps, ui):
         fails = app.model.status_counts()[Status.FAIL]
         assert fails > 0
         await pilot.press("f")
-        assert "failures only" in str(app.query_one("#progress").render())
+        assert "failures + named" in str(app.query_one("#progress").render())
         tops = [t.data for t in app.call_tree.root.children]
         assert tops and all(n.count(Status.FAIL) or n.count(Status.ERROR) for n in tops)
-        await pilot.press("n")  # every shown leaf fails
+        await pilot.press("n")  # every shown leaf fails or is an entry of a call the diagnosis names
         shown = [t.data for t in app.call_tree.cursor_node.parent.children if isinstance(t.data, Node)]
-        assert shown and all(n.status in (Status.FAIL, Status.ERROR) for n in shown)
+        assert shown and all(n.status in (Status.FAIL, Status.ERROR) or app.model.named(n) for n in shown)
         assert not app._notifications, "the failures are shown"
         await pilot.press("f")
         assert not app.call_tree.root.children, "the demo has no unmatched entries"
@@ -137,7 +138,9 @@ async def test_next_and_previous_failure_in_execution_order(demo_dumps, ui):
     app = ui.app(*demo_dumps)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
-        order = [n for n in app.model.ordered_leaves() if n.status is Status.FAIL]
+        # the failures, and the entries of the calls the diagnosis names (the culprit's inputs pass)
+        order = [n for n in app.model.ordered_leaves() if n.status is Status.FAIL or app.model.named(n)]
+        assert len(order) > app.model.status_counts()[Status.FAIL]
         await pilot.press("n")
         assert _cursor(app) is order[0]
         await pilot.press("n")
@@ -214,7 +217,13 @@ async def test_export_writes_the_cli_csv(demo_dumps, ui, tmp_path):
         await pilot.press("enter")
         await ui.wait_until(pilot, target.exists)
         await app.workers.wait_for_complete()
-    assert target.read_text() == cli_csv.read_text()
+    # the CLI's columns and cells, then our verdict (the original's tools read the columns they know)
+    exported = list(csv.reader(target.open()))
+    assert [row[:-1] for row in exported] == list(csv.reader(cli_csv.open()))
+    assert exported[0][-1] == "Diagnosis"
+    culprit = {row[0]: row[-1] for row in exported[1:] if row[-1].startswith("culprit")}
+    assert culprit and all(name.startswith("VF_lstm_0_backward_") for name in culprit)
+    assert all(v.startswith("culprit: introduces error ×") for v in culprit.values())
 
 
 async def test_wide_parents_show_a_window_of_children(small_dumps, ui, monkeypatch):

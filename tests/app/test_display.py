@@ -190,7 +190,7 @@ async def test_the_header_does_not_count_an_entry_that_could_not_be_compared(one
         rows = app.model.progress.rows
         assert app.model.status_counts()[Status.ERROR] == 1
         header = ui.screen_text(app).splitlines()[0]
-        assert f"⚠ 1 │ {rows - 1:,} of {rows:,} compared" in header, header
+        assert f"⚠ 1 · ● 1 named │ {rows - 1:,} of {rows:,} compared" in header, header
 
 
 async def test_the_overview_says_why_a_failing_pair_has_no_suspect(small_dumps, shifted_dumps, ui, tmp_path):

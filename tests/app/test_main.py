@@ -92,3 +92,26 @@ def test_a_bare_ptdbg_tui_names_the_demo(capsys):
     assert "ptdbg-tui demo" in err and "ptdbg-tui compare" in err, "the other commands, the demo first of all"
     # replay and repro too (only the epilog of -h named them)
     assert "ptdbg-tui replay NPU_DIR BENCH_DIR" in err and "ptdbg-tui repro NPU_DUMP CALL -o DIR" in err
+
+
+def test_export_ends_with_our_verdict_in_either_tool_s_columns(tmp_path):
+    """The rows of a call the diagnosis names say so in a last column, after the tool's own columns
+    (msprobe's too), which its tools then still read."""
+    import csv
+
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
+    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+    from ptdbg_tui.compare.report.outputs import write_pair_csv
+
+    info, rows = _pair(0)
+    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
+    suspect = Suspect("Torch_add_0_forward", "Torch_add", "forward", GROWTH, 1240.0, "…", judgement)
+    diagnoses = {info.key: Diagnosis(suspects=[suspect], judged=1)}
+    for fmt in ("ptdbg", "msprobe"):
+        (path,) = export_pairs([(info, rows)], tmp_path / fmt, stack=False, fmt=fmt, diagnoses=diagnoses)
+        header, row = list(csv.reader(path.open()))
+        assert header[-1] == "Diagnosis" and row[-1] == "culprit: introduces error ×1,240", fmt
+        own = write_pair_csv(rows, tmp_path / f"own_{fmt}", info.npu, fmt, summary=info.summary)
+        assert [header[:-1], row[:-1]] == list(csv.reader(own.open())), "the tool's own columns, as they are"
+    (path,) = export_pairs([(info, rows)], tmp_path / "none", stack=False)
+    assert list(csv.reader(path.open()))[1][-1] == "", "no diagnosis (yet): the column is empty"

@@ -78,7 +78,7 @@ def test_a_new_result_moves_the_counts_up_the_tree():
 
 def test_filters_hide_subtrees_without_matching_leaves_and_report_flips():
     model = _demo()
-    model.filter = FILTERS[1][1]  # failures only
+    model.filter = FILTERS[1]  # failures + named (nothing is named here)
     head = model.root.children[0].children[0].children[0]
     add, mul = head.children
     assert not model.visible(add) and model.visible(mul) and model.visible(head)
@@ -160,3 +160,32 @@ def test_the_model_s_node_adopts_its_submodules_but_not_a_module_run_outside_it(
     net = forward.child("")
     assert [n.label for n in net.children] == ["fc1 · Linear", "Torch_relu_0", "fc2 · Linear"]
     assert net.total == 3 and forward.total == 4
+
+
+def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_its_entries():
+    """A kernel 2% off passes the original's thresholds: its entries are ✔, the diagnosis names it. It
+    appears under "failures + named" when the diagnosis arrives (live), and n reaches its entries."""
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
+    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+
+    model = _demo()
+    model.filter = FILTERS[1]
+    add = model.calls[("p0", "Torch_add_0_forward")]
+    assert not model.visible(add) and not model.named(add.children[0])
+    model.take_changes()
+    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
+    suspect = Suspect("Torch_add_0_forward", "Torch_add", "forward", GROWTH, 1240.0, "…", judgement)
+    model.load(EngineUpdate(pairs={"p0": PairDelta(INFO, diagnosis=Diagnosis(suspects=[suspect], judged=3))}))
+    model.apply()
+    _, moved = model.take_changes()
+    assert add in moved and model.visible(add) and all(model.visible(c) for c in add.children)
+    assert model.named(add) and model.named(add.children[1]) and model.named_calls() == 1
+    walked = [model.next_failure(None)]
+    while len(walked) < 4:
+        walked.append(model.next_failure(model.position(walked[-1])))
+    assert [n.key for n in walked] == [
+        "Torch_add_0_forward_input.0",  # ✔, but its call is named
+        "Torch_add_0_forward_output",
+        "Torch_mul_0_forward_output",  # ✘
+        "Torch_mul_0_backward_input.0",
+    ]

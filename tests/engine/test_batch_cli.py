@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,7 @@ def test_writes_the_csv_and_prints_the_summary(seed, tmp_path, capsys):
     first = out.splitlines()[0]
     assert first.startswith("step0/rank0 vs step0/rank0 (tensors): 30 rows: ")
     assert "failed, 0 warnings, 0 unmatched, 0 errors" in first or "warnings" in first
+    assert first.endswith(" 0 errors, 1 call named"), "our verdict after the original's counts, in form"
     assert "Culprit: VF_lstm_0_backward (backward): introduces error — inputs " in out
     assert "\n    source: y = VF_lstm(x)\n" in out, "the call site's source line, as the app shows it"
     assert f"CSV: {path}" in out
@@ -90,7 +92,7 @@ def test_a_run_cut_short_is_said_not_only_counted(tmp_path, capsys):
     calls = ["Torch_add_0", "Torch_mul_0", "Torch_sub_0", "Torch_div_0"]
     npu, gpu = _dumps_of_calls(tmp_path, calls[:2], calls)
     code, out, _ = _run(capsys, npu, gpu, "-o", tmp_path / "out", "--jobs", "1")
-    assert code == 0 and "4 passed, 0 failed, 0 warnings, 4 unmatched, 0 errors" in out
+    assert code == 0 and "4 passed, 0 failed, 0 warnings, 4 unmatched, 0 errors\n" in out, "nothing named"
     assert (
         "  note: the NPU dump ends before the bench dump: the bench dump's last 4 entries (2 calls, from "
         "Torch_sub_0_forward_input.0 on) have no NPU counterpart — did the NPU run stop early" in out
@@ -362,3 +364,4 @@ def test_a_culprit_beside_0_failed_says_why(tmp_path, capsys, fixture, note):
     said = [s for s in out.splitlines() if s.startswith("  note: no row fails the original's thresholds")]
     assert [note in s for s in said] == ([True] if note else []), out
     assert (" 0 failed," in out) == bool(note)
+    assert re.search(r" errors, \d+ calls? named$", out.splitlines()[0]), "what the diagnosis names, counted"

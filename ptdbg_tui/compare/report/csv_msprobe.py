@@ -29,7 +29,7 @@ from ptdbg_tui.compare.metrics.cells import (
     fmt12,
 )
 from ptdbg_tui.compare.model import Result, Row
-from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, write_table
+from ptdbg_tui.compare.report.csv_ptdbg import STAT_COLUMNS, Column, write_table
 from ptdbg_tui.compare.report.msprobe_result import MD5, STATISTICS, TENSOR, msprobe_verdicts
 from ptdbg_tui.formats.records import Frame, TensorRecord
 from ptdbg_tui.formats.stats import NAN_SENTINEL, checksum
@@ -324,8 +324,15 @@ def csv_rows(rows: Sequence[Row], mode: str) -> list[list[str]]:
 
 
 def write_msprobe_csv(
-    rows: Sequence[Row], out_dir: str | os.PathLike[str], *, summary: bool = False, suffix: str = ""
+    rows: Sequence[Row],
+    out_dir: str | os.PathLike[str],
+    *,
+    summary: bool = False,
+    suffix: str = "",
+    extra: Sequence[Column] = (),
 ) -> Path:
-    """Write ``compare_result<suffix>_<ts>.csv`` in msprobe's columns and return its path."""
+    """Write ``compare_result<suffix>_<ts>.csv`` in msprobe's columns, then the ``extra`` ones, and return
+    its path."""
     mode = mode_of(rows, summary)
-    return write_table(header(mode), csv_rows(rows, mode), out_dir, suffix)
+    cells = [[*row, *(column[i] for _, column in extra)] for i, row in enumerate(csv_rows(rows, mode))]
+    return write_table([*header(mode), *(name for name, _ in extra)], cells, out_dir, suffix)

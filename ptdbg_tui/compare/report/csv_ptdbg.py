@@ -63,8 +63,9 @@ FULL_HEADER = [
 ]
 SUMMARY_HEADER = [*_NAMES, "Max diff", "Min diff", "Mean diff", "L2norm diff", *STAT_COLUMNS]
 STACK_COLUMN = "NPU_Stack_Info"
-#: Cells, a sequence per row or per column; the folder a CSV goes to.
+#: Cells, a sequence per row or per column; a named column of cells, one per row; the folder a CSV goes to.
 Cells = Sequence[Sequence[object]]
+Column = tuple[str, Sequence[object]]
 Folder = str | os.PathLike[str]
 #: The name of this CSV dialect (``--format``).
 CSV_PTDBG = "ptdbg"
@@ -197,12 +198,16 @@ def write_csv(
     stack_mode: bool = False,
     summary: bool = False,
     suffix: str = "",
+    extra: Sequence[Column] = (),
 ) -> Path:
-    """Write the CSV (all rows, unmatched ones included) and return its path.
+    """Write the CSV (all rows, unmatched ones included) and return its path; ``extra`` columns go
+    after the original's, which its tools then still read.
 
     A file of the same second is never overwritten: ``_1``, ``_2`` … are appended instead.
     """
-    return write_columns(header(stack_mode, summary), csv_columns(rows, stack_mode, summary), out_dir, suffix)
+    names = [*header(stack_mode, summary), *(name for name, _ in extra)]
+    columns = [*csv_columns(rows, stack_mode, summary), *(list(cells) for _, cells in extra)]
+    return write_columns(names, columns, out_dir, suffix)
 
 
 #: Integers a pandas column of numbers holds as such (int64, or uint64 where none is negative).

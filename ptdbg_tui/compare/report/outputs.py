@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_msprobe import CSV_MSPROBE, write_msprobe_csv
-from ptdbg_tui.compare.report.csv_ptdbg import write_csv
+from ptdbg_tui.compare.report.csv_ptdbg import Column, write_csv
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.untrusted import file_component
 
@@ -24,11 +24,13 @@ def write_pair_csv(
     stack_mode: bool = False,
     summary: bool = False,
     suffix: str = "",
+    extra: Sequence[Column] = (),
 ) -> Path:
-    """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format)."""
+    """A pair's CSV in ``fmt`` (``ptdbg`` or ``msprobe``; by default the NPU dump's own format), and the
+    ``extra`` columns after the tool's own."""
     if (fmt or npu.report) == CSV_MSPROBE:
-        return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix)
-    return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix)
+        return write_msprobe_csv(rows, out_dir, summary=summary, suffix=suffix, extra=extra)
+    return write_csv(rows, out_dir, stack_mode=stack_mode, summary=summary, suffix=suffix, extra=extra)
 
 
 def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
