@@ -5,8 +5,9 @@ bias, causal SDPA, a GELU MLP) trained three steps by Adam or AdamW on random to
 
     python bench/llm_scenarios.py [--only NAME ...] [--keep DIR] [--list]
 
-Each scenario is compared over the whole run and at ``--step 1``, each three ways: as it is, with
-``--replay``, and by the reader alone (a process where ``import torch`` fails, as on a reader-only
+Each scenario is compared over the whole run and at ``--step 1``, each four ways: as it is (which
+replays the suspects whose inputs differ), with ``--no-replay``, with ``--replay`` (every call up to the
+first failing row), and by the reader alone (a process where ``import torch`` fails, as on a reader-only
 install). The culprit must be right every time: a kernel fault (the GELU of ``blocks.1.mlp`` 2% off
 from step 1, forward or backward) named by its call; a no-fault run (the NPU's own GELU kernel, rounded
 otherwise) naming nothing, with the all-clear; runs whose models or learning rates differ naming no
@@ -124,7 +125,7 @@ SCENARIOS = (
     ]
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
-WAYS = {"plain": (), "replay": ("--replay",), "reader": ()}
+WAYS = {"default": (), "no-replay": ("--no-replay",), "replay": ("--replay",), "reader": ()}
 
 
 def dump(root: Path, side: str, args: Sequence[str]) -> Path:
@@ -144,7 +145,7 @@ def dump(root: Path, side: str, args: Sequence[str]) -> Path:
 @dataclass(frozen=True)
 class Judged:
     where: str  # "all" or "step 1"
-    way: str  # plain, replay, reader
+    way: str  # default (replays its suspects), no-replay, replay (every call), reader
     culprit: str | None  # the first Culprit line
     stdout: str
     error: str
