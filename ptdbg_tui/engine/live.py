@@ -9,7 +9,6 @@ and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the a
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import threading
@@ -28,6 +27,7 @@ from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlie
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
+from ptdbg_tui.engine.replay import torch_importable
 from ptdbg_tui.engine.side import SideState
 from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.watch import DumpWatcher
@@ -120,7 +120,7 @@ class LiveEngine:
         # come later start it then).
         if options.jobs > 1 and (options.cluster is not None or not size or not prestart(self._fused)):
             resource_tracker.ensure_running()
-        elif importlib.util.find_spec("torch") is not None:
+        elif torch_importable():
             # the replay worker's: started by the settled comparison or later by r and R, when the UI
             # may have replaced sys.stderr (its descriptor then cannot be passed on)
             resource_tracker.ensure_running()

@@ -137,8 +137,17 @@ def not_run_note(outcomes: Sequence[PairOutcome], why: str) -> list[str]:
     return [f"not replayed ({why}): the suspects of {_labels(waiting)} stand on the two dumps alone"]
 
 
+def torch_importable() -> bool:
+    """Whether replay can run here: torch is installed (an import hook or a broken install that
+    raises while torch is looked for counts as no torch, never as a failed compare)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def require_torch() -> None:
-    if importlib.util.find_spec("torch") is None:
+    if not torch_importable():
         raise ReplayUnavailable(INSTALL)
 
 

@@ -4,6 +4,7 @@ notes after a refuting replay: ``test_replay_e2e.py``)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,7 @@ def test_no_replay_says_the_verdict_stands_on_the_two_dumps(demo, tmp_path, caps
 
 
 def test_without_torch_the_compare_runs_and_one_note_says_why(demo, tmp_path, capsys, monkeypatch):
-    def no_torch() -> None:
-        raise replay.ReplayUnavailable(replay.INSTALL)
-
-    monkeypatch.setattr(replay, "require_torch", no_torch)
+    monkeypatch.setitem(sys.modules, "torch", None)  # what ``import torch`` meets on a reader-only install
     code, out, err = _compare(capsys, *demo, tmp_path)
     assert code == cli.EXIT_OK and err == ""
     assert "Culprit: VF_lstm_0_backward (backward): introduces error — inputs " in out
@@ -65,3 +63,19 @@ def test_replay_and_no_replay_together_are_refused(demo, tmp_path, capsys):
         cli.main(["compare", str(demo[0]), str(demo[1]), "-o", str(tmp_path), "--replay", "--no-replay"])
     assert e.value.code == cli.EXIT_USAGE
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+class _Refusing:
+    """A finder that raises where torch is looked for (a hook or a broken install: no torch, no crash)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            raise ModuleNotFoundError("No module named 'torch'")
+
+
+def test_a_finder_that_raises_for_torch_means_no_torch(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(sys, "meta_path", [_Refusing(), *sys.meta_path])
+    assert not replay.torch_importable()
+    with pytest.raises(replay.ReplayUnavailable):
+        replay.require_torch()
