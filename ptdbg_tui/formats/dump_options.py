@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,8 @@ def _summary_mode(value: Any, key: str) -> str:
     return value
 
 
-_CHECKS = {
+#: Each option's check: the value as given (it raises :class:`OptionsError` where it is wrong).
+_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "dump_path": _text,
     "mode": _text,
     "step": _ints,

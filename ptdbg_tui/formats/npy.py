@@ -199,7 +199,7 @@ def iter_chunks(
             f.seek(header.data_offset + start * header.dtype.itemsize)
             for at in range(start, total, buf.size):
                 view = buf[: min(buf.size, total - at)]
-                raw = memoryview(view.view(np.uint8).reshape(-1))
+                raw = view.view(np.uint8).reshape(-1).data
                 got = 0
                 while got < raw.nbytes:
                     n = f.readinto(raw[got:])

@@ -106,7 +106,7 @@ class RankWriter:
         self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats, md5))
         return npy
 
-    def write_stack(self, name: str, frames: list[Frame]) -> None:
+    def write_stack(self, name: str, frames: list[Frame] | list[list[Any]]) -> None:
         self._line(self._pkl, encode_stack_line(name, frames))
 
     def write_modules(self, call_key: str, chain: ModuleChain) -> None:
