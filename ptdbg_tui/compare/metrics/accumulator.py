@@ -141,7 +141,7 @@ _KERNEL_READS = {
 
 
 #: The compiled pass, once :func:`warm_up` loaded it in this process; until then the numpy pass runs.
-_fused: Callable[..., tuple[bool, float, float, int, int, int]] | None = None
+_fused: Callable[..., tuple[bool, float, float, int, int, int, float]] | None = None
 
 
 def _readable(a: np.ndarray, buffer: np.ndarray) -> np.ndarray:
