@@ -424,7 +424,7 @@ class ClusterPool:
         self, job: _Job, results: Sequence[PartOutcome], tasks: Sequence[CompareTask], parts: _Parts
     ) -> Iterator[tuple[int, Result]]:
         if job.part is None:
-            yield from zip(job.indices, results, strict=True)  # type: ignore[misc]
+            yield from zip(job.indices, results, strict=True)
             return
         i = job.indices[0]
         got = parts[i]
