@@ -24,7 +24,7 @@ _CONTAINERS = (list, tuple, dict)
 _CONSTANTS = (torch.layout, torch.memory_format, torch.qscheme)
 
 
-def _reduce_op_type() -> type | None:
+def _reduce_op_type() -> type[Any] | None:
     """The type of ``torch.distributed.ReduceOp.SUM`` … (a pybind enum), where torch has distributed."""
     try:
         import torch.distributed as dist
