@@ -132,7 +132,8 @@ class PtdbgApp(App[None]):
 
     CSS_PATH = "app.tcss"
     #: Below 120 columns the tree and the detail panel share the width equally (app.tcss).
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    #: (textual declares it ``ClassVar[...] | None``, which mypy reads as an instance variable)
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]  # type: ignore[misc]
     TITLE = "ptdbg-tui"
     # The footer shows these in order and cuts what does not fit: help and quit first; those of
     # WIDE_KEYS from 120 columns only.

@@ -121,7 +121,7 @@ def _delta(n: object, b: object, digits: int) -> tuple[str, str]:
     return f"{d:+.{digits}g}", rel
 
 
-def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
+def _side_tables(row: Row, styles: Styles, width: int) -> list[Table | Text]:
     """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow;
     a row on one side only has no Δ (a column of dashes would say nothing)."""
     both = row.npu is not None and row.bench is not None
@@ -372,7 +372,9 @@ def detail_for(
 ) -> RenderableType:
     """The panel's text for ``node`` (``stack``: with its stack, which the panel shows below its plots)."""
     if node is None:
-        return Text("Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted"))
+        return Text(
+            "Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted", Style())
+        )
     if node.is_leaf:
         body = leaf_detail(node, model, styles, width)
     elif node.kind == "call":
