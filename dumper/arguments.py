@@ -56,7 +56,8 @@ def frozen(args: T) -> T:
     (the containers themselves are the wrapper's own)."""
     for a in args.values() if isinstance(args, dict) else args:
         if isinstance(a, _CONTAINERS):
-            return _copy(args)
+            copied: T = _copy(args)
+            return copied
     return args
 
 

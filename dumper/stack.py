@@ -11,7 +11,7 @@ import linecache
 import os
 import sys
 from functools import cache
-from types import FrameType
+from types import CodeType, FrameType
 
 import torch
 
@@ -25,7 +25,7 @@ def _skipped(filename: str) -> bool:
     return filename.startswith(_SKIPPED_DIRS)
 
 
-def _frame(code, lineno: int) -> list[str | None]:
+def _frame(code: CodeType, lineno: int) -> list[str | None]:
     key = (code.co_filename, lineno, code.co_name)  # not the code object: equal code compares equal
     entry = _frame_cache.get(key)
     if entry is None:

@@ -14,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
@@ -419,7 +420,7 @@ class DetailPanel(VerticalScroll, can_focus=True):
         self._along = ErrorChart(id="along")
         self._stack = LiteralStatic(id="detail-stack")
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self._body
         yield self._histogram
         yield self._along

@@ -93,7 +93,7 @@ def _flag(value: Any, key: str) -> bool:
 
 
 def _summary_mode(value: Any, key: str) -> str:
-    if value not in SUMMARY_MODES:
+    if not isinstance(value, str) or value not in SUMMARY_MODES:
         raise OptionsError(f"{key} must be one of {', '.join(SUMMARY_MODES)}, got {_short(value)}")
     return value
 

@@ -56,7 +56,9 @@ _SEED_CALLS: list[tuple[str, int, list[tuple[int, ...]], list[tuple[int, ...]]]]
 SEED_CULPRIT = "VF_lstm_0_backward"
 
 
-def _entries(api: str, index: int, direction: str, ins: list, outs: list) -> list[tuple[str, tuple]]:
+def _entries(
+    api: str, index: int, direction: str, ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]
+) -> list[tuple[str, tuple[int, ...]]]:
     call = f"{api}_{index}_{direction}"
     names = [(f"{call}_input.{k}", s) for k, s in enumerate(ins)]
     if len(outs) == 1:

@@ -344,7 +344,9 @@ def ended_early(rows: Sequence[Row]) -> Tail | None:
     tail = one_sided_tail(rows)
     if tail is None:
         return None
-    has = (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    has: Callable[[Row], bool] = (
+        (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    )
     before = rows[: len(rows) - tail.entries]
     return None if any(has(r) and not r.noise for r in before) else tail
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _result(
     caveats: Sequence[str] = (),
     *,
     close: bool = False,
-    **fields,
+    **fields: Any,
 ) -> Result:
     accuracy, why = accuracy_rule(cells[0], cells[1])
     status, reason = status_for(accuracy, why, close=close, caveats=caveats)
