@@ -24,7 +24,7 @@ _CONTAINERS = (list, tuple, dict)
 _CONSTANTS = (torch.layout, torch.memory_format, torch.qscheme)
 
 
-def _reduce_op_type() -> type | None:
+def _reduce_op_type() -> type[Any] | None:
     """The type of ``torch.distributed.ReduceOp.SUM`` … (a pybind enum), where torch has distributed."""
     try:
         import torch.distributed as dist
@@ -56,7 +56,8 @@ def frozen(args: T) -> T:
     (the containers themselves are the wrapper's own)."""
     for a in args.values() if isinstance(args, dict) else args:
         if isinstance(a, _CONTAINERS):
-            return _copy(args)
+            copied: T = _copy(args)
+            return copied
     return args
 
 

@@ -90,7 +90,11 @@ def hook_outputs(tensors: list[torch.Tensor], sink: Sink) -> None:
                 grads, ran = passes.setdefault(task, ([None] * count, set()))
                 grads[i] = grad
                 ran.add(i)
-                expected = {k for k, node in enumerate(nodes) if torch._C._will_engine_execute_node(node)}
+                expected = {
+                    k
+                    for k, node in enumerate(nodes)
+                    if node is not None and torch._C._will_engine_execute_node(node)
+                }
                 if not ran >= expected:
                     return
                 del passes[task]

@@ -197,7 +197,7 @@ class DumpDaemon:
         """The CRC-32 of a tensor's bytes, once per host copy; None for a Python value (no copy)."""
         if v.array is None:
             return None
-        crc = self._done(v)
+        crc: str | None = self._done(v)
         if crc is None:
             crc = checksum(_array(v))
             self._remember(v.array, crc)

@@ -11,6 +11,7 @@ import linecache
 import os
 import sys
 from functools import cache
+from types import CodeType, FrameType
 
 import torch
 
@@ -24,7 +25,7 @@ def _skipped(filename: str) -> bool:
     return filename.startswith(_SKIPPED_DIRS)
 
 
-def _frame(code, lineno: int) -> list[str | None]:
+def _frame(code: CodeType, lineno: int) -> list[str | None]:
     key = (code.co_filename, lineno, code.co_name)  # not the code object: equal code compares equal
     entry = _frame_cache.get(key)
     if entry is None:
@@ -37,7 +38,7 @@ def _frame(code, lineno: int) -> list[str | None]:
 def call_site_frames(limit: int = 64) -> list[list[str | None]]:
     """The caller's stack, innermost first, without dumper/torch frames: ``[file, line, func, src]``."""
     frames: list[list[str | None]] = []
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and len(frames) < limit:
         code = f.f_code
         if not _skipped(code.co_filename):

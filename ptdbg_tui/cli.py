@@ -14,7 +14,7 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -308,7 +308,8 @@ def summary_text(o: PairOutcome) -> str:
     """The short report of one pair: counts, culprits (and whether its culprit only receives another
     rank's error), skipped lines, the files written."""
     from ptdbg_tui.compare.model import Status
-    from ptdbg_tui.compare.report.csv_msprobe import MD5, mode_of
+    from ptdbg_tui.compare.report.csv_msprobe import mode_of
+    from ptdbg_tui.compare.report.msprobe_result import MD5
     from ptdbg_tui.compare.report.suspects import suspects_path
     from ptdbg_tui.engine.replay import repro_folder
 
@@ -816,7 +817,7 @@ def run_app(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def set_theme(app: App, theme: str | None) -> bool:
+def set_theme(app: App[Any], theme: str | None) -> bool:
     """Apply ``--theme``; an unknown name is reported with the available ones."""
     if theme is None:
         return True

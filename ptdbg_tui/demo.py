@@ -18,7 +18,7 @@ SEED = 0
 
 def build_model(torch: Any) -> Any:
     """conv + batchnorm backbone, heatmap/size heads, and an LSTM head over the feature map."""
-    nn = torch.nn
+    nn: Any = torch.nn  # torch.nn.Module is a base known at run time only
 
     class Backbone(nn.Module):
         def __init__(self) -> None:

@@ -11,12 +11,12 @@ import gc
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from platformdirs import user_downloads_path
 from rich.style import Style
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.color import Color
@@ -132,7 +132,8 @@ class PtdbgApp(App[None]):
 
     CSS_PATH = "app.tcss"
     #: Below 120 columns the tree and the detail panel share the width equally (app.tcss).
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    #: (textual declares it ``ClassVar[...] | None``, which mypy reads as an instance variable)
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]  # type: ignore[misc]
     TITLE = "ptdbg-tui"
     # The footer shows these in order and cuts what does not fit: help and quit first; those of
     # WIDE_KEYS from 120 columns only.
@@ -402,7 +403,7 @@ class PtdbgApp(App[None]):
         self._go(hits[index])
         self._show_search_count(index)
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         bar = self.query_one("#searchbar")
         if not bar.has_class("-visible") or not self.search_box.has_focus:
             if event.key == "escape" and bar.has_class("-visible"):
@@ -697,7 +698,7 @@ class PtdbgApp(App[None]):
             )
         self.push_screen(TextScreen([*written.lines, "", after]))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         yield SystemCommand(
             "Find", "Entries, calls and modules by (part of) their name or path (/)", self.action_search

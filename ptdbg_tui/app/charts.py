@@ -136,7 +136,7 @@ class DeltaHistogram(PlotextPlot):
             plt.text(f"{count:,}", x=i + 1, y=heights[i] + 0.35, alignment="center")
         top = max(heights) + 0.8
         plt.ylim(0, top)
-        ticks = list(range(0, math.floor(top) + 1, max(1, math.ceil(top / 4))))
+        ticks: list[float] = list(range(0, math.floor(top) + 1, max(1, math.ceil(top / 4))))
         plt.yticks(ticks, [sci(10.0**t) for t in ticks])
         plt.title("|Δ| per bin (elements, log)")
         self.refresh()
@@ -203,7 +203,7 @@ class ErrorChart(PlotextPlot):
         if self._points is None or self._points[0] is not series or self._points[1] != width:
             self._points = (series, width, downsample(series.errors, width * 2))  # same for every call
         xs, ys = self._points[2]
-        bad = [(i + 1, series.errors[i]) for i in sorted(series.suspects) if series.errors[i] is not None]
+        bad = [(i + 1, e) for i in sorted(series.suspects) if (e := series.errors[i]) is not None]
         ticks, labels = log_axis(ys + [math.log10(max(e, ERROR_FLOOR)) for _, e in bad])
         if selected is not None:  # dotted, under the points: not the forward│backward divider
             plt.plot([selected + 1] * 2, [ticks[0], ticks[-1]], marker=SELECTED, color="orange")

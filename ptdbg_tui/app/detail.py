@@ -14,6 +14,7 @@ from rich.console import Group, RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 
 from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
@@ -121,7 +122,7 @@ def _delta(n: object, b: object, digits: int) -> tuple[str, str]:
     return f"{d:+.{digits}g}", rel
 
 
-def _side_tables(row: Row, styles: Styles, width: int) -> list[Table]:
+def _side_tables(row: Row, styles: Styles, width: int) -> list[Table | Text]:
     """dtype, shape and statistics of both sides with Δ and relative Δ: one table, or two when narrow;
     a row on one side only has no Δ (a column of dashes would say nothing)."""
     both = row.npu is not None and row.bench is not None
@@ -372,7 +373,9 @@ def detail_for(
 ) -> RenderableType:
     """The panel's text for ``node`` (``stack``: with its stack, which the panel shows below its plots)."""
     if node is None:
-        return Text("Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted"))
+        return Text(
+            "Select an entry or a call to see how NPU and bench compare.", style=styles.get("muted", Style())
+        )
     if node.is_leaf:
         body = leaf_detail(node, model, styles, width)
     elif node.kind == "call":
@@ -417,7 +420,7 @@ class DetailPanel(VerticalScroll, can_focus=True):
         self._along = ErrorChart(id="along")
         self._stack = LiteralStatic(id="detail-stack")
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self._body
         yield self._histogram
         yield self._along

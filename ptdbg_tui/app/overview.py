@@ -8,14 +8,17 @@ is listed as soon as it is found ("comparing…") and takes its verdict when its
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label
 
@@ -70,8 +73,8 @@ def overview(model: TreeModel) -> list[PairLine]:
             fails[leaf.pair] = min(fails.get(leaf.pair, leaf.row.seq), leaf.row.seq)
     lines = []
     for pair in model.root.children:
-        name, count, seq = first.get(pair.key, ("", 0, None))
-        divergence = seq if name else fails.get(pair.key)
+        name, count, named_at = first.get(pair.key, ("", 0, None))
+        divergence = named_at if name else fails.get(pair.key)
         d = model.diagnoses.get(pair.key)
         why = _unexplained(d) if d is not None and not name and divergence is not None else ""
         lines.append(
@@ -111,7 +114,7 @@ def _unexplained(d: Diagnosis) -> str:
     return "no call at fault: " + (d.notes[0] if d.notes else d.unexplained or "the error is inherited")
 
 
-def _suspect_cell(line: PairLine, styles: dict[str, object]) -> str | Text:
+def _suspect_cell(line: PairLine, styles: Mapping[str, Style]) -> str | Text:
     """A pair's first suspect (how many more first: long names are cut), or why it has none; what
     differs between the runs before any kernel before either."""
     more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""
@@ -132,7 +135,7 @@ class OverviewScreen(ModalScreen["str | None"]):
     OverviewScreen #ranks { width: 100%; color: $warning; }
     """
 
-    def __init__(self, model: TreeModel, styles: dict[str, object]) -> None:
+    def __init__(self, model: TreeModel, styles: Mapping[str, Style]) -> None:
         super().__init__()
         self.model = model
         self.lines = overview(model)
@@ -161,7 +164,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         self.query_one("#title", Label).update(self._title())
         table = self.query_one(DataTable)
         row = table.cursor_row
-        current = table.coordinate_to_cell_key((row, 0)).row_key.value if table.row_count else None
+        current = table.coordinate_to_cell_key(Coordinate(row, 0)).row_key.value if table.row_count else None
         table.clear()
         self._fill(table)
         keys = [line.key for line in self.lines]

@@ -19,6 +19,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import checksummed
 from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
 from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
+from ptdbg_tui.formats.records import StackRecord
 
 STATUSES = list(Status)
 #: Inner nodes that search looks at (besides the entries): by key (path, call name) and label.
@@ -93,7 +94,7 @@ class Node:
         self._by_key: dict[str, Node] = _NO_KEYS if leaf else {}
         self.counts = _NO_COUNTS if leaf else [0] * len(STATUSES)
         self.row: Row | None = None
-        self.site = None  # StackRecord that placed a call node
+        self.site: StackRecord | None = None  # that placed a call node
         self.status = Status.PENDING  # leaves only
         self.alive = True
 

@@ -114,7 +114,7 @@ def same_shape(npu: TensorRecord, bench: TensorRecord, transposed: bool = False)
     """The records' shapes agree (``transposed``: the NPU's reversed, see :attr:`Row.transposed`)."""
     if transposed:
         return list(reversed(npu.shape)) == list(bench.shape)
-    return npu.shape_raw == bench.shape_raw
+    return bool(npu.shape_raw == bench.shape_raw)
 
 
 @dataclass(slots=True, eq=False)

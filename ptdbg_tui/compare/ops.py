@@ -122,7 +122,7 @@ WEIGHTED = (
 _WEIGHT_BIAS = ((1, "weight"), (2, "bias"))
 _NORM = ((2, "weight"), (3, "bias"))
 #: Which argument positions of an op (by :func:`op_name`) hold module parameters, and their names.
-PARAMETER_SLOTS: dict[str, dict[int, str]] = {
+PARAMETER_SLOTS: dict[str, dict[int | str, str]] = {  # by path[0], in msprobe a keyword's name too
     op: dict(slots)
     for ops, slots in (
         (

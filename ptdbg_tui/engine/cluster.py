@@ -167,7 +167,7 @@ class Call:
     args: tuple[Any, ...]
     dirs: tuple[str, ...]
     workers: list[str]
-    future: Future | None = None
+    future: Future[Any] | None = None
 
 
 class ClusterPool:
@@ -369,7 +369,7 @@ class ClusterPool:
             job.priority = len(jobs) - k  # Dask runs higher priorities first
         return jobs, parts
 
-    def _submit(self, job: _Job, tasks: Sequence[CompareTask]) -> Future:
+    def _submit(self, job: _Job, tasks: Sequence[CompareTask]) -> Future[Any]:
         self.resubmitted += job.attempts > 0
         job.attempts += 1
         job.orphaned_at = None
@@ -388,7 +388,7 @@ class ClusterPool:
             order.sort(key=lambda i: -tasks[i].nbytes)
         jobs, parts = self._jobs(tasks, order)
         who = self._eligible_by_dirs({job.dirs for job in jobs}) if jobs else {}
-        pending: dict[Future, _Job] = {}
+        pending: dict[Future[Any], _Job] = {}
         waiting: list[_Job] = []
         try:
             for job in jobs:
@@ -408,7 +408,7 @@ class ClusterPool:
             for future in pending:
                 future.cancel()
 
-    def _wait(self, pending: dict[Future, _Job]) -> set[Future]:
+    def _wait(self, pending: dict[Future[Any], _Job]) -> set[Future[Any]]:
         if not pending:
             time.sleep(HEAL_S)  # only orphaned jobs: wait for a worker to come back
             return set()
@@ -424,7 +424,7 @@ class ClusterPool:
         self, job: _Job, results: Sequence[PartOutcome], tasks: Sequence[CompareTask], parts: _Parts
     ) -> Iterator[tuple[int, Result]]:
         if job.part is None:
-            yield from zip(job.indices, results, strict=True)  # type: ignore[misc]
+            yield from zip(job.indices, results, strict=True)
             return
         i = job.indices[0]
         got = parts[i]
@@ -442,11 +442,11 @@ class ClusterPool:
 
     def _collect(
         self,
-        future: Future,
+        future: Future[Any],
         job: _Job,
         tasks: Sequence[CompareTask],
         parts: _Parts,
-        pending: dict[Future, _Job],
+        pending: dict[Future[Any], _Job],
     ) -> Iterator[tuple[int, Result]]:
         if job.part is not None and job.indices[0] not in parts:
             return
@@ -481,7 +481,11 @@ class ClusterPool:
         yield from self._give_up(job, tasks, parts, f"The cluster lost this task {job.attempts} times.")
 
     def _heal(
-        self, pending: dict[Future, _Job], waiting: list[_Job], tasks: Sequence[CompareTask], parts: _Parts
+        self,
+        pending: dict[Future[Any], _Job],
+        waiting: list[_Job],
+        tasks: Sequence[CompareTask],
+        parts: _Parts,
     ) -> Iterator[tuple[int, Result]]:
         """Move jobs whose workers are all gone to the workers that can read their files now; give
         up on those that found none for ``reconnect_s``."""

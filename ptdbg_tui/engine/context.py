@@ -85,9 +85,9 @@ def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) 
             for rank, p in compared.items()
         }
         for departure in [*collective_departures(results), *bench_tie_departures(results, bench)]:
-            p = compared.get(departure.rank)
-            if p is not None:
-                apply_departure(p.diagnosis, p.rows, departure, step)
+            hit = compared.get(departure.rank)
+            if hit is not None:
+                apply_departure(hit.diagnosis, hit.rows, departure, step)
 
 
 def _check_alone(compared: dict[int, Compared], dumped: int) -> None:

@@ -51,7 +51,7 @@ class Forked(Generic[T]):
         try:
             with os.fdopen(self._fd, "rb") as f:
                 data = f.read()
-            result = _Unpickler(io.BytesIO(data), self._shared).load()
+            result: T = _Unpickler(io.BytesIO(data), self._shared).load()
         except Exception:  # the child failed (its result is cut short, or none): the work again, here
             os.waitpid(pid, 0)
             return self._work()

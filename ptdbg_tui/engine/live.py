@@ -543,7 +543,8 @@ class LiveEngine:
         reconnection (a static run lets go of its pool between passes)."""
         from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
 
-        pool: ClusterPool | None = ClusterPool(address)
+        pool: ClusterPool | None
+        pool = ClusterPool(address)
         try:
             pool.start()
             said = f"Comparing tensors on the Dask cluster {address}."

@@ -10,7 +10,6 @@ no module around it. ``ptdbg-tui narrow`` (:mod:`ptdbg_tui.cli`) and the app's n
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -78,7 +77,8 @@ class _Chains:
 
     def __call__(self, dump: RankDump, entry: EntryName) -> ModuleChain:
         if dump.records not in self._readers:
-            reader: DumpReader | None = open_reader(dump, math.inf)
+            reader: DumpReader | None
+            reader = open_reader(dump)  # sidecars only: the chunk bounds tensor records' reads
             try:
                 reader.read_modules(final=True)
             except OSError as e:
@@ -181,9 +181,9 @@ def _steps_and_ranks(
     steps = {o.npu.step for o in hits}
     ranks = {o.npu.rank for o in hits}
     return (
-        None if None in steps else tuple(sorted(steps)),  # type: ignore[type-var]
-        None if None in ranks else tuple(sorted(ranks)),
-    )  # type: ignore[type-var]
+        None if None in steps else tuple(sorted(s for s in steps if s is not None)),
+        None if None in ranks else tuple(sorted(r for r in ranks if r is not None)),
+    )
 
 
 def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None = None) -> Narrowing:
@@ -219,13 +219,13 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     dumps = [*outcomes.around.npu, *(o.npu for o in outcomes)]
     target = Narrowed(target.module, target.calls, steps, None if process_id_folder(dumps) else ranks)
     stack = _target_stack(outcomes, target, chains) if call or module else culprit.stack if culprit else None
-    names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
+    npu_names = (r.npu.name for o in outcomes for r in o.rows if r.npu is not None)
     return Narrowing(
         _checked(target),
         pair.npu if pair is not None else outcomes[0].npu,
         why,
         script_of(stack),
-        multi_rank_job(dumps, names),
+        multi_rank_job(dumps, npu_names),
         culprit is not None and culprit.kind == NONDETERMINISTIC and not (call or module),
     )
 

@@ -223,7 +223,7 @@ class MetricPool:
         ``largest_first`` schedules big tensors first so that no worker is left with a long tail
         (batch runs); otherwise tasks start in the given order (the live view fills top-down).
         """
-        order = range(len(tasks))
+        order: Sequence[int] = range(len(tasks))
         if largest_first:
             order = sorted(order, key=lambda i: -tasks[i].nbytes)
         if self.jobs <= 1:

@@ -194,6 +194,7 @@ def _compare_data(
     if n is not None and b is not None:
         return compare_arrays(n, b, task.npu_dtype, task.bench_dtype, histogram=task.histogram)
     if hn.fortran or hb.fortran:  # rare: element order differs from the file order
+        assert task.npu_path is not None and task.bench_path is not None
         return compare_arrays(
             load_tensor(task.npu_path),
             load_tensor(task.bench_path),
@@ -254,7 +255,9 @@ def run_part(task: CompareTask, start: int, stop: int) -> PartOutcome:
         if whole or isinstance(pre, Result):
             if start > 0:
                 return None
-            return run_task(task) if whole else _settle(task, _with_notes(pre, _dtype_notes(task, hn, hb)))
+            if whole or not isinstance(pre, Result):
+                return run_task(task)
+            return _settle(task, _with_notes(pre, _dtype_notes(task, hn, hb)))
         state = _accumulate(task, hn, hb, start, stop)
         if start == 0:
             state.notes = _dtype_notes(task, hn, hb)

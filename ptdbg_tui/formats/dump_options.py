@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,13 @@ def _flag(value: Any, key: str) -> bool:
 
 
 def _summary_mode(value: Any, key: str) -> str:
-    if value not in SUMMARY_MODES:
+    if not isinstance(value, str) or value not in SUMMARY_MODES:
         raise OptionsError(f"{key} must be one of {', '.join(SUMMARY_MODES)}, got {_short(value)}")
     return value
 
 
-_CHECKS = {
+#: Each option's check: the value as given (it raises :class:`OptionsError` where it is wrong).
+_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "dump_path": _text,
     "mode": _text,
     "step": _ints,

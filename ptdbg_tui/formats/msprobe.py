@@ -82,7 +82,7 @@ class ParsedEntry(NamedTuple):
     """What a dump.json entry's name says."""
 
     api: str
-    index: int
+    call_index: int  # not ``index``: that is tuple's method
     direction: str
     parameter_gradients: bool  # ``{module}.parameters_grad``: a module's parameters' gradients
 

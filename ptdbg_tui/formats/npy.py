@@ -15,7 +15,7 @@ import math
 import os
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,7 +69,9 @@ def _name(path: str | os.PathLike[str]) -> str:
     return os.path.basename(os.fspath(path))
 
 
-def _parse(head: bytes, read_more) -> tuple[tuple[int, ...], bool, np.dtype, int, bytes]:
+def _parse(
+    head: bytes, read_more: Callable[[int], bytes]
+) -> tuple[tuple[int, ...], bool, np.dtype, int, bytes]:
     """``(shape, fortran, dtype, data offset, bytes read)``; ValueError/EOFError when invalid."""
     if not head:
         raise ValueError("the file is empty: 0 bytes")
@@ -199,7 +201,7 @@ def iter_chunks(
             f.seek(header.data_offset + start * header.dtype.itemsize)
             for at in range(start, total, buf.size):
                 view = buf[: min(buf.size, total - at)]
-                raw = memoryview(view.view(np.uint8).reshape(-1))
+                raw = view.view(np.uint8).reshape(-1).data
                 got = 0
                 while got < raw.nbytes:
                     n = f.readinto(raw[got:])

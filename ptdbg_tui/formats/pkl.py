@@ -160,7 +160,7 @@ def decode_lines(
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
         values = json.loads("[" + ",".join(numbered[k][1] for k in rest) + "]")
-        decoded = [from_value(v, numbered[k][0]) for v, k in zip(values, rest, strict=True)]
+        decoded: list[T | None] = [from_value(v, numbered[k][0]) for v, k in zip(values, rest, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
         decoded = [from_text(numbered[k][1], numbered[k][0]) for k in rest]
     for k, got in zip(rest, decoded, strict=True):

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.naming import parse_name
@@ -36,6 +36,7 @@ from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 T = TypeVar("T")
 
+_orjson_loads: Callable[[str], Any] | None
 try:  # an optional speed-up of the usual lines (decode_usual)
     from orjson import loads as _orjson_loads
 except ImportError:  # pragma: no cover - orjson is a dependency; json reads every line alike
@@ -158,9 +159,15 @@ def not_valid_json(e: json.JSONDecodeError) -> str:
     return f"not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
 
 
+@overload
+def decode_line(text: str, line: int = 0) -> Record | None: ...
+@overload
 def decode_line(
-    text: str, line: int = 0, decode: Callable[[Any, int], T | BadLine] = decode_value
-) -> Record | T | None:
+    text: str, line: int = 0, *, decode: Callable[[Any, int], T | BadLine]
+) -> T | BadLine | None: ...
+def decode_line(
+    text: str, line: int = 0, decode: Callable[[Any, int], Any] = decode_value
+) -> Record | Any | None:
     """Decode one text line (``decode``: what makes its JSON value a record, a pkl's by default; the
     sidecars give theirs); ``None`` for a blank line, a :class:`BadLine` saying why it is not JSON."""
     text = text.strip()
@@ -202,7 +209,7 @@ def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record |
     if type(value) is not list:
         return None
     if len(value) == 2:
-        record: Record | None = _usual_stack(value, line)
+        record: StackRecord | TensorRecord | None = _usual_stack(value, line)
     else:
         record = _usual_tensor(value, line) if len(value) == 6 else None
     escaped = not (text.isascii() and "\\u" not in text)  # what may hold a control character
@@ -216,7 +223,7 @@ def decode_usual(text: str, line: int = 0, seen: Seen | None = None) -> Record |
     return record
 
 
-def _like_one_seen(text: str, line: int, seen: Seen) -> Record | bool | None:
+def _like_one_seen(text: str, line: int, seen: Seen) -> Record | Literal[False] | None:
     """The record of a line whose text after its name is one in ``seen``; ``False`` for such a
     line that is not usual after all, ``None`` for any other."""
     if not text.startswith('["'):
@@ -250,6 +257,7 @@ def _known_tensor(name: str, known: tuple[int, str, list[int]], rest: str, line:
         rest = rest.rstrip(_JSON_SPACE)
         if not rest.endswith("]"):
             return None
+    assert _orjson_loads is not None  # only decode_usual, which needs orjson, reaches here
     try:
         stats = _orjson_loads(rest[:-1])
     except ValueError:

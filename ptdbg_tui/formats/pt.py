@@ -277,7 +277,7 @@ def _start(f: BinaryIO, m: _Member, name: str) -> int:
     sig, n_name, n_extra = _LOCAL_HEADER.unpack(f.read(_LOCAL_HEADER.size))
     if sig != _LOCAL_SIG:
         raise PtError(f"Dump file {name} is not a valid zip file (bad local header).")
-    return m.offset + _LOCAL_HEADER.size + n_name + n_extra
+    return m.offset + _LOCAL_HEADER.size + int(n_name) + int(n_extra)
 
 
 def _read(f: BinaryIO, m: _Member, name: str) -> bytes:

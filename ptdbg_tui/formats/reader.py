@@ -125,7 +125,7 @@ def report_bad(reader: DumpReader, bad: list[BadLine] | None) -> None:
 def call_specs_of(dump: RankDump, bad: list[BadLine] | None = None) -> dict[str, CallSpec]:
     """The call sidecar of a finished dump, by call key (empty where its tool writes none); its lines
     skipped go to ``bad``. Raises OSError when it is there but cannot be read."""
-    reader = open_reader(dump, math.inf)
+    reader = open_reader(dump)  # sidecars only: the chunk bounds tensor records' reads
     reader.read_calls(final=True)
     report_bad(reader, bad)
     return reader.call_specs()
@@ -137,7 +137,7 @@ def module_chains_of(
     """The modules each call of a finished dump ran in, as a function of the call's entry; None when
     the dump has no module structure; the sidecar's lines skipped go to ``bad``. Raises OSError when
     that structure is there but cannot be read."""
-    reader = open_reader(dump, math.inf)
+    reader = open_reader(dump)
     reader.read_modules(final=True)
     report_bad(reader, bad)
     return reader.module_chain if reader.has_modules else None
@@ -147,7 +147,7 @@ def module_chain_of(dump: RankDump, entry: EntryName, bad: list[BadLine] | None 
     """The modules one call of a finished dump ran in; None when the dump has no module structure
     for it; the sidecar's lines skipped go to ``bad``. Raises OSError when that structure is there
     but cannot be read."""
-    reader = open_reader(dump, math.inf)
+    reader = open_reader(dump)
     reader.read_modules(final=True)
     report_bad(reader, bad)
     return reader.module_chain(entry)

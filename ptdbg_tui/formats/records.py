@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 from ptdbg_tui.formats.untrusted import is_one_line, one_line
@@ -112,7 +112,15 @@ class StackRecord:
         # dump text that is shown, printed and written: one line per field, no control character (a
         # terminal escape, a newline that forges a report line); one search where (always) none is
         if not is_one_line("".join(x for f in self.frames for x in f if x)):
-            self.frames = [Frame(*(None if x is None else one_line(x) for x in f)) for f in self.frames]
+            self.frames = [
+                Frame(
+                    one_line(f.path),
+                    one_line(f.line),
+                    one_line(f.function),
+                    None if f.source is None else one_line(f.source),
+                )
+                for f in self.frames
+            ]
 
     @property
     def call(self) -> str:
@@ -129,6 +137,8 @@ class BadLine:
 
 
 Record = TensorRecord | StackRecord | BadLine
+#: A record of one kind or another, kept by a function that changes a record in place (:func:`undecodable`).
+R = TypeVar("R", bound=Record)
 
 
 @dataclass
@@ -213,7 +223,7 @@ def shown(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def undecodable(record: Record) -> Record:
+def undecodable(record: R) -> R:
     """A record from bytes that are not UTF-8 (read with surrogate escapes): every text as it can be
     shown, while a tensor's data file keeps the exact bytes of the name it was saved under."""
     if isinstance(record, TensorRecord):

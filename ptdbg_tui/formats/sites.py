@@ -39,7 +39,7 @@ def stack_site(stack: StackRecord | None) -> Frame | None:
         return None
     own = [f for f in stack.frames if _useful(f, TOOL_PATH_MARKS + LAUNCHER_PATH_MARKS)]
     user = [f for f in own if _useful(f, LIBRARY_PATH_MARKS)]
-    return (user or own or [None])[0]
+    return next(iter(user or own), None)
 
 
 def _useful(frame: Frame, marks: tuple[str, ...]) -> bool:

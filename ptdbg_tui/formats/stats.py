@@ -17,7 +17,7 @@ NAN_SENTINEL = "Nan"
 
 def checksum(data: bytes | np.ndarray) -> str:
     """A value's checksum as msprobe writes it (its ``md5``): the CRC-32 of the bytes, 8 hex digits."""
-    return f"{zlib.crc32(data):08x}"
+    return f"{zlib.crc32(data if isinstance(data, bytes) else data.data):08x}"
 
 
 class StatKind(enum.Enum):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ptdbg_tui.formats.layout import rank_dir_path
+from ptdbg_tui.formats.records import Frame
 from ptdbg_tui.formats.stats import array_stats
 from ptdbg_tui.formats.writer import RankWriter
 
@@ -44,7 +45,7 @@ def write_array(
 
 # The seed guide's case: a CenterNet-like model whose LSTM backward is wrong on the NPU.
 # (api, index, inputs' shapes, outputs' shapes), forward order.
-_SEED_CALLS = [
+_SEED_CALLS: list[tuple[str, int, list[tuple[int, ...]], list[tuple[int, ...]]]] = [
     ("Functional_conv2d", 0, [(2, 3, 8, 8), (4, 3, 3, 3)], [(2, 4, 6, 6)]),
     ("Functional_relu", 0, [(2, 4, 6, 6)], [(2, 4, 6, 6)]),
     ("Tensor_reshape", 0, [(2, 4, 6, 6)], [(2, 4, 36)]),
@@ -55,7 +56,9 @@ _SEED_CALLS = [
 SEED_CULPRIT = "VF_lstm_0_backward"
 
 
-def _entries(api: str, index: int, direction: str, ins: list, outs: list) -> list[tuple[str, tuple]]:
+def _entries(
+    api: str, index: int, direction: str, ins: list[tuple[int, ...]], outs: list[tuple[int, ...]]
+) -> list[tuple[str, tuple[int, ...]]]:
     call = f"{api}_{index}_{direction}"
     names = [(f"{call}_input.{k}", s) for k, s in enumerate(ins)]
     if len(outs) == 1:
@@ -65,21 +68,21 @@ def _entries(api: str, index: int, direction: str, ins: list, outs: list) -> lis
     return names
 
 
-def _seed_stack(api: str, direction: str) -> list[tuple[str, str, str, str]]:
+def _seed_stack(api: str, direction: str) -> list[Frame]:
     """As the original records them: tool frames first; backward shows the autograd side only."""
-    tool = (
+    tool = Frame(
         "/usr/lib/python3/site-packages/ptdbg_ascend/hook_module/hook_module.py",
         "58",
         "__call__",
         "result = self.forward(*args)",
     )
     if direction == "backward":
-        return [("/home/user/centernet/train.py", "88", "main", "loss.backward()")]
+        return [Frame("/home/user/centernet/train.py", "88", "main", "loss.backward()")]
     line = 40 + [c[0] for c in _SEED_CALLS].index(api)
     return [
         tool,
-        ("/home/user/centernet/model.py", str(line), "forward", f"y = {api}(x)"),
-        ("/home/user/centernet/train.py", "80", "main", "out = model(x)"),
+        Frame("/home/user/centernet/model.py", str(line), "forward", f"y = {api}(x)"),
+        Frame("/home/user/centernet/train.py", "80", "main", "out = model(x)"),
     ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -46,11 +46,11 @@ class RankWriter:
         if not summary_only:
             self.npy_dir.mkdir(mode=DIR_MODE, exist_ok=True)
         self._pkl = self._open(self.pkl)
-        self._modules = None
-        self._calls = None
+        self._modules: TextIO | None = None  # the sidecars: opened by their first line
+        self._calls: TextIO | None = None
 
     @staticmethod
-    def _open(path: Path):
+    def _open(path: Path) -> TextIO:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
         return os.fdopen(fd, "a", encoding="utf-8")
 
@@ -106,7 +106,7 @@ class RankWriter:
         self._line(self._pkl, encode_tensor_line(name, dump_step, dtype, shape, stats, md5))
         return npy
 
-    def write_stack(self, name: str, frames: list[Frame]) -> None:
+    def write_stack(self, name: str, frames: list[Frame] | list[list[Any]]) -> None:
         self._line(self._pkl, encode_stack_line(name, frames))
 
     def write_modules(self, call_key: str, chain: ModuleChain) -> None:
@@ -121,7 +121,7 @@ class RankWriter:
         self._line(self._calls, encode_call_line(spec, convert))
 
     @staticmethod
-    def _line(f, text: str) -> None:
+    def _line(f: TextIO, text: str) -> None:
         f.write(text + "\n")
         f.flush()
 

@@ -131,9 +131,16 @@ class _Member:
         self._left_out: bool | None = True if self.scalar else None
 
     @property
+    def entry(self) -> EntryName:
+        """Its record's entry: every row of a call has one (:class:`_Calls` groups them by it)."""
+        entry = self.row.record.entry
+        assert entry is not None
+        return entry
+
+    @property
     def parameter(self) -> str | None:
         """``weight of Functional_linear_1``: the module parameter the input holds."""
-        return _parameter(self.row.record.entry, self.slot) if self.slot is not None else None
+        return _parameter(self.entry, self.slot) if self.slot is not None else None
 
     @property
     def left_out(self) -> bool:
@@ -289,7 +296,7 @@ _BATCH_STATS = (5,)
 def _evaluating(call: _Call) -> bool:
     """A batch_norm (or instance_norm) call that both runs make in eval mode: it normalises by its
     running statistics, which are then inputs like any other (in training mode it only updates them)."""
-    flag = next((m.row for m in call.ins if m.row.record.entry.path == _BATCH_STATS), None)
+    flag = next((m.row for m in call.ins if m.entry.path == _BATCH_STATS), None)
     if flag is None or flag.npu is None or flag.bench is None:
         return False
     return all(_value(rec) is False or _value(rec) == "False" for rec in (flag.npu, flag.bench))
@@ -332,9 +339,9 @@ def _quotient_value(calls: _Calls, call: _Call) -> float | None:
     """The factor of an ``addcdiv``'s quotient (an optimizer's ``-lr``): its recorded positional argument,
     else the NPU call sidecar's keyword (its default, 1, where the sidecar's line has none); ``None``
     where neither records the call, or it is no number."""
-    member = next((m for m in call.ins if m.scalar and m.row.record.entry.path == _VALUE_AT), None)
+    member = next((m for m in call.ins if m.scalar and m.entry.path == _VALUE_AT), None)
     if member is not None:
-        value: object = _value(member.row.npu or member.row.bench)  # type: ignore[arg-type]
+        value: object = _value(member.row.record)
     else:
         keywords = calls.keywords(call.name) if calls.keywords is not None else None
         if keywords is None:
@@ -419,7 +426,7 @@ def _entering(
         if errors is None:
             continue
         if m.slot is not None and judge_entry(m.row.name, errors, 0.0) is not None:
-            parameters.append(_parameter(m.row.record.entry, m.slot))
+            parameters.append(_parameter(m.entry, m.slot))
         if not m.input or m.left_out or m.running:
             continue
         j = judge_entry(m.row.name, errors, before, after_unpaired)
@@ -567,7 +574,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         judgement, member = entering
         first = _entering_suspect(calls, key, name, judgement, member, walk)
         walk.found.append(first)
-        if first.kind == ENTERS and in_place(call.entry.op) and member.row.record.entry.path[:1] == (0,):
+        if first.kind == ENTERS and in_place(call.entry.op) and member.entry.path[:1] == (0,):
             # what an in-place call updates may be an optimizer's state an earlier step left different
             # (a note then): error entering through its other arguments (this step's gradient) as well
             # is a finding of its own
@@ -608,7 +615,7 @@ def _written_args(call: _Call) -> tuple[_Member, _Member] | None:
     what a call made of it (``p.data = p.data * 0.9999``, ``torch.mul(p, 0.9999, out=p)``)."""
     if len(call.outs) != 1:
         return None
-    before = next((m for m in call.ins if m.row.record.entry.path == (0,)), None)
+    before = next((m for m in call.ins if m.entry.path == (0,)), None)
     return (before, call.outs[0]) if before is not None and not before.scalar else None
 
 
@@ -858,7 +865,7 @@ def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Wal
     either sign on the two sides (rounding noise), the tensor it left is remembered for the next step
     (the parameter it wrote differs there for no kernel's fault); where it needs it, a note says why it
     is no suspect (:func:`_amplified_note`)."""
-    numerator = next((m for m in call.ins if m.row.record.entry.path == QUOTIENTS[call.op][0]), None)
+    numerator = next((m for m in call.ins if m.entry.path == QUOTIENTS[call.op][0]), None)
     errors = numerator.errors if numerator is not None else None
     flips = errors.sign_flips if errors is not None else 0
     out = call.outs[0].row.npu if len(call.outs) == 1 else None

@@ -90,7 +90,7 @@ class Operand:
     npu: TensorRecord | None = None  # its NPU record
 
     @property
-    def path(self) -> tuple[int, ...]:
+    def path(self) -> tuple[int | str, ...]:
         """Its argument path (``(1,)`` for the second argument)."""
         entry = self.bench.entry if self.bench is not None else None
         return entry.path if entry is not None else ()
@@ -502,6 +502,7 @@ def judge(
         name, y = outputs[0]
         why = "nan" if nonfinite_in else BENCH_NAN
         return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, why)
+    kind: str | None  # the finding's kind; None: none
     for kind, count in ((NAN_ORIGIN, attrgetter("new_nonfinite")), (BENCH_NAN, attrgetter("lost_nonfinite"))):
         origin = [(name, y) for name, y in outputs if count(y)]
         if origin:  # the NPU's NaN origin, else the bench's

@@ -55,11 +55,11 @@ def _keyed_pairs(npu_keys: Sequence[Hashable], bench_keys: Sequence[Hashable]) -
     """Pair equal keys, the k-th occurrence on one side with the k-th on the other (O(n))."""
     first: dict[Hashable, int] = {}
     later: dict[Hashable, deque[int]] = {}
-    for j, k in enumerate(bench_keys):
+    for at, k in enumerate(bench_keys):
         if k in first:
-            later.setdefault(k, deque()).append(j)
+            later.setdefault(k, deque()).append(at)
         else:
-            first[k] = j
+            first[k] = at
     pairs: Pairs = {}
     for i, k in enumerate(npu_keys):
         j = first.pop(k, None)
@@ -108,6 +108,9 @@ class _Calls:
         self.api: dict[Hashable, Hashable] = {}
         for i, r in enumerate(records):
             e = r.entry
+            call: Hashable
+            arg: Hashable
+            api: Hashable
             if e is None:
                 call, arg, api, direction = ("?", r.name), r.name, r.name, ""
             else:
@@ -219,11 +222,11 @@ def _rows(
     rows = [Row(rec, None, transposed=i in (transposed or ())) for i, rec in enumerate(npu)]
     row_of_bench: dict[int, int] = {}
     for i, j in pairs.items():
-        row, other = rows[i], bench[j]
+        row, other, rec = rows[i], bench[j], npu[i]
         row.bench = other
         if mixed:  # the names differ by grammar: what counts is whether they name the same tensor
             row.fuzzy = (other.entry.key if other.entry else other.name) != (
-                npu[i].entry.key if npu[i].entry else npu[i].name
+                rec.entry.key if rec.entry else rec.name
             )
         else:
             row.fuzzy = other.name != npu[i].name
@@ -341,7 +344,9 @@ def ended_early(rows: Sequence[Row]) -> Tail | None:
     tail = one_sided_tail(rows)
     if tail is None:
         return None
-    has = (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    has: Callable[[Row], bool] = (
+        (lambda r: r.npu is None) if tail.side == "bench" else (lambda r: r.bench is None)
+    )
     before = rows[: len(rows) - tail.entries]
     return None if any(has(r) and not r.noise for r in before) else tail
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def _result(
     caveats: Sequence[str] = (),
     *,
     close: bool = False,
-    **fields,
+    **fields: Any,
 ) -> Result:
     accuracy, why = accuracy_rule(cells[0], cells[1])
     status, reason = status_for(accuracy, why, close=close, caveats=caveats)
@@ -141,7 +142,7 @@ _KERNEL_READS = {
 
 
 #: The compiled pass, once :func:`warm_up` loaded it in this process; until then the numpy pass runs.
-_fused: Callable[..., tuple[bool, float, float, int, int, int]] | None = None
+_fused: Callable[..., tuple[bool, float, float, int, int, int, float]] | None = None
 
 
 def _readable(a: np.ndarray, buffer: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import TypeGuard
 
 from ptdbg_tui.compare.model import ErrorMeasures
 from ptdbg_tui.formats.records import TensorRecord
@@ -121,7 +122,7 @@ def _ratio(num: float, den: float) -> float:
     return 0.0 if num == 0 else math.inf
 
 
-def _finite(v: float | None) -> bool:
+def _finite(v: float | None) -> TypeGuard[float]:
     return v is not None and math.isfinite(v)
 
 

@@ -75,19 +75,20 @@ def _widen(value: Any) -> float:
 
 
 @overload(_widen, inline="always")
-def _widen_impl(value):  # type: ignore[no-untyped-def]  # numba: no annotations on an overload
+def _widen_impl(value):  # numba: no annotations on an overload
     if isinstance(value, types.Float):
         return lambda value: np.float64(value)
     if value == types.uint16:  # float16 bits, converted exactly without branches (SIMD)
 
-        def from_half(value):  # type: ignore[no-untyped-def]
+        def from_half(value):
             h = np.int64(value)
             m = h & _H_MAGNITUDE
             tiny = np.int64(m < _H_NORMAL)
             special = np.int64(m >= _H_INF)
             normal = 1 - tiny - special
+            # numba's stub types an intrinsic's call with its typing function's parameters (typingctx too)
             bits = (
-                (_bits(np.float64(m) * _H_TINY) * tiny)
+                (_bits(np.float64(m) * _H_TINY) * tiny)  # type: ignore[call-arg]
                 | ((_D_INF | ((m & _H_MANTISSA) << 42)) * special)
                 | (((m << 42) + _REBIAS) * normal)
             )
@@ -100,7 +101,7 @@ def _widen_impl(value):  # type: ignore[no-untyped-def]  # numba: no annotations
 def _jit(fn: Any) -> Any:
     """Compiled once per machine (cached); where no cache folder can be written (a read-only install
     and no writable home), once per process."""
-    options = {"nogil": True, "error_model": "numpy", "boundscheck": False}
+    options: dict[str, Any] = {"nogil": True, "error_model": "numpy", "boundscheck": False}
     try:
         return njit(cache=True, **options)(fn)
     except RuntimeError:  # numba: "cannot cache function …: no locator available"
@@ -139,7 +140,7 @@ def fused_pass(
         bad |= ((a - a) != 0.0) | ((b - b) != 0.0)
         v = abs(a - b)
         d[i] = v
-        top = _maxnum(top, v)
+        top = _maxnum(top, v)  # type: ignore[call-arg]  # numba's stub, as in _widen_impl
         magnitude = abs(b)
         zero = magnitude == 0.0
         r = v / (eps if zero else magnitude)

@@ -133,4 +133,5 @@ def _ratios(diff: np.ndarray, absb: np.ndarray) -> np.ndarray:
 
 def _largest(ratio: np.ndarray) -> np.ndarray:
     """The largest of each row's ratios (0 at least)."""
-    return np.maximum(ratio.max(axis=1), 0.0)
+    largest: np.ndarray = np.maximum(ratio.max(axis=1), 0.0)
+    return largest

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ptdbg_tui.compare.model import Row
@@ -330,8 +331,8 @@ def _by_node_order(
             and len(r.entry.path) == 1
             and isinstance(r.entry.path[0], int)
         ),
-        key=lambda r: r.entry.path[0],
-    )  # type: ignore[union-attr]
+        key=attrgetter("entry.path"),  # each a path of one int
+    )
     targets = _node_order(outs, plan.args, fwd, op)
     if isinstance(targets, str):
         return NotReplayable(plan.call, targets)
@@ -493,8 +494,10 @@ def _with_results(
             if r.entry is not None and r.entry.kind == OUTPUT and not r.is_scalar
         }
         return plan
-    grads = [r for r in entries if r.entry is not None and r.entry.direction == BACKWARD and not r.is_scalar]
-    plan.results = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == OUTPUT}
-    plan.incoming = {r.entry.path: _recorded(r, tensor_dir) for r in grads if r.entry.kind == INPUT}
-    op = grads[0].entry.op if grads and grads[0].entry is not None else ""
+    grads = [
+        (e, r) for r in entries if (e := r.entry) is not None and e.direction == BACKWARD and not r.is_scalar
+    ]
+    plan.results = {e.path: _recorded(r, tensor_dir) for e, r in grads if e.kind == OUTPUT}
+    plan.incoming = {e.path: _recorded(r, tensor_dir) for e, r in grads if e.kind == INPUT}
+    op = grads[0][0].op if grads else ""
     return _by_node_order(plan, entries, fwd, op, tensor_dir) if node_order else plan

@@ -183,7 +183,7 @@ def arguments_code(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _module_code(module: ModuleType) -> tuple[list[ast.stmt], str]:
+def _module_code(module: ModuleType) -> tuple[list[ast.Import | ast.ImportFrom], str]:
     """A module's imports and its code after them."""
     text = Path(module.__file__ or "").read_text(encoding="utf-8")
     imports = [n for n in ast.parse(text).body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -43,7 +43,8 @@ def resolve_function(name: str) -> Callable[..., Any]:
         owner = getattr(owner, part, None)
     if not callable(owner):
         raise Refused(f"{name} does not exist in this torch")
-    return owner
+    found: Callable[..., Any] = owner
+    return found
 
 
 def pick_device(asked: str) -> tuple[torch.device, str]:

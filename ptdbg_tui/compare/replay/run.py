@@ -90,7 +90,7 @@ def resolve(fn: str) -> Callable[..., Any]:
             import torch_npu as owner  # type: ignore[import-not-found, no-redef]
         except ImportError:
             raise Refused(f"{fn} needs torch_npu, which is not installed here") from None
-    target = getattr(owner, attr, None)
+    target: Callable[..., Any] | None = getattr(owner, attr, None)
     if not callable(target):
         raise Refused(f"{fn} does not exist in this torch")
     return target

@@ -11,8 +11,9 @@ or "both within rounding: the difference is inherited". No torch here: the array
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -134,11 +135,15 @@ def judge_result(
     return SideVerdict(error, allowed, bias, bias_allowed, name)
 
 
+#: What a side's results are keyed by (an argument path).
+K = TypeVar("K", bound=Hashable)
+
+
 def judge_side(
-    results: Mapping[object, tuple[np.ndarray, np.ndarray, float]],
-    dtypes: Mapping[object, str],
-    names: Mapping[object, str],
-    honest: Mapping[object, tuple[float, float]] | None = None,
+    results: Mapping[K, tuple[np.ndarray, np.ndarray, float]],
+    dtypes: Mapping[K, str],
+    names: Mapping[K, str],
+    honest: Mapping[K, tuple[float, float]] | None = None,
     op: str = "",
 ) -> SideVerdict:
     """A side's verdict: its worst result (wrong ones first, then by how far beyond what is allowed)."""

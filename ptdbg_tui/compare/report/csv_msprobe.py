@@ -87,7 +87,8 @@ def mode_of(rows: Sequence[Row], summary: bool) -> str:
 def checksummed(row: Row) -> bool:
     """Whether both sides recorded a checksum of the row's tensor: a pair of statistics with one such
     row was compared from checksums (msprobe's md5 mode; the report's ``(checksums)``)."""
-    return bool(row.matched and not row.npu.is_scalar and row.npu.md5 and row.bench.md5)
+    npu, bench = row.npu, row.bench
+    return bool(npu is not None and bench is not None and not npu.is_scalar and npu.md5 and bench.md5)
 
 
 def header(mode: str) -> list[str]:

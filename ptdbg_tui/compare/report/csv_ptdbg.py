@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar, cast
 
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
@@ -67,6 +67,7 @@ STACK_COLUMN = "NPU_Stack_Info"
 Cells = Sequence[Sequence[object]]
 Column = tuple[str, Sequence[object]]
 Folder = str | os.PathLike[str]
+T = TypeVar("T")
 #: The name of this CSV dialect (``--format``).
 CSV_PTDBG = "ptdbg"
 
@@ -168,7 +169,7 @@ def _shapes(records: Sequence[TensorRecord | None]) -> list[object]:
     return out
 
 
-def _transposed(cells: Cells, width: int) -> list[list[object]]:
+def _transposed(cells: Sequence[Sequence[T]], width: int) -> list[list[T]]:
     return [list(column) for column in zip(*cells, strict=True)] if cells else [[] for _ in range(width)]
 
 
@@ -268,13 +269,14 @@ def _write_cells(f: TextIO, names: Sequence[str], printed: Sequence[Sequence[obj
     """The header and the columns' cells as the csv module writes them (pandas' dialect: minimal
     quoting), joined a column at a time (the csv module's own loop costs a CSV of statistics a fifth of
     its time); where a cell holds a character the csv module treats otherwise, by the csv module."""
-    texts = [_texts(column) for column in [names, *printed]] if len(names) > 1 else None
-    if texts is None or any(t is None for t in texts):
+    columns = [names, *printed] if len(names) > 1 else []
+    texts = [t for t in map(_texts, columns) if t is not None]
+    if not columns or len(texts) < len(columns):
         writer = csv.writer(f, lineterminator=os.linesep)
         writer.writerow(names)
         writer.writerows(zip(*printed, strict=True))
         return
-    lines = [",".join(texts[0]), *map(",".join, zip(*texts[1:], strict=True))]  # type: ignore[arg-type]
+    lines = [",".join(texts[0]), *map(",".join, zip(*texts[1:], strict=True))]
     f.write(os.linesep.join(lines) + os.linesep)
 
 
@@ -282,10 +284,11 @@ def _texts(column: Sequence[object]) -> list[str] | None:
     """Each cell's text as the csv module writes it (``str()``, ``None`` empty, quoted where it holds
     a delimiter, a quote or a line end); ``None`` where a cell holds a character it treats otherwise."""
     kinds = set(map(type, column))
-    if kinds <= _STR:
-        texts = list(column)  # type: ignore[arg-type]
+    texts: list[str]
+    if kinds <= _STR:  # the cells' types checked at once, not each cell's
+        texts = cast("list[str]", list(column))
     elif kinds <= _STR_OR_NONE:
-        texts = ["" if v is None else v for v in column]  # type: ignore[misc]
+        texts = cast("list[str]", ["" if v is None else v for v in column])
     else:
         texts = [v if type(v) is str else "" if v is None else str(v) for v in column]
     joined = "".join(texts)
