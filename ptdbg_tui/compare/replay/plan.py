@@ -28,20 +28,15 @@ from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
 from ptdbg_tui.formats.records import NONE_DTYPE, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.tensorfile import data_path
+from ptdbg_tui.formats.wrapped_apis import QUALIFIED
 
-#: Where each dump prefix's functions live.
-NAMESPACES = {
-    "Tensor": "torch.Tensor",
-    "Torch": "torch",
-    "Functional": "torch.nn.functional",
-    "VF": "torch._VF",
-    "NPU": "torch_npu",
-}
 #: Prefixes whose calls cannot be replayed alone, and why.
 REFUSED = {
     "Distributed": "a collective: its result needs the other ranks",
     "Module": "a module: only API calls are replayed",
 }
+#: Where each replayable dump prefix's functions live.
+NAMESPACES = {prefix: module for prefix, module in QUALIFIED.items() if prefix not in REFUSED}
 
 
 @dataclass(frozen=True, slots=True)
