@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.replay.verdict import CallReplay
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.options import LiveOptions
 
 #: The CSV dialects of ``--format`` (:mod:`ptdbg_tui.compare.report.outputs`; kept here so ``--help``
 #: imports nothing).
@@ -772,7 +772,7 @@ def run_narrow(args: argparse.Namespace) -> int:
 
 
 def options_from(args: argparse.Namespace) -> LiveOptions:
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.options import LiveOptions
 
     return LiveOptions(
         step=args.step,
@@ -848,7 +848,7 @@ def run_demo(args: argparse.Namespace) -> int:
         say(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
         return EXIT_OK
     from ptdbg_tui.app.app import PtdbgApp
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.options import LiveOptions
 
     app = PtdbgApp(npu, bench, LiveOptions(watch=False, replay_budget_s=REPLAY_BUDGET_S))
     if not set_theme(app, args.theme):

@@ -34,7 +34,8 @@ from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.live import LiveEngine
+from ptdbg_tui.engine.options import LiveOptions
 from ptdbg_tui.formats.untrusted import replaced
 
 if TYPE_CHECKING:

@@ -21,12 +21,11 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
-from ptdbg_tui.compare.diagnosis.replayed import copied
 from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.calls import call_key
+from ptdbg_tui.compare.replay.replayed import copied
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.forked import Forked
@@ -47,6 +46,7 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
+from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 

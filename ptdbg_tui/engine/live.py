@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,7 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
+from ptdbg_tui.engine.options import LiveOptions
 from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.engine.side import SideState
@@ -47,25 +48,6 @@ if TYPE_CHECKING:
     from ptdbg_tui.engine.pool import TaskPool
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LiveOptions:
-    step: int | None = None
-    rank: int | None = None
-    match: str = "auto"
-    summary: bool = False
-    jobs: int = 1
-    watch: bool = True
-    poll: bool = False
-    rescan_s: float = 2.0  # periodic rediscovery, heals missed events
-    quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
-    flush_s: float = 0.1  # least time between two notifications of the app
-    chunk: int = 512  # compare tasks per pool round between two flushes
-    cluster: str | None = None  # a Dask scheduler (or local:N) for the metric work
-    replay_budget_s: float = 0.0  # seconds of replay once the comparison settles (0: only what r asks for;
-    # the command line's default is 60)
-    replay_top: int = 10  # suspects of each pair replayed first
 
 
 class LiveEngine:

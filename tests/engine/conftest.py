@@ -18,7 +18,8 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.live import LiveEngine
+from ptdbg_tui.engine.options import LiveOptions
 from ptdbg_tui.engine.updates import Placed, Progress
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name, stack_name

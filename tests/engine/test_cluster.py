@@ -18,7 +18,8 @@ from ptdbg_tui.cli import report_text  # noqa: E402
 from ptdbg_tui.engine import cluster as cluster_module  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
+from ptdbg_tui.engine.live import LiveEngine  # noqa: E402
+from ptdbg_tui.engine.options import LiveOptions  # noqa: E402
 from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402
 from ptdbg_tui.engine.tasks import CompareTask, run_task  # noqa: E402
 from ptdbg_tui.formats.layout import rank_dir_path  # noqa: E402

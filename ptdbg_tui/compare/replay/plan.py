@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Row, side_call
 from ptdbg_tui.compare.ops import RANDOM_OPS, in_place, op_name
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
@@ -114,15 +114,6 @@ def _source_line(rows: Sequence[Row], call: str) -> str | None:
     stack = next((r.stack for r in rows if r.stack is not None and r.stack.call == call), None)
     site = stack_site(stack)
     return site.source if site is not None else None
-
-
-def side_call(rows: Sequence[Row], side: str, call: str) -> str:
-    """The name the NPU's ``call`` has on ``side``: in a mixed pair the bench's tool names it otherwise
-    (``Functional.gelu.0.forward`` against ``Functional_gelu_0_forward``), as its paired rows tell."""
-    if side == "npu":
-        return call
-    paired = (r.bench.call for r in rows if r.npu is not None and r.bench is not None and r.npu.call == call)
-    return next(paired, call)
 
 
 def _records(rows: Sequence[Row], side: str) -> dict[str, TensorRecord]:
