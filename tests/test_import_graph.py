@@ -148,6 +148,9 @@ FORBIDDEN = {
     "app": {"cli", "legacy", "dumper"},
     "dumper": {"compare", "engine", "app", "cli", "legacy", "demo"},  # it shares the formats alone
 }
+#: Inside the engine, each job's package reaches only those after it: live → replay → the engine's
+#: own modules (batch, context, …) → workers.
+ENGINE_ORDER = ("live", "replay", "", "workers")
 #: The dump extra's own entries in the reader: they run a training script's model, so they import
 #: the dumper (torch) by design.
 DUMPER_ENTRIES = {"ptdbg_tui.demo"}
@@ -190,6 +193,25 @@ def test_layers_point_one_way(layer: str) -> None:
     assert not climbing, "\n".join(climbing)
 
 
+def _engine_job(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] != ["ptdbg_tui", "engine"]:
+        return None
+    return parts[2] if len(parts) > 2 and parts[2] in ENGINE_ORDER else ""
+
+
+def test_the_engines_jobs_point_one_way() -> None:
+    backwards = [
+        f"{imp.source}:{imp.line} imports {target}"
+        for imp in IMPORTS
+        if (job := _engine_job(imp.source)) is not None
+        and (target := _internal(imp.target)) is not None
+        and (theirs := _engine_job(target)) is not None
+        and ENGINE_ORDER.index(theirs) < ENGINE_ORDER.index(job)
+    ]
+    assert not backwards, "\n".join(backwards)
+
+
 def test_the_dumper_is_reached_only_from_its_entries() -> None:
     reaching = sorted(
         {
@@ -220,3 +242,7 @@ def test_the_checks_can_fail() -> None:
     assert _layer("ptdbg_tui.compare.replay.run") == "compare"
     assert _layer("ptdbg_tui.cli") == "cli"
     assert _layer("dumper.catalog") == "dumper"
+    assert _engine_job("ptdbg_tui.engine.live.pair") == "live"
+    assert _engine_job("ptdbg_tui.engine.batch") == ""
+    assert _engine_job("ptdbg_tui.engine.workers") == "workers"
+    assert _engine_job("ptdbg_tui.compare.model") is None

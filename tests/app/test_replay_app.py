@@ -13,8 +13,8 @@ from pathlib import Path
 from ptdbg_tui.app.screens import ReproScreen
 from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
-from ptdbg_tui.engine.replay import INSTALL
-from ptdbg_tui.engine.updates import EngineUpdate, PairDelta
+from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta
+from ptdbg_tui.engine.replay.replayer import INSTALL
 
 
 def _detail(app, ui) -> str:

@@ -1,10 +1,10 @@
 """The live engine: follows two dump folders and compares entries as both sides arrive.
 
 One thread owns all state. Each pass it (re)discovers rank dumps, reads new records of every
-followed side (:mod:`~ptdbg_tui.engine.side`), and runs each pair's pass
-(:mod:`~ptdbg_tui.engine.pair`): re-match when records grew, reuse cached results, compute the
-missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.pool.MetricPool`),
-and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the app drains.
+followed side (:mod:`~ptdbg_tui.engine.live.side`), and runs each pair's pass
+(:mod:`~ptdbg_tui.engine.live.pair`): re-match when records grew, reuse cached results, compute the
+missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.workers.pool.MetricPool`),
+and put row deltas into the :class:`~ptdbg_tui.engine.live.updates.Outbox` that the app drains.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, m
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
-from ptdbg_tui.engine.live_replay import Job, LiveReplay
-from ptdbg_tui.engine.options import LiveOptions
-from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
-from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
-from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
-from ptdbg_tui.engine.watch import DumpWatcher
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.pair import FailedPass, PairContext, PairState
+from ptdbg_tui.engine.live.replays import Job, LiveReplay
+from ptdbg_tui.engine.live.side import SideState
+from ptdbg_tui.engine.live.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
+from ptdbg_tui.engine.live.watch import DumpWatcher
+from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
@@ -45,7 +45,7 @@ from ptdbg_tui.formats.layout import (
 )
 
 if TYPE_CHECKING:
-    from ptdbg_tui.engine.pool import TaskPool
+    from ptdbg_tui.engine.workers.pool import TaskPool
 
 log = logging.getLogger(__name__)
 
@@ -512,7 +512,7 @@ class LiveEngine:
 
     def _metric_pool(self) -> TaskPool:
         if self._pool is None:
-            from ptdbg_tui.engine.pool import MetricPool
+            from ptdbg_tui.engine.workers.pool import MetricPool
 
             if self.options.cluster is not None:
                 self._pool = self._cluster_pool(self.options.cluster)
@@ -523,7 +523,7 @@ class LiveEngine:
     def _cluster_pool(self, address: str) -> TaskPool | None:
         """The Dask cluster's pool, or ``None`` when it cannot be used; said once, not at every
         reconnection (a static run lets go of its pool between passes)."""
-        from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
+        from ptdbg_tui.engine.workers.cluster import ClusterError, ClusterPool
 
         pool: ClusterPool | None = ClusterPool(address)
         try:

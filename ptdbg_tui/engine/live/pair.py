@@ -32,10 +32,10 @@ from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
-from ptdbg_tui.engine.options import LiveOptions
-from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.tasks import task_for
-from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.side import SideState
+from ptdbg_tui.engine.live.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.engine.workers.tasks import task_for
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.modules import ModuleChain
@@ -43,7 +43,7 @@ from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
-    from ptdbg_tui.engine.pool import TaskPool
+    from ptdbg_tui.engine.workers.pool import TaskPool
 
 #: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
 RETRY_S = 0.5

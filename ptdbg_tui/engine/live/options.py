@@ -1,5 +1,5 @@
 """What the live engine is asked to do (the command line's and the app's settings), apart from the
-engine so that its parts (:mod:`~ptdbg_tui.engine.pair`) read them without importing it."""
+engine so that its parts (:mod:`~ptdbg_tui.engine.live.pair`) read them without importing it."""
 
 from __future__ import annotations
 
