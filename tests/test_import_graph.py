@@ -2,7 +2,8 @@
 the layers' arrows point one way (formats → compare → engine → app, cli on top; the dumper apart).
 
 Every import counts, at module level or inside a function: a lazy import that dodges a cycle is still
-one. Only torch may be imported lazily by the layers that must not load it at import time.
+one. Where an import runs matters only for torch: ``formats`` and ``compare/diagnosis`` load without it,
+so they may import it inside a function alone.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _walk(node: ast.AST, top: bool) -> Iterator[tuple[ast.Import | ast.ImportFro
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child, top
-        inner = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        inner = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
         yield from _walk(child, inner)
 
 
