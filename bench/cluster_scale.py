@@ -29,7 +29,7 @@ from pathlib import Path
 
 from compare_throughput import _line, alternate, generated, ours_command
 
-from ptdbg_tui.engine.pool import THREAD_ENV
+from ptdbg_tui.engine.workers.pool import THREAD_ENV
 from ptdbg_tui.formats.synthetic import write_ranks_pair
 
 RANKS = 16

@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ptdbg_tui.engine.pool import FUSED_BYTES
+from ptdbg_tui.engine.workers.pool import FUSED_BYTES
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.synthetic import write_array

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ptdbg_tui.compare.replay.verdict import CONFIRMED, REFUTED, CallReplay
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.replay import Replayer, replay_outcomes
+from ptdbg_tui.engine.replay.replayer import Replayer, replay_outcomes
 
 SUITES = ("main", "heldout", "heldout2")
 #: No-fault scenarios of the two-dump suites whose NPU kernel leans one way within a unit of rounding:

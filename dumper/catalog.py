@@ -1,4 +1,5 @@
-"""The APIs to wrap: ``support_wrap_ops.yaml`` intersected with what this torch actually has."""
+"""The APIs to wrap: the lists of :mod:`ptdbg_tui.formats.wrapped_apis` intersected with what this torch
+actually has."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
+
+from ptdbg_tui.formats.wrapped_apis import NAMESPACES, QUALIFIED, YAML_PATH, load_lists
 
 log = logging.getLogger("dumper")
-
-YAML_PATH = Path(__file__).with_name("support_wrap_ops.yaml")
 
 #: In-place collectives: their args are dumped before (input) and again after (output) the call.
 INPLACE_COMM = frozenset(
@@ -55,15 +55,6 @@ DROPOUT_P = {
             "feature_alpha_dropout_",
         )
     },
-}
-#: The module a prefix's APIs are called through, for the qualified name of each (``torch.Tensor.add_``).
-QUALIFIED = {
-    "Tensor": "torch.Tensor",
-    "Torch": "torch",
-    "Functional": "torch.nn.functional",
-    "VF": "torch._VF",
-    "Distributed": "torch.distributed",
-    "NPU": "torch_npu",
 }
 #: Recurrent kernels whose inter-layer dropout argument is forced to 0 with dropout.
 RNN_KERNELS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
@@ -109,20 +100,29 @@ def _inplace_position(fn: Any) -> int | None:
 
 def _namespaces() -> list[tuple[str, str, tuple[Any, ...]]]:
     """(yaml key, prefix, owners) for the namespaces importable here."""
-    spaces: list[tuple[str, str, tuple[Any, ...]]] = [
-        ("tensor", "Tensor", (torch.Tensor,)),
-        ("torch", "Torch", (torch,)),
-        ("functional", "Functional", (torch.nn.functional,)),
-        ("_VF", "VF", (torch._VF,)),
-    ]
-    if torch.distributed.is_available():
+    spaces: list[tuple[str, str, tuple[Any, ...]]] = []
+    for space in NAMESPACES:
+        owners = _owners(space.module)
+        if owners:
+            spaces.append((space.key, space.prefix, owners))
+    return spaces
+
+
+def _owners(module: str) -> tuple[Any, ...]:
+    """The objects whose attributes are a namespace's APIs; none where it is not importable."""
+    if module == "torch.distributed":
+        if not torch.distributed.is_available():
+            return ()
         from torch.distributed import distributed_c10d
 
-        spaces.append(("distributed", "Distributed", (torch.distributed, distributed_c10d)))
-    npu = _torch_npu()
-    if npu is not None:
-        spaces.append(("torch_npu", "NPU", (npu,)))
-    return spaces
+        return (torch.distributed, distributed_c10d)
+    if module == "torch_npu":
+        npu = _torch_npu()
+        return () if npu is None else (npu,)
+    owner: Any = torch
+    for part in module.split(".")[1:]:
+        owner = getattr(owner, part)
+    return (owner,)
 
 
 @cache
@@ -135,12 +135,6 @@ def _torch_npu() -> Any:
     except Exception as e:  # a broken CANN install must not stop a CPU/GPU run
         log.warning("dumper: torch_npu failed to import (%s); NPU_* operators are not wrapped", e)
         return None
-
-
-def load_lists(path: Path = YAML_PATH) -> dict[str, list[str]]:
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
-    return {str(k): [str(n) for n in v] for k, v in data.items()}
 
 
 @cache

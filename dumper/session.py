@@ -36,6 +36,7 @@ from ptdbg_tui.formats.naming import (
     FORWARD,
     INPUT,
     OUTPUT,
+    call_key,
     entry_name,
     keyword_file_name,
     stack_name,
@@ -485,7 +486,7 @@ class DumpSession:
         if frames is not None:
             record.stack = (stack_name(call), frames)
         if chain:
-            record.modules = (call.rsplit("_", 1)[0], chain)
+            record.modules = (call_key(call), chain)
         self._daemon.put(record)
 
     def record_backward(

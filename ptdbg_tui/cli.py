@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Status
     from ptdbg_tui.compare.replay.verdict import CallReplay
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.live.options import LiveOptions
 
 #: The CSV dialects of ``--format`` (:mod:`ptdbg_tui.compare.report.outputs`; kept here so ``--help``
 #: imports nothing).
@@ -116,7 +116,7 @@ def compare_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Seconds the replay may take by default (``engine.replay.BUDGET_S``: the app's and ``--replay``'s;
+#: Seconds the replay may take by default (``engine.replay.replayer.BUDGET_S``: the app's and ``--replay``'s;
 #: here, so ``--help`` imports nothing).
 REPLAY_BUDGET_S = 60.0
 #: Seconds the compare's default replay may take: the suspects whose inputs differ, a few calls (most
@@ -295,7 +295,7 @@ def _one_blas_thread() -> None:
     """The reader's own process does no heavy linear algebra (the metric workers do, one thread
     each), but an idle OpenBLAS pool spins: on 2 cores it cost a compare ~0.3 s of CPU and 15% of
     its wall time. Set before numpy is imported; a user's own setting wins."""
-    from ptdbg_tui.engine.pool import THREAD_ENV
+    from ptdbg_tui.engine.workers.pool import THREAD_ENV
 
     for var, value in THREAD_ENV.items():
         os.environ.setdefault(var, value)
@@ -311,7 +311,7 @@ def summary_text(o: PairOutcome) -> str:
     from ptdbg_tui.compare.report.csv_msprobe import mode_of
     from ptdbg_tui.compare.report.msprobe_result import MD5
     from ptdbg_tui.compare.report.suspects import suspects_path
-    from ptdbg_tui.engine.replay import repro_folder
+    from ptdbg_tui.engine.replay.replayer import repro_folder
 
     c = o.counts()
     mode = "checksums" if mode_of(o.rows, o.summary) == MD5 else "statistics only" if o.summary else "tensors"
@@ -513,7 +513,7 @@ def failure(prog: str, e: BaseException, usage: tuple[type[Exception], ...]) -> 
 def run_compare(args: argparse.Namespace) -> int:
     """``ptdbg-tui compare``: 0 when it ran, 2 with a one-line reason when it could not."""
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
-    from ptdbg_tui.engine.cluster import ClusterError, require
+    from ptdbg_tui.engine.workers.cluster import ClusterError, require
 
     prog = "ptdbg-tui compare"
     if args.jobs is not None and args.jobs < 1:
@@ -562,7 +562,7 @@ def _default_replay(prog: str, args: argparse.Namespace, outcomes: Outcomes) -> 
     importable (else one note says why not); every call worth replaying with ``--replay`` (torch
     required); none with ``--no-replay``. Then the note where a replay of every call could still name a
     kernel."""
-    from ptdbg_tui.engine.replay import ReplayUnavailable, not_run_note, replay_note, require_torch
+    from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, not_run_note, replay_note, require_torch
 
     if args.replay:
         budget = REPLAY_BUDGET_S if args.replay_budget is None else args.replay_budget
@@ -632,7 +632,7 @@ def run_replay(args: argparse.Namespace) -> int:
     """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
     from ptdbg_tui.compare.report.replays import write_replays
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
-    from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
+    from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, require_torch
 
     prog = "ptdbg-tui replay"
     if (problem := output_problem(args.output)) is not None:
@@ -667,7 +667,12 @@ def run_replay(args: argparse.Namespace) -> int:
 def run_repro(args: argparse.Namespace) -> int:
     """``ptdbg-tui repro``: 0 when the repro is written, 2 with a one-line reason when it cannot be."""
     from ptdbg_tui.compare.replay.plan import CannotReplay
-    from ptdbg_tui.engine.replay import ReplayUnavailable, ReproInputError, repro_of_dump, require_torch
+    from ptdbg_tui.engine.replay.replayer import (
+        ReplayUnavailable,
+        ReproInputError,
+        repro_of_dump,
+        require_torch,
+    )
 
     prog = "ptdbg-tui repro"
     try:
@@ -700,7 +705,7 @@ def _replay(
     suspects whose inputs already differ) and fold the verdicts into their diagnoses: the exit code so
     far, and the replays by pair and call."""
     from ptdbg_tui.engine.batch import judge_ranks
-    from ptdbg_tui.engine.replay import ReplayUnavailable, replay_outcomes, require_torch
+    from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, replay_outcomes, require_torch
 
     try:
         require_torch()
@@ -773,7 +778,7 @@ def run_narrow(args: argparse.Namespace) -> int:
 
 
 def options_from(args: argparse.Namespace) -> LiveOptions:
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.live.options import LiveOptions
 
     return LiveOptions(
         step=args.step,
@@ -792,7 +797,7 @@ def options_from(args: argparse.Namespace) -> LiveOptions:
 def run_app(args: argparse.Namespace) -> int:
     """Open the app; with ``--no-watch`` both dumps must already exist."""
     if args.cluster is not None:
-        from ptdbg_tui.engine.cluster import ClusterError, require
+        from ptdbg_tui.engine.workers.cluster import ClusterError, require
 
         try:
             require(args.cluster)
@@ -849,7 +854,7 @@ def run_demo(args: argparse.Namespace) -> int:
         say(f"open them:  ptdbg-tui {dumps}\nor compare: ptdbg-tui compare {dumps} -o out")
         return EXIT_OK
     from ptdbg_tui.app.app import PtdbgApp
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.live.options import LiveOptions
 
     app = PtdbgApp(npu, bench, LiveOptions(watch=False, replay_budget_s=REPLAY_BUDGET_S))
     if not set_theme(app, args.theme):
@@ -884,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "compare":
         args = compare_parser().parse_args(argv[1:])
         if args.cluster is None and not args.summary and (args.jobs is None or args.jobs > 1):
-            from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
+            from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 
             # the workers' fork server loads numpy (a big job: numba and the kernel) while we import and
             # read; none for statistics alone, where it would only take a core from the reading

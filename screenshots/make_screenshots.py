@@ -30,7 +30,7 @@ Shot = tuple[str, tuple[int, int], list[str]]  # name, terminal size, keys
 
 async def _shoot(npu: Path, bench: Path, shots: list[Shot]) -> dict[str, str]:
     from ptdbg_tui.app.app import PtdbgApp
-    from ptdbg_tui.engine.live import LiveOptions
+    from ptdbg_tui.engine.live.options import LiveOptions
 
     svgs = {}
     for name, size, keys in shots:

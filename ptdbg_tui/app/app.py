@@ -34,7 +34,8 @@ from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.live.loop import LiveEngine
+from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.formats.untrusted import replaced
 
 if TYPE_CHECKING:
@@ -482,7 +483,7 @@ class PtdbgApp(App[None]):
     def _selected_call(self, verb: str) -> tuple[str, str] | None:
         """The pair and the call under the cursor (a call or one of its entries) that a replay can run
         on; None, with a notice that says why, when there is none (torch missing: how to install it)."""
-        from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
+        from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, require_torch
 
         try:
             require_torch()
@@ -522,7 +523,7 @@ class PtdbgApp(App[None]):
         if selected is None:
             return
         from ptdbg_tui.app.screens import ReproScreen
-        from ptdbg_tui.engine.replay import repro_folder
+        from ptdbg_tui.engine.replay.replayer import repro_folder
 
         pair, call = selected
 

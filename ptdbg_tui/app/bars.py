@@ -32,7 +32,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.updates import FOUND
+from ptdbg_tui.engine.live.updates import FOUND
 
 Styles = Mapping[str, Style]
 SEP = "  │  "

@@ -25,7 +25,7 @@ from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.replay.verdict import CONFIRMED
 from ptdbg_tui.compare.report.csv_ptdbg import header
 from ptdbg_tui.engine.callpath import user_frames
-from ptdbg_tui.engine.replay import REPLAY_CAN, replay_could_decide, undecided
+from ptdbg_tui.engine.replay.replayer import REPLAY_CAN, replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptdbg_tui.engine.updates import FOUND, Progress, SideStatus
+from ptdbg_tui.engine.live.updates import FOUND, Progress, SideStatus
 
 
 def short_path(path: str, parts: int = 2) -> str:

@@ -18,7 +18,7 @@ from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspec
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import checksummed
 from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
-from ptdbg_tui.engine.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
+from ptdbg_tui.engine.live.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 from ptdbg_tui.formats.records import StackRecord
 
 STATUSES = list(Status)

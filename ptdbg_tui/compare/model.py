@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
@@ -160,3 +160,20 @@ class Row:
         if self.result is not None:
             return self.result.status
         return Status.PENDING if self.matched else Status.UNMATCHED
+
+
+def rows_by_call(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The rows of each call (by its name with its direction), in execution order."""
+    by_call: dict[str, list[Row]] = {}
+    for r in rows:
+        by_call.setdefault(r.record.call, []).append(r)
+    return by_call
+
+
+def side_call(rows: Sequence[Row], side: str, call: str) -> str:
+    """The name the NPU's ``call`` has on ``side``: in a mixed pair the bench's tool names it otherwise
+    (``Functional.gelu.0.forward`` against ``Functional_gelu_0_forward``), as its paired rows tell."""
+    if side == "npu":
+        return call
+    paired = (r.bench.call for r in rows if r.npu is not None and r.bench is not None and r.npu.call == call)
+    return next(paired, call)

@@ -1,8 +1,8 @@
 """One-shot comparison of two dumps, for ``ptdbg-tui compare`` (:mod:`ptdbg_tui.cli`), the
 ``compare()`` API (:mod:`ptdbg_tui.legacy`) and the benchmarks.
 
-All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.pool.MetricPool` (or, with
-``--cluster``, a :class:`~ptdbg_tui.engine.cluster.ClusterPool`), largest first; statistics and
+All pairs' tensor tasks go through one :class:`~ptdbg_tui.engine.workers.pool.MetricPool` (or, with
+``--cluster``, a :class:`~ptdbg_tui.engine.workers.cluster.ClusterPool`), largest first; statistics and
 unmatched rows are settled where the records are read. Results stay in memory and each pair's CSV is
 written once at the end; several ranks also get the first divergent rank.
 """
@@ -21,18 +21,17 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
-from ptdbg_tui.compare.diagnosis.replayed import copied
 from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.calls import call_key
+from ptdbg_tui.compare.replay.replayed import copied
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
-from ptdbg_tui.engine.forked import Forked
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
-from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, TaskPool
-from ptdbg_tui.engine.tasks import CompareTask, task_for
+from ptdbg_tui.engine.workers.forked import Forked
+from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
+from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
 from ptdbg_tui.formats.dialects import dialect_of, producer
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import (
@@ -47,6 +46,7 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
+from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
 
@@ -289,7 +289,7 @@ def compare_dumps(
 
     What was not compared or not read is in the result's ``notes``. Raises
     :class:`CompareInputError` for inputs of which nothing can be compared, and
-    :class:`~ptdbg_tui.engine.cluster.ClusterError` for a cluster that cannot be used.
+    :class:`~ptdbg_tui.engine.workers.cluster.ClusterError` for a cluster that cannot be used.
     """
     check_match(match)
     if cluster is not None:
@@ -341,7 +341,7 @@ def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> t
 
 def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
     """Per root: what a cluster worker finds below it (its own disks), or why nothing."""
-    from ptdbg_tui.engine.cluster import readable
+    from ptdbg_tui.engine.workers.cluster import readable
 
     out: list[Scan | str] = []
     for root in roots:
@@ -367,7 +367,7 @@ def _compare_on_cluster(
     """The workers find the rank dumps (they may live on the workers' own disks), read and match each
     pair where both its folders can be read, and compare the tensors; only rows and metrics come back.
     A pair that cannot be read or compared is a note and the others go on."""
-    from ptdbg_tui.engine.cluster import ClusterPool
+    from ptdbg_tui.engine.workers.cluster import ClusterPool
 
     roots = [os.path.abspath(npu_path), os.path.abspath(bench_path)]
     with fewer_collections(), ClusterPool(address) as pool:

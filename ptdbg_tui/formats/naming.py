@@ -141,6 +141,11 @@ def entry_name(api: str, index: int, direction: str, kind: str, path: tuple[int,
     return str(EntryName(api, index, direction, kind, tuple(path)))
 
 
+def call_key(call: str) -> str:
+    """The key a call's forward and backward share (``Functional_gelu_0``), as the sidecars have it."""
+    return call.rsplit("_", 1)[0]
+
+
 def stack_name(call: str) -> str:
     """Name of the stack line of a call (``Torch_add_0_forward`` -> ``..._stack_info``)."""
     return f"{call}_{STACK_INFO}"

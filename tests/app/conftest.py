@@ -16,7 +16,7 @@ from rich.console import Console
 
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.app.detail import detail_for
-from ptdbg_tui.engine.live import LiveOptions
+from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name
 from ptdbg_tui.formats.synthetic import write_array, write_seed_pair

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.updates import Progress
+from ptdbg_tui.engine.live.updates import Progress
 
 
 async def test_tree_fills_and_culprit_appears_while_a_child_process_dumps(tmp_path, ui):

@@ -9,7 +9,7 @@ from ptdbg_tui.app.export import export_pairs
 from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
 from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.engine.updates import PairInfo
+from ptdbg_tui.engine.live.updates import PairInfo
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord

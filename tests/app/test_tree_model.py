@@ -7,7 +7,7 @@ from pathlib import Path
 from ptdbg_tui.app.tree_model import FILTERS, TreeModel
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import call_path
-from ptdbg_tui.engine.updates import EngineUpdate, PairDelta, PairInfo, Placed
+from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta, PairInfo, Placed
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord

@@ -11,7 +11,7 @@ from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.report.advisor import advisor_text
-from ptdbg_tui.engine.tasks import run_task, task_for
+from ptdbg_tui.engine.workers.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.records import StackRecord

@@ -11,7 +11,7 @@ from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import MSG_FUZZY, MSG_NO_BENCH, MSG_NO_NPU, MSG_TRANSPOSED
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.engine.tasks import READ_CHUNK, run_task, task_for
+from ptdbg_tui.engine.workers.tasks import READ_CHUNK, run_task, task_for
 
 NAME = "Torch_add_0_forward_output"
 
@@ -184,7 +184,7 @@ def test_fortran_ordered_file_against_c_ordered(record, dirs):
 
 
 def _in_parts(task, part_bytes: int):
-    from ptdbg_tui.engine.tasks import finish_parts, part_bounds, run_part
+    from ptdbg_tui.engine.workers.tasks import finish_parts, part_bounds, run_part
 
     bounds = part_bounds(task, part_bytes)
     return len(bounds), finish_parts(task, [run_part(task, a, z) for a, z in bounds])

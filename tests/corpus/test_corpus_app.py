@@ -15,7 +15,7 @@ import pytest
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.live import LiveOptions
+from ptdbg_tui.engine.live.options import LiveOptions
 
 WAIT_S = 60.0
 SIZE = (140, 40)

@@ -10,7 +10,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 
 from ptdbg_tui.app.app import PtdbgApp
-from ptdbg_tui.engine.live import LiveOptions
+from ptdbg_tui.engine.live.options import LiveOptions
 from tests.corpus.hostile import RAW_CONTROL, write_hostile_pair
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.live import LiveOptions
+from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.formats.layout import rank_dir_path
 
 WAIT_S = 30.0

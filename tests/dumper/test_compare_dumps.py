@@ -22,7 +22,8 @@ from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagno
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
+from ptdbg_tui.engine.live.loop import LiveEngine
+from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.formats.layout import RankDump, discover
 
 

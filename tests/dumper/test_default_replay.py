@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui import cli
-from ptdbg_tui.engine import replay
+from ptdbg_tui.engine.replay import replayer as replay
 
 
 @pytest.fixture(scope="module")

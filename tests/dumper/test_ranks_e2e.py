@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANK_ALONE
-from ptdbg_tui.engine import forked
 from ptdbg_tui.engine.batch import compare_dumps
+from ptdbg_tui.engine.workers import forked
 from ptdbg_tui.formats.layout import rank_dir_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -26,7 +26,7 @@ from ptdbg_tui.compare.replay.verdict import (
     SideVerdict,
 )
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.replay import Replayer, fold_outcomes, replay_outcomes
+from ptdbg_tui.engine.replay.replayer import Replayer, fold_outcomes, replay_outcomes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 

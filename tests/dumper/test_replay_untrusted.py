@@ -21,7 +21,7 @@ from dumper import PrecisionDebugger
 from ptdbg_tui.compare.replay.calls import replay_call
 from ptdbg_tui.compare.replay.verdict import NOT_REPLAYED
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.replay import sources
+from ptdbg_tui.engine.replay.replayer import sources
 from ptdbg_tui.formats.calls import calls_path
 from ptdbg_tui.formats.layout import RankDump, discover
 
@@ -117,7 +117,7 @@ import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from ptdbg_tui.compare.replay.calls import replay_call
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.replay import sources
+from ptdbg_tui.engine.replay.replayer import sources
 npu, bench, call = sys.argv[1:]
 (o,) = compare_dumps(npu, bench, jobs=1)
 n, b = sources(o.npu, o.bench, str(o.npu_tensors), str(o.bench_tensors))

@@ -259,7 +259,7 @@ def test_the_originals_call_is_rebuilt_with_the_keywords_its_source_line_spells(
 def test_without_torch_the_command_says_how_to_install_it(demo_npu, tmp_path, capsys, monkeypatch):
     import importlib.util
 
-    from ptdbg_tui.engine.replay import INSTALL
+    from ptdbg_tui.engine.replay.replayer import INSTALL
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(

@@ -18,8 +18,9 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
-from ptdbg_tui.engine.updates import Placed, Progress
+from ptdbg_tui.engine.live.loop import LiveEngine
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.updates import Placed, Progress
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import entry_name, stack_name
 from ptdbg_tui.formats.stats import array_stats

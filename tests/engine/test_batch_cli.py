@@ -327,7 +327,7 @@ def test_several_pairs_each_get_their_advisor(tmp_path, capsys):
 def test_the_workers_fork_server_starts_only_for_tensor_files(seed, tmp_path, capsys, monkeypatch):
     """A compare of statistics alone needs no worker: its fork server would only take a core from the
     reading (numpy's import and the compare code, ~0.3 s of CPU on a 2-core box)."""
-    from ptdbg_tui.engine import pool
+    from ptdbg_tui.engine.workers import pool
 
     started: list[bool] = []
     real = pool.prestart

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine import pool as pool_module
-from ptdbg_tui.engine.pool import FUSED_BYTES, MetricPool, job_size
-from ptdbg_tui.engine.tasks import CompareTask, run_task
+from ptdbg_tui.engine.workers import pool as pool_module
+from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, job_size
+from ptdbg_tui.engine.workers.tasks import CompareTask, run_task
 from ptdbg_tui.formats.synthetic import write_seed_pair
 
 

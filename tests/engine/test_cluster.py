@@ -15,12 +15,13 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.cli import report_text  # noqa: E402
-from ptdbg_tui.engine import cluster as cluster_module  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
-from ptdbg_tui.engine.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions  # noqa: E402
-from ptdbg_tui.engine.pool import THREAD_ENV  # noqa: E402
-from ptdbg_tui.engine.tasks import CompareTask, run_task  # noqa: E402
+from ptdbg_tui.engine.live.loop import LiveEngine  # noqa: E402
+from ptdbg_tui.engine.live.options import LiveOptions  # noqa: E402
+from ptdbg_tui.engine.workers import cluster as cluster_module  # noqa: E402
+from ptdbg_tui.engine.workers.cluster import ROOTS_ENV, ClusterError, ClusterPool, check_address  # noqa: E402
+from ptdbg_tui.engine.workers.pool import THREAD_ENV  # noqa: E402
+from ptdbg_tui.engine.workers.tasks import CompareTask, run_task  # noqa: E402
 from ptdbg_tui.formats.layout import rank_dir_path  # noqa: E402
 from ptdbg_tui.formats.synthetic import write_ranks_pair  # noqa: E402
 

@@ -12,7 +12,8 @@ import pytest
 
 from ptdbg_tui.cli import main
 from ptdbg_tui.compare.report import outputs as outputs_module
-from ptdbg_tui.engine import batch, forked
+from ptdbg_tui.engine import batch
+from ptdbg_tui.engine.workers import forked
 
 OURS = (
     Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Work done in a forked child (:mod:`ptdbg_tui.engine.forked`): its result names the parent's own
+"""Work done in a forked child (:mod:`ptdbg_tui.engine.workers.forked`): its result names the parent's own
 objects, a failed child's work is done again here, a cancelled child is stopped."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from ptdbg_tui.engine import forked
-from ptdbg_tui.engine.forked import Forked
+from ptdbg_tui.engine.workers import forked
+from ptdbg_tui.engine.workers.forked import Forked
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 

@@ -11,8 +11,9 @@ import numpy as np
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.engine.batch import compare_dumps
-from ptdbg_tui.engine.live import LiveEngine, LiveOptions
-from ptdbg_tui.engine.updates import EngineUpdate
+from ptdbg_tui.engine.live.loop import LiveEngine
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.updates import EngineUpdate
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.writer import RankWriter
 

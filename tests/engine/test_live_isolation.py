@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine import pair as pair_module
-from ptdbg_tui.engine.live import LiveEngine
+from ptdbg_tui.engine.live import pair as pair_module
+from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import stack_name
 from ptdbg_tui.formats.pkl_line import encode_stack_line

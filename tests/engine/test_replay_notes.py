@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
-from ptdbg_tui.engine.replay import BUDGET_RAN_OUT, NOT_REACHED, fold_replays, replay_could_decide, undecided
+from ptdbg_tui.engine.replay.replayer import (
+    BUDGET_RAN_OUT,
+    NOT_REACHED,
+    fold_replays,
+    replay_could_decide,
+    undecided,
+)
 
 
 def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:

@@ -8,8 +8,8 @@ import threading
 import pytest
 from watchdog.observers.inotify import InotifyObserver
 
-from ptdbg_tui.engine import watch
-from ptdbg_tui.engine.watch import DumpWatcher, watch_point
+from ptdbg_tui.engine.live import watch
+from ptdbg_tui.engine.live.watch import DumpWatcher, watch_point
 
 WAIT_S = 10.0
 

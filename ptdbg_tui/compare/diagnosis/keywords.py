@@ -20,12 +20,10 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect, fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
-from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.calls import call_key, rows_by_call
-from ptdbg_tui.compare.replay.plan import side_call
+from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
 from ptdbg_tui.formats.files import reason
-from ptdbg_tui.formats.naming import FORWARD
+from ptdbg_tui.formats.naming import FORWARD, call_key
 
 #: Sidecar values that are no argument to compare: tensors (their data is compared), devices (they
 #: differ by design), objects recorded by their type only.

@@ -6,7 +6,7 @@ the native dtype and crashes on shape mismatch); NaN/Inf at the same positions a
 before *every* metric, and +Inf against -Inf counts as a mismatch; every message is kept.
 
 Memory stays at a few chunk buffers whatever the tensor size: callers feed slices of memory
-maps or of file reads (see :mod:`ptdbg_tui.engine.tasks`).
+maps or of file reads (see :mod:`ptdbg_tui.engine.workers.tasks`).
 """
 
 from __future__ import annotations

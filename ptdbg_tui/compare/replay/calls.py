@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
-from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan, side_call
+from ptdbg_tui.compare.model import Row, Status, rows_by_call, side_call
+from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan
 from ptdbg_tui.compare.replay.verdict import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict, judge_side
 from ptdbg_tui.formats.calls import CallSpec
-from ptdbg_tui.formats.naming import OUTPUT_KINDS
+from ptdbg_tui.formats.naming import OUTPUT_KINDS, call_key
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,6 @@ class SideSource:
         the replay)."""
         spec = self.specs.get(call_key(call))
         return replace(self, specs={call_key(call): spec} if spec is not None else {})
-
-
-def call_key(call: str) -> str:
-    """The key a call's forward and backward share (``Functional_gelu_0``), as the call sidecar has it."""
-    return call.rsplit("_", 1)[0]
-
-
-def rows_by_call(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The rows of each call (by its name with its direction), in execution order."""
-    by_call: dict[str, list[Row]] = {}
-    for r in rows:
-        by_call.setdefault(r.record.call, []).append(r)
-    return by_call
 
 
 def call_rows(rows: Sequence[Row] | Mapping[str, list[Row]], call: str) -> list[Row]:

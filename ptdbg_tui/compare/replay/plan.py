@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Row, side_call
 from ptdbg_tui.compare.ops import RANDOM_OPS, in_place, op_name
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, Size, TensorArg, TorchConst
@@ -29,20 +29,15 @@ from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT, EntryName
 from ptdbg_tui.formats.records import NONE_DTYPE, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 from ptdbg_tui.formats.tensorfile import data_path
+from ptdbg_tui.formats.wrapped_apis import QUALIFIED
 
-#: Where each dump prefix's functions live.
-NAMESPACES = {
-    "Tensor": "torch.Tensor",
-    "Torch": "torch",
-    "Functional": "torch.nn.functional",
-    "VF": "torch._VF",
-    "NPU": "torch_npu",
-}
 #: Prefixes whose calls cannot be replayed alone, and why.
 REFUSED = {
     "Distributed": "a collective: its result needs the other ranks",
     "Module": "a module: only API calls are replayed",
 }
+#: Where each replayable dump prefix's functions live.
+NAMESPACES = {prefix: module for prefix, module in QUALIFIED.items() if prefix not in REFUSED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,15 +115,6 @@ def _source_line(rows: Sequence[Row], call: str) -> str | None:
     stack = next((r.stack for r in rows if r.stack is not None and r.stack.call == call), None)
     site = stack_site(stack)
     return site.source if site is not None else None
-
-
-def side_call(rows: Sequence[Row], side: str, call: str) -> str:
-    """The name the NPU's ``call`` has on ``side``: in a mixed pair the bench's tool names it otherwise
-    (``Functional.gelu.0.forward`` against ``Functional_gelu_0_forward``), as its paired rows tell."""
-    if side == "npu":
-        return call
-    paired = (r.bench.call for r in rows if r.npu is not None and r.bench is not None and r.npu.call == call)
-    return next(paired, call)
 
 
 def _records(rows: Sequence[Row], side: str) -> dict[str, TensorRecord]:

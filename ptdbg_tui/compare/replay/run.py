@@ -2,14 +2,13 @@
 its sensitivity to rounding-sized changes of those inputs, and the recorded results beside it.
 
 torch is imported here and only here (the ``dump`` extra); the reader never needs it. The function is
-resolved only within torch's namespaces and the dumped API list (``dumper/support_wrap_ops.yaml``):
+resolved only within torch's namespaces and the dumped API list (:mod:`~ptdbg_tui.formats.wrapped_apis`):
 a name outside them is refused, never looked up.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import os
 from collections.abc import Callable, Iterator
@@ -32,20 +31,14 @@ from ptdbg_tui.compare.replay.harness import (
     relative,
 )
 from ptdbg_tui.compare.replay.plan import NAMESPACES, SIDECAR_DISAGREES, Plan, Recorded, Value
+from ptdbg_tui.compare.replay.verdict import lean
 from ptdbg_tui.formats.budget import OverBudget, check
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, load_tensor, read_tensor, stored_dtypes
+from ptdbg_tui.formats.wrapped_apis import wrapped
 
 #: Bytes of one element of the float64 reference.
 FLOAT64 = 8
 
-#: The dumped API list's key of each namespace.
-_LIST_KEYS = {
-    "torch.Tensor": "tensor",
-    "torch": "torch",
-    "torch.nn.functional": "functional",
-    "torch._VF": "_VF",
-    "torch_npu": "torch_npu",
-}
 #: Random draws that measure how much rounding-sized changes of the inputs move the result.
 SENSITIVITY_DRAWS = 2
 #: Ops whose matmul a GPU runs in TF32 when ``allow_tf32`` is on: 10 mantissa bits.
@@ -67,20 +60,12 @@ U_TF32 = 2.0**-11
 Path = ArgPath
 
 
-@functools.cache
-def _wrapped() -> dict[str, frozenset[str]]:
-    from dumper.catalog import load_lists
-
-    return {k: frozenset(v) for k, v in load_lists().items()}
-
-
 def resolve(fn: str) -> Callable[..., Any]:
     """The function a plan names, if it is one a dumper wraps in torch's namespaces."""
     space, _, attr = fn.rpartition(".")
-    key = _LIST_KEYS.get(space)
-    if key is None or space not in NAMESPACES.values():
+    if space not in NAMESPACES.values():
         raise Refused(f"{fn} is outside torch's namespaces")
-    if attr not in _wrapped().get(key, frozenset()):
+    if attr not in wrapped(space):
         raise Refused(f"{fn} is not in the dumped API list")
     owner: Any = torch
     for part in space.split(".")[1:]:
@@ -225,8 +210,6 @@ def _honest(
     """torch's own CPU kernel on the recorded inputs in their recorded dtypes, against the reference;
     under the autocast the call ran under (CPU's, to the same dtype), whose casts of its inputs no
     float64 re-run makes: a call it lowers to bf16 is honest within bf16's rounding of its inputs."""
-    from ptdbg_tui.compare.replay.verdict import lean
-
     try:
         incoming = {p: load(r, None) for p, r in plan.incoming.items()}
         with (

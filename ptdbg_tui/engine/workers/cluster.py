@@ -1,7 +1,7 @@
 """Metric work on a Dask distributed cluster (``--cluster ADDRESS``), behind the pool's ``map``.
 
 Tensors never travel: a task carries two file paths and sends back a Result, or for a part of a
-big tensor a few sums per chunk (:func:`~ptdbg_tui.engine.tasks.run_part`). A task may only run on
+big tensor a few sums per chunk (:func:`~ptdbg_tui.engine.workers.tasks.run_part`). A task may only run on
 workers that can read both its folders: every worker is asked which folders it can read, and one
 started with ``PTDBG_TUI_DUMP_ROOTS=ROOT[:ROOT...]`` serves only dumps under those roots (node-local
 disks); without it, any folder it can see (shared storage).
@@ -27,8 +27,15 @@ from typing import TYPE_CHECKING, Any
 from ptdbg_tui.compare.metrics.accumulator import warm_up
 from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
-from ptdbg_tui.engine.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
-from ptdbg_tui.engine.tasks import CompareTask, PartOutcome, finish_parts, part_bounds, run_part, run_task
+from ptdbg_tui.engine.workers.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
+from ptdbg_tui.engine.workers.tasks import (
+    CompareTask,
+    PartOutcome,
+    finish_parts,
+    part_bounds,
+    run_part,
+    run_task,
+)
 from ptdbg_tui.formats.layout import RankDump, Scan
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """The live engine: follows two dump folders and compares entries as both sides arrive.
 
 One thread owns all state. Each pass it (re)discovers rank dumps, reads new records of every
-followed side (:mod:`~ptdbg_tui.engine.side`), and runs each pair's pass
-(:mod:`~ptdbg_tui.engine.pair`): re-match when records grew, reuse cached results, compute the
-missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.pool.MetricPool`),
-and put row deltas into the :class:`~ptdbg_tui.engine.updates.Outbox` that the app drains.
+followed side (:mod:`~ptdbg_tui.engine.live.side`), and runs each pair's pass
+(:mod:`~ptdbg_tui.engine.live.pair`): re-match when records grew, reuse cached results, compute the
+missing ones (statistics in-process, tensors in the :class:`~ptdbg_tui.engine.workers.pool.MetricPool`),
+and put row deltas into the :class:`~ptdbg_tui.engine.live.updates.Outbox` that the app drains.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,13 +24,14 @@ from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, m
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
-from ptdbg_tui.engine.live_replay import Job, LiveReplay
-from ptdbg_tui.engine.pair import FailedPass, PairContext, PairState
-from ptdbg_tui.engine.pool import FUSED_BYTES, job_size, prestart
-from ptdbg_tui.engine.replay import torch_importable
-from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
-from ptdbg_tui.engine.watch import DumpWatcher
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.pair import FailedPass, PairContext, PairState
+from ptdbg_tui.engine.live.replays import Job, LiveReplay
+from ptdbg_tui.engine.live.side import SideState
+from ptdbg_tui.engine.live.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
+from ptdbg_tui.engine.live.watch import DumpWatcher
+from ptdbg_tui.engine.replay.replayer import torch_importable
+from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
@@ -44,28 +45,9 @@ from ptdbg_tui.formats.layout import (
 )
 
 if TYPE_CHECKING:
-    from ptdbg_tui.engine.pool import TaskPool
+    from ptdbg_tui.engine.workers.pool import TaskPool
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LiveOptions:
-    step: int | None = None
-    rank: int | None = None
-    match: str = "auto"
-    summary: bool = False
-    jobs: int = 1
-    watch: bool = True
-    poll: bool = False
-    rescan_s: float = 2.0  # periodic rediscovery, heals missed events
-    quiet_s: float = 2.0  # a side that has not grown for this long is finished (for now)
-    flush_s: float = 0.1  # least time between two notifications of the app
-    chunk: int = 512  # compare tasks per pool round between two flushes
-    cluster: str | None = None  # a Dask scheduler (or local:N) for the metric work
-    replay_budget_s: float = 0.0  # seconds of replay once the comparison settles (0: only what r asks for;
-    # the command line's default is 60)
-    replay_top: int = 10  # suspects of each pair replayed first
 
 
 class LiveEngine:
@@ -530,7 +512,7 @@ class LiveEngine:
 
     def _metric_pool(self) -> TaskPool:
         if self._pool is None:
-            from ptdbg_tui.engine.pool import MetricPool
+            from ptdbg_tui.engine.workers.pool import MetricPool
 
             if self.options.cluster is not None:
                 self._pool = self._cluster_pool(self.options.cluster)
@@ -541,7 +523,7 @@ class LiveEngine:
     def _cluster_pool(self, address: str) -> TaskPool | None:
         """The Dask cluster's pool, or ``None`` when it cannot be used; said once, not at every
         reconnection (a static run lets go of its pool between passes)."""
-        from ptdbg_tui.engine.cluster import ClusterError, ClusterPool
+        from ptdbg_tui.engine.workers.cluster import ClusterError, ClusterPool
 
         pool: ClusterPool | None
         pool = ClusterPool(address)

@@ -3,8 +3,8 @@
 Small tasks travel in batches (one pool round trip per batch, not per tensor); at most a few
 batches per worker are in flight, so memory stays bounded by the workers' chunk buffers whatever
 the dump size. Workers are forked from a fork server (a fresh single-threaded process that has
-imported what they need once: :mod:`~ptdbg_tui.engine.worker_preload`, and for a big job the
-compiled pass, :mod:`~ptdbg_tui.engine.fused_preload`), or spawned where there is none; the app has
+imported what they need once: :mod:`~ptdbg_tui.engine.workers.worker_preload`, and for a big job the
+compiled pass, :mod:`~ptdbg_tui.engine.workers.fused_preload`), or spawned where there is none; the app has
 threads, so never from the caller's own process. A worker
 that dies takes only its own tasks down: they are retried one by one in a fresh pool and report
 an ERROR if they kill it again.
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Result
-    from ptdbg_tui.engine.tasks import CompareTask
+    from ptdbg_tui.engine.workers.tasks import CompareTask
 
 #: A batch closes at this many bytes of tensor data or this many tasks.
 BATCH_BYTES = 32 << 20
@@ -70,7 +70,10 @@ def _context(fused: bool = True) -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():  # Windows
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    preload = ["ptdbg_tui.engine.worker_preload", *(["ptdbg_tui.engine.fused_preload"] if fused else [])]
+    preload = [
+        "ptdbg_tui.engine.workers.worker_preload",
+        *(["ptdbg_tui.engine.workers.fused_preload"] if fused else []),
+    ]
     ctx.set_forkserver_preload(preload)  # effective when the server starts
     return ctx
 
@@ -104,7 +107,7 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _run_batch(tasks: list[CompareTask]) -> list[Result]:
-    from ptdbg_tui.engine.tasks import run_task
+    from ptdbg_tui.engine.workers.tasks import run_task
 
     return [run_task(t) for t in tasks]
 
@@ -138,7 +141,7 @@ def batches(
 
 class TaskPool(Protocol):
     """What runs compare tasks: a :class:`MetricPool` here, a
-    :class:`~ptdbg_tui.engine.cluster.ClusterPool` on a Dask cluster."""
+    :class:`~ptdbg_tui.engine.workers.cluster.ClusterPool` on a Dask cluster."""
 
     def map(
         self, tasks: Sequence[CompareTask], *, largest_first: bool = False
@@ -228,7 +231,7 @@ class MetricPool:
             order = sorted(order, key=lambda i: -tasks[i].nbytes)
         if self.jobs <= 1:
             from ptdbg_tui.compare.metrics.accumulator import warm_up
-            from ptdbg_tui.engine.tasks import run_task
+            from ptdbg_tui.engine.workers.tasks import run_task
 
             if self.fused and tasks:
                 warm_up()

@@ -24,17 +24,18 @@ from typing import TYPE_CHECKING, NamedTuple
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
-from ptdbg_tui.compare.diagnosis.replayed import with_replays
 from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
-from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.replay.calls import call_rows, rows_by_call
+from ptdbg_tui.compare.model import Result, Row, Status, rows_by_call
+from ptdbg_tui.compare.replay.calls import call_rows
+from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
-from ptdbg_tui.engine.side import SideState
-from ptdbg_tui.engine.tasks import task_for
-from ptdbg_tui.engine.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.engine.live.side import SideState
+from ptdbg_tui.engine.live.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.engine.workers.tasks import task_for
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.modules import ModuleChain
@@ -42,8 +43,7 @@ from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
-    from ptdbg_tui.engine.live import LiveOptions
-    from ptdbg_tui.engine.pool import TaskPool
+    from ptdbg_tui.engine.workers.pool import TaskPool
 
 #: Seconds before a tensor whose npy file was missing is tried again (live dumps only).
 RETRY_S = 0.5

@@ -19,18 +19,16 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis
-from ptdbg_tui.compare.diagnosis.replayed import apply_replays, copied
 from ptdbg_tui.compare.matching.pairing import attach_stacks
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.compare.replay.calls import (
     SideSource,
     call_rows,
     differing_suspects,
     replay_call,
     replay_order,
-    rows_by_call,
 )
-from ptdbg_tui.compare.replay.plan import side_call
+from ptdbg_tui.compare.replay.replayed import apply_replays, copied
 from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
 from ptdbg_tui.formats.dialects import dialect_of

@@ -1,11 +1,11 @@
 """Replay in the live engine: once the comparison settles, each pair's calls are replayed in a worker
-process (:class:`~ptdbg_tui.engine.replay.Replayer`: torch only there), the suspects of every pair first,
-then the calls up to the first failing row, within a budget (``--replay-budget``); the user asks for
-one call (``r``) or a repro (``R``) ahead of the others and outside the budget.
+process (:class:`~ptdbg_tui.engine.replay.replayer.Replayer`: torch only there), the suspects of every
+pair first, then the calls up to the first failing row, within a budget (``--replay-budget``); the user
+asks for one call (``r``) or a repro (``R``) ahead of the others and outside the budget.
 
 It runs on the engine's thread and never waits for the worker: a task is handed over, its future wakes
 the engine when it is done, and the next pass collects it. A finished replay is kept on its pair
-(:meth:`~ptdbg_tui.engine.pair.PairState.keep_replay`), which sends its diagnosis again with it and
+(:meth:`~ptdbg_tui.engine.live.pair.PairState.keep_replay`), which sends its diagnosis again with it and
 folds it into every later one while the call's records stay the same. Only :meth:`LiveReplay.ask` is
 called from another thread (the app's).
 """
@@ -24,9 +24,16 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
-from ptdbg_tui.engine.pair import PairContext, PairState, Signature
-from ptdbg_tui.engine.replay import IN_FLIGHT, Replayer, ReplayUnavailable, origin_of, repro_task, side_source
-from ptdbg_tui.engine.updates import Outbox
+from ptdbg_tui.engine.live.pair import PairContext, PairState, Signature
+from ptdbg_tui.engine.live.updates import Outbox
+from ptdbg_tui.engine.replay.replayer import (
+    IN_FLIGHT,
+    Replayer,
+    ReplayUnavailable,
+    origin_of,
+    repro_task,
+    side_source,
+)
 from ptdbg_tui.formats.files import reason
 
 #: Least seconds between two diagnoses of a pair sent while its replays come in.
