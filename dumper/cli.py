@@ -24,7 +24,10 @@ from torch.utils.hooks import RemovableHandle
 
 from dumper.config import MODES, ConfigError
 from dumper.debugger import PrecisionDebugger
+from dumper.manifest import ManifestRecorder, SeenModules
+from dumper.monitor import Monitor
 from ptdbg_tui.formats.dump_options import SUMMARY_MODES, DumpOptions, OptionsError, read_options
+from ptdbg_tui.formats.monitor import MonitorUnavailable
 
 _FLAGS = ("--summary-only", "--keep-dropout")
 _OPTIONS = (
@@ -37,7 +40,21 @@ _OPTIONS = (
     "--rank",
     "--config",
     "--summary-mode",
+    "--monitor",
+    "--every",
     *_FLAGS,
+)
+#: The options of a dump, which a monitored run does not take.
+_DUMP_ONLY = (
+    "dump_path",
+    "mode",
+    "step",
+    "scope",
+    "api_list",
+    "module",
+    "config",
+    "summary_only",
+    "summary_mode",
 )
 
 
@@ -88,7 +105,24 @@ def _parser() -> argparse.ArgumentParser:
         "runs on the same device compare by equality; default: statistics",
     )
     run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
+    run.add_argument(
+        "--monitor",
+        metavar="DIR",
+        help="monitor the training instead of dumping it: every --every steps, the loss, lr, loss "
+        "scale, each module's output statistics and each parameter's gradient, update and value norms, "
+        "appended to DIR/monitor_rank<R>.arrows (docs/monitor.md)",
+    )
+    run.add_argument(
+        "--every", type=_positive, default=1, metavar="N", help="with --monitor: every N-th step"
+    )
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -171,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not path.is_file():
         parser.error(f"run: {path} is not a file")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if ns.monitor:
+        return _monitored(parser, ns, path, script)
     try:
         opts = _options(ns)
         if not opts.dump_path:
@@ -179,21 +215,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OptionsError) as e:
         parser.error(str(e))
     hook = _step_hook(debugger, bool(opts.step))
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(path), *script[1:]]
-    sys.path.insert(0, str(path.resolve().parent))
     debugger.start()
     try:
-        code, raised = _run_script(path)
+        code, raised = _run_recorded(path, script, Path(opts.dump_path))
     finally:
         debugger.stop()
         hook.remove()
-        sys.argv, sys.path[:] = saved_argv, saved_path
     if raised is not None:
         _say_stopped(opts, raised, debugger)
     elif not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
     return code
+
+
+def _monitored(parser: argparse.ArgumentParser, ns: argparse.Namespace, path: Path, script: list[str]) -> int:
+    """``--monitor DIR``: the script run under the monitor, no dump."""
+    given = [f"--{k.replace('_', '-')}" for k in _DUMP_ONLY if getattr(ns, k) not in (None, False)]
+    if given:
+        parser.error(f"run: --monitor records no dump: {', '.join(given)} cannot go with it")
+    rank = ns.rank[0] if ns.rank and len(ns.rank) == 1 else None
+    modules = SeenModules()
+    try:
+        monitor = Monitor(Path(ns.monitor).absolute(), ns.every, modules, rank)
+        monitor.install()
+    except MonitorUnavailable as e:
+        parser.error(str(e))
+    try:
+        code, raised = _run_recorded(path, script, monitor.folder, modules)
+    finally:
+        monitor.remove()
+    if raised is not None:
+        logging.getLogger(__name__).warning(
+            "ptdbg-dump: the script stopped on %s; the steps it finished are in %s",
+            type(raised).__name__,
+            ns.monitor,
+        )
+    return code
+
+
+def _run_recorded(
+    path: Path, script: list[str], folder: Path, modules: SeenModules | None = None
+) -> tuple[int, BaseException | None]:
+    """The script run as ``python SCRIPT ARGS`` would, with its run manifest written into ``folder``."""
+    modules = modules or SeenModules()
+    manifest = ManifestRecorder(folder, [str(path), *script[1:]], modules)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(path), *script[1:]]
+    sys.path.insert(0, str(path.resolve().parent))
+    modules.install()
+    manifest.install()
+    try:
+        return _run_script(path)
+    finally:
+        manifest.remove()
+        modules.remove()
+        sys.argv, sys.path[:] = saved_argv, saved_path
 
 
 def _say_stopped(opts: DumpOptions, raised: BaseException, debugger: PrecisionDebugger) -> None:
