@@ -241,9 +241,9 @@ class Monitor:
         if step is None:
             return
         with unrecorded(), torch.no_grad():
-            params = [p.detach() for g in optimizer.param_groups for p in g["params"]]
+            params = [p for g in optimizer.param_groups for p in g["params"]]
             step.grad_norms = self._grad_norms(params)
-            step.before = [p.clone() for p in params]
+            step.before = [p.detach().clone() for p in params]
 
     def _after_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
         self._end(optimizer, skipped=False)
@@ -252,7 +252,7 @@ class Monitor:
 
     @staticmethod
     def _grad_norms(params: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Each parameter's gradient's norm (NaN where it has none), float32 at least."""
+        """Each parameter's (not a detached copy's) gradient's norm (NaN where it has none), float32 at least."""
         grads = [p.grad for p in params if p.grad is not None]
         norms = iter(torch._foreach_norm(grads, 2, dtype=torch.float32) if grads else [])
         return [next(norms) if p.grad is not None else torch.full((), float("nan")) for p in params]
@@ -274,7 +274,9 @@ class Monitor:
     def _write(self, step: _Step, iteration: int, optimizer: Optimizer, skipped: bool) -> None:
         named = self.modules.parameter_names(optimizer)
         params = [p.detach() for _, p in named]
-        grad_norms = step.grad_norms if step.grad_norms is not None else self._grad_norms(params)
+        grad_norms = (
+            step.grad_norms if step.grad_norms is not None else self._grad_norms([p for _, p in named])
+        )
         updates = torch._foreach_sub(params, step.before) if step.before is not None and params else []
         update_norms = torch._foreach_norm(updates, 2, dtype=torch.float32) if updates else []
         param_norms = torch._foreach_norm(params, 2, dtype=torch.float32) if params else []

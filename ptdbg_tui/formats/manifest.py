@@ -177,12 +177,14 @@ def _same(a: Scalar, b: Scalar) -> bool:
     return type(a) is type(b) and a == b
 
 
-def numeric_key(key: str) -> bool:
-    """Whether a difference at ``key`` can change the numbers."""
+def numeric_key(key: str, values: tuple[Scalar, Scalar] = (None, None)) -> bool:
+    """Whether a difference at ``key`` between ``values`` can change the numbers: not where a run ran
+    (its host, its Python), nor the script's path, nor a script argument that is a path on either side
+    (an output folder); any other argument may be a hyperparameter."""
     section = key.split(".", 1)[0]
-    return section not in _NOT_NUMERIC and not any(
-        key == k or key.startswith(k + ".") for k in _NOT_NUMERIC_KEYS
-    )
+    if section in _NOT_NUMERIC or key in _NOT_NUMERIC_KEYS:
+        return False
+    return not (section == ARGV and any(isinstance(v, str) and ("/" in v or "\\" in v) for v in values))
 
 
 def manifest_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[ManifestDifference]:
@@ -197,6 +199,6 @@ def manifest_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Man
         if present == (True, True) and _same(left, right):
             continue
         section = key.split(".", 1)[0]
-        found.append(ManifestDifference(section, key, left, right, numeric_key(key), present))
+        found.append(ManifestDifference(section, key, left, right, numeric_key(key, (left, right)), present))
     found.sort(key=lambda d: (not d.numeric, order[d.kind]))
     return found
