@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeAlias
 
 from ptdbg_tui.formats import budget
 
-if TYPE_CHECKING:
-    import pyarrow as pa
+#: pyarrow's objects (pyarrow ships no type information): a ``pyarrow.Schema``, ``RecordBatch``, ``Table``.
+Schema: TypeAlias = Any
+Batch: TypeAlias = Any
+Table: TypeAlias = Any
 
 #: The file of one rank in a monitor folder.
 FILE_PATTERN = "monitor_rank{rank}.arrows"
@@ -79,8 +81,8 @@ class MonitorFileError(Exception):
 def pyarrow() -> Any:
     """The pyarrow module, or :class:`MonitorUnavailable` with the way to install it."""
     try:
-        import pyarrow as pa
-        import pyarrow.ipc  # the IPC submodule, which ``import pyarrow`` does not load
+        import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+        import pyarrow.ipc  # type: ignore[import-untyped,unused-ignore]  # not loaded by ``import pyarrow``
     except ImportError as e:
         raise MonitorUnavailable(
             "the training monitor's files need pyarrow: pip install 'ptdbg-tui[monitor]' "
@@ -89,7 +91,7 @@ def pyarrow() -> Any:
     return pa
 
 
-def schema() -> pa.Schema:
+def schema() -> Schema:
     """The Arrow schema of :data:`COLUMNS`."""
     pa = pyarrow()
     return pa.schema(
@@ -119,13 +121,13 @@ class MonitorStream:
     being written, or the end of a killed run); ``ended``: the writer closed the stream."""
 
     path: Path
-    batches: list[pa.RecordBatch] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
     cut: int = 0
     ended: bool = False
     _schema_bytes: bytes = b""
     _offset: int = 0  # the file offset after the last whole batch
 
-    def poll(self) -> list[pa.RecordBatch]:
+    def poll(self) -> list[Batch]:
         """The batches written whole since the last poll (also appended to :attr:`batches`)."""
         pa = pyarrow()
         with self.path.open("rb") as f:
@@ -164,7 +166,7 @@ class MonitorStream:
         self.batches += new
         return new
 
-    def _read_schema(self, pa: Any, messages: Any) -> pa.Schema:
+    def _read_schema(self, pa: Any, messages: Any) -> Schema:
         got = pa.ipc.read_schema(messages.read_next_message())
         meta = got.metadata or {}
         if meta.get(_META_KEY) != SCHEMA_VERSION.encode() or not got.equals(schema(), check_metadata=False):
@@ -174,7 +176,7 @@ class MonitorStream:
             )
         return got
 
-    def table(self) -> pa.Table:
+    def table(self) -> Table:
         """Every batch read so far as one table."""
         return pyarrow().Table.from_batches(self.batches, schema=schema())
 

@@ -65,7 +65,8 @@ SCRIPT = textwrap.dedent("""
             scaler.update()
         else:
             opt.step()
-        updates = [torch.linalg.vector_norm(p.detach() - b).item() for p, b in zip(model.parameters(), before)]
+        after = list(model.parameters())
+        updates = [torch.linalg.vector_norm(p.detach() - b).item() for p, b in zip(after, before)]
         expected.append({"loss": loss.item(), "lr": lr_now, "grads": grads, "updates": updates})
         sched.step()
         if step == 3:  # the monitor file, read while the training runs
