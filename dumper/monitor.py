@@ -137,7 +137,9 @@ class _Step:
     def __init__(self) -> None:
         self.outputs: dict[str, list[tuple[torch.Tensor, int]]] = {}  # module: (stats, numel) per call
         self.losses: list[torch.Tensor] = []
-        self.before: list[torch.Tensor] | None = None  # the parameters before the optimizer step
+        self.before: list[torch.Tensor] | None = (
+            None  # the parameters before the optimizer step (kept buffers)
+        )
         self.grad_norms: list[torch.Tensor] | None = None
 
 
@@ -157,6 +159,10 @@ class Monitor:
         self._handles: list[RemovableHandle] = []
         self._restore: list[Callable[[], None]] = []
         self._failed = False
+        #: Each optimizer's parameters as they were before its step, in buffers kept for the run (a
+        #: fresh copy per step cost more than the statistics: the allocator's page faults)
+        self._kept: weakref.WeakKeyDictionary[Optimizer, list[torch.Tensor]] = weakref.WeakKeyDictionary()
+        self._last: tuple[weakref.ref[torch.Tensor], int, torch.Tensor] | None = None  # an output's stats
         self._scaler: weakref.ref[Any] | None = None
         self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = (
             None  # scale()'s output, its input
@@ -209,8 +215,15 @@ class Monitor:
         x = _output_tensor(output)
         if name is None or x is None or not x.numel():
             return
-        with unrecorded(), torch.no_grad():
-            step.outputs.setdefault(name, []).append((_output_stats(x.detach()), x.numel()))
+        # the same tensor again (the root's output is its last module's): its statistics again
+        last, version = self._last, -1 if x.is_inference() else x._version
+        if last is not None and last[0]() is x and last[1] == version >= 0:
+            stats = last[2]
+        else:
+            with unrecorded(), torch.no_grad():
+                stats = _output_stats(x.detach())
+            self._last = (weakref.ref(x), version, stats)
+        step.outputs.setdefault(name, []).append((stats, x.numel()))
 
     def _backward(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
@@ -253,7 +266,12 @@ class Monitor:
         with unrecorded(), torch.no_grad():
             params = [p for g in optimizer.param_groups for p in g["params"]]
             step.grad_norms = self._grad_norms(params)
-            step.before = [p.detach().clone() for p in params]
+            kept = self._kept.get(optimizer)
+            if kept is None or [k.shape for k in kept] != [p.shape for p in params]:
+                kept = self._kept[optimizer] = [p.detach().clone() for p in params]
+            else:
+                torch._foreach_copy_(kept, [p.detach() for p in params])
+            step.before = kept
 
     def _after_step(self, optimizer: Optimizer, args: Any, kwargs: Any) -> None:
         self._end(optimizer, skipped=False)
@@ -288,7 +306,9 @@ class Monitor:
         grad_norms = (
             step.grad_norms if step.grad_norms is not None else self._grad_norms([p for _, p in named])
         )
-        updates = list(torch._foreach_sub(params, step.before)) if step.before is not None and params else []
+        updates = step.before if step.before is not None and params else []
+        if updates:  # before - after, in place: the update's norm without a new tensor
+            torch._foreach_sub_(updates, params)
         update_norms = torch._foreach_norm(updates, 2, dtype=torch.float32) if updates else []
         param_norms = torch._foreach_norm(params, 2, dtype=torch.float32) if params else []
         scaler = self._scaler() if self._scaler is not None else None
