@@ -2,7 +2,7 @@
 ratio to the unmonitored step of the same run.
 
     python bench/monitor_overhead.py [--device cpu|cuda] [--layers 4] [--width 256] [--seq 128]
-        [--batch 8] [--rounds 7] [--steps 4] [--threads 2]
+        [--batch 8] [--rounds 7] [--steps 4] [--threads 1]
 
 The monitor is installed as ``ptdbg-dump run`` installs it (the module names, the forward, backward
 and optimizer hooks, one Arrow record batch written per step); the run manifest, written once at
@@ -116,7 +116,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     step = make_step(args)
