@@ -237,6 +237,7 @@ class ManifestRecorder:
             fm.BATCHES: [],
         }
         self._first_forward = False
+        self._model: weakref.ref[nn.Module] | None = None
         self._stepped: set[int] = set()  # the optimizers seen stepping
         self._schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._handles: list[RemovableHandle] = []
@@ -286,6 +287,10 @@ class ManifestRecorder:
 
     def _on_root(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if not torch.is_grad_enabled() or len(self.data[fm.BATCHES]) >= self.batches:
+            return
+        if self._model is None:  # the model: the first top-level module run (a loss module is another)
+            self._model = weakref.ref(module)
+        elif self._model() is not module:
             return
         with unrecorded(), torch.no_grad():
             if not self._first_forward:

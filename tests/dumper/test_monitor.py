@@ -44,6 +44,7 @@ SCRIPT = textwrap.dedent("""
 
     torch.manual_seed(int(init_seed))
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), Poison(), nn.Linear(16, 4))
+    crit = nn.MSELoss()
     opt = torch.optim.AdamW(model.parameters(), lr=float(lr), weight_decay=0.01)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10) if scaler_on == "1" else None
@@ -52,7 +53,7 @@ SCRIPT = textwrap.dedent("""
     for step in range(6):
         model[2].step = step
         x = torch.randn(4, 8, generator=gen)
-        loss = model(x).pow(2).mean()
+        loss = crit(model(x), torch.zeros(4, 4))
         opt.zero_grad()
         (scaler.scale(loss) if scaler else loss).backward()
         if scaler:
@@ -125,7 +126,8 @@ def test_monitor_records_each_step_as_torch_computes_it(tmp_path: Path) -> None:
         [0.01, 0.01, 0.005, 0.005, 0.0025, 0.0025]
     )
     # every module's output, by the name the dump's module sidecar gives it (the model is the root "")
-    assert {r["name"] for r in rows if r["kind"] == fmon.OUTPUT} == {"", "0", "1", "2", "3"}
+    names = {r["name"] for r in rows if r["kind"] == fmon.OUTPUT}
+    assert names == {"", "0", "1", "2", "3", "MSELoss"}  # the loss module: top-level, named by its class
     tanh = _one(rows, 0, fmon.OUTPUT, "1")
     assert -1 <= tanh["min"] <= tanh["mean"] <= tanh["max"] <= 1 and tanh["nan"] == tanh["inf"] == 0
     assert expected["seen_mid_run"] == 4  # steps 0-3 on disk (step 3 ended at its opt.step()) mid-run
@@ -195,8 +197,16 @@ def test_manifest_holds_the_hyperparameters_and_names_what_differs(tmp_path: Pat
     (sched,) = manifest["schedulers"]
     assert sched["class"] == "StepLR" and sched["state"]["gamma"] == 0.5
     assert set(manifest["parameters"]) == set(PARAMS)
-    assert manifest["modules"] == {"": "Sequential", "0": "Linear", "1": "Tanh", "2": "Poison", "3": "Linear"}
-    assert len(manifest["batches"]) == 3
+    assert manifest["modules"] == {
+        "": "Sequential",
+        "0": "Linear",
+        "1": "Tanh",
+        "2": "Poison",
+        "3": "Linear",
+        "MSELoss": "MSELoss",
+    }
+    assert [b["module"] for b in manifest["batches"]] == ["", "", ""]  # the model's, not the loss module's
+    assert manifest["batches"][0]["inputs"][0]["shape"] == [4, 8]
     assert manifest["rng"]["torch_initial_seed"] == 0
     assert manifest["argv"][0].endswith("train.py")
 
