@@ -4,8 +4,9 @@ steps, a few numbers per module and per parameter, appended as one Arrow record 
 
 A step ends at ``optimizer.step()`` (a global step hook), or at a GradScaler's ``step()`` that
 skipped it on non-finite gradients. The statistics are reduced on the tensors' device, a handful of
-kernels per module call and a few ``torch._foreach_*`` calls per step, and moved to the host once per
-step; NaN/Inf counts of gradients, updates and parameters are taken only where a norm is not finite.
+kernels per module call and a few ``torch._foreach_*`` calls per step (the parameters before the step
+are copied into buffers kept for the run: one more copy of the parameters), and moved to the host once
+per step; NaN/Inf counts of gradients, updates and parameters are taken only where a norm is not finite.
 The loss is the tensor ``torch.autograd.backward`` is called on (``loss.backward()`` calls it too),
 its GradScaler-unscaled value where ``scaler.scale(loss)`` made it.
 """
@@ -164,9 +165,8 @@ class Monitor:
         self._kept: weakref.WeakKeyDictionary[Optimizer, list[torch.Tensor]] = weakref.WeakKeyDictionary()
         self._last: tuple[weakref.ref[torch.Tensor], int, torch.Tensor] | None = None  # an output's stats
         self._scaler: weakref.ref[Any] | None = None
-        self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = (
-            None  # scale()'s output, its input
-        )
+        #: the last ``scaler.scale(loss)``: its output (weakly) and the unscaled loss
+        self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
 
     def install(self) -> None:
         fmon.pyarrow()  # a missing pyarrow said before the script starts
