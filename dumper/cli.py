@@ -41,6 +41,7 @@ _OPTIONS = (
     "--config",
     "--summary-mode",
     "--monitor",
+    "--monitor-dir",
     "--every",
     *_FLAGS,
 )
@@ -107,10 +108,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
     run.add_argument(
         "--monitor",
+        "--monitor-dir",  # under torchrun: its own parser takes --monitor for its --monitor-interval
         metavar="DIR",
         help="monitor the training instead of dumping it: every --every steps, the loss, lr, loss "
         "scale, each module's output statistics and each parameter's gradient, update and value norms, "
-        "appended to DIR/monitor_rank<R>.arrows (docs/monitor.md)",
+        "appended to DIR/monitor_rank<R>.arrows (docs/monitor.md); under torchrun write --monitor-dir",
     )
     run.add_argument(
         "--every", type=_positive, default=1, metavar="N", help="with --monitor: every N-th step"

@@ -294,3 +294,45 @@ def test_monitor_takes_no_dump_options(tmp_path: Path, capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         dump_main(["run", str(script), "--monitor", str(tmp_path), "--step", "1"])
     assert "--step cannot go with it" in capsys.readouterr().err
+
+
+RANKS_JOB = textwrap.dedent("""
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1 * (dist.get_rank() + 1))
+    for _ in range(2):
+        loss = model(torch.ones(3, 4)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    dist.destroy_process_group()
+""")
+
+
+def test_torchrun_ranks_each_write_their_stream_and_manifest(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "torchrun").exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    (tmp_path / "job.py").write_text(RANKS_JOB)
+    launch = [str(bin_dir / "torchrun"), "--nproc_per_node=2", "--standalone", "--no-python"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    # --monitor-dir: torchrun's parser would take --monitor for its own --monitor-interval
+    argv = [*launch, str(bin_dir / "ptdbg-dump"), "run", "job.py", "--monitor-dir", "m"]
+    done = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = fmon.rank_files(tmp_path / "m")
+    assert list(files) == [0, 1]
+    for rank, path in files.items():
+        rows = fmon.read_monitor(path).table().to_pylist()
+        assert [r["value"] for r in rows if r["kind"] == fmon.LR] == pytest.approx([0.1 * (rank + 1)] * 2)
+        manifest = read_manifest(tmp_path / "m" / f"manifest_rank{rank}.json")
+        assert manifest["rank"] == rank and manifest["env"]["WORLD_SIZE"] == "2"
