@@ -53,9 +53,11 @@ _DUMP_ONLY = (
     "scope",
     "api_list",
     "module",
+    "rank",  # every rank monitors, into its own file
     "config",
     "summary_only",
     "summary_mode",
+    "keep_dropout",
 )
 
 
@@ -235,10 +237,9 @@ def _monitored(parser: argparse.ArgumentParser, ns: argparse.Namespace, path: Pa
     given = [f"--{k.replace('_', '-')}" for k in _DUMP_ONLY if getattr(ns, k) not in (None, False)]
     if given:
         parser.error(f"run: --monitor records no dump: {', '.join(given)} cannot go with it")
-    rank = ns.rank[0] if ns.rank and len(ns.rank) == 1 else None
     modules = SeenModules()
     try:
-        monitor = Monitor(Path(ns.monitor).absolute(), ns.every, modules, rank)
+        monitor = Monitor(Path(ns.monitor).absolute(), ns.every, modules)
         monitor.install()
     except MonitorUnavailable as e:
         parser.error(str(e))
@@ -246,11 +247,17 @@ def _monitored(parser: argparse.ArgumentParser, ns: argparse.Namespace, path: Pa
         code, raised = _run_recorded(path, script, monitor.folder, modules)
     finally:
         monitor.remove()
+    log = logging.getLogger(__name__)
     if raised is not None:
-        logging.getLogger(__name__).warning(
+        log.warning(
             "ptdbg-dump: the script stopped on %s; the steps it finished are in %s",
             type(raised).__name__,
             ns.monitor,
+        )
+    elif not monitor.iteration:  # the monitor records at each step's end: a script without one has none
+        log.warning(
+            "ptdbg-dump: the monitor recorded no step: no optimizer.step() ran in this process "
+            "(a script whose ranks are spawned is monitored by running the launcher around it)"
         )
     return code
 

@@ -147,11 +147,10 @@ class _Step:
 class Monitor:
     """Installed for a whole run of the script; records every ``every``-th step."""
 
-    def __init__(self, folder: Path, every: int, modules: SeenModules, rank: int | None = None) -> None:
+    def __init__(self, folder: Path, every: int, modules: SeenModules) -> None:
         self.folder = folder
         self.every = every
         self.modules = modules
-        self.rank_arg = rank
         self.iteration = 0  # step ends seen, skipped steps included
         self.step = 0  # optimizer.step() calls made
         self._current: _Step | None = _Step()
@@ -353,7 +352,7 @@ class Monitor:
             rows.value(fmon.LOSS_SCALE, "", float(host[at]))
         rows.value(fmon.SKIPPED, "", float(skipped))
         if self._writer is None:
-            rank = detected_rank(self.rank_arg, params)
+            rank = detected_rank(None, params)
             self._writer = MonitorWriter(self.folder / fmon.file_name(rank))
         self._writer.write(rows.columns)
 

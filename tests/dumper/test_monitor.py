@@ -292,8 +292,18 @@ def test_monitor_takes_no_dump_options(tmp_path: Path, capsys: pytest.CaptureFix
     script = tmp_path / "train.py"
     script.write_text("")
     with pytest.raises(SystemExit):
-        dump_main(["run", str(script), "--monitor", str(tmp_path), "--step", "1"])
-    assert "--step cannot go with it" in capsys.readouterr().err
+        dump_main(["run", str(script), "--monitor", str(tmp_path), "--step", "1", "--rank", "0"])
+    assert "--step, --rank cannot go with it" in capsys.readouterr().err
+
+
+def test_a_run_without_a_step_says_the_monitor_recorded_none(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = tmp_path / "infer.py"
+    script.write_text("import torch\ntorch.nn.Linear(2, 2)(torch.ones(1, 2)).sum().backward()\n")
+    assert dump_main(["run", str(script), "--monitor", str(tmp_path / "m")]) == 0
+    assert "the monitor recorded no step: no optimizer.step() ran" in caplog.text
+    assert not fmon.rank_files(tmp_path / "m")
 
 
 RANKS_JOB = textwrap.dedent("""
