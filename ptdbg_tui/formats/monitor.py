@@ -66,8 +66,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 #: Written into the schema's metadata; a reader refuses another.
 SCHEMA_VERSION = "1"
 _META_KEY = b"ptdbg_monitor"
-#: The IPC stream's end-of-stream marker (a continuation token and a zero length).
-_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+#: What every message of an IPC stream starts with, and its end-of-stream marker (that and a zero length).
+_CONTINUATION = b"\xff\xff\xff\xff"
+_END = _CONTINUATION + b"\x00\x00\x00\x00"
 
 
 class MonitorUnavailable(ImportError):
@@ -136,6 +137,8 @@ class MonitorStream:
             f.seek(self._offset)
             tail = f.read(size - self._offset)
         data = self._schema_bytes + tail
+        if len(data) >= len(_CONTINUATION) and not data.startswith(_CONTINUATION):
+            raise MonitorFileError(f"{self.path.name} is not an Arrow IPC stream")
         source = pa.BufferReader(data)
         try:
             messages = pa.ipc.MessageReader.open_stream(source)

@@ -186,6 +186,9 @@ def test_a_stream_of_another_schema_is_refused(tmp_path: Path) -> None:
         writer.write_batch(pa.record_batch({"x": [1]}))
     with pytest.raises(fmon.MonitorFileError, match="not a monitor stream"):
         fmon.read_monitor(path)
+    path.write_bytes(b"PAR1 not a stream")
+    with pytest.raises(fmon.MonitorFileError, match="not an Arrow IPC stream"):
+        fmon.read_monitor(path)
 
 
 def test_manifest_holds_the_hyperparameters_and_names_what_differs(tmp_path: Path) -> None:
