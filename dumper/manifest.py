@@ -205,12 +205,18 @@ def _flags() -> dict[str, fm.Scalar]:
     }
 
 
+def _numpy_state() -> bytes:
+    """numpy's global RNG state as bytes (its key array whole: a repr would elide a long one)."""
+    name, keys, *rest = np.random.get_state()
+    return str(name).encode() + np.asarray(keys).tobytes() + repr(rest).encode()
+
+
 def _rng() -> dict[str, fm.Scalar]:
     state = random.getstate()
     rng: dict[str, fm.Scalar] = {
         "torch_initial_seed": torch.initial_seed(),
         "torch_state": _digest(torch.get_rng_state().numpy().tobytes()),
-        "numpy_state": _digest(repr(np.random.get_state(legacy=False)).encode()),
+        "numpy_state": _digest(_numpy_state()),
         "python_state": _digest(repr(state).encode()),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
