@@ -349,3 +349,16 @@ def test_torchrun_ranks_each_write_their_stream_and_manifest(tmp_path: Path) -> 
         assert [r["value"] for r in rows if r["kind"] == fmon.LR] == pytest.approx([0.1 * (rank + 1)] * 2)
         manifest = read_manifest(tmp_path / "m" / f"manifest_rank{rank}.json")
         assert manifest["rank"] == rank and manifest["env"]["WORLD_SIZE"] == "2"
+
+
+def test_the_readers_import_neither_torch_nor_pyarrow() -> None:
+    """formats has no torch, and pyarrow only when a stream is read (a reader-only install)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ptdbg_tui.formats.monitor, ptdbg_tui.formats.manifest; "
+        "print(sorted(m for m in ('torch', 'pyarrow') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
