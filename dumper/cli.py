@@ -24,7 +24,10 @@ from torch.utils.hooks import RemovableHandle
 
 from dumper.config import MODES, ConfigError
 from dumper.debugger import PrecisionDebugger
+from dumper.manifest import ManifestRecorder, SeenModules
+from dumper.monitor import Monitor
 from ptdbg_tui.formats.dump_options import SUMMARY_MODES, DumpOptions, OptionsError, read_options
+from ptdbg_tui.formats.monitor import MonitorUnavailable
 
 _FLAGS = ("--summary-only", "--keep-dropout")
 _OPTIONS = (
@@ -37,7 +40,24 @@ _OPTIONS = (
     "--rank",
     "--config",
     "--summary-mode",
+    "--monitor",
+    "--monitor-dir",
+    "--every",
     *_FLAGS,
+)
+#: The options of a dump, which a monitored run does not take.
+_DUMP_ONLY = (
+    "dump_path",
+    "mode",
+    "step",
+    "scope",
+    "api_list",
+    "module",
+    "rank",  # every rank monitors, into its own file
+    "config",
+    "summary_only",
+    "summary_mode",
+    "keep_dropout",
 )
 
 
@@ -88,7 +108,25 @@ def _parser() -> argparse.ArgumentParser:
         "runs on the same device compare by equality; default: statistics",
     )
     run.add_argument("--keep-dropout", action="store_true", default=None, help="do not force dropout to p=0")
+    run.add_argument(
+        "--monitor",
+        "--monitor-dir",  # under torchrun: its own parser takes --monitor for its --monitor-interval
+        metavar="DIR",
+        help="monitor the training instead of dumping it: every --every steps, the loss, lr, loss "
+        "scale, each module's output statistics and each parameter's gradient, update and value norms, "
+        "appended to DIR/monitor_rank<R>.arrows (docs/monitor.md); under torchrun write --monitor-dir",
+    )
+    run.add_argument(
+        "--every", type=_positive, default=1, metavar="N", help="with --monitor: every N-th step"
+    )
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def split_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -171,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not path.is_file():
         parser.error(f"run: {path} is not a file")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if ns.monitor:
+        return _monitored(parser, ns, path, script)
     try:
         opts = _options(ns)
         if not opts.dump_path:
@@ -179,21 +219,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, OptionsError) as e:
         parser.error(str(e))
     hook = _step_hook(debugger, bool(opts.step))
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [str(path), *script[1:]]
-    sys.path.insert(0, str(path.resolve().parent))
     debugger.start()
     try:
-        code, raised = _run_script(path)
+        code, raised = _run_recorded(path, script, Path(opts.dump_path))
     finally:
         debugger.stop()
         hook.remove()
-        sys.argv, sys.path[:] = saved_argv, saved_path
     if raised is not None:
         _say_stopped(opts, raised, debugger)
     elif not debugger.session.dumped and not debugger.session.left_out:
         _say_nothing_dumped(opts, debugger.session.step)
     return code
+
+
+def _monitored(parser: argparse.ArgumentParser, ns: argparse.Namespace, path: Path, script: list[str]) -> int:
+    """``--monitor DIR``: the script run under the monitor, no dump."""
+    given = [f"--{k.replace('_', '-')}" for k in _DUMP_ONLY if getattr(ns, k) not in (None, False)]
+    if given:
+        parser.error(f"run: --monitor records no dump: {', '.join(given)} cannot go with it")
+    modules = SeenModules()
+    try:
+        monitor = Monitor(Path(ns.monitor).absolute(), ns.every, modules)
+        monitor.install()
+    except MonitorUnavailable as e:
+        parser.error(str(e))
+    try:
+        code, raised = _run_recorded(path, script, monitor.folder, modules)
+    finally:
+        monitor.remove()
+    log = logging.getLogger(__name__)
+    if raised is not None:
+        log.warning(
+            "ptdbg-dump: the script stopped on %s; the steps it finished are in %s",
+            type(raised).__name__,
+            ns.monitor,
+        )
+    elif not monitor.iteration:  # the monitor records at each step's end: a script without one has none
+        log.warning(
+            "ptdbg-dump: the monitor recorded no step: no optimizer.step() ran in this process "
+            "(a script whose ranks are spawned is monitored by running the launcher around it)"
+        )
+    return code
+
+
+def _run_recorded(
+    path: Path, script: list[str], folder: Path, modules: SeenModules | None = None
+) -> tuple[int, BaseException | None]:
+    """The script run as ``python SCRIPT ARGS`` would, with its run manifest written into ``folder``."""
+    modules = modules or SeenModules()
+    manifest = ManifestRecorder(folder, [str(path), *script[1:]], modules)
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(path), *script[1:]]
+    sys.path.insert(0, str(path.resolve().parent))
+    modules.install()
+    manifest.install()
+    try:
+        return _run_script(path)
+    finally:
+        manifest.remove()
+        modules.remove()
+        sys.argv, sys.path[:] = saved_argv, saved_path
 
 
 def _say_stopped(opts: DumpOptions, raised: BaseException, debugger: PrecisionDebugger) -> None:

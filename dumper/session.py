@@ -54,6 +54,20 @@ _graph_task_id: Callable[[], int] = getattr(torch._C, "_current_graph_task_id", 
 _transform: Callable[[], object] = getattr(torch._C._functorch, "peek_interpreter_stack", lambda: None)
 
 
+def detected_rank(given: int | None, tensors: Iterable[torch.Tensor]) -> int:
+    """A process's rank folder: the given rank, else torch.distributed's, else the first device
+    index among ``tensors``, else 0."""
+    if given is not None:
+        return given
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    for t in tensors:
+        if t.device.type != "cpu":
+            return t.device.index or 0
+    return 0
+
+
 @dataclass(slots=True, eq=False)
 class BackwardCall:
     """What the backward of one recorded call needs to name and place its gradients."""
@@ -255,18 +269,6 @@ class DumpSession:
             self._once("rank", logging.INFO, "dumper: rank %d is not dumped (%s was asked)", rank, asked)
         return wanted
 
-    def _detect_rank(self, tensors: Iterable[torch.Tensor]) -> int:
-        """The given rank, else torch.distributed's, else the first device index seen, else 0."""
-        if self.rank_arg is not None:
-            return self.rank_arg
-        dist = torch.distributed
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank()
-        for t in tensors:
-            if t.device.type != "cpu":
-                return t.device.index or 0
-        return 0
-
     @property
     def rank_dir(self) -> Path | None:
         if self._rank is None:
@@ -279,7 +281,7 @@ class DumpSession:
             if self._writer_open or not self.active:
                 return self._writer_open
             if self._rank is None:
-                self._rank = self._detect_rank(t for v in values for _, t in tensor_leaves(v))
+                self._rank = detected_rank(self.rank_arg, (t for v in values for _, t in tensor_leaves(v)))
             if not self._rank_selected():  # undumped from now on (stop() still uninstalls)
                 self.active = False
                 if STATE.session is self:
