@@ -521,7 +521,7 @@ class PtdbgApp(App[None]):
         if selected is None:
             return
         from ptdbg_tui.app.screens import ReproScreen
-        from ptdbg_tui.engine.replay import repro_folder
+        from ptdbg_tui.compare.report.outputs import repro_folder
 
         pair, call = selected
 

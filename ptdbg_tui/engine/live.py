@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.words import rank_summary
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live_replay import Job, LiveReplay
@@ -515,7 +516,7 @@ class LiveEngine:
                     if ranks is None:  # no rank to receive from (a rank's dump went)
                         p.diagnosis.received = ""
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
-        summary = ranks.summary() if ranks is not None else ()
+        summary = rank_summary(ranks) if ranks is not None else ()
         if summary == self._headline:
             return
         self._headline = summary

@@ -24,6 +24,7 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.pair import PairContext, PairState, Signature
 from ptdbg_tui.engine.replay import IN_FLIGHT, Replayer, ReplayUnavailable, origin_of, repro_task, side_source
 from ptdbg_tui.engine.updates import Outbox
@@ -216,7 +217,7 @@ class LiveReplay:
                 self._unsent.add(job.pair)
             if job.asked:
                 asked = True
-                self._outbox.notice(f"{job.call}: {replay.text}")
+                self._outbox.notice(f"{job.call}: {replay_text(replay)}")
         now = time.monotonic()
         sent = bool(self._unsent) and (asked or not self.busy or now - self._sent_at >= SEND_S)
         if sent:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+from ptdbg_tui.compare.report.words import finding
 from ptdbg_tui.engine.replay import BUDGET_RAN_OUT, NOT_REACHED, fold_replays, replay_could_decide, undecided
 
 
 def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:
     judgement = Judgement(input_error, 0.02, 1e-5, 2000.0, kind, f"{call}_output")
-    return Suspect(call, call, "forward", kind, 2000.0, "…", judgement)
+    return Suspect(
+        call=call, api=call, direction="forward", kind=kind, score=2000.0, evidence="…", judgement=judgement
+    )
 
 
 def test_a_kernel_named_second_is_named():
@@ -46,6 +49,6 @@ def test_a_suspect_the_budget_did_not_reach_says_so():
     )
     d = Diagnosis(suspects=[first, second], judged=10, compared=10)
     fold_replays(d, [], [first.call, second.call], {}, None)
-    assert first.replay == second.replay == NOT_REACHED
-    assert first.finding.startswith(f"{NOT_REACHED}; two dumps: introduces error")
+    assert first.unreached and second.unreached and first.replay is None
+    assert finding(first).startswith(f"{NOT_REACHED}; two dumps: introduces error")
     assert d.replay == f"not replayed: {BUDGET_RAN_OUT}"

@@ -539,17 +539,17 @@ def _suspect(
     forward = calls.forward_of(key)
     stack = _stack(forward.rows if forward is not None else []) or _stack(members)
     return Suspect(
-        name,
-        entry.api,
-        entry.direction,
-        kind,
-        judgement.score,
-        evidence,
-        judgement,
-        list(members),
-        stack,
-        min(r.seq for r in members),
-        step,
+        call=name,
+        api=entry.api,
+        direction=entry.direction,
+        kind=kind,
+        score=judgement.score,
+        evidence=evidence,
+        judgement=judgement,
+        rows=list(members),
+        stack=stack,
+        seq=min(r.seq for r in members),
+        step=step,
     )
 
 

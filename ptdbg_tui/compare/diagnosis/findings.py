@@ -31,12 +31,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
-    GROWTH,
     LEAN,
     NAN_ORIGIN,
     ZEROS,
@@ -45,6 +44,9 @@ from ptdbg_tui.compare.diagnosis.propagation import (
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
+
+if TYPE_CHECKING:
+    from ptdbg_tui.compare.replay.verdict import CallReplay
 
 PARAMETERS = "parameters"
 UNPAIRED = "unpaired"
@@ -57,26 +59,6 @@ REPLAYED = "replayed"
 NONDETERMINISTIC = "nondeterministic"
 SHAPE = "shape"
 
-#: How each kind reads after the call's name.
-KIND_WORDS = {
-    GROWTH: "introduces error",
-    NAN_ORIGIN: "NaN/Inf origin",
-    ZEROS: "all-zero output",
-    BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
-    ENTERS: "error enters before it, outside the dumped calls",
-    LEAN: "one-sided error: its results lean one way, where rounding leans neither",
-    PARAMETERS: "parameters differ on entry to {step}",
-    UNPAIRED: "the NPU run makes this call and the bench run does not",
-    ARGUMENTS: "the runs pass different arguments to it",
-    SHAPE: "output shape differs",
-    RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
-    COLLECTIVE: "its result on this rank departs from the other ranks'",
-    RANK_ALONE: "wrong on this rank alone",
-    RECEIVED: "receives another rank's error through it",
-    REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
-    NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
-    "device: not deterministic)",
-}
 #: A rank's own collective findings (across ranks): that rank makes the error, it receives none.
 OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 #: Kinds that say where the runs start to differ without a kernel at fault.
@@ -164,9 +146,10 @@ class CallEvidence:
         return self.judgement is not None and self.judgement.kind is not None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Suspect:
-    """A call where the runs start to differ, with its evidence."""
+    """A call where the runs start to differ, with its evidence (:mod:`ptdbg_tui.compare.report.words`
+    says it)."""
 
     call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
     api: str
@@ -179,7 +162,9 @@ class Suspect:
     stack: StackRecord | None = None  # the forward call's stack (where the call was made)
     seq: int = 0  # execution order: the seq of the call's first row
     step: int | None = None  # the dump's step, when known
-    replay: str = ""  # what the replay said of it ("confirmed — …"), when it was replayed
+    replay: CallReplay | None = None  # what the replay found, when it was replayed
+    #: chosen for a replay that its budget did not reach: its verdict stands on the two dumps alone
+    unreached: bool = False
     #: error entering right after calls only the bench run makes: the NPU run's own code lacks them (a
     #: rank that skips a gradient's division), not a collective no hook saw bringing another rank's error
     after_bench_only: bool = False
@@ -198,28 +183,15 @@ class Suspect:
         return next(named, self.rows[0] if self.rows else None)
 
     @property
-    def words(self) -> str:
-        """What it did, without the numbers: "introduces error"."""
-        step = f"step {self.step}" if self.step is not None else "this step"
-        return KIND_WORDS[self.kind].format(step=step)
-
-    @property
     def confirmed(self) -> bool:
-        return self.replay.startswith("confirmed")
+        """A replay found its NPU kernel wrong on its own inputs."""
+        return self.replay is not None and self.replay.confirmed
 
     @property
-    def finding(self) -> str:
-        """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
-        if self.kind == REPLAYED:
-            return f"{self.replay}; {self.evidence}"
-        head = f"{self.replay}; two dumps: " if self.replay else ""
-        return f"{head}{self.words} — {self.evidence}"
-
-    @property
-    def text(self) -> str:
-        site = self.site
-        where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
-        return f"{self.call} ({self.direction}): {self.finding}{where}"
+    def replay_chosen(self) -> bool:
+        """A replay was chosen for it: done, or not reached within its budget (either outranks, and
+        says more than, the two dumps' provisional word)."""
+        return self.replay is not None or self.unreached
 
 
 @dataclass(slots=True)
@@ -237,7 +209,7 @@ class Diagnosis:
     replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
     #: what other steps or ranks say of this one, and checks that could not be done
     notes: list[str] = field(default_factory=list)
-    replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
+    replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
     #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
@@ -270,31 +242,6 @@ class Diagnosis:
     def all_clear(self) -> bool:
         """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
         return bool(self.judged) and not self.suspects and not self.failing and not self.differ
-
-    @property
-    def verdict(self) -> str:
-        """One line: the culprit, or what was found instead."""
-        if self.fault:
-            return f"No verdict: the diagnosis failed ({self.fault}); the rows are compared in the CSV."
-        if not self.compared:
-            return "Nothing was compared: no verdict."
-        if not self.judged:
-            return (
-                f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
-                "no verdict."
-            )
-        if not self.suspects:
-            if self.failing:
-                why = f": {self.unexplained}" if self.unexplained else "."
-                return (
-                    f"{entries_fail(self.failing, self.errors)}, yet no call judged introduces an error "
-                    f"beyond rounding ({self.judged:,} calls judged){why}"
-                )
-            but = "; the runs differ before any kernel (runs differ, above)" if self.differ else ""
-            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged){but}."
-        more = len(self.suspects) - 1
-        tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
-        return f"Culprit: {self.suspects[0].text}{tail}"
 
 
 def entries_fail(count: int, errors: int = 0) -> str:

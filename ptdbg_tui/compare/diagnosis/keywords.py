@@ -187,17 +187,17 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         seq = min(r.seq for r in members)
         diagnosis.suspects.append(
             Suspect(
-                call,
-                entry.api,
-                entry.direction,
-                ARGUMENTS,
-                math.inf,
-                differs,
-                judgement,
-                members,
-                stack,
-                seq,
-                step,
+                call=call,
+                api=entry.api,
+                direction=entry.direction,
+                kind=ARGUMENTS,
+                score=math.inf,
+                evidence=differs,
+                judgement=judgement,
+                rows=members,
+                stack=stack,
+                seq=seq,
+                step=step,
             )
         )
     diagnosis.suspects.sort(key=suspect_order)

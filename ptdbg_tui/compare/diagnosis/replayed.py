@@ -14,14 +14,7 @@ from dataclasses import replace
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.verdict import (
-    ARGUMENTS,
-    CONFIRMED,
-    INCONCLUSIVE,
-    NOT_REPLAYED,
-    REFUTED,
-    CallReplay,
-)
+from ptdbg_tui.compare.replay.verdict import CallReplay, ReplayOutcome
 
 
 def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, step: int | None) -> Suspect:
@@ -37,18 +30,18 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
     )
     two_dumps = f"the two dumps: {evidence.text}" if evidence is not None and evidence.text else "not judged"
     return Suspect(
-        replay.call,
-        entry.api if entry else replay.call,
-        entry.direction if entry else "forward",
-        REPLAYED,
-        math.inf,
-        two_dumps,
-        judgement,
-        members,
-        stack,
-        min((r.seq for r in members), default=0),
-        step,
-        replay.text,
+        call=replay.call,
+        api=entry.api if entry else replay.call,
+        direction=entry.direction if entry else "forward",
+        kind=REPLAYED,
+        score=math.inf,
+        evidence=two_dumps,
+        judgement=judgement,
+        rows=members,
+        stack=stack,
+        seq=min((r.seq for r in members), default=0),
+        step=step,
+        replay=replay,
     )
 
 
@@ -67,29 +60,31 @@ def apply_replays(
             kept.append(s)
             continue
         named.add(s.call)
-        if r.outcome != REFUTED:
-            s.replay = r.text
+        if r.outcome is not ReplayOutcome.REFUTED:
+            s.replay = r
             kept.append(s)
         else:
             refuted.append(s.call)
     for call, r in replays.items():
-        if r.outcome == CONFIRMED and call not in named:
+        if r.confirmed and call not in named:
             kept.append(_new_suspect(diagnosis, rows, r, step))
     kept.sort(key=lambda s: (0, s.seq) if s.confirmed else (1, 0))  # confirmed ones first, in execution order
     diagnosis.suspects = kept
-    diagnosis.replays = {call: r.text for call, r in replays.items()}
+    diagnosis.replays = dict(replays)
     counts = Counter(r.outcome for r in replays.values())
     seconds = sum(r.seconds for r in replays.values())
     per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
-    others = "".join(f", {counts[k]} {k}" for k in (INCONCLUSIVE, ARGUMENTS) if counts[k])
+    others = "".join(
+        f", {counts[k]} {k.value}" for k in (ReplayOutcome.INCONCLUSIVE, ReplayOutcome.ARGUMENTS) if counts[k]
+    )
     diagnosis.replay = (
         (
             f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
-            f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
-            f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
+            f"{counts[ReplayOutcome.CONFIRMED]} confirmed, {counts[ReplayOutcome.REFUTED]} refuted, "
+            f"{counts[ReplayOutcome.NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
         )
         + _refuted(refuted)
-        + _unproven(diagnosis, replays, counts[CONFIRMED])
+        + _unproven(diagnosis, replays, counts[ReplayOutcome.CONFIRMED])
     )
 
 
@@ -117,13 +112,13 @@ def _unproven(diagnosis: Diagnosis, replays: Mapping[str, CallReplay], confirmed
     for r in replays.values():
         evidence = diagnosis.calls.get(r.call)
         j = evidence.judgement if evidence is not None else None
-        if r.outcome == NOT_REPLAYED and j is not None and j.output_error > 0:
+        if r.outcome is ReplayOutcome.NOT_REPLAYED and j is not None and j.output_error > 0:
             blind.append((j.score if math.isfinite(j.score) else math.inf, r))
     if not blind:
         return ""
     blind.sort(key=lambda x: -x[0])
     more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
-    named = "; ".join(f"{r.call}: {r.text.removeprefix('not replayable: ')}" for _, r in blind[:2])
+    named = "; ".join(f"{r.call}: {r.npu}" for _, r in blind[:2])  # not replayed: why, in npu
     return f"; not replayable where the runs differ: {named}{more}"
 
 

@@ -223,17 +223,17 @@ def _still_random(view: StepView, prev: StepView) -> None:
         )
         judgement = replace(evidence.judgement, kind=RANDOM)
         found = Suspect(
-            random.call,
-            random.api,
-            random.direction,
-            RANDOM,
-            judgement.score,
-            text,
-            judgement,
-            rows,
-            random.stack,
-            seq,
-            view.step,
+            call=random.call,
+            api=random.api,
+            direction=random.direction,
+            kind=RANDOM,
+            score=judgement.score,
+            evidence=text,
+            judgement=judgement,
+            rows=rows,
+            stack=random.stack,
+            seq=seq,
+            step=view.step,
         )
         view.diagnosis.suspects.insert(later[0], found)
 

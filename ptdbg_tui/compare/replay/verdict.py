@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 
@@ -40,11 +41,23 @@ HONEST_MARGIN = 2 * MARGIN
 #: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
 SHOWN_ALLOWED = 0.01
 
-CONFIRMED = "confirmed"
-REFUTED = "refuted"
-INCONCLUSIVE = "inconclusive"
-NOT_REPLAYED = "not replayed"
-ARGUMENTS = "different arguments"
+
+class ReplayOutcome(str, Enum):
+    """What the replay of a call found; its value is the word the replay CSV's Outcome column and the
+    report's counts use (:mod:`ptdbg_tui.compare.report.words`)."""
+
+    CONFIRMED = "confirmed"  # the NPU kernel is wrong on its own inputs
+    REFUTED = "refuted"  # both sides compute right on their own inputs: the difference is inherited
+    INCONCLUSIVE = "inconclusive"  # the rebuild or the bench's kernel leaves it open
+    NOT_REPLAYED = "not replayed"  # the NPU side could not be replayed
+    ARGUMENTS = "different arguments"  # each kernel right on its own, the runs' arguments differ
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
 #: Why a rebuild from the records alone may lack arguments.
 NO_KEYWORDS = "the tool that wrote this dump does not record keyword arguments"
 NO_SIDECAR_LINE = "the dump's call sidecar holds no line for it (truncated or damaged)"
@@ -66,6 +79,7 @@ class SideVerdict:
 
     @property
     def text(self) -> str:
+        """The side's figures in words (the repro's docstring and the replay's words quote them)."""
         if self.error > self.allowed:
             return f"error {fmt_error(self.error)}, allowed {fmt_error(self.allowed)}"
         if abs(self.bias) > self.bias_allowed:
@@ -168,59 +182,23 @@ class CallReplay:
     lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
 
     @property
-    def outcome(self) -> str:
+    def outcome(self) -> ReplayOutcome:
         npu, bench = self.npu, self.bench
         if not isinstance(npu, SideVerdict):
-            return NOT_REPLAYED
+            return ReplayOutcome.NOT_REPLAYED
         bench_ok = isinstance(bench, SideVerdict) and not bench.wrong
         if npu.wrong:
             if bench_ok or (self.complete and not isinstance(bench, SideVerdict)):
-                return CONFIRMED
-            return INCONCLUSIVE
+                return ReplayOutcome.CONFIRMED
+            return ReplayOutcome.INCONCLUSIVE
         if self.differs:  # both kernels right on their own inputs and arguments: the arguments differ
-            return ARGUMENTS
+            return ReplayOutcome.ARGUMENTS
         # the NPU's result matches its replay, which also shows the rebuild right
-        return INCONCLUSIVE if isinstance(bench, SideVerdict) and bench.wrong else REFUTED
+        if isinstance(bench, SideVerdict) and bench.wrong:
+            return ReplayOutcome.INCONCLUSIVE
+        return ReplayOutcome.REFUTED
 
     @property
-    def text(self) -> str:
-        """In words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error 0.29, allowed
-        2e-05); bench 3e-07"."""
-        npu, bench = self.npu, self.bench
-        b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
-        if not isinstance(npu, SideVerdict):
-            return f"not replayable: {npu}"
-        outcome = self.outcome
-        if outcome == CONFIRMED:
-            return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
-        if outcome == ARGUMENTS:
-            return (
-                f"the runs pass different arguments — {self.differs}; each side's kernel is right on its own "
-                f"(NPU {npu.text}, bench {b})"
-            )
-        if outcome == REFUTED and not isinstance(bench, SideVerdict):
-            return (
-                f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); "
-                f"bench {b}"
-            )
-        if outcome == REFUTED:
-            return (
-                f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
-                f"bench {b}): the difference is inherited"
-            )
-        if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
-            why = (
-                f"the rebuild may lack arguments: {self.lacking}"
-                if not self.complete
-                else "the rebuilt call may differ from the recorded one"
-            )
-            return (
-                f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-                f"bench {bench.text}): {why}"
-            )
-        if npu.wrong:
-            return (
-                f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({self.lacking}) "
-                f"and the bench was {b}"
-            )
-        return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
+    def confirmed(self) -> bool:
+        """The NPU kernel is wrong on its own inputs."""
+        return self.outcome is ReplayOutcome.CONFIRMED
