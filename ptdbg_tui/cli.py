@@ -518,7 +518,7 @@ def _csv_writer(args: argparse.Namespace) -> WriteFn:
 def run_replay(args: argparse.Namespace) -> int:
     """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
     from ptdbg_tui.compare.report.replays import write_replays
-    from ptdbg_tui.compare.report.words import replay_text
+    from ptdbg_tui.compare.report.words import replay_run_text, replay_text
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.replay import ReplayUnavailable, require_torch
 
@@ -544,7 +544,7 @@ def run_replay(args: argparse.Namespace) -> int:
         line
         for o in outcomes
         for line in (
-            f"{o.label}: {o.diagnosis.replay}",
+            f"{o.label}: {replay_run_text(o.diagnosis)}",
             *(f"  {call}: {replay_text(r)}" for call, r in done.get(o.label, {}).items()),
         )
     ]

@@ -32,8 +32,11 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
+    DIFFER_FIRST,
+    NONE_INTRODUCES,
     no_operator_text,
     not_judged_text,
+    replay_run_text,
     scored_evidence,
     suspect_replay_text,
 )
@@ -395,15 +398,13 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     differ = bool(differ_texts(diagnoses.values()))
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
-        why = "no kernel is named: the runs differ before any kernel" if differ else "yet no call judged"
+        why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES
         texts = [
             f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
-            (f"{inherited}; " if inherited else "")
-            + (why if differ else f"{why} introduces an error beyond rounding")
-            + f" ({judged:,} judged)",
+            (f"{inherited}; " if inherited else "") + f"{why} ({judged:,} judged)",
         ]
     elif judged and not missing and not same and differ:
-        texts = [f"No kernel is named: the runs differ before any kernel ({judged:,} calls judged)"]
+        texts = [f"No kernel is named: {DIFFER_FIRST} ({judged:,} calls judged)"]
     elif judged and not missing and not same:
         texts = [
             f"{Status.PASS.symbol} {no_operator_text(judged)}.",
@@ -419,7 +420,7 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         texts = [not_judged_text(compared)]
     else:
         texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
-    replays = [d.replay for d in diagnoses.values() if d.replay]
+    replays = [text for d in diagnoses.values() if (text := replay_run_text(d))]
     originals = [d.original for d in diagnoses.values() if d.original]
     original = f"original: first No row {originals[0]}" if originals else ""
     last = f"replay: {replays[0]}" if replays else original

@@ -85,7 +85,7 @@ class LiveEngine:
         self._pairs: dict[str, PairState] = {}
         self._pool: TaskPool | None = None
         self._pool_said = ""  # the last notice on where tensors are compared
-        self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (CrossRank.summary)
+        self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (words.rank_summary)
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         # every pair of any step and rank, and the NPU dumps: the steps before a held one (--step S)
         self._around: tuple[list[RankDump], list[tuple[RankDump, RankDump]]] = ([], [])

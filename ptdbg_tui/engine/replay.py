@@ -16,9 +16,10 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
 from ptdbg_tui.compare.diagnosis.replayed import apply_replays, copied
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
@@ -32,7 +33,7 @@ from ptdbg_tui.compare.replay.calls import (
 )
 from ptdbg_tui.compare.replay.plan import side_call
 from ptdbg_tui.compare.replay.verdict import CallReplay
-from ptdbg_tui.compare.report.words import BUDGET_RAN_OUT, NOT_REACHED
+from ptdbg_tui.compare.report.words import NOT_REACHED
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -335,8 +336,8 @@ def fold_replays(
         if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
             s.unreached = True
     if missed:
-        head = f"{diagnosis.replay}; {len(missed)} call(s) not replayed" if got else "not replayed"
-        diagnosis.replay = f"{head}: {BUDGET_RAN_OUT}"
+        ran = diagnosis.replay if got and diagnosis.replay is not None else ReplayRun()
+        diagnosis.replay = replace(ran, missed=len(missed))
 
 
 #: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
@@ -406,7 +407,7 @@ def fold_outcomes(
         if again and o.dumps is not None:
             o.diagnosis = copied(o.dumps)
         if isinstance(result, str):
-            o.diagnosis.replay = result
+            o.diagnosis.replay = ReplayRun(why_not=result)
         else:
             fold_replays(o.diagnosis, o.rows, *result, o.npu.step)
             out[o.label] = result[1]

@@ -1,5 +1,6 @@
-"""What the diagnosis finds, and the words for it: the kinds of finding, a suspect call with its
-evidence, the verdict of one pair.
+"""What the diagnosis finds, as values: the kinds of finding (:class:`~.kinds.Kind`, named here), a
+suspect call with its evidence, the diagnosis of one pair. Their words are
+:mod:`ptdbg_tui.compare.report.words`'.
 
 A suspect is where the two runs start to differ, by one of these kinds:
 
@@ -23,7 +24,8 @@ A suspect is where the two runs start to differ, by one of these kinds:
   bit-equal and whose output is not.
 
 A replay (:mod:`~ptdbg_tui.compare.replay`) may confirm a suspect (its kernel is wrong on its own
-inputs) or refute it (both sides compute right on their inputs: the difference is inherited).
+inputs) or refute it (both sides compute right on their inputs: the difference is inherited); the
+suspect holds its :class:`~ptdbg_tui.compare.replay.verdict.CallReplay`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
@@ -48,16 +51,16 @@ from ptdbg_tui.formats.sites import stack_site
 if TYPE_CHECKING:
     from ptdbg_tui.compare.replay.verdict import CallReplay
 
-PARAMETERS = "parameters"
-UNPAIRED = "unpaired"
-ARGUMENTS = "arguments"
-RANDOM = "random"
-COLLECTIVE = "collective"
-RANK_ALONE = "rank_alone"
-RECEIVED = "received"
-REPLAYED = "replayed"
-NONDETERMINISTIC = "nondeterministic"
-SHAPE = "shape"
+PARAMETERS = Kind.PARAMETERS
+UNPAIRED = Kind.UNPAIRED
+ARGUMENTS = Kind.ARGUMENTS
+RANDOM = Kind.RANDOM
+COLLECTIVE = Kind.COLLECTIVE
+RANK_ALONE = Kind.RANK_ALONE
+RECEIVED = Kind.RECEIVED
+REPLAYED = Kind.REPLAYED
+NONDETERMINISTIC = Kind.NONDETERMINISTIC
+SHAPE = Kind.SHAPE
 
 #: A rank's own collective findings (across ranks): that rank makes the error, it receives none.
 OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
@@ -154,7 +157,7 @@ class Suspect:
     call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
     api: str
     direction: str
-    kind: str  # one of the kinds above
+    kind: Kind
     score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
     evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
     judgement: Judgement
@@ -194,6 +197,17 @@ class Suspect:
         return self.replay is not None or self.unreached
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayRun:
+    """That a replay ran for a pair, or why it did not: what it found of each call is the diagnosis'
+    ``replays`` (:func:`ptdbg_tui.compare.report.words.replay_run_text` says it all in one line)."""
+
+    replayed: int = 0  # calls replayed
+    refuted: tuple[str, ...] = ()  # the suspects it refuted, which are no longer suspects
+    missed: int = 0  # calls chosen for it that its budget did not reach
+    why_not: str = ""  # why the pair was not replayed at all, in words (then nothing else holds)
+
+
 @dataclass(slots=True)
 class Diagnosis:
     """The suspects of one pair of dumps, and the evidence on every call judged."""
@@ -206,7 +220,7 @@ class Diagnosis:
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     errors: int = 0  # of them, those that could not be compared
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
-    replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
+    replay: ReplayRun | None = None  # that a replay ran (or why not), when one was tried
     #: what other steps or ranks say of this one, and checks that could not be done
     notes: list[str] = field(default_factory=list)
     replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -39,8 +40,6 @@ from ptdbg_tui.compare.report.outputs import repro_folder
 from ptdbg_tui.compare.report.suspects import suspects_path
 
 if TYPE_CHECKING:
-    from collections import Counter
-
     from ptdbg_tui.engine.batch import PairOutcome
 
 #: How each kind reads after the call's name.
@@ -120,6 +119,68 @@ def suspect_replay_text(s: Suspect) -> str:
     return NOT_REACHED if s.unreached else ""
 
 
+def replay_run_text(d: Diagnosis) -> str:
+    """What a pair's replay did, in one line ("12 call(s) replayed …: 1 confirmed, …"), with the suspects
+    it refuted, where a kernel may still hide, and the calls its budget did not reach; or why it did not
+    run; ``""`` where none was tried."""
+    run = d.replay
+    if run is None:
+        return ""
+    if run.why_not:
+        return run.why_not
+    if not run.replayed:
+        return NOT_REACHED if run.missed else ""
+    replays = d.replays
+    counts = Counter(r.outcome for r in replays.values())
+    seconds = sum(r.seconds for r in replays.values())
+    per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
+    others = "".join(
+        f", {counts[k]} {k.value}" for k in (ReplayOutcome.INCONCLUSIVE, ReplayOutcome.ARGUMENTS) if counts[k]
+    )
+    line = (
+        f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
+        f"{counts[ReplayOutcome.CONFIRMED]} confirmed, {counts[ReplayOutcome.REFUTED]} refuted, "
+        f"{counts[ReplayOutcome.NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
+        + _refuted(run.refuted)
+        + _unproven(d, counts[ReplayOutcome.CONFIRMED])
+    )
+    return f"{line}; {run.missed} call(s) not replayed: {BUDGET_RAN_OUT}" if run.missed else line
+
+
+#: Refuted suspects named in the replay's line.
+REFUTED_SHOWN = 3
+
+
+def _refuted(calls: Sequence[str]) -> str:
+    """The suspects the replay refuted (each side right on its own inputs): they drop from the list, and
+    the line says which, so a verdict the report printed before is not lost without a word."""
+    if not calls:
+        return ""
+    more = f" (+{len(calls) - REFUTED_SHOWN} more)" if len(calls) > REFUTED_SHOWN else ""
+    return f"; refuted, no longer suspects: {', '.join(calls[:REFUTED_SHOWN])}{more}"
+
+
+def _unproven(d: Diagnosis, confirmed: int) -> str:
+    """With nothing confirmed, the calls the replay could not redo whose outputs differ between the runs,
+    the most suspect first by the two dumps, and why: where a faulty kernel may still hide (an SDPA whose
+    mask came as ``attn_mask=``, a keyword tensor the dump does not record, 5% off at step 1, was named
+    nowhere)."""
+    if confirmed:
+        return ""
+    blind = []
+    for r in d.replays.values():
+        evidence = d.calls.get(r.call)
+        j = evidence.judgement if evidence is not None else None
+        if r.outcome is ReplayOutcome.NOT_REPLAYED and j is not None and j.output_error > 0:
+            blind.append((j.score if math.isfinite(j.score) else math.inf, r))
+    if not blind:
+        return ""
+    blind.sort(key=lambda x: -x[0])
+    more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
+    named = "; ".join(f"{r.call}: {r.npu}" for _, r in blind[:2])  # not replayed: the NPU side says why
+    return f"; not replayable where the runs differ: {named}{more}"
+
+
 # --- a suspect ------------------------------------------------------------------------------------
 
 
@@ -156,6 +217,12 @@ def scored_evidence(s: Suspect) -> tuple[str, str]:
 # --- a pair's verdict -----------------------------------------------------------------------------
 
 
+#: Why rows fail and no call is named (the report's verdict and the app's bar say it alike).
+NONE_INTRODUCES = "yet no call judged introduces an error beyond rounding"
+#: Why no kernel is named where the runs' models, data or hyperparameters differ.
+DIFFER_FIRST = "the runs differ before any kernel"
+
+
 def no_operator_text(judged: int) -> str:
     """The all-clear's words (the app puts its mark before them)."""
     return f"No operator introduces an error beyond rounding ({judged:,} calls judged)"
@@ -177,11 +244,8 @@ def verdict_text(d: Diagnosis) -> str:
     if not d.suspects:
         if d.failing:
             why = f": {d.unexplained}" if d.unexplained else "."
-            return (
-                f"{entries_fail(d.failing, d.errors)}, yet no call judged introduces an error "
-                f"beyond rounding ({d.judged:,} calls judged){why}"
-            )
-        but = "; the runs differ before any kernel (runs differ, above)" if d.differ else ""
+            return f"{entries_fail(d.failing, d.errors)}, {NONE_INTRODUCES} ({d.judged:,} calls judged){why}"
+        but = f"; {DIFFER_FIRST} (runs differ, above)" if d.differ else ""
         return f"{no_operator_text(d.judged)}{but}."
     more = len(d.suspects) - 1
     tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
@@ -217,8 +281,8 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
     lines += [f"  note: {n}" for n in d.notes]
-    if d.replay:
-        lines.append(f"  replay: {d.replay}")
+    if d.replay is not None:
+        lines.append(f"  replay: {replay_run_text(d)}")
     if d.original:
         lines.append(f"  original advisor (first No row): {d.original}")
     return lines
