@@ -55,7 +55,8 @@ class ReplayOutcome(str, Enum):
     def __str__(self) -> str:
         return self.value
 
-    __format__ = str.__format__
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 #: Why a rebuild from the records alone may lack arguments.

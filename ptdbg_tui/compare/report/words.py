@@ -12,24 +12,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis.findings import (
-    ARGUMENTS,
-    COLLECTIVE,
-    NONDETERMINISTIC,
-    PARAMETERS,
-    RANDOM,
-    RANK_ALONE,
-    RECEIVED,
-    REPLAYED,
-    SHAPE,
-    UNPAIRED,
-    Diagnosis,
-    Suspect,
-    entries_fail,
-    fmt_error,
-    times_text,
-)
-from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, GROWTH, LEAN, NAN_ORIGIN, ZEROS
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, fmt_error, times_text
+from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.matching.pairing import ended_early
 from ptdbg_tui.compare.model import Row, Status
@@ -43,24 +27,25 @@ if TYPE_CHECKING:
     from ptdbg_tui.engine.batch import PairOutcome
 
 #: How each kind reads after the call's name.
-KIND_WORDS = {
-    GROWTH: "introduces error",
-    NAN_ORIGIN: "NaN/Inf origin",
-    ZEROS: "all-zero output",
-    BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
-    ENTERS: "error enters before it, outside the dumped calls",
-    LEAN: "one-sided error: its results lean one way, where rounding leans neither",
-    PARAMETERS: "parameters differ on entry to {step}",
-    UNPAIRED: "the NPU run makes this call and the bench run does not",
-    ARGUMENTS: "the runs pass different arguments to it",
-    SHAPE: "output shape differs",
-    RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
-    COLLECTIVE: "its result on this rank departs from the other ranks'",
-    RANK_ALONE: "wrong on this rank alone",
-    RECEIVED: "receives another rank's error through it",
-    REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
-    NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
-    "device: not deterministic)",
+KIND_WORDS: dict[Kind, str] = {
+    Kind.GROWTH: "introduces error",
+    Kind.NAN_ORIGIN: "NaN/Inf origin",
+    Kind.ZEROS: "all-zero output",
+    Kind.BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
+    Kind.ENTERS: "error enters before it, outside the dumped calls",
+    Kind.LEAN: "one-sided error: its results lean one way, where rounding leans neither",
+    Kind.PARAMETERS: "parameters differ on entry to {step}",
+    Kind.UNPAIRED: "the NPU run makes this call and the bench run does not",
+    Kind.ARGUMENTS: "the runs pass different arguments to it",
+    Kind.SHAPE: "output shape differs",
+    Kind.RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, "
+    "disable it)",
+    Kind.COLLECTIVE: "its result on this rank departs from the other ranks'",
+    Kind.RANK_ALONE: "wrong on this rank alone",
+    Kind.RECEIVED: "receives another rank's error through it",
+    Kind.REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
+    Kind.NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently "
+    "(on one device: not deterministic)",
 }
 
 # --- a call's replay ------------------------------------------------------------------------------
@@ -193,7 +178,7 @@ def kind_words(s: Suspect) -> str:
 def finding(s: Suspect) -> str:
     """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
     replay = suspect_replay_text(s)
-    if s.kind == REPLAYED:
+    if s.kind == Kind.REPLAYED:
         return f"{replay}; {s.evidence}"
     head = f"{replay}; two dumps: " if replay else ""
     return f"{head}{kind_words(s)} — {s.evidence}"
@@ -359,7 +344,7 @@ def rank_text(v: RankVerdict) -> str:
     """A rank's verdict: its first suspect, or that it receives the error."""
     if v.suspect is None:
         return f"{v.name}: no suspect"
-    if v.suspect.kind == ENTERS:
+    if v.suspect.kind == Kind.ENTERS:
         return f"{v.name}: the error enters outside the dumped calls, before {v.suspect.call}"
     if v.received:
         return f"{v.name}: receives the error through {v.suspect.call}"
@@ -376,7 +361,7 @@ def rank_headline(c: CrossRank) -> str:
         call = v.suspect.call if v.suspect else "?"
         where = f"in {call} on {v.name}"
         why = f" (the collective itself, or a rank not dumped{_group(c, v)})"
-        if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
+        if v.suspect is not None and v.suspect.kind == Kind.ENTERS:  # seen in no dumped call: no collective
             where = f"before {call} on {v.name}, outside the dumped calls"
             why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
         return (
