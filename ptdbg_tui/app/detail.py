@@ -270,9 +270,8 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
     if mine and diagnosis is not None:  # what bears on the finding: a check not done, other steps' word
         parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in diagnosis.notes]
     evidence = model.evidence(call)
-    quoted = any(
-        suspect.replay_chosen for _, suspect in mine
-    )  # a replayed finding quotes the two dumps' figures
+    # a replayed finding quotes the two dumps' figures
+    quoted = any(suspect.replay_chosen for _, suspect in mine)
     # a call named by its checksums (an output differing from bit-equal inputs) may be within rounding
     # by its statistics: "no error of its own" would contradict its finding
     departs = any(s.judgement.kind in (NONDETERMINISTIC, RANDOM) for _, s in mine)

@@ -1,6 +1,6 @@
 """What the diagnosis finds, as values: the kinds of finding (:class:`~.kinds.Kind`, named here), a
 suspect call with its evidence, the diagnosis of one pair. Their words are
-:mod:`ptdbg_tui.compare.report.words`'.
+:mod:`ptdbg_tui.compare.report.words`.
 
 A suspect is where the two runs start to differ, by one of these kinds:
 

@@ -1,7 +1,7 @@
 """The kinds of finding, in one enum: what a suspect (or a judged call) is found to do. Its values are
 the words of the suspects CSV's Kind column; :mod:`ptdbg_tui.compare.report.words` says each in a
-sentence. :mod:`.propagation` and :mod:`.findings` name the members as before (``GROWTH``,
-``PARAMETERS`` …), which each kind's own docstring there explains.
+sentence. :mod:`.propagation` and :mod:`.findings` name the members as their call sites always have
+(``GROWTH``, ``PARAMETERS`` …); :mod:`.findings`' docstring says what each kind means.
 """
 
 from __future__ import annotations
