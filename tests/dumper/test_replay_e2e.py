@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ptdbg_tui import cli
 from ptdbg_tui.compare.replay.run import Refused, resolve
 from ptdbg_tui.compare.replay.verdict import HONEST_MARGIN, CallReplay, ReplayOutcome, SideVerdict
-from ptdbg_tui.compare.report.words import replay_text, verdict_text
+from ptdbg_tui.compare.report.words import replay_run_text, replay_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay import Replayer, fold_outcomes, replay_outcomes
 
@@ -56,7 +56,7 @@ def test_a_kernel_fault_is_confirmed_on_its_own_inputs_and_honest_calls_are_refu
     assert honest and all(r.outcome == ReplayOutcome.REFUTED for r in honest), [
         replay_text(r) for r in honest if r.outcome != ReplayOutcome.REFUTED
     ]
-    assert "replayed on each side's own inputs" in outcome.diagnosis.replay
+    assert "replayed on each side's own inputs" in replay_run_text(outcome.diagnosis)
 
 
 def test_a_missing_tensor_file_makes_that_call_not_replayable_and_nothing_crashes(tmp_path, worker):
@@ -380,7 +380,7 @@ def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_red
     outcomes = compare_dumps(npu, bench, jobs=1)
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
     assert not any(r.outcome == ReplayOutcome.CONFIRMED for r in got.values())
-    line = outcomes[0].diagnosis.replay
+    line = replay_run_text(outcomes[0].diagnosis)
     assert (
         "not replayable where the runs differ: Torch_stack_0_forward: the keyword argument tensors "
         "(a torch.float32 tensor of shape [16, 32]) was not recorded"
@@ -485,7 +485,7 @@ def test_a_later_steps_note_names_the_culprit_the_replay_leaves(tmp_path):
     assert refuted.outcome == ReplayOutcome.REFUTED
     fold_outcomes(outcomes, [([culprit.call], {culprit.call: refuted}), ([], {}), ([], {})])
     assert first.diagnosis.culprit is None or first.diagnosis.culprit.call != culprit.call
-    assert "refuted, no longer suspects: Functional_gelu_0_forward" in first.diagnosis.replay
+    assert "refuted, no longer suspects: Functional_gelu_0_forward" in replay_run_text(first.diagnosis)
     assert not any(said in n for d in (second.diagnosis, outcomes[2].diagnosis) for n in d.notes)
 
 
