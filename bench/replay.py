@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ptdbg_tui.compare.replay.verdict import CONFIRMED, REFUTED, CallReplay
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay.replayer import Replayer, replay_outcomes
 
@@ -85,9 +86,9 @@ def score(name: str, truth: frozenset[str], npu: Path, bench: Path, budget: floa
         out.problem = f"{type(e).__name__}: {e}"
         return out
     replays: list[CallReplay] = [r for per in got.values() for r in per.values()]
-    out.confirmed = [r.call for r in replays if r.outcome == CONFIRMED]
-    out.lean_texts = [r.text for r in replays if r.outcome == CONFIRMED]
-    out.refuted = [r.call for r in replays if r.outcome == REFUTED and r.call in out.others]
+    out.confirmed = [r.call for r in replays if r.outcome == ReplayOutcome.CONFIRMED]
+    out.lean_texts = [replay_text(r) for r in replays if r.outcome == ReplayOutcome.CONFIRMED]
+    out.refuted = [r.call for r in replays if r.outcome == ReplayOutcome.REFUTED and r.call in out.others]
     out.replayed = len(replays)
     out.seconds = sum(r.seconds for r in replays)
     culprit = outcomes[0].diagnosis.culprit if outcomes else None

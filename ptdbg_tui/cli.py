@@ -17,14 +17,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from collections import Counter
     from pathlib import Path
 
     from textual.app import App
 
-    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-    from ptdbg_tui.compare.model import Status
-    from ptdbg_tui.compare.replay.verdict import CallReplay
+    from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
     from ptdbg_tui.engine.batch import Outcomes, PairOutcome, WriteFn
     from ptdbg_tui.engine.live.options import LiveOptions
 
@@ -301,119 +298,7 @@ def _one_blas_thread() -> None:
         os.environ.setdefault(var, value)
 
 
-# --- ptdbg-tui compare: the headless report ---------------------------------------------------
-
-
-def summary_text(o: PairOutcome) -> str:
-    """The short report of one pair: counts, culprits (and whether its culprit only receives another
-    rank's error), skipped lines, the files written."""
-    from ptdbg_tui.compare.model import Status
-    from ptdbg_tui.compare.report.csv_msprobe import mode_of
-    from ptdbg_tui.compare.report.msprobe_result import MD5
-    from ptdbg_tui.compare.report.suspects import suspects_path
-    from ptdbg_tui.engine.replay.replayer import repro_folder
-
-    c = o.counts()
-    mode = "checksums" if mode_of(o.rows, o.summary) == MD5 else "statistics only" if o.summary else "tensors"
-    noise = sum(1 for r in o.rows if r.noise and not r.matched)
-    own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
-    of_them = own if noise else ""
-    lines = [
-        f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
-        f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
-        + ("" if o.no_verdict else named_text(o.diagnosis))
-    ]
-    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
-        lines.append(f"  No verdict: {o.no_verdict}")
-    if o.match_note:
-        lines.append(f"  matching: {o.match} — {o.match_note}")
-    if not o.no_verdict:
-        lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
-    lines += [f"  note: {n}" for n in _pair_notes(o, c)]
-    for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
-        if bad:
-            where = f"line {bad[0].line}: " if bad[0].line else ""
-            lines.append(
-                f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
-                f"{where}{bad[0].reason}"
-            )
-    if o.csv is not None:
-        lines.append(f"  CSV: {o.csv}")
-        lines.append(f"  suspects: {suspects_path(o.csv)}")
-    if o.advisor is not None:
-        lines.append(f"  advisor: {o.advisor}")
-    culprit = o.diagnosis.culprit
-    if culprit is not None and culprit.confirmed and o.csv is not None:
-        # the handoff: the command that writes the confirmed kernel's standalone repro beside the CSV
-        folder = o.csv.parent / repro_folder(culprit.call, o.npu.label)
-        lines.append(
-            f"  repro: ptdbg-tui repro {shlex.quote(str(o.npu.records))} {shlex.quote(culprit.call)} "
-            f"-o {shlex.quote(str(folder))}"
-        )
-    return "\n".join(lines)
-
-
-def named_text(d: Diagnosis) -> str:
-    """``, 2 calls named``: the calls the diagnosis names, after the original's counts (a kernel 2% off
-    passes its thresholds: "0 failed" alone reads as all clear); nothing when it names none, so that
-    the line keeps its form where there is nothing to add."""
-    named = len({s.call for s in d.suspects})
-    return f", {named} call{'s' if named > 1 else ''} named" if named else ""
-
-
-def _pair_notes(o: PairOutcome, counts: Counter[Status]) -> list[str]:
-    """Whether the culprit only receives another rank's error, whether one run's dump ends before the
-    other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
-    "0 failed"."""
-    import math
-
-    from ptdbg_tui.compare.diagnosis.findings import fmt_error, times_text
-    from ptdbg_tui.compare.matching.pairing import ended_early
-    from ptdbg_tui.compare.model import Status
-
-    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
-    if (tail := ended_early(o.rows)) is not None:
-        notes.append(tail.note)
-    culprit = o.diagnosis.culprit
-    if (
-        culprit is not None
-        and math.isfinite(culprit.score)
-        and not counts[Status.FAIL] + counts[Status.ERROR]
-    ):
-        notes.append(
-            "no row fails the original's thresholds (Accuracy Reached or Not), which pass an error of "
-            f"{fmt_error(culprit.judgement.output_error)}; the culprit is named because that is "
-            f"{times_text(culprit.score)} what is allowed there (rounding, and error that came in)"
-        )
-    return notes
-
-
-#: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).
-REPORT_SUSPECTS = 5
-
-
-def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> list[str]:
-    """The report's diagnosis: what differs between the runs before any kernel, the culprit (with the
-    ``module`` it ran in and its source line, as the app shows them, and the ``step`` of a whole run it
-    was made in) and the next suspects with their evidence, or the verdict."""
-    lines = [f"  runs differ: {text}" for text in d.differ] + [f"  {d.verdict}"]
-    site = d.culprit.site if d.culprit else None
-    if step is not None:
-        lines.append(f"    step: {step}")
-    if module:
-        lines.append(f"    module: {module}")
-    if site is not None and site.source:
-        lines.append(f"    source: {site.source.strip()}")
-    for k, s in enumerate(d.suspects[1 : REPORT_SUSPECTS + 1], start=2):
-        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {s.finding}")
-    if len(d.suspects) > REPORT_SUSPECTS + 1:
-        lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
-    lines += [f"  note: {n}" for n in d.notes]
-    if d.replay:
-        lines.append(f"  replay: {d.replay}")
-    if d.original:
-        lines.append(f"  original advisor (first No row): {d.original}")
-    return lines
+# --- ptdbg-tui compare: the headless report (its words: compare.report.words) -------------------
 
 
 def cluster_lines(outcomes: Outcomes) -> list[str]:
@@ -428,9 +313,11 @@ def cluster_lines(outcomes: Outcomes) -> list[str]:
 
 def report_text(outcomes: Outcomes) -> str:
     """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
+    from ptdbg_tui.compare.report.words import rank_lines, summary_text
+
     lines = [summary_text(o) for o in outcomes]
     if outcomes.several_ranks:
-        lines += outcomes.ranks.lines()
+        lines += rank_lines(outcomes.ranks)
     lines += [f"note: {n}" for n in outcomes.notes]
     return "\n".join(lines + cluster_lines(outcomes))
 
@@ -631,6 +518,7 @@ def _csv_writer(args: argparse.Namespace) -> WriteFn:
 def run_replay(args: argparse.Namespace) -> int:
     """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
     from ptdbg_tui.compare.report.replays import write_replays
+    from ptdbg_tui.compare.report.words import replay_run_text, replay_text
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, require_torch
 
@@ -656,8 +544,8 @@ def run_replay(args: argparse.Namespace) -> int:
         line
         for o in outcomes
         for line in (
-            f"{o.label}: {o.diagnosis.replay}",
-            *(f"  {call}: {r.text}" for call, r in done.get(o.label, {}).items()),
+            f"{o.label}: {replay_run_text(o.diagnosis)}",
+            *(f"  {call}: {replay_text(r)}" for call, r in done.get(o.label, {}).items()),
         )
     ]
     say("\n".join([*lines, f"CSV: {path}"]))

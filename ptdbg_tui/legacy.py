@@ -70,7 +70,9 @@ def compare(
     if auto_analyze and not outcome.summary:
         outcome.advisor = write_advisor(outcome.rows, outcome.diagnosis, outcome.csv, outcome.no_verdict)
     if input_param.get("is_print_compare_log", True):
-        from ptdbg_tui.cli import say, summary_text
+        from ptdbg_tui.compare.report.words import summary_text
+        from ptdbg_tui.formats.untrusted import printable
 
-        say(summary_text(outcome))  # dump text: control characters escaped, as the CLI prints it
+        # dump text: control characters escaped, as the CLI prints it
+        print(printable(summary_text(outcome)), flush=True)
     return str(outcome.csv)

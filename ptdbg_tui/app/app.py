@@ -523,7 +523,7 @@ class PtdbgApp(App[None]):
         if selected is None:
             return
         from ptdbg_tui.app.screens import ReproScreen
-        from ptdbg_tui.engine.replay.replayer import repro_folder
+        from ptdbg_tui.compare.report.outputs import repro_folder
 
         pair, call = selected
 

@@ -27,11 +27,19 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Suspect,
     entries_fail,
     sentence,
-    times_text,
 )
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import (
+    DIFFER_FIRST,
+    NONE_INTRODUCES,
+    no_operator_text,
+    not_judged_text,
+    replay_run_text,
+    scored_evidence,
+    suspect_replay_text,
+)
 from ptdbg_tui.engine.live.updates import FOUND
 
 Styles = Mapping[str, Style]
@@ -272,7 +280,7 @@ def replay_mark(model: TreeModel, suspect: Suspect, node: Node | None) -> str:
     """Whether a suspect that blames a kernel still waits for its replay ("provisional: …"), or why none
     will come ("unconfirmed: …"); "" once replayed, or where a replay does not judge it. The bar's verdict
     is updated in place when the replay's comes."""
-    if suspect.replay or suspect.kind in _NOT_REPLAYED_KINDS:
+    if suspect.replay_chosen or suspect.kind in _NOT_REPLAYED_KINDS:
         return ""
     info = model.infos.get(node.pair) if node is not None else None
     p = model.progress
@@ -295,10 +303,7 @@ def _suspect_segments(
     d = model.diagnoses.get(node.pair) if node is not None else None
     if suspect.kind != ENTERS and receives_through(d, suspect):
         where = "receives the error through "  # another rank made it (the overview's top pair)
-    # the score stays with the call's name; the rest of the evidence may be cut
-    score = f": {times_text(suspect.score)}"
-    evidence = suspect.evidence.replace(score, "")
-    score = score[1:] if evidence != suspect.evidence else ""
+    evidence, score = scored_evidence(suspect)  # the score stays with the call's name; the rest may be cut
     name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
     out = [seg(name, 0)]
     module = module_of(node)
@@ -316,9 +321,9 @@ def _suspect_segments(
         if site.source:
             text.append(f"  {site.source.strip()}", style=styles.get("source", Style()))
         out.append(Segment(text, 0, shrink))
-    if suspect.replay:  # the replay's verdict outranks the two dumps' evidence
+    if suspect.replay_chosen:  # the replay's verdict outranks the two dumps' evidence
         style = fail if suspect.confirmed else styles.get("muted", Style())
-        out.append(seg(suspect.replay, 1, style, shrink=16))
+        out.append(seg(suspect_replay_text(suspect), 1, style, shrink=16))
     elif mark := replay_mark(model, suspect, node):
         out.append(seg(mark, 1, styles.get("warn", Style()), shrink=16))
     out.append(seg(evidence, 2, styles.get("muted", Style()), shrink=12))
@@ -393,19 +398,16 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     differ = bool(differ_texts(diagnoses.values()))
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
-        why = "no kernel is named: the runs differ before any kernel" if differ else "yet no call judged"
+        why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES
         texts = [
             f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
-            (f"{inherited}; " if inherited else "")
-            + (why if differ else f"{why} introduces an error beyond rounding")
-            + f" ({judged:,} judged)",
+            (f"{inherited}; " if inherited else "") + f"{why} ({judged:,} judged)",
         ]
     elif judged and not missing and not same and differ:
-        texts = [f"No kernel is named: the runs differ before any kernel ({judged:,} calls judged)"]
+        texts = [f"No kernel is named: {DIFFER_FIRST} ({judged:,} calls judged)"]
     elif judged and not missing and not same:
         texts = [
-            f"{Status.PASS.symbol} No operator introduces an error beyond rounding "
-            f"({judged:,} calls judged).",
+            f"{Status.PASS.symbol} {no_operator_text(judged)}.",
             _inherited_text(diagnoses.values()),
             caveat_text(p).strip(),
         ]  # the caveat may wrap
@@ -415,10 +417,10 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
         )
         texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
     elif compared:
-        texts = [f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."]
+        texts = [not_judged_text(compared)]
     else:
         texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
-    replays = [d.replay for d in diagnoses.values() if d.replay]
+    replays = [text for d in diagnoses.values() if (text := replay_run_text(d))]
     originals = [d.original for d in diagnoses.values() if d.original]
     original = f"original: first No row {originals[0]}" if originals else ""
     last = f"replay: {replays[0]}" if replays else original

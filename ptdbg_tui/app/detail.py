@@ -21,9 +21,10 @@ from ptdbg_tui.app.charts import DeltaHistogram, ErrorChart, histogram_bins
 from ptdbg_tui.app.literal import LiteralStatic
 from ptdbg_tui.app.tree_model import Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Result, Row, Status
-from ptdbg_tui.compare.replay.verdict import CONFIRMED
 from ptdbg_tui.compare.report.csv_ptdbg import header
+from ptdbg_tui.compare.report.words import finding, replay_text
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay.replayer import REPLAY_CAN, replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -224,8 +225,8 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     else:
         parts.append(status_text(result.status, styles, result.reason))
     call = model.call_of(leaf)
-    replay = model.replay_text(call) if call is not None else ""
-    if call is not None and replay:
+    replay = model.replay_of(call) if call is not None else None
+    if call is not None and replay is not None:
         parts.append(replay_line(f"Replay of {call.key}", replay, styles))
     parts += [Text(""), *_side_tables(row, styles, width)]
     # a row on one side only was compared with nothing: its metrics are NaN by the CSV's convention,
@@ -238,10 +239,10 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     return Group(*parts)
 
 
-def replay_line(head: str, replay: str, styles: Styles) -> Text:
+def replay_line(head: str, replay: CallReplay, styles: Styles) -> Text:
     """A call's replay in words: red when it proves the NPU kernel wrong."""
-    style = styles.get("fail" if replay.startswith(CONFIRMED) else "head", Style())
-    return Text(f"{head}: {replay}", style=style)
+    style = styles.get("fail" if replay.confirmed else "head", Style())
+    return Text(f"{head}: {replay_text(replay)}", style=style)
 
 
 def _row_line(row: Row, metric: str, styles: Styles) -> Text:
@@ -265,12 +266,13 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
     mine = [(k, suspect) for k, (suspect, node) in enumerate(suspects) if node == call]
     for k, suspect in mine:  # an error that entered before the call may come with one of its own
         head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
-        parts.append(Text(f"{head}: {suspect.finding}", style=styles.get("fail", Style())))
+        parts.append(Text(f"{head}: {finding(suspect)}", style=styles.get("fail", Style())))
     diagnosis = model.diagnoses.get(call.pair)
     if mine and diagnosis is not None:  # what bears on the finding: a check not done, other steps' word
         parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in diagnosis.notes]
     evidence = model.evidence(call)
-    quoted = any(suspect.replay for _, suspect in mine)  # a replayed finding quotes the two dumps' figures
+    # a replayed finding quotes the two dumps' figures
+    quoted = any(suspect.replay_chosen for _, suspect in mine)
     # a call named by its checksums (an output differing from bit-equal inputs) may be within rounding
     # by its statistics: "no error of its own" would contradict its finding
     departs = any(s.judgement.kind in (NONDETERMINISTIC, RANDOM) for _, s in mine)
@@ -285,8 +287,8 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
         parts.append(
             Text(head + evidence.text, style=styles.get("fail" if evidence.introduces else "head", Style()))
         )
-    replay = model.replay_text(call)
-    if replay and not quoted:  # a suspect's finding says it already
+    replay = model.replay_of(call)
+    if replay is not None and not quoted:  # a suspect's finding says it already
         parts.append(replay_line("Replay", replay, styles))
     info = model.infos.get(call.pair)
     metric = header(False, info.summary if info else False)[6]  # Cosine, or Max diff for statistics

@@ -10,7 +10,7 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.outputs import pair_suffix, write_pair_csv
-from ptdbg_tui.compare.report.suspects import verdict_column
+from ptdbg_tui.compare.report.words import verdict_column
 from ptdbg_tui.engine.live.updates import PairInfo
 
 

@@ -28,6 +28,7 @@ from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import verdict_text
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
@@ -110,7 +111,7 @@ def _unexplained(d: Diagnosis) -> str:
     or rank says of it (parameters that differ on entry), else where its first failure is and why no
     call is at fault there; or that there is no verdict."""
     if not d.judged or d.fault:
-        return d.verdict
+        return verdict_text(d)
     return "no call at fault: " + (d.notes[0] if d.notes else d.unexplained or "the error is inherited")
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import checksummed
 from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
@@ -594,10 +595,10 @@ class TreeModel:
             node = node.parent
         return node if node is not None and node.kind == "call" else None
 
-    def replay_text(self, call: Node) -> str:
-        """What the replay of a call node said, in words ("" when it was not replayed)."""
+    def replay_of(self, call: Node) -> CallReplay | None:
+        """What the replay of a call node found (None when it was not replayed)."""
         diagnosis = self.diagnoses.get(call.pair)
-        return diagnosis.replays.get(call.key, "") if diagnosis is not None else ""
+        return diagnosis.replays.get(call.key) if diagnosis is not None else None
 
     def match_modes(self) -> str:
         """The matching in use, e.g. ``align (auto)``; pairs matched differently are all named."""

@@ -105,7 +105,15 @@ def test_export_ends_with_our_verdict_in_either_tool_s_columns(tmp_path):
 
     info, rows = _pair(0)
     judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
-    suspect = Suspect("Torch_add_0_forward", "Torch_add", "forward", GROWTH, 1240.0, "…", judgement)
+    suspect = Suspect(
+        call="Torch_add_0_forward",
+        api="Torch_add",
+        direction="forward",
+        kind=GROWTH,
+        score=1240.0,
+        evidence="…",
+        judgement=judgement,
+    )
     diagnoses = {info.key: Diagnosis(suspects=[suspect], judged=1)}
     for fmt in ("ptdbg", "msprobe"):
         (path,) = export_pairs([(info, rows)], tmp_path / fmt, stack=False, fmt=fmt, diagnoses=diagnoses)

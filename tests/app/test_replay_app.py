@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ptdbg_tui.app.screens import ReproScreen
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, SideVerdict
 from ptdbg_tui.compare.replay.replayed import with_replays
-from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta
 from ptdbg_tui.engine.replay.replayer import INSTALL
 

@@ -174,7 +174,15 @@ def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_
     assert not model.visible(add) and not model.named(add.children[0])
     model.take_changes()
     judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
-    suspect = Suspect("Torch_add_0_forward", "Torch_add", "forward", GROWTH, 1240.0, "…", judgement)
+    suspect = Suspect(
+        call="Torch_add_0_forward",
+        api="Torch_add",
+        direction="forward",
+        kind=GROWTH,
+        score=1240.0,
+        evidence="…",
+        judgement=judgement,
+    )
     model.load(EngineUpdate(pairs={"p0": PairDelta(INFO, diagnosis=Diagnosis(suspects=[suspect], judged=3))}))
     model.apply()
     _, moved = model.take_changes()

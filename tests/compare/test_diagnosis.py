@@ -11,6 +11,7 @@ from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.report.advisor import advisor_text
+from ptdbg_tui.compare.report.words import suspect_text, verdict_text
 from ptdbg_tui.engine.workers.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
@@ -45,8 +46,8 @@ def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
     # the backward stack shows loss.backward(); the forward call's site is what the user needs
     assert culprit.site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
-    assert "model.py:43" in culprit.text
-    assert diagnosis.verdict.startswith(f"Culprit: {SEED_CULPRIT} (backward):")
+    assert "model.py:43" in suspect_text(culprit)
+    assert verdict_text(diagnosis).startswith(f"Culprit: {SEED_CULPRIT} (backward):")
 
 
 def test_advisor_names_the_culprit_with_its_csv_line(tmp_path):
@@ -114,7 +115,7 @@ def test_advisor_all_pass_matches_the_original_golden_file(record):
 def test_advisor_never_claims_an_all_clear_without_a_comparison(record):
     rows = [Row(record("A_x_0_forward_input.0"), None), Row(None, record("A_x_0_forward_output"))]
     diagnosis = diagnose(rows)
-    assert diagnosis.compared == 0 and diagnosis.verdict == "Nothing was compared: no verdict."
+    assert diagnosis.compared == 0 and verdict_text(diagnosis) == "Nothing was compared: no verdict."
     expected = "Line: NA\nSuspect Nodes: NA\nExpert Advice: Nothing was compared: no verdict.\n"
     assert advisor_text(rows, diagnosis) == expected
 
@@ -130,7 +131,7 @@ def test_a_diagnosis_pickles_whole_with_its_calls_evidence(tmp_path):
     assert any(e.judgement for e in d.calls.values())
     back = pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL))
     assert back.calls == d.calls and list(back.calls) == list(d.calls)
-    assert [s.text for s in back.suspects] == [s.text for s in d.suspects] and back.suspects
+    assert [suspect_text(s) for s in back.suspects] == [suspect_text(s) for s in d.suspects] and back.suspects
     assert [r.name for r in back.suspects[0].rows] == [r.name for r in d.suspects[0].rows]
     for name in d.__slots__:
         if name not in ("calls", "suspects"):

@@ -11,6 +11,7 @@ from ptdbg_tui.cli import report_text
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
+from ptdbg_tui.compare.report.words import rank_headline, suspect_text
 from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
@@ -63,7 +64,7 @@ def test_one_sided_ranks_are_notices(tmp_path):
 def test_no_fault_no_rank(tmp_path):
     run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=None), jobs=1)
     assert run.ranks.first is None
-    assert run.ranks.headline == "first divergent rank: none (no rank has a suspect)"
+    assert rank_headline(run.ranks) == "first divergent rank: none (no rank has a suspect)"
 
 
 def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
@@ -73,7 +74,7 @@ def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
         shutil.rmtree(rank_dir_path(side, 1, step=0))
     run = compare_dumps(npu, bench, jobs=1)
     assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
-    assert "Distributed_all_reduce_1_forward on rank0 (step0)" in run.ranks.headline
+    assert "Distributed_all_reduce_1_forward on rank0 (step0)" in rank_headline(run.ranks)
     assert all(run.ranks.received(o.npu.label) == "" for o in run)  # no rank of its own to name
 
 
@@ -105,7 +106,7 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     # with no rank at fault in the dumps, the headline says where it shows, not "the collective itself"
     alone = cross_rank([v.view for v in others])
     assert alone.first is None
-    assert alone.headline == (
+    assert rank_headline(alone) == (
         "first divergent rank: none of the dumped ranks makes an error of its own; it first shows before "
         "Torch_tanh_1_forward on rank0 (step0), outside the dumped calls (a collective no hook saw, code not "
         "dumped, or a rank not dumped)"
@@ -148,7 +149,7 @@ def test_a_collective_whose_result_departs_from_the_other_ranks_is_that_ranks_ow
     d = Diagnosis()
     apply_departure(d, [Row(recs[2], recs[2])], departure, step=0)
     assert [(s.call, s.kind) for s in d.suspects] == [("Distributed_all_reduce_0_forward", COLLECTIVE)]
-    assert "departs from the other ranks" in d.suspects[0].text
+    assert "departs from the other ranks" in suspect_text(d.suspects[0])
     # two ranks cannot outvote each other; rank results that agree have no departure
     assert collective_departures({r: results[r] for r in (1, 2)}) == []
     assert collective_departures({r: results[r] for r in (0, 1, 3)}) == []
@@ -201,7 +202,9 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=f"op: {words}")
     ranks = cross_rank(views)
     assert ranks.first is not None and ranks.first.view.rank == 2
-    assert ranks.headline.startswith("first divergent rank: rank2 (step0): Distributed_all_reduce_1_forward")
+    assert rank_headline(ranks).startswith(
+        "first divergent rank: rank2 (step0): Distributed_all_reduce_1_forward"
+    )
 
 
 def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_error_first_shows(tmp_path):
@@ -222,21 +225,21 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
     late = rank0.diagnosis.suspects[0]
     rank0.diagnosis.suspects = [
         Suspect(
-            "Torch_tanh_2_forward",
-            "Torch_tanh",
-            "forward",
-            ENTERS,
-            late.score,
-            "",
-            late.judgement,
-            rows,
+            call="Torch_tanh_2_forward",
+            api="Torch_tanh",
+            direction="forward",
+            kind=ENTERS,
+            score=late.score,
+            evidence="",
+            judgement=late.judgement,
+            rows=rows,
             seq=min(r.seq for r in rows),
             step=0,
         )
     ]
     judge_ranks(run)
     assert run.ranks.first is None
-    assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in run.ranks.headline
+    assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in rank_headline(run.ranks)
     target = narrowing_of(run).target
     assert [c.label for c in target.calls] == ["Distributed_all_reduce_1"] and target.ranks == (2, 3)
 

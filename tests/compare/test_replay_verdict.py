@@ -5,18 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptdbg_tui.compare.replay.verdict import (
-    ARGUMENTS,
-    CONFIRMED,
-    INCONCLUSIVE,
-    NO_SIDECAR_LINE,
-    NOT_REPLAYED,
-    REFUTED,
-    CallReplay,
-    SideVerdict,
-    judge_result,
-    lean,
-)
+from ptdbg_tui.compare.diagnosis.replay_outcome import NO_SIDECAR_LINE, CallReplay, ReplayOutcome, SideVerdict
+from ptdbg_tui.compare.replay.verdict import judge_result, lean
+from ptdbg_tui.compare.report.words import replay_text
 
 RNG = np.random.default_rng(3)
 U_BF16 = 2.0**-8
@@ -72,26 +63,30 @@ def _side(wrong: bool) -> SideVerdict:
 
 
 def test_the_two_sides_decide_together():
-    assert CallReplay("c", _side(True), _side(False)).outcome == CONFIRMED
-    assert CallReplay("c", _side(False), _side(False)).outcome == REFUTED
-    assert CallReplay("c", _side(True), _side(True)).outcome == INCONCLUSIVE
-    assert CallReplay("c", "a random op", "a random op").outcome == NOT_REPLAYED
+    assert CallReplay("c", _side(True), _side(False)).outcome == ReplayOutcome.CONFIRMED
+    assert CallReplay("c", _side(False), _side(False)).outcome == ReplayOutcome.REFUTED
+    assert CallReplay("c", _side(True), _side(True)).outcome == ReplayOutcome.INCONCLUSIVE
+    assert CallReplay("c", "a random op", "a random op").outcome == ReplayOutcome.NOT_REPLAYED
     # a rebuild without keyword arguments proves nothing unless the other side matches its replay
-    assert CallReplay("c", _side(True), "no tensors", complete=False).outcome == INCONCLUSIVE
-    assert CallReplay("c", _side(True), _side(False), complete=False).outcome == CONFIRMED
-    confirmed = CallReplay("c", _side(True), _side(False)).text
+    assert CallReplay("c", _side(True), "no tensors", complete=False).outcome == ReplayOutcome.INCONCLUSIVE
+    assert CallReplay("c", _side(True), _side(False), complete=False).outcome == ReplayOutcome.CONFIRMED
+    confirmed = replay_text(CallReplay("c", _side(True), _side(False)))
     assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
-    assert "the difference is inherited" in CallReplay("c", _side(False), _side(False)).text
+    assert "the difference is inherited" in replay_text(CallReplay("c", _side(False), _side(False)))
     # both kernels right on their own inputs, but the runs passed different arguments: not inherited
     differs = CallReplay("c", _side(False), _side(False), differs="approximate: 'tanh' against 'none'")
-    assert differs.outcome == ARGUMENTS
-    assert differs.text.startswith("the runs pass different arguments — approximate: 'tanh' against 'none'")
-    assert CallReplay("c", _side(True), _side(False), differs="x").outcome == CONFIRMED  # wrong regardless
+    assert differs.outcome == ReplayOutcome.ARGUMENTS
+    assert replay_text(differs).startswith(
+        "the runs pass different arguments — approximate: 'tanh' against 'none'"
+    )
+    assert (
+        CallReplay("c", _side(True), _side(False), differs="x").outcome == ReplayOutcome.CONFIRMED
+    )  # wrong regardless
     # a rebuild from the records because the dump's own sidecar lacks the call says so, not that the
     # tool records no keyword arguments; a bench that was not replayed is not said to be within rounding
-    damaged = CallReplay("c", _side(True), _side(True), complete=False, lacking=NO_SIDECAR_LINE).text
+    damaged = replay_text(CallReplay("c", _side(True), _side(True), complete=False, lacking=NO_SIDECAR_LINE))
     assert "the rebuild may lack arguments: the dump's call sidecar holds no line for it" in damaged
-    alone = CallReplay("c", _side(False), "the bench dump does not hold it").text
+    alone = replay_text(CallReplay("c", _side(False), "the bench dump does not hold it"))
     assert alone.startswith("refuted by replay — the NPU kernel is within rounding on its own inputs")
     assert "both within rounding" not in alone
 

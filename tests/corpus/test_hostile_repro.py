@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui.cli import main
+from ptdbg_tui.compare.diagnosis.replay_outcome import SideVerdict
 from ptdbg_tui.compare.replay.plan import Plan, Recorded, Value
 from ptdbg_tui.compare.replay.repro import Origin, Written, arguments_code, script_text
-from ptdbg_tui.compare.replay.verdict import SideVerdict
-from ptdbg_tui.engine.replay.replayer import repro_folder
+from ptdbg_tui.compare.report.outputs import repro_folder
 from ptdbg_tui.formats.calls import calls_path
 from tests.corpus.hostile import HOSTILE, RAW_CONTROL
 

@@ -10,6 +10,7 @@ import pytest
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, UNPAIRED
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.sites import stack_site
 
@@ -48,7 +49,7 @@ def test_an_npu_only_in_place_call_is_not_paired_with_the_bench_optimizers(
         assert dump_main(args) == 0
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", summary=summary, jobs=1)
     d = outcome.diagnosis
-    assert (d.suspects[0].call, d.suspects[0].kind) == ("Tensor_mul__0_forward", UNPAIRED), d.verdict
-    assert not [s for s in d.suspects if s.kind == ARGUMENTS], d.verdict
+    assert (d.suspects[0].call, d.suspects[0].kind) == ("Tensor_mul__0_forward", UNPAIRED), verdict_text(d)
+    assert not [s for s in d.suspects if s.kind == ARGUMENTS], verdict_text(d)
     site = stack_site(d.suspects[0].stack)
     assert site is not None and "h.mul_(1.01)" in (site.source or "")

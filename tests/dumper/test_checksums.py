@@ -13,9 +13,9 @@ import torch
 
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
-from ptdbg_tui.cli import summary_text
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import finding, summary_text
 from ptdbg_tui.engine.batch import Outcomes, compare_dumps
 from ptdbg_tui.engine.narrow import narrowing_of, write_narrowing
 from ptdbg_tui.formats.layout import RankDump, discover
@@ -110,7 +110,7 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     assert not [r for r in outcome.rows if r.status is Status.FAIL]  # statistics alone: nothing wrong
     culprit = outcome.diagnosis.culprit
     assert (culprit.call, culprit.kind) == ("Torch_relu_0_forward", NONDETERMINISTIC)
-    assert culprit.finding.startswith(
+    assert finding(culprit).startswith(
         "its output differs from bit-equal inputs: the runs compute it "
         "differently (on one device: not deterministic) — "
         "Torch_relu_0_forward_output: checksum "

@@ -21,6 +21,7 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -136,11 +137,11 @@ def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
     d = outcome.diagnosis
     assert outcome.summary == summary
     assert [(s.call, s.kind) for s in d.suspects] == [("Functional_gelu_0_forward", BENCH_NAN)]
-    assert d.verdict.startswith(
+    assert verdict_text(d).startswith(
         "Culprit: Functional_gelu_0_forward (forward): the bench output holds NaN/Inf from finite inputs: "
         "the bench run is no reference here — Functional_gelu_0_forward_output holds NaN/Inf on the bench"
     )
-    texts = [d.verdict, *(e.text for e in d.calls.values())]
+    texts = [verdict_text(d), *(e.text for e in d.calls.values())]
     assert not any("all zeros" in t for t in texts), texts
     # the calls after it that take the bench's NaN are not judged, and say why
     assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
@@ -261,7 +262,7 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(
     d = outcome.diagnosis
     assert d.culprit is not None
     assert (d.culprit.call, d.culprit.kind) == ("Functional_gelu_0_forward", ARGUMENTS)
-    assert d.verdict.startswith(
+    assert verdict_text(d).startswith(
         "Culprit: Functional_gelu_0_forward (forward): the runs pass different arguments to it — "
         "approximate: 'tanh' against 'none'"
     )

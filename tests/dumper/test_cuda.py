@@ -13,6 +13,7 @@ import torch
 
 from dumper import PrecisionDebugger
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.npy import load_npy, npy_path
@@ -44,7 +45,7 @@ def test_cuda_dump_matches_the_cpu_dump(dump_model) -> None:
     failing = [r.name for r in outcome.rows if r.status is Status.FAIL]
     assert set(failing) <= {"Functional_conv2d_0_backward_output.2"}, failing
     if failing:
-        assert ", yet no call judged introduces an error beyond rounding" in outcome.diagnosis.verdict
+        assert ", yet no call judged introduces an error beyond rounding" in verdict_text(outcome.diagnosis)
 
 
 def test_cuda_wrong_lstm_backward_is_flagged(dump_model) -> None:

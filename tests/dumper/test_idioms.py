@@ -19,6 +19,7 @@ from torch.func import vmap
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.compare.report.words import finding
 from ptdbg_tui.engine.batch import compare_dumps
 
 from .conftest import dumped
@@ -163,6 +164,6 @@ def test_a_call_that_takes_an_undumped_complex_tensor_is_not_blamed_for_the_erro
     assert outcome.diagnosis.culprit.call == "Functional_gelu_0_forward"
     view = suspects["Torch_view_as_real_0_forward"]
     assert view.kind == ENTERS
-    assert view.finding.startswith(
+    assert finding(view).startswith(
         "error enters before it, outside the dumped calls — its input.0 (torch.complex64"
     )

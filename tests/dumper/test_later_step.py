@@ -11,6 +11,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 
@@ -58,12 +59,14 @@ def test_a_call_only_one_run_makes_is_named_at_a_later_step(
     (outcome,) = compare_dumps(npu.records, bench.records, jobs=1)
     d = outcome.diagnosis
     if scales == "npu":
-        assert [(s.call, s.kind) for s in d.suspects] == [("Tensor___mul___0_forward", UNPAIRED)], d.verdict
-        assert d.verdict.startswith("Culprit: Tensor___mul___0_forward (forward)")
+        assert [(s.call, s.kind) for s in d.suspects] == [("Tensor___mul___0_forward", UNPAIRED)], (
+            verdict_text(d)
+        )
+        assert verdict_text(d).startswith("Culprit: Tensor___mul___0_forward (forward)")
     else:
         suspects = [(s.call, s.kind) for s in d.suspects]
-        assert suspects == [("Functional_mse_loss_0_forward", ENTERS)], d.verdict
-        assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in d.verdict
+        assert suspects == [("Functional_mse_loss_0_forward", ENTERS)], verdict_text(d)
+        assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in verdict_text(d)
 
 
 BETAS = textwrap.dedent("""
@@ -93,9 +96,9 @@ def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1
     _dump_both(tmp_path, BETAS, "--summary-only", "--step", "0", "1")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=1 if only_step1 else None, jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
-    assert d.suspects, d.verdict
+    assert d.suspects, verdict_text(d)
     culprit = "Culprit: Tensor_lerp__0_forward (forward): the runs pass different arguments"
-    assert d.verdict.startswith(culprit), d.verdict
+    assert verdict_text(d).startswith(culprit), verdict_text(d)
     how = ", from its statistics," if only_step1 else ""
     note = (
         "the optimizer's state differs on entry to step 1 (Tensor_lerp__0_forward_input.0): "
@@ -130,8 +133,8 @@ def test_a_gradient_clipping_one_run_skips_is_named_at_step_1(tmp_path: Path) ->
     _dump_both(tmp_path, UNCLIPPED, "--summary-only", "--step", "0", "1")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
-    assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], d.verdict
-    assert "Tensor_lerp__0_forward_input.1 carries" in d.verdict
+    assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], verdict_text(d)
+    assert "Tensor_lerp__0_forward_input.1 carries" in verdict_text(d)
     assert any(n.startswith("the optimizer's state differs on entry to step 1") for n in d.notes), d.notes
 
 
@@ -165,14 +168,14 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     _dump_both(tmp_path, AUTOCAST, "--step", "0", "1", "2")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
-    assert not d.suspects, d.verdict
+    assert not d.suspects, verdict_text(d)
     note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
     assert any(n.startswith(note) for n in d.notes), d.notes
     # --step 2 alone sees steps 0 and 1 from their statistics, which name no parameter (1e-4 apart):
     # step 1's parameters carried step 0's rounding all the same, so step 2's carry step 1's ('parameters
     # differ on entry to step 2' was the culprit)
     (alone,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
-    assert not alone.diagnosis.suspects, alone.diagnosis.verdict
+    assert not alone.diagnosis.suspects, verdict_text(alone.diagnosis)
     note = "parameters differ on entry to step 2 no more than their gradients differed at step 1 ("
     assert any(n.startswith(note) for n in alone.diagnosis.notes), alone.diagnosis.notes
     # the scripts' precision choice, which the call sidecars record, is said where rows fail
@@ -209,7 +212,7 @@ def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_pa
     culprits = {o.npu.step: o.diagnosis.suspects[0] for o in outcomes if o.diagnosis.suspects}
     assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
         step: ("Functional_dropout_0_forward", RANDOM) for step in (0, 1, 2)
-    }, [o.diagnosis.verdict for o in outcomes]
+    }, [verdict_text(o.diagnosis) for o in outcomes]
     assert (
         "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
     )
@@ -253,10 +256,10 @@ def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_
     for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
         d = o.diagnosis
         assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Functional_batch_norm_1_forward", ENTERS)], (
-            d.verdict
+            verdict_text(d)
         )
-        assert "Functional_batch_norm_1_forward_input.2 carries" in d.verdict
-        assert "a running statistic, which the calls that train the module update in place" in d.verdict
+        assert "Functional_batch_norm_1_forward_input.2 carries" in verdict_text(d)
+        assert "a running statistic, which the calls that train the module update in place" in verdict_text(d)
 
 
 WARM_UP = textwrap.dedent("""
@@ -288,11 +291,11 @@ def test_a_learning_rate_that_still_differs_at_step_1_is_named(tmp_path: Path) -
     d = next(
         o.diagnosis for o in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1) if o.npu.step == 1
     )
-    assert d.suspects, d.verdict
-    assert d.verdict.startswith(
+    assert d.suspects, verdict_text(d)
+    assert verdict_text(d).startswith(
         "Culprit: Tensor_add__1_forward (forward): the runs pass different arguments"
-    ), d.verdict
-    assert "alpha: -0.1 against -0.05" in d.verdict
+    ), verdict_text(d)
+    assert "alpha: -0.1 against -0.05" in verdict_text(d)
 
 
 FOREACH_EPS = textwrap.dedent("""
@@ -319,7 +322,7 @@ def test_parameters_an_unseen_optimizer_keeps_changing_stay_suspects(tmp_path: P
     _dump_both(tmp_path, FOREACH_EPS, "--step", "0", "1", "2")
     outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     kinds = {o.npu.step: [s.kind for s in o.diagnosis.suspects[:1]] for o in outcomes}
-    assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [o.diagnosis.verdict for o in outcomes]
+    assert kinds == {0: [], 1: [PARAMETERS], 2: [PARAMETERS]}, [verdict_text(o.diagnosis) for o in outcomes]
 
 
 ADAMW = textwrap.dedent("""
@@ -356,7 +359,7 @@ def test_parameters_an_unseen_decay_moved_are_no_rounding_at_step_2(
     _dump_both(tmp_path, ADAMW, "--step", "0", "1", "2")
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
     d = outcome.diagnosis
-    assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], d.verdict
+    assert [s.kind for s in d.suspects[:1]] == [PARAMETERS], verdict_text(d)
 
 
 @pytest.mark.parametrize("decays", ["npu", "bench"])
@@ -386,18 +389,18 @@ def test_a_decay_only_one_run_makes_is_named_at_every_step(
             assert found == [
                 ("Tensor_mul__0_forward", UNPAIRED, False),
                 ("Tensor_mul__2_forward", UNPAIRED, False),
-            ], d.verdict
-            assert f"{changes}, allowed" in d.verdict
-            assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in d.verdict
+            ], verdict_text(d)
+            assert f"{changes}, allowed" in verdict_text(d)
+            assert "Tensor_addcdiv__0_forward_input.0, the tensor it wrote, carries" in verdict_text(d)
         else:  # named where the NPU's update reads the parameter: the bench's call is no NPU call
             assert found == [
                 ("Tensor_addcdiv__0_forward", ENTERS, True),
                 ("Tensor_addcdiv__1_forward", ENTERS, True),
-            ], d.verdict
+            ], verdict_text(d)
             assert (
                 f"before it the bench run makes Tensor_mul__0_forward, which the NPU run does not: {changes}"
-            ) in d.verdict
-            assert "Tensor_addcdiv__0_forward_input.0 carries 0.0" in d.verdict
+            ) in verdict_text(d)
+            assert "Tensor_addcdiv__0_forward_input.0 carries 0.0" in verdict_text(d)
 
 
 DECAY_BY_HAND = textwrap.dedent("""
@@ -441,7 +444,7 @@ def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
     for outcome in [*together, *alone]:
         d = outcome.diagnosis
         found = [(s.call, s.kind) for s in d.suspects]
-        assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], d.verdict
+        assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], verdict_text(d)
         evidence = d.suspects[0].evidence
         assert evidence.startswith(
             f"it makes {mul}_0_forward_output of {mul}_0_forward_input.0 (input.1: 0.9999), 0.0001 apart"
@@ -467,9 +470,9 @@ def test_a_decay_finer_than_statistics_estimate_is_named_at_every_step(
     for outcome in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
         d = outcome.diagnosis
         first = d.suspects[0] if d.suspects else None
-        assert first is not None, d.verdict
+        assert first is not None, verdict_text(d)
         if decays == "npu":
-            assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), d.verdict
+            assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), verdict_text(d)
         else:
-            assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), d.verdict
+            assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), verdict_text(d)
         assert by in first.evidence, first.evidence

@@ -9,6 +9,7 @@ from pathlib import Path
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import UNPAIRED
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 
@@ -46,5 +47,7 @@ def test_a_missing_npy_does_not_move_the_culprit(tmp_path: Path) -> None:
     assert error.name == "Functional_layer_norm_0_forward_input.0"
     assert "not found" in error.result.message
     d = outcome.diagnosis
-    assert [(s.call, s.kind) for s in d.suspects][:1] == [("Tensor___mul___0_forward", UNPAIRED)], d.verdict
-    assert d.verdict.startswith("Culprit: Tensor___mul___0_forward (forward)")
+    assert [(s.call, s.kind) for s in d.suspects][:1] == [("Tensor___mul___0_forward", UNPAIRED)], (
+        verdict_text(d)
+    )
+    assert verdict_text(d).startswith("Culprit: Tensor___mul___0_forward (forward)")

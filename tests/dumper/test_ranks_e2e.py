@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANK_ALONE
+from ptdbg_tui.compare.report.words import rank_headline, rank_lines
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.workers import forked
 from ptdbg_tui.formats.layout import rank_dir_path
@@ -59,15 +60,15 @@ def test_a_collective_wrong_on_one_rank_alone_names_that_rank(tmp_path):
     for summary in (False, True):
         run = compare_dumps(tmp_path / "npu", tmp_path / "bench", summary=summary, jobs=1)
         first = run.ranks.first
-        assert first is not None and first.view.rank == FAULTY, run.ranks.headline
+        assert first is not None and first.view.rank == FAULTY, rank_headline(run.ranks)
         call = "Distributed_reduce_scatter_tensor_1_forward"
         assert first.suspect is not None and first.suspect.call == call and first.suspect.kind == RANK_ALONE
         head = f"first divergent rank: rank{FAULTY} (step0): {call} (forward): wrong on this rank alone — "
-        assert run.ranks.headline.startswith(head + "inputs 0, ")
+        assert rank_headline(run.ranks).startswith(head + "inputs 0, ")
         assert (
             f"its inputs agree with the bench run's on every rank of its group of {WORLD} (the size its "
             f"shapes give), its result differs on rank{FAULTY} alone (rank0, rank2 match theirs)"
-        ) in run.ranks.headline
+        ) in rank_headline(run.ranks)
         others = [v for v in run.ranks.verdicts if v.view.rank != FAULTY]
         received = "Distributed_reduce_scatter_tensor_2_forward"
         assert all(v.received and v.suspect.call == received for v in others)
@@ -82,7 +83,7 @@ def test_a_collective_wrong_on_one_rank_alone_names_that_rank(tmp_path):
         shutil.rmtree(rank_dir_path(tmp_path / "part" / side, 2, step=0))
     part = compare_dumps(tmp_path / "part" / "npu", tmp_path / "part" / "bench", jobs=1)
     assert part.ranks.first is None
-    assert part.ranks.headline == (
+    assert rank_headline(part.ranks) == (
         "first divergent rank: none of the dumped ranks makes an error of its own; it first shows in "
         f"{call} on rank{FAULTY} (step0) (the collective itself, or a rank not dumped; its group has "
         f"{WORLD} ranks, by its shapes, 2 of them compared)"
@@ -109,10 +110,10 @@ def test_checksums_that_differ_on_every_rank_do_not_hide_the_rank_whose_values_d
         if s is not None
     )
     first = run.ranks.first
-    assert first is not None and first.view.rank == FAULTY, run.ranks.headline
+    assert first is not None and first.view.rank == FAULTY, rank_headline(run.ranks)
     assert first.suspect is not None and first.suspect.call == "Torch_matmul_1_forward"
-    assert run.ranks.lines()[:2] == [
-        run.ranks.headline,
+    assert rank_lines(run.ranks)[:2] == [
+        rank_headline(run.ranks),
         "  before it, checksums alone differ: Torch_tanh_0_forward on rank0 (step0), rank1 (step0), rank2 "
         "(step0) — its output's bits, not its statistics: a checksum tells that the bits differ, not by how "
         "much (two devices' kernels differ bitwise; on one device it is nondeterminism)",

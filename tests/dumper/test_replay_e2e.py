@@ -16,15 +16,10 @@ import torch
 import torch.nn.functional as F
 
 from ptdbg_tui import cli
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.replay.run import Refused, resolve
-from ptdbg_tui.compare.replay.verdict import (
-    CONFIRMED,
-    HONEST_MARGIN,
-    NOT_REPLAYED,
-    REFUTED,
-    CallReplay,
-    SideVerdict,
-)
+from ptdbg_tui.compare.replay.verdict import HONEST_MARGIN
+from ptdbg_tui.compare.report.words import replay_run_text, replay_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay.replayer import Replayer, fold_outcomes, replay_outcomes
 
@@ -54,15 +49,15 @@ def _replayed(tmp_path: Path, name: str, worker: Replayer, **kw):
 def test_a_kernel_fault_is_confirmed_on_its_own_inputs_and_honest_calls_are_refuted(tmp_path, worker, name):
     outcome, replays = _replayed(tmp_path, name, worker)
     (truth,) = SCENARIOS[name].truth
-    assert replays[truth].outcome == CONFIRMED, replays[truth].text
+    assert replays[truth].outcome == ReplayOutcome.CONFIRMED, replay_text(replays[truth])
     culprit = outcome.diagnosis.culprit
     assert culprit is not None and culprit.call == truth and culprit.confirmed
-    assert "confirmed by replay — NPU kernel wrong on its own inputs" in outcome.diagnosis.verdict
+    assert "confirmed by replay — NPU kernel wrong on its own inputs" in verdict_text(outcome.diagnosis)
     honest = [r for c, r in replays.items() if c != truth]
-    assert honest and all(r.outcome == REFUTED for r in honest), [
-        r.text for r in honest if r.outcome != REFUTED
+    assert honest and all(r.outcome == ReplayOutcome.REFUTED for r in honest), [
+        replay_text(r) for r in honest if r.outcome != ReplayOutcome.REFUTED
     ]
-    assert "replayed on each side's own inputs" in outcome.diagnosis.replay
+    assert "replayed on each side's own inputs" in replay_run_text(outcome.diagnosis)
 
 
 def test_a_missing_tensor_file_makes_that_call_not_replayable_and_nothing_crashes(tmp_path, worker):
@@ -71,8 +66,8 @@ def test_a_missing_tensor_file_makes_that_call_not_replayable_and_nothing_crashe
     for f in outcome.npu_tensors.glob("Torch_sum_0_forward_output*"):
         f.unlink()
     (got,) = replay_outcomes([outcome], replayer=worker, calls=["Torch_sum_0_forward"]).values()
-    assert got["Torch_sum_0_forward"].text.startswith("not replayable: ")
-    assert "cannot be read" in got["Torch_sum_0_forward"].text
+    assert replay_text(got["Torch_sum_0_forward"]).startswith("not replayable: ")
+    assert "cannot be read" in replay_text(got["Torch_sum_0_forward"])
 
 
 def _dump(path: Path, fault: bool) -> Path:
@@ -106,7 +101,7 @@ def test_a_one_sided_bf16_error_of_one_unit_is_caught_by_both_lean_tests(tmp_pat
     )
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
     r = got["Functional_gelu_0_forward"]
-    assert r.outcome == CONFIRMED and "one-sided" in r.text, r.text
+    assert r.outcome == ReplayOutcome.CONFIRMED and "one-sided" in replay_text(r), replay_text(r)
     assert outcomes[0].diagnosis.culprit.call == "Functional_gelu_0_forward"
 
 
@@ -290,10 +285,14 @@ def test_a_kernel_confirmed_where_error_also_enters_before_it_is_the_culprit(tmp
     two_dumps = [(s.call, s.kind) for s in outcomes[0].diagnosis.suspects]
     assert two_dumps == [("Torch_einsum_0_forward", "enters")]
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
-    assert got["Torch_einsum_0_forward"].outcome == CONFIRMED, got["Torch_einsum_0_forward"].text
+    assert got["Torch_einsum_0_forward"].outcome == ReplayOutcome.CONFIRMED, replay_text(
+        got["Torch_einsum_0_forward"]
+    )
     d = outcomes[0].diagnosis
     assert d.culprit is not None and d.culprit.call == "Torch_einsum_0_forward" and d.culprit.confirmed
-    assert d.verdict.startswith("Culprit: Torch_einsum_0_forward (forward): confirmed by replay"), d.verdict
+    assert verdict_text(d).startswith("Culprit: Torch_einsum_0_forward (forward): confirmed by replay"), (
+        verdict_text(d)
+    )
     assert any(s.kind == "enters" and s.call == "Torch_einsum_0_forward" for s in d.suspects)  # it stands
 
 
@@ -351,9 +350,9 @@ def test_a_faulty_call_whose_tensor_came_by_keyword_is_confirmed_by_replay(tmp_p
     bench = _keyword_tensor_dump(tmp_path / "bench", op, 1.0)
     outcomes = compare_dumps(npu, bench, jobs=1)
     (got,) = replay_outcomes(outcomes, replayer=worker, calls=[call]).values()
-    assert got[call].outcome == CONFIRMED, got[call].text
+    assert got[call].outcome == ReplayOutcome.CONFIRMED, replay_text(got[call])
     d = outcomes[0].diagnosis
-    assert d.culprit is not None and d.culprit.call == call and d.culprit.confirmed, d.verdict
+    assert d.culprit is not None and d.culprit.call == call and d.culprit.confirmed, verdict_text(d)
 
 
 def test_a_keyword_tensor_whose_data_file_is_lost_makes_its_call_not_replayable_and_says_why(
@@ -367,9 +366,9 @@ def test_a_keyword_tensor_whose_data_file_is_lost_makes_its_call_not_replayable_
     lost.unlink()
     outcomes = compare_dumps(npu, bench, jobs=1)
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
-    text = got["Functional_layer_norm_0_forward"].text
+    text = replay_text(got["Functional_layer_norm_0_forward"])
     assert text.startswith("not replayable: ") and "kwarg.weight" in text and "cannot be read" in text, text
-    assert any(r.outcome != NOT_REPLAYED for r in got.values()), "the other calls are replayed"
+    assert any(r.outcome != ReplayOutcome.NOT_REPLAYED for r in got.values()), "the other calls are replayed"
 
 
 def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_redo_where_the_runs_differ(
@@ -381,8 +380,8 @@ def test_with_nothing_confirmed_the_replay_line_names_the_calls_it_could_not_red
     bench = _keyword_tensor_dump(tmp_path / "bench", "stack", 1.0)
     outcomes = compare_dumps(npu, bench, jobs=1)
     (got,) = replay_outcomes(outcomes, replayer=worker).values()
-    assert not any(r.outcome == CONFIRMED for r in got.values())
-    line = outcomes[0].diagnosis.replay
+    assert not any(r.outcome == ReplayOutcome.CONFIRMED for r in got.values())
+    line = replay_run_text(outcomes[0].diagnosis)
     assert (
         "not replayable where the runs differ: Torch_stack_0_forward: the keyword argument tensors "
         "(a torch.float32 tensor of shape [16, 32]) was not recorded"
@@ -439,7 +438,7 @@ def test_a_call_under_autocast_is_replayed_as_honest_within_the_rounding_autocas
     call = "Functional_linear_1_backward"
     (got,) = replay_outcomes(outcomes, replayer=worker, calls=[call]).values()
     verdict = got[call].npu
-    assert got[call].outcome == REFUTED and not isinstance(verdict, str), got[call].text
+    assert got[call].outcome == ReplayOutcome.REFUTED and not isinstance(verdict, str), replay_text(got[call])
     # the NPU side IS torch's CPU kernel under bf16 autocast: its error is the honest one, within which
     # the side may err HONEST_MARGIN times (it was allowed 2x, the sensitivity to its bf16 input alone)
     assert verdict.error > 1e-4, "bf16-sized"
@@ -484,10 +483,10 @@ def test_a_later_steps_note_names_the_culprit_the_replay_leaves(tmp_path):
     assert any(said in n for n in second.diagnosis.notes), second.diagnosis.notes
     honest = SideVerdict(1e-8, 1e-5, 0.0, 1.0, f"{culprit.call}_output")
     refuted = CallReplay(culprit.call, honest, honest, True)
-    assert refuted.outcome == REFUTED
+    assert refuted.outcome == ReplayOutcome.REFUTED
     fold_outcomes(outcomes, [([culprit.call], {culprit.call: refuted}), ([], {}), ([], {})])
     assert first.diagnosis.culprit is None or first.diagnosis.culprit.call != culprit.call
-    assert "refuted, no longer suspects: Functional_gelu_0_forward" in first.diagnosis.replay
+    assert "refuted, no longer suspects: Functional_gelu_0_forward" in replay_run_text(first.diagnosis)
     assert not any(said in n for d in (second.diagnosis, outcomes[2].diagnosis) for n in d.notes)
 
 
@@ -553,7 +552,7 @@ def test_an_fp16_running_sum_in_a_long_cumsum_is_named_and_confirmed(tmp_path, w
     replay = got["Torch_cumsum_0_forward"]
     if fault:
         assert culprit is not None and culprit.call == "Torch_cumsum_0_forward"
-        assert replay.outcome == CONFIRMED, replay.text
+        assert replay.outcome == ReplayOutcome.CONFIRMED, replay_text(replay)
     else:
         assert culprit is None and outcomes[0].diagnosis.suspects == []
-        assert replay.outcome == REFUTED, replay.text
+        assert replay.outcome == ReplayOutcome.REFUTED, replay_text(replay)

@@ -18,8 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from dumper import PrecisionDebugger
+from ptdbg_tui.compare.diagnosis.replay_outcome import ReplayOutcome
 from ptdbg_tui.compare.replay.calls import replay_call
-from ptdbg_tui.compare.replay.verdict import NOT_REPLAYED
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay.replayer import sources
 from ptdbg_tui.formats.calls import calls_path
@@ -54,8 +55,8 @@ def _replayed(tmp_path: Path, call: str, damage) -> str:
     (o,) = compare_dumps(npu.records, bench.records, jobs=1)
     n, b = sources(o.npu, o.bench, str(o.npu_tensors), str(o.bench_tensors))
     r = replay_call(o.rows, call, n.only(call), b.only(call))
-    assert r.outcome == NOT_REPLAYED, r.text
-    return r.text
+    assert r.outcome == ReplayOutcome.NOT_REPLAYED, replay_text(r)
+    return replay_text(r)
 
 
 def test_a_sidecar_that_names_another_function_is_not_judged(tmp_path):
@@ -107,7 +108,7 @@ def test_an_undamaged_pair_replays(tmp_path):
     n, b = sources(o.npu, o.bench, str(o.npu_tensors), str(o.bench_tensors))
     for call in (MSE, ONES):
         r = replay_call(o.rows, call, n.only(call), b.only(call))
-        assert r.outcome != NOT_REPLAYED, r.text
+        assert r.outcome != ReplayOutcome.NOT_REPLAYED, replay_text(r)
 
 
 #: The replay of a sidecar's ``torch.ones(Size([20000, 20000]))`` in a process that may map 3 GB at
@@ -116,6 +117,7 @@ _HUGE_ONES = """
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from ptdbg_tui.compare.replay.calls import replay_call
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay.replayer import sources
 npu, bench, call = sys.argv[1:]
@@ -124,7 +126,7 @@ n, b = sources(o.npu, o.bench, str(o.npu_tensors), str(o.bench_tensors))
 start = time.perf_counter()
 r = replay_call(o.rows, call, n.only(call), b.only(call))
 print(f"{time.perf_counter() - start:.1f}")
-print(r.text)
+print(replay_text(r))
 """
 
 

@@ -12,6 +12,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as cli_main
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.modules import sidecar_path
@@ -77,7 +78,7 @@ def _compare(tmp_path: Path, npu: list[str], bench: list[str], step: str = "1") 
 
 def _no_kernel(d: Diagnosis) -> None:
     kernels = [(s.call, s.kind) for s in d.suspects if s.kind not in NOT_A_KERNEL]
-    assert not kernels, d.verdict
+    assert not kernels, verdict_text(d)
 
 
 def test_a_block_more_on_the_bench_is_said_and_nothing_in_it_is_blamed(
@@ -89,7 +90,7 @@ def test_a_block_more_on_the_bench_is_said_and_nothing_in_it_is_blamed(
     models = "the runs' models differ: the bench has blocks.2 (Block), the NPU run does not"
     assert d.differ and d.differ[0].startswith(models), d.differ
     assert "(blocks: 3 on the bench, 2 on the NPU run)" in d.differ[0]
-    assert not d.suspects, d.verdict  # the embedding's parameters follow from it: no culprit
+    assert not d.suspects, verdict_text(d)  # the embedding's parameters follow from it: no culprit
     assert not d.all_clear
     out = str(tmp_path / "out")
     assert cli_main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", out]) == 0
@@ -113,7 +114,7 @@ def test_a_reshaped_or_renamed_parameter_is_said(tmp_path: Path, npu: str, words
     d = _compare(tmp_path, [npu], [])
     assert d.differ and d.differ[0].startswith("the runs' models differ: "), d.differ
     assert words in d.differ[0], d.differ
-    assert not d.suspects, d.verdict
+    assert not d.suspects, verdict_text(d)
 
 
 def test_without_a_module_sidecar_the_parameters_shapes_are_said(tmp_path: Path) -> None:
@@ -156,5 +157,5 @@ def test_a_different_first_batch_is_said_and_not_blamed_on_the_embedding(tmp_pat
     d = _compare(tmp_path, ["data=1"], ["data=2"], "0")
     data = "the runs pass different data: Functional_embedding_0_forward_input.0, the model's first input"
     assert len(d.differ) == 1 and d.differ[0].startswith(data), d.differ
-    assert not any(s.call == "Functional_embedding_0_forward" for s in d.suspects), d.verdict
+    assert not any(s.call == "Functional_embedding_0_forward" for s in d.suspects), verdict_text(d)
     _no_kernel(d)

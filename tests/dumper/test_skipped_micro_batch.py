@@ -11,6 +11,7 @@ import pytest
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 
 SCRIPT = textwrap.dedent("""
@@ -83,7 +84,7 @@ def test_the_skipped_micro_batch_is_named_and_no_kernel(
     by_step = {o.npu.step: o.diagnosis for o in outcomes}
     assert set(by_step) == ({0, 1, 2} if only_step is None else {only_step})
     for step, d in by_step.items():
-        assert not [s for s in d.suspects if s.kind in (GROWTH, LEAN)], (step, d.verdict)
+        assert not [s for s in d.suspects if s.kind in (GROWTH, LEAN)], (step, verdict_text(d))
     if 1 in by_step:
         culprit = by_step[1].suspects[0]
         assert (culprit.call, culprit.kind, culprit.after_bench_only) == (
@@ -95,7 +96,7 @@ def test_the_skipped_micro_batch_is_named_and_no_kernel(
         assert "Functional_conv1d_1_forward" not in culprit.evidence
     if 2 in by_step:
         d = by_step[2]
-        assert d.suspects == [], d.verdict
+        assert d.suspects == [], verdict_text(d)
         inherited = "parameters differ on entry to step 2: inherited from step 1, "
         source = "the error enters before Tensor_add__1_forward, after calls only the bench run makes"
         assert any(n.startswith(inherited) and source in n for n in d.notes), d.notes

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import verdict_text
 from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
 from ptdbg_tui.formats.layout import discover, rank_dir_path
 from ptdbg_tui.formats.synthetic import SEED_CULPRIT, write_array, write_seed_pair
@@ -49,7 +50,7 @@ def test_a_diagnosis_that_fails_says_so_not_that_nothing_was_compared(seed, monk
     monkeypatch.setattr("ptdbg_tui.engine.batch.diagnose_pair", broken)
     (o,) = compare_dumps(*seed, jobs=1)
     assert o.counts()[Status.FAIL] > 0
-    assert o.diagnosis.verdict == (
+    assert verdict_text(o.diagnosis) == (
         "No verdict: the diagnosis failed (TypeError: 'float' object is not iterable); the rows are "
         "compared in the CSV."
     )

@@ -15,6 +15,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.cli import report_text  # noqa: E402
+from ptdbg_tui.compare.report.words import rank_headline  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.live.loop import LiveEngine  # noqa: E402
 from ptdbg_tui.engine.live.options import LiveOptions  # noqa: E402
@@ -72,7 +73,7 @@ def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
     remote = compare_dumps(npu, bench, cluster=cluster.scheduler_address)
     assert _cells(remote) == _cells(local)
     assert remote.ranks.first is not None and remote.ranks.first.view.rank == 1
-    assert remote.ranks.headline == local.ranks.headline
+    assert rank_headline(remote.ranks) == rank_headline(local.ranks)
     workers = _workers(cluster)
     assert remote.placements[workers["far"]] >= 2  # rank 1's pair and its tensors can only go there
     assert sum(remote.placements.values()) >= 4

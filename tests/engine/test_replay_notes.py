@@ -3,20 +3,17 @@ a named kernel or 0 failures, and a suspect the budget did not reach says so."""
 
 from __future__ import annotations
 
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
-from ptdbg_tui.engine.replay.replayer import (
-    BUDGET_RAN_OUT,
-    NOT_REACHED,
-    fold_replays,
-    replay_could_decide,
-    undecided,
-)
+from ptdbg_tui.compare.report.words import BUDGET_RAN_OUT, NOT_REACHED, finding, replay_run_text
+from ptdbg_tui.engine.replay.replayer import fold_replays, replay_could_decide, undecided
 
 
 def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:
     judgement = Judgement(input_error, 0.02, 1e-5, 2000.0, kind, f"{call}_output")
-    return Suspect(call, call, "forward", kind, 2000.0, "…", judgement)
+    return Suspect(
+        call=call, api=call, direction="forward", kind=kind, score=2000.0, evidence="…", judgement=judgement
+    )
 
 
 def test_a_kernel_named_second_is_named():
@@ -40,7 +37,7 @@ def test_parameters_alone_with_no_row_failing_are_not_called_failing_rows():
 
 
 def test_a_default_replay_that_refuted_every_suspect_still_offers_the_full_one():
-    d = Diagnosis(failing=3, judged=10, compared=10, replay="2 call(s) replayed …")
+    d = Diagnosis(failing=3, judged=10, compared=10, replay=ReplayRun(replayed=2))
     assert not replay_could_decide(d, summary=False), "the app's replay ran every call"
     assert replay_could_decide(d, summary=False, searched=False)
 
@@ -52,6 +49,6 @@ def test_a_suspect_the_budget_did_not_reach_says_so():
     )
     d = Diagnosis(suspects=[first, second], judged=10, compared=10)
     fold_replays(d, [], [first.call, second.call], {}, None)
-    assert first.replay == second.replay == NOT_REACHED
-    assert first.finding.startswith(f"{NOT_REACHED}; two dumps: introduces error")
-    assert d.replay == f"not replayed: {BUDGET_RAN_OUT}"
+    assert first.unreached and second.unreached and first.replay is None
+    assert finding(first).startswith(f"{NOT_REACHED}; two dumps: introduces error")
+    assert replay_run_text(d) == f"not replayed: {BUDGET_RAN_OUT}"

@@ -33,9 +33,10 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Diagnosis,
     Suspect,
     evidence_text,
-    fmt_error,
     times_text,
 )
+from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     MARGIN,
@@ -538,7 +539,7 @@ class _Walk:
 
 
 def _suspect(
-    calls: _Calls, key: CallKey, name: str, kind: str, judgement: Judgement, evidence: str, step: int | None
+    calls: _Calls, key: CallKey, name: str, kind: Kind, judgement: Judgement, evidence: str, step: int | None
 ) -> Suspect:
     """The call ``key`` as a suspect of ``kind``; located by its forward call's stack."""
     call = calls.calls[key]
@@ -546,17 +547,17 @@ def _suspect(
     forward = calls.forward_of(key)
     stack = _stack(forward.rows if forward is not None else []) or _stack(members)
     return Suspect(
-        name,
-        entry.api,
-        entry.direction,
-        kind,
-        judgement.score,
-        evidence,
-        judgement,
-        list(members),
-        stack,
-        min(r.seq for r in members),
-        step,
+        call=name,
+        api=entry.api,
+        direction=entry.direction,
+        kind=kind,
+        score=judgement.score,
+        evidence=evidence,
+        judgement=judgement,
+        rows=list(members),
+        stack=stack,
+        seq=min(r.seq for r in members),
+        step=step,
     )
 
 

@@ -1,5 +1,6 @@
-"""What the diagnosis finds, and the words for it: the kinds of finding, a suspect call with its
-evidence, the verdict of one pair.
+"""What the diagnosis finds, as values: the kinds of finding (:class:`~.kinds.Kind`, named here), a
+suspect call with its evidence, the diagnosis of one pair. Their words are
+:mod:`ptdbg_tui.compare.report.words`.
 
 A suspect is where the two runs start to differ, by one of these kinds:
 
@@ -23,7 +24,8 @@ A suspect is where the two runs start to differ, by one of these kinds:
   bit-equal and whose output is not.
 
 A replay (:mod:`~ptdbg_tui.compare.replay`) may confirm a suspect (its kernel is wrong on its own
-inputs) or refute it (both sides compute right on their inputs: the difference is inherited).
+inputs) or refute it (both sides compute right on their inputs: the difference is inherited); the
+suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay`.
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
-    GROWTH,
     LEAN,
     NAN_ORIGIN,
     ZEROS,
@@ -46,50 +49,24 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
 
-PARAMETERS = "parameters"
-UNPAIRED = "unpaired"
-ARGUMENTS = "arguments"
-RANDOM = "random"
-COLLECTIVE = "collective"
-RANK_ALONE = "rank_alone"
-RECEIVED = "received"
-REPLAYED = "replayed"
-NONDETERMINISTIC = "nondeterministic"
-SHAPE = "shape"
+if TYPE_CHECKING:
+    from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 
-#: How each kind reads after the call's name.
-KIND_WORDS = {
-    GROWTH: "introduces error",
-    NAN_ORIGIN: "NaN/Inf origin",
-    ZEROS: "all-zero output",
-    BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
-    ENTERS: "error enters before it, outside the dumped calls",
-    LEAN: "one-sided error: its results lean one way, where rounding leans neither",
-    PARAMETERS: "parameters differ on entry to {step}",
-    UNPAIRED: "the NPU run makes this call and the bench run does not",
-    ARGUMENTS: "the runs pass different arguments to it",
-    SHAPE: "output shape differs",
-    RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, disable it)",
-    COLLECTIVE: "its result on this rank departs from the other ranks'",
-    RANK_ALONE: "wrong on this rank alone",
-    RECEIVED: "receives another rank's error through it",
-    REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
-    NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently (on one "
-    "device: not deterministic)",
-}
+PARAMETERS = Kind.PARAMETERS
+UNPAIRED = Kind.UNPAIRED
+ARGUMENTS = Kind.ARGUMENTS
+RANDOM = Kind.RANDOM
+COLLECTIVE = Kind.COLLECTIVE
+RANK_ALONE = Kind.RANK_ALONE
+RECEIVED = Kind.RECEIVED
+REPLAYED = Kind.REPLAYED
+NONDETERMINISTIC = Kind.NONDETERMINISTIC
+SHAPE = Kind.SHAPE
+
 #: A rank's own collective findings (across ranks): that rank makes the error, it receives none.
 OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 #: Kinds that say where the runs start to differ without a kernel at fault.
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
-
-
-def fmt_error(value: float) -> str:
-    """A relative error in two significant digits."""
-    if math.isinf(value):
-        return "inf"
-    if value == 0:
-        return "0"
-    return f"{value:.2g}"
 
 
 def sentence(text: str) -> str:
@@ -164,14 +141,15 @@ class CallEvidence:
         return self.judgement is not None and self.judgement.kind is not None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Suspect:
-    """A call where the runs start to differ, with its evidence."""
+    """A call where the runs start to differ, with its evidence (:mod:`ptdbg_tui.compare.report.words`
+    says it)."""
 
     call: str  # the NPU call, e.g. ``Functional_silu_3_backward``
     api: str
     direction: str
-    kind: str  # one of the kinds above
+    kind: Kind
     score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
     evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
     judgement: Judgement
@@ -179,7 +157,9 @@ class Suspect:
     stack: StackRecord | None = None  # the forward call's stack (where the call was made)
     seq: int = 0  # execution order: the seq of the call's first row
     step: int | None = None  # the dump's step, when known
-    replay: str = ""  # what the replay said of it ("confirmed — …"), when it was replayed
+    replay: CallReplay | None = None  # what the replay found, when it was replayed
+    #: chosen for a replay that its budget did not reach: its verdict stands on the two dumps alone
+    unreached: bool = False
     #: error entering right after calls only the bench run makes: the NPU run's own code lacks them (a
     #: rank that skips a gradient's division), not a collective no hook saw bringing another rank's error
     after_bench_only: bool = False
@@ -198,28 +178,26 @@ class Suspect:
         return next(named, self.rows[0] if self.rows else None)
 
     @property
-    def words(self) -> str:
-        """What it did, without the numbers: "introduces error"."""
-        step = f"step {self.step}" if self.step is not None else "this step"
-        return KIND_WORDS[self.kind].format(step=step)
-
-    @property
     def confirmed(self) -> bool:
-        return self.replay.startswith("confirmed")
+        """A replay found its NPU kernel wrong on its own inputs."""
+        return self.replay is not None and self.replay.confirmed
 
     @property
-    def finding(self) -> str:
-        """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
-        if self.kind == REPLAYED:
-            return f"{self.replay}; {self.evidence}"
-        head = f"{self.replay}; two dumps: " if self.replay else ""
-        return f"{head}{self.words} — {self.evidence}"
+    def replay_chosen(self) -> bool:
+        """A replay was chosen for it: done, or not reached within its budget (either outranks, and
+        says more than, the two dumps' provisional word)."""
+        return self.replay is not None or self.unreached
 
-    @property
-    def text(self) -> str:
-        site = self.site
-        where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
-        return f"{self.call} ({self.direction}): {self.finding}{where}"
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayRun:
+    """That a replay ran for a pair, or why it did not: what it found of each call is the diagnosis'
+    ``replays`` (:func:`ptdbg_tui.compare.report.words.replay_run_text` says it all in one line)."""
+
+    replayed: int = 0  # calls replayed
+    refuted: tuple[str, ...] = ()  # the suspects it refuted, which are no longer suspects
+    missed: int = 0  # calls chosen for it that its budget did not reach
+    why_not: str = ""  # why the pair was not replayed at all, in words (then nothing else holds)
 
 
 @dataclass(slots=True)
@@ -234,10 +212,10 @@ class Diagnosis:
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     errors: int = 0  # of them, those that could not be compared
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
-    replay: str = ""  # what a replay did, in one line ("12 calls replayed …"), when one ran
+    replay: ReplayRun | None = None  # that a replay ran (or why not), when one was tried
     #: what other steps or ranks say of this one, and checks that could not be done
     notes: list[str] = field(default_factory=list)
-    replays: dict[str, str] = field(default_factory=dict)  # by call: what its replay said, in words
+    replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
     #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
@@ -270,31 +248,6 @@ class Diagnosis:
     def all_clear(self) -> bool:
         """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
         return bool(self.judged) and not self.suspects and not self.failing and not self.differ
-
-    @property
-    def verdict(self) -> str:
-        """One line: the culprit, or what was found instead."""
-        if self.fault:
-            return f"No verdict: the diagnosis failed ({self.fault}); the rows are compared in the CSV."
-        if not self.compared:
-            return "Nothing was compared: no verdict."
-        if not self.judged:
-            return (
-                f"{self.compared:,} rows compared, but no call has both inputs and outputs compared: "
-                "no verdict."
-            )
-        if not self.suspects:
-            if self.failing:
-                why = f": {self.unexplained}" if self.unexplained else "."
-                return (
-                    f"{entries_fail(self.failing, self.errors)}, yet no call judged introduces an error "
-                    f"beyond rounding ({self.judged:,} calls judged){why}"
-                )
-            but = "; the runs differ before any kernel (runs differ, above)" if self.differ else ""
-            return f"No operator introduces an error beyond rounding ({self.judged:,} calls judged){but}."
-        more = len(self.suspects) - 1
-        tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
-        return f"Culprit: {self.suspects[0].text}{tail}"
 
 
 def entries_fail(count: int, errors: int = 0) -> str:

@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
-from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
@@ -185,17 +186,17 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         seq = min(r.seq for r in members)
         diagnosis.suspects.append(
             Suspect(
-                call,
-                entry.api,
-                entry.direction,
-                ARGUMENTS,
-                math.inf,
-                differs,
-                judgement,
-                members,
-                stack,
-                seq,
-                step,
+                call=call,
+                api=entry.api,
+                direction=entry.direction,
+                kind=ARGUMENTS,
+                score=math.inf,
+                evidence=differs,
+                judgement=judgement,
+                rows=members,
+                stack=stack,
+                seq=seq,
+                step=step,
             )
         )
     diagnosis.suspects.sort(key=suspect_order)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
+from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.model import ErrorMeasures
 from ptdbg_tui.compare.ops import op_name
 from ptdbg_tui.formats.records import TensorRecord
@@ -67,12 +68,12 @@ ONE_ROUNDING = 1 / math.sqrt(3)
 #: (3.6e-3), within the 8 u that ``MARGIN · ROUNDINGS`` allowed, and a later call was blamed for it.
 REDUCTIONS = frozenset({"sum", "nansum", "mean", "nanmean", "cumsum"})
 
-GROWTH = "growth"
-NAN_ORIGIN = "nan"
-BENCH_NAN = "bench_nan"
-ZEROS = "zeros"
-ENTERS = "enters"
-LEAN = "lean"
+GROWTH = Kind.GROWTH
+NAN_ORIGIN = Kind.NAN_ORIGIN
+BENCH_NAN = Kind.BENCH_NAN
+ZEROS = Kind.ZEROS
+ENTERS = Kind.ENTERS
+LEAN = Kind.LEAN
 #: An activation that carries this many times more error than every tensor dumped before it (and its
 #: dtype's rounding) got it outside the dumped calls. Larger than ``MARGIN``: what an undumped honest
 #: step may do there (slice out the part where the error sits, subtract near-equal values) is not
@@ -123,7 +124,7 @@ class Judgement:
     output_error: float  # the relative error of the output judged (the worst one)
     allowed: float  # the relative error that output may carry (the margin included)
     score: float  # output error / allowed (> 1: the call introduces error)
-    kind: str | None  # GROWTH, NAN_ORIGIN, ZEROS … when the call introduces error; BENCH_NAN for the bench
+    kind: Kind | None  # GROWTH, NAN_ORIGIN, ZEROS … when the call introduces error; BENCH_NAN for the bench
     output: str  # name of the output judged
     partial: bool = False  # some inputs were not compared
     #: why ``input_error`` is infinite: "nan" (NaN/Inf came in), "bench_nan" (NaN/Inf came in on the bench

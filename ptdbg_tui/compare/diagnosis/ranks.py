@@ -87,16 +87,6 @@ class RankVerdict:
     def name(self) -> str:
         return rank_name(self.view)
 
-    @property
-    def text(self) -> str:
-        if self.suspect is None:
-            return f"{self.name}: no suspect"
-        if self.suspect.kind == ENTERS:
-            return f"{self.name}: the error enters outside the dumped calls, before {self.suspect.call}"
-        if self.received:
-            return f"{self.name}: receives the error through {self.suspect.call}"
-        return f"{self.name}: {self.suspect.text}"
-
 
 @dataclass(slots=True)
 class CrossRank:
@@ -111,48 +101,10 @@ class CrossRank:
     valued: list[RankVerdict] = field(default_factory=list)
 
     @property
-    def headline(self) -> str:
-        """The report line: ``first divergent rank: rankR (stepS): <suspect>``, or why there is none."""
-        if self.first is not None:
-            assert self.first.suspect is not None
-            return f"first divergent rank: {self.first.name}: {self.first.suspect.text}"
-        v = self.shows_first
-        if v is not None:
-            call = v.suspect.call if v.suspect else "?"
-            where = f"in {call} on {v.name}"
-            why = f" (the collective itself, or a rank not dumped{self._group(v)})"
-            if v.suspect is not None and v.suspect.kind == ENTERS:  # seen in no dumped call: no collective
-                where = f"before {call} on {v.name}, outside the dumped calls"
-                why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
-            return (
-                f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
-                f"shows {where}{why}"
-            )
-        return "first divergent rank: none (no rank has a suspect)"
-
-    def _group(self, v: RankVerdict) -> str:
-        """How many ranks the collective ``v`` shows the error in has and how many of them are compared
-        (``"; its group has 4 ranks, by its shapes, 2 of them compared"``), where its shapes tell."""
-        group = group_size(v.view.rows, v.suspect.call) if v.suspect is not None else None
-        if group is None:
-            return ""
-        compared = sum(1 for u in self.verdicts if u.view.step == v.view.step)
-        return f"; its group has {group} ranks, by its shapes, {compared} of them compared"
-
-    @property
     def shows_first(self) -> RankVerdict | None:
         """Where the error first shows when every rank only receives it (no first divergent rank): the
         place the headline names, and what a narrowing follows."""
         return min((v for v in self.valued if v.received), key=_order, default=None)
-
-    def summary(self) -> tuple[str, ...]:
-        """The headline and the bits that differ before it, without the indent: what the app shows of
-        the verdict across ranks (the report's lines but each rank's own)."""
-        return (self.headline, *(line.strip() for line in self.bits_lines()))
-
-    def lines(self) -> list[str]:
-        """The headline, the bits that differ before it, and each rank's verdict, for the report."""
-        return [self.headline, *self.bits_lines(), *(f"  {v.text}" for v in self.verdicts)]
 
     def bits_lines(self) -> list[str]:
         """Where checksums alone differ before the first divergent rank's values: the first difference
@@ -432,17 +384,17 @@ def apply_departure(
         entry = members[0].record.entry if members else None
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
         suspect = Suspect(
-            departure.call,
-            entry.api if entry else departure.call,
-            FORWARD,
-            COLLECTIVE,
-            math.inf,
-            departure.text,
-            judgement,
-            members,
-            next((r.stack for r in members if r.stack is not None), None),
-            min((r.seq for r in members), default=0),
-            step,
+            call=departure.call,
+            api=entry.api if entry else departure.call,
+            direction=FORWARD,
+            kind=COLLECTIVE,
+            score=math.inf,
+            evidence=departure.text,
+            judgement=judgement,
+            rows=members,
+            stack=next((r.stack for r in members if r.stack is not None), None),
+            seq=min((r.seq for r in members), default=0),
+            step=step,
         )
     others = [s for s in diagnosis.suspects if s.call != departure.call]
     diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)

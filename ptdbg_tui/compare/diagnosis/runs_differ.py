@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, fmt_error
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import reason

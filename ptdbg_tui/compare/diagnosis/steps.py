@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, fmt_error, times_text
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, times_text
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.compare.ops import in_place
@@ -223,17 +224,17 @@ def _still_random(view: StepView, prev: StepView) -> None:
         )
         judgement = replace(evidence.judgement, kind=RANDOM)
         found = Suspect(
-            random.call,
-            random.api,
-            random.direction,
-            RANDOM,
-            judgement.score,
-            text,
-            judgement,
-            rows,
-            random.stack,
-            seq,
-            view.step,
+            call=random.call,
+            api=random.api,
+            direction=random.direction,
+            kind=RANDOM,
+            score=judgement.score,
+            evidence=text,
+            judgement=judgement,
+            rows=rows,
+            stack=random.stack,
+            seq=seq,
+            step=view.step,
         )
         view.diagnosis.suspects.insert(later[0], found)
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, values_differ
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
+from ptdbg_tui.compare.diagnosis.replay_outcome import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict
 from ptdbg_tui.compare.model import Row, Status, rows_by_call, side_call
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan
-from ptdbg_tui.compare.replay.verdict import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict, judge_side
+from ptdbg_tui.compare.replay.verdict import judge_side
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.naming import OUTPUT_KINDS, call_key
 

@@ -7,21 +7,13 @@ suspect of its own (where the inputs already differ, at a later step).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.replay.verdict import (
-    ARGUMENTS,
-    CONFIRMED,
-    INCONCLUSIVE,
-    NOT_REPLAYED,
-    REFUTED,
-    CallReplay,
-)
 
 
 def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, step: int | None) -> Suspect:
@@ -37,18 +29,18 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
     )
     two_dumps = f"the two dumps: {evidence.text}" if evidence is not None and evidence.text else "not judged"
     return Suspect(
-        replay.call,
-        entry.api if entry else replay.call,
-        entry.direction if entry else "forward",
-        REPLAYED,
-        math.inf,
-        two_dumps,
-        judgement,
-        members,
-        stack,
-        min((r.seq for r in members), default=0),
-        step,
-        replay.text,
+        call=replay.call,
+        api=entry.api if entry else replay.call,
+        direction=entry.direction if entry else "forward",
+        kind=REPLAYED,
+        score=math.inf,
+        evidence=two_dumps,
+        judgement=judgement,
+        rows=members,
+        stack=stack,
+        seq=min((r.seq for r in members), default=0),
+        step=step,
+        replay=replay,
     )
 
 
@@ -67,64 +59,18 @@ def apply_replays(
             kept.append(s)
             continue
         named.add(s.call)
-        if r.outcome != REFUTED:
-            s.replay = r.text
+        if r.outcome is not ReplayOutcome.REFUTED:
+            s.replay = r
             kept.append(s)
         else:
             refuted.append(s.call)
     for call, r in replays.items():
-        if r.outcome == CONFIRMED and call not in named:
+        if r.confirmed and call not in named:
             kept.append(_new_suspect(diagnosis, rows, r, step))
     kept.sort(key=lambda s: (0, s.seq) if s.confirmed else (1, 0))  # confirmed ones first, in execution order
     diagnosis.suspects = kept
-    diagnosis.replays = {call: r.text for call, r in replays.items()}
-    counts = Counter(r.outcome for r in replays.values())
-    seconds = sum(r.seconds for r in replays.values())
-    per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
-    others = "".join(f", {counts[k]} {k}" for k in (INCONCLUSIVE, ARGUMENTS) if counts[k])
-    diagnosis.replay = (
-        (
-            f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
-            f"{counts[CONFIRMED]} confirmed, {counts[REFUTED]} refuted, "
-            f"{counts[NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
-        )
-        + _refuted(refuted)
-        + _unproven(diagnosis, replays, counts[CONFIRMED])
-    )
-
-
-#: Refuted suspects named in the replay's line.
-REFUTED_SHOWN = 3
-
-
-def _refuted(calls: Sequence[str]) -> str:
-    """The suspects the replay refuted (each side right on its own inputs): they drop from the list, and
-    the line says which, so a verdict the report printed before is not lost without a word."""
-    if not calls:
-        return ""
-    more = f" (+{len(calls) - REFUTED_SHOWN} more)" if len(calls) > REFUTED_SHOWN else ""
-    return f"; refuted, no longer suspects: {', '.join(calls[:REFUTED_SHOWN])}{more}"
-
-
-def _unproven(diagnosis: Diagnosis, replays: Mapping[str, CallReplay], confirmed: int) -> str:
-    """With nothing confirmed, the calls the replay could not redo whose outputs differ between the runs,
-    the most suspect first by the two dumps, and why: where a faulty kernel may still hide (an SDPA whose
-    mask came as ``attn_mask=``, a keyword tensor the dump does not record, 5% off at step 1, was named
-    nowhere)."""
-    if confirmed:
-        return ""
-    blind = []
-    for r in replays.values():
-        evidence = diagnosis.calls.get(r.call)
-        j = evidence.judgement if evidence is not None else None
-        if r.outcome == NOT_REPLAYED and j is not None and j.output_error > 0:
-            blind.append((j.score if math.isfinite(j.score) else math.inf, r))
-    if not blind:
-        return ""
-    blind.sort(key=lambda x: -x[0])
-    more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
-    named = "; ".join(f"{r.call}: {r.text.removeprefix('not replayable: ')}" for _, r in blind[:2])
-    return f"; not replayable where the runs differ: {named}{more}"
+    diagnosis.replays = dict(replays)
+    diagnosis.replay = ReplayRun(replayed=len(replays), refuted=tuple(refuted))
 
 
 def with_replays(

@@ -22,13 +22,14 @@ from typing import Any
 
 import torch
 
+from ptdbg_tui.compare.diagnosis.replay_outcome import SideVerdict
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource
 from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
-from ptdbg_tui.compare.replay.verdict import SideVerdict, judge_result, judge_side
+from ptdbg_tui.compare.replay.verdict import judge_result, judge_side
 from ptdbg_tui.formats.file_writes import write_text, write_whole
 from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.untrusted import docstring_text

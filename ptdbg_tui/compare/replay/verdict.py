@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
-from ptdbg_tui.compare.diagnosis.findings import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import MARGIN, own_rounding
+from ptdbg_tui.compare.diagnosis.replay_outcome import (
+    SideVerdict,
+)
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
 from ptdbg_tui.compare.model import ErrorMeasures
 
@@ -36,47 +37,6 @@ LEAN_SIGMAS = 8.0
 #: What torch's own CPU kernel in the recorded dtypes does is honest: the side may do this many times
 #: worse (error or lean) before it is wrong.
 HONEST_MARGIN = 2 * MARGIN
-
-#: A result's error within its allowance is shown with that allowance from this size up: an error of
-#: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
-SHOWN_ALLOWED = 0.01
-
-CONFIRMED = "confirmed"
-REFUTED = "refuted"
-INCONCLUSIVE = "inconclusive"
-NOT_REPLAYED = "not replayed"
-ARGUMENTS = "different arguments"
-#: Why a rebuild from the records alone may lack arguments.
-NO_KEYWORDS = "the tool that wrote this dump does not record keyword arguments"
-NO_SIDECAR_LINE = "the dump's call sidecar holds no line for it (truncated or damaged)"
-
-
-@dataclass(frozen=True, slots=True)
-class SideVerdict:
-    """One side's kernel on its own inputs."""
-
-    error: float  # the largest relative error of a result against the float64 replay
-    allowed: float  # what rounding and conditioning allow it (the margin included)
-    bias: float  # the mean signed error of that result, relative to its mean magnitude
-    bias_allowed: float
-    output: str  # the result judged (the worst)
-
-    @property
-    def wrong(self) -> bool:
-        return self.error > self.allowed or abs(self.bias) > self.bias_allowed
-
-    @property
-    def text(self) -> str:
-        if self.error > self.allowed:
-            return f"error {fmt_error(self.error)}, allowed {fmt_error(self.allowed)}"
-        if abs(self.bias) > self.bias_allowed:
-            return (
-                f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
-                f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})"
-            )
-        if self.error >= SHOWN_ALLOWED:  # "within rounding (NPU 0.96 …)" read as 96% of rounding
-            return f"{fmt_error(self.error)} of {fmt_error(self.allowed)} allowed"
-        return f"{fmt_error(self.error)}"
 
 
 def _floor(dtype: str) -> ErrorMeasures:
@@ -158,74 +118,3 @@ def _beyond(v: SideVerdict) -> float:
     over = v.error / v.allowed if v.allowed > 0 else math.inf
     lean = abs(v.bias) / v.bias_allowed if v.bias_allowed > 0 else 0.0
     return max(over, lean)
-
-
-@dataclass(frozen=True, slots=True)
-class CallReplay:
-    """What the replay of one call says, both sides."""
-
-    call: str
-    npu: SideVerdict | str  # a verdict, or why that side was not replayed
-    bench: SideVerdict | str
-    complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
-    seconds: float = 0.0
-    differs: str = ""  # the non-tensor arguments the two runs passed differently, in words
-    lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
-
-    @property
-    def outcome(self) -> str:
-        npu, bench = self.npu, self.bench
-        if not isinstance(npu, SideVerdict):
-            return NOT_REPLAYED
-        bench_ok = isinstance(bench, SideVerdict) and not bench.wrong
-        if npu.wrong:
-            if bench_ok or (self.complete and not isinstance(bench, SideVerdict)):
-                return CONFIRMED
-            return INCONCLUSIVE
-        if self.differs:  # both kernels right on their own inputs and arguments: the arguments differ
-            return ARGUMENTS
-        # the NPU's result matches its replay, which also shows the rebuild right
-        return INCONCLUSIVE if isinstance(bench, SideVerdict) and bench.wrong else REFUTED
-
-    @property
-    def text(self) -> str:
-        """In words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error 0.29, allowed
-        2e-05); bench 3e-07"."""
-        npu, bench = self.npu, self.bench
-        b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
-        if not isinstance(npu, SideVerdict):
-            return f"not replayable: {npu}"
-        outcome = self.outcome
-        if outcome == CONFIRMED:
-            return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
-        if outcome == ARGUMENTS:
-            return (
-                f"the runs pass different arguments — {self.differs}; each side's kernel is right on its own "
-                f"(NPU {npu.text}, bench {b})"
-            )
-        if outcome == REFUTED and not isinstance(bench, SideVerdict):
-            return (
-                f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); "
-                f"bench {b}"
-            )
-        if outcome == REFUTED:
-            return (
-                f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
-                f"bench {b}): the difference is inherited"
-            )
-        if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
-            why = (
-                f"the rebuild may lack arguments: {self.lacking}"
-                if not self.complete
-                else "the rebuilt call may differ from the recorded one"
-            )
-            return (
-                f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-                f"bench {bench.text}): {why}"
-            )
-        if npu.wrong:
-            return (
-                f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({self.lacking}) "
-                f"and the bench was {b}"
-            )
-        return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"

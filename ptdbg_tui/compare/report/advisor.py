@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.words import suspect_text, verdict_text
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.untrusted import one_line
 
@@ -25,14 +26,14 @@ def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis, no_verdict: str = ""
         suspect, advice = None, f"No verdict: {no_verdict}"
     elif culprit is not None:
         suspect = culprit.worst_row
-        advice = culprit.text
+        advice = suspect_text(culprit)
         if len(diagnosis.suspects) > 1:
             advice += f" ({len(diagnosis.suspects) - 1} further suspect(s) in suspects_*.csv)"
     elif diagnosis.compared:
         suspect = None
-        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else diagnosis.verdict
+        advice = _ALL_PASS if not any(r.status is Status.FAIL for r in rows) else verdict_text(diagnosis)
     else:
-        suspect, advice = None, diagnosis.verdict
+        suspect, advice = None, verdict_text(diagnosis)
     advice = one_line(advice)  # dump text: one line each, no escapes (its readers parse the lines)
     if suspect is None:
         return f"Line: NA\nSuspect Nodes: NA\nExpert Advice: {advice}\n"

@@ -37,3 +37,10 @@ def pair_suffix(npu: RankDump, bench: RankDump | None) -> str:
     """What goes into a CSV's name when several pairs are written (the app's export uses it too)."""
     # a label without a rank holds the rank folder's name: dump text, made one bounded file name part
     return "_" + file_component(f"{npu.label}-{bench.label if bench else 'none'}", limit=120)
+
+
+def repro_folder(call: str, pair: str | None = None) -> str:
+    """The folder name a call's repro is proposed in: ``repro_<call>``, with its pair's label where one
+    call name may be in several pairs (``repro_step2_rank0_<call>``)."""
+    where = f"{pair}_" if pair else ""
+    return file_component(f"repro_{where}{call}")  # the call's name is dump text

@@ -9,8 +9,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ptdbg_tui.compare.replay.verdict import CallReplay, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, SideVerdict
 from ptdbg_tui.compare.report.figures import figure
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.untrusted import csv_cell
 
@@ -42,12 +43,12 @@ def replay_row(pair: str, r: CallReplay) -> list[str]:
     return [
         pair,
         r.call,
-        r.outcome,
+        r.outcome.value,
         *_side(r.npu),
         *_side(r.bench),
         "yes" if r.complete else "no",
         f"{r.seconds:.3f}",
-        r.text,
+        replay_text(r),
     ]
 
 

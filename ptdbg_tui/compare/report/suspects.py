@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
 from pathlib import Path
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, times_text
-from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
 from ptdbg_tui.compare.report.figures import figure
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.untrusted import csv_cell
@@ -67,18 +64,3 @@ def write_suspects(diagnosis: Diagnosis, compare_csv: Path) -> Path:
         list(map(csv_cell, suspect_row(k, s))) for k, s in enumerate(diagnosis.suspects, start=1)
     )
     return write_text(suspects_path(compare_csv), text.getvalue())
-
-
-#: The export's last column: each row's part in the diagnosis.
-VERDICT_COLUMN = "Diagnosis"
-
-
-def verdict_column(rows: Sequence[Row], diagnosis: Diagnosis | None) -> Column:
-    """Our verdict on each row, as the suspects file ranks it: ``culprit: introduces error ×1,240`` on
-    every row of the culprit's call, ``suspect 2: …`` on the next one's, empty elsewhere. Its
-    ``Accuracy Reached or Not`` may be ``Yes``: the original's thresholds pass a 2% error."""
-    said: dict[str, str] = {}
-    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else (), start=1):
-        who = "culprit" if k == 1 else f"suspect {k}"
-        said.setdefault(s.call, f"{who}: {s.words} {times_text(s.score)}")
-    return VERDICT_COLUMN, [said.get(r.record.call, "") for r in rows]

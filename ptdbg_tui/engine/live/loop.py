@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.words import rank_summary
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -66,7 +67,7 @@ class LiveEngine:
         self._pairs: dict[str, PairState] = {}
         self._pool: TaskPool | None = None
         self._pool_said = ""  # the last notice on where tensors are compared
-        self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (CrossRank.summary)
+        self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (words.rank_summary)
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         # every pair of any step and rank, and the NPU dumps: the steps before a held one (--step S)
         self._around: tuple[list[RankDump], list[tuple[RankDump, RankDump]]] = ([], [])
@@ -497,7 +498,7 @@ class LiveEngine:
                     if ranks is None:  # no rank to receive from (a rank's dump went)
                         p.diagnosis.received = ""
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
-        summary = ranks.summary() if ranks is not None else ()
+        summary = rank_summary(ranks) if ranks is not None else ()
         if summary == self._headline:
             return
         self._headline = summary

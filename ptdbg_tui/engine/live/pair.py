@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, NamedTuple
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status, rows_by_call
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.replayed import with_replays
-from ptdbg_tui.compare.replay.verdict import CallReplay
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.engine.live.side import SideState

@@ -24,6 +24,7 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
+from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.live.pair import PairContext, PairState, Signature
 from ptdbg_tui.engine.live.updates import Outbox
 from ptdbg_tui.engine.replay.replayer import (
@@ -223,7 +224,7 @@ class LiveReplay:
                 self._unsent.add(job.pair)
             if job.asked:
                 asked = True
-                self._outbox.notice(f"{job.call}: {replay.text}")
+                self._outbox.notice(f"{job.call}: {replay_text(replay)}")
         now = time.monotonic()
         sent = bool(self._unsent) and (asked or not self.busy or now - self._sent_at >= SEND_S)
         if sent:

@@ -108,7 +108,7 @@ class EngineUpdate:
     dropped: set[str] = field(default_factory=set)
     progress: Progress | None = None
     notices: list[str] = field(default_factory=list)
-    #: the verdict across ranks (``CrossRank.summary``: the first divergent rank, the bits that differ
+    #: the verdict across ranks (``words.rank_summary``: the first divergent rank, the bits that differ
     #: before it); None: unchanged
     ranks: tuple[str, ...] | None = None
 

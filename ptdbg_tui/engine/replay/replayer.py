@@ -16,9 +16,11 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.compare.replay.calls import (
@@ -29,7 +31,7 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import apply_replays, copied
-from ptdbg_tui.compare.replay.verdict import CallReplay
+from ptdbg_tui.compare.report.words import NOT_REACHED
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -37,16 +39,13 @@ from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
-from ptdbg_tui.formats.untrusted import file_component, one_line
+from ptdbg_tui.formats.untrusted import one_line
 
 if TYPE_CHECKING:
     from ptdbg_tui.compare.replay.repro import Origin, Written
 
 #: Seconds a replay may take by default (``--replay``, ``ptdbg-tui replay``, the app: ``--replay-budget``).
 BUDGET_S = 60.0
-BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
-#: A suspect the replay chose but did not reach: its verdict stands on the two dumps alone.
-NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
 #: Suspects replayed first (``--replay-top``).
 TOP = 10
 INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
@@ -341,11 +340,11 @@ def fold_replays(
         apply_replays(diagnosis, rows, got, step)
     missed = set(chosen) - set(got)
     for s in diagnosis.suspects:
-        if s.call in missed and not s.replay and s.kind not in NOT_A_KERNEL:
-            s.replay = NOT_REACHED
+        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
+            s.unreached = True
     if missed:
-        head = f"{diagnosis.replay}; {len(missed)} call(s) not replayed" if got else "not replayed"
-        diagnosis.replay = f"{head}: {BUDGET_RAN_OUT}"
+        ran = diagnosis.replay if got and diagnosis.replay is not None else ReplayRun()
+        diagnosis.replay = replace(ran, missed=len(missed))
 
 
 #: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
@@ -415,7 +414,7 @@ def fold_outcomes(
         if again and o.dumps is not None:
             o.diagnosis = copied(o.dumps)
         if isinstance(result, str):
-            o.diagnosis.replay = result
+            o.diagnosis.replay = ReplayRun(why_not=result)
         else:
             fold_replays(o.diagnosis, o.rows, *result, o.npu.step)
             out[o.label] = result[1]
@@ -430,13 +429,6 @@ def fold_outcomes(
 
 class ReproInputError(Exception):
     """The dump or the call cannot be used for a repro (the message says why)."""
-
-
-def repro_folder(call: str, pair: str | None = None) -> str:
-    """The folder name a call's repro is proposed in: ``repro_<call>``, with its pair's label where one
-    call name may be in several pairs (``repro_step2_rank0_<call>``)."""
-    where = f"{pair}_" if pair else ""
-    return file_component(f"repro_{where}{call}")  # the call's name is dump text
 
 
 def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:

@@ -1,0 +1,445 @@
+"""The words for what the diagnosis and the replay find: a suspect's finding, the verdict of a pair, a
+replay's outcome, the verdict across ranks, and the pair's report as the CLI prints it. The CLI, the
+CSVs, the legacy API and the app all take their sentences from here, so that they say the same things
+alike and nothing downstream parses a sentence back into a value (the values stay on the findings).
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, times_text
+from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
+from ptdbg_tui.compare.matching.pairing import ended_early
+from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.csv_msprobe import mode_of
+from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.report.msprobe_result import MD5
+from ptdbg_tui.compare.report.outputs import repro_folder
+from ptdbg_tui.compare.report.suspects import suspects_path
+from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.records import BadLine
+
+
+class PairReport(Protocol):
+    """What a pair's report is said from (the engine's ``PairReport``; a protocol, so that the words
+    stay in the report layer and the engine is never imported from here)."""
+
+    @property
+    def npu(self) -> RankDump: ...
+    @property
+    def rows(self) -> list[Row]: ...
+    @property
+    def diagnosis(self) -> Diagnosis: ...
+    @property
+    def bad_lines(self) -> tuple[list[BadLine], list[BadLine]]: ...
+    @property
+    def summary(self) -> bool: ...
+    @property
+    def csv(self) -> Path | None: ...
+    @property
+    def advisor(self) -> Path | None: ...
+    @property
+    def match(self) -> str: ...
+    @property
+    def match_note(self) -> str: ...
+    @property
+    def no_verdict(self) -> str: ...
+    @property
+    def culprit_module(self) -> str: ...
+    @property
+    def culprit_step(self) -> int | None: ...
+    @property
+    def label(self) -> str: ...
+    def counts(self) -> Counter[Status]: ...
+
+
+#: How each kind reads after the call's name.
+KIND_WORDS: dict[Kind, str] = {
+    Kind.GROWTH: "introduces error",
+    Kind.NAN_ORIGIN: "NaN/Inf origin",
+    Kind.ZEROS: "all-zero output",
+    Kind.BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
+    Kind.ENTERS: "error enters before it, outside the dumped calls",
+    Kind.LEAN: "one-sided error: its results lean one way, where rounding leans neither",
+    Kind.PARAMETERS: "parameters differ on entry to {step}",
+    Kind.UNPAIRED: "the NPU run makes this call and the bench run does not",
+    Kind.ARGUMENTS: "the runs pass different arguments to it",
+    Kind.SHAPE: "output shape differs",
+    Kind.RANDOM: "the two runs draw different random numbers — align their seeds (or, for dropout, "
+    "disable it)",
+    Kind.COLLECTIVE: "its result on this rank departs from the other ranks'",
+    Kind.RANK_ALONE: "wrong on this rank alone",
+    Kind.RECEIVED: "receives another rank's error through it",
+    Kind.REPLAYED: "kernel wrong on its own inputs (replayed in float64)",
+    Kind.NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently "
+    "(on one device: not deterministic)",
+}
+
+# --- a call's replay ------------------------------------------------------------------------------
+
+#: Why a suspect chosen for the replay was not replayed.
+BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
+NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
+
+
+def replay_text(r: CallReplay) -> str:
+    """A call's replay in words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error
+    0.29, allowed 2e-05); bench 3e-07"."""
+    npu, bench = r.npu, r.bench
+    b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
+    if not isinstance(npu, SideVerdict):
+        return f"not replayable: {npu}"
+    outcome = r.outcome
+    if outcome is ReplayOutcome.CONFIRMED:
+        return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
+    if outcome is ReplayOutcome.ARGUMENTS:
+        return (
+            f"the runs pass different arguments — {r.differs}; each side's kernel is right on its own "
+            f"(NPU {npu.text}, bench {b})"
+        )
+    if outcome is ReplayOutcome.REFUTED and not isinstance(bench, SideVerdict):
+        return (
+            f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); bench {b}"
+        )
+    if outcome is ReplayOutcome.REFUTED:
+        return (
+            f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
+            f"bench {b}): the difference is inherited"
+        )
+    if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
+        why = (
+            f"the rebuild may lack arguments: {r.lacking}"
+            if not r.complete
+            else "the rebuilt call may differ from the recorded one"
+        )
+        return (
+            f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
+            f"bench {bench.text}): {why}"
+        )
+    if npu.wrong:
+        return (
+            f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({r.lacking}) "
+            f"and the bench was {b}"
+        )
+    return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
+
+
+def suspect_replay_text(s: Suspect) -> str:
+    """What the replay said of a suspect: its outcome, that the budget did not reach it, or ``""``."""
+    if s.replay is not None:
+        return replay_text(s.replay)
+    return NOT_REACHED if s.unreached else ""
+
+
+def replay_run_text(d: Diagnosis) -> str:
+    """What a pair's replay did, in one line ("12 call(s) replayed …: 1 confirmed, …"), with the suspects
+    it refuted, where a kernel may still hide, and the calls its budget did not reach; or why it did not
+    run; ``""`` where none was tried."""
+    run = d.replay
+    if run is None:
+        return ""
+    if run.why_not:
+        return run.why_not
+    if not run.replayed:
+        return NOT_REACHED if run.missed else ""
+    replays = d.replays
+    counts = Counter(r.outcome for r in replays.values())
+    seconds = sum(r.seconds for r in replays.values())
+    per = f", {seconds / len(replays) * 1000:.0f} ms a call" if replays else ""
+    others = "".join(
+        f", {counts[k]} {k.value}" for k in (ReplayOutcome.INCONCLUSIVE, ReplayOutcome.ARGUMENTS) if counts[k]
+    )
+    line = (
+        f"{len(replays)} call(s) replayed on each side's own inputs in float64: "
+        f"{counts[ReplayOutcome.CONFIRMED]} confirmed, {counts[ReplayOutcome.REFUTED]} refuted, "
+        f"{counts[ReplayOutcome.NOT_REPLAYED]} not replayable{others} ({seconds:.1f} s{per})"
+        + _refuted(run.refuted)
+        + _unproven(d, counts[ReplayOutcome.CONFIRMED])
+    )
+    return f"{line}; {run.missed} call(s) not replayed: {BUDGET_RAN_OUT}" if run.missed else line
+
+
+#: Refuted suspects named in the replay's line.
+REFUTED_SHOWN = 3
+
+
+def _refuted(calls: Sequence[str]) -> str:
+    """The suspects the replay refuted (each side right on its own inputs): they drop from the list, and
+    the line says which, so a verdict the report printed before is not lost without a word."""
+    if not calls:
+        return ""
+    more = f" (+{len(calls) - REFUTED_SHOWN} more)" if len(calls) > REFUTED_SHOWN else ""
+    return f"; refuted, no longer suspects: {', '.join(calls[:REFUTED_SHOWN])}{more}"
+
+
+def _unproven(d: Diagnosis, confirmed: int) -> str:
+    """With nothing confirmed, the calls the replay could not redo whose outputs differ between the runs,
+    the most suspect first by the two dumps, and why: where a faulty kernel may still hide (an SDPA whose
+    mask came as ``attn_mask=``, a keyword tensor the dump does not record, 5% off at step 1, was named
+    nowhere)."""
+    if confirmed:
+        return ""
+    blind = []
+    for r in d.replays.values():
+        evidence = d.calls.get(r.call)
+        j = evidence.judgement if evidence is not None else None
+        if r.outcome is ReplayOutcome.NOT_REPLAYED and j is not None and j.output_error > 0:
+            blind.append((j.score if math.isfinite(j.score) else math.inf, r))
+    if not blind:
+        return ""
+    blind.sort(key=lambda x: -x[0])
+    more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
+    named = "; ".join(f"{r.call}: {r.npu}" for _, r in blind[:2])  # not replayed: the NPU side says why
+    return f"; not replayable where the runs differ: {named}{more}"
+
+
+# --- a suspect ------------------------------------------------------------------------------------
+
+
+def kind_words(s: Suspect) -> str:
+    """What it did, without the numbers: "introduces error"."""
+    step = f"step {s.step}" if s.step is not None else "this step"
+    return KIND_WORDS[s.kind].format(step=step)
+
+
+def finding(s: Suspect) -> str:
+    """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
+    replay = suspect_replay_text(s)
+    if s.kind == Kind.REPLAYED:
+        return f"{replay}; {s.evidence}"
+    head = f"{replay}; two dumps: " if replay else ""
+    return f"{head}{kind_words(s)} — {s.evidence}"
+
+
+def suspect_text(s: Suspect) -> str:
+    """The suspect in one line: ``CALL (direction): finding; called at file:line in function``."""
+    site = s.site
+    where = f"; called at {site.path}:{site.line} in {site.function}" if site else ""
+    return f"{s.call} ({s.direction}): {finding(s)}{where}"
+
+
+def scored_evidence(s: Suspect) -> tuple[str, str]:
+    """The suspect's evidence without its score, and the score (`` ×12,728``) where the evidence holds
+    it: the app's bar keeps the score beside the call's name and may cut the rest."""
+    score = f": {times_text(s.score)}"
+    evidence = s.evidence.replace(score, "")
+    return evidence, score[1:] if evidence != s.evidence else ""
+
+
+# --- a pair's verdict -----------------------------------------------------------------------------
+
+
+#: Why rows fail and no call is named (the report's verdict and the app's bar say it alike).
+NONE_INTRODUCES = "yet no call judged introduces an error beyond rounding"
+#: Why no kernel is named where the runs' models, data or hyperparameters differ.
+DIFFER_FIRST = "the runs differ before any kernel"
+
+
+def no_operator_text(judged: int) -> str:
+    """The all-clear's words (the app puts its mark before them)."""
+    return f"No operator introduces an error beyond rounding ({judged:,} calls judged)"
+
+
+def not_judged_text(compared: int) -> str:
+    """Rows compared, but no call judged."""
+    return f"{compared:,} rows compared, but no call has both inputs and outputs compared: no verdict."
+
+
+def verdict_text(d: Diagnosis) -> str:
+    """One line: the culprit, or what was found instead."""
+    if d.fault:
+        return f"No verdict: the diagnosis failed ({d.fault}); the rows are compared in the CSV."
+    if not d.compared:
+        return "Nothing was compared: no verdict."
+    if not d.judged:
+        return not_judged_text(d.compared)
+    if not d.suspects:
+        if d.failing:
+            why = f": {d.unexplained}" if d.unexplained else "."
+            return f"{entries_fail(d.failing, d.errors)}, {NONE_INTRODUCES} ({d.judged:,} calls judged){why}"
+        but = f"; {DIFFER_FIRST} (runs differ, above)" if d.differ else ""
+        return f"{no_operator_text(d.judged)}{but}."
+    more = len(d.suspects) - 1
+    tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
+    return f"Culprit: {suspect_text(d.suspects[0])}{tail}"
+
+
+def named_text(d: Diagnosis) -> str:
+    """``, 2 calls named``: the calls the diagnosis names, after the original's counts (a kernel 2% off
+    passes its thresholds: "0 failed" alone reads as all clear); nothing when it names none, so that
+    the line keeps its form where there is nothing to add."""
+    named = len({s.call for s in d.suspects})
+    return f", {named} call{'s' if named > 1 else ''} named" if named else ""
+
+
+#: Suspects listed in the report after the culprit (all of them go to suspects_<ts>.csv).
+REPORT_SUSPECTS = 5
+
+
+def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> list[str]:
+    """The report's diagnosis: what differs between the runs before any kernel, the culprit (with the
+    ``module`` it ran in and its source line, as the app shows them, and the ``step`` of a whole run it
+    was made in) and the next suspects with their evidence, or the verdict."""
+    lines = [f"  runs differ: {text}" for text in d.differ] + [f"  {verdict_text(d)}"]
+    site = d.culprit.site if d.culprit else None
+    if step is not None:
+        lines.append(f"    step: {step}")
+    if module:
+        lines.append(f"    module: {module}")
+    if site is not None and site.source:
+        lines.append(f"    source: {site.source.strip()}")
+    for k, s in enumerate(d.suspects[1 : REPORT_SUSPECTS + 1], start=2):
+        lines.append(f"    suspect {k} ({s.direction}): {s.call}: {finding(s)}")
+    if len(d.suspects) > REPORT_SUSPECTS + 1:
+        lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
+    lines += [f"  note: {n}" for n in d.notes]
+    if d.replay is not None:
+        lines.append(f"  replay: {replay_run_text(d)}")
+    if d.original:
+        lines.append(f"  original advisor (first No row): {d.original}")
+    return lines
+
+
+def summary_text(o: PairReport) -> str:
+    """The short report of one pair: counts, culprits (and whether its culprit only receives another
+    rank's error), skipped lines, the files written."""
+    c = o.counts()
+    mode = "checksums" if mode_of(o.rows, o.summary) == MD5 else "statistics only" if o.summary else "tensors"
+    noise = sum(1 for r in o.rows if r.noise and not r.matched)
+    own = f" ({noise} of them the other tool's own: detach calls, calls inside the backward)"
+    of_them = own if noise else ""
+    lines = [
+        f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
+        f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
+        + ("" if o.no_verdict else named_text(o.diagnosis))
+    ]
+    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {o.no_verdict}")
+    if o.match_note:
+        lines.append(f"  matching: {o.match} — {o.match_note}")
+    if not o.no_verdict:
+        lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
+    lines += [f"  note: {n}" for n in _pair_notes(o, c)]
+    for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
+        if bad:
+            where = f"line {bad[0].line}: " if bad[0].line else ""
+            lines.append(
+                f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
+                f"{where}{bad[0].reason}"
+            )
+    if o.csv is not None:
+        lines.append(f"  CSV: {o.csv}")
+        lines.append(f"  suspects: {suspects_path(o.csv)}")
+    if o.advisor is not None:
+        lines.append(f"  advisor: {o.advisor}")
+    culprit = o.diagnosis.culprit
+    if culprit is not None and culprit.confirmed and o.csv is not None:
+        # the handoff: the command that writes the confirmed kernel's standalone repro beside the CSV
+        folder = o.csv.parent / repro_folder(culprit.call, o.npu.label)
+        lines.append(
+            f"  repro: ptdbg-tui repro {shlex.quote(str(o.npu.records))} {shlex.quote(culprit.call)} "
+            f"-o {shlex.quote(str(folder))}"
+        )
+    return "\n".join(lines)
+
+
+def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
+    """Whether the culprit only receives another rank's error, whether one run's dump ends before the
+    other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
+    "0 failed"."""
+    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
+    if (tail := ended_early(o.rows)) is not None:
+        notes.append(tail.note)
+    culprit = o.diagnosis.culprit
+    if (
+        culprit is not None
+        and math.isfinite(culprit.score)
+        and not counts[Status.FAIL] + counts[Status.ERROR]
+    ):
+        notes.append(
+            "no row fails the original's thresholds (Accuracy Reached or Not), which pass an error of "
+            f"{fmt_error(culprit.judgement.output_error)}; the culprit is named because that is "
+            f"{times_text(culprit.score)} what is allowed there (rounding, and error that came in)"
+        )
+    return notes
+
+
+# --- across ranks ---------------------------------------------------------------------------------
+
+
+def rank_text(v: RankVerdict) -> str:
+    """A rank's verdict: its first suspect, or that it receives the error."""
+    if v.suspect is None:
+        return f"{v.name}: no suspect"
+    if v.suspect.kind == Kind.ENTERS:
+        return f"{v.name}: the error enters outside the dumped calls, before {v.suspect.call}"
+    if v.received:
+        return f"{v.name}: receives the error through {v.suspect.call}"
+    return f"{v.name}: {suspect_text(v.suspect)}"
+
+
+def rank_headline(c: CrossRank) -> str:
+    """The report line: ``first divergent rank: rankR (stepS): <suspect>``, or why there is none."""
+    if c.first is not None:
+        assert c.first.suspect is not None
+        return f"first divergent rank: {c.first.name}: {suspect_text(c.first.suspect)}"
+    v = c.shows_first
+    if v is not None:
+        call = v.suspect.call if v.suspect else "?"
+        where = f"in {call} on {v.name}"
+        why = f" (the collective itself, or a rank not dumped{_group(c, v)})"
+        if v.suspect is not None and v.suspect.kind == Kind.ENTERS:  # seen in no dumped call: no collective
+            where = f"before {call} on {v.name}, outside the dumped calls"
+            why = " (a collective no hook saw, code not dumped, or a rank not dumped)"
+        return (
+            f"first divergent rank: none of the dumped ranks makes an error of its own; it first "
+            f"shows {where}{why}"
+        )
+    return "first divergent rank: none (no rank has a suspect)"
+
+
+def _group(c: CrossRank, v: RankVerdict) -> str:
+    """How many ranks the collective ``v`` shows the error in has and how many of them are compared
+    (``"; its group has 4 ranks, by its shapes, 2 of them compared"``), where its shapes tell."""
+    group = group_size(v.view.rows, v.suspect.call) if v.suspect is not None else None
+    if group is None:
+        return ""
+    compared = sum(1 for u in c.verdicts if u.view.step == v.view.step)
+    return f"; its group has {group} ranks, by its shapes, {compared} of them compared"
+
+
+def rank_summary(c: CrossRank) -> tuple[str, ...]:
+    """The headline and the bits that differ before it, without the indent: what the app shows of the
+    verdict across ranks (the report's lines but each rank's own)."""
+    return (rank_headline(c), *(line.strip() for line in c.bits_lines()))
+
+
+def rank_lines(c: CrossRank) -> list[str]:
+    """The headline, the bits that differ before it, and each rank's verdict, for the report."""
+    return [rank_headline(c), *c.bits_lines(), *(f"  {rank_text(v)}" for v in c.verdicts)]
+
+
+# --- the export's column ---------------------------------------------------------------------------
+
+#: The export's last column: each row's part in the diagnosis.
+VERDICT_COLUMN = "Diagnosis"
+
+
+def verdict_column(rows: Sequence[Row], diagnosis: Diagnosis | None) -> Column:
+    """Our verdict on each row, as the suspects file ranks it: ``culprit: introduces error ×1,240`` on
+    every row of the culprit's call, ``suspect 2: …`` on the next one's, empty elsewhere. Its
+    ``Accuracy Reached or Not`` may be ``Yes``: the original's thresholds pass a 2% error."""
+    said: dict[str, str] = {}
+    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else (), start=1):
+        who = "culprit" if k == 1 else f"suspect {k}"
+        said.setdefault(s.call, f"{who}: {kind_words(s)} {times_text(s.score)}")
+    return VERDICT_COLUMN, [said.get(r.record.call, "") for r in rows]
