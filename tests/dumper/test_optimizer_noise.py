@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch.nn.functional as F
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as tui_main
@@ -79,13 +80,19 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three runs: the bench, the NPU without a fault, the NPU with its GELU fault."""
+    """Three runs: the bench, the NPU without a fault, the NPU with its GELU fault. They run in this
+    process, and the NPU's script leaves its own GELU in ``F.gelu`` (the dumper's uninstall puts back
+    the function it wrapped): the true one is put back, or the later tests' models call the NPU's."""
     root = tmp_path_factory.mktemp("gpt")
     script = root / "train.py"
     script.write_text(SCRIPT)
-    for name, args in (("bench", ["bench"]), ("clean", ["npu"]), ("fault", ["npu", "fault"])):
-        path = str(root / name)
-        assert dump_main(["run", str(script), "--dump-path", path, "--step", "0", "1", "2", "--", *args]) == 0
+    gelu = F.gelu
+    try:
+        for name, args in (("bench", ["bench"]), ("clean", ["npu"]), ("fault", ["npu", "fault"])):
+            steps = ["--step", "0", "1", "2"]
+            assert dump_main(["run", str(script), "--dump-path", str(root / name), *steps, "--", *args]) == 0
+    finally:
+        F.gelu = gelu
     return root
 
 
