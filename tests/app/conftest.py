@@ -183,7 +183,10 @@ class Ui:
             await pilot.pause(0.02)
 
     async def settle(self, pilot) -> None:
+        """Until the comparison is shown whole: settled, and the screen laid out again (a bar that grew
+        by a line waits for the screen's next layout, which the pilot runs once the queues are empty)."""
         await self.wait_until(pilot, lambda: self.settled(pilot.app))
+        await pilot.wait_for_scheduled_animations()
 
     @staticmethod
     def screen_text(app: PtdbgApp) -> str:
