@@ -23,7 +23,10 @@ from ptdbg_tui.formats.synthetic import write_array, write_seed_pair
 from ptdbg_tui.formats.writer import RankWriter
 
 SIZE = (120, 36)
-WAIT_S = 60.0
+#: The most a test waits for the app's state: a ceiling, never a pause. A replay worker runs at a lower
+#: priority (os.nice); on a busy 2-core box (the suite's other worker, other jobs) its torch import
+#: alone took ~40 s.
+WAIT_S = 240.0
 
 
 @pytest.fixture(scope="session")
@@ -180,7 +183,10 @@ class Ui:
             await pilot.pause(0.02)
 
     async def settle(self, pilot) -> None:
+        """Until the comparison is shown whole: settled, and the screen laid out again (a bar that grew
+        by a line waits for the screen's next layout, which the pilot runs once the queues are empty)."""
         await self.wait_until(pilot, lambda: self.settled(pilot.app))
+        await pilot.wait_for_scheduled_animations()
 
     @staticmethod
     def screen_text(app: PtdbgApp) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,6 +175,21 @@ def test_without_a_writable_cache_folder_the_pass_is_compiled_per_process():
     }
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["NullCache", "1.000000000000"]
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["xdg", "numba-cache-dir"])
+def test_the_compiled_pass_is_cached_in_the_users_cache_folder(own, tmp_path):
+    """Not in the package's ``__pycache__`` (a checkout, site-packages): in ``$XDG_CACHE_HOME``'s
+    ptdbg-tui/numba, unless the user set ``NUMBA_CACHE_DIR``, which wins."""
+    probe = "from ptdbg_tui.compare.metrics.kernel import fused_pass; print(fused_pass._cache._cache_path)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(PYTHONPATH=os.pathsep.join(sys.path), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    if own:
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    folder = Path(out.stdout.strip())
+    root = tmp_path / "own" if own else tmp_path / "xdg" / "ptdbg-tui" / "numba"
+    assert folder.is_relative_to(root) and folder.is_dir()
 
 
 @PASSES

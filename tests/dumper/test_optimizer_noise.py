@@ -84,7 +84,9 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three runs: the bench, the NPU without a fault, the NPU with its GELU fault."""
+    """Three runs: the bench, the NPU without a fault, the NPU with its GELU fault. They run in this
+    process, and the NPU's script leaves its own GELU in ``F.gelu`` (the dumper's uninstall puts back
+    the function it wrapped): the true one is put back, or the later tests' models call the NPU's."""
     root = tmp_path_factory.mktemp("gpt")
     script = root / "train.py"
     script.write_text(SCRIPT)

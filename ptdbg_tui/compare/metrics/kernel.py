@@ -11,18 +11,33 @@ Only the running maxima are ``llvm.maxnum`` with no-NaN flags, which lets them v
 is exact in any order); NaN/Inf inputs are found by ``v - v != 0`` (kept without fast-math) and the
 caller passes again over cleaned copies.
 
-Compiled once per machine and input dtypes, and cached beside this file (``cache=True``; numba
-falls back to its user cache folder where that is not writable, or to ``NUMBA_CACHE_DIR``).
+Compiled once per machine and input dtypes, and cached (``cache=True``) in the user's cache folder,
+``$XDG_CACHE_HOME/ptdbg-tui/numba`` (default ``~/.cache/ptdbg-tui/numba``), never inside a checkout
+or site-packages; a user's own ``NUMBA_CACHE_DIR`` wins. numba reads it once, when it is first
+imported: it is set just below, before numba's import.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic, overload
+
+
+def _user_cache_dir() -> str:
+    """numba's cache folder: the XDG cache folder's (an absolute ``XDG_CACHE_HOME``, else ~/.cache)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return str(root / "ptdbg-tui" / "numba")
+
+
+os.environ.setdefault("NUMBA_CACHE_DIR", _user_cache_dir())
+
+from numba import njit, types  # noqa: E402  # numba's folder is set first
+from numba.extending import intrinsic, overload  # noqa: E402
 
 #: float16 bits: sign, and exponent + mantissa; the smallest normal, Inf.
 _H_SIGN = 0x8000
