@@ -97,6 +97,15 @@ class RankDump:
         return os.path.isdir(self.tensor_dir)
 
     @property
+    def dump_path(self) -> Path:
+        """The folder its writer was given (``--dump-path``): above the tag and step folders, where
+        ``ptdbg-dump run`` writes the run's manifest beside them."""
+        folder = self.rank_dir.parent
+        if _STEP_RE.match(folder.name):
+            folder = folder.parent
+        return folder.parent if _TAG_RE.match(folder.name) else folder
+
+    @property
     def label(self) -> str:
         parts = [] if self.step is None else [f"step{self.step}"]
         parts.append(f"rank{self.rank}" if self.rank is not None else self.rank_dir.name)
