@@ -36,8 +36,8 @@ from ptdbg_tui.compare.report.words import (
     NONE_INTRODUCES,
     no_operator_text,
     not_judged_text,
-    runs_differ_texts,
     replay_run_text,
+    runs_differ_texts,
     scored_evidence,
     suspect_replay_text,
 )
