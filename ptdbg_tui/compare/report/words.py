@@ -271,6 +271,7 @@ _SAID = (
     fm.VERSIONS,
     fm.ARGV,
 )
+_RNG = {f"{fm.RNG}.torch_initial_seed": "torch seed"}
 #: Where a run ran, as the note says it (:func:`ptdbg_tui.formats.manifest.numeric_key`: not numeric).
 _WHERE = {
     "host.hostname": "host",
@@ -336,7 +337,11 @@ def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
         names = [d.key.split(".", 1)[1] or "(the model)" for d in found]
         return [_counted(names, "module {} differs", "{} modules differ")]
     if kind == fm.RNG:
-        seeds = [_against(d.key.split(".", 1)[1], d) for d in found if not d.key.endswith("_state")]
+        seeds = [
+            _against(_RNG.get(d.key, d.key.split(".", 1)[1]), d)
+            for d in found
+            if not d.key.endswith("_state")
+        ]
         states = [d.key.split(".", 1)[1].removesuffix("_state") for d in found if d.key.endswith("_state")]
         return seeds + ([f"random state differs ({_listed_names(states)})"] if states else [])
     labels = [("argument " if kind == fm.ARGV else "") + d.key.split(".", 1)[1] for d in found]
