@@ -258,6 +258,8 @@ MANIFEST_DIFFER = "the runs' manifests differ"
 #: copies of the lr are the lr, said once.
 _HYPER = {"parameters": "parameters optimized", "elements": "elements optimized"}
 _LR_COPIES = ("initial_lr", "base_lrs", "_last_lr")
+#: An optimizer group's counts of parameters and elements: the model's size, said with its modules.
+_SIZES = "sizes"
 #: The kinds of numeric difference in the order they are said (how the runs were trained first).
 _SAID = (
     fm.OPTIMIZERS,
@@ -265,6 +267,7 @@ _SAID = (
     fm.PARAMETERS,
     fm.BATCHES,
     fm.MODULES,
+    _SIZES,
     fm.RNG,
     fm.FLAGS,
     fm.ENV,
@@ -322,12 +325,20 @@ def _hyperparameter(d: ManifestDifference) -> str:
     return _HYPER.get(name, name)
 
 
+def _parameter(key: str) -> str:
+    """The parameter of a ``parameters.<name>.<field>[.<index>]`` key (``fc.weight``)."""
+    parts = key.split(".")[1:]
+    while parts and parts[-1].isdigit():  # an item of its shape
+        parts.pop()
+    return ".".join(parts[:-1]) or key
+
+
 def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
     """One kind of numeric difference in words."""
-    if kind in (fm.OPTIMIZERS, fm.SCHEDULERS):
+    if kind in (fm.OPTIMIZERS, fm.SCHEDULERS, _SIZES):
         return [_against(_hyperparameter(d), d) for d in found]
     if kind == fm.PARAMETERS:  # parameters.<name>.<checksum|shape|dtype>
-        names = list(dict.fromkeys(d.key.split(".", 1)[1].rpartition(".")[0] for d in found))
+        names = list(dict.fromkeys(_parameter(d.key) for d in found))
         return [_counted(names, "parameter {} differs at start", "{} parameters differ at start")]
     if kind == fm.BATCHES:
         batches = list(dict.fromkeys(d.key.split(".")[1] for d in found))
@@ -350,13 +361,18 @@ def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
     return said[:MANIFEST_SHOWN] + ([f"{more} more {kind} differ"] if more > 0 else [])
 
 
+def _said_as(m: ManifestDifference) -> str:
+    """The kind a difference is said with: its section's, an optimizer's counts the model's size."""
+    return _SIZES if m.kind == fm.OPTIMIZERS and _hyperparameter(m) in _HYPER.values() else m.kind
+
+
 def manifest_text(d: Diagnosis) -> str:
     """Where the runs' manifests differ in what can change the numbers, each kind once, how the runs
     were trained first: ``lr 0.0003 against 0.0001; 2 parameters differ at start (fc.weight,
     fc.bias); batch 0 differs``; "" where they do not (or a run has no manifest)."""
     parts: list[str] = []
     for kind in _SAID:
-        found = [m for m in d.manifest if m.numeric and m.kind == kind]
+        found = [m for m in d.manifest if m.numeric and _said_as(m) == kind]
         if found:
             parts += _manifest_kind(kind, found)
     return "; ".join(dict.fromkeys(parts))  # an lr and its scheduler's copies are said once
