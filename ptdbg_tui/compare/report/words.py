@@ -274,6 +274,8 @@ _SAID = (
     fm.VERSIONS,
     fm.ARGV,
 )
+#: A setting of each section, in words (``2 more environment variables differ``).
+_SETTINGS = {fm.ENV: "environment variable", fm.FLAGS: "flag", fm.VERSIONS: "version", fm.ARGV: "argument"}
 _RNG = {f"{fm.RNG}.torch_initial_seed": "torch seed"}
 #: Where a run ran, as the note says it (:func:`ptdbg_tui.formats.manifest.numeric_key`: not numeric).
 _WHERE = {
@@ -358,7 +360,10 @@ def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
     labels = [("argument " if kind == fm.ARGV else "") + d.key.split(".", 1)[1] for d in found]
     said = [_against(label, d) for label, d in zip(labels, found, strict=True)]
     more = len(said) - MANIFEST_SHOWN
-    return said[:MANIFEST_SHOWN] + ([f"{more} more {kind} differ"] if more > 0 else [])
+    noun = _SETTINGS.get(kind, "setting")
+    return said[:MANIFEST_SHOWN] + (
+        [f"{more} more {noun}{'s differ' if more > 1 else ' differs'}"] if more > 0 else []
+    )
 
 
 def _said_as(m: ManifestDifference) -> str:
