@@ -260,7 +260,9 @@ _HYPER = {"parameters": "parameters optimized", "elements": "elements optimized"
 _LR_COPIES = ("initial_lr", "base_lrs", "_last_lr")
 #: An optimizer group's counts of parameters and elements: the model's size, said with its modules.
 _SIZES = "sizes"
-#: The kinds of numeric difference in the order they are said (how the runs were trained first).
+#: The kinds of numeric difference in the order they are said (how the runs were trained first). The
+#: scripts' arguments are a note's: what an argument sets shows in these where it changes the numbers,
+#: and two runs told apart by an argument (``npu``, ``bench``) do not differ before any kernel for it.
 _SAID = (
     fm.OPTIMIZERS,
     fm.SCHEDULERS,
@@ -272,7 +274,6 @@ _SAID = (
     fm.FLAGS,
     fm.ENV,
     fm.VERSIONS,
-    fm.ARGV,
 )
 #: A setting of each section, in words (``2 more environment variables differ``).
 _SETTINGS = {fm.ENV: "environment variable", fm.FLAGS: "flag", fm.VERSIONS: "version", fm.ARGV: "argument"}
@@ -393,16 +394,22 @@ def _where(m: ManifestDifference) -> str:
 
 
 def manifest_notes(d: Diagnosis) -> list[str]:
-    """The report's notes on the manifests: a side's that could not be read, and where they differ
-    in what changes no number (where a run ran, the script's path, an output folder)."""
+    """The report's notes on the manifests: a side's that could not be read, the scripts' arguments
+    that differ, and where they differ in what changes no number (where a run ran, the script's path,
+    an output folder)."""
     notes = [
         f"the {side} run's manifest was not read ({why}): the runs' manifests are not compared"
         for side, why in d.manifest_unread
     ]
+    arguments = [m for m in d.manifest if m.numeric and m.kind == fm.ARGV]
+    if arguments:
+        notes.append(
+            f"the runs' scripts take other arguments: {'; '.join(_manifest_kind(fm.ARGV, arguments))}"
+        )
     where = [m for m in d.manifest if not m.numeric]
     if where:
         labels = dict.fromkeys(_where(m) for m in where)
-        also = "also differ" if any(m.numeric for m in d.manifest) else "differ only"
+        also = "also differ" if manifest_text(d) or arguments else "differ only"
         notes.append(f"the runs' manifests {also} where numerics do not: {', '.join(labels)}")
     return notes
 
