@@ -118,3 +118,27 @@ def test_the_manifests_are_said_first_each_kind_once_and_the_app_lists_them_alik
         "  note: the bench run's manifest was not read (manifest_rank0.json: not JSON): "
         "the runs' manifests are not compared"
     )
+
+
+def test_another_optimizer_is_said_with_a_few_of_its_values_and_its_size_with_the_model():
+    """AdamW against SGD differ in every value the two classes hold: the class and the lr first, then a
+    count; the groups' parameter counts are the model's size, said after the modules."""
+
+    def manifest(cls: str, lr: float, values: dict[str, object], parameters: int) -> dict[str, object]:
+        groups = [{"lr": lr, **values, "parameters": parameters}]
+        return {
+            "format": "ptdbg-manifest",
+            "version": 1,
+            "optimizers": [{"class": cls, "groups": groups}],
+            "schedulers": [{"class": "StepLR", "optimizer": 0, "state": {"base_lrs": [lr]}}],
+            "modules": {"fc": "Linear", **({"extra": "Linear"} if parameters > 4 else {})},
+        }
+
+    adamw = manifest("AdamW", 1e-3, {"betas": [0.9, 0.999], "eps": 1e-8, "amsgrad": False}, 4)
+    sgd = manifest("SGD", 1e-2, {"momentum": 0.9, "nesterov": False}, 6)
+    d = Diagnosis(compared=3, judged=3, manifest=tuple(manifest_differences(adamw, sgd)))
+    assert diagnosis_lines(d)[0] == (
+        "  runs differ before any kernel: optimizer AdamW against SGD; lr 0.001 against 0.01; "
+        "betas.0 0.9 against absent; 5 more hyperparameters differ; module extra differs; "
+        "parameters optimized 4 against 6"
+    )

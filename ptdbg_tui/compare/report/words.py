@@ -258,14 +258,14 @@ MANIFEST_DIFFER = "the runs' manifests differ"
 #: copies of the lr are the lr, said once.
 _HYPER = {"parameters": "parameters optimized", "elements": "elements optimized"}
 _LR_COPIES = ("initial_lr", "base_lrs", "_last_lr")
-#: An optimizer group's counts of parameters and elements: the model's size, said with its modules.
-_SIZES = "sizes"
+#: The optimizers' and schedulers' values, said together (the lr once), and an optimizer group's
+#: counts of parameters and elements: the model's size, said with its modules.
+_HYPERPARAMETERS, _SIZES = "hyperparameters", "sizes"
 #: The kinds of numeric difference in the order they are said (how the runs were trained first). The
 #: scripts' arguments are a note's: what an argument sets shows in these where it changes the numbers,
 #: and two runs told apart by an argument (``npu``, ``bench``) do not differ before any kernel for it.
 _SAID = (
-    fm.OPTIMIZERS,
-    fm.SCHEDULERS,
+    _HYPERPARAMETERS,
     fm.PARAMETERS,
     fm.BATCHES,
     fm.MODULES,
@@ -338,8 +338,10 @@ def _parameter(key: str) -> str:
 
 def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
     """One kind of numeric difference in words."""
-    if kind in (fm.OPTIMIZERS, fm.SCHEDULERS, _SIZES):
-        return [_against(_hyperparameter(d), d) for d in found]
+    if kind in (_HYPERPARAMETERS, _SIZES):
+        said = list(dict.fromkeys(_against(_hyperparameter(d), d) for d in found))  # the lr once
+        more = len(said) - MANIFEST_SHOWN
+        return said[:MANIFEST_SHOWN] + ([f"{more} more {kind} differ"] if more > 0 else [])
     if kind == fm.PARAMETERS:  # parameters.<name>.<checksum|shape|dtype>
         names = list(dict.fromkeys(_parameter(d.key) for d in found))
         return [_counted(names, "parameter {} differs at start", "{} parameters differ at start")]
@@ -368,8 +370,11 @@ def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
 
 
 def _said_as(m: ManifestDifference) -> str:
-    """The kind a difference is said with: its section's, an optimizer's counts the model's size."""
-    return _SIZES if m.kind == fm.OPTIMIZERS and _hyperparameter(m) in _HYPER.values() else m.kind
+    """The kind a difference is said with: its section's, an optimizer's or a scheduler's values the
+    hyperparameters, an optimizer's counts the model's size."""
+    if m.kind not in (fm.OPTIMIZERS, fm.SCHEDULERS):
+        return m.kind
+    return _SIZES if m.kind == fm.OPTIMIZERS and _hyperparameter(m) in _HYPER.values() else _HYPERPARAMETERS
 
 
 def manifest_text(d: Diagnosis) -> str:
@@ -381,7 +386,7 @@ def manifest_text(d: Diagnosis) -> str:
         found = [m for m in d.manifest if m.numeric and _said_as(m) == kind]
         if found:
             parts += _manifest_kind(kind, found)
-    return "; ".join(dict.fromkeys(parts))  # an lr and its scheduler's copies are said once
+    return "; ".join(parts)
 
 
 def _where(m: ManifestDifference) -> str:
