@@ -98,12 +98,13 @@ class RankDump:
 
     @property
     def dump_path(self) -> Path:
-        """The folder its writer was given (``--dump-path``): above the tag and step folders, where
-        ``ptdbg-dump run`` writes the run's manifest beside them."""
+        """The folder its writer was given (``--dump-path``): above the step folder and (a ptdbg dump's)
+        tag folder, where ``ptdbg-dump run`` writes the run's manifest beside them."""
         folder = self.rank_dir.parent
         if _STEP_RE.match(folder.name):
             folder = folder.parent
-        return folder.parent if _TAG_RE.match(folder.name) else folder
+        tagged = self.format == STYLE_PTDBG and _TAG_RE.match(folder.name)
+        return folder.parent if tagged else folder
 
     @property
     def label(self) -> str:
