@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as cli_main
@@ -58,7 +59,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run from another working folder): the dump folder of each."""
     root = tmp_path_factory.mktemp("runs")
     out = {}
-    cwd = os.getcwd()
+    cwd, rng = os.getcwd(), torch.get_rng_state()  # the scripts seed torch's global generator
     try:
         for name, args in [*RUNS.items(), ("moved", [])]:
             folder = root / name
@@ -70,6 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             out[name] = folder / "dump"
     finally:
         os.chdir(cwd)
+        torch.set_rng_state(rng)
     return out
 
 
