@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats import budget
-from ptdbg_tui.formats.files import TensorFileError, open_regular
+from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.untrusted import TEXT_LIMIT, one_line
 
@@ -127,7 +127,8 @@ def read_manifest(path: Path) -> Manifest:
             budget.check(st.st_size, f"manifest {path.name}")
             data = json.loads(f.read().decode("utf-8"))
     except (OSError, TensorFileError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ManifestError(f"{one_line(path.name, 200)}: {one_line(str(e), 300)}") from None
+        why = describe(e) if isinstance(e, OSError) else str(e)  # an OSError's own text repeats the path
+        raise ManifestError(f"{one_line(path.name, 200)}: {one_line(why, 300)}") from None
     return checked_manifest(data, path.name)
 
 
