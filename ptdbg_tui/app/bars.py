@@ -37,6 +37,7 @@ from ptdbg_tui.compare.report.words import (
     no_operator_text,
     not_judged_text,
     replay_run_text,
+    runs_differ_texts,
     scored_evidence,
     suspect_replay_text,
 )
@@ -344,8 +345,9 @@ def diagnosis_lines(model: TreeModel, width: int, styles: Styles, index: int = 0
 
 
 def differ_texts(diagnoses: Iterable[Diagnosis]) -> list[str]:
-    """What differs between the runs before any kernel, each once (every step of a pair says it)."""
-    return list(dict.fromkeys(text for d in diagnoses for text in d.differ))
+    """What differs between the runs before any kernel, the manifests first, each once (every step of
+    a pair says it)."""
+    return list(dict.fromkeys(text for d in diagnoses for text in runs_differ_texts(d)))
 
 
 def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
@@ -395,7 +397,7 @@ def no_suspect_texts(model: TreeModel) -> list[str]:
     compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
     counts = model.status_counts()
     failing = counts[Status.FAIL] + counts[Status.ERROR]
-    differ = bool(differ_texts(diagnoses.values()))
+    differ = any(d.differ for d in diagnoses.values())  # a manifest's difference is said, not a verdict
     if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
         inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
         why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES

@@ -28,7 +28,7 @@ from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import runs_differ_texts, verdict_text
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
@@ -90,7 +90,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 pair.key in model.diagnoses and not pair.count(Status.PENDING),
                 bool(name) and bool(model.diagnoses[pair.key].received),
                 why,
-                "; ".join(d.differ) if d is not None else "",
+                "; ".join(runs_differ_texts(d)) if d is not None else "",
             )
         )
     order = {p.key: p.order for p in model.root.children}

@@ -21,7 +21,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
-from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
+from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
@@ -46,6 +46,7 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired_notes,
 )
+from ptdbg_tui.formats.manifest import manifest_of
 from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
 from ptdbg_tui.formats.records import BadLine, repeated_names
@@ -520,6 +521,7 @@ def diagnose_pair(
     npu_specs, bench_specs = cache(partial(call_specs_of, npu, n)), cache(partial(call_specs_of, bench, b))
     d = diagnose(modelled, npu.step, keywords=keywords_of(npu_specs))
     with_keywords(d, npu_specs, bench_specs, modelled)
+    with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
     with_runs_differ(
         d,
         modelled,

@@ -97,6 +97,16 @@ class RankDump:
         return os.path.isdir(self.tensor_dir)
 
     @property
+    def dump_path(self) -> Path:
+        """The folder its writer was given (``--dump-path``): above the step folder and (a ptdbg dump's)
+        tag folder, where ``ptdbg-dump run`` writes the run's manifest beside them."""
+        folder = self.rank_dir.parent
+        if _STEP_RE.match(folder.name):
+            folder = folder.parent
+        tagged = self.format == STYLE_PTDBG and _TAG_RE.match(folder.name)
+        return folder.parent if tagged else folder
+
+    @property
     def label(self) -> str:
         parts = [] if self.step is None else [f"step{self.step}"]
         parts.append(f"rank{self.rank}" if self.rank is not None else self.rank_dir.name)

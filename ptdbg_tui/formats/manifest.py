@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats import budget
+from ptdbg_tui.formats.files import TensorFileError, describe, open_regular
+from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.untrusted import TEXT_LIMIT, one_line
 
 FILE_PATTERN = "manifest_rank{rank}.json"
@@ -115,15 +118,26 @@ def checked_manifest(data: Any, what: str = "the manifest") -> Manifest:
 
 
 def read_manifest(path: Path) -> Manifest:
-    """A manifest file, checked (:func:`checked_manifest`); :class:`ManifestError` when it is not one."""
+    """A manifest file, checked (:func:`checked_manifest`); :class:`ManifestError` when it is not one:
+    a file that is not regular (a pipe would block), resolves outside its folder, or is over the entry
+    budget is refused before it is read."""
     try:
-        size = path.stat().st_size
-        budget.check(size, f"manifest {path.name}")
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise ManifestError(f"{one_line(path.name, 200)}: {one_line(str(e), 300)}") from None
+        fd, st = open_regular(path)
+        with os.fdopen(fd, "rb") as f:
+            budget.check(st.st_size, f"manifest {path.name}")
+            data = json.loads(f.read().decode("utf-8"))
+    except (OSError, TensorFileError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        why = describe(e) if isinstance(e, OSError) else str(e)  # an OSError's own text repeats the path
+        raise ManifestError(f"{one_line(path.name, 200)}: {one_line(why, 300)}") from None
     return checked_manifest(data, path.name)
+
+
+def manifest_of(dump: RankDump) -> Manifest | None:
+    """The manifest ``ptdbg-dump run`` wrote for a rank dump's run (beside its tag folder, in the folder
+    it was given); None where there is none (another tool's dump). :class:`ManifestError` when it is
+    there but is not one."""
+    path = dump.dump_path / file_name(dump.rank or 0)
+    return read_manifest(path) if os.path.lexists(path) else None
 
 
 Scalar = str | int | float | bool | None

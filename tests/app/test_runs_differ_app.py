@@ -42,6 +42,11 @@ for _ in range(2):
 """
 
 MODELS = "the runs' models differ: the bench has blocks.2 (Linear), the NPU run does not"
+#: The manifests' line (compare/report/words.py): the parameters the extra block adds or moves.
+MANIFESTS = (
+    "the runs' manifests differ: 4 parameters differ at start "
+    "(head.weight, head.bias, blocks.2.weight +1 more); module blocks.2 differs"
+)
 
 
 def _dump(root: Path) -> tuple[Path, Path]:
@@ -62,10 +67,12 @@ async def test_the_bar_and_the_overview_say_that_the_models_differ(tmp_path: Pat
     async with app.run_test(size=(160, 45)) as pilot:
         await ui.settle(pilot)
         screen = ui.screen_text(app)
-        assert f"Runs differ: {MODELS}" in screen, screen
+        # what the runs were started with first (their manifests), then what their records show
+        assert f"Runs differ: {MANIFESTS}" in screen, screen
         assert "Culprit" not in screen, screen
         assert "o kernel is named: the runs differ before any kernel" in screen, screen
         await pilot.press("o")
         assert isinstance(app.screen, OverviewScreen)
-        assert [line.differ.startswith(MODELS) for line in app.screen.lines] == [True, True], app.screen.lines
-        assert "runs differ: the runs' models differ" in ui.screen_text(app)
+        lines = app.screen.lines
+        assert [line.differ.startswith(MANIFESTS) and MODELS in line.differ for line in lines] == [True, True]
+        assert "runs differ: the runs' manifests differ: 4 parameters differ" in ui.screen_text(app)

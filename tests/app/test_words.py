@@ -17,6 +17,7 @@ from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
 from ptdbg_tui.compare.report.words import diagnosis_lines, replay_text, scored_evidence
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta, PairInfo, Progress
 from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.manifest import manifest_differences
 
 INFO = PairInfo(
     "p0", "step0/rank0", RankDump(Path("/d/npu.pkl"), 0, 0), RankDump(Path("/d/b.pkl"), 0, 0), False
@@ -74,3 +75,70 @@ def test_the_all_clear_is_one_sentence_in_the_report_and_the_bar():
     (verdict,) = diagnosis_lines(d)
     assert verdict == "  No operator introduces an error beyond rounding (3 calls judged)."
     assert verdict.strip() in _bar(d)
+
+
+def _manifest(lr: float, sums: str, host: str, threads: str) -> dict[str, object]:
+    """A run's manifest: its lr (and the scheduler's copy of it), its parameters' and first batch's
+    checksums, where it ran and four environment variables."""
+    return {
+        "format": "ptdbg-manifest",
+        "version": 1,
+        "host": {"hostname": host},
+        "argv": [f"/{host}/train.py"],
+        "env": {name: threads for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NCCL_ALGO", "HCCL_ALGO")},
+        "optimizers": [{"class": "AdamW", "groups": [{"lr": lr, "parameters": 4}]}],
+        "schedulers": [{"class": "StepLR", "optimizer": 0, "state": {"base_lrs": [lr]}}],
+        "parameters": {
+            name: {"checksum": f"{sums}{name}"} for name in ("fc.weight", "fc.bias", "x\x1b[2J", "w")
+        },
+        "batches": [{"inputs": [{"checksum": sums}]}],
+    }
+
+
+def test_the_manifests_are_said_first_each_kind_once_and_the_app_lists_them_alike():
+    """Where two runs' manifests differ: one line before the other runs-differ lines and the verdict,
+    the lr once (the scheduler holds a copy), the parameters counted and named a few at a time, the
+    settings a few at a time; where a run ran in a note of its own."""
+    found = manifest_differences(_manifest(3e-4, "a", "npu-7", "8"), _manifest(1e-4, "b", "gpu-2", "4"))
+    d = Diagnosis(compared=3, judged=3, differ=["the runs' models differ: x"], manifest=tuple(found))
+    lines = diagnosis_lines(d)
+    said = (
+        "lr 0.0003 against 0.0001; 4 parameters differ at start (fc.weight, fc.bias, x\\x1b[2J +1 more); "
+        "batch 0 differs; OMP_NUM_THREADS 8 against 4; MKL_NUM_THREADS 8 against 4; NCCL_ALGO 8 against 4; "
+        "1 more environment variable differs"
+    )
+    assert lines[:2] == [
+        f"  runs differ before any kernel: {said}",
+        "  runs differ: the runs' models differ: x",
+    ]
+    assert "  note: the runs' manifests also differ where numerics do not: host, script path" in lines
+    assert f"Runs differ: the runs' manifests differ: {said} (+1 more)" in _bar(d)
+    unread = Diagnosis(compared=3, judged=3, manifest_unread=(("bench", "manifest_rank0.json: not JSON"),))
+    assert diagnosis_lines(unread)[-1] == (
+        "  note: the bench run's manifest was not read (manifest_rank0.json: not JSON): "
+        "the runs' manifests are not compared"
+    )
+
+
+def test_another_optimizer_is_said_with_a_few_of_its_values_and_its_size_with_the_model():
+    """AdamW against SGD differ in every value the two classes hold: the class and the lr first, then a
+    count; the groups' parameter counts are the model's size, said after the modules."""
+
+    def manifest(cls: str, lr: float, values: dict[str, object], parameters: int) -> dict[str, object]:
+        groups = [{"lr": lr, **values, "parameters": parameters}]
+        return {
+            "format": "ptdbg-manifest",
+            "version": 1,
+            "optimizers": [{"class": cls, "groups": groups}],
+            "schedulers": [{"class": "StepLR", "optimizer": 0, "state": {"base_lrs": [lr]}}],
+            "modules": {"fc": "Linear", **({"extra": "Linear"} if parameters > 4 else {})},
+        }
+
+    adamw = manifest("AdamW", 1e-3, {"betas": [0.9, 0.999], "eps": 1e-8, "amsgrad": False}, 4)
+    sgd = manifest("SGD", 1e-2, {"momentum": 0.9, "nesterov": False}, 6)
+    d = Diagnosis(compared=3, judged=3, manifest=tuple(manifest_differences(adamw, sgd)))
+    assert diagnosis_lines(d)[0] == (
+        "  runs differ before any kernel: optimizer AdamW against SGD; lr 0.001 against 0.01; "
+        "betas.0 0.9 against absent; 5 more hyperparameters differ; module extra differs; "
+        "parameters optimized 4 against 6"
+    )

@@ -117,3 +117,23 @@ def test_tensor_bytes_count_the_files_until_the_limit(tmp_path):
     assert tensor_bytes(folders, 10_000) == 900
     assert 250 <= tensor_bytes(folders, 250) < 900  # stops once the answer is known
     assert tensor_bytes([tmp_path / "missing", folders[1]], 10_000) == 600
+
+
+@pytest.mark.parametrize(
+    ("folders", "records"),
+    [
+        ("ptdbg_dump_v4.0/step1/rank0", "api_stack_dump.pkl"),
+        ("ptdbg_dump_v4.0/rank3", "api_stack_dump.pkl"),
+        ("ptdbg_dump_v4.0.T2/step0/rank10642", "api_stack_dump.pkl"),
+        ("step0/rank0", "dump.json"),
+        ("rank0", "dump.json"),
+    ],
+)
+def test_a_rank_dump_knows_the_folder_its_writer_was_given(tmp_path, folders, records):
+    """Where ``ptdbg-dump run`` writes the run's manifest: the ``--dump-path``, above the tag and step
+    folders; an msprobe dump has no tag folder, so a user's folder named like one (``exp_v1``) stays."""
+    root = tmp_path / "exp_v1"
+    (root / folders).mkdir(parents=True)
+    (root / folders / records).write_text("")
+    (dump,) = discover(root)
+    assert dump.dump_path == root

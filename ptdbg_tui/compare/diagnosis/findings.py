@@ -46,6 +46,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     Judgement,
 )
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.manifest import ManifestDifference
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
 
@@ -228,6 +229,11 @@ class Diagnosis:
     #: what differs between the runs before any kernel (their models, data, hyperparameters), in words
     #: (:mod:`~.runs_differ`): said before any culprit
     differ: list[str] = field(default_factory=list)
+    #: where the runs' manifests differ (:mod:`ptdbg_tui.formats.manifest`), numeric ones first: said
+    #: first of all; empty where either run has no manifest
+    manifest: tuple[ManifestDifference, ...] = ()
+    #: each side whose manifest is there but could not be read (``NPU``/``bench``, the reader's reason)
+    manifest_unread: tuple[tuple[str, str], ...] = ()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain

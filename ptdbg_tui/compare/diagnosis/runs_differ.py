@@ -16,6 +16,10 @@ culprit (the report's ``runs differ:`` lines, the app's bar and overview):
   where the module structure says which call that is) differs beyond noise: another batch;
 - **the runs pass different hyperparameters** — the optimizer's values each run's call sidecar shows
   (:mod:`~.hyperparameters`): ``lr 0.001 against 0.0001``.
+
+Before all of these, where both runs were started by ``ptdbg-dump run``, their manifests say what the
+runs were started with (:func:`with_manifests`): hyperparameters, the parameters' checksums at the first
+step, the first batches, the settings and environment, and where a run ran (which changes no number).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.manifest import Manifest, ManifestError, manifest_differences
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
 
@@ -216,6 +221,25 @@ def _read(read: Callable[[], T], note: str, notes: list[str]) -> T | None:
     except OSError as e:
         notes.append(note.format(reason(e)))
         return None
+
+
+def with_manifests(
+    diagnosis: Diagnosis, npu: Callable[[], Manifest | None], bench: Callable[[], Manifest | None]
+) -> None:
+    """Set on ``diagnosis`` where the runs' manifests differ (``npu``, ``bench``: each side's, None
+    where it has none): what the runs were started with, before any kernel ran. A manifest that is
+    there but cannot be read is named, and nothing is compared."""
+    read = []
+    unread = []
+    for side, manifest in (("NPU", npu), ("bench", bench)):
+        try:
+            read.append(manifest())
+        except ManifestError as e:
+            read.append(None)
+            unread.append((side, str(e)))
+    a, b = read
+    diagnosis.manifest = tuple(manifest_differences(a, b)) if a is not None and b is not None else ()
+    diagnosis.manifest_unread = tuple(unread)
 
 
 def with_runs_differ(

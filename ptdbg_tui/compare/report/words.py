@@ -25,8 +25,11 @@ from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder
 from ptdbg_tui.compare.report.suspects import suspects_path
+from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.manifest import ManifestDifference
 from ptdbg_tui.formats.records import BadLine
+from ptdbg_tui.formats.untrusted import one_line
 
 
 class PairReport(Protocol):
@@ -241,7 +244,185 @@ def scored_evidence(s: Suspect) -> tuple[str, str]:
 #: Why rows fail and no call is named (the report's verdict and the app's bar say it alike).
 NONE_INTRODUCES = "yet no call judged introduces an error beyond rounding"
 #: Why no kernel is named where the runs' models, data or hyperparameters differ.
-DIFFER_FIRST = "the runs differ before any kernel"
+RUNS_DIFFER_FIRST = "runs differ before any kernel"
+DIFFER_FIRST = f"the {RUNS_DIFFER_FIRST}"
+
+
+# --- the runs' manifests ---------------------------------------------------------------------------
+
+#: Names (parameters, modules, settings) listed of one kind of manifest difference, at most.
+MANIFEST_SHOWN = 3
+#: What the app's runs-differ texts call the manifests' differences (the report: its own line).
+MANIFEST_DIFFER = "the runs' manifests differ"
+#: A hyperparameter's key (after the optimizer's or scheduler's index) as it is said: the scheduler's
+#: copies of the lr are the lr, said once.
+_HYPER = {"parameters": "parameters optimized", "elements": "elements optimized"}
+_LR_COPIES = ("initial_lr", "base_lrs", "_last_lr")
+#: The optimizers' and schedulers' values, said together (the lr once), and an optimizer group's
+#: counts of parameters and elements: the model's size, said with its modules.
+_HYPERPARAMETERS, _SIZES = "hyperparameters", "sizes"
+#: The kinds of numeric difference in the order they are said (how the runs were trained first). The
+#: scripts' arguments are a note's: what an argument sets shows in these where it changes the numbers,
+#: and two runs told apart by an argument (``npu``, ``bench``) do not differ before any kernel for it.
+_SAID = (
+    _HYPERPARAMETERS,
+    fm.PARAMETERS,
+    fm.BATCHES,
+    fm.MODULES,
+    _SIZES,
+    fm.RNG,
+    fm.FLAGS,
+    fm.ENV,
+    fm.VERSIONS,
+)
+#: A setting of each section, in words (``2 more environment variables differ``).
+_SETTINGS = {fm.ENV: "environment variable", fm.FLAGS: "flag", fm.VERSIONS: "version", fm.ARGV: "argument"}
+_RNG = {f"{fm.RNG}.torch_initial_seed": "torch seed"}
+#: Where a run ran, as the note says it (:func:`ptdbg_tui.formats.manifest.numeric_key`: not numeric).
+_WHERE = {
+    "host.hostname": "host",
+    "host.cwd": "working folder",
+    "host.executable": "Python executable",
+    "versions.python": "Python version",
+    "argv.0": "script path",
+}
+
+
+def _manifest_value(value: fm.Scalar, present: bool) -> str:
+    if not present:
+        return "absent"
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return one_line(value if isinstance(value, str) else repr(value), 80)
+
+
+def _against(label: str, d: ManifestDifference) -> str:
+    left, right = (_manifest_value(v, p) for v, p in zip((d.left, d.right), d.present, strict=True))
+    return f"{one_line(label, 120)} {left} against {right}"
+
+
+def _listed_names(names: Sequence[str]) -> str:
+    shown = ", ".join(one_line(n, 120) for n in names[:MANIFEST_SHOWN])
+    more = len(names) - MANIFEST_SHOWN
+    return shown + (f" +{more} more" if more > 0 else "")
+
+
+def _counted(names: Sequence[str], one: str, many: str) -> str:
+    """``parameter fc.weight differs at start`` / ``2 parameters differ at start (fc.weight, fc.bias)``."""
+    if len(names) == 1:
+        return one.format(one_line(names[0], 120))
+    return many.format(len(names)) + f" ({_listed_names(names)})"
+
+
+def _hyperparameter(d: ManifestDifference) -> str:
+    """``lr``, ``betas.0``, ``optimizer``: the key after the optimizer's group or the scheduler's state."""
+    parts = d.key.split(".")
+    rest = parts[4:] if parts[2:3] == ["groups"] else parts[3:] if parts[2:3] == ["state"] else parts[2:]
+    name = ".".join(rest)
+    if name.startswith(_LR_COPIES):
+        return "lr"
+    if name == "class":
+        return "optimizer" if d.kind == fm.OPTIMIZERS else "scheduler"
+    return _HYPER.get(name, name)
+
+
+def _parameter(key: str) -> str:
+    """The parameter of a ``parameters.<name>.<field>[.<index>]`` key (``fc.weight``)."""
+    parts = key.split(".")[1:]
+    while parts and parts[-1].isdigit():  # an item of its shape
+        parts.pop()
+    return ".".join(parts[:-1]) or key
+
+
+def _manifest_kind(kind: str, found: Sequence[ManifestDifference]) -> list[str]:
+    """One kind of numeric difference in words."""
+    if kind in (_HYPERPARAMETERS, _SIZES):
+        said = list(dict.fromkeys(_against(_hyperparameter(d), d) for d in found))  # the lr once
+        more = len(said) - MANIFEST_SHOWN
+        return said[:MANIFEST_SHOWN] + ([f"{more} more {kind} differ"] if more > 0 else [])
+    if kind == fm.PARAMETERS:  # parameters.<name>.<checksum|shape|dtype>
+        names = list(dict.fromkeys(_parameter(d.key) for d in found))
+        return [_counted(names, "parameter {} differs at start", "{} parameters differ at start")]
+    if kind == fm.BATCHES:
+        batches = list(dict.fromkeys(d.key.split(".")[1] for d in found))
+        many = f"batches {', '.join(batches)} differ"
+        return [f"batch {batches[0]} differs" if len(batches) == 1 else many]
+    if kind == fm.MODULES:
+        names = [d.key.split(".", 1)[1] or "(the model)" for d in found]
+        return [_counted(names, "module {} differs", "{} modules differ")]
+    if kind == fm.RNG:
+        seeds = [
+            _against(_RNG.get(d.key, d.key.split(".", 1)[1]), d)
+            for d in found
+            if not d.key.endswith("_state")
+        ]
+        states = [d.key.split(".", 1)[1].removesuffix("_state") for d in found if d.key.endswith("_state")]
+        return seeds + ([f"random state differs ({_listed_names(states)})"] if states else [])
+    labels = [("argument " if kind == fm.ARGV else "") + d.key.split(".", 1)[1] for d in found]
+    said = [_against(label, d) for label, d in zip(labels, found, strict=True)]
+    more = len(said) - MANIFEST_SHOWN
+    noun = _SETTINGS.get(kind, "setting")
+    return said[:MANIFEST_SHOWN] + (
+        [f"{more} more {noun}{'s differ' if more > 1 else ' differs'}"] if more > 0 else []
+    )
+
+
+def _said_as(m: ManifestDifference) -> str:
+    """The kind a difference is said with: its section's, an optimizer's or a scheduler's values the
+    hyperparameters, an optimizer's counts the model's size."""
+    if m.kind not in (fm.OPTIMIZERS, fm.SCHEDULERS):
+        return m.kind
+    return _SIZES if m.kind == fm.OPTIMIZERS and _hyperparameter(m) in _HYPER.values() else _HYPERPARAMETERS
+
+
+def manifest_text(d: Diagnosis) -> str:
+    """Where the runs' manifests differ in what can change the numbers, each kind once, how the runs
+    were trained first: ``lr 0.0003 against 0.0001; 2 parameters differ at start (fc.weight,
+    fc.bias); batch 0 differs``; "" where they do not (or a run has no manifest)."""
+    parts: list[str] = []
+    for kind in _SAID:
+        found = [m for m in d.manifest if m.numeric and _said_as(m) == kind]
+        if found:
+            parts += _manifest_kind(kind, found)
+    return "; ".join(parts)
+
+
+def _where(m: ManifestDifference) -> str:
+    """A difference that changes no number, named: ``host``, ``script path``, ``argument 2 (a path)``."""
+    if m.key in _WHERE:
+        return _WHERE[m.key]
+    if m.kind == fm.ARGV:
+        return f"argument {one_line(m.key.split('.', 1)[1], 40)} (a path)"
+    return one_line(m.key, 120)
+
+
+def manifest_notes(d: Diagnosis) -> list[str]:
+    """The report's notes on the manifests: a side's that could not be read, the scripts' arguments
+    that differ, and where they differ in what changes no number (where a run ran, the script's path,
+    an output folder)."""
+    notes = [
+        f"the {side} run's manifest was not read ({why}): the runs' manifests are not compared"
+        for side, why in d.manifest_unread
+    ]
+    arguments = [m for m in d.manifest if m.numeric and m.kind == fm.ARGV]
+    if arguments:
+        notes.append(
+            f"the runs' scripts take other arguments: {'; '.join(_manifest_kind(fm.ARGV, arguments))}"
+        )
+    where = [m for m in d.manifest if not m.numeric]
+    if where:
+        labels = dict.fromkeys(_where(m) for m in where)
+        also = "also differ" if manifest_text(d) or arguments else "differ only"
+        notes.append(f"the runs' manifests {also} where numerics do not: {', '.join(labels)}")
+    return notes
+
+
+def runs_differ_texts(d: Diagnosis) -> list[str]:
+    """What differs between the runs before any kernel, the manifests first, as the app lists it."""
+    manifest = manifest_text(d)
+    return ([f"{MANIFEST_DIFFER}: {manifest}"] if manifest else []) + d.differ
 
 
 def no_operator_text(judged: int) -> str:
@@ -289,7 +470,9 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
     """The report's diagnosis: what differs between the runs before any kernel, the culprit (with the
     ``module`` it ran in and its source line, as the app shows them, and the ``step`` of a whole run it
     was made in) and the next suspects with their evidence, or the verdict."""
-    lines = [f"  runs differ: {text}" for text in d.differ] + [f"  {verdict_text(d)}"]
+    manifest = manifest_text(d)
+    lines = [f"  {RUNS_DIFFER_FIRST}: {manifest}"] if manifest else []
+    lines += [f"  runs differ: {text}" for text in d.differ] + [f"  {verdict_text(d)}"]
     site = d.culprit.site if d.culprit else None
     if step is not None:
         lines.append(f"    step: {step}")
@@ -301,7 +484,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {finding(s)}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
-    lines += [f"  note: {n}" for n in d.notes]
+    lines += [f"  note: {n}" for n in [*manifest_notes(d), *d.notes]]
     if d.replay is not None:
         lines.append(f"  replay: {replay_run_text(d)}")
     if d.original:

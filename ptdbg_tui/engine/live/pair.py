@@ -19,13 +19,14 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
-from ptdbg_tui.compare.diagnosis.runs_differ import with_runs_differ
+from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
 from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status, rows_by_call
@@ -38,6 +39,7 @@ from ptdbg_tui.engine.live.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.engine.workers.tasks import task_for
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
+from ptdbg_tui.formats.manifest import manifest_of
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
@@ -435,6 +437,7 @@ class PairState:
             return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
         with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final), rows)
+        with_manifests(diagnosis, partial(manifest_of, npu.dump), partial(manifest_of, bench.dump))
         same_tool = npu.dump.format == bench.dump.format  # module trees of two tools differ in form
         with_runs_differ(
             diagnosis,
