@@ -126,7 +126,8 @@ async def test_a_pair_s_notes_are_in_its_detail_and_the_bar_cuts_them_after_a_wh
     assert main(["compare", str(tmp_path / "npu"), str(tmp_path / "bench"), "-o", str(tmp_path)]) == 0
     report = capsys.readouterr().out.split("step1/rank0 vs step1/rank0", 1)[1]
     notes = [line.removeprefix("  note: ") for line in report.splitlines() if line.startswith("  note: ")]
-    assert any("autocast to torch.bfloat16" in n for n in notes) and len(notes) == 2, report
+    assert any("autocast to torch.bfloat16" in n for n in notes) and len(notes) == 3, report
+    assert notes[0] == "the runs' scripts take other arguments: argument 1 npu against bench", report
     app = ui.app(tmp_path / "npu", tmp_path / "bench")
     async with app.run_test(size=SMALL) as pilot:
         await ui.settle(pilot)
