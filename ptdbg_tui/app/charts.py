@@ -21,6 +21,8 @@ from ptdbg_tui.formats.naming import BACKWARD, OUTPUT_KINDS
 
 #: Errors below this are drawn at it (a log axis has no zero).
 ERROR_FLOOR = 1e-12
+#: Where an infinite or NaN error is drawn (a shape that differs, a side's Inf): at the top, never a crash.
+ERROR_CEILING = 1e12
 #: Seconds an outdated error series may still be shown.
 STALE_S = 1.0
 #: The selected call's column in the error chart (the forward│backward divider is a solid line).
@@ -101,8 +103,16 @@ def downsample(errors: Sequence[float | None], buckets: int) -> tuple[list[float
         if chunk:
             e, i = max(chunk)
             xs.append(i + 1)
-            ys.append(math.log10(max(e, ERROR_FLOOR)))
+            ys.append(log_error(e))
     return xs, ys
+
+
+def log_error(error: float) -> float:
+    """An error's height on the chart's log axis, within the floor and the ceiling (NaN and inf at the
+    ceiling: an error that no number measures is the largest there is)."""
+    if not error <= ERROR_CEILING:  # inf, NaN
+        return math.log10(ERROR_CEILING)
+    return math.log10(max(error, ERROR_FLOOR))
 
 
 def log_axis(values: Sequence[float]) -> tuple[list[float], list[str]]:
@@ -204,14 +214,14 @@ class ErrorChart(PlotextPlot):
             self._points = (series, width, downsample(series.errors, width * 2))  # same for every call
         xs, ys = self._points[2]
         bad = [(i + 1, e) for i in sorted(series.suspects) if (e := series.errors[i]) is not None]
-        ticks, labels = log_axis(ys + [math.log10(max(e, ERROR_FLOOR)) for _, e in bad])
+        ticks, labels = log_axis(ys + [log_error(e) for _, e in bad])
         if selected is not None:  # dotted, under the points: not the forward│backward divider
             plt.plot([selected + 1] * 2, [ticks[0], ticks[-1]], marker=SELECTED, color="orange")
         plt.scatter(xs, ys, marker="•", color="cyan")
         if bad:
             plt.scatter(
                 [x for x, _ in bad],
-                [math.log10(max(e, ERROR_FLOOR)) for _, e in bad],
+                [log_error(e) for _, e in bad],
                 marker="●",
                 color="red",
             )
