@@ -230,6 +230,22 @@ def repro_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui check",
+        description="One dump alone: name the first call whose output holds NaN or Inf while its inputs "
+        "are finite, with its module and source line, and replay it in float64 on its recorded inputs to "
+        "tell an overflow of the output's dtype (loss scaling, range) from a kernel wrong on its inputs "
+        "(the replay needs torch: the dump extra).",
+    )
+    _version(p)
+    p.add_argument("dump", metavar="DUMP", help="a dump (ptdbg-tui's, the original ptdbg's or msprobe's)")
+    p.add_argument("--step", type=int, default=None, help="the dump of this step")
+    p.add_argument("--rank", type=int, default=None, help="the dump of this rank")
+    p.add_argument("--no-replay", action="store_true", help="name the origin without replaying it")
+    return p
+
+
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
@@ -240,10 +256,11 @@ def app_parser() -> argparse.ArgumentParser:
         "(the next dump's config)\n"
         "       ptdbg-tui replay NPU_DIR BENCH_DIR [-o OUT_DIR]  (re-run suspects in float64; needs torch)\n"
         "       ptdbg-tui repro NPU_DUMP CALL -o DIR  (a call's standalone repro for the kernel team)\n"
+        "       ptdbg-tui check DUMP  (one dump: where its first NaN/Inf comes from)\n"
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
-        "'ptdbg-tui repro --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
+        "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(
@@ -580,6 +597,21 @@ def run_repro(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_check(args: argparse.Namespace) -> int:
+    """``ptdbg-tui check``: 0 when the dump was checked (whatever it holds), 2 with a one-line reason
+    when it cannot be read."""
+    from ptdbg_tui.compare.report.words import check_lines
+    from ptdbg_tui.engine.replay.check import check_dump
+    from ptdbg_tui.engine.replay.replayer import ReproInputError
+
+    try:
+        checked = check_dump(args.dump, args.step, args.rank, replay=not args.no_replay)
+    except (Exception, KeyboardInterrupt) as e:
+        return failure("ptdbg-tui check", e, (ReproInputError,))
+    say("\n".join(check_lines(args.dump, checked.origin, checked.bad)))
+    return EXIT_OK
+
+
 def _replay(
     prog: str,
     args: argparse.Namespace,
@@ -788,6 +820,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_replay(replay_parser().parse_args(argv[1:]))
     if command == "repro":
         return run_repro(repro_parser().parse_args(argv[1:]))
+    if command == "check":
+        return run_check(check_parser().parse_args(argv[1:]))
     if command == "narrow":
         return run_narrow(narrow_parser().parse_args(argv[1:]))
     if command == "demo":
