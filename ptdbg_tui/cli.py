@@ -260,7 +260,8 @@ def app_parser() -> argparse.ArgumentParser:
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
-        "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
+        "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', "
+        "'ptdbg-tui demo --help'.",
     )
     _common(p)
     p.add_argument(

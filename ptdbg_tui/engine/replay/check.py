@@ -19,8 +19,8 @@ from ptdbg_tui.compare.replay.nonfinite import replay_origin
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.replay.replayer import (
     INSTALL,
-    ReproInputError,
     Replayer,
+    ReproInputError,
     one_dump,
     side_source,
     torch_importable,
