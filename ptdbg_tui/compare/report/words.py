@@ -683,8 +683,8 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
         found = ", ".join(nonfinite_text(f) for f in origin.found)
         if origin.kind is OriginKind.DATA:
             lines.append(
-                f"Non-finite origin: the data, before any dumped call: {call} is given {found} "
-                "(no dumped call made it)"
+                f"Non-finite origin: the data, before any dumped call: {call}: {found} on entry, made by "
+                "no dumped call"
             )
         else:
             lines.append(f"Non-finite origin: {call}: {found}, inputs finite")
@@ -696,7 +696,9 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
             lines.append(f"    source: {one_line(site.path)}:{one_line(site.line)}{code}")
         if origin.kind is OriginKind.KERNEL:
             replay = (
-                origin_replay_text(origin.replay) if origin.replay else f"not replayed: {origin.not_replayed}"
+                origin_replay_text(origin.replay)
+                if origin.replay
+                else f"not replayed: {one_line(origin.not_replayed)}"
             )
             lines.append(f"    replay: {replay}")
     if bad:

@@ -84,6 +84,9 @@ def check_dump(path: str, step: int | None = None, rank: int | None = None, repl
             stacks.update((s.call, s) for s in batch.stacks)
             if not batch.more:
                 break
+        if not tensors:
+            first = f" (line {bad[0].line}: {bad[0].reason})" if bad else ""
+            raise CheckInputError(f"{dump.records}: no record could be read{first}")
         origin = find_origin(tensors, stacks, lambda rec: count_nonfinite(tensor_dir, rec))
         if origin is not None:
             reader.read_modules(final=True)
