@@ -11,13 +11,12 @@ import pytest
 import torch
 from torch import nn
 
+from dumper import PrecisionDebugger
+from dumper.faults import replaced
 from ptdbg_tui import cli
 from ptdbg_tui.compare.diagnosis.nonfinite import OriginKind, Overflow
 from ptdbg_tui.engine.replay.check import check_dump
 from ptdbg_tui.formats.layout import discover
-
-from dumper import PrecisionDebugger
-from dumper.faults import replaced
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -161,3 +160,12 @@ def test_what_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys):
     assert (
         err.startswith("ptdbg-tui check: error: ") and "Traceback" not in err and len(err.splitlines()) == 1
     ), err
+
+
+def test_without_torch_the_origin_is_still_named(tmp_path, capsys, monkeypatch):
+    import ptdbg_tui.engine.replay.check as check
+
+    monkeypatch.setattr(check, "torch_importable", lambda: False)
+    out = _check(_dump(tmp_path, torch.linspace(-3, 3, 64).reshape(8, 8), torch.float16), capsys)
+    assert out.startswith("Non-finite origin: Torch_exp_0_forward (forward): "), out
+    assert "    replay: not replayed: replay needs torch: pip install" in out, out

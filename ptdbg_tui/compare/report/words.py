@@ -99,6 +99,8 @@ KIND_WORDS: dict[Kind, str] = {
 #: Why a suspect chosen for the replay was not replayed.
 BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
 NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
+#: Why a check's origin was not replayed when asked not to.
+NOT_ASKED = "--no-replay"
 
 
 def replay_text(r: CallReplay) -> str:

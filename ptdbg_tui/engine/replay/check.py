@@ -16,6 +16,8 @@ from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.nonfinite import replay_origin
+from ptdbg_tui.compare.replay.plan import STATISTICS_ONLY
+from ptdbg_tui.compare.report.words import NOT_ASKED
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.replay.replayer import (
     INSTALL,
@@ -31,10 +33,6 @@ from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, load_tensor, read_tensor
-
-#: Why the origin was not replayed, by cause.
-NO_REPLAY = "--no-replay"
-NO_TENSORS = "the dump holds statistics only: no tensors to replay from"
 
 
 class CheckInputError(ReproInputError):
@@ -112,9 +110,9 @@ def _replay(
     """Replay the origin in a worker process (torch there only), its word set on ``origin``; why it was
     not replayed, else ("" when it was)."""
     if not replay:
-        return NO_REPLAY
+        return NOT_ASKED
     if tensor_dir is None:
-        return NO_TENSORS
+        return STATISTICS_ONLY
     if not torch_importable():
         return INSTALL
     rows = [Row(rec, None, seq=i) for i, rec in enumerate(tensors)]
