@@ -169,3 +169,17 @@ def test_without_torch_the_origin_is_still_named(tmp_path, capsys, monkeypatch):
     out = _check(_dump(tmp_path, torch.linspace(-3, 3, 64).reshape(8, 8), torch.float16), capsys)
     assert out.startswith("Non-finite origin: Torch_exp_0_forward (forward): "), out
     assert "    replay: not replayed: replay needs torch: pip install" in out, out
+
+
+def test_memory_an_initialiser_overwrites_is_no_data(tmp_path, capsys):
+    """``uniform_`` on a tensor that holds NaN (uninitialised memory, as ``torch.empty`` gives): its
+    first input is not data, and what it writes is finite."""
+    t = torch.full((8, 8), float("nan"))
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    debugger.start()
+    try:
+        torch.manual_seed(0)
+        torch.tanh(t.uniform_())
+    finally:
+        debugger.stop()
+    assert _check(tmp_path, capsys).startswith("No non-finite value in "), capsys.readouterr()

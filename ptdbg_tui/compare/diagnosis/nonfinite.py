@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ptdbg_tui.compare.diagnosis.diagnose import MODULE_PREFIX
-from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS
+from ptdbg_tui.compare.metrics.settled import overwritten_input
+from ptdbg_tui.compare.ops import in_place
+from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
 from ptdbg_tui.formats.sites import stack_site
 
@@ -139,16 +141,37 @@ def _calls(records: Sequence[TensorRecord]) -> dict[str, list[TensorRecord]]:
     return apis or by_call
 
 
+def _judged_input(entry: EntryName, inputs_after_call: bool) -> bool:
+    """Whether an input entry holds what the call was given: not the first input of an op that
+    overwrites it (``uniform_``: uninitialised memory, not data), nor of an in-place op whose tool
+    records its inputs after the call (the original: what it wrote, its output)."""
+    if overwritten_input(entry):
+        return False
+    written = entry.direction == FORWARD and entry.path[:1] == (0,) and in_place(entry.op)
+    return not (inputs_after_call and written)
+
+
 def find_origin(
-    records: Sequence[TensorRecord], stacks: Mapping[str, StackRecord], count: Count
+    records: Sequence[TensorRecord],
+    stacks: Mapping[str, StackRecord],
+    count: Count,
+    inputs_after_call: bool = False,
 ) -> NonFiniteOrigin | None:
-    """The first call of one dump that holds a non-finite value, as its origin; None when none does."""
+    """The first call of one dump that holds a non-finite value, as its origin; None when none does.
+    ``inputs_after_call``: the dump's tool records a forward's inputs after the call
+    (:class:`~ptdbg_tui.formats.dialects.Dialect`)."""
     calls = _calls(records)
     for call, recs in calls.items():
         entry = recs[0].entry
         assert entry is not None
         outs = [r for r in recs if r.entry is not None and r.entry.kind in OUTPUT_KINDS]
-        ins = [r for r in recs if r.entry is not None and r.entry.kind not in OUTPUT_KINDS]
+        ins = [
+            r
+            for r in recs
+            if r.entry is not None
+            and r.entry.kind not in OUTPUT_KINDS
+            and _judged_input(r.entry, inputs_after_call)
+        ]
         if entry.direction == BACKWARD and entry.forward_call != call:
             ins += calls.get(entry.forward_call, [])
         bad_in = [f for r in ins if (f := nonfinite(r, count)) is not None]

@@ -28,6 +28,7 @@ from ptdbg_tui.engine.replay.replayer import (
     torch_importable,
 )
 from ptdbg_tui.formats.budget import OverBudget, check
+from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
@@ -85,7 +86,8 @@ def check_dump(path: str, step: int | None = None, rank: int | None = None, repl
         if not tensors:
             first = f" (line {bad[0].line}: {bad[0].reason})" if bad else ""
             raise CheckInputError(f"{dump.records}: no record could be read{first}")
-        origin = find_origin(tensors, stacks, lambda rec: count_nonfinite(tensor_dir, rec))
+        after = dialect_of(reader.producer).inputs_after_call
+        origin = find_origin(tensors, stacks, lambda rec: count_nonfinite(tensor_dir, rec), after)
         if origin is not None:
             reader.read_modules(final=True)
             entry = next(r.entry for r in tensors if r.call == origin.call and r.entry is not None)
