@@ -44,17 +44,29 @@ def _version(p: argparse.ArgumentParser) -> None:
 
 
 def _pair(
-    p: argparse.ArgumentParser, npu: str, match: str = "pairing of entries (as ptdbg-tui compare)"
+    p: argparse.ArgumentParser,
+    npu: str,
+    match: str = "pairing of entries (as ptdbg-tui compare)",
+    alone: bool = False,
 ) -> None:
-    """The two dumps, the step and rank, and how entries pair: every command that compares takes them."""
+    """The two dumps, the step and rank, and how entries pair: every command that compares takes them
+    (``alone``: the NPU dump may come alone, as the app opens on one folder)."""
     p.add_argument("npu", metavar="NPU_DIR", help=npu)
-    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
+    bench = "benchmark (GPU/CPU) dump, same forms"
+    if alone:
+        p.add_argument("bench", metavar="BENCH_DIR", nargs="?", help=f"{bench}; without it, {ALONE}")
+    else:
+        p.add_argument("bench", metavar="BENCH_DIR", help=bench)
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
     p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto", help=match)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+#: What the app shows of one dump opened alone.
+ALONE = "the app shows where the dump's first NaN or Inf comes from (as ptdbg-tui check)"
+
+
+def _common(p: argparse.ArgumentParser, alone: bool = False) -> None:
     _version(p)
     _pair(
         p,
@@ -62,6 +74,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "pairing of entries: auto (default: exact names, aligned when that leaves calls unpaired on "
         "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
         "that survives extra/missing calls",
+        alone,
     )
     p.add_argument(
         "--summary", action="store_true", help="compare statistics only, even if tensor files exist"
@@ -251,6 +264,7 @@ def app_parser() -> argparse.ArgumentParser:
         prog="ptdbg-tui",
         # every usage message (a bare ptdbg-tui too) names the commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
+        "       ptdbg-tui DUMP  (the app on one dump: where its first NaN/Inf comes from)\n"
         "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
         "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
         "(the next dump's config)\n"
@@ -258,12 +272,13 @@ def app_parser() -> argparse.ArgumentParser:
         "       ptdbg-tui repro NPU_DUMP CALL -o DIR  (a call's standalone repro for the kernel team)\n"
         "       ptdbg-tui check DUMP  (one dump: where its first NaN/Inf comes from)\n"
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
-        description="Live terminal explorer of an NPU dump against a benchmark dump.",
+        description="Live terminal explorer of an NPU dump against a benchmark dump; of one dump alone, "
+        "where its first NaN or Inf comes from.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
         "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', "
         "'ptdbg-tui demo --help'.",
     )
-    _common(p)
+    _common(p, alone=True)
     p.add_argument(
         "--poll", action="store_true", help="poll the folders instead of inotify (network filesystems)"
     )
@@ -716,7 +731,15 @@ def options_from(args: argparse.Namespace) -> LiveOptions:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    """Open the app; with ``--no-watch`` both dumps must already exist."""
+    """Open the app; with ``--no-watch`` both dumps must already exist. One dump alone: its check."""
+    if args.bench is None:
+        from ptdbg_tui.app.check import CheckApp
+
+        check = CheckApp(args.npu, args.step, args.rank)
+        if not set_theme(check, args.theme):
+            return EXIT_USAGE
+        check.run()
+        return EXIT_OK
     if args.cluster is not None:
         from ptdbg_tui.engine.workers.cluster import ClusterError, require
 

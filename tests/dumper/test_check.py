@@ -183,3 +183,25 @@ def test_memory_an_initialiser_overwrites_is_no_data(tmp_path, capsys):
     finally:
         debugger.stop()
     assert _check(tmp_path, capsys).startswith("No non-finite value in "), capsys.readouterr()
+
+
+async def test_the_app_opened_on_one_folder_shows_the_origin(tmp_path):
+    from ptdbg_tui.app.check import CheckApp
+
+    dump = _dump(tmp_path, torch.linspace(-3, 3, 64).reshape(8, 8), torch.float16)
+    app = CheckApp(str(dump))
+    async with app.run_test() as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = str(app.query_one("#check").render())
+    assert text.startswith("Non-finite origin: Torch_exp_0_forward (forward): output"), text
+    assert "    replay: overflow — the float64 result reaches" in text, text
+
+
+def test_the_cli_opens_the_check_app_on_one_folder(tmp_path, monkeypatch):
+    from ptdbg_tui.app.check import CheckApp
+
+    opened: list[str] = []
+    monkeypatch.setattr(CheckApp, "run", lambda self: opened.append(self.path))
+    assert cli.main([str(tmp_path)]) == cli.EXIT_OK
+    assert opened == [str(tmp_path)]

@@ -66,9 +66,12 @@ def count_nonfinite(tensor_dir: str | None, rec: TensorRecord) -> tuple[int, int
     return int(np.count_nonzero(np.isnan(data))), int(np.count_nonzero(np.isinf(data)))
 
 
-def check_dump(path: str, step: int | None = None, rank: int | None = None, replay: bool = True) -> Checked:
+def check_dump(
+    path: str, step: int | None = None, rank: int | None = None, replay: bool = True, background: bool = False
+) -> Checked:
     """Check the one rank dump at or below ``path`` of that step and rank (:func:`one_dump`); raises
-    :class:`CheckInputError` (or :class:`ReproInputError`) where it cannot be read."""
+    :class:`CheckInputError` (or :class:`ReproInputError`) where it cannot be read. ``background``: the
+    replay worker's as :class:`Replayer`'s (under the app)."""
     dump = one_dump(path, step, rank)
     reader = open_reader(dump)
     tensors: list[TensorRecord] = []
@@ -97,7 +100,7 @@ def check_dump(path: str, step: int | None = None, rank: int | None = None, repl
     except OSError as e:
         raise CheckInputError(f"cannot read {reason(e)}") from None
     if origin is not None and origin.kind == OriginKind.KERNEL:
-        origin.not_replayed = _replay(origin, tensors, stacks, reader, tensor_dir, replay)
+        origin.not_replayed = _replay(origin, tensors, stacks, reader, tensor_dir, replay, background)
     return Checked(dump, origin, bad)
 
 
@@ -108,6 +111,7 @@ def _replay(
     reader: DumpReader,
     tensor_dir: str | None,
     replay: bool,
+    background: bool,
 ) -> str:
     """Replay the origin in a worker process (torch there only), its word set on ``origin``; why it was
     not replayed, else ("" when it was)."""
@@ -123,7 +127,7 @@ def _replay(
         source = side_source(reader, tensor_dir)
     except OSError as e:
         return f"cannot read {reason(e)}"
-    with Replayer() as worker:
+    with Replayer(background) as worker:
         try:
             got = worker.run(
                 replay_origin, call_rows(rows, origin.call), origin.call, source.only(origin.call)
