@@ -705,7 +705,6 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
             lines.append(f"    replay: {replay}")
     if bad:
         where = f"line {bad[0].line}: " if bad[0].line else ""
-        lines.append(
-            f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {where}{bad[0].reason}"
-        )
+        first = f"{where}{one_line(bad[0].reason)}"
+        lines.append(f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {first}")
     return lines
