@@ -9,6 +9,7 @@ true result is finite and in range, the recorded one is not).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any
@@ -36,8 +37,14 @@ def dtype_max(dtype: str) -> float | None:
         return float(np.max(np.abs(values[np.isfinite(values)])))
     try:
         return float(np.finfo(np.dtype(name)).max)
-    except TypeError:
+    except (TypeError, ValueError):  # not a numpy dtype, or not a floating one
         return None
+
+
+def rounds_to_inf(limit: float) -> float:
+    """The smallest magnitude a correctly rounded result takes to Inf in a dtype whose largest value is
+    ``limit``: half an ulp above it (float16: 65520; a value between 65504 and that rounds to 65504)."""
+    return (limit + 2.0 ** math.ceil(math.log2(limit))) / 2
 
 
 def judge_overflow(
@@ -57,7 +64,7 @@ def judge_overflow(
         largest = float(np.max(true)) if not np.isnan(true).all() else float("nan")
         if np.isnan(true).any():
             outcome = Overflow.UNDEFINED
-        elif np.isinf(largest) or (limit is not None and largest > limit):
+        elif np.isinf(largest) or (limit is not None and largest >= rounds_to_inf(limit)):
             outcome = Overflow.OVERFLOW
         else:
             outcome = Overflow.KERNEL_WRONG

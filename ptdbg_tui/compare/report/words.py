@@ -663,7 +663,7 @@ def origin_replay_text(r: OriginReplay) -> str:
             "range (loss scaling, or a range problem), the kernel is right"
         )
     if r.outcome is Overflow.KERNEL_WRONG:
-        within = f", within {dtype}'s {r.limit:g}" if r.limit is not None else ""
+        within = f", within {dtype}'s range" if r.limit is not None else ""
         return (
             f"kernel wrong on its inputs — the float64 result is finite (max {r.largest:.3g}){within}, "
             "yet the dump's output is not"
