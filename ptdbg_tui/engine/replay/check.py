@@ -30,7 +30,6 @@ from ptdbg_tui.engine.replay.replayer import (
 from ptdbg_tui.formats.budget import OverBudget, check
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
-from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, load_tensor, read_tensor
@@ -44,7 +43,6 @@ class CheckInputError(ReproInputError):
 class Checked:
     """One dump's check: its first non-finite value's origin (None: it holds none)."""
 
-    dump: RankDump
     origin: NonFiniteOrigin | None
     bad: list[BadLine] = field(default_factory=list)  # lines of the dump skipped
 
@@ -91,17 +89,26 @@ def check_dump(
             raise CheckInputError(f"{dump.records}: no record could be read{first}")
         after = dialect_of(reader.producer).inputs_after_call
         origin = find_origin(tensors, stacks, lambda rec: count_nonfinite(tensor_dir, rec), after)
-        if origin is not None:
-            reader.read_modules(final=True)
-            entry = next(r.entry for r in tensors if r.call == origin.call and r.entry is not None)
-            chain = reader.module_chain(entry)
-            origin.module = module_label(*chain[-1]) if chain else ""
-            report_bad(reader, bad)
     except OSError as e:
         raise CheckInputError(f"cannot read {reason(e)}") from None
+    if origin is not None:
+        origin.module = _module(reader, tensors, origin.call)
+        report_bad(reader, bad)
     if origin is not None and origin.kind == OriginKind.KERNEL:
         origin.not_replayed = _replay(origin, tensors, stacks, reader, tensor_dir, replay, background)
-    return Checked(dump, origin, bad)
+    return Checked(origin, bad)
+
+
+def _module(reader: DumpReader, tensors: list[TensorRecord], call: str) -> str:
+    """The innermost module ``call`` ran in; "" without a module structure, or where it cannot be read
+    (the origin is named all the same)."""
+    entry = next(r.entry for r in tensors if r.call == call and r.entry is not None)
+    try:
+        reader.read_modules(final=True)
+    except OSError:
+        return ""
+    chain = reader.module_chain(entry)
+    return module_label(*chain[-1]) if chain else ""
 
 
 def _replay(
