@@ -205,3 +205,19 @@ def test_the_cli_opens_the_check_app_on_one_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(CheckApp, "run", lambda self: opened.append(self.path))
     assert cli.main([str(tmp_path)]) == cli.EXIT_OK
     assert opened == [str(tmp_path)]
+
+
+def test_a_gradient_that_overflows_fp16_is_named_at_its_backward_call(tmp_path, capsys):
+    """A loss scale too large: exp's forward is finite, its gradient (8 · e^10) is not."""
+    x = torch.linspace(0, 10, 16, dtype=torch.float16).requires_grad_()
+    debugger = PrecisionDebugger(dump_path=str(tmp_path))
+    debugger.start()
+    try:
+        torch.exp(x).backward(gradient=torch.full_like(x, 8))
+    finally:
+        debugger.stop()
+    out = _check(tmp_path, capsys)
+    assert out.startswith(
+        "Non-finite origin: Torch_exp_0_backward (backward): output.0 has 2 Inf, inputs finite"
+    ), out
+    assert "    replay: overflow — the float64 result reaches 1.76e+05, beyond float16's 65504" in out, out
