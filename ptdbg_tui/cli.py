@@ -44,17 +44,29 @@ def _version(p: argparse.ArgumentParser) -> None:
 
 
 def _pair(
-    p: argparse.ArgumentParser, npu: str, match: str = "pairing of entries (as ptdbg-tui compare)"
+    p: argparse.ArgumentParser,
+    npu: str,
+    match: str = "pairing of entries (as ptdbg-tui compare)",
+    alone: bool = False,
 ) -> None:
-    """The two dumps, the step and rank, and how entries pair: every command that compares takes them."""
+    """The two dumps, the step and rank, and how entries pair: every command that compares takes them
+    (``alone``: the NPU dump may come alone, as the app opens on one folder)."""
     p.add_argument("npu", metavar="NPU_DIR", help=npu)
-    p.add_argument("bench", metavar="BENCH_DIR", help="benchmark (GPU/CPU) dump, same forms")
+    bench = "benchmark (GPU/CPU) dump, same forms"
+    if alone:
+        p.add_argument("bench", metavar="BENCH_DIR", nargs="?", help=f"{bench}; without it, {ALONE}")
+    else:
+        p.add_argument("bench", metavar="BENCH_DIR", help=bench)
     p.add_argument("--step", type=int, default=None, help="compare this step only")
     p.add_argument("--rank", type=int, default=None, help="compare this (NPU) rank only")
     p.add_argument("--match", choices=("auto", "exact", "fuzzy", "align"), default="auto", help=match)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+#: What the app shows of one dump opened alone.
+ALONE = "the app shows where the dump's first NaN or Inf comes from (as ptdbg-tui check)"
+
+
+def _common(p: argparse.ArgumentParser, alone: bool = False) -> None:
     _version(p)
     _pair(
         p,
@@ -62,6 +74,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         "pairing of entries: auto (default: exact names, aligned when that leaves calls unpaired on "
         "both sides or shapes that differ), exact names, call index dropped, or sequence alignment "
         "that survives extra/missing calls",
+        alone,
     )
     p.add_argument(
         "--summary", action="store_true", help="compare statistics only, even if tensor files exist"
@@ -230,22 +243,42 @@ def repro_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui check",
+        description="One dump alone: name the first call whose output holds NaN or Inf while its inputs "
+        "are finite, with its module and source line, and replay it in float64 on its recorded inputs to "
+        "tell an overflow of the output's dtype (loss scaling, range) from a kernel wrong on its inputs "
+        "(the replay needs torch: the dump extra).",
+    )
+    _version(p)
+    p.add_argument("dump", metavar="DUMP", help="a dump (ptdbg-tui's, the original ptdbg's or msprobe's)")
+    p.add_argument("--step", type=int, default=None, help="the dump of this step")
+    p.add_argument("--rank", type=int, default=None, help="the dump of this rank")
+    p.add_argument("--no-replay", action="store_true", help="name the origin without replaying it")
+    return p
+
+
 def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui",
         # every usage message (a bare ptdbg-tui too) names the commands, the demo among them
         usage="ptdbg-tui NPU_DIR BENCH_DIR [options]  (the app; -h lists the options)\n"
+        "       ptdbg-tui DUMP  (the app on one dump: where its first NaN/Inf comes from)\n"
         "       ptdbg-tui compare NPU_DIR BENCH_DIR [-o OUT_DIR] [options]  (headless)\n"
         "       ptdbg-tui narrow NPU_DIR BENCH_DIR [--call NAME | --module PATH] [-o FILE]  "
         "(the next dump's config)\n"
         "       ptdbg-tui replay NPU_DIR BENCH_DIR [-o OUT_DIR]  (re-run suspects in float64; needs torch)\n"
         "       ptdbg-tui repro NPU_DUMP CALL -o DIR  (a call's standalone repro for the kernel team)\n"
+        "       ptdbg-tui check DUMP  (one dump: where its first NaN/Inf comes from)\n"
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
-        description="Live terminal explorer of an NPU dump against a benchmark dump.",
+        description="Live terminal explorer of an NPU dump against a benchmark dump; of one dump alone, "
+        "where its first NaN or Inf comes from.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
-        "'ptdbg-tui repro --help', 'ptdbg-tui narrow --help', 'ptdbg-tui demo --help'.",
+        "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', "
+        "'ptdbg-tui demo --help'.",
     )
-    _common(p)
+    _common(p, alone=True)
     p.add_argument(
         "--poll", action="store_true", help="poll the folders instead of inotify (network filesystems)"
     )
@@ -580,6 +613,21 @@ def run_repro(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def run_check(args: argparse.Namespace) -> int:
+    """``ptdbg-tui check``: 0 when the dump was checked (whatever it holds), 2 with a one-line reason
+    when it cannot be read."""
+    from ptdbg_tui.compare.report.words import check_lines
+    from ptdbg_tui.engine.replay.check import check_dump
+    from ptdbg_tui.engine.replay.replayer import ReproInputError
+
+    try:
+        checked = check_dump(args.dump, args.step, args.rank, replay=not args.no_replay)
+    except (Exception, KeyboardInterrupt) as e:
+        return failure("ptdbg-tui check", e, (ReproInputError,))
+    say("\n".join(check_lines(args.dump, checked.origin, checked.bad)))
+    return EXIT_OK
+
+
 def _replay(
     prog: str,
     args: argparse.Namespace,
@@ -683,7 +731,15 @@ def options_from(args: argparse.Namespace) -> LiveOptions:
 
 
 def run_app(args: argparse.Namespace) -> int:
-    """Open the app; with ``--no-watch`` both dumps must already exist."""
+    """Open the app; with ``--no-watch`` both dumps must already exist. One dump alone: its check."""
+    if args.bench is None:
+        from ptdbg_tui.app.check import CheckApp
+
+        check = CheckApp(args.npu, args.step, args.rank)
+        if not set_theme(check, args.theme):
+            return EXIT_USAGE
+        check.run()
+        return EXIT_OK
     if args.cluster is not None:
         from ptdbg_tui.engine.workers.cluster import ClusterError, require
 
@@ -788,6 +844,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_replay(replay_parser().parse_args(argv[1:]))
     if command == "repro":
         return run_repro(repro_parser().parse_args(argv[1:]))
+    if command == "check":
+        return run_check(check_parser().parse_args(argv[1:]))
     if command == "narrow":
         return run_narrow(narrow_parser().parse_args(argv[1:]))
     if command == "demo":

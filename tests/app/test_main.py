@@ -88,7 +88,8 @@ def test_a_bare_ptdbg_tui_names_the_demo(capsys):
     with pytest.raises(SystemExit) as stop:
         main([])
     err = capsys.readouterr().err
-    assert stop.value.code == 2 and "NPU_DIR, BENCH_DIR" in err
+    assert stop.value.code == 2 and "required: NPU_DIR" in err
+    assert "ptdbg-tui DUMP  (the app on one dump" in err, "one dump alone opens its check"
     assert "ptdbg-tui demo" in err and "ptdbg-tui compare" in err, "the other commands, the demo first of all"
     # replay and repro too (only the epilog of -h named them)
     assert "ptdbg-tui replay NPU_DIR BENCH_DIR" in err and "ptdbg-tui repro NPU_DUMP CALL -o DIR" in err

@@ -58,15 +58,13 @@ def call_rows(rows: Sequence[Row] | Mapping[str, list[Row]], call: str) -> list[
     return mine if forward == call else [*by_call.get(forward, []), *mine]
 
 
-def _side(
+def side_plan(
     rows: Sequence[Row], side: str, call: str, source: SideSource, like: Plan | None = None
-) -> tuple[SideVerdict | str, Plan | None]:
-    """One side's verdict (or why none) and its plan. ``like``: the NPU's plan; when it lacks keyword
-    arguments, this side is rebuilt as that one was (its records, the same keywords), never from what
-    only this side's tool records: its replay matching then shows that rebuild right."""
-    from ptdbg_tui.compare.replay.harness import Refused
-    from ptdbg_tui.compare.replay.run import run
-
+) -> tuple[Plan | NotReplayable, bool]:
+    """One side's plan of ``call`` (or why none) and whether its call ran with TF32 matmuls. ``like``:
+    the NPU's plan; when it lacks keyword arguments, this side is rebuilt as that one was (its records,
+    the same keywords), never from what only this side's tool records: its replay matching then shows
+    that rebuild right."""
     spec = source.specs.get(call_key(side_call(rows, side, call)))
     mirror = like is not None and not like.complete
     plan = build_plan(
@@ -79,11 +77,21 @@ def _side(
         source.inputs_after_call,
         source.node_order,
     )
+    if mirror and like is not None and isinstance(plan, Plan):
+        plan.kwargs = {k: v for k, v in plan.kwargs.items() if k in like.kwargs}
+    return plan, spec.state.tf32_matmul if spec is not None else False
+
+
+def _side(
+    rows: Sequence[Row], side: str, call: str, source: SideSource, like: Plan | None = None
+) -> tuple[SideVerdict | str, Plan | None]:
+    """One side's verdict (or why none) and its plan (:func:`side_plan`)."""
+    from ptdbg_tui.compare.replay.harness import Refused
+    from ptdbg_tui.compare.replay.run import run
+
+    plan, tf32 = side_plan(rows, side, call, source, like)
     if isinstance(plan, NotReplayable):
         return plan.reason, None
-    if mirror and like is not None:
-        plan.kwargs = {k: v for k, v in plan.kwargs.items() if k in like.kwargs}
-    tf32 = spec.state.tf32_matmul if spec is not None else False
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:

@@ -52,6 +52,9 @@ class Recorded:
     sidecar: bool = False  # dtype and shape from the call sidecar alone: no pkl record vouches for its size
 
 
+#: Why a call of a dump without tensor files is not replayed.
+STATISTICS_ONLY = "the dump holds statistics only: no tensors to replay from"
+
 #: Why a call whose sidecar line says another call than the dump's records is not judged: the
 #: verdict would be of a call the run never made ("not replayable: " + this + what differs).
 SIDECAR_DISAGREES = "the sidecar disagrees with the dump: "
@@ -423,7 +426,7 @@ def build_plan(
     forward_call = entry.forward_call
     fwd = [r for r in mine if r.call == forward_call]
     if tensor_dir is None:
-        return NotReplayable(call, "the dump holds statistics only: no tensors to replay from")
+        return NotReplayable(call, STATISTICS_ONLY)
     try:
         if spec is not None:
             args, kwargs = _spec_arguments(spec, fn, entry, fwd, recs, tensor_dir)

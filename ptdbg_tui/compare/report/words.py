@@ -15,6 +15,13 @@ from typing import Protocol
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, times_text
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.nonfinite import (
+    NonFinite,
+    NonFiniteOrigin,
+    OriginKind,
+    OriginReplay,
+    Overflow,
+)
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
@@ -92,6 +99,8 @@ KIND_WORDS: dict[Kind, str] = {
 #: Why a suspect chosen for the replay was not replayed.
 BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
 NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
+#: Why a check's origin was not replayed when asked not to.
+NOT_ASKED = "--no-replay"
 
 
 def replay_text(r: CallReplay) -> str:
@@ -626,3 +635,76 @@ def verdict_column(rows: Sequence[Row], diagnosis: Diagnosis | None) -> Column:
         who = "culprit" if k == 1 else f"suspect {k}"
         said.setdefault(s.call, f"{who}: {kind_words(s)} {times_text(s.score)}")
     return VERDICT_COLUMN, [said.get(r.record.call, "") for r in rows]
+
+
+# --- one dump's non-finite origin (ptdbg-tui check) -------------------------------------------------
+
+
+def nonfinite_text(f: NonFinite) -> str:
+    """``output.0 has 12 Inf``; from statistics alone, ``output.0's max is inf``."""
+    if f.nan is not None and f.inf is not None:
+        counts = [f"{n} {word}" for n, word in ((f.nan, "NaN"), (f.inf, "Inf")) if n]
+        return f"{one_line(f.entry)} has {' and '.join(counts)}"
+    stats = ", ".join(f"{name} is {value}" for name, value in f.stats)
+    return f"{one_line(f.entry)}'s {stats}"
+
+
+def _dtype(dtype: str) -> str:
+    return one_line(dtype.removeprefix("torch."))
+
+
+def origin_replay_text(r: OriginReplay) -> str:
+    """What the float64 replay says of the origin's non-finite output."""
+    dtype = _dtype(r.dtype)
+    if r.outcome is Overflow.OVERFLOW:
+        beyond = f", beyond {dtype}'s {r.limit:g}" if r.limit is not None else f", beyond {dtype}'s range"
+        return (
+            f"overflow — the float64 result reaches {r.largest:.3g}{beyond}: the values exceed the dtype's "
+            "range (loss scaling, or a range problem), the kernel is right"
+        )
+    if r.outcome is Overflow.KERNEL_WRONG:
+        within = f", within {dtype}'s range" if r.limit is not None else ""
+        return (
+            f"kernel wrong on its inputs — the float64 result is finite (max {r.largest:.3g}){within}, "
+            "yet the dump's output is not"
+        )
+    return (
+        "not the kernel — the float64 result is NaN too: its inputs lie outside the function's domain "
+        "(a log of a negative, 0/0), look at where they come from"
+    )
+
+
+def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLine] = ()) -> list[str]:
+    """The report of ``ptdbg-tui check`` on the dump ``label``: its non-finite origin, the module and
+    source line it ran at, and the replay's word (or ``No non-finite value in …``)."""
+    lines: list[str] = []
+    if origin is None:
+        lines.append(f"No non-finite value in {one_line(label)}")
+    else:
+        call = f"{one_line(origin.call)} ({origin.direction})"
+        found = ", ".join(nonfinite_text(f) for f in origin.found)
+        if origin.kind is OriginKind.DATA:
+            lines.append(
+                f"Non-finite origin: the data, before any dumped call: {call}: {found} on entry, made by "
+                "no dumped call"
+            )
+        else:
+            lines.append(f"Non-finite origin: {call}: {found}, inputs finite")
+        if origin.module:
+            lines.append(f"    module: {one_line(origin.module)}")
+        site = origin.site
+        if site is not None:
+            code = f"  {one_line(site.source.strip())}" if site.source else ""
+            lines.append(f"    source: {one_line(site.path)}:{one_line(site.line)}{code}")
+        if origin.kind is OriginKind.KERNEL:
+            replay = (
+                origin_replay_text(origin.replay)
+                if origin.replay
+                else f"not replayed: {one_line(origin.not_replayed)}"
+            )
+            lines.append(f"    replay: {replay}")
+    if bad:
+        where = f"line {bad[0].line}: " if bad[0].line else ""
+        first = f"{where}{one_line(bad[0].reason)}"
+        lines.append(f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {first}")
+    return lines
