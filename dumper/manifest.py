@@ -33,6 +33,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils.hooks import RemovableHandle
 
 from dumper.capture import tensor_leaves
+from dumper.installed import Installed
 from dumper.module_chain import ModuleTracker
 from dumper.patching import TLS, is_compiling
 from ptdbg_tui.formats import manifest as fm
@@ -246,8 +247,7 @@ class ManifestRecorder:
         self._model: weakref.ref[nn.Module] | None = None
         self._stepped: set[int] = set()  # the optimizers seen stepping
         self._schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._handles: list[RemovableHandle] = []
-        self._restore: list[Callable[[], None]] = []
+        self._installed = Installed()
 
     @property
     def path(self) -> Path:
@@ -261,32 +261,28 @@ class ManifestRecorder:
         self.folder.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self._write()
         self.modules.root_calls.append(self._on_root)
-        self._handles.append(register_optimizer_step_pre_hook(self._on_step))
+        self._installed.hook(register_optimizer_step_pre_hook(self._on_step))
         for cls in (lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau):
             self._watch_init(cls)
 
     def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        for restore in reversed(self._restore):
-            restore()
-        self._restore = []
+        self._installed.undo()
         if self._on_root in self.modules.root_calls:
             self.modules.root_calls.remove(self._on_root)
 
     def _watch_init(self, cls: type) -> None:
         """Every scheduler made while the script runs is remembered (weakly), to be read at its
         optimizer's first step: the live objects, not the script's text."""
-        original = cls.__dict__["__init__"]
         seen = self._schedulers
 
-        def init(obj: Any, *args: Any, **kwargs: Any) -> None:
-            original(obj, *args, **kwargs)
-            seen.add(obj)
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def init(obj: Any, *args: Any, **kwargs: Any) -> None:
+                original(obj, *args, **kwargs)
+                seen.add(obj)
 
-        setattr(cls, "__init__", init)  # noqa: B010  (an assignment mypy would refuse)
-        self._restore.append(lambda: setattr(cls, "__init__", original))
+            return init
+
+        self._installed.patch(cls, "__init__", make)
 
     def _write(self) -> None:
         write_text(self.path, fm.json_text(self.data))

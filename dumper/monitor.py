@@ -28,9 +28,9 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.optim import Optimizer
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from torch.utils.hooks import RemovableHandle
 
 from dumper.capture import tensor_leaves
+from dumper.installed import Installed
 from dumper.manifest import SeenModules, unrecorded
 from dumper.patching import is_compiling
 from dumper.session import detected_rank
@@ -156,8 +156,7 @@ class Monitor:
         self._current: _Step | None = _Step()
         self._writer: MonitorWriter | None = None
         self._thread = 0
-        self._handles: list[RemovableHandle] = []
-        self._restore: list[Callable[[], None]] = []
+        self._installed = Installed()
         self._failed = False
         #: Each optimizer's parameters as they were before its step, in buffers kept for the run (a
         #: fresh copy per step cost more than the statistics: the allocator's page faults)
@@ -171,32 +170,22 @@ class Monitor:
         fmon.pyarrow()  # a missing pyarrow said before the script starts
         self.folder.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
         self._thread = threading.get_ident()
-        self._handles = [
+        self._installed.hook(
             nn_module.register_module_forward_hook(self._forward),
             register_optimizer_step_pre_hook(self._before_step),
             register_optimizer_step_post_hook(self._after_step),
-        ]
-        self._patch(torch.autograd, "backward", self._backward)
+        )
+        self._installed.patch(torch.autograd, "backward", self._backward)
         scaler = getattr(torch.amp, "GradScaler", None)
         if scaler is not None:
-            self._patch(scaler, "scale", self._scale)
-            self._patch(scaler, "step", self._scaler_step)
+            self._installed.patch(scaler, "scale", self._scale)
+            self._installed.patch(scaler, "step", self._scaler_step)
 
     def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        for restore in reversed(self._restore):
-            restore()
-        self._restore = []
+        self._installed.undo()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-
-    def _patch(self, owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-        original = owner.__dict__[name]
-        setattr(owner, name, make(original))
-        self._restore.append(lambda: setattr(owner, name, original))
 
     # -- what a step gathers ----------------------------------------------------------------
 
