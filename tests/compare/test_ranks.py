@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from ptdbg_tui.cli import report_text
+from ptdbg_tui.compare.diagnosis.evidence import Said
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
@@ -199,7 +200,7 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     assert all(v.diagnosis.suspects[0].call == "Distributed_all_reduce_1_forward" for v in views)
     assert cross_rank(views).first is None  # each only receives it
     own = views[1].diagnosis
-    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=f"op: {words}")
+    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=Said(text=f"op: {words}"))
     ranks = cross_rank(views)
     assert ranks.first is not None and ranks.first.view.rank == 2
     assert rank_headline(ranks).startswith(
@@ -230,7 +231,7 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
             direction="forward",
             kind=ENTERS,
             score=late.score,
-            evidence="",
+            evidence=Said(text=""),
             judgement=late.judgement,
             rows=rows,
             seq=min(r.seq for r in rows),

@@ -10,7 +10,7 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, times_text
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
 from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, verdict_text
 
 RNG = np.random.default_rng(5)
 
@@ -45,9 +45,9 @@ def test_parameters_that_differ_after_a_clean_step_name_the_optimizers_update(ca
     link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])
     assert [s.kind for s in d1.suspects] == [PARAMETERS]
     assert "parameters differ on entry to step 1" in verdict_text(d1)
-    assert "optimizer's update between steps 0 and 1" in d1.suspects[0].evidence
+    assert "optimizer's update between steps 0 and 1" in evidence_text(d1.suspects[0].evidence)
     link_steps([StepView(0, 0, rows0, d0), StepView(1, 0, rows1, d1)])  # again: the same words, once
-    assert d1.suspects[0].evidence.count("optimizer's update") == 1
+    assert evidence_text(d1.suspects[0].evidence).count("optimizer's update") == 1
 
 
 def test_inherited_parameters_pass_on_where_they_came_from(calls_factory):

@@ -11,7 +11,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 
@@ -213,8 +213,8 @@ def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_pa
     assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
         step: ("Functional_dropout_0_forward", RANDOM) for step in (0, 1, 2)
     }, [verdict_text(o.diagnosis) for o in outcomes]
-    assert (
-        "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
+    assert "its draws differed at step 1, and statistics cannot show that they still do" in evidence_text(
+        culprits[2].evidence
     )
 
 
@@ -445,7 +445,7 @@ def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
         d = outcome.diagnosis
         found = [(s.call, s.kind) for s in d.suspects]
         assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], verdict_text(d)
-        evidence = d.suspects[0].evidence
+        evidence = evidence_text(d.suspects[0].evidence)
         assert evidence.startswith(
             f"it makes {mul}_0_forward_output of {mul}_0_forward_input.0 (input.1: 0.9999), 0.0001 apart"
         ), evidence
@@ -475,4 +475,4 @@ def test_a_decay_finer_than_statistics_estimate_is_named_at_every_step(
             assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), verdict_text(d)
         else:
             assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), verdict_text(d)
-        assert by in first.evidence, first.evidence
+        assert by in evidence_text(first.evidence), evidence_text(first.evidence)

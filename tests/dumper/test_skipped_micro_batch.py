@@ -11,7 +11,7 @@ import pytest
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 
 SCRIPT = textwrap.dedent("""
@@ -92,8 +92,10 @@ def test_the_skipped_micro_batch_is_named_and_no_kernel(
             ENTERS,
             True,
         )
-        assert "it entered after Tensor_mul__0_forward; before it the bench run makes " in culprit.evidence
-        assert "Functional_conv1d_1_forward" not in culprit.evidence
+        assert "it entered after Tensor_mul__0_forward; before it the bench run makes " in evidence_text(
+            culprit.evidence
+        )
+        assert "Functional_conv1d_1_forward" not in evidence_text(culprit.evidence)
     if 2 in by_step:
         d = by_step[2]
         assert d.suspects == [], verdict_text(d)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
@@ -93,35 +94,46 @@ _INPUTS_WHY = {
 }
 
 
-def evidence_text(j: Judgement) -> str:
-    """The numbers behind a verdict, in words that match them."""
+def judgement_parts(j: Judgement) -> tuple[str, str]:
+    """The numbers behind a verdict in words that match them, and apart from them the score they end
+    with (``×12,728``; ``""`` where they end with none): the app's bar keeps the score by the call's
+    name. :func:`judgement_text` joins them."""
     partial = " (some inputs not compared)" if j.partial else ""
     if j.kind == NAN_ORIGIN:
-        return f"{j.output} gains NaN/Inf from finite inputs{partial}"
+        return f"{j.output} gains NaN/Inf from finite inputs{partial}", ""
     if j.kind == BENCH_NAN:
-        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}"
+        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}", ""
     if j.shapes is not None:
         npu, bench = j.shapes
-        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree"
+        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree", ""
     if math.isinf(j.input_error):
-        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"])
+        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"]), ""
     head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
     if j.kind == ZEROS:
-        return f"{j.output} is all zeros where the bench is not: {head}"
+        return f"{j.output} is all zeros where the bench is not: {head}", ""
     if math.isinf(j.output_error):
-        return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
+        return (
+            f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}",
+            "",
+        )
     if j.kind == LEAN:
         return (
             f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
-            f"unbiased rounding allows ±{fmt_error(j.allowed)}: {times_text(j.score)}"
-        )
+            f"unbiased rounding allows ±{fmt_error(j.allowed)}"
+        ), times_text(j.score)
     if j.kind == ENTERS:
         return (
             f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
-            f"{times_text(j.score)}"
-        )
-    return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
+            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    return f"{head}, allowed {fmt_error(j.allowed)}", times_text(j.score)
+
+
+def judgement_text(j: Judgement) -> str:
+    """The numbers behind a verdict, in words that match them: ``inputs 3e-07, outputs 0.24, allowed
+    4e-06: ×60,000``."""
+    words, score = judgement_parts(j)
+    return f"{words}: {score}" if score else words
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +147,7 @@ class CallEvidence:
 
     @property
     def text(self) -> str:
-        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
+        return judgement_text(self.judgement) if self.judgement is not None else self.why_not
 
     @property
     def introduces(self) -> bool:
@@ -152,7 +164,7 @@ class Suspect:
     direction: str
     kind: Kind
     score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
-    evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
+    evidence: Evidence  # the numbers and names behind it (words.evidence_text says them)
     judgement: Judgement
     rows: list[Row] = field(default_factory=list)
     stack: StackRecord | None = None  # the forward call's stack (where the call was made)

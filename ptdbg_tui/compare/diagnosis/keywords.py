@@ -18,8 +18,8 @@ from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
+from ptdbg_tui.compare.diagnosis.evidence import Said, Undumped
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
@@ -191,7 +191,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
                 direction=entry.direction,
                 kind=ARGUMENTS,
                 score=math.inf,
-                evidence=differs,
+                evidence=Said(text=differs),
                 judgement=judgement,
                 rows=members,
                 stack=stack,
@@ -224,7 +224,7 @@ def _arguments_judgement(output: str) -> Judgement:
 
 def _arguments(s: Suspect, differs: str) -> Suspect:
     judgement = _arguments_judgement(s.judgement.output)
-    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=differs, judgement=judgement)
+    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=Said(text=differs), judgement=judgement)
 
 
 def _undumped_input(spec: CallSpec | None) -> str:
@@ -248,8 +248,5 @@ def _entering(s: Suspect, undumped: str) -> Suspect:
     """A suspect whose call takes a tensor no dump records: the error its outputs carry may have come
     in with that tensor, so the call's own kernel is not blamed."""
     j = s.judgement
-    evidence = (
-        f"its {undumped} is not dumped (the dumper records no complex tensor): outputs "
-        f"{fmt_error(j.output_error)} may carry error that came in with it"
-    )
+    evidence = Undumped(tensor=undumped, output_error=j.output_error)
     return replace(s, kind=ENTERS, evidence=evidence, judgement=replace(j, kind=ENTERS))

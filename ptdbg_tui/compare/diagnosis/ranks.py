@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.evidence import OnOneRank, Said
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
@@ -379,7 +380,7 @@ def apply_departure(
     members = [r for r in rows if r.record.call == departure.call]
     old = next((s for s in diagnosis.suspects if s.call == departure.call), None)
     if old is not None:
-        suspect = replace(old, kind=COLLECTIVE, evidence=departure.text)
+        suspect = replace(old, kind=COLLECTIVE, evidence=Said(text=departure.text))
     else:
         entry = members[0].record.entry if members else None
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
@@ -389,7 +390,7 @@ def apply_departure(
             direction=FORWARD,
             kind=COLLECTIVE,
             score=math.inf,
-            evidence=departure.text,
+            evidence=Said(text=departure.text),
             judgement=judgement,
             rows=members,
             stack=next((r.stack for r in members if r.stack is not None), None),
@@ -490,6 +491,8 @@ def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dump
 def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
     """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
     diagnosis.suspects = [
-        replace(s, kind=RANK_ALONE, evidence=f"{s.evidence}; {alone.text}") if s.call == alone.call else s
+        replace(s, kind=RANK_ALONE, evidence=OnOneRank(before=s.evidence, text=alone.text))
+        if s.call == alone.call
+        else s
         for s in diagnosis.suspects
     ]

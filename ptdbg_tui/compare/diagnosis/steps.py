@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
+from ptdbg_tui.compare.diagnosis.evidence import OnParameter, StillRandom
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, times_text
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
@@ -169,9 +170,9 @@ def _not_inherited(
         if s in carried:
             continue
         agree = _gradient_agrees(prev.rows, s.judgement.output)
-        update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
-        if agree is not None and update not in s.evidence:
-            s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+        evidence = s.evidence
+        if agree is not None and isinstance(evidence, OnParameter) and evidence.agreed is None:
+            s.evidence = replace(evidence, agreed=(prev.step, agree, view.step))
     return bool(carried or noise)
 
 
@@ -218,10 +219,6 @@ def _still_random(view: StepView, prev: StepView) -> None:
         later = [i for i, s in enumerate(view.diagnosis.suspects) if s.seq > seq and not s.confirmed]
         if not later:
             continue
-        text = (
-            f"its draws differed at step {prev.step}, and statistics cannot show that they still do "
-            f"({evidence.text})"
-        )
         judgement = replace(evidence.judgement, kind=RANDOM)
         found = Suspect(
             call=random.call,
@@ -229,7 +226,7 @@ def _still_random(view: StepView, prev: StepView) -> None:
             direction=random.direction,
             kind=RANDOM,
             score=judgement.score,
-            evidence=text,
+            evidence=StillRandom(step=prev.step, judgement=evidence.judgement),
             judgement=judgement,
             rows=rows,
             stack=random.stack,

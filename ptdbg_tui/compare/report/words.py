@@ -13,7 +13,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, times_text
+from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.evidence import (
+    Arguments,
+    Checksums,
+    Entered,
+    Evidence,
+    Judged,
+    NpuOnly,
+    OnOneRank,
+    OnParameter,
+    Said,
+    StillRandom,
+    TwoDumps,
+    Undumped,
+    Written,
+    WrittenChange,
+)
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, judgement_parts, times_text
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
@@ -23,8 +40,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.msprobe_result import MD5
-from ptdbg_tui.compare.report.outputs import repro_folder
-from ptdbg_tui.compare.report.suspects import suspects_path
+from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.manifest import ManifestDifference
@@ -218,9 +234,9 @@ def finding(s: Suspect) -> str:
     """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
     replay = suspect_replay_text(s)
     if s.kind == Kind.REPLAYED:
-        return f"{replay}; {s.evidence}"
+        return f"{replay}; {evidence_text(s.evidence)}"
     head = f"{replay}; two dumps: " if replay else ""
-    return f"{head}{kind_words(s)} — {s.evidence}"
+    return f"{head}{kind_words(s)} — {evidence_text(s.evidence)}"
 
 
 def suspect_text(s: Suspect) -> str:
@@ -230,12 +246,114 @@ def suspect_text(s: Suspect) -> str:
     return f"{s.call} ({s.direction}): {finding(s)}{where}"
 
 
+def _more(names: Sequence[str], shown: int = 3) -> str:
+    """`` (+2 more)`` after the first ``shown`` of ``names``; nothing where they are all shown."""
+    return f" (+{len(names) - shown} more)" if len(names) > shown else ""
+
+
+def _entered_after(e: Entered) -> str:
+    """Where error entering outside the dumped calls came in: after which call, and what the NPU run
+    lacks before it."""
+    if e.running:
+        return "; a running statistic, which the calls that train the module update in place"
+    after = (
+        f"; it entered after {e.previous}" if e.previous else f"; it entered before the first {e.way} call"
+    )
+    if e.bench_only:
+        return after + ", a call only the bench run makes (the NPU run has no counterpart)"
+    if e.skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
+        before = f"{', '.join(e.skipped[-3:])}{_more(e.skipped)}"
+        return after + f"; before it the bench run makes {before}, which the NPU run does not"
+    return after
+
+
+def _written_words(c: WrittenChange) -> str:
+    """What a call only one run makes did, up to its score: ``changes Tensor_mul__0_forward_input.0 in
+    place (input.1: 0.9999) by 0.0001, allowed 2e-05``."""
+    how = f" ({', '.join(f'{place}: {value}' for place, value in c.values)})" if c.values else ""
+    scale = " (a scale: its max, min and norm move by one factor)" if c.scale else ""
+    limit = f"{scale}, allowed {fmt_error(c.allowed)}"
+    if c.in_place:
+        return f"changes {c.tensor} in place{how} by {fmt_error(c.change)}{limit}"
+    return f"makes {c.made} of {c.tensor}{how}, {fmt_error(c.change)} apart{limit}"
+
+
+def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
+    """A finding's evidence in words as three parts: the words before its score, the score (``×12,728``,
+    or ``""`` where it says none) and the words after it."""
+    if isinstance(e, Judged):
+        return (*judgement_parts(e.judgement), "")
+    if isinstance(e, Entered):
+        return (*judgement_parts(e.judgement), _entered_after(e))
+    if isinstance(e, OnParameter):
+        words, score = judgement_parts(e.judgement)
+        also = f"; also {', '.join(e.others[:3])}{_more(e.others)}" if e.others else ""
+        if e.agreed is not None:
+            at, error, step = e.agreed
+            also += (
+                f"; their gradients agreed at step {at} ({fmt_error(error)}), so the optimizer's update "
+                f"between steps {at} and {step} made them differ"
+            )
+        return f"{e.parameter}: {words}", score, also
+    if isinstance(e, Written):
+        wrote = "wrote" if e.wrote else "made"
+        score = times_text(e.change.score)
+        if e.npu:
+            after = f"; {e.tensor}, the tensor it {wrote}, carries {fmt_error(e.carries)} against the bench's"
+            return f"it {_written_words(e.change)}", score, after
+        head = f"before it the bench run makes {e.call}, which the NPU run does not: it "
+        after = f"; {e.tensor} carries {fmt_error(e.carries)} against the tensor it {wrote}"
+        return head + _written_words(e.change), score, after
+    if isinstance(e, StillRandom):
+        words, score = judgement_parts(e.judgement)
+        head = f"its draws differed at step {e.step}, and statistics cannot show that they still do"
+        return f"{head} ({words}", score, ")"
+    if isinstance(e, TwoDumps) and e.judgement is not None:
+        words, score = judgement_parts(e.judgement)
+        return f"the two dumps: {words}", score, ""
+    if isinstance(e, OnOneRank):
+        before, score, after = _evidence_parts(e.before)
+        return before, score, f"{after}; {e.text}"
+    return _evidence_words(e), "", ""
+
+
+def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | Said) -> str:
+    """The evidence of the findings that say no score."""
+    if isinstance(e, NpuOnly):
+        j = e.judgement
+        return (
+            f"{e.call} has no counterpart in the bench run, and after it {e.tensor} carries "
+            f"{fmt_error(j.output_error)} where nothing dumped before carried more than "
+            f"{fmt_error(j.input_error)}"
+        )
+    if isinstance(e, Arguments):
+        return ", ".join(f"{a.place}: {a.npu} against {a.bench}" for a in e.values)
+    if isinstance(e, TwoDumps):
+        return f"the two dumps: {e.why_not}" if e.why_not else "not judged"
+    if isinstance(e, Checksums):
+        text = f"{e.tensor}: checksum {e.npu} against {e.bench}; every input's checksum is equal"
+        return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}" if e.statistics else text
+    if isinstance(e, Undumped):
+        return (
+            f"its {e.tensor} is not dumped (the dumper records no complex tensor): outputs "
+            f"{fmt_error(e.output_error)} may carry error that came in with it"
+        )
+    return e.text
+
+
+def evidence_text(e: Evidence) -> str:
+    """A finding's evidence in words: ``inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000``."""
+    before, score, after = _evidence_parts(e)
+    return f"{before}: {score}{after}" if score else before + after
+
+
 def scored_evidence(s: Suspect) -> tuple[str, str]:
-    """The suspect's evidence without its score, and the score (`` ×12,728``) where the evidence holds
-    it: the app's bar keeps the score beside the call's name and may cut the rest."""
-    score = f": {times_text(s.score)}"
-    evidence = s.evidence.replace(score, "")
-    return evidence, score[1:] if evidence != s.evidence else ""
+    """The suspect's evidence without its score, and the score (`` ×12,728``) where the evidence says
+    the suspect's: the app's bar keeps the score beside the call's name and may cut the rest."""
+    before, score, after = _evidence_parts(s.evidence)
+    if score and score == times_text(s.score):
+        return before + after, f" {score}"
+    return evidence_text(s.evidence), ""
 
 
 # --- a pair's verdict -----------------------------------------------------------------------------
