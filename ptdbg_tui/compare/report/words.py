@@ -110,28 +110,53 @@ BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
 NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
 
 
+#: A result's error within its allowance is shown with that allowance from this size up: an error of
+#: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
+SHOWN_ALLOWED = 0.01
+
+
+def side_text(v: SideVerdict) -> str:
+    """One side's figures in words (the replay's words and the repro's docstring quote them)."""
+    if v.error > v.allowed:
+        return f"error {fmt_error(v.error)}, allowed {fmt_error(v.allowed)}"
+    if abs(v.bias) > v.bias_allowed:
+        return (
+            f"one-sided: mean error {v.bias:+.2g} where unbiased rounding allows "
+            f"±{fmt_error(v.bias_allowed)} (error {fmt_error(v.error)})"
+        )
+    if v.error >= SHOWN_ALLOWED:  # "within rounding (NPU 0.96 …)" read as 96% of rounding
+        return f"{fmt_error(v.error)} of {fmt_error(v.allowed)} allowed"
+    return f"{fmt_error(v.error)}"
+
+
+def repro_verdict_text(v: SideVerdict) -> str:
+    """The replay's verdict on a repro's recorded results: ``NPU kernel wrong on its own inputs (error
+    0.29, allowed 2e-05)``."""
+    head = "wrong on its own inputs" if v.wrong else "within rounding on its own inputs"
+    return f"NPU kernel {head} ({side_text(v)})"
+
+
 def replay_text(r: CallReplay) -> str:
     """A call's replay in words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error
     0.29, allowed 2e-05); bench 3e-07"."""
     npu, bench = r.npu, r.bench
-    b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
+    b = side_text(bench) if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
     if not isinstance(npu, SideVerdict):
         return f"not replayable: {npu}"
+    n = side_text(npu)
     outcome = r.outcome
     if outcome is ReplayOutcome.CONFIRMED:
-        return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
+        return f"confirmed by replay — NPU kernel wrong on its own inputs ({n}); bench {b}"
     if outcome is ReplayOutcome.ARGUMENTS:
         return (
             f"the runs pass different arguments — {r.differs}; each side's kernel is right on its own "
-            f"(NPU {npu.text}, bench {b})"
+            f"(NPU {n}, bench {b})"
         )
     if outcome is ReplayOutcome.REFUTED and not isinstance(bench, SideVerdict):
-        return (
-            f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); bench {b}"
-        )
+        return f"refuted by replay — the NPU kernel is within rounding on its own inputs ({n}); bench {b}"
     if outcome is ReplayOutcome.REFUTED:
         return (
-            f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
+            f"refuted by replay — both within rounding on their own inputs (NPU {n}, "
             f"bench {b}): the difference is inherited"
         )
     if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
@@ -141,15 +166,15 @@ def replay_text(r: CallReplay) -> str:
             else "the rebuilt call may differ from the recorded one"
         )
         return (
-            f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-            f"bench {bench.text}): {why}"
+            f"replay inconclusive — both sides depart from the float64 replay (NPU {n}, "
+            f"bench {b}): {why}"
         )
     if npu.wrong:
         return (
-            f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({r.lacking}) "
+            f"replay inconclusive — NPU {n}, but the rebuild may lack arguments ({r.lacking}) "
             f"and the bench was {b}"
         )
-    return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
+    return f"replay: NPU {n}; bench kernel departs from its replay ({b})"
 
 
 def suspect_replay_text(s: Suspect) -> str:
