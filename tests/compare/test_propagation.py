@@ -13,7 +13,7 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import NO, YES
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors, trim_count, unit_roundoff
-from ptdbg_tui.compare.report.words import evidence_text, verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
 
 RNG = np.random.default_rng(0)
 NOISE = 1e-6
@@ -340,8 +340,10 @@ def test_an_adaptive_update_of_gradient_noise_is_no_fault(calls):
     _adam_update(calls, gn, gb, 1.0)
     d = diagnose(calls.rows)
     assert d.suspects == [], verdict_text(d)
-    assert d.notes and d.notes[0].startswith("Tensor_addcdiv__0_forward: its update leaves"), d.notes
-    assert "elements change sign" in d.notes[0] and "no kernel is at fault" in d.notes[0]
+    assert note_texts(d) and note_texts(d)[0].startswith("Tensor_addcdiv__0_forward: its update leaves"), (
+        note_texts(d)
+    )
+    assert "elements change sign" in note_texts(d)[0] and "no kernel is at fault" in note_texts(d)[0]
 
 
 def test_an_adaptive_update_two_percent_off_is_named(calls):

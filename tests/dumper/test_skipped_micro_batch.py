@@ -11,7 +11,7 @@ import pytest
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
-from ptdbg_tui.compare.report.words import evidence_text, verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 
 SCRIPT = textwrap.dedent("""
@@ -101,4 +101,4 @@ def test_the_skipped_micro_batch_is_named_and_no_kernel(
         assert d.suspects == [], verdict_text(d)
         inherited = "parameters differ on entry to step 2: inherited from step 1, "
         source = "the error enters before Tensor_add__1_forward, after calls only the bench run makes"
-        assert any(n.startswith(inherited) and source in n for n in d.notes), d.notes
+        assert any(n.startswith(inherited) and source in n for n in note_texts(d)), note_texts(d)

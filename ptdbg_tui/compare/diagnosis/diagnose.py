@@ -45,6 +45,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Suspect,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.notes import SaidNote
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
@@ -972,7 +973,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
     if note := _amplified_note(walk.amplified):
-        diagnosis.notes.append(note)
+        diagnosis.notes.append(SaidNote(text=note))
     if not diagnosis.suspects:
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)

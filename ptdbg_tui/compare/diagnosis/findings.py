@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.notes import Note
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
@@ -227,7 +228,7 @@ class Diagnosis:
     unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
     replay: ReplayRun | None = None  # that a replay ran (or why not), when one was tried
     #: what other steps or ranks say of this one, and checks that could not be done
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found
     received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)

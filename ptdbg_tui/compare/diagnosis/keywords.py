@@ -20,6 +20,7 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
 from ptdbg_tui.compare.diagnosis.evidence import Said, Undumped
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.notes import Autocast, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
@@ -125,7 +126,7 @@ def with_keywords(
     try:
         specs = npu(), bench()
     except OSError as e:
-        diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
+        diagnosis.notes.append(Unread(sidecar=Sidecar.CALLS, reason=reason(e)))
         return
     if unblamed:
         _unblamed(diagnosis, specs, rows)
@@ -168,7 +169,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         return
     named = {s.call for s in diagnosis.suspects}
     step = next((s.step for s in diagnosis.suspects), None)
-    autocast: dict[tuple[str, str], list[str]] = {}  # (NPU's, bench's) autocast: the calls
+    autocast: dict[tuple[str | None, str | None], list[str]] = {}  # (NPU's, bench's) autocast: the calls
     for call, members in rows_by_call(rows).items():
         paired = [r for r in members if r.npu is not None and r.bench is not None]
         entry = paired[0].record.entry if paired else None
@@ -201,19 +202,14 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         )
     diagnosis.suspects.sort(key=suspect_order)
     diagnosis.notes += [
-        f"the NPU run makes {len(calls)} call{'s' if len(calls) > 1 else ''} with {n} where the bench "
-        f"run has {b} (the first {calls[0]}): a precision the scripts chose, judged by its rounding"
-        for (n, b), calls in autocast.items()
+        Autocast(calls=len(calls), npu=n, bench=b, first=calls[0]) for (n, b), calls in autocast.items()
     ]
 
 
-def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str, str] | None:
-    """The autocast each side's sidecar line records the call under, in words, where they differ (a
-    device type differs by design); None where they agree."""
-    n, b = (
-        f"autocast to {a.dtype}" if (a := line.state.autocast) is not None else "no autocast"
-        for line in (npu, bench)
-    )
+def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str | None, str | None] | None:
+    """The dtype each side's sidecar line records the call autocast to (None: no autocast), where they
+    differ (a device type differs by design); None where they agree."""
+    n, b = (a.dtype if (a := line.state.autocast) is not None else None for line in (npu, bench))
     return (n, b) if n != b else None
 
 

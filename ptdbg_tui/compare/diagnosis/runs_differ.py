@@ -32,6 +32,7 @@ from typing import TypeVar
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
+from ptdbg_tui.compare.diagnosis.notes import Note, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
@@ -213,13 +214,14 @@ def _data_differs(row: Row) -> str:
     )
 
 
-def _read(read: Callable[[], T], note: str, notes: list[str]) -> T | None:
-    """What ``read`` returns; None, with a ``note`` (``{}``: the reason), where a sidecar is there but
-    cannot be read."""
+def _read(read: Callable[[], T], sidecar: Sidecar | None, notes: list[Note]) -> T | None:
+    """What ``read`` returns; None where a sidecar is there but cannot be read, with a note that says
+    so where ``sidecar`` names it."""
     try:
         return read()
     except OSError as e:
-        notes.append(note.format(reason(e)))
+        if sidecar is not None:
+            notes.append(Unread(sidecar=sidecar, reason=reason(e)))
         return None
 
 
@@ -253,7 +255,7 @@ def with_runs_differ(
     each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
     failing row). A module structure that cannot be read leaves a note."""
     found: list[str] = []
-    read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
+    read = _read(chains, Sidecar.STRUCTURE, diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
     npu = _model(rows, False, npu_chain) if npu_chain else _Model()
     bench = _model(rows, True, bench_chain) if bench_chain else _Model()
@@ -274,7 +276,7 @@ def with_runs_differ(
     differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
     # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
     # differ too, has said so
-    sidecars = _read(specs, "", []) if differ else None
+    sidecars = _read(specs, None, []) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
         found.append(f"the runs pass different hyperparameters: {hyper}")
     diagnosis.differ = found

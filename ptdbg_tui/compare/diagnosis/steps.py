@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
 from ptdbg_tui.compare.diagnosis.evidence import OnParameter, StillRandom
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, times_text
+from ptdbg_tui.compare.diagnosis.notes import SaidNote
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
@@ -289,7 +290,7 @@ def _inherited(d: Diagnosis) -> bool:
     """The step was linked before: its parameters' note says whose error they carry."""
     head, _, tail = _INHERITED.partition("{step}")
     mark = tail.split("{origin}")[0]  # ": inherited from step "
-    return any(n.startswith(head) and mark in n for n in d.notes)
+    return any(isinstance(n, SaidNote) and n.text.startswith(head) and mark in n.text for n in d.notes)
 
 
 def _inherit(view: StepView, came: Origin) -> None:
@@ -356,8 +357,8 @@ def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str
         else f"whose culprit{aside} is {call}"
     )
     note = template.format(step=view.step, origin=step, how=how, source=source, **words)
-    if note not in d.notes:
-        d.notes.append(note)
+    if SaidNote(text=note) not in d.notes:
+        d.notes.append(SaidNote(text=note))
     if not d.suspects:
         d.unexplained = explain_failures(view.rows, d)
 

@@ -32,6 +32,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 )
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, judgement_parts, times_text
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.notes import Autocast, Note, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
@@ -165,10 +166,7 @@ def replay_text(r: CallReplay) -> str:
             if not r.complete
             else "the rebuilt call may differ from the recorded one"
         )
-        return (
-            f"replay inconclusive — both sides depart from the float64 replay (NPU {n}, "
-            f"bench {b}): {why}"
-        )
+        return f"replay inconclusive — both sides depart from the float64 replay (NPU {n}, bench {b}): {why}"
     if npu.wrong:
         return (
             f"replay inconclusive — NPU {n}, but the rebuild may lack arguments ({r.lacking}) "
@@ -562,6 +560,34 @@ def manifest_notes(d: Diagnosis) -> list[str]:
     return notes
 
 
+#: What each sidecar's check does, which a sidecar that cannot be read leaves undone.
+_UNREAD = {
+    Sidecar.CALLS: "keyword arguments not compared",
+    Sidecar.MODULES: "the culprit's module is not shown",
+    Sidecar.STRUCTURE: "the runs' models not compared",
+}
+
+
+def note_text(n: Note) -> str:
+    """A diagnosis' note in words: ``call sidecar not read (…): keyword arguments not compared``."""
+    if isinstance(n, Unread):
+        return f"{n.sidecar.value} not read ({n.reason}): {_UNREAD[n.sidecar]}"
+    if isinstance(n, Autocast):
+        npu, bench = (
+            f"autocast to {dtype}" if dtype is not None else "no autocast" for dtype in (n.npu, n.bench)
+        )
+        return (
+            f"the NPU run makes {n.calls} call{'s' if n.calls > 1 else ''} with {npu} where the bench "
+            f"run has {bench} (the first {n.first}): a precision the scripts chose, judged by its rounding"
+        )
+    return n.text
+
+
+def note_texts(d: Diagnosis) -> list[str]:
+    """A diagnosis' notes in words, in order."""
+    return [note_text(n) for n in d.notes]
+
+
 def runs_differ_texts(d: Diagnosis) -> list[str]:
     """What differs between the runs before any kernel, the manifests first, as the app lists it."""
     manifest = manifest_text(d)
@@ -627,7 +653,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {finding(s)}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
-    lines += [f"  note: {n}" for n in [*manifest_notes(d), *d.notes]]
+    lines += [f"  note: {n}" for n in [*manifest_notes(d), *note_texts(d)]]
     if d.replay is not None:
         lines.append(f"  replay: {replay_run_text(d)}")
     if d.original:
