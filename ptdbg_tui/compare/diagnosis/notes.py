@@ -1,8 +1,9 @@
 """A diagnosis' notes as values (:data:`Note`): a check that could not be done and why, what the scripts
-chose; :func:`ptdbg_tui.compare.report.words.note_text` says each.
+chose, what another step says of this one; :func:`ptdbg_tui.compare.report.words.note_text` says
+each.
 
-:class:`SaidNote` holds the notes whose words are still made where they are found (what other steps
-say of this one, an update that amplified rounding noise); they move here one by one.
+:class:`SaidNote` holds the notes whose words are still made where they are found (an update that
+amplified rounding noise); they move here one by one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,34 @@ class Autocast:
     first: str
 
 
+class Carried(str, Enum):
+    """What a step's note says of the suspects it takes the place of (:mod:`.steps`)."""
+
+    INHERITED = "inherited"  # parameters differ on entry: an earlier step's culprit's error
+    STATE_INHERITED = "state inherited"  # the optimizer's state differs on entry: the same
+    NOISE = "noise"  # what an adaptive update made of rounding noise at a step that named nothing
+    ROUNDING = "rounding"  # no more than the gradients differed at a step that named nothing
+    NOT_TOLD_APART = "not told apart"  # from statistics, a call's own error hidden by the earlier one's
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepNote:
+    """Suspects of step ``step`` that an earlier step, ``origin``, explains (``kind`` says how): that
+    step's culprit (``call``, or where error entered before it), as its statistics (``from_statistics``)
+    show it. Only the values its kind says are set."""
+
+    kind: Carried
+    step: int | None
+    origin: int | None
+    from_statistics: bool = False
+    call: str = ""
+    entered: bool = False  # the earlier error entered before ``call``, outside the dumped calls
+    bench_only: bool = False  # it entered after calls only the bench run makes
+    names: tuple[str, ...] = ()  # STATE_INHERITED: the state's tensors; NOISE: the updates' calls
+    scored: tuple[tuple[str, float], ...] = ()  # NOT_TOLD_APART: the calls and their scores
+    gradient: float | None = None  # ROUNDING: the worst gradient's error there (None: not compared)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SaidNote:
     """A note still found in words (see the module's docstring)."""
@@ -45,4 +74,4 @@ class SaidNote:
     text: str
 
 
-Note = Unread | Autocast | SaidNote
+Note = Unread | Autocast | StepNote | SaidNote

@@ -32,7 +32,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 )
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, judgement_parts, times_text
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.notes import Autocast, Note, Sidecar, Unread
+from ptdbg_tui.compare.diagnosis.notes import Autocast, Carried, Note, Sidecar, StepNote, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
@@ -568,6 +568,50 @@ _UNREAD = {
 }
 
 
+#: Where error entered after calls the NPU script lacks, in a note's words.
+_BENCH_ONLY = "after calls only the bench run makes (the NPU run has no counterpart)"
+
+
+def _earlier(n: StepNote) -> str:
+    """The earlier step's culprit a step's note names: ``whose culprit, from its statistics, is CALL``."""
+    how = ", from its statistics" if n.from_statistics else ""
+    aside = f"{how}," if how else ""  # set off within the sentence
+    if n.entered:  # error entering outside the dumped calls is no culprit: the call after it only shows it
+        place = _BENCH_ONLY if n.bench_only else "outside the dumped calls"
+        return f"where{aside} the error enters before {n.call}, {place}"
+    return f"whose culprit{aside} is {n.call}"
+
+
+def _step_note_text(n: StepNote) -> str:
+    """What an earlier step says of this one's suspects, which the note takes the place of."""
+    if n.kind is Carried.INHERITED:
+        return f"parameters differ on entry to step {n.step}: inherited from step {n.origin}, {_earlier(n)}"
+    if n.kind is Carried.STATE_INHERITED:
+        return (
+            f"the optimizer's state differs on entry to step {n.step} ({', '.join(n.names)}): inherited "
+            f"from step {n.origin}, {_earlier(n)}"
+        )
+    if n.kind is Carried.NOISE:
+        return (
+            f"parameters differ on entry to step {n.step} by what the optimizer's update at step {n.origin} "
+            f"({', '.join(n.names)}) made of gradient elements that are rounding noise on both sides, which "
+            "named no suspect: an adaptive optimizer turns such noise into steps of full size; no kernel is "
+            "at fault"
+        )
+    if n.kind is Carried.ROUNDING:
+        gradient = fmt_error(n.gradient) if n.gradient is not None else "not compared"
+        how = ", from its statistics" if n.from_statistics else ""
+        return (
+            f"parameters differ on entry to step {n.step} no more than their gradients differed at step "
+            f"{n.origin} ({gradient}{how}), which named no suspect: the update carried that step's rounding"
+        )
+    calls = ", ".join(f"{call} ({times_text(score)})" for call, score in n.scored)
+    return (
+        f"{calls} not named: from statistics, step {n.step} cannot tell a call's own error from what its "
+        f"inputs carry from step {n.origin}, {_earlier(n)}"
+    )
+
+
 def note_text(n: Note) -> str:
     """A diagnosis' note in words: ``call sidecar not read (…): keyword arguments not compared``."""
     if isinstance(n, Unread):
@@ -580,6 +624,8 @@ def note_text(n: Note) -> str:
             f"the NPU run makes {n.calls} call{'s' if n.calls > 1 else ''} with {npu} where the bench "
             f"run has {bench} (the first {n.first}): a precision the scripts chose, judged by its rounding"
         )
+    if isinstance(n, StepNote):
+        return _step_note_text(n)
     return n.text
 
 
