@@ -8,7 +8,7 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence
-from ptdbg_tui.compare.diagnosis.notes import SaidNote
+from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.report.advisor import advisor_text
@@ -129,7 +129,7 @@ def test_a_diagnosis_pickles_whole_with_its_calls_evidence(tmp_path):
     import pickle
 
     d = diagnose(model_rows(_compared_seed(tmp_path)))
-    d.notes.append(SaidNote(text="a note"))
+    d.notes.append(Unread(sidecar=Sidecar.CALLS, reason="a note"))
     d.calls["Torch_x_0_forward"] = CallEvidence("Torch_x_0_forward", "forward", None, "inputs not compared")
     assert any(e.judgement for e in d.calls.values())
     back = pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL))

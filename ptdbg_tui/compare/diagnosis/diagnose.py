@@ -45,8 +45,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Suspect,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.notes import SaidNote
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.notes import Amplified
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     MARGIN,
@@ -538,8 +537,8 @@ class _Walk:
     #: signature in that run's records)
     written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
-    #: the updates within their allowance only with their quotient's, each with the words for it
-    amplified: list[tuple[str, str]] = field(default_factory=list)
+    #: the updates within their allowance only with their quotient's
+    amplified: list[Amplified] = field(default_factory=list)
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -863,15 +862,6 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         walk.found.append(_suspect(calls, key, name, kind, judgement, departure_evidence(row), walk.step))
 
 
-#: The words for an update whose quotient amplified rounding noise (:func:`_amplified`).
-_AMPLIFIED = (
-    "{call}: its update leaves {output} {error} apart, where rounding and what came in allow {allowed}: "
-    "its quotient divides {numerator}'s error ({numerator_error}{flips}) by its denominator, and an "
-    "adaptive optimizer (Adam, AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise "
-    "on both sides into steps of full size (allowed {with_it} with that); no kernel is at fault"
-)
-
-
 def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Walk) -> None:
     """An update within what its quotient may carry (:func:`~.propagation.quotient_error`): where it needs
     that, where that alone may carry all its output's error, or where its numerator holds elements of
@@ -892,28 +882,26 @@ def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Wal
     if not needed:
         return
     assert numerator is not None
-    signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""
-    words = _AMPLIFIED.format(
+    found = Amplified(
         call=call.name,
         output=verdict.output,
-        error=fmt_error(verdict.output_error),
-        allowed=fmt_error(verdict.allowed - verdict.amplified),
+        error=verdict.output_error,
+        allowed=verdict.allowed - verdict.amplified,
         numerator=numerator.row.name,
-        numerator_error=fmt_error(errors.rel),
-        flips=signs,
-        with_it=fmt_error(verdict.allowed),
+        numerator_error=errors.rel,
+        flips=flips,
+        elements=errors.numel,
+        with_it=verdict.allowed,
     )
-    walk.amplified.append((call.name, words))
+    walk.amplified.append(found)
 
 
-def _amplified_note(amplified: Sequence[tuple[str, str]]) -> str:
-    """One note for the updates :func:`_amplified` found: the first in words, the others by name (a
+def _amplified_note(amplified: Sequence[Amplified]) -> Amplified | None:
+    """One note for the updates :func:`_amplified` found: the first in full, the others by name (a
     model of many blocks has a key bias in each)."""
     if not amplified:
-        return ""
-    others = [name for name, _ in amplified[1:]]
-    more = f" (+{len(others) - 3} more)" if len(others) > 3 else ""
-    return amplified[0][1] + (f"; so too {', '.join(others[:3])}{more}" if others else "")
+        return None
+    return replace(amplified[0], others=tuple(a.call for a in amplified[1:]))
 
 
 def _departure(calls: _Calls, key: CallKey) -> Row | None:
@@ -973,7 +961,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
         _visit(calls, key, walk, diagnosis)
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
     if note := _amplified_note(walk.amplified):
-        diagnosis.notes.append(SaidNote(text=note))
+        diagnosis.notes.append(note)
     if not diagnosis.suspects:
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)

@@ -1,9 +1,6 @@
 """A diagnosis' notes as values (:data:`Note`): a check that could not be done and why, what the scripts
-chose, what another step says of this one; :func:`ptdbg_tui.compare.report.words.note_text` says
-each.
-
-:class:`SaidNote` holds the notes whose words are still made where they are found (an update that
-amplified rounding noise); they move here one by one.
+chose, what another step says of this one, an update that amplified rounding noise;
+:func:`ptdbg_tui.compare.report.words.note_text` says each.
 """
 
 from __future__ import annotations
@@ -68,10 +65,21 @@ class StepNote:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SaidNote:
-    """A note still found in words (see the module's docstring)."""
+class Amplified:
+    """An update (``call``) within what its quotient may carry, and only with that: its numerator's
+    rounding noise, which an adaptive optimizer turns into steps of full size; no kernel at fault. The
+    other updates found so are named after it."""
 
-    text: str
+    call: str
+    output: str
+    error: float  # the output's error
+    allowed: float  # what rounding and what came in allow it, without the quotient's share
+    numerator: str
+    numerator_error: float
+    flips: int  # the numerator's elements that change sign between the runs
+    elements: int  # of its elements
+    with_it: float  # what is allowed with the quotient's share
+    others: tuple[str, ...] = ()
 
 
-Note = Unread | Autocast | StepNote | SaidNote
+Note = Unread | Autocast | StepNote | Amplified

@@ -32,7 +32,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 )
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, judgement_parts, times_text
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.notes import Autocast, Carried, Note, Sidecar, StepNote, Unread
+from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
@@ -626,7 +626,21 @@ def note_text(n: Note) -> str:
         )
     if isinstance(n, StepNote):
         return _step_note_text(n)
-    return n.text
+    return _amplified_text(n)
+
+
+def _amplified_text(n: Amplified) -> str:
+    """An update that amplified rounding noise, and the others found so by name."""
+    flips = f"; {n.flips:,} of {n.elements:,} elements change sign" if n.flips else ""
+    more = f" (+{len(n.others) - 3} more)" if len(n.others) > 3 else ""
+    so_too = f"; so too {', '.join(n.others[:3])}{more}" if n.others else ""
+    return (
+        f"{n.call}: its update leaves {n.output} {fmt_error(n.error)} apart, where rounding and what came "
+        f"in allow {fmt_error(n.allowed)}: its quotient divides {n.numerator}'s error "
+        f"({fmt_error(n.numerator_error)}{flips}) by its denominator, and an adaptive optimizer (Adam, "
+        "AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise on both sides into steps "
+        f"of full size (allowed {fmt_error(n.with_it)} with that); no kernel is at fault{so_too}"
+    )
 
 
 def note_texts(d: Diagnosis) -> list[str]:
