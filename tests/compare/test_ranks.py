@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from ptdbg_tui.cli import report_text
-from ptdbg_tui.compare.diagnosis.evidence import Said
+from ptdbg_tui.compare.diagnosis.evidence import Argument, Arguments
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
-from ptdbg_tui.compare.report.words import rank_headline, suspect_text
+from ptdbg_tui.compare.report.words import evidence_text, rank_headline, suspect_text
 from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
@@ -164,7 +164,9 @@ def test_two_ranks_that_disagree_are_told_apart_by_their_bench_run():
     benches = {r: collective_results([_reduced(r, bench)[1]]) for r in (0, 1)}
     (departure,) = bench_tie_departures(npu, benches)
     assert departure.rank == 1 and departure.peers == (0,) and departure.by_bench
-    assert "departs from the other rank's result (rank0, which matches its bench run's)" in departure.text
+    assert "departs from the other rank's result (rank0, which matches its bench run's)" in evidence_text(
+        departure.evidence
+    )
     # both off their bench alike (an error both received), or agreeing: no departure
     mid = [2.0, -1.0, 0.25625, 3.05]
     assert bench_tie_departures(npu, {r: collective_results([_reduced(r, mid)[1]]) for r in (0, 1)}) == []
@@ -185,14 +187,19 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     npu = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["MAX"]})
     bench = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["SUM"]})
     words = "torch.distributed.ReduceOp.MAX against torch.distributed.ReduceOp.SUM"
-    assert keywords_differ(npu, bench) == f"op: {words}"
-    assert keywords_differ(bench, bench) == ""
+    max_sum = (
+        Argument(place="op", npu="torch.distributed.ReduceOp.MAX", bench="torch.distributed.ReduceOp.SUM"),
+    )
+    assert (
+        keywords_differ(npu, bench) == max_sum and evidence_text(Arguments(values=max_sum)) == f"op: {words}"
+    )
+    assert keywords_differ(bench, bench) == ()
     positional = [replace(spec, args=[t, o], kwargs={}) for spec, o in ((npu, op["MAX"]), (bench, op["SUM"]))]
-    assert keywords_differ(*positional) == f"op: {words}"
+    assert keywords_differ(*positional) == max_sum
     # the bench run passes no op: SUM, all_reduce's default (a keyword one side leaves out was not compared)
-    assert keywords_differ(npu, replace(bench, kwargs={})) == f"op: {words}"
-    assert keywords_differ(positional[0], replace(bench, kwargs={})) == f"op: {words}"
-    assert keywords_differ(replace(npu, kwargs={"op": op["SUM"]}), replace(bench, kwargs={})) == ""
+    assert keywords_differ(npu, replace(bench, kwargs={})) == max_sum
+    assert keywords_differ(positional[0], replace(bench, kwargs={})) == max_sum
+    assert keywords_differ(replace(npu, kwargs={"op": op["SUM"]}), replace(bench, kwargs={})) == ()
 
     # every dumped rank's all_reduce result is off its bench run's; rank 2 called it with another op
     run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=1), jobs=1)
@@ -200,7 +207,7 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     assert all(v.diagnosis.suspects[0].call == "Distributed_all_reduce_1_forward" for v in views)
     assert cross_rank(views).first is None  # each only receives it
     own = views[1].diagnosis
-    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=Said(text=f"op: {words}"))
+    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=Arguments(values=max_sum))
     ranks = cross_rank(views)
     assert ranks.first is not None and ranks.first.view.rank == 2
     assert rank_headline(ranks).startswith(
@@ -231,7 +238,7 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
             direction="forward",
             kind=ENTERS,
             score=late.score,
-            evidence=Said(text=""),
+            evidence=Arguments(values=()),
             judgement=late.judgement,
             rows=rows,
             seq=min(r.seq for r in rows),

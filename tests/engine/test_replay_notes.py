@@ -3,7 +3,7 @@ a named kernel or 0 failures, and a suspect the budget did not reach says so."""
 
 from __future__ import annotations
 
-from ptdbg_tui.compare.diagnosis.evidence import Said
+from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
 from ptdbg_tui.compare.report.words import BUDGET_RAN_OUT, NOT_REACHED, finding, replay_run_text
@@ -18,7 +18,7 @@ def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:
         direction="forward",
         kind=kind,
         score=2000.0,
-        evidence=Said(text="…"),
+        evidence=Judged(judgement=judgement),
         judgement=judgement,
     )
 

@@ -1,9 +1,6 @@
 """A suspect's evidence as values: the numbers, names and sites behind each kind of finding, one frozen
 dataclass per way of finding it (:data:`Evidence`). :func:`ptdbg_tui.compare.report.words.evidence_text`
 says each; the app takes the score apart from the rest by these values, never from the words.
-
-:class:`Said` holds the findings whose words are still made where they are found (the checksums', the
-sidecar's keyword arguments, a collective's across ranks); they move here one by one.
 """
 
 from __future__ import annotations
@@ -134,18 +131,27 @@ class Undumped:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Said:
-    """Evidence still found in words (see the module's docstring)."""
+class Departs:
+    """A collective whose result (``entry``) on this rank departs from its ``peers``', which agree among
+    themselves (``by_bench``: two ranks, and the bench run told which one departs): both statistics."""
 
-    text: str
+    entry: str
+    peers: tuple[int, ...]
+    mine: tuple[float, ...]
+    theirs: tuple[float, ...]
+    by_bench: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OnOneRank:
-    """A collective wrong on this rank alone: what was found of it before, and the ranks' words."""
+    """A collective wrong on rank ``rank`` alone (its inputs agree with the bench run's on every rank of
+    its group, of ``group`` ranks where its shapes tell; ``peers`` match theirs): what was found of it
+    before, and that."""
 
     before: Evidence
-    text: str
+    rank: int
+    peers: tuple[int, ...]
+    group: int | None
 
 
 Evidence = (
@@ -159,6 +165,6 @@ Evidence = (
     | TwoDumps
     | Checksums
     | Undumped
-    | Said
+    | Departs
     | OnOneRank
 )

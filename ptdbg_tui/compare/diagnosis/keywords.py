@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
-from ptdbg_tui.compare.diagnosis.evidence import Said, Undumped
+from ptdbg_tui.compare.diagnosis.evidence import Argument, Arguments, Undumped
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.notes import Autocast, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
@@ -53,29 +53,29 @@ def _reduction(spec: CallSpec) -> str | None:
     return op.name if isinstance(op, TorchConst) else _SUM if op is None else None
 
 
-def keywords_differ(npu: CallSpec, bench: CallSpec) -> str:
-    """The keyword arguments both sides pass, differently ("approximate: 'tanh' against 'none'"), in
-    words; empty when they agree (a keyword one side leaves out is not compared: its default may be
+def keywords_differ(npu: CallSpec, bench: CallSpec) -> tuple[Argument, ...]:
+    """The keyword arguments both sides pass, differently (said "approximate: 'tanh' against 'none'");
+    empty when they agree (a keyword one side leaves out is not compared: its default may be
     the other's value). Also the named torch constants passed by position, which the pkl does not
     record (it compares numbers, and tensors, itself), and a reducing collective's ``op`` however it
     is passed, its default SUM included (one rank passing ``op=MAX`` where its bench run passes none)."""
     out = []
     ops = _reduction(npu), _reduction(bench)
     if None not in ops and ops[0] != ops[1]:
-        out.append(f"op: {ops[0]} against {ops[1]}")
+        out.append(Argument(place="op", npu=f"{ops[0]}", bench=f"{ops[1]}"))
     at = _OP_AT.get(npu.fn.rpartition(".")[2]) if None not in ops else None
     for key, a in npu.kwargs.items():
         if key not in bench.kwargs or (at is not None and key == "op"):
             continue
         b = bench.kwargs[key]
         if _compared(a) and _compared(b) and (type(a) is not type(b) or values_differ(a, b)):
-            out.append(f"{key}: {_shown(a)} against {_shown(b)}")
+            out.append(Argument(place=key, npu=_shown(a), bench=_shown(b)))
     for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False)):
         if i == at:
             continue
         if isinstance(a, TorchConst) and isinstance(b, TorchConst) and a.name != b.name:
-            out.append(f"argument {i}: {a.name} against {b.name}")
-    return ", ".join(out)
+            out.append(Argument(place=f"argument {i}", npu=a.name, bench=b.name))
+    return tuple(out)
 
 
 def _shown(value: Any) -> str:
@@ -156,10 +156,10 @@ def _lines(specs: Specs, rows: Sequence[Row], call: str) -> tuple[CallSpec, Call
     return (n, b) if n is not None and b is not None else None
 
 
-def _differs(specs: Specs, rows: Sequence[Row], call: str) -> str:
+def _differs(specs: Specs, rows: Sequence[Row], call: str) -> tuple[Argument, ...]:
     """:func:`keywords_differ` of a call, empty where a side's sidecar has no line for it."""
     lines = _lines(specs, rows, call)
-    return keywords_differ(*lines) if lines is not None else ""
+    return keywords_differ(*lines) if lines is not None else ()
 
 
 def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
@@ -192,7 +192,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
                 direction=entry.direction,
                 kind=ARGUMENTS,
                 score=math.inf,
-                evidence=Said(text=differs),
+                evidence=Arguments(values=differs),
                 judgement=judgement,
                 rows=members,
                 stack=stack,
@@ -218,9 +218,9 @@ def _arguments_judgement(output: str) -> Judgement:
     return Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, output)
 
 
-def _arguments(s: Suspect, differs: str) -> Suspect:
+def _arguments(s: Suspect, differs: tuple[Argument, ...]) -> Suspect:
     judgement = _arguments_judgement(s.judgement.output)
-    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=Said(text=differs), judgement=judgement)
+    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=Arguments(values=differs), judgement=judgement)
 
 
 def _undumped_input(spec: CallSpec | None) -> str:

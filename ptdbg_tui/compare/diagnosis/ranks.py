@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
-from ptdbg_tui.compare.diagnosis.evidence import OnOneRank, Said
+from ptdbg_tui.compare.diagnosis.evidence import Departs, OnOneRank
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
@@ -305,21 +305,10 @@ class Departure:
     by_bench: bool = False  # two ranks: the bench run told which one departs
 
     @property
-    def text(self) -> str:
-        ranks = ", ".join(f"rank{r}" for r in self.peers)
-        if self.by_bench:
-            return (
-                f"{self.entry} departs from the other rank's result ({ranks}, which matches its bench "
-                f"run's): statistics {_stats(self.mine)} against {_stats(self.theirs)}"
-            )
-        return (
-            f"{self.entry} departs from the other ranks' result ({ranks} agree): "
-            f"statistics {_stats(self.mine)} against {_stats(self.theirs)}"
+    def evidence(self) -> Departs:
+        return Departs(
+            entry=self.entry, peers=self.peers, mine=self.mine, theirs=self.theirs, by_bench=self.by_bench
         )
-
-
-def _stats(values: Stats) -> str:
-    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
 
 
 def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]) -> list[Departure]:
@@ -380,7 +369,7 @@ def apply_departure(
     members = [r for r in rows if r.record.call == departure.call]
     old = next((s for s in diagnosis.suspects if s.call == departure.call), None)
     if old is not None:
-        suspect = replace(old, kind=COLLECTIVE, evidence=Said(text=departure.text))
+        suspect = replace(old, kind=COLLECTIVE, evidence=departure.evidence)
     else:
         entry = members[0].record.entry if members else None
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
@@ -390,7 +379,7 @@ def apply_departure(
             direction=FORWARD,
             kind=COLLECTIVE,
             score=math.inf,
-            evidence=Said(text=departure.text),
+            evidence=departure.evidence,
             judgement=judgement,
             rows=members,
             stack=next((r.stack for r in members if r.stack is not None), None),
@@ -453,19 +442,6 @@ class Alone:
     peers: tuple[int, ...]  # the other ranks, whose call matches their bench run's
     group: int | None  # the group's size from the call's shapes; None: not recorded
 
-    @property
-    def text(self) -> str:
-        every = (
-            f"every rank of its group of {self.group} (the size its shapes give)"
-            if self.group is not None
-            else f"all {len(self.peers) + 1} dumped ranks (its group's size is not recorded)"
-        )
-        peers = ", ".join(f"rank{r}" for r in self.peers)
-        return (
-            f"its inputs agree with the bench run's on {every}, its result differs on rank{self.rank} alone "
-            f"({peers} match theirs)"
-        )
-
 
 def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dumped: int) -> list[Alone]:
     """Of one step's compared ranks (every rank the NPU run dumped there: ``dumped`` of them), each
@@ -491,7 +467,11 @@ def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dump
 def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
     """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
     diagnosis.suspects = [
-        replace(s, kind=RANK_ALONE, evidence=OnOneRank(before=s.evidence, text=alone.text))
+        replace(
+            s,
+            kind=RANK_ALONE,
+            evidence=OnOneRank(before=s.evidence, rank=alone.rank, peers=alone.peers, group=alone.group),
+        )
         if s.call == alone.call
         else s
         for s in diagnosis.suspects

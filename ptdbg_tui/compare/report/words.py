@@ -17,13 +17,13 @@ from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.evidence import (
     Arguments,
     Checksums,
+    Departs,
     Entered,
     Evidence,
     Judged,
     NpuOnly,
     OnOneRank,
     OnParameter,
-    Said,
     StillRandom,
     TwoDumps,
     Undumped,
@@ -336,11 +336,25 @@ def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
         return f"the two dumps: {words}", score, ""
     if isinstance(e, OnOneRank):
         before, score, after = _evidence_parts(e.before)
-        return before, score, f"{after}; {e.text}"
+        every = (
+            f"every rank of its group of {e.group} (the size its shapes give)"
+            if e.group is not None
+            else f"all {len(e.peers) + 1} dumped ranks (its group's size is not recorded)"
+        )
+        peers = ", ".join(f"rank{r}" for r in e.peers)
+        alone = (
+            f"its inputs agree with the bench run's on {every}, its result differs on rank{e.rank} alone "
+            f"({peers} match theirs)"
+        )
+        return before, score, f"{after}; {alone}"
     return _evidence_words(e), "", ""
 
 
-def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | Said) -> str:
+def _stats(values: tuple[float, ...]) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
+def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | Departs) -> str:
     """The evidence of the findings that say no score."""
     if isinstance(e, NpuOnly):
         j = e.judgement
@@ -361,7 +375,14 @@ def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | S
             f"its {e.tensor} is not dumped (the dumper records no complex tensor): outputs "
             f"{fmt_error(e.output_error)} may carry error that came in with it"
         )
-    return e.text
+    ranks = ", ".join(f"rank{r}" for r in e.peers)
+    stats = f"statistics {_stats(e.mine)} against {_stats(e.theirs)}"
+    if e.by_bench:
+        return (
+            f"{e.entry} departs from the other rank's result ({ranks}, which matches its bench run's): "
+            + stats
+        )
+    return f"{e.entry} departs from the other ranks' result ({ranks} agree): {stats}"
 
 
 def evidence_text(e: Evidence) -> str:
