@@ -24,7 +24,13 @@ from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.report.csv_ptdbg import header
-from ptdbg_tui.compare.report.words import finding, manifest_notes, note_texts, replay_text
+from ptdbg_tui.compare.report.words import (
+    call_evidence_text,
+    finding,
+    manifest_notes,
+    note_texts,
+    replay_text,
+)
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay.replayer import REPLAY_CAN, replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -285,7 +291,10 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
             else "not judged: "
         )
         parts.append(
-            Text(head + evidence.text, style=styles.get("fail" if evidence.introduces else "head", Style()))
+            Text(
+                head + call_evidence_text(evidence),
+                style=styles.get("fail" if evidence.introduces else "head", Style()),
+            )
         )
     replay = model.replay_of(call)
     if replay is not None and not quoted:  # a suspect's finding says it already

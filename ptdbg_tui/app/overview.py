@@ -28,7 +28,7 @@ from ptdbg_tui.app.tree_model import TreeModel
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import note_text, runs_differ_texts, verdict_text
+from ptdbg_tui.compare.report.words import note_text, runs_differ_texts, unexplained_text, verdict_text
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
@@ -113,7 +113,11 @@ def _unexplained(d: Diagnosis) -> str:
     if not d.judged or d.fault:
         return verdict_text(d)
     return "no call at fault: " + (
-        note_text(d.notes[0]) if d.notes else d.unexplained or "the error is inherited"
+        note_text(d.notes[0])
+        if d.notes
+        else unexplained_text(d.unexplained)
+        if d.unexplained
+        else "the error is inherited"
     )
 
 

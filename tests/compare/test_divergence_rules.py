@@ -12,7 +12,13 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.report.words import evidence_text, rank_headline, verdict_text
+from ptdbg_tui.compare.report.words import (
+    call_evidence_text,
+    evidence_text,
+    rank_headline,
+    unexplained_text,
+    verdict_text,
+)
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -191,7 +197,7 @@ def test_a_bench_of_zeros_is_said_so_not_nan(calls):
     text = (
         " ".join(evidence_text(s.evidence) for s in d.suspects)
         + verdict_text(d)
-        + " ".join(e.text for e in d.calls.values())
+        + " ".join(call_evidence_text(e) for e in d.calls.values())
     )
     assert "NaN" not in text and "Inf" not in text
     assert "all zeros on the bench" in text
@@ -207,7 +213,7 @@ def test_an_input_whose_bench_holds_nan_is_no_reference_not_where_error_enters(c
     calls.call("Torch_tanh", 0, "forward", [(x_n, x_b)], [(np.tanh(x_n), np.tanh(x_b))])
     d = diagnose(calls.rows)
     assert d.suspects == []
-    assert d.calls["Torch_tanh_0_forward"].text == (
+    assert call_evidence_text(d.calls["Torch_tanh_0_forward"]) == (
         "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
     )
 
@@ -236,7 +242,11 @@ def test_failing_rows_without_a_suspect_say_where_the_first_is_and_why(calls):
     d.suspects = []
     from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
 
-    assert "the first failing row is Torch_tanh_0_forward_input.0" in explain_failures(calls.rows, d)
+    unexplained = explain_failures(calls.rows, d)
+    assert unexplained is not None and unexplained.row == "Torch_tanh_0_forward_input.0"
+    assert unexplained_text(unexplained).startswith(
+        "the first failing row is Torch_tanh_0_forward_input.0 — "
+    )
 
 
 def test_inputs_that_an_in_place_initialiser_overwrites_are_not_data():

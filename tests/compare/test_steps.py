@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, times_text
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
 from ptdbg_tui.compare.diagnosis.steps import StepView, link_steps
-from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, times_text, verdict_text
 
 RNG = np.random.default_rng(5)
 

@@ -21,7 +21,7 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import note_texts, verdict_text
+from ptdbg_tui.compare.report.words import call_evidence_text, note_texts, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -141,10 +141,10 @@ def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
         "Culprit: Functional_gelu_0_forward (forward): the bench output holds NaN/Inf from finite inputs: "
         "the bench run is no reference here — Functional_gelu_0_forward_output holds NaN/Inf on the bench"
     )
-    texts = [verdict_text(d), *(e.text for e in d.calls.values())]
+    texts = [verdict_text(d), *(call_evidence_text(e) for e in d.calls.values())]
     assert not any("all zeros" in t for t in texts), texts
     # the calls after it that take the bench's NaN are not judged, and say why
-    assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
+    assert "the bench is no reference here" in call_evidence_text(d.calls["Functional_linear_1_forward"])
 
 
 class TransposeNet(nn.Module):

@@ -43,6 +43,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     CallEvidence,
     Diagnosis,
     Suspect,
+    Unexplained,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Amplified
@@ -919,31 +920,27 @@ def suspect_order(suspect: Suspect) -> tuple[int, int]:
     return (suspect.seq, 0 if suspect.kind in _AT_INPUTS else 1)
 
 
-def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> Unexplained | None:
     """Failing rows without a suspect: where the first one is, the calls only the NPU run made before
-    it, and why its call was not judged at fault."""
+    it, and why its call was not judged at fault (None: no row fails)."""
     first = next((r for r in rows if r.status in (Status.FAIL, Status.ERROR)), None)
     if first is None:
-        return ""
-    call = first.record.call
-    evidence = diagnosis.calls.get(call)
-    if first.status is Status.ERROR:  # nothing was measured: its inputs carry nothing we know of
-        message = first.result.message.strip() if first.result is not None else ""
-        why = f"it could not be compared ({message})" if message else "it could not be compared"
-    elif evidence is None:
-        why = "its call was not judged"
-    elif evidence.judgement is None:
-        why = f"its call was not judged: {evidence.why_not}"
-    else:
-        why = f"its call's inputs already carry the error ({evidence.text})"
+        return None
     seen: dict[str, None] = {}
     for r in rows:
         if r is first:
             break
         if r.npu is not None and r.bench is None:
             seen[r.npu.call] = None
-    extra = f"; before it, calls only the NPU run made: {', '.join(list(seen)[:5])}" if seen else ""
-    return f"the first failing row is {first.name} — {why}{extra}"
+    uncompared = first.status is Status.ERROR
+    message = first.result.message.strip() if uncompared and first.result is not None else ""
+    return Unexplained(
+        row=first.name,
+        uncompared=uncompared,
+        message=message,
+        verdict=diagnosis.calls.get(first.record.call),
+        npu_only=tuple(list(seen)[:5]),
+    )
 
 
 def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | None = None) -> Diagnosis:

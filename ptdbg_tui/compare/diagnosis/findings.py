@@ -30,7 +30,6 @@ suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -38,13 +37,9 @@ from typing import TYPE_CHECKING, Any
 from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Note
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
-    LEAN,
-    NAN_ORIGIN,
-    ZEROS,
     Judgement,
 )
 from ptdbg_tui.compare.model import Row
@@ -78,68 +73,9 @@ def sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def times_text(score: float) -> str:
-    """A suspect's score as the evidence ends with it: ``×12,728``."""
-    if math.isinf(score):
-        return "×∞"
-    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
-
-
-#: Why a call's inputs carry an infinite error, in words (:attr:`Judgement.input_why`).
-_INPUTS_WHY = {
-    "nan": "its inputs already carry NaN/Inf where the bench is finite",
-    BENCH_NAN: (
-        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
-    ),
-    "zeros": "an input is all zeros on the bench and not on the NPU (infinite relative error)",
-}
-
-
-def judgement_parts(j: Judgement) -> tuple[str, str]:
-    """The numbers behind a verdict in words that match them, and apart from them the score they end
-    with (``×12,728``; ``""`` where they end with none): the app's bar keeps the score by the call's
-    name. :func:`judgement_text` joins them."""
-    partial = " (some inputs not compared)" if j.partial else ""
-    if j.kind == NAN_ORIGIN:
-        return f"{j.output} gains NaN/Inf from finite inputs{partial}", ""
-    if j.kind == BENCH_NAN:
-        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}", ""
-    if j.shapes is not None:
-        npu, bench = j.shapes
-        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree", ""
-    if math.isinf(j.input_error):
-        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"]), ""
-    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
-    if j.kind == ZEROS:
-        return f"{j.output} is all zeros where the bench is not: {head}", ""
-    if math.isinf(j.output_error):
-        return (
-            f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}",
-            "",
-        )
-    if j.kind == LEAN:
-        return (
-            f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
-            f"unbiased rounding allows ±{fmt_error(j.allowed)}"
-        ), times_text(j.score)
-    if j.kind == ENTERS:
-        return (
-            f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}"
-        ), times_text(j.score)
-    return f"{head}, allowed {fmt_error(j.allowed)}", times_text(j.score)
-
-
-def judgement_text(j: Judgement) -> str:
-    """The numbers behind a verdict, in words that match them: ``inputs 3e-07, outputs 0.24, allowed
-    4e-06: ×60,000``."""
-    words, score = judgement_parts(j)
-    return f"{words}: {score}" if score else words
-
-
 @dataclass(frozen=True, slots=True)
 class CallEvidence:
-    """The verdict on one call, in numbers and in words (the detail panel shows it)."""
+    """The verdict on one call, in numbers, or why there is none (the detail panel shows it)."""
 
     call: str
     direction: str
@@ -147,12 +83,21 @@ class CallEvidence:
     why_not: str = ""  # why it could not be judged
 
     @property
-    def text(self) -> str:
-        return judgement_text(self.judgement) if self.judgement is not None else self.why_not
-
-    @property
     def introduces(self) -> bool:
         return self.judgement is not None and self.judgement.kind is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unexplained:
+    """Failing rows but no suspect: the first failing row and why its call is not at fault (its verdict,
+    or that it could not be compared), with the calls only the NPU run made before it; or that the runs
+    differ before any kernel."""
+
+    row: str = ""  # the first failing row ("": the runs differ before any kernel)
+    uncompared: bool = False  # it could not be compared
+    message: str = ""  # why, where its comparison says
+    verdict: CallEvidence | None = None  # its call's verdict (None: its call was not judged)
+    npu_only: tuple[str, ...] = ()  # the first calls only the NPU run made before it
 
 
 @dataclass(slots=True, kw_only=True)
@@ -225,7 +170,7 @@ class Diagnosis:
     original: str | None = None  # the row the original's advisor names (its first "No" row)
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     errors: int = 0  # of them, those that could not be compared
-    unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
+    unexplained: Unexplained | None = None  # failing rows but no suspect: why nothing is at fault
     replay: ReplayRun | None = None  # that a replay ran (or why not), when one was tried
     #: what other steps or ranks say of this one, and checks that could not be done
     notes: list[Note] = field(default_factory=list)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, Unexplained
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
 from ptdbg_tui.compare.diagnosis.notes import Note, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
@@ -52,8 +52,6 @@ DATA_TOLERANCE = 1e-3
 SHOWN = 3
 #: Suspects that follow from models that differ wherever they are: they are no kernel's.
 _CONSEQUENCES = NOT_A_KERNEL | {RANDOM, SHAPE}
-#: What the verdict says where nothing is named because the runs differ.
-UNEXPLAINED = "the runs differ before any kernel (runs differ, above)"
 
 
 @dataclass(slots=True)
@@ -281,4 +279,4 @@ def with_runs_differ(
         found.append(f"the runs pass different hyperparameters: {hyper}")
     diagnosis.differ = found
     if found and not diagnosis.suspects:
-        diagnosis.unexplained = UNEXPLAINED
+        diagnosis.unexplained = Unexplained()  # the runs differ before any kernel

@@ -30,10 +30,11 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     Written,
     WrittenChange,
 )
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, judgement_parts, times_text
+from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect, Unexplained, entries_fail
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.matching.pairing import ended_early
@@ -103,6 +104,90 @@ KIND_WORDS: dict[Kind, str] = {
     Kind.NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently "
     "(on one device: not deterministic)",
 }
+
+# --- a call's verdict -----------------------------------------------------------------------------
+
+
+def times_text(score: float) -> str:
+    """A suspect's score as the evidence ends with it: ``×12,728``."""
+    if math.isinf(score):
+        return "×∞"
+    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
+
+
+#: Why a call's inputs carry an infinite error, in words (:attr:`Judgement.input_why`).
+_INPUTS_WHY = {
+    "nan": "its inputs already carry NaN/Inf where the bench is finite",
+    BENCH_NAN: (
+        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
+    ),
+    "zeros": "an input is all zeros on the bench and not on the NPU (infinite relative error)",
+}
+
+
+def judgement_parts(j: Judgement) -> tuple[str, str]:
+    """The numbers behind a verdict in words that match them, and apart from them the score they end
+    with (``×12,728``; ``""`` where they end with none): the app's bar keeps the score by the call's
+    name. :func:`judgement_text` joins them."""
+    partial = " (some inputs not compared)" if j.partial else ""
+    if j.kind == NAN_ORIGIN:
+        return f"{j.output} gains NaN/Inf from finite inputs{partial}", ""
+    if j.kind == BENCH_NAN:
+        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}", ""
+    if j.shapes is not None:
+        npu, bench = j.shapes
+        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree", ""
+    if math.isinf(j.input_error):
+        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"]), ""
+    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
+    if j.kind == ZEROS:
+        return f"{j.output} is all zeros where the bench is not: {head}", ""
+    if math.isinf(j.output_error):
+        return (
+            f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}",
+            "",
+        )
+    if j.kind == LEAN:
+        return (
+            f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
+            f"unbiased rounding allows ±{fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    if j.kind == ENTERS:
+        return (
+            f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
+            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    return f"{head}, allowed {fmt_error(j.allowed)}", times_text(j.score)
+
+
+def judgement_text(j: Judgement) -> str:
+    """The numbers behind a verdict, in words that match them: ``inputs 3e-07, outputs 0.24, allowed
+    4e-06: ×60,000``."""
+    words, score = judgement_parts(j)
+    return f"{words}: {score}" if score else words
+
+
+def call_evidence_text(e: CallEvidence) -> str:
+    """The verdict on one call in words, or why there is none (the detail panel shows it)."""
+    return judgement_text(e.judgement) if e.judgement is not None else e.why_not
+
+
+def unexplained_text(u: Unexplained) -> str:
+    """Why failing rows name no suspect: ``the first failing row is ROW — its call's inputs already carry
+    the error (…)``."""
+    if not u.row:
+        return f"{DIFFER_FIRST} (runs differ, above)"
+    if u.uncompared:  # nothing was measured: its inputs carry nothing we know of
+        why = f"it could not be compared ({u.message})" if u.message else "it could not be compared"
+    elif u.verdict is None:
+        why = "its call was not judged"
+    elif u.verdict.judgement is None:
+        why = f"its call was not judged: {u.verdict.why_not}"
+    else:
+        why = f"its call's inputs already carry the error ({call_evidence_text(u.verdict)})"
+    extra = f"; before it, calls only the NPU run made: {', '.join(u.npu_only)}" if u.npu_only else ""
+    return f"the first failing row is {u.row} — {why}{extra}"
+
 
 # --- a call's replay ------------------------------------------------------------------------------
 
@@ -695,7 +780,7 @@ def verdict_text(d: Diagnosis) -> str:
         return not_judged_text(d.compared)
     if not d.suspects:
         if d.failing:
-            why = f": {d.unexplained}" if d.unexplained else "."
+            why = f": {unexplained_text(d.unexplained)}" if d.unexplained else "."
             return f"{entries_fail(d.failing, d.errors)}, {NONE_INTRODUCES} ({d.judged:,} calls judged){why}"
         but = f"; {DIFFER_FIRST} (runs differ, above)" if d.differ else ""
         return f"{no_operator_text(d.judged)}{but}."
