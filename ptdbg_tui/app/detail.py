@@ -29,6 +29,7 @@ from ptdbg_tui.compare.report.words import (
     finding,
     manifest_notes,
     note_texts,
+    received_text,
     replay_text,
 )
 from ptdbg_tui.engine.callpath import user_frames
@@ -342,7 +343,7 @@ def pair_notes(node: Node, model: TreeModel) -> list[str]:
     info = model.infos.get(node.pair)
     if node.kind != "pair" or d is None or info is None or info.same:
         return []
-    notes = [d.received] if d.received else []
+    notes = [received_text(d.received)] if d.received else []
     notes += [*manifest_notes(d), *note_texts(d)]  # in the report's order
     if replay_could_decide(d, info.summary):
         notes.append(f"{undecided(d)}: r on a call {REPLAY_CAN.format(what='it')}")

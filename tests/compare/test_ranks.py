@@ -12,7 +12,7 @@ from ptdbg_tui.compare.diagnosis.evidence import Argument, Arguments
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
-from ptdbg_tui.compare.report.words import evidence_text, rank_headline, suspect_text
+from ptdbg_tui.compare.report.words import evidence_text, rank_headline, received_text, suspect_text
 from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
@@ -76,7 +76,7 @@ def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
     run = compare_dumps(npu, bench, jobs=1)
     assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
     assert "Distributed_all_reduce_1_forward on rank0 (step0)" in rank_headline(run.ranks)
-    assert all(run.ranks.received(o.npu.label) == "" for o in run)  # no rank of its own to name
+    assert all(run.ranks.received(o.npu.label) is None for o in run)  # no rank of its own to name
 
 
 def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp_path):
@@ -100,7 +100,9 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     # hand-written weight that is no module parameter), not another rank's received through a call
     later = replace(others[0].view, label="step1/rank2", step=1, rank=2)
     ranks = cross_rank([run.ranks.first.view, later])
-    assert ranks.received("step1/rank2") == (
+    received = ranks.received("step1/rank2")
+    assert received is not None and received.own
+    assert received_text(received) == (
         "rank2 (step1): the error enters before Torch_tanh_1_forward, outside the dumped calls: this rank's "
         "own error from an earlier step, rank2 (step0), Functional_linear_1_forward"
     )

@@ -100,6 +100,21 @@ class Unexplained:
     npu_only: tuple[str, ...] = ()  # the first calls only the NPU run made before it
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Received:
+    """Across ranks: a rank (``rank``, ``rankR (stepS)``) whose first suspect, ``call``, only receives
+    the error the first divergent rank (``first``, its culprit ``first_call``) made; ``entered``: it
+    enters before ``call``, outside the dumped calls (``own``: on the first divergent rank itself, its
+    own error from an earlier step)."""
+
+    rank: str
+    call: str
+    entered: bool
+    own: bool
+    first: str
+    first_call: str
+
+
 @dataclass(slots=True, kw_only=True)
 class Suspect:
     """A call where the runs start to differ, with its evidence (:mod:`ptdbg_tui.compare.report.words`
@@ -175,7 +190,7 @@ class Diagnosis:
     #: what other steps or ranks say of this one, and checks that could not be done
     notes: list[Note] = field(default_factory=list)
     replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found
-    received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
+    received: Received | None = None  # across ranks: its first suspect only receives another rank's error
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
     #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
     #: carry on entry, where they do

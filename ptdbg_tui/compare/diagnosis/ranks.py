@@ -35,6 +35,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     RANK_ALONE,
     RECEIVED,
     Diagnosis,
+    Received,
     Suspect,
 )
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, NAN_ORIGIN, ZEROS, Judgement
@@ -129,29 +130,26 @@ class CrossRank:
             for call, names in where.items()
         ]
 
-    def received(self, label: str) -> str:
+    def received(self, label: str) -> Received | None:
         """For the pair ``label`` whose first suspect only receives the error another rank made (its
-        own verdict says "introduces error": its collective's result differs), the words that say so;
-        ``""`` for any other pair."""
+        own verdict says "introduces error": its collective's result differs), what it receives from
+        where; None for any other pair."""
         first = self.first
         if first is None or first.suspect is None:
-            return ""
+            return None
         v = next((v for v in self.valued if v.view.label == label), None)
         if v is None or v.view is first.view or not v.received or v.suspect is None:
-            return ""
-        call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
-        if v.suspect.kind != ENTERS:
-            return f"{v.name} receives the error through {call}: the first divergent rank is {source}"
+            return None
         # no dumped call carries it in: a collective no hook saw (another rank's error), or, on the
         # first divergent rank itself at a later step, its own error carried over in undumped state
-        if v.view.rank is not None and v.view.rank == first.view.rank:
-            return (
-                f"{v.name}: the error enters before {call}, outside the dumped calls: this rank's own "
-                f"error from an earlier step, {source}"
-            )
-        return (
-            f"{v.name} receives the error before {call}, outside the dumped calls (a collective no hook "
-            f"saw): the first divergent rank is {source}"
+        entered = v.suspect.kind == ENTERS
+        return Received(
+            rank=v.name,
+            call=v.suspect.call,
+            entered=entered,
+            own=entered and v.view.rank is not None and v.view.rank == first.view.rank,
+            first=first.name,
+            first_call=first.suspect.call,
         )
 
 
@@ -164,7 +162,7 @@ def mark_received(ranks: CrossRank) -> None:
     for v in ranks.verdicts:
         d = v.view.diagnosis
         d.received = ranks.received(v.view.label)
-        if not d.received:
+        if d.received is None:
             continue
         for i, s in enumerate(d.suspects):
             if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE:

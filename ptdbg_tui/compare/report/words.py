@@ -30,7 +30,14 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     Written,
     WrittenChange,
 )
-from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspect, Unexplained, entries_fail
+from ptdbg_tui.compare.diagnosis.findings import (
+    CallEvidence,
+    Diagnosis,
+    Received,
+    Suspect,
+    Unexplained,
+    entries_fail,
+)
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
@@ -874,7 +881,8 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     """Whether the culprit only receives another rank's error, whether one run's dump ends before the
     other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
     "0 failed"."""
-    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
+    received = o.diagnosis.received
+    notes = [received_text(received)] if received is not None and not o.no_verdict else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
     culprit = o.diagnosis.culprit
@@ -892,6 +900,22 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
 
 
 # --- across ranks ---------------------------------------------------------------------------------
+
+
+def received_text(r: Received) -> str:
+    """That a rank's first suspect only receives the error the first divergent rank made."""
+    source = f"{r.first}, {r.first_call}"
+    if not r.entered:
+        return f"{r.rank} receives the error through {r.call}: the first divergent rank is {source}"
+    if r.own:
+        return (
+            f"{r.rank}: the error enters before {r.call}, outside the dumped calls: this rank's own "
+            f"error from an earlier step, {source}"
+        )
+    return (
+        f"{r.rank} receives the error before {r.call}, outside the dumped calls (a collective no hook "
+        f"saw): the first divergent rank is {source}"
+    )
 
 
 def rank_text(v: RankVerdict) -> str:

@@ -496,7 +496,7 @@ class LiveEngine:
             for p in pairs:
                 if p.diagnosis is not None:
                     if ranks is None:  # no rank to receive from (a rank's dump went)
-                        p.diagnosis.received = ""
+                        p.diagnosis.received = None
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
         summary = rank_summary(ranks) if ranks is not None else ()
         if summary == self._headline:
