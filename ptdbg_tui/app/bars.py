@@ -25,8 +25,6 @@ from ptdbg_tui.compare.diagnosis.findings import (
     REPLAYED,
     Diagnosis,
     Suspect,
-    entries_fail,
-    sentence,
 )
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
@@ -34,12 +32,14 @@ from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
     DIFFER_FIRST,
     NONE_INTRODUCES,
+    entries_fail,
     no_operator_text,
     not_judged_text,
     note_texts,
     replay_run_text,
     runs_differ_texts,
     scored_evidence,
+    sentence,
     suspect_replay_text,
 )
 from ptdbg_tui.engine.live.updates import FOUND

@@ -25,10 +25,16 @@ from textual.widgets import DataTable, Label
 from ptdbg_tui.app.bars import module_of, receives_through
 from ptdbg_tui.app.literal import LiteralLabel, LiteralTable
 from ptdbg_tui.app.tree_model import TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import note_text, runs_differ_texts, unexplained_text, verdict_text
+from ptdbg_tui.compare.report.words import (
+    note_text,
+    runs_differ_texts,
+    sentence,
+    unexplained_text,
+    verdict_text,
+)
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 

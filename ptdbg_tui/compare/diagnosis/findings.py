@@ -67,12 +67,6 @@ OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
 
 
-def sentence(text: str) -> str:
-    """A report phrase ("first divergent rank: …", a note) as a sentence of its own, its first letter
-    up, for a toast or a line of the app."""
-    return text[:1].upper() + text[1:]
-
-
 @dataclass(frozen=True, slots=True)
 class CallEvidence:
     """The verdict on one call, in numbers, or why there is none (the detail panel shows it)."""
@@ -227,21 +221,6 @@ class Diagnosis:
     def all_clear(self) -> bool:
         """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
         return bool(self.judged) and not self.suspects and not self.failing and not self.differ
-
-
-def entries_fail(count: int, errors: int = 0) -> str:
-    """``1 entry fails`` / ``3 entries fail``; of them ``errors`` could not be compared (a missing npy),
-    said so, as the header's count of errors says it."""
-
-    def entries(n: int) -> str:
-        return f"{n:,} entry" if n == 1 else f"{n:,} entries"
-
-    fails = count - errors
-    if not errors:
-        return f"{entries(count)} fail" + ("s" if count == 1 else "")
-    if not fails:
-        return f"{entries(errors)} could not be compared"
-    return f"{entries(fails)} fail{'s' if fails == 1 else ''} and {errors:,} could not be compared"
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))

@@ -36,7 +36,6 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Received,
     Suspect,
     Unexplained,
-    entries_fail,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
@@ -111,6 +110,28 @@ KIND_WORDS: dict[Kind, str] = {
     Kind.NONDETERMINISTIC: "its output differs from bit-equal inputs: the runs compute it differently "
     "(on one device: not deterministic)",
 }
+
+
+def sentence(text: str) -> str:
+    """A report phrase ("first divergent rank: …", a note) as a sentence of its own, its first letter
+    up, for a toast or a line of the app."""
+    return text[:1].upper() + text[1:]
+
+
+def entries_fail(count: int, errors: int = 0) -> str:
+    """``1 entry fails`` / ``3 entries fail``; of them ``errors`` could not be compared (a missing npy),
+    said so, as the header's count of errors says it."""
+
+    def entries(n: int) -> str:
+        return f"{n:,} entry" if n == 1 else f"{n:,} entries"
+
+    fails = count - errors
+    if not errors:
+        return f"{entries(count)} fail" + ("s" if count == 1 else "")
+    if not fails:
+        return f"{entries(errors)} could not be compared"
+    return f"{entries(fails)} fail{'s' if fails == 1 else ''} and {errors:,} could not be compared"
+
 
 # --- a call's verdict -----------------------------------------------------------------------------
 
