@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ptdbg_tui.compare.diagnosis.evidence import Argument
 from ptdbg_tui.compare.diagnosis.replay_outcome import NO_SIDECAR_LINE, CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.replay.verdict import judge_result, lean
 from ptdbg_tui.compare.report.words import replay_text, side_text
+
+TANH = Argument(place="approximate", npu="'tanh'", bench="'none'")
 
 RNG = np.random.default_rng(3)
 U_BF16 = 2.0**-8
@@ -74,13 +77,13 @@ def test_the_two_sides_decide_together():
     assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
     assert "the difference is inherited" in replay_text(CallReplay("c", _side(False), _side(False)))
     # both kernels right on their own inputs, but the runs passed different arguments: not inherited
-    differs = CallReplay("c", _side(False), _side(False), differs="approximate: 'tanh' against 'none'")
+    differs = CallReplay("c", _side(False), _side(False), differs=(TANH,))
     assert differs.outcome == ReplayOutcome.ARGUMENTS
     assert replay_text(differs).startswith(
         "the runs pass different arguments — approximate: 'tanh' against 'none'"
     )
     assert (
-        CallReplay("c", _side(True), _side(False), differs="x").outcome == ReplayOutcome.CONFIRMED
+        CallReplay("c", _side(True), _side(False), differs=(TANH,)).outcome == ReplayOutcome.CONFIRMED
     )  # wrong regardless
     # a rebuild from the records because the dump's own sidecar lacks the call says so, not that the
     # tool records no keyword arguments; a bench that was not replayed is not said to be within rounding

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from ptdbg_tui.compare.diagnosis.evidence import Argument
+
 
 class ReplayOutcome(str, Enum):
     """What the replay of a call found; its value is the word the replay CSV's Outcome column and the
@@ -55,7 +57,7 @@ class CallReplay:
     bench: SideVerdict | str
     complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
     seconds: float = 0.0
-    differs: str = ""  # the non-tensor arguments the two runs passed differently, in words
+    differs: tuple[Argument, ...] = ()  # the non-tensor arguments the two runs passed differently
     lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
 
     @property

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.evidence import (
+    Argument,
     Arguments,
     Checksums,
     Departs,
@@ -263,8 +264,8 @@ def replay_text(r: CallReplay) -> str:
         return f"confirmed by replay — NPU kernel wrong on its own inputs ({n}); bench {b}"
     if outcome is ReplayOutcome.ARGUMENTS:
         return (
-            f"the runs pass different arguments — {r.differs}; each side's kernel is right on its own "
-            f"(NPU {n}, bench {b})"
+            f"the runs pass different arguments — {arguments_text(r.differs)}; each side's kernel is right "
+            f"on its own (NPU {n}, bench {b})"
         )
     if outcome is ReplayOutcome.REFUTED and not isinstance(bench, SideVerdict):
         return f"refuted by replay — the NPU kernel is within rounding on its own inputs ({n}); bench {b}"
@@ -414,6 +415,11 @@ def _written_words(c: WrittenChange) -> str:
     return f"makes {c.made} of {c.tensor}{how}, {fmt_error(c.change)} apart{limit}"
 
 
+def arguments_text(values: Sequence[Argument]) -> str:
+    """Non-tensor arguments the runs pass differently: ``approximate: 'tanh' against 'none'``."""
+    return ", ".join(f"{a.place}: {a.npu} against {a.bench}" for a in values)
+
+
 def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
     """A finding's evidence in words as three parts: the words before its score, the score (``×12,728``,
     or ``""`` where it says none) and the words after it."""
@@ -477,7 +483,7 @@ def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | D
             f"{fmt_error(j.input_error)}"
         )
     if isinstance(e, Arguments):
-        return ", ".join(f"{a.place}: {a.npu} against {a.bench}" for a in e.values)
+        return arguments_text(e.values)
     if isinstance(e, TwoDumps):
         return f"the two dumps: {e.why_not}" if e.why_not else "not judged"
     if isinstance(e, Checksums):
