@@ -35,6 +35,7 @@ from diagnosis_scenarios.heldout2 import HELDOUT2
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.metrics.cells import NO
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.report.words import evidence_text
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
 
 TOP = 3  # suspects shown for a wrong answer
@@ -82,7 +83,9 @@ class Verdict:
 
 
 def suspects_of(outcome: PairOutcome) -> list[Named]:
-    return [Named(s.call, s.score, f"[{s.kind}] {s.evidence}") for s in outcome.diagnosis.suspects]
+    return [
+        Named(s.call, s.score, f"[{s.kind}] {evidence_text(s.evidence)}") for s in outcome.diagnosis.suspects
+    ]
 
 
 def _named(evidence: CallEvidence) -> Named:
@@ -160,14 +163,15 @@ def print_verdict(v: Verdict) -> None:
         print(f"    BROKEN SCENARIO: {v.problem}")
     if not v.ours_right:
         for i, s in enumerate(v.suspects[:TOP], 1):
-            print(f"    {i}. {s.call} (score {s.score:.3g}): {s.evidence}")
+            print(f"    {i}. {s.call} (score {s.score:.3g}): {evidence_text(s.evidence)}")
         if len(v.suspects) > TOP:
             print(f"    ... {len(v.suspects) - TOP} more suspect(s)")
     if not v.ours_right:
         for t in v.truth:
-            print(f"    truth {t.call} (score {t.score:.3g}): {t.evidence}")
+            print(f"    truth {t.call} (score {t.score:.3g}): {evidence_text(t.evidence)}")
     if not v.scenario.faulty and v.closest is not None:
-        print(f"    closest: {v.closest.call} (score {v.closest.score:.3g}): {v.closest.evidence}")
+        closest = v.closest
+        print(f"    closest: {closest.call} (score {closest.score:.3g}): {evidence_text(closest.evidence)}")
 
 
 def header() -> None:

@@ -588,6 +588,7 @@ def run_replay(args: argparse.Namespace) -> int:
 def run_repro(args: argparse.Namespace) -> int:
     """``ptdbg-tui repro``: 0 when the repro is written, 2 with a one-line reason when it cannot be."""
     from ptdbg_tui.compare.replay.plan import CannotReplay
+    from ptdbg_tui.compare.report.words import repro_verdict_text
     from ptdbg_tui.engine.replay.replayer import (
         ReplayUnavailable,
         ReproInputError,
@@ -609,7 +610,7 @@ def run_repro(args: argparse.Namespace) -> int:
     except (Exception, KeyboardInterrupt) as e:
         return failure(prog, e, (ReplayUnavailable, ReproInputError))
     complete = "" if written.complete else " (the dump records no keyword arguments: rebuilt without them)"
-    say(f"{written.script}: {written.text}{complete}\nrun: python {written.script}")
+    say(f"{written.script}: {repro_verdict_text(written.verdict)}{complete}\nrun: python {written.script}")
     return EXIT_OK
 
 

@@ -25,8 +25,6 @@ from ptdbg_tui.compare.diagnosis.findings import (
     REPLAYED,
     Diagnosis,
     Suspect,
-    entries_fail,
-    sentence,
 )
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
@@ -34,11 +32,14 @@ from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
     DIFFER_FIRST,
     NONE_INTRODUCES,
+    entries_fail,
     no_operator_text,
     not_judged_text,
+    note_texts,
     replay_run_text,
     runs_differ_texts,
     scored_evidence,
+    sentence,
     suspect_replay_text,
 )
 from ptdbg_tui.engine.live.updates import FOUND
@@ -363,7 +364,7 @@ def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
 def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
     """What other steps or ranks say of the pairs (parameters or an optimizer's state that differ on
     entry, an earlier step's error): an all-clear of this step's operators must not hide it."""
-    notes = [n for d in diagnoses for n in d.notes]
+    notes = [n for d in diagnoses for n in note_texts(d)]
     if not notes:
         return ""
     return sentence(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")

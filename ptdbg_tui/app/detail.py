@@ -24,7 +24,14 @@ from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.report.csv_ptdbg import header
-from ptdbg_tui.compare.report.words import finding, manifest_notes, replay_text
+from ptdbg_tui.compare.report.words import (
+    call_evidence_text,
+    finding,
+    manifest_notes,
+    note_texts,
+    received_text,
+    replay_text,
+)
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay.replayer import REPLAY_CAN, replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
@@ -269,7 +276,7 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
         parts.append(Text(f"{head}: {finding(suspect)}", style=styles.get("fail", Style())))
     diagnosis = model.diagnoses.get(call.pair)
     if mine and diagnosis is not None:  # what bears on the finding: a check not done, other steps' word
-        parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in diagnosis.notes]
+        parts += [Text(f"Note: {note}", style=styles.get("warn", Style())) for note in note_texts(diagnosis)]
     evidence = model.evidence(call)
     # a replayed finding quotes the two dumps' figures
     quoted = any(suspect.replay_chosen for _, suspect in mine)
@@ -285,7 +292,10 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
             else "not judged: "
         )
         parts.append(
-            Text(head + evidence.text, style=styles.get("fail" if evidence.introduces else "head", Style()))
+            Text(
+                head + call_evidence_text(evidence),
+                style=styles.get("fail" if evidence.introduces else "head", Style()),
+            )
         )
     replay = model.replay_of(call)
     if replay is not None and not quoted:  # a suspect's finding says it already
@@ -333,8 +343,8 @@ def pair_notes(node: Node, model: TreeModel) -> list[str]:
     info = model.infos.get(node.pair)
     if node.kind != "pair" or d is None or info is None or info.same:
         return []
-    notes = [d.received] if d.received else []
-    notes += [*manifest_notes(d), *d.notes]  # in the report's order
+    notes = [received_text(d.received)] if d.received else []
+    notes += [*manifest_notes(d), *note_texts(d)]  # in the report's order
     if replay_could_decide(d, info.summary):
         notes.append(f"{undecided(d)}: r on a call {REPLAY_CAN.format(what='it')}")
     return notes

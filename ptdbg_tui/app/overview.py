@@ -25,10 +25,16 @@ from textual.widgets import DataTable, Label
 from ptdbg_tui.app.bars import module_of, receives_through
 from ptdbg_tui.app.literal import LiteralLabel, LiteralTable
 from ptdbg_tui.app.tree_model import TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import runs_differ_texts, verdict_text
+from ptdbg_tui.compare.report.words import (
+    note_text,
+    runs_differ_texts,
+    sentence,
+    unexplained_text,
+    verdict_text,
+)
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
 
@@ -112,7 +118,13 @@ def _unexplained(d: Diagnosis) -> str:
     call is at fault there; or that there is no verdict."""
     if not d.judged or d.fault:
         return verdict_text(d)
-    return "no call at fault: " + (d.notes[0] if d.notes else d.unexplained or "the error is inherited")
+    return "no call at fault: " + (
+        note_text(d.notes[0])
+        if d.notes
+        else unexplained_text(d.unexplained)
+        if d.unexplained
+        else "the error is inherited"
+    )
 
 
 def _suspect_cell(line: PairLine, styles: Mapping[str, Style]) -> str | Text:

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
+from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
@@ -550,7 +551,7 @@ def _culprit_module(o: PairOutcome) -> str:
     try:
         chain = module_chain_of(o.npu, entry, o.bad_lines[0])
     except OSError as e:  # the structure is there: say why the module is not shown
-        o.diagnosis.notes.append(f"module sidecar not read ({reason(e)}): the culprit's module is not shown")
+        o.diagnosis.notes.append(Unread(sidecar=Sidecar.MODULES, reason=reason(e)))
         return ""
     return module_label(*chain[-1]) if chain else ""
 

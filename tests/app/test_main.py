@@ -7,6 +7,7 @@ from pathlib import Path
 from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
 from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
+from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.live.updates import PairInfo
@@ -112,7 +113,7 @@ def test_export_ends_with_our_verdict_in_either_tool_s_columns(tmp_path):
         direction="forward",
         kind=GROWTH,
         score=1240.0,
-        evidence="…",
+        evidence=Judged(judgement=judgement),
         judgement=judgement,
     )
     diagnoses = {info.key: Diagnosis(suspects=[suspect], judged=1)}

@@ -13,6 +13,7 @@ from pathlib import Path
 from ptdbg_tui.app.screens import ReproScreen
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, SideVerdict
 from ptdbg_tui.compare.replay.replayed import with_replays
+from ptdbg_tui.compare.report.words import note_texts
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta
 from ptdbg_tui.engine.replay.replayer import INSTALL
 
@@ -218,11 +219,11 @@ async def test_a_held_step_s_parameters_are_inherited_from_a_step_the_app_does_n
         await ui.settle(pilot)
 
         def linked() -> bool:
-            return any(n for d in app.model.diagnoses.values() for n in d.notes)
+            return any(n for d in app.model.diagnoses.values() for n in note_texts(d))
 
         await ui.wait_until(pilot, linked)
         (d,) = app.model.diagnoses.values()
-        assert d.notes == [
+        assert note_texts(d) == [
             "parameters differ on entry to step 2: inherited from step 0, whose culprit, from its "
             "statistics, is Functional_linear_1_backward"
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptdbg_tui.app.tree_model import FILTERS, TreeModel
+from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import call_path
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta, PairInfo, Placed
@@ -180,7 +181,7 @@ def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_
         direction="forward",
         kind=GROWTH,
         score=1240.0,
-        evidence="…",
+        evidence=Judged(judgement=judgement),
         judgement=judgement,
     )
     model.load(EngineUpdate(pairs={"p0": PairDelta(INFO, diagnosis=Diagnosis(suspects=[suspect], judged=3))}))

@@ -4,6 +4,8 @@ all-clear. These fail when either side builds its own sentence again (or parses 
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
 
 from rich.style import Style
@@ -11,10 +13,11 @@ from rich.style import Style
 from ptdbg_tui.app.bars import diagnosis_lines as bar_lines
 from ptdbg_tui.app.detail import replay_line
 from ptdbg_tui.app.tree_model import TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, evidence_text
+from ptdbg_tui.compare.diagnosis.evidence import Judged, OnParameter, TwoDumps
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
-from ptdbg_tui.compare.report.words import diagnosis_lines, replay_text, scored_evidence
+from ptdbg_tui.compare.report.words import diagnosis_lines, evidence_text, replay_text, scored_evidence
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta, PairInfo, Progress
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.manifest import manifest_differences
@@ -35,7 +38,7 @@ def _suspect(replay: CallReplay | None) -> Suspect:
         direction="forward",
         kind=GROWTH,
         score=judgement.score,
-        evidence=evidence_text(judgement),
+        evidence=Judged(judgement=judgement),
         judgement=judgement,
         replay=replay,
     )
@@ -68,6 +71,21 @@ def test_the_bar_keeps_the_score_by_the_name_and_the_rest_of_the_evidence_after(
     bar = _bar(d)
     assert f"{CALL}{score}" in bar and evidence in bar and f"{evidence}: ×" not in bar
     assert f"{evidence}{score.replace(' ', ': ')}" in "\n".join(diagnosis_lines(d))
+
+
+def test_a_score_inside_the_evidence_is_taken_apart_by_its_values_not_its_words():
+    """Parameters that differ on entry say their score before the other parameters: the bar takes it
+    out from the middle; a score that is not the suspect's (a replayed call's, ×∞) stays in the words."""
+    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, PARAMETERS, "fc.weight")
+    on = OnParameter(judgement=judgement, parameter="fc.weight", others=("fc.bias",))
+    s = replace(_suspect(None), kind=PARAMETERS, evidence=on)
+    assert evidence_text(on) == "fc.weight: inputs 0, outputs 0.02, allowed 1.6e-05: ×1,240; also fc.bias"
+    assert scored_evidence(s) == (
+        "fc.weight: inputs 0, outputs 0.02, allowed 1.6e-05; also fc.bias",
+        " ×1,240",
+    )
+    replayed = replace(s, score=math.inf, evidence=TwoDumps(judgement=judgement))
+    assert scored_evidence(replayed) == ("the two dumps: inputs 0, outputs 0.02, allowed 1.6e-05: ×1,240", "")
 
 
 def test_the_all_clear_is_one_sentence_in_the_report_and_the_bar():

@@ -8,10 +8,11 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence
+from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.report.advisor import advisor_text
-from ptdbg_tui.compare.report.words import suspect_text, verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, suspect_text, verdict_text
 from ptdbg_tui.engine.workers.tasks import run_task, task_for
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.pkl import read_pkl
@@ -43,7 +44,9 @@ def test_seed_scenario_blames_the_lstm_backward(tmp_path):
     ]
     culprit = diagnosis.culprit
     assert culprit is not None and culprit.score > 1000
-    assert culprit.evidence.startswith("inputs 1.") and ", outputs 1." in culprit.evidence
+    assert evidence_text(culprit.evidence).startswith("inputs 1.") and ", outputs 1." in evidence_text(
+        culprit.evidence
+    )
     # the backward stack shows loss.backward(); the forward call's site is what the user needs
     assert culprit.site == ("/home/user/centernet/model.py", "43", "forward", "y = VF_lstm(x)")
     assert "model.py:43" in suspect_text(culprit)
@@ -126,7 +129,7 @@ def test_a_diagnosis_pickles_whole_with_its_calls_evidence(tmp_path):
     import pickle
 
     d = diagnose(model_rows(_compared_seed(tmp_path)))
-    d.notes.append("a note")
+    d.notes.append(Unread(sidecar=Sidecar.CALLS, reason="a note"))
     d.calls["Torch_x_0_forward"] = CallEvidence("Torch_x_0_forward", "forward", None, "inputs not compared")
     assert any(e.judgement for e in d.calls.values())
     back = pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL))

@@ -12,7 +12,13 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.report.words import rank_headline, verdict_text
+from ptdbg_tui.compare.report.words import (
+    call_evidence_text,
+    evidence_text,
+    rank_headline,
+    unexplained_text,
+    verdict_text,
+)
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -172,11 +178,11 @@ def test_error_entering_after_calls_only_the_bench_run_makes_names_them_though_a
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == [("Tensor_lerp__0_forward", ENTERS)]
     # the gradient the lerp_ takes is the one the division wrote in place: what it did is said
-    assert d.suspects[0].evidence == (
+    assert evidence_text(d.suspects[0].evidence) == (
         "before it the bench run makes Tensor_div__0_forward, which the NPU run does not: it changes "
         "Tensor_div__0_forward_input.0 in place by 0.75, allowed 3.1e-05: ×23,831; "
         "Tensor_lerp__0_forward_input.1 carries 3 against the tensor it wrote"
-    ), d.suspects[0].evidence
+    ), evidence_text(d.suspects[0].evidence)
     # the rank whose script lacks them makes its own error: it is the first divergent rank, where error
     # entering outside the dumped calls counts as received (another rank's, through a collective no hook saw)
     ranks = cross_rank([RankView("step1/rank1", 1, 1, calls.rows, d)])
@@ -189,9 +195,9 @@ def test_a_bench_of_zeros_is_said_so_not_nan(calls):
     calls.call("Torch_mul", 0, "backward", [(x, x)], [(x * 1e-3, z)])
     d = diagnose(calls.rows)
     text = (
-        " ".join(s.evidence for s in d.suspects)
+        " ".join(evidence_text(s.evidence) for s in d.suspects)
         + verdict_text(d)
-        + " ".join(e.text for e in d.calls.values())
+        + " ".join(call_evidence_text(e) for e in d.calls.values())
     )
     assert "NaN" not in text and "Inf" not in text
     assert "all zeros on the bench" in text
@@ -207,7 +213,7 @@ def test_an_input_whose_bench_holds_nan_is_no_reference_not_where_error_enters(c
     calls.call("Torch_tanh", 0, "forward", [(x_n, x_b)], [(np.tanh(x_n), np.tanh(x_b))])
     d = diagnose(calls.rows)
     assert d.suspects == []
-    assert d.calls["Torch_tanh_0_forward"].text == (
+    assert call_evidence_text(d.calls["Torch_tanh_0_forward"]) == (
         "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
     )
 
@@ -236,7 +242,11 @@ def test_failing_rows_without_a_suspect_say_where_the_first_is_and_why(calls):
     d.suspects = []
     from ptdbg_tui.compare.diagnosis.diagnose import explain_failures
 
-    assert "the first failing row is Torch_tanh_0_forward_input.0" in explain_failures(calls.rows, d)
+    unexplained = explain_failures(calls.rows, d)
+    assert unexplained is not None and unexplained.row == "Torch_tanh_0_forward_input.0"
+    assert unexplained_text(unexplained).startswith(
+        "the first failing row is Torch_tanh_0_forward_input.0 — "
+    )
 
 
 def test_inputs_that_an_in_place_initialiser_overwrites_are_not_data():
@@ -322,10 +332,10 @@ def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(
     assert [(s.call, s.kind, s.after_bench_only) for s in d.suspects] == [
         ("Tensor_add__1_forward", ENTERS, True)
     ]
-    assert d.suspects[0].evidence.endswith(
+    assert evidence_text(d.suspects[0].evidence).endswith(
         "it entered after Tensor_mul__0_forward; before it the bench run makes Functional_conv1d_1_forward, "
         "Tensor_add__1_forward, Tensor___truediv___1_forward, which the NPU run does not"
-    ), d.suspects[0].evidence
+    ), evidence_text(d.suspects[0].evidence)
     assert d.suspects[0].seq == calls.rows[-3].seq  # judged where the NPU made it
 
 

@@ -13,7 +13,7 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, NAN_ORIGIN, 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import NO, YES
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors, trim_count, unit_roundoff
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
 
 RNG = np.random.default_rng(0)
 NOISE = 1e-6
@@ -271,7 +271,7 @@ def test_error_that_enters_between_dumped_calls_is_named_at_the_call_it_reaches(
     calls.call("Module_head", 0, "forward", [(wrong, y)], [(np.tanh(wrong), np.tanh(y))])
     (suspect,) = diagnose(calls.rows).suspects
     assert (suspect.call, suspect.kind) == ("Module_head_0_forward", ENTERS)
-    assert "after Module_norm_0_forward" in suspect.evidence
+    assert "after Module_norm_0_forward" in evidence_text(suspect.evidence)
 
 
 def test_statistics_see_a_new_inf_though_the_bench_mean_overflows(record):
@@ -299,7 +299,7 @@ def test_a_gradient_that_no_dumped_backward_explains_entered_between_them(calls)
     calls.call("Torch_tanh", 0, "backward", [(wrong, gx)], [(wrong * (1 - y**2), gx * (1 - y**2))])
     (suspect,) = diagnose(calls.rows).suspects
     assert (suspect.call, suspect.kind, suspect.direction) == ("Torch_tanh_0_backward", ENTERS, "backward")
-    assert "after Torch_exp_0_backward" in suspect.evidence
+    assert "after Torch_exp_0_backward" in evidence_text(suspect.evidence)
 
 
 def test_from_statistics_error_entering_between_calls_needs_a_far_larger_jump(calls):
@@ -340,8 +340,10 @@ def test_an_adaptive_update_of_gradient_noise_is_no_fault(calls):
     _adam_update(calls, gn, gb, 1.0)
     d = diagnose(calls.rows)
     assert d.suspects == [], verdict_text(d)
-    assert d.notes and d.notes[0].startswith("Tensor_addcdiv__0_forward: its update leaves"), d.notes
-    assert "elements change sign" in d.notes[0] and "no kernel is at fault" in d.notes[0]
+    assert note_texts(d) and note_texts(d)[0].startswith("Tensor_addcdiv__0_forward: its update leaves"), (
+        note_texts(d)
+    )
+    assert "elements change sign" in note_texts(d)[0] and "no kernel is at fault" in note_texts(d)[0]
 
 
 def test_an_adaptive_update_two_percent_off_is_named(calls):

@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from ptdbg_tui.cli import report_text
+from ptdbg_tui.compare.diagnosis.evidence import Argument, Arguments
 from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
-from ptdbg_tui.compare.report.words import rank_headline, suspect_text
+from ptdbg_tui.compare.report.words import evidence_text, rank_headline, received_text, suspect_text
 from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
@@ -75,7 +76,7 @@ def test_an_error_seen_only_through_a_collective_names_no_rank(tmp_path):
     run = compare_dumps(npu, bench, jobs=1)
     assert run.ranks.first is None and all(v.received for v in run.ranks.verdicts)
     assert "Distributed_all_reduce_1_forward on rank0 (step0)" in rank_headline(run.ranks)
-    assert all(run.ranks.received(o.npu.label) == "" for o in run)  # no rank of its own to name
+    assert all(run.ranks.received(o.npu.label) is None for o in run)  # no rank of its own to name
 
 
 def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp_path):
@@ -99,7 +100,9 @@ def test_collectives_no_hook_saw_leave_the_error_entering_on_the_other_ranks(tmp
     # hand-written weight that is no module parameter), not another rank's received through a call
     later = replace(others[0].view, label="step1/rank2", step=1, rank=2)
     ranks = cross_rank([run.ranks.first.view, later])
-    assert ranks.received("step1/rank2") == (
+    received = ranks.received("step1/rank2")
+    assert received is not None and received.own
+    assert received_text(received) == (
         "rank2 (step1): the error enters before Torch_tanh_1_forward, outside the dumped calls: this rank's "
         "own error from an earlier step, rank2 (step0), Functional_linear_1_forward"
     )
@@ -163,7 +166,9 @@ def test_two_ranks_that_disagree_are_told_apart_by_their_bench_run():
     benches = {r: collective_results([_reduced(r, bench)[1]]) for r in (0, 1)}
     (departure,) = bench_tie_departures(npu, benches)
     assert departure.rank == 1 and departure.peers == (0,) and departure.by_bench
-    assert "departs from the other rank's result (rank0, which matches its bench run's)" in departure.text
+    assert "departs from the other rank's result (rank0, which matches its bench run's)" in evidence_text(
+        departure.evidence
+    )
     # both off their bench alike (an error both received), or agreeing: no departure
     mid = [2.0, -1.0, 0.25625, 3.05]
     assert bench_tie_departures(npu, {r: collective_results([_reduced(r, mid)[1]]) for r in (0, 1)}) == []
@@ -184,14 +189,19 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     npu = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["MAX"]})
     bench = CallSpec("Distributed_all_reduce_0", fn, [t], {"op": op["SUM"]})
     words = "torch.distributed.ReduceOp.MAX against torch.distributed.ReduceOp.SUM"
-    assert keywords_differ(npu, bench) == f"op: {words}"
-    assert keywords_differ(bench, bench) == ""
+    max_sum = (
+        Argument(place="op", npu="torch.distributed.ReduceOp.MAX", bench="torch.distributed.ReduceOp.SUM"),
+    )
+    assert (
+        keywords_differ(npu, bench) == max_sum and evidence_text(Arguments(values=max_sum)) == f"op: {words}"
+    )
+    assert keywords_differ(bench, bench) == ()
     positional = [replace(spec, args=[t, o], kwargs={}) for spec, o in ((npu, op["MAX"]), (bench, op["SUM"]))]
-    assert keywords_differ(*positional) == f"op: {words}"
+    assert keywords_differ(*positional) == max_sum
     # the bench run passes no op: SUM, all_reduce's default (a keyword one side leaves out was not compared)
-    assert keywords_differ(npu, replace(bench, kwargs={})) == f"op: {words}"
-    assert keywords_differ(positional[0], replace(bench, kwargs={})) == f"op: {words}"
-    assert keywords_differ(replace(npu, kwargs={"op": op["SUM"]}), replace(bench, kwargs={})) == ""
+    assert keywords_differ(npu, replace(bench, kwargs={})) == max_sum
+    assert keywords_differ(positional[0], replace(bench, kwargs={})) == max_sum
+    assert keywords_differ(replace(npu, kwargs={"op": op["SUM"]}), replace(bench, kwargs={})) == ()
 
     # every dumped rank's all_reduce result is off its bench run's; rank 2 called it with another op
     run = compare_dumps(*write_ranks_pair(tmp_path, ranks=3, faulty_rank=1), jobs=1)
@@ -199,7 +209,7 @@ def test_a_collective_a_rank_calls_with_another_reduce_op_is_that_ranks_own(tmp_
     assert all(v.diagnosis.suspects[0].call == "Distributed_all_reduce_1_forward" for v in views)
     assert cross_rank(views).first is None  # each only receives it
     own = views[1].diagnosis
-    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=f"op: {words}")
+    own.suspects[0] = replace(own.suspects[0], kind=ARGUMENTS, evidence=Arguments(values=max_sum))
     ranks = cross_rank(views)
     assert ranks.first is not None and ranks.first.view.rank == 2
     assert rank_headline(ranks).startswith(
@@ -230,7 +240,7 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
             direction="forward",
             kind=ENTERS,
             score=late.score,
-            evidence="",
+            evidence=Arguments(values=()),
             judgement=late.judgement,
             rows=rows,
             seq=min(r.seq for r in rows),

@@ -21,6 +21,7 @@ from ptdbg_tui.compare.replay.plan import (
     function_of,
 )
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
+from ptdbg_tui.compare.report.words import arguments_text
 from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName, parse_name
 from ptdbg_tui.formats.records import Frame, StackRecord, TensorRecord
@@ -272,17 +273,17 @@ def test_plans_that_pass_different_values_say_which(record):
     npu = build_plan(rows, "npu", call, "/d", spec, False, False)
     bench = build_plan(rows, "bench", call, "/d", replace(spec, kwargs={"approximate": "none"}), False, False)
     assert isinstance(npu, Plan) and isinstance(bench, Plan)
-    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'"
-    assert arguments_differ(npu, npu) == ""
+    assert arguments_text(arguments_differ(npu, bench)) == "approximate: 'tanh' against 'none'"
+    assert arguments_differ(npu, npu) == ()
     npu.kwargs["device"], bench.kwargs["device"] = Value("device", "npu:0"), Value("device", "cuda:0")
-    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'", (
+    assert arguments_text(arguments_differ(npu, bench)) == "approximate: 'tanh' against 'none'", (
         "the devices differ by design"
     )
     npu.kwargs["device"], bench.kwargs["device"] = (
         Value("plain", "npu"),
         Value("plain", "cuda"),
     )  # x.to("npu")
-    assert arguments_differ(npu, bench) == "approximate: 'tanh' against 'none'"
+    assert arguments_text(arguments_differ(npu, bench)) == "approximate: 'tanh' against 'none'"
 
 
 def test_every_call_is_replayed_in_the_end_those_after_the_first_failure_too(record):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ptdbg_tui.compare.diagnosis.evidence import Argument
 from ptdbg_tui.compare.diagnosis.replay_outcome import NO_SIDECAR_LINE, CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.replay.verdict import judge_result, lean
-from ptdbg_tui.compare.report.words import replay_text
+from ptdbg_tui.compare.report.words import replay_text, side_text
+
+TANH = Argument(place="approximate", npu="'tanh'", bench="'none'")
 
 RNG = np.random.default_rng(3)
 U_BF16 = 2.0**-8
@@ -31,7 +34,7 @@ def test_a_wrong_result_is_wrong_and_says_by_how_much():
     got = ref.copy()
     got[-100:] *= 1.3  # the last tile
     v = judge_result(got.astype(np.float32).astype(np.float64), ref, 6e-8, "torch.float32", "y")
-    assert v.wrong and "error" in v.text and "allowed" in v.text
+    assert v.wrong and "error" in side_text(v) and "allowed" in side_text(v)
 
 
 def test_a_one_sided_error_of_one_bf16_unit_is_wrong_though_rounding_allows_its_size():
@@ -40,7 +43,7 @@ def test_a_one_sided_error_of_one_bf16_unit_is_wrong_though_rounding_allows_its_
     biased = judge_result(_bf16(ref * 1.005), ref, U_BF16, "torch.bfloat16", "y")
     assert not honest.wrong
     assert biased.error < biased.allowed, "its size alone is rounding"
-    assert biased.wrong and "one-sided" in biased.text
+    assert biased.wrong and "one-sided" in side_text(biased)
     assert abs(lean(_bf16(ref) - ref, ref)[0]) < abs(biased.bias) / 10
 
 
@@ -74,13 +77,13 @@ def test_the_two_sides_decide_together():
     assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
     assert "the difference is inherited" in replay_text(CallReplay("c", _side(False), _side(False)))
     # both kernels right on their own inputs, but the runs passed different arguments: not inherited
-    differs = CallReplay("c", _side(False), _side(False), differs="approximate: 'tanh' against 'none'")
+    differs = CallReplay("c", _side(False), _side(False), differs=(TANH,))
     assert differs.outcome == ReplayOutcome.ARGUMENTS
     assert replay_text(differs).startswith(
         "the runs pass different arguments — approximate: 'tanh' against 'none'"
     )
     assert (
-        CallReplay("c", _side(True), _side(False), differs="x").outcome == ReplayOutcome.CONFIRMED
+        CallReplay("c", _side(True), _side(False), differs=(TANH,)).outcome == ReplayOutcome.CONFIRMED
     )  # wrong regardless
     # a rebuild from the records because the dump's own sidecar lacks the call says so, not that the
     # tool records no keyword arguments; a bench that was not replayed is not said to be within rounding
@@ -108,4 +111,4 @@ def test_a_lean_within_chance_of_its_own_spread_is_no_fault():
     assert not chance.wrong, chance
     assert abs(chance.bias) > 4 * 1e-3 / 32, "beyond the rounding's allowance alone"
     biased = judge_result(*_leaning(12.0), 1e-3, "torch.float32", "y")
-    assert biased.wrong and "one-sided" in biased.text, biased
+    assert biased.wrong and "one-sided" in side_text(biased), biased

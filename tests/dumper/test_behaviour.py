@@ -14,6 +14,7 @@ from torch import nn
 
 from dumper import PrecisionDebugger, catalog
 from dumper.capture import CallCapture
+from ptdbg_tui.compare.report.words import evidence_text
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.npy import load_npy, npy_path
 from ptdbg_tui.formats.pkl import read_pkl
@@ -222,7 +223,7 @@ def test_scripts_that_ask_for_different_dropout_are_told_so_though_neither_drops
     (outcome,) = compare_dumps(dumps["npu"].records, dumps["bench"].records, jobs=1)
     culprit = outcome.diagnosis.culprit
     assert (culprit.call, culprit.kind) == ("Functional_dropout_0_forward", ARGUMENTS)
-    assert "input.1: 0.3 against 0.1" in culprit.evidence
+    assert "input.1: 0.3 against 0.1" in evidence_text(culprit.evidence)
 
 
 def test_lstm_inter_layer_dropout_forced_off(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 
@@ -41,4 +41,6 @@ def test_the_call_only_the_bench_run_makes_is_named_as_such(tmp_path: Path) -> N
     assert (culprit.call, culprit.kind) == ("Functional_linear_1_forward", ENTERS), verdict_text(
         outcome.diagnosis
     )
-    assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in culprit.evidence
+    assert "it entered after Tensor___mul___0_forward, a call only the bench run makes" in evidence_text(
+        culprit.evidence
+    )

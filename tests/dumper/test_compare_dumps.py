@@ -21,7 +21,7 @@ from ptdbg_tui.cli import main
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import call_evidence_text, note_texts, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -141,10 +141,10 @@ def test_a_bench_that_gains_nan_is_said_so_and_nothing_after_it_is_blamed(
         "Culprit: Functional_gelu_0_forward (forward): the bench output holds NaN/Inf from finite inputs: "
         "the bench run is no reference here — Functional_gelu_0_forward_output holds NaN/Inf on the bench"
     )
-    texts = [verdict_text(d), *(e.text for e in d.calls.values())]
+    texts = [verdict_text(d), *(call_evidence_text(e) for e in d.calls.values())]
     assert not any("all zeros" in t for t in texts), texts
     # the calls after it that take the bench's NaN are not judged, and say why
-    assert "the bench is no reference here" in d.calls["Functional_linear_1_forward"].text
+    assert "the bench is no reference here" in call_evidence_text(d.calls["Functional_linear_1_forward"])
 
 
 class TransposeNet(nn.Module):
@@ -286,8 +286,8 @@ def test_a_keyword_argument_that_differs_is_said_without_a_replay(
     assert unread.rows and len(unread.rows) == len(alone.rows)
     why = f"{sidecar}: is a directory, not a regular file"
     note = f"call sidecar not read ({why}): keyword arguments not compared"
-    assert unread.diagnosis.notes == [note]
-    assert _live_diagnosis(npu, bench, summary).notes == [note]
+    assert note_texts(unread.diagnosis) == [note]
+    assert note_texts(_live_diagnosis(npu, bench, summary)) == [note]
     args = ["compare", str(npu.records), str(bench.records), "-o", str(tmp_path / "out"), "--jobs", "1"]
     assert main([*args, "--no-progress", *(["--summary"] if summary else [])]) == 0
     report = capsys.readouterr().out.splitlines()

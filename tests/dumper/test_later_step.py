@@ -11,7 +11,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 
@@ -104,7 +104,7 @@ def test_an_adam_beta_that_differs_is_named_at_step_1(tmp_path: Path, only_step1
         "the optimizer's state differs on entry to step 1 (Tensor_lerp__0_forward_input.0): "
         f"inherited from step 0, whose culprit{how} is Tensor_lerp__0_forward"
     )
-    assert note in d.notes, d.notes
+    assert note in note_texts(d), note_texts(d)
 
 
 UNCLIPPED = textwrap.dedent("""
@@ -135,7 +135,9 @@ def test_a_gradient_clipping_one_run_skips_is_named_at_step_1(tmp_path: Path) ->
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Tensor_lerp__0_forward", ENTERS)], verdict_text(d)
     assert "Tensor_lerp__0_forward_input.1 carries" in verdict_text(d)
-    assert any(n.startswith("the optimizer's state differs on entry to step 1") for n in d.notes), d.notes
+    assert any(n.startswith("the optimizer's state differs on entry to step 1") for n in note_texts(d)), (
+        note_texts(d)
+    )
 
 
 AUTOCAST = textwrap.dedent("""
@@ -170,17 +172,17 @@ def test_parameters_that_carry_the_last_steps_rounding_are_no_suspect(tmp_path: 
     d = next(o.diagnosis for o in outcomes if o.npu.step == 1)
     assert not d.suspects, verdict_text(d)
     note = "parameters differ on entry to step 1 no more than their gradients differed at step 0 ("
-    assert any(n.startswith(note) for n in d.notes), d.notes
+    assert any(n.startswith(note) for n in note_texts(d)), note_texts(d)
     # --step 2 alone sees steps 0 and 1 from their statistics, which name no parameter (1e-4 apart):
     # step 1's parameters carried step 0's rounding all the same, so step 2's carry step 1's ('parameters
     # differ on entry to step 2' was the culprit)
     (alone,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
     assert not alone.diagnosis.suspects, verdict_text(alone.diagnosis)
     note = "parameters differ on entry to step 2 no more than their gradients differed at step 1 ("
-    assert any(n.startswith(note) for n in alone.diagnosis.notes), alone.diagnosis.notes
+    assert any(n.startswith(note) for n in note_texts(alone.diagnosis)), note_texts(alone.diagnosis)
     # the scripts' precision choice, which the call sidecars record, is said where rows fail
     autocast = "calls with autocast to torch.bfloat16 where the bench run has no autocast (the first "
-    assert any(autocast in n for n in d.notes), d.notes
+    assert any(autocast in n for n in note_texts(d)), note_texts(d)
 
 
 DROPOUT = textwrap.dedent("""
@@ -213,8 +215,8 @@ def test_a_dropout_whose_draws_differed_stays_the_culprit_from_statistics(tmp_pa
     assert {step: (s.call, s.kind) for step, s in culprits.items()} == {
         step: ("Functional_dropout_0_forward", RANDOM) for step in (0, 1, 2)
     }, [verdict_text(o.diagnosis) for o in outcomes]
-    assert (
-        "its draws differed at step 1, and statistics cannot show that they still do" in culprits[2].evidence
+    assert "its draws differed at step 1, and statistics cannot show that they still do" in evidence_text(
+        culprits[2].evidence
     )
 
 
@@ -445,7 +447,7 @@ def test_a_decay_only_the_npu_run_makes_not_in_place_is_named_at_every_step(
         d = outcome.diagnosis
         found = [(s.call, s.kind) for s in d.suspects]
         assert found == [(f"{mul}_{i}_forward", UNPAIRED) for i in range(6)], verdict_text(d)
-        evidence = d.suspects[0].evidence
+        evidence = evidence_text(d.suspects[0].evidence)
         assert evidence.startswith(
             f"it makes {mul}_0_forward_output of {mul}_0_forward_input.0 (input.1: 0.9999), 0.0001 apart"
         ), evidence
@@ -475,4 +477,4 @@ def test_a_decay_finer_than_statistics_estimate_is_named_at_every_step(
             assert (first.call, first.kind) == ("Tensor_mul__0_forward", UNPAIRED), verdict_text(d)
         else:
             assert (first.call, first.kind) == ("Tensor_addcdiv__0_forward", ENTERS), verdict_text(d)
-        assert by in first.evidence, first.evidence
+        assert by in evidence_text(first.evidence), evidence_text(first.evidence)

@@ -19,7 +19,7 @@ from ptdbg_tui import cli
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.replay.run import Refused, resolve
 from ptdbg_tui.compare.replay.verdict import HONEST_MARGIN
-from ptdbg_tui.compare.report.words import replay_run_text, replay_text, verdict_text
+from ptdbg_tui.compare.report.words import note_texts, replay_run_text, replay_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.replay.replayer import Replayer, fold_outcomes, replay_outcomes
 
@@ -480,14 +480,14 @@ def test_a_later_steps_note_names_the_culprit_the_replay_leaves(tmp_path):
     culprit = first.diagnosis.culprit
     assert culprit is not None and culprit.call == "Functional_gelu_0_forward"
     said = f"inherited from step 0, whose culprit is {culprit.call}"
-    assert any(said in n for n in second.diagnosis.notes), second.diagnosis.notes
+    assert any(said in n for n in note_texts(second.diagnosis)), note_texts(second.diagnosis)
     honest = SideVerdict(1e-8, 1e-5, 0.0, 1.0, f"{culprit.call}_output")
     refuted = CallReplay(culprit.call, honest, honest, True)
     assert refuted.outcome == ReplayOutcome.REFUTED
     fold_outcomes(outcomes, [([culprit.call], {culprit.call: refuted}), ([], {}), ([], {})])
     assert first.diagnosis.culprit is None or first.diagnosis.culprit.call != culprit.call
     assert "refuted, no longer suspects: Functional_gelu_0_forward" in replay_run_text(first.diagnosis)
-    assert not any(said in n for d in (second.diagnosis, outcomes[2].diagnosis) for n in d.notes)
+    assert not any(said in n for d in (second.diagnosis, outcomes[2].diagnosis) for n in note_texts(d))
 
 
 @pytest.mark.parametrize("steps", [[], ["--step", "2"]])

@@ -11,7 +11,7 @@ import pytest
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import evidence_text, note_texts, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 
 SCRIPT = textwrap.dedent("""
@@ -92,11 +92,13 @@ def test_the_skipped_micro_batch_is_named_and_no_kernel(
             ENTERS,
             True,
         )
-        assert "it entered after Tensor_mul__0_forward; before it the bench run makes " in culprit.evidence
-        assert "Functional_conv1d_1_forward" not in culprit.evidence
+        assert "it entered after Tensor_mul__0_forward; before it the bench run makes " in evidence_text(
+            culprit.evidence
+        )
+        assert "Functional_conv1d_1_forward" not in evidence_text(culprit.evidence)
     if 2 in by_step:
         d = by_step[2]
         assert d.suspects == [], verdict_text(d)
         inherited = "parameters differ on entry to step 2: inherited from step 1, "
         source = "the error enters before Tensor_add__1_forward, after calls only the bench run makes"
-        assert any(n.startswith(inherited) and source in n for n in d.notes), d.notes
+        assert any(n.startswith(inherited) and source in n for n in note_texts(d)), note_texts(d)

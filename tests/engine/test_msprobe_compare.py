@@ -19,6 +19,7 @@ from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.msprobe_result import NOTE
+from ptdbg_tui.compare.report.words import evidence_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.dialects import ORIGINAL_PTDBG
 from ptdbg_tui.formats.layout import scan
@@ -489,7 +490,7 @@ def test_a_module_level_dump_names_where_the_error_enters_between_modules():
     culprit = o.diagnosis.culprit
     assert culprit is not None and culprit.kind == ENTERS
     assert culprit.call == "Module.norm.LayerNorm.forward.0"
-    assert "after Module.conv.Conv1d.forward.0" in culprit.evidence
+    assert "after Module.conv.Conv1d.forward.0" in evidence_text(culprit.evidence)
     assert culprit.site is not None and culprit.site[1:2] == ("33",)  # h = self.norm(h.transpose(1, 2))
 
 
@@ -533,4 +534,6 @@ def test_a_gradient_whose_shape_differs_in_any_order_stays_a_shape_finding(tmp_p
     dump.write_text(json.dumps(data))
     (o,) = compare_dumps(root / "npu", root / "bench", jobs=1, summary=True)
     (linear,) = [s for s in o.diagnosis.suspects if s.call == "Functional.linear.1.backward"]
-    assert linear.evidence.startswith("Functional.linear.1.backward.output.0: NPU [4, 11] vs bench [10]")
+    assert evidence_text(linear.evidence).startswith(
+        "Functional.linear.1.backward.output.0: NPU [4, 11] vs bench [10]"
+    )

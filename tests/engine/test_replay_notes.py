@@ -3,6 +3,7 @@ a named kernel or 0 failures, and a suspect the budget did not reach says so."""
 
 from __future__ import annotations
 
+from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
 from ptdbg_tui.compare.report.words import BUDGET_RAN_OUT, NOT_REACHED, finding, replay_run_text
@@ -12,7 +13,13 @@ from ptdbg_tui.engine.replay.replayer import fold_replays, replay_could_decide, 
 def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:
     judgement = Judgement(input_error, 0.02, 1e-5, 2000.0, kind, f"{call}_output")
     return Suspect(
-        call=call, api=call, direction="forward", kind=kind, score=2000.0, evidence="…", judgement=judgement
+        call=call,
+        api=call,
+        direction="forward",
+        kind=kind,
+        score=2000.0,
+        evidence=Judged(judgement=judgement),
+        judgement=judgement,
     )
 
 

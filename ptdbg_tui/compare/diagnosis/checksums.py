@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ptdbg_tui.compare.diagnosis.evidence import Checksums
 from ptdbg_tui.compare.model import Row
 
 #: What a checksum cannot tell, said wherever one alone names a call.
@@ -38,11 +39,9 @@ def departure(outputs: Iterable[Row], tensors: Iterable[Row]) -> Row | None:
     return next((r for r in outputs if _equal(r) is False), None) if some else None
 
 
-def departure_text(row: Row) -> str:
-    """The checksums that differ, and what they cannot tell: a checksum says the bits differ, not by
-    how much — where both sides recorded statistics that the verdict found within rounding, said so."""
+def departure_evidence(row: Row) -> Checksums:
+    """The checksums that differ (:func:`departure`'s row), and whether both sides recorded statistics,
+    which the verdict found within rounding."""
     assert row.npu is not None and row.bench is not None
-    text = f"{row.name}: checksum {row.npu.md5} against {row.bench.md5}; every input's checksum is equal"
-    if row.npu.stat(0) is None or row.bench.stat(0) is None:
-        return text
-    return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}"
+    statistics = row.npu.stat(0) is not None and row.bench.stat(0) is not None
+    return Checksums(tensor=row.name, npu=str(row.npu.md5), bench=str(row.bench.md5), statistics=statistics)

@@ -21,7 +21,18 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.checksums import departure, departure_text
+from ptdbg_tui.compare.diagnosis.checksums import departure, departure_evidence
+from ptdbg_tui.compare.diagnosis.evidence import (
+    Argument,
+    Arguments,
+    Entered,
+    Evidence,
+    Judged,
+    NpuOnly,
+    OnParameter,
+    Written,
+    WrittenChange,
+)
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     NONDETERMINISTIC,
@@ -32,11 +43,10 @@ from ptdbg_tui.compare.diagnosis.findings import (
     CallEvidence,
     Diagnosis,
     Suspect,
-    evidence_text,
-    times_text,
+    Unexplained,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.notes import Amplified
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     MARGIN,
@@ -528,8 +538,8 @@ class _Walk:
     #: signature in that run's records)
     written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
-    #: the updates within their allowance only with their quotient's, each with the words for it
-    amplified: list[tuple[str, str]] = field(default_factory=list)
+    #: the updates within their allowance only with their quotient's
+    amplified: list[Amplified] = field(default_factory=list)
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -539,7 +549,13 @@ class _Walk:
 
 
 def _suspect(
-    calls: _Calls, key: CallKey, name: str, kind: Kind, judgement: Judgement, evidence: str, step: int | None
+    calls: _Calls,
+    key: CallKey,
+    name: str,
+    kind: Kind,
+    judgement: Judgement,
+    evidence: Evidence,
+    step: int | None,
 ) -> Suspect:
     """The call ``key`` as a suspect of ``kind``; located by its forward call's stack."""
     call = calls.calls[key]
@@ -586,23 +602,13 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     if args:  # also after error entering: that may be an earlier step's (an optimizer's state)
         row = args[0]
         assert row.npu is not None and row.bench is not None
-        what = ", ".join(
-            f"{_place(r)}: {_shown(_value(r.npu))} against {_shown(_value(r.bench))}"
+        what = tuple(
+            Argument(place=_place(r), npu=_shown(_value(r.npu)), bench=_shown(_value(r.bench)))
             for r in args
             if r.npu is not None and r.bench is not None and r.record.entry is not None
         )
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, row.name)
-        walk.found.append(
-            _suspect(
-                calls,
-                key,
-                name,
-                ARGUMENTS,
-                judgement,
-                what,
-                walk.step,
-            )
-        )
+        walk.found.append(_suspect(calls, key, name, ARGUMENTS, judgement, Arguments(values=what), walk.step))
     if not call.container or not calls.api_level[way]:
         walk.npu_only[way] = []
 
@@ -709,37 +715,45 @@ def _just_before(calls: _Calls, wrote: CallKey, walk: _Walk) -> bool:
 
 
 def _written_suspect(
-    calls: _Calls, key: CallKey, wrote: CallKey, member: _Member, change: tuple[Judgement, str], walk: _Walk
+    calls: _Calls,
+    key: CallKey,
+    wrote: CallKey,
+    member: _Member,
+    change: tuple[Judgement, WrittenChange],
+    walk: _Walk,
 ) -> Suspect:
     """The call ``wrote`` only one run made, which wrote ``member``'s tensor (in place, or as its output),
     as a suspect: the NPU's itself; the bench's where the call ``key`` reads that tensor, as error
     entering after a call only the bench run makes (a bench call is no NPU call, and the NPU's call of its
     name another one)."""
-    judgement, words = change
+    judgement, what = change
     errors = member.errors
     assert errors is not None
     name = calls.calls[wrote].name
-    wrote_it = "wrote" if in_place(calls.calls[wrote].entry.op) else "made"
-    if calls.calls[wrote].npu_made:
-        text = f"it {words}; {member.row.name}, the tensor it {wrote_it}, carries {fmt_error(errors.rel)} "
-        return _suspect(calls, wrote, name, UNPAIRED, judgement, text + "against the bench's", walk.step)
-    text = (
-        f"before it the bench run makes {name}, which the NPU run does not: it {words}; "
-        f"{member.row.name} carries {fmt_error(errors.rel)} against the tensor it {wrote_it}"
+    npu = calls.calls[wrote].npu_made
+    evidence = Written(
+        change=what,
+        npu=npu,
+        call=name,
+        wrote=in_place(calls.calls[wrote].entry.op),
+        tensor=member.row.name,
+        carries=errors.rel,
     )
+    if npu:
+        return _suspect(calls, wrote, name, UNPAIRED, judgement, evidence, walk.step)
     judgement = replace(judgement, kind=ENTERS, output=member.row.name)
-    found = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, text, walk.step)
+    found = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, evidence, walk.step)
     found.after_bench_only, found.written_by = True, name  # the NPU script lacks it
     way = calls.calls[key].entry.direction
     walk.skipped[way] = [n for n in walk.skipped[way] if n != name]  # named here
     return found
 
 
-def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
+def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, WrittenChange] | None:
     """What a call only one run made (``bench``: the bench run) changed in the tensor it writes in place
     (or made of its first argument), that run's record after against before (statistics: a tensor's
-    files are not read here), where that is beyond rounding; and the words for it: ``changes
-    Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``."""
+    files are not read here), where that is beyond rounding; and that change as evidence (said as
+    ``changes Tensor_mul__0_forward_input.0 in place (input.1: 0.9999) by 0.0001, allowed …``)."""
     args = _written_args(call)
     if args is None:
         return None
@@ -749,7 +763,7 @@ def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
     if change is None or not math.isfinite(change.rel):
         return None
     allowed, score = beyond_rounding(change)
-    scale = ""
+    scale = False
     if score <= 1:  # below what estimating from statistics allows: a scale measures finer
         c = _scale(after, before, change)
         if c is None:
@@ -760,19 +774,23 @@ def _written_change(call: _Call, bench: Bench) -> tuple[Judgement, str] | None:
         if score <= 1:
             return None
         change = replace(change, rel=rel)
-        scale = " (a scale: its max, min and norm move by one factor)"
-    values = ", ".join(
-        f"{_place(a.row)}: {_shown(_value(rec))}"
+        scale = True
+    values = tuple(
+        (_place(a.row), _shown(_value(rec)))
         for a in call.ins
         if a.scalar and (rec := _side(a.row, bench)) is not None
     )
-    how = f" ({values})" if values else ""
-    limit = f"{scale}, allowed {fmt_error(allowed)}: {times_text(score)}"
-    if in_place(call.entry.op):
-        words = f"changes {args[0].row.name} in place{how} by {fmt_error(change.rel)}{limit}"
-    else:
-        words = f"makes {args[1].row.name} of {args[0].row.name}{how}, {fmt_error(change.rel)} apart{limit}"
-    return Judgement(0.0, change.rel, allowed, score, UNPAIRED, args[1].row.name), words
+    what = WrittenChange(
+        in_place=in_place(call.entry.op),
+        tensor=args[0].row.name,
+        made=args[1].row.name,
+        values=values,
+        change=change.rel,
+        scale=scale,
+        allowed=allowed,
+        score=score,
+    )
+    return Judgement(0.0, change.rel, allowed, score, UNPAIRED, args[1].row.name), what
 
 
 def _entering_suspect(
@@ -781,39 +799,33 @@ def _entering_suspect(
     """Error that entered before a call: after a call only the NPU run made (that call is the suspect),
     through a parameter (the step's parameters differ on entry), or through code no hook saw."""
     way = calls.calls[key].entry.direction
-    evidence = evidence_text(judgement)
     row = member.row
     if walk.npu_only[way]:
         extra = walk.npu_only[way][-1]
         extra_name = calls.calls[extra].name
-        text = (
-            f"{extra_name} has no counterpart in the bench run, and after it {row.name} carries "
-            f"{fmt_error(judgement.output_error)} where nothing dumped before carried more than "
-            f"{fmt_error(judgement.input_error)}"
-        )
-        return _suspect(calls, extra, extra_name, UNPAIRED, judgement, text, walk.step)
+        unpaired = NpuOnly(judgement=judgement, call=extra_name, tensor=row.name)
+        return _suspect(calls, extra, extra_name, UNPAIRED, judgement, unpaired, walk.step)
     param = member.parameter
     if param is not None:
-        others = [p for p in dict.fromkeys(walk.parameters) if p != param]
-        also = f"; also {', '.join(others[:3])}" + (f" (+{len(others) - 3} more)" if len(others) > 3 else "")
-        return _suspect(
-            calls, key, name, PARAMETERS, judgement, f"{param}: {evidence}{also if others else ''}", walk.step
-        )
+        others = tuple(p for p in dict.fromkeys(walk.parameters) if p != param)
+        on = OnParameter(judgement=judgement, parameter=param, others=others)
+        return _suspect(calls, key, name, PARAMETERS, judgement, on, walk.step)
     previous = walk.previous[way]
-    after = f"; it entered after {previous}" if previous else f"; it entered before the first {way} call"
     skipped = [n for n in walk.skipped[way] if n != previous]
     walk.skipped[way] = []
     entry = row.record.entry
-    if entry is not None and entry.path[:1] and entry.path[0] in RUNNING_STATE.get(calls.calls[key].op, ()):
-        after = "; a running statistic, which the calls that train the module update in place"
-    elif walk.bench_only[way]:
-        after += ", a call only the bench run makes (the NPU run has no counterpart)"
-    elif skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
-        more = f" (+{len(skipped) - 3} more)" if len(skipped) > 3 else ""
-        after += (
-            f"; before it the bench run makes {', '.join(skipped[-3:])}{more}, which the NPU run does not"
-        )
-    found = _suspect(calls, key, name, ENTERS, judgement, evidence + after, walk.step)
+    running = bool(
+        entry is not None and entry.path[:1] and entry.path[0] in RUNNING_STATE.get(calls.calls[key].op, ())
+    )
+    entered = Entered(
+        judgement=judgement,
+        way=way,
+        previous=previous,
+        running=running,
+        bench_only=walk.bench_only[way],
+        skipped=tuple(skipped),
+    )
+    found = _suspect(calls, key, name, ENTERS, judgement, entered, walk.step)
     found.after_bench_only = walk.bench_only[way] or bool(skipped)
     return found
 
@@ -838,26 +850,17 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")
         return
     diagnosis.judged += 1
-    evidence = diagnosis.calls[name] = CallEvidence(name, way, verdict)
+    diagnosis.calls[name] = CallEvidence(name, way, verdict)
     if verdict.kind is None and call.op in QUOTIENTS:
         _amplified(call, verdict, diagnosis, walk)
     container = call.container and calls.api_level[way]
     if verdict.kind is not None and not container:
         kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
-        walk.found.append(_suspect(calls, key, name, kind, verdict, evidence.text, walk.step))
+        walk.found.append(_suspect(calls, key, name, kind, verdict, Judged(judgement=verdict), walk.step))
     elif not container and (row := _departure(calls, key)) is not None:
         kind = RANDOM if call.op in RANDOM_OPS else NONDETERMINISTIC
         judgement = replace(verdict, score=math.inf, kind=kind, output=row.name)
-        walk.found.append(_suspect(calls, key, name, kind, judgement, departure_text(row), walk.step))
-
-
-#: The words for an update whose quotient amplified rounding noise (:func:`_amplified`).
-_AMPLIFIED = (
-    "{call}: its update leaves {output} {error} apart, where rounding and what came in allow {allowed}: "
-    "its quotient divides {numerator}'s error ({numerator_error}{flips}) by its denominator, and an "
-    "adaptive optimizer (Adam, AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise "
-    "on both sides into steps of full size (allowed {with_it} with that); no kernel is at fault"
-)
+        walk.found.append(_suspect(calls, key, name, kind, judgement, departure_evidence(row), walk.step))
 
 
 def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Walk) -> None:
@@ -880,28 +883,26 @@ def _amplified(call: _Call, verdict: Judgement, diagnosis: Diagnosis, walk: _Wal
     if not needed:
         return
     assert numerator is not None
-    signs = f"; {flips:,} of {errors.numel:,} elements change sign" if flips else ""
-    words = _AMPLIFIED.format(
+    found = Amplified(
         call=call.name,
         output=verdict.output,
-        error=fmt_error(verdict.output_error),
-        allowed=fmt_error(verdict.allowed - verdict.amplified),
+        error=verdict.output_error,
+        allowed=verdict.allowed - verdict.amplified,
         numerator=numerator.row.name,
-        numerator_error=fmt_error(errors.rel),
-        flips=signs,
-        with_it=fmt_error(verdict.allowed),
+        numerator_error=errors.rel,
+        flips=flips,
+        elements=errors.numel,
+        with_it=verdict.allowed,
     )
-    walk.amplified.append((call.name, words))
+    walk.amplified.append(found)
 
 
-def _amplified_note(amplified: Sequence[tuple[str, str]]) -> str:
-    """One note for the updates :func:`_amplified` found: the first in words, the others by name (a
+def _amplified_note(amplified: Sequence[Amplified]) -> Amplified | None:
+    """One note for the updates :func:`_amplified` found: the first in full, the others by name (a
     model of many blocks has a key bias in each)."""
     if not amplified:
-        return ""
-    others = [name for name, _ in amplified[1:]]
-    more = f" (+{len(others) - 3} more)" if len(others) > 3 else ""
-    return amplified[0][1] + (f"; so too {', '.join(others[:3])}{more}" if others else "")
+        return None
+    return replace(amplified[0], others=tuple(a.call for a in amplified[1:]))
 
 
 def _departure(calls: _Calls, key: CallKey) -> Row | None:
@@ -919,31 +920,27 @@ def suspect_order(suspect: Suspect) -> tuple[int, int]:
     return (suspect.seq, 0 if suspect.kind in _AT_INPUTS else 1)
 
 
-def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> str:
+def explain_failures(rows: Sequence[Row], diagnosis: Diagnosis) -> Unexplained | None:
     """Failing rows without a suspect: where the first one is, the calls only the NPU run made before
-    it, and why its call was not judged at fault."""
+    it, and why its call was not judged at fault (None: no row fails)."""
     first = next((r for r in rows if r.status in (Status.FAIL, Status.ERROR)), None)
     if first is None:
-        return ""
-    call = first.record.call
-    evidence = diagnosis.calls.get(call)
-    if first.status is Status.ERROR:  # nothing was measured: its inputs carry nothing we know of
-        message = first.result.message.strip() if first.result is not None else ""
-        why = f"it could not be compared ({message})" if message else "it could not be compared"
-    elif evidence is None:
-        why = "its call was not judged"
-    elif evidence.judgement is None:
-        why = f"its call was not judged: {evidence.why_not}"
-    else:
-        why = f"its call's inputs already carry the error ({evidence.text})"
+        return None
     seen: dict[str, None] = {}
     for r in rows:
         if r is first:
             break
         if r.npu is not None and r.bench is None:
             seen[r.npu.call] = None
-    extra = f"; before it, calls only the NPU run made: {', '.join(list(seen)[:5])}" if seen else ""
-    return f"the first failing row is {first.name} — {why}{extra}"
+    uncompared = first.status is Status.ERROR
+    message = first.result.message.strip() if uncompared and first.result is not None else ""
+    return Unexplained(
+        row=first.name,
+        uncompared=uncompared,
+        message=message,
+        verdict=diagnosis.calls.get(first.record.call),
+        npu_only=tuple(list(seen)[:5]),
+    )
 
 
 def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | None = None) -> Diagnosis:

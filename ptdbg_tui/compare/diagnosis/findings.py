@@ -30,19 +30,16 @@ suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.notes import Note
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
-    LEAN,
-    NAN_ORIGIN,
-    ZEROS,
     Judgement,
 )
 from ptdbg_tui.compare.model import Row
@@ -70,63 +67,9 @@ OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
 
 
-def sentence(text: str) -> str:
-    """A report phrase ("first divergent rank: …", a note) as a sentence of its own, its first letter
-    up, for a toast or a line of the app."""
-    return text[:1].upper() + text[1:]
-
-
-def times_text(score: float) -> str:
-    """A suspect's score as the evidence ends with it: ``×12,728``."""
-    if math.isinf(score):
-        return "×∞"
-    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
-
-
-#: Why a call's inputs carry an infinite error, in words (:attr:`Judgement.input_why`).
-_INPUTS_WHY = {
-    "nan": "its inputs already carry NaN/Inf where the bench is finite",
-    BENCH_NAN: (
-        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
-    ),
-    "zeros": "an input is all zeros on the bench and not on the NPU (infinite relative error)",
-}
-
-
-def evidence_text(j: Judgement) -> str:
-    """The numbers behind a verdict, in words that match them."""
-    partial = " (some inputs not compared)" if j.partial else ""
-    if j.kind == NAN_ORIGIN:
-        return f"{j.output} gains NaN/Inf from finite inputs{partial}"
-    if j.kind == BENCH_NAN:
-        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}"
-    if j.shapes is not None:
-        npu, bench = j.shapes
-        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree"
-    if math.isinf(j.input_error):
-        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"])
-    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
-    if j.kind == ZEROS:
-        return f"{j.output} is all zeros where the bench is not: {head}"
-    if math.isinf(j.output_error):
-        return f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}"
-    if j.kind == LEAN:
-        return (
-            f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
-            f"unbiased rounding allows ±{fmt_error(j.allowed)}: {times_text(j.score)}"
-        )
-    if j.kind == ENTERS:
-        return (
-            f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
-            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}: "
-            f"{times_text(j.score)}"
-        )
-    return f"{head}, allowed {fmt_error(j.allowed)}: {times_text(j.score)}"
-
-
 @dataclass(frozen=True, slots=True)
 class CallEvidence:
-    """The verdict on one call, in numbers and in words (the detail panel shows it)."""
+    """The verdict on one call, in numbers, or why there is none (the detail panel shows it)."""
 
     call: str
     direction: str
@@ -134,12 +77,36 @@ class CallEvidence:
     why_not: str = ""  # why it could not be judged
 
     @property
-    def text(self) -> str:
-        return evidence_text(self.judgement) if self.judgement is not None else self.why_not
-
-    @property
     def introduces(self) -> bool:
         return self.judgement is not None and self.judgement.kind is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unexplained:
+    """Failing rows but no suspect: the first failing row and why its call is not at fault (its verdict,
+    or that it could not be compared), with the calls only the NPU run made before it; or that the runs
+    differ before any kernel."""
+
+    row: str = ""  # the first failing row ("": the runs differ before any kernel)
+    uncompared: bool = False  # it could not be compared
+    message: str = ""  # why, where its comparison says
+    verdict: CallEvidence | None = None  # its call's verdict (None: its call was not judged)
+    npu_only: tuple[str, ...] = ()  # the first calls only the NPU run made before it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Received:
+    """Across ranks: a rank (``rank``, ``rankR (stepS)``) whose first suspect, ``call``, only receives
+    the error the first divergent rank (``first``, its culprit ``first_call``) made; ``entered``: it
+    enters before ``call``, outside the dumped calls (``own``: on the first divergent rank itself, its
+    own error from an earlier step)."""
+
+    rank: str
+    call: str
+    entered: bool
+    own: bool
+    first: str
+    first_call: str
 
 
 @dataclass(slots=True, kw_only=True)
@@ -152,7 +119,7 @@ class Suspect:
     direction: str
     kind: Kind
     score: float  # times the output error exceeds what is allowed (inf for a NaN origin or a lost zero)
-    evidence: str  # e.g. "inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000"
+    evidence: Evidence  # the numbers and names behind it (words.evidence_text says them)
     judgement: Judgement
     rows: list[Row] = field(default_factory=list)
     stack: StackRecord | None = None  # the forward call's stack (where the call was made)
@@ -212,12 +179,12 @@ class Diagnosis:
     original: str | None = None  # the row the original's advisor names (its first "No" row)
     failing: int = 0  # rows that fail or could not be compared (the app counts them alike)
     errors: int = 0  # of them, those that could not be compared
-    unexplained: str = ""  # failing rows but no suspect: where the first one is and why nothing is at fault
+    unexplained: Unexplained | None = None  # failing rows but no suspect: why nothing is at fault
     replay: ReplayRun | None = None  # that a replay ran (or why not), when one was tried
     #: what other steps or ranks say of this one, and checks that could not be done
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
     replays: dict[str, CallReplay] = field(default_factory=dict)  # by call: what its replay found
-    received: str = ""  # across ranks: its first suspect only receives another rank's error, in words
+    received: Received | None = None  # across ranks: its first suspect only receives another rank's error
     fault: str = ""  # why the diagnosis could not be made (the rows are still compared)
     #: the kind of an earlier step's culprit whose error this step's parameters (or optimizer state)
     #: carry on entry, where they do
@@ -254,21 +221,6 @@ class Diagnosis:
     def all_clear(self) -> bool:
         """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
         return bool(self.judged) and not self.suspects and not self.failing and not self.differ
-
-
-def entries_fail(count: int, errors: int = 0) -> str:
-    """``1 entry fails`` / ``3 entries fail``; of them ``errors`` could not be compared (a missing npy),
-    said so, as the header's count of errors says it."""
-
-    def entries(n: int) -> str:
-        return f"{n:,} entry" if n == 1 else f"{n:,} entries"
-
-    fails = count - errors
-    if not errors:
-        return f"{entries(count)} fail" + ("s" if count == 1 else "")
-    if not fails:
-        return f"{entries(errors)} could not be compared"
-    return f"{entries(fails)} fail{'s' if fails == 1 else ''} and {errors:,} could not be compared"
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))

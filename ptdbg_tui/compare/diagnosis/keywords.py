@@ -18,8 +18,9 @@ from dataclasses import replace
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.diagnose import Keywords, is_device, suspect_order, values_differ
+from ptdbg_tui.compare.diagnosis.evidence import Argument, Arguments, Undumped
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, NOT_A_KERNEL, Diagnosis, Suspect
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.notes import Autocast, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, Judgement
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.formats.calls import CallSpec, Device, Dtype, Opaque, TensorArg, TorchConst
@@ -52,29 +53,29 @@ def _reduction(spec: CallSpec) -> str | None:
     return op.name if isinstance(op, TorchConst) else _SUM if op is None else None
 
 
-def keywords_differ(npu: CallSpec, bench: CallSpec) -> str:
-    """The keyword arguments both sides pass, differently ("approximate: 'tanh' against 'none'"), in
-    words; empty when they agree (a keyword one side leaves out is not compared: its default may be
+def keywords_differ(npu: CallSpec, bench: CallSpec) -> tuple[Argument, ...]:
+    """The keyword arguments both sides pass, differently (said "approximate: 'tanh' against 'none'");
+    empty when they agree (a keyword one side leaves out is not compared: its default may be
     the other's value). Also the named torch constants passed by position, which the pkl does not
     record (it compares numbers, and tensors, itself), and a reducing collective's ``op`` however it
     is passed, its default SUM included (one rank passing ``op=MAX`` where its bench run passes none)."""
     out = []
     ops = _reduction(npu), _reduction(bench)
     if None not in ops and ops[0] != ops[1]:
-        out.append(f"op: {ops[0]} against {ops[1]}")
+        out.append(Argument(place="op", npu=f"{ops[0]}", bench=f"{ops[1]}"))
     at = _OP_AT.get(npu.fn.rpartition(".")[2]) if None not in ops else None
     for key, a in npu.kwargs.items():
         if key not in bench.kwargs or (at is not None and key == "op"):
             continue
         b = bench.kwargs[key]
         if _compared(a) and _compared(b) and (type(a) is not type(b) or values_differ(a, b)):
-            out.append(f"{key}: {_shown(a)} against {_shown(b)}")
+            out.append(Argument(place=key, npu=_shown(a), bench=_shown(b)))
     for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False)):
         if i == at:
             continue
         if isinstance(a, TorchConst) and isinstance(b, TorchConst) and a.name != b.name:
-            out.append(f"argument {i}: {a.name} against {b.name}")
-    return ", ".join(out)
+            out.append(Argument(place=f"argument {i}", npu=a.name, bench=b.name))
+    return tuple(out)
 
 
 def _shown(value: Any) -> str:
@@ -125,7 +126,7 @@ def with_keywords(
     try:
         specs = npu(), bench()
     except OSError as e:
-        diagnosis.notes.append(f"call sidecar not read ({reason(e)}): keyword arguments not compared")
+        diagnosis.notes.append(Unread(sidecar=Sidecar.CALLS, reason=reason(e)))
         return
     if unblamed:
         _unblamed(diagnosis, specs, rows)
@@ -155,10 +156,10 @@ def _lines(specs: Specs, rows: Sequence[Row], call: str) -> tuple[CallSpec, Call
     return (n, b) if n is not None and b is not None else None
 
 
-def _differs(specs: Specs, rows: Sequence[Row], call: str) -> str:
+def _differs(specs: Specs, rows: Sequence[Row], call: str) -> tuple[Argument, ...]:
     """:func:`keywords_differ` of a call, empty where a side's sidecar has no line for it."""
     lines = _lines(specs, rows, call)
-    return keywords_differ(*lines) if lines is not None else ""
+    return keywords_differ(*lines) if lines is not None else ()
 
 
 def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
@@ -168,7 +169,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         return
     named = {s.call for s in diagnosis.suspects}
     step = next((s.step for s in diagnosis.suspects), None)
-    autocast: dict[tuple[str, str], list[str]] = {}  # (NPU's, bench's) autocast: the calls
+    autocast: dict[tuple[str | None, str | None], list[str]] = {}  # (NPU's, bench's) autocast: the calls
     for call, members in rows_by_call(rows).items():
         paired = [r for r in members if r.npu is not None and r.bench is not None]
         entry = paired[0].record.entry if paired else None
@@ -191,7 +192,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
                 direction=entry.direction,
                 kind=ARGUMENTS,
                 score=math.inf,
-                evidence=differs,
+                evidence=Arguments(values=differs),
                 judgement=judgement,
                 rows=members,
                 stack=stack,
@@ -201,19 +202,14 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         )
     diagnosis.suspects.sort(key=suspect_order)
     diagnosis.notes += [
-        f"the NPU run makes {len(calls)} call{'s' if len(calls) > 1 else ''} with {n} where the bench "
-        f"run has {b} (the first {calls[0]}): a precision the scripts chose, judged by its rounding"
-        for (n, b), calls in autocast.items()
+        Autocast(calls=len(calls), npu=n, bench=b, first=calls[0]) for (n, b), calls in autocast.items()
     ]
 
 
-def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str, str] | None:
-    """The autocast each side's sidecar line records the call under, in words, where they differ (a
-    device type differs by design); None where they agree."""
-    n, b = (
-        f"autocast to {a.dtype}" if (a := line.state.autocast) is not None else "no autocast"
-        for line in (npu, bench)
-    )
+def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str | None, str | None] | None:
+    """The dtype each side's sidecar line records the call autocast to (None: no autocast), where they
+    differ (a device type differs by design); None where they agree."""
+    n, b = (a.dtype if (a := line.state.autocast) is not None else None for line in (npu, bench))
     return (n, b) if n != b else None
 
 
@@ -222,9 +218,9 @@ def _arguments_judgement(output: str) -> Judgement:
     return Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, output)
 
 
-def _arguments(s: Suspect, differs: str) -> Suspect:
+def _arguments(s: Suspect, differs: tuple[Argument, ...]) -> Suspect:
     judgement = _arguments_judgement(s.judgement.output)
-    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=differs, judgement=judgement)
+    return replace(s, kind=ARGUMENTS, score=math.inf, evidence=Arguments(values=differs), judgement=judgement)
 
 
 def _undumped_input(spec: CallSpec | None) -> str:
@@ -248,8 +244,5 @@ def _entering(s: Suspect, undumped: str) -> Suspect:
     """A suspect whose call takes a tensor no dump records: the error its outputs carry may have come
     in with that tensor, so the call's own kernel is not blamed."""
     j = s.judgement
-    evidence = (
-        f"its {undumped} is not dumped (the dumper records no complex tensor): outputs "
-        f"{fmt_error(j.output_error)} may carry error that came in with it"
-    )
+    evidence = Undumped(tensor=undumped, output_error=j.output_error)
     return replace(s, kind=ENTERS, evidence=evidence, judgement=replace(j, kind=ENTERS))

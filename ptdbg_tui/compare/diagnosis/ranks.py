@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.evidence import Departs, OnOneRank
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
     COLLECTIVE,
@@ -34,6 +35,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
     RANK_ALONE,
     RECEIVED,
     Diagnosis,
+    Received,
     Suspect,
 )
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, NAN_ORIGIN, ZEROS, Judgement
@@ -128,29 +130,26 @@ class CrossRank:
             for call, names in where.items()
         ]
 
-    def received(self, label: str) -> str:
+    def received(self, label: str) -> Received | None:
         """For the pair ``label`` whose first suspect only receives the error another rank made (its
-        own verdict says "introduces error": its collective's result differs), the words that say so;
-        ``""`` for any other pair."""
+        own verdict says "introduces error": its collective's result differs), what it receives from
+        where; None for any other pair."""
         first = self.first
         if first is None or first.suspect is None:
-            return ""
+            return None
         v = next((v for v in self.valued if v.view.label == label), None)
         if v is None or v.view is first.view or not v.received or v.suspect is None:
-            return ""
-        call, source = v.suspect.call, f"{first.name}, {first.suspect.call}"
-        if v.suspect.kind != ENTERS:
-            return f"{v.name} receives the error through {call}: the first divergent rank is {source}"
+            return None
         # no dumped call carries it in: a collective no hook saw (another rank's error), or, on the
         # first divergent rank itself at a later step, its own error carried over in undumped state
-        if v.view.rank is not None and v.view.rank == first.view.rank:
-            return (
-                f"{v.name}: the error enters before {call}, outside the dumped calls: this rank's own "
-                f"error from an earlier step, {source}"
-            )
-        return (
-            f"{v.name} receives the error before {call}, outside the dumped calls (a collective no hook "
-            f"saw): the first divergent rank is {source}"
+        entered = v.suspect.kind == ENTERS
+        return Received(
+            rank=v.name,
+            call=v.suspect.call,
+            entered=entered,
+            own=entered and v.view.rank is not None and v.view.rank == first.view.rank,
+            first=first.name,
+            first_call=first.suspect.call,
         )
 
 
@@ -163,7 +162,7 @@ def mark_received(ranks: CrossRank) -> None:
     for v in ranks.verdicts:
         d = v.view.diagnosis
         d.received = ranks.received(v.view.label)
-        if not d.received:
+        if d.received is None:
             continue
         for i, s in enumerate(d.suspects):
             if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE:
@@ -304,21 +303,10 @@ class Departure:
     by_bench: bool = False  # two ranks: the bench run told which one departs
 
     @property
-    def text(self) -> str:
-        ranks = ", ".join(f"rank{r}" for r in self.peers)
-        if self.by_bench:
-            return (
-                f"{self.entry} departs from the other rank's result ({ranks}, which matches its bench "
-                f"run's): statistics {_stats(self.mine)} against {_stats(self.theirs)}"
-            )
-        return (
-            f"{self.entry} departs from the other ranks' result ({ranks} agree): "
-            f"statistics {_stats(self.mine)} against {_stats(self.theirs)}"
+    def evidence(self) -> Departs:
+        return Departs(
+            entry=self.entry, peers=self.peers, mine=self.mine, theirs=self.theirs, by_bench=self.by_bench
         )
-
-
-def _stats(values: Stats) -> str:
-    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
 
 
 def collective_departures(results: Mapping[int, Mapping[tuple[str, str], Stats]]) -> list[Departure]:
@@ -379,7 +367,7 @@ def apply_departure(
     members = [r for r in rows if r.record.call == departure.call]
     old = next((s for s in diagnosis.suspects if s.call == departure.call), None)
     if old is not None:
-        suspect = replace(old, kind=COLLECTIVE, evidence=departure.text)
+        suspect = replace(old, kind=COLLECTIVE, evidence=departure.evidence)
     else:
         entry = members[0].record.entry if members else None
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, COLLECTIVE, departure.entry)
@@ -389,7 +377,7 @@ def apply_departure(
             direction=FORWARD,
             kind=COLLECTIVE,
             score=math.inf,
-            evidence=departure.text,
+            evidence=departure.evidence,
             judgement=judgement,
             rows=members,
             stack=next((r.stack for r in members if r.stack is not None), None),
@@ -452,19 +440,6 @@ class Alone:
     peers: tuple[int, ...]  # the other ranks, whose call matches their bench run's
     group: int | None  # the group's size from the call's shapes; None: not recorded
 
-    @property
-    def text(self) -> str:
-        every = (
-            f"every rank of its group of {self.group} (the size its shapes give)"
-            if self.group is not None
-            else f"all {len(self.peers) + 1} dumped ranks (its group's size is not recorded)"
-        )
-        peers = ", ".join(f"rank{r}" for r in self.peers)
-        return (
-            f"its inputs agree with the bench run's on {every}, its result differs on rank{self.rank} alone "
-            f"({peers} match theirs)"
-        )
-
 
 def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dumped: int) -> list[Alone]:
     """Of one step's compared ranks (every rank the NPU run dumped there: ``dumped`` of them), each
@@ -490,6 +465,12 @@ def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dump
 def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
     """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
     diagnosis.suspects = [
-        replace(s, kind=RANK_ALONE, evidence=f"{s.evidence}; {alone.text}") if s.call == alone.call else s
+        replace(
+            s,
+            kind=RANK_ALONE,
+            evidence=OnOneRank(before=s.evidence, rank=alone.rank, peers=alone.peers, group=alone.group),
+        )
+        if s.call == alone.call
+        else s
         for s in diagnosis.suspects
     ]

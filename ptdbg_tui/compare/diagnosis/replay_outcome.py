@@ -7,11 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
-
-#: A result's error within its allowance is shown with that allowance from this size up: an error of
-#: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
-SHOWN_ALLOWED = 0.01
+from ptdbg_tui.compare.diagnosis.evidence import Argument
 
 
 class ReplayOutcome(str, Enum):
@@ -38,7 +34,8 @@ NO_SIDECAR_LINE = "the dump's call sidecar holds no line for it (truncated or da
 
 @dataclass(frozen=True, slots=True)
 class SideVerdict:
-    """One side's kernel on its own inputs."""
+    """One side's kernel on its own inputs (:func:`ptdbg_tui.compare.report.words.side_text` says its
+    figures)."""
 
     error: float  # the largest relative error of a result against the float64 replay
     allowed: float  # what rounding and conditioning allow it (the margin included)
@@ -50,20 +47,6 @@ class SideVerdict:
     def wrong(self) -> bool:
         return self.error > self.allowed or abs(self.bias) > self.bias_allowed
 
-    @property
-    def text(self) -> str:
-        """The side's figures in words (the repro's docstring and the replay's words quote them)."""
-        if self.error > self.allowed:
-            return f"error {fmt_error(self.error)}, allowed {fmt_error(self.allowed)}"
-        if abs(self.bias) > self.bias_allowed:
-            return (
-                f"one-sided: mean error {self.bias:+.2g} where unbiased rounding allows "
-                f"±{fmt_error(self.bias_allowed)} (error {fmt_error(self.error)})"
-            )
-        if self.error >= SHOWN_ALLOWED:  # "within rounding (NPU 0.96 …)" read as 96% of rounding
-            return f"{fmt_error(self.error)} of {fmt_error(self.allowed)} allowed"
-        return f"{fmt_error(self.error)}"
-
 
 @dataclass(frozen=True, slots=True)
 class CallReplay:
@@ -74,7 +57,7 @@ class CallReplay:
     bench: SideVerdict | str
     complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
     seconds: float = 0.0
-    differs: str = ""  # the non-tensor arguments the two runs passed differently, in words
+    differs: tuple[Argument, ...] = ()  # the non-tensor arguments the two runs passed differently
     lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
 
     @property

@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, Unexplained
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
+from ptdbg_tui.compare.diagnosis.notes import Note, Sidecar, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
@@ -51,8 +52,6 @@ DATA_TOLERANCE = 1e-3
 SHOWN = 3
 #: Suspects that follow from models that differ wherever they are: they are no kernel's.
 _CONSEQUENCES = NOT_A_KERNEL | {RANDOM, SHAPE}
-#: What the verdict says where nothing is named because the runs differ.
-UNEXPLAINED = "the runs differ before any kernel (runs differ, above)"
 
 
 @dataclass(slots=True)
@@ -213,13 +212,14 @@ def _data_differs(row: Row) -> str:
     )
 
 
-def _read(read: Callable[[], T], note: str, notes: list[str]) -> T | None:
-    """What ``read`` returns; None, with a ``note`` (``{}``: the reason), where a sidecar is there but
-    cannot be read."""
+def _read(read: Callable[[], T], sidecar: Sidecar | None, notes: list[Note]) -> T | None:
+    """What ``read`` returns; None where a sidecar is there but cannot be read, with a note that says
+    so where ``sidecar`` names it."""
     try:
         return read()
     except OSError as e:
-        notes.append(note.format(reason(e)))
+        if sidecar is not None:
+            notes.append(Unread(sidecar=sidecar, reason=reason(e)))
         return None
 
 
@@ -253,7 +253,7 @@ def with_runs_differ(
     each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
     failing row). A module structure that cannot be read leaves a note."""
     found: list[str] = []
-    read = _read(chains, "module structure not read ({}): the runs' models not compared", diagnosis.notes)
+    read = _read(chains, Sidecar.STRUCTURE, diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
     npu = _model(rows, False, npu_chain) if npu_chain else _Model()
     bench = _model(rows, True, bench_chain) if bench_chain else _Model()
@@ -274,9 +274,9 @@ def with_runs_differ(
     differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
     # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
     # differ too, has said so
-    sidecars = _read(specs, "", []) if differ else None
+    sidecars = _read(specs, None, []) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
         found.append(f"the runs pass different hyperparameters: {hyper}")
     diagnosis.differ = found
     if found and not diagnosis.suspects:
-        diagnosis.unexplained = UNEXPLAINED
+        diagnosis.unexplained = Unexplained()  # the runs differ before any kernel

@@ -17,8 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, times_text
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.evidence import OnParameter, StillRandom
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.notes import Carried, StepNote
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
 from ptdbg_tui.compare.ops import in_place
@@ -157,29 +158,28 @@ def _not_inherited(
     view, prev = chain[-1], chain[-2]
     noise = _amplified_noise(view, prev, found)
     if noise:
-        calls = ", ".join(dict.fromkeys(call for _, call in noise))
+        calls = tuple(dict.fromkeys(call for _, call in noise))
         quiet = [s for s, _ in noise]
-        _as_note(view, quiet, (prev.step, "", from_statistics, "", False), _NOISE, calls=calls)
+        _as_note(view, quiet, StepNote(kind=Carried.NOISE, step=view.step, origin=prev.step, names=calls))
         found = [s for s in found if all(s is not q for q in quiet)]
     carried = [s for s in found if _update_carried(chain, s.judgement.output, prev_carried)]
     if carried:
-        gradient = _worst_gradient(prev, carried)
-        _as_note(view, carried, (prev.step, "", from_statistics, "", False), _CARRIED, gradient=gradient)
+        note = StepNote(
+            kind=Carried.ROUNDING,
+            step=view.step,
+            origin=prev.step,
+            from_statistics=from_statistics,
+            gradient=_worst_gradient(prev, carried),
+        )
+        _as_note(view, carried, note)
     for s in found:
         if s in carried:
             continue
         agree = _gradient_agrees(prev.rows, s.judgement.output)
-        update = f"the optimizer's update between steps {prev.step} and {view.step} made them differ"
-        if agree is not None and update not in s.evidence:
-            s.evidence += f"; their gradients agreed at step {prev.step} ({fmt_error(agree)}), so {update}"
+        evidence = s.evidence
+        if agree is not None and isinstance(evidence, OnParameter) and evidence.agreed is None:
+            s.evidence = replace(evidence, agreed=(prev.step, agree, view.step))
     return bool(carried or noise)
-
-
-_NOISE = (
-    "parameters differ on entry to step {step} by what the optimizer's update at step {origin} ({calls}) "
-    "made of gradient elements that are rounding noise on both sides, which named no suspect: an adaptive "
-    "optimizer turns such noise into steps of full size; no kernel is at fault"
-)
 
 
 def _amplified_noise(view: StepView, prev: StepView, found: Sequence[Suspect]) -> list[tuple[Suspect, str]]:
@@ -218,10 +218,6 @@ def _still_random(view: StepView, prev: StepView) -> None:
         later = [i for i, s in enumerate(view.diagnosis.suspects) if s.seq > seq and not s.confirmed]
         if not later:
             continue
-        text = (
-            f"its draws differed at step {prev.step}, and statistics cannot show that they still do "
-            f"({evidence.text})"
-        )
         judgement = replace(evidence.judgement, kind=RANDOM)
         found = Suspect(
             call=random.call,
@@ -229,7 +225,7 @@ def _still_random(view: StepView, prev: StepView) -> None:
             direction=random.direction,
             kind=RANDOM,
             score=judgement.score,
-            evidence=text,
+            evidence=StillRandom(step=prev.step, judgement=evidence.judgement),
             judgement=judgement,
             rows=rows,
             stack=random.stack,
@@ -243,12 +239,6 @@ def _from_stats(row: Row) -> bool:
     """The row's error was estimated from statistics (or it was not compared)."""
     errors = row.result.errors if row.result is not None else None
     return errors is None or errors.from_stats
-
-
-_CARRIED = (
-    "parameters differ on entry to step {step} no more than their gradients differed at step {origin} "
-    "({gradient}{how}), which named no suspect: the update carried that step's rounding"
-)
 
 
 def _update_carried(chain: Sequence[StepView], name: str, prev_carried: bool) -> bool:
@@ -279,33 +269,23 @@ def _update_carried(chain: Sequence[StepView], name: str, prev_carried: bool) ->
     return 0 < err <= MARGIN * max(gradient, before)
 
 
-def _worst_gradient(prev: StepView, carried: Sequence[Suspect]) -> str:
-    """The largest relative error of the carried parameters' gradients at the step before, in words."""
+def _worst_gradient(prev: StepView, carried: Sequence[Suspect]) -> float | None:
+    """The largest relative error of the carried parameters' gradients at the step before (None: not
+    compared)."""
     errors = [f[0] for s in carried if (f := _gradient_error(prev.rows, s.judgement.output)) is not None]
-    return fmt_error(max(errors)) if errors else "not compared"
-
-
-_INHERITED = "parameters differ on entry to step {step}: inherited from step {origin}, {source}"
+    return max(errors) if errors else None
 
 
 def _inherited(d: Diagnosis) -> bool:
     """The step was linked before: its parameters' note says whose error they carry."""
-    head, _, tail = _INHERITED.partition("{step}")
-    mark = tail.split("{origin}")[0]  # ": inherited from step "
-    return any(n.startswith(head) and mark in n for n in d.notes)
+    return any(isinstance(n, StepNote) and n.kind is Carried.INHERITED for n in d.notes)
 
 
 def _inherit(view: StepView, came: Origin) -> None:
     """The step's parameters-on-entry suspects become a note: their error is the earlier culprit's."""
     found = [s for s in view.diagnosis.suspects if s.kind == PARAMETERS]
-    _as_note(view, found, came, _INHERITED)
+    _as_note(view, found, _sourced(Carried.INHERITED, view, came))
     view.diagnosis.inherited = came[3]
-
-
-_STATE_INHERITED = (
-    "the optimizer's state differs on entry to step {step} ({tensors}): inherited from step {origin}, "
-    "{source}"
-)
 
 
 def _carried_state(view: StepView, suspect: Suspect) -> bool:
@@ -337,41 +317,43 @@ def _inherit_state(view: StepView, came: Origin) -> None:
     not a suspect of this step."""
     carried = [s for s in view.diagnosis.suspects if _carried_state(view, s)]
     if carried:
-        tensors = ", ".join(dict.fromkeys(s.judgement.output for s in carried))
-        _as_note(view, carried, came, _STATE_INHERITED, tensors=tensors)
+        tensors = tuple(dict.fromkeys(s.judgement.output for s in carried))
+        _as_note(view, carried, _sourced(Carried.STATE_INHERITED, view, came, names=tensors))
         view.diagnosis.inherited = came[3]
 
 
-def _as_note(view: StepView, carried: list[Suspect], came: Origin, template: str, **words: str) -> None:
-    """A step's ``carried`` suspects become a note (``template``): their error is the culprit's of the
-    earlier step ``came`` names."""
-    step, call, from_statistics, kind, bench_only = came
+def _sourced(
+    kind: Carried,
+    view: StepView,
+    came: Origin,
+    names: tuple[str, ...] = (),
+    scored: tuple[tuple[str, float], ...] = (),
+) -> StepNote:
+    """The note of ``kind`` on ``view``'s step, naming the earlier step's culprit that ``came`` says."""
+    step, call, from_statistics, kind_of, bench_only = came
+    entered = kind_of == ENTERS  # error entering outside the dumped calls is no culprit
+    return StepNote(
+        kind=kind,
+        step=view.step,
+        origin=step,
+        from_statistics=from_statistics,
+        call=call,
+        entered=entered,
+        bench_only=bench_only and entered,
+        names=names,
+        scored=scored,
+    )
+
+
+def _as_note(view: StepView, carried: list[Suspect], note: StepNote) -> None:
+    """A step's ``carried`` suspects become a ``note``: their error is an earlier step's."""
     d = view.diagnosis
     gone = {id(s) for s in carried}
     d.suspects = [s for s in d.suspects if id(s) not in gone]
-    how = ", from its statistics" if from_statistics else ""
-    aside = f"{how}," if how else ""  # set off within the sentence
-    # error entering outside the dumped calls is no culprit: the call after it only shows it
-    place = _BENCH_ONLY if bench_only else "outside the dumped calls"
-    source = (
-        f"where{aside} the error enters before {call}, {place}"
-        if kind == ENTERS
-        else f"whose culprit{aside} is {call}"
-    )
-    note = template.format(step=view.step, origin=step, how=how, source=source, **words)
     if note not in d.notes:
         d.notes.append(note)
     if not d.suspects:
         d.unexplained = explain_failures(view.rows, d)
-
-
-#: Where error entered after calls the NPU script lacks, in a note's words.
-_BENCH_ONLY = "after calls only the bench run makes (the NPU run has no counterpart)"
-
-_NOT_TOLD_APART = (
-    "{calls} not named: from statistics, step {step} cannot tell a call's own error from what its "
-    "inputs carry from step {origin}, {source}"
-)
 
 
 def _after_different_calls(view: StepView, came: Origin) -> None:
@@ -389,5 +371,5 @@ def _after_different_calls(view: StepView, came: Origin) -> None:
         if s.kind in (GROWTH, LEAN) and not s.confirmed and all(_from_stats(r) for r in s.rows)
     ]
     if blurred:
-        calls = ", ".join(f"{s.call} ({times_text(s.score)})" for s in blurred)
-        _as_note(view, blurred, came, _NOT_TOLD_APART, calls=calls)
+        scored = tuple((s.call, s.score) for s in blurred)
+        _as_note(view, blurred, _sourced(Carried.NOT_TOLD_APART, view, came, scored=scored))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, values_differ
+from ptdbg_tui.compare.diagnosis.evidence import Argument
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
 from ptdbg_tui.compare.diagnosis.replay_outcome import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict
 from ptdbg_tui.compare.model import Row, Status, rows_by_call, side_call
@@ -107,27 +108,26 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
         n, plan = _side(rows, "npu", call, npu)
         b, other = _side(rows, "bench", call, bench, plan)
         complete = plan is not None and plan.complete
-        differs = arguments_differ(plan, other) if plan is not None and other is not None else ""
+        differs = arguments_differ(plan, other) if plan is not None and other is not None else ()
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
-        n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ""
+        n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ()
     return CallReplay(call, n, b, complete, time.perf_counter() - start, differs, npu.lacking)
 
 
-def arguments_differ(npu: Plan, bench: Plan) -> str:
-    """The non-tensor arguments the two plans pass differently ("approximate: 'tanh' against 'none'"),
-    in words; empty when they agree (a keyword known on one side only is not compared, nor a device)."""
+def arguments_differ(npu: Plan, bench: Plan) -> tuple[Argument, ...]:
+    """The non-tensor arguments the two plans pass differently (said "approximate: 'tanh' against
+    'none'"); empty when they agree (a keyword known on one side only is not compared, nor a device)."""
     pairs = [(f"argument {i}", a, b) for i, (a, b) in enumerate(zip(npu.args, bench.args, strict=False))]
     pairs += [(k, v, bench.kwargs[k]) for k, v in npu.kwargs.items() if k in bench.kwargs]
-    out = [
-        f"{where}: {a.value!r} against {b.value!r}"
+    return tuple(
+        Argument(place=where, npu=repr(a.value), bench=repr(b.value))
         for where, a, b in pairs
         if isinstance(a, Value)
         and isinstance(b, Value)
         and a.kind == b.kind
         and not (is_device(a.value) and is_device(b.value))
         and values_differ(a.value, b.value)
-    ]
-    return ", ".join(out)
+    )
 
 
 def suspect_calls(diagnosis: Diagnosis, top: int) -> list[str]:

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from ptdbg_tui.compare.diagnosis.evidence import TwoDumps
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
@@ -27,7 +28,7 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
         if evidence is not None and evidence.judgement is not None
         else Judgement(0.0, 0.0, 0.0, math.inf, REPLAYED, replay.call)
     )
-    two_dumps = f"the two dumps: {evidence.text}" if evidence is not None and evidence.text else "not judged"
+    two_dumps = TwoDumps(judgement=evidence.judgement, why_not=evidence.why_not) if evidence else TwoDumps()
     return Suspect(
         call=replay.call,
         api=entry.api if entry else replay.call,

@@ -30,6 +30,7 @@ from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
 from ptdbg_tui.compare.replay.verdict import judge_result, judge_side
+from ptdbg_tui.compare.report.words import repro_verdict_text
 from ptdbg_tui.formats.file_writes import write_text, write_whole
 from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.untrusted import docstring_text
@@ -54,12 +55,6 @@ class Written:
     script: Path
     verdict: SideVerdict  # the replay's verdict on the recorded results when the repro was written
     complete: bool  # every argument was recorded (the original ptdbg_ascend records no keyword ones)
-
-    @property
-    def text(self) -> str:
-        v = self.verdict
-        head = "wrong on its own inputs" if v.wrong else "within rounding on its own inputs"
-        return f"NPU kernel {head} ({v.text})"
 
 
 def write_repro(
@@ -252,7 +247,7 @@ def script_text(
     doc = f'''"""Repro of {call}: {fn}, {direction}.
 
 From the NPU dump {docstring_text(str(origin.dump))}{label}.{site}
-The replay's verdict when this file was written: {docstring_text(written.text)}.
+The replay's verdict when this file was written: {docstring_text(repro_verdict_text(written.verdict))}.
 {incomplete}
     python {SCRIPT} [--device cpu|cuda|npu]
 

@@ -44,3 +44,8 @@ def repro_folder(call: str, pair: str | None = None) -> str:
     call name may be in several pairs (``repro_step2_rank0_<call>``)."""
     where = f"{pair}_" if pair else ""
     return file_component(f"repro_{where}{call}")  # the call's name is dump text
+
+
+def suspects_path(compare_csv: Path) -> Path:
+    """``suspects…`` named like its compare CSV (``compare_result…`` → ``suspects…``)."""
+    return compare_csv.with_name("suspects" + compare_csv.name.removeprefix("compare_result"))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
 from ptdbg_tui.compare.report.figures import figure
+from ptdbg_tui.compare.report.outputs import suspects_path
+from ptdbg_tui.compare.report.words import evidence_text
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.untrusted import csv_cell
 
@@ -44,15 +46,10 @@ def suspect_row(rank: int, s: Suspect) -> list[object]:
         figure(j.output_error),
         figure(j.allowed),
         j.output,
-        s.evidence,
+        evidence_text(s.evidence),
         f"{site.path}:{site.line}" if site else "",
         (site.source or "") if site else "",
     ]
-
-
-def suspects_path(compare_csv: Path) -> Path:
-    """``suspects…`` named like its compare CSV (``compare_result…`` → ``suspects…``)."""
-    return compare_csv.with_name("suspects" + compare_csv.name.removeprefix("compare_result"))
 
 
 def write_suspects(diagnosis: Diagnosis, compare_csv: Path) -> Path:

@@ -13,7 +13,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect, entries_fail, times_text
+from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.evidence import (
+    Argument,
+    Arguments,
+    Checksums,
+    Departs,
+    Entered,
+    Evidence,
+    Judged,
+    NpuOnly,
+    OnOneRank,
+    OnParameter,
+    StillRandom,
+    TwoDumps,
+    Undumped,
+    Written,
+    WrittenChange,
+)
+from ptdbg_tui.compare.diagnosis.findings import (
+    CallEvidence,
+    Diagnosis,
+    Received,
+    Suspect,
+    Unexplained,
+)
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.nonfinite import (
     NonFinite,
@@ -22,7 +46,9 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
     OriginReplay,
     Overflow,
 )
+from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
+from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.matching.pairing import ended_early
@@ -30,8 +56,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.msprobe_result import MD5
-from ptdbg_tui.compare.report.outputs import repro_folder
-from ptdbg_tui.compare.report.suspects import suspects_path
+from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.manifest import ManifestDifference
@@ -94,6 +119,112 @@ KIND_WORDS: dict[Kind, str] = {
     "(on one device: not deterministic)",
 }
 
+
+def sentence(text: str) -> str:
+    """A report phrase ("first divergent rank: …", a note) as a sentence of its own, its first letter
+    up, for a toast or a line of the app."""
+    return text[:1].upper() + text[1:]
+
+
+def entries_fail(count: int, errors: int = 0) -> str:
+    """``1 entry fails`` / ``3 entries fail``; of them ``errors`` could not be compared (a missing npy),
+    said so, as the header's count of errors says it."""
+
+    def entries(n: int) -> str:
+        return f"{n:,} entry" if n == 1 else f"{n:,} entries"
+
+    fails = count - errors
+    if not errors:
+        return f"{entries(count)} fail" + ("s" if count == 1 else "")
+    if not fails:
+        return f"{entries(errors)} could not be compared"
+    return f"{entries(fails)} fail{'s' if fails == 1 else ''} and {errors:,} could not be compared"
+
+
+# --- a call's verdict -----------------------------------------------------------------------------
+
+
+def times_text(score: float) -> str:
+    """A suspect's score as the evidence ends with it: ``×12,728``."""
+    if math.isinf(score):
+        return "×∞"
+    return f"×{score:,.0f}" if score >= 10 else f"×{score:.1f}"
+
+
+#: Why a call's inputs carry an infinite error, in words (:attr:`Judgement.input_why`).
+_INPUTS_WHY = {
+    "nan": "its inputs already carry NaN/Inf where the bench is finite",
+    BENCH_NAN: (
+        "its inputs hold NaN/Inf on the bench where the NPU's are finite: the bench is no reference here"
+    ),
+    "zeros": "an input is all zeros on the bench and not on the NPU (infinite relative error)",
+}
+
+
+def judgement_parts(j: Judgement) -> tuple[str, str]:
+    """The numbers behind a verdict in words that match them, and apart from them the score they end
+    with (``×12,728``; ``""`` where they end with none): the app's bar keeps the score by the call's
+    name. :func:`judgement_text` joins them."""
+    partial = " (some inputs not compared)" if j.partial else ""
+    if j.kind == NAN_ORIGIN:
+        return f"{j.output} gains NaN/Inf from finite inputs{partial}", ""
+    if j.kind == BENCH_NAN:
+        return f"{j.output} holds NaN/Inf on the bench where the NPU's is finite{partial}", ""
+    if j.shapes is not None:
+        npu, bench = j.shapes
+        return f"{j.output}: NPU {list(npu)} vs bench {list(bench)}; the inputs' shapes agree", ""
+    if math.isinf(j.input_error):
+        return _INPUTS_WHY.get(j.input_why, _INPUTS_WHY["nan"]), ""
+    head = f"inputs {fmt_error(j.input_error)}{partial}, outputs {fmt_error(j.output_error)}"
+    if j.kind == ZEROS:
+        return f"{j.output} is all zeros where the bench is not: {head}", ""
+    if math.isinf(j.output_error):
+        return (
+            f"{j.output} is all zeros on the bench and not on the NPU: inputs {fmt_error(j.input_error)}",
+            "",
+        )
+    if j.kind == LEAN:
+        return (
+            f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
+            f"unbiased rounding allows ±{fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    if j.kind == ENTERS:
+        return (
+            f"{j.output} carries {fmt_error(j.output_error)} where no tensor dumped before it carried "
+            f"more than {fmt_error(j.input_error)}, allowed {fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    return f"{head}, allowed {fmt_error(j.allowed)}", times_text(j.score)
+
+
+def judgement_text(j: Judgement) -> str:
+    """The numbers behind a verdict, in words that match them: ``inputs 3e-07, outputs 0.24, allowed
+    4e-06: ×60,000``."""
+    words, score = judgement_parts(j)
+    return f"{words}: {score}" if score else words
+
+
+def call_evidence_text(e: CallEvidence) -> str:
+    """The verdict on one call in words, or why there is none (the detail panel shows it)."""
+    return judgement_text(e.judgement) if e.judgement is not None else e.why_not
+
+
+def unexplained_text(u: Unexplained) -> str:
+    """Why failing rows name no suspect: ``the first failing row is ROW — its call's inputs already carry
+    the error (…)``."""
+    if not u.row:
+        return f"{DIFFER_FIRST} (runs differ, above)"
+    if u.uncompared:  # nothing was measured: its inputs carry nothing we know of
+        why = f"it could not be compared ({u.message})" if u.message else "it could not be compared"
+    elif u.verdict is None:
+        why = "its call was not judged"
+    elif u.verdict.judgement is None:
+        why = f"its call was not judged: {u.verdict.why_not}"
+    else:
+        why = f"its call's inputs already carry the error ({call_evidence_text(u.verdict)})"
+    extra = f"; before it, calls only the NPU run made: {', '.join(u.npu_only)}" if u.npu_only else ""
+    return f"the first failing row is {u.row} — {why}{extra}"
+
+
 # --- a call's replay ------------------------------------------------------------------------------
 
 #: Why a suspect chosen for the replay was not replayed.
@@ -103,28 +234,53 @@ NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
 NOT_ASKED = "--no-replay"
 
 
+#: A result's error within its allowance is shown with that allowance from this size up: an error of
+#: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
+SHOWN_ALLOWED = 0.01
+
+
+def side_text(v: SideVerdict) -> str:
+    """One side's figures in words (the replay's words and the repro's docstring quote them)."""
+    if v.error > v.allowed:
+        return f"error {fmt_error(v.error)}, allowed {fmt_error(v.allowed)}"
+    if abs(v.bias) > v.bias_allowed:
+        return (
+            f"one-sided: mean error {v.bias:+.2g} where unbiased rounding allows "
+            f"±{fmt_error(v.bias_allowed)} (error {fmt_error(v.error)})"
+        )
+    if v.error >= SHOWN_ALLOWED:  # "within rounding (NPU 0.96 …)" read as 96% of rounding
+        return f"{fmt_error(v.error)} of {fmt_error(v.allowed)} allowed"
+    return f"{fmt_error(v.error)}"
+
+
+def repro_verdict_text(v: SideVerdict) -> str:
+    """The replay's verdict on a repro's recorded results: ``NPU kernel wrong on its own inputs (error
+    0.29, allowed 2e-05)``."""
+    head = "wrong on its own inputs" if v.wrong else "within rounding on its own inputs"
+    return f"NPU kernel {head} ({side_text(v)})"
+
+
 def replay_text(r: CallReplay) -> str:
     """A call's replay in words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error
     0.29, allowed 2e-05); bench 3e-07"."""
     npu, bench = r.npu, r.bench
-    b = bench.text if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
+    b = side_text(bench) if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
     if not isinstance(npu, SideVerdict):
         return f"not replayable: {npu}"
+    n = side_text(npu)
     outcome = r.outcome
     if outcome is ReplayOutcome.CONFIRMED:
-        return f"confirmed by replay — NPU kernel wrong on its own inputs ({npu.text}); bench {b}"
+        return f"confirmed by replay — NPU kernel wrong on its own inputs ({n}); bench {b}"
     if outcome is ReplayOutcome.ARGUMENTS:
         return (
-            f"the runs pass different arguments — {r.differs}; each side's kernel is right on its own "
-            f"(NPU {npu.text}, bench {b})"
+            f"the runs pass different arguments — {arguments_text(r.differs)}; each side's kernel is right "
+            f"on its own (NPU {n}, bench {b})"
         )
     if outcome is ReplayOutcome.REFUTED and not isinstance(bench, SideVerdict):
-        return (
-            f"refuted by replay — the NPU kernel is within rounding on its own inputs ({npu.text}); bench {b}"
-        )
+        return f"refuted by replay — the NPU kernel is within rounding on its own inputs ({n}); bench {b}"
     if outcome is ReplayOutcome.REFUTED:
         return (
-            f"refuted by replay — both within rounding on their own inputs (NPU {npu.text}, "
+            f"refuted by replay — both within rounding on their own inputs (NPU {n}, "
             f"bench {b}): the difference is inherited"
         )
     if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
@@ -133,16 +289,13 @@ def replay_text(r: CallReplay) -> str:
             if not r.complete
             else "the rebuilt call may differ from the recorded one"
         )
-        return (
-            f"replay inconclusive — both sides depart from the float64 replay (NPU {npu.text}, "
-            f"bench {bench.text}): {why}"
-        )
+        return f"replay inconclusive — both sides depart from the float64 replay (NPU {n}, bench {b}): {why}"
     if npu.wrong:
         return (
-            f"replay inconclusive — NPU {npu.text}, but the rebuild may lack arguments ({r.lacking}) "
+            f"replay inconclusive — NPU {n}, but the rebuild may lack arguments ({r.lacking}) "
             f"and the bench was {b}"
         )
-    return f"replay: NPU {npu.text}; bench kernel departs from its replay ({b})"
+    return f"replay: NPU {n}; bench kernel departs from its replay ({b})"
 
 
 def suspect_replay_text(s: Suspect) -> str:
@@ -227,9 +380,9 @@ def finding(s: Suspect) -> str:
     """What it did and the numbers: "introduces error — inputs …" (the replay's word first)."""
     replay = suspect_replay_text(s)
     if s.kind == Kind.REPLAYED:
-        return f"{replay}; {s.evidence}"
+        return f"{replay}; {evidence_text(s.evidence)}"
     head = f"{replay}; two dumps: " if replay else ""
-    return f"{head}{kind_words(s)} — {s.evidence}"
+    return f"{head}{kind_words(s)} — {evidence_text(s.evidence)}"
 
 
 def suspect_text(s: Suspect) -> str:
@@ -239,12 +392,140 @@ def suspect_text(s: Suspect) -> str:
     return f"{s.call} ({s.direction}): {finding(s)}{where}"
 
 
+def _more(names: Sequence[str], shown: int = 3) -> str:
+    """`` (+2 more)`` after the first ``shown`` of ``names``; nothing where they are all shown."""
+    return f" (+{len(names) - shown} more)" if len(names) > shown else ""
+
+
+def _entered_after(e: Entered) -> str:
+    """Where error entering outside the dumped calls came in: after which call, and what the NPU run
+    lacks before it."""
+    if e.running:
+        return "; a running statistic, which the calls that train the module update in place"
+    after = (
+        f"; it entered after {e.previous}" if e.previous else f"; it entered before the first {e.way} call"
+    )
+    if e.bench_only:
+        return after + ", a call only the bench run makes (the NPU run has no counterpart)"
+    if e.skipped:  # a line the NPU script lacks (a gradient's division) sits before it, not right before
+        before = f"{', '.join(e.skipped[-3:])}{_more(e.skipped)}"
+        return after + f"; before it the bench run makes {before}, which the NPU run does not"
+    return after
+
+
+def _written_words(c: WrittenChange) -> str:
+    """What a call only one run makes did, up to its score: ``changes Tensor_mul__0_forward_input.0 in
+    place (input.1: 0.9999) by 0.0001, allowed 2e-05``."""
+    how = f" ({', '.join(f'{place}: {value}' for place, value in c.values)})" if c.values else ""
+    scale = " (a scale: its max, min and norm move by one factor)" if c.scale else ""
+    limit = f"{scale}, allowed {fmt_error(c.allowed)}"
+    if c.in_place:
+        return f"changes {c.tensor} in place{how} by {fmt_error(c.change)}{limit}"
+    return f"makes {c.made} of {c.tensor}{how}, {fmt_error(c.change)} apart{limit}"
+
+
+def arguments_text(values: Sequence[Argument]) -> str:
+    """Non-tensor arguments the runs pass differently: ``approximate: 'tanh' against 'none'``."""
+    return ", ".join(f"{a.place}: {a.npu} against {a.bench}" for a in values)
+
+
+def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
+    """A finding's evidence in words as three parts: the words before its score, the score (``×12,728``,
+    or ``""`` where it says none) and the words after it."""
+    if isinstance(e, Judged):
+        return (*judgement_parts(e.judgement), "")
+    if isinstance(e, Entered):
+        return (*judgement_parts(e.judgement), _entered_after(e))
+    if isinstance(e, OnParameter):
+        words, score = judgement_parts(e.judgement)
+        also = f"; also {', '.join(e.others[:3])}{_more(e.others)}" if e.others else ""
+        if e.agreed is not None:
+            at, error, step = e.agreed
+            also += (
+                f"; their gradients agreed at step {at} ({fmt_error(error)}), so the optimizer's update "
+                f"between steps {at} and {step} made them differ"
+            )
+        return f"{e.parameter}: {words}", score, also
+    if isinstance(e, Written):
+        wrote = "wrote" if e.wrote else "made"
+        score = times_text(e.change.score)
+        if e.npu:
+            after = f"; {e.tensor}, the tensor it {wrote}, carries {fmt_error(e.carries)} against the bench's"
+            return f"it {_written_words(e.change)}", score, after
+        head = f"before it the bench run makes {e.call}, which the NPU run does not: it "
+        after = f"; {e.tensor} carries {fmt_error(e.carries)} against the tensor it {wrote}"
+        return head + _written_words(e.change), score, after
+    if isinstance(e, StillRandom):
+        words, score = judgement_parts(e.judgement)
+        head = f"its draws differed at step {e.step}, and statistics cannot show that they still do"
+        return f"{head} ({words}", score, ")"
+    if isinstance(e, TwoDumps) and e.judgement is not None:
+        words, score = judgement_parts(e.judgement)
+        return f"the two dumps: {words}", score, ""
+    if isinstance(e, OnOneRank):
+        before, score, after = _evidence_parts(e.before)
+        every = (
+            f"every rank of its group of {e.group} (the size its shapes give)"
+            if e.group is not None
+            else f"all {len(e.peers) + 1} dumped ranks (its group's size is not recorded)"
+        )
+        peers = ", ".join(f"rank{r}" for r in e.peers)
+        alone = (
+            f"its inputs agree with the bench run's on {every}, its result differs on rank{e.rank} alone "
+            f"({peers} match theirs)"
+        )
+        return before, score, f"{after}; {alone}"
+    return _evidence_words(e), "", ""
+
+
+def _stats(values: tuple[float, ...]) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
+def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | Departs) -> str:
+    """The evidence of the findings that say no score."""
+    if isinstance(e, NpuOnly):
+        j = e.judgement
+        return (
+            f"{e.call} has no counterpart in the bench run, and after it {e.tensor} carries "
+            f"{fmt_error(j.output_error)} where nothing dumped before carried more than "
+            f"{fmt_error(j.input_error)}"
+        )
+    if isinstance(e, Arguments):
+        return arguments_text(e.values)
+    if isinstance(e, TwoDumps):
+        return f"the two dumps: {e.why_not}" if e.why_not else "not judged"
+    if isinstance(e, Checksums):
+        text = f"{e.tensor}: checksum {e.npu} against {e.bench}; every input's checksum is equal"
+        return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}" if e.statistics else text
+    if isinstance(e, Undumped):
+        return (
+            f"its {e.tensor} is not dumped (the dumper records no complex tensor): outputs "
+            f"{fmt_error(e.output_error)} may carry error that came in with it"
+        )
+    ranks = ", ".join(f"rank{r}" for r in e.peers)
+    stats = f"statistics {_stats(e.mine)} against {_stats(e.theirs)}"
+    if e.by_bench:
+        return (
+            f"{e.entry} departs from the other rank's result ({ranks}, which matches its bench run's): "
+            + stats
+        )
+    return f"{e.entry} departs from the other ranks' result ({ranks} agree): {stats}"
+
+
+def evidence_text(e: Evidence) -> str:
+    """A finding's evidence in words: ``inputs 3e-07, outputs 0.24, allowed 4e-06: ×60,000``."""
+    before, score, after = _evidence_parts(e)
+    return f"{before}: {score}{after}" if score else before + after
+
+
 def scored_evidence(s: Suspect) -> tuple[str, str]:
-    """The suspect's evidence without its score, and the score (`` ×12,728``) where the evidence holds
-    it: the app's bar keeps the score beside the call's name and may cut the rest."""
-    score = f": {times_text(s.score)}"
-    evidence = s.evidence.replace(score, "")
-    return evidence, score[1:] if evidence != s.evidence else ""
+    """The suspect's evidence without its score, and the score (`` ×12,728``) where the evidence says
+    the suspect's: the app's bar keeps the score beside the call's name and may cut the rest."""
+    before, score, after = _evidence_parts(s.evidence)
+    if score and score == times_text(s.score):
+        return before + after, f" {score}"
+    return evidence_text(s.evidence), ""
 
 
 # --- a pair's verdict -----------------------------------------------------------------------------
@@ -428,6 +709,94 @@ def manifest_notes(d: Diagnosis) -> list[str]:
     return notes
 
 
+#: What each sidecar's check does, which a sidecar that cannot be read leaves undone.
+_UNREAD = {
+    Sidecar.CALLS: "keyword arguments not compared",
+    Sidecar.MODULES: "the culprit's module is not shown",
+    Sidecar.STRUCTURE: "the runs' models not compared",
+}
+
+
+#: Where error entered after calls the NPU script lacks, in a note's words.
+_BENCH_ONLY = "after calls only the bench run makes (the NPU run has no counterpart)"
+
+
+def _earlier(n: StepNote) -> str:
+    """The earlier step's culprit a step's note names: ``whose culprit, from its statistics, is CALL``."""
+    how = ", from its statistics" if n.from_statistics else ""
+    aside = f"{how}," if how else ""  # set off within the sentence
+    if n.entered:  # error entering outside the dumped calls is no culprit: the call after it only shows it
+        place = _BENCH_ONLY if n.bench_only else "outside the dumped calls"
+        return f"where{aside} the error enters before {n.call}, {place}"
+    return f"whose culprit{aside} is {n.call}"
+
+
+def _step_note_text(n: StepNote) -> str:
+    """What an earlier step says of this one's suspects, which the note takes the place of."""
+    if n.kind is Carried.INHERITED:
+        return f"parameters differ on entry to step {n.step}: inherited from step {n.origin}, {_earlier(n)}"
+    if n.kind is Carried.STATE_INHERITED:
+        return (
+            f"the optimizer's state differs on entry to step {n.step} ({', '.join(n.names)}): inherited "
+            f"from step {n.origin}, {_earlier(n)}"
+        )
+    if n.kind is Carried.NOISE:
+        return (
+            f"parameters differ on entry to step {n.step} by what the optimizer's update at step {n.origin} "
+            f"({', '.join(n.names)}) made of gradient elements that are rounding noise on both sides, which "
+            "named no suspect: an adaptive optimizer turns such noise into steps of full size; no kernel is "
+            "at fault"
+        )
+    if n.kind is Carried.ROUNDING:
+        gradient = fmt_error(n.gradient) if n.gradient is not None else "not compared"
+        how = ", from its statistics" if n.from_statistics else ""
+        return (
+            f"parameters differ on entry to step {n.step} no more than their gradients differed at step "
+            f"{n.origin} ({gradient}{how}), which named no suspect: the update carried that step's rounding"
+        )
+    calls = ", ".join(f"{call} ({times_text(score)})" for call, score in n.scored)
+    return (
+        f"{calls} not named: from statistics, step {n.step} cannot tell a call's own error from what its "
+        f"inputs carry from step {n.origin}, {_earlier(n)}"
+    )
+
+
+def note_text(n: Note) -> str:
+    """A diagnosis' note in words: ``call sidecar not read (…): keyword arguments not compared``."""
+    if isinstance(n, Unread):
+        return f"{n.sidecar.value} not read ({n.reason}): {_UNREAD[n.sidecar]}"
+    if isinstance(n, Autocast):
+        npu, bench = (
+            f"autocast to {dtype}" if dtype is not None else "no autocast" for dtype in (n.npu, n.bench)
+        )
+        return (
+            f"the NPU run makes {n.calls} call{'s' if n.calls > 1 else ''} with {npu} where the bench "
+            f"run has {bench} (the first {n.first}): a precision the scripts chose, judged by its rounding"
+        )
+    if isinstance(n, StepNote):
+        return _step_note_text(n)
+    return _amplified_text(n)
+
+
+def _amplified_text(n: Amplified) -> str:
+    """An update that amplified rounding noise, and the others found so by name."""
+    flips = f"; {n.flips:,} of {n.elements:,} elements change sign" if n.flips else ""
+    more = f" (+{len(n.others) - 3} more)" if len(n.others) > 3 else ""
+    so_too = f"; so too {', '.join(n.others[:3])}{more}" if n.others else ""
+    return (
+        f"{n.call}: its update leaves {n.output} {fmt_error(n.error)} apart, where rounding and what came "
+        f"in allow {fmt_error(n.allowed)}: its quotient divides {n.numerator}'s error "
+        f"({fmt_error(n.numerator_error)}{flips}) by its denominator, and an adaptive optimizer (Adam, "
+        "AdamW, Adagrad, RMSprop) turns gradient elements that are rounding noise on both sides into steps "
+        f"of full size (allowed {fmt_error(n.with_it)} with that); no kernel is at fault{so_too}"
+    )
+
+
+def note_texts(d: Diagnosis) -> list[str]:
+    """A diagnosis' notes in words, in order."""
+    return [note_text(n) for n in d.notes]
+
+
 def runs_differ_texts(d: Diagnosis) -> list[str]:
     """What differs between the runs before any kernel, the manifests first, as the app lists it."""
     manifest = manifest_text(d)
@@ -454,7 +823,7 @@ def verdict_text(d: Diagnosis) -> str:
         return not_judged_text(d.compared)
     if not d.suspects:
         if d.failing:
-            why = f": {d.unexplained}" if d.unexplained else "."
+            why = f": {unexplained_text(d.unexplained)}" if d.unexplained else "."
             return f"{entries_fail(d.failing, d.errors)}, {NONE_INTRODUCES} ({d.judged:,} calls judged){why}"
         but = f"; {DIFFER_FIRST} (runs differ, above)" if d.differ else ""
         return f"{no_operator_text(d.judged)}{but}."
@@ -493,7 +862,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
         lines.append(f"    suspect {k} ({s.direction}): {s.call}: {finding(s)}")
     if len(d.suspects) > REPORT_SUSPECTS + 1:
         lines.append(f"    … {len(d.suspects) - REPORT_SUSPECTS - 1} more suspects")
-    lines += [f"  note: {n}" for n in [*manifest_notes(d), *d.notes]]
+    lines += [f"  note: {n}" for n in [*manifest_notes(d), *note_texts(d)]]
     if d.replay is not None:
         lines.append(f"  replay: {replay_run_text(d)}")
     if d.original:
@@ -548,7 +917,8 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     """Whether the culprit only receives another rank's error, whether one run's dump ends before the
     other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
     "0 failed"."""
-    notes = [o.diagnosis.received] if o.diagnosis.received and not o.no_verdict else []
+    received = o.diagnosis.received
+    notes = [received_text(received)] if received is not None and not o.no_verdict else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
     culprit = o.diagnosis.culprit
@@ -566,6 +936,22 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
 
 
 # --- across ranks ---------------------------------------------------------------------------------
+
+
+def received_text(r: Received) -> str:
+    """That a rank's first suspect only receives the error the first divergent rank made."""
+    source = f"{r.first}, {r.first_call}"
+    if not r.entered:
+        return f"{r.rank} receives the error through {r.call}: the first divergent rank is {source}"
+    if r.own:
+        return (
+            f"{r.rank}: the error enters before {r.call}, outside the dumped calls: this rank's own "
+            f"error from an earlier step, {source}"
+        )
+    return (
+        f"{r.rank} receives the error before {r.call}, outside the dumped calls (a collective no hook "
+        f"saw): the first divergent rank is {source}"
+    )
 
 
 def rank_text(v: RankVerdict) -> str:

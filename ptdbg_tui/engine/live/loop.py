@@ -19,10 +19,10 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis, sentence
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.words import rank_summary
+from ptdbg_tui.compare.report.words import rank_summary, sentence
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -496,7 +496,7 @@ class LiveEngine:
             for p in pairs:
                 if p.diagnosis is not None:
                     if ranks is None:  # no rank to receive from (a rank's dump went)
-                        p.diagnosis.received = ""
+                        p.diagnosis.received = None
                     self.outbox.put_diagnosis(p.info, p.diagnosis)
         summary = rank_summary(ranks) if ranks is not None else ()
         if summary == self._headline:

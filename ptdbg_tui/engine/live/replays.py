@@ -24,7 +24,7 @@ from typing import Any
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
-from ptdbg_tui.compare.report.words import replay_text
+from ptdbg_tui.compare.report.words import replay_text, repro_verdict_text
 from ptdbg_tui.engine.live.pair import PairContext, PairState, Signature
 from ptdbg_tui.engine.live.updates import Outbox
 from ptdbg_tui.engine.replay.replayer import (
@@ -265,4 +265,4 @@ def _repro_said(job: Job, future: Future[Any]) -> str:
         return f"{job.call}: not replayable: {e}"
     except Exception as e:  # a bug, or the worker died: this repro is not written, the app goes on
         return f"{job.call}: the repro failed: {type(e).__name__}: {e}"
-    return f"Wrote {written.script} ({written.text}): python {written.script}"
+    return f"Wrote {written.script} ({repro_verdict_text(written.verdict)}): python {written.script}"
