@@ -35,7 +35,7 @@ from diagnosis_scenarios.heldout2 import HELDOUT2
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.metrics.cells import NO
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.words import evidence_text
+from ptdbg_tui.compare.report.words import call_evidence_text, evidence_text
 from ptdbg_tui.engine.batch import PairOutcome, compare_dumps
 
 TOP = 3  # suspects shown for a wrong answer
@@ -89,7 +89,11 @@ def suspects_of(outcome: PairOutcome) -> list[Named]:
 
 
 def _named(evidence: CallEvidence) -> Named:
-    return Named(evidence.call, evidence.judgement.score if evidence.judgement else math.nan, evidence.text)
+    return Named(
+        evidence.call,
+        evidence.judgement.score if evidence.judgement else math.nan,
+        call_evidence_text(evidence),
+    )
 
 
 def closest_of(outcome: PairOutcome) -> Named | None:
@@ -163,15 +167,15 @@ def print_verdict(v: Verdict) -> None:
         print(f"    BROKEN SCENARIO: {v.problem}")
     if not v.ours_right:
         for i, s in enumerate(v.suspects[:TOP], 1):
-            print(f"    {i}. {s.call} (score {s.score:.3g}): {evidence_text(s.evidence)}")
+            print(f"    {i}. {s.call} (score {s.score:.3g}): {s.evidence}")
         if len(v.suspects) > TOP:
             print(f"    ... {len(v.suspects) - TOP} more suspect(s)")
     if not v.ours_right:
         for t in v.truth:
-            print(f"    truth {t.call} (score {t.score:.3g}): {evidence_text(t.evidence)}")
+            print(f"    truth {t.call} (score {t.score:.3g}): {t.evidence}")
     if not v.scenario.faulty and v.closest is not None:
         closest = v.closest
-        print(f"    closest: {closest.call} (score {closest.score:.3g}): {evidence_text(closest.evidence)}")
+        print(f"    closest: {closest.call} (score {closest.score:.3g}): {closest.evidence}")
 
 
 def header() -> None:

@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diagnosis import Named, _fmt, _named, _short, advisor_pick, closest_of, suspects_of
 
-from ptdbg_tui.compare.report.words import evidence_text
 from ptdbg_tui.engine.batch import compare_dumps
 
 TOP = 3
@@ -94,17 +93,17 @@ def show(r: Result) -> None:
     if r.missing:
         print(f"    ground truth not in the NPU dump: {', '.join(r.missing)}")
     if r.suspects and (r.right(r.ours) or not r.faulty):
-        print(f"    evidence: {evidence_text(r.suspects[0].evidence)}")
+        print(f"    evidence: {r.suspects[0].evidence}")
     if not r.right(r.ours):
         for i, s in enumerate(r.suspects[:TOP], 1):
-            print(f"    {i}. {s.call} (score {s.score:.3g}): {evidence_text(s.evidence)}")
+            print(f"    {i}. {s.call} (score {s.score:.3g}): {s.evidence}")
         if len(r.suspects) > TOP:
             print(f"    ... {len(r.suspects) - TOP} more suspect(s)")
         for t in r.on_truth:
-            print(f"    truth {t.call} (score {t.score:.3g}): {evidence_text(t.evidence)}")
+            print(f"    truth {t.call} (score {t.score:.3g}): {t.evidence}")
     if not r.faulty and r.closest is not None:
         closest = r.closest
-        print(f"    closest: {closest.call} (score {closest.score:.3g}): {evidence_text(closest.evidence)}")
+        print(f"    closest: {closest.call} (score {closest.score:.3g}): {closest.evidence}")
 
 
 def main() -> int:
