@@ -30,7 +30,6 @@ from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.optim import Optimizer, lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_pre_hook
-from torch.utils.hooks import RemovableHandle
 
 from dumper.capture import tensor_leaves
 from dumper.installed import Installed
@@ -69,21 +68,19 @@ class SeenModules:
         self._taken: set[str] = set()
         self._depth = 0
         self._thread = 0
-        self._handles: list[RemovableHandle] = []
+        self._installed = Installed()
         self.root_calls: list[Callable[[nn.Module, tuple[Any, ...], dict[str, Any]], None]] = []
 
     def install(self) -> None:
         self._thread = threading.get_ident()
         self._tracker.install()  # first: its hooks run before ours, so the chain holds the module
-        self._handles = [
+        self._installed.hook(
             nn_module.register_module_forward_pre_hook(self._enter),
             nn_module.register_module_forward_hook(self._leave, with_kwargs=True, always_call=True),
-        ]
+        )
 
     def remove(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
+        self._installed.undo()
         self._tracker.remove()
 
     def name(self, module: nn.Module) -> str | None:
