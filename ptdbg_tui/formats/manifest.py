@@ -63,8 +63,10 @@ OPTIMIZERS, SCHEDULERS, MODULES, PARAMETERS, BATCHES = (
 SECTIONS = (HOST, ARGV, VERSIONS, ENV, FLAGS, RNG, OPTIMIZERS, SCHEDULERS, MODULES, PARAMETERS, BATCHES)
 #: Sections whose differences never change the numbers: where and as whom a run ran.
 _NOT_NUMERIC = frozenset({HOST})
-#: Keys (after the section) that do not change the numbers either.
-_NOT_NUMERIC_KEYS = frozenset({"argv.0", "versions.python"})
+#: Keys (after the section) that do not change the numbers either. numpy's and Python's global random
+#: states differ between any two runs that do not seed them (Python seeds from the OS): a model's
+#: numbers come from torch's generator, and data drawn from them shows as batches that differ.
+_NOT_NUMERIC_KEYS = frozenset({"argv.0", "versions.python", "rng.numpy_state", "rng.python_state"})
 #: The bounds of a manifest read back: nesting, items of one list or object, characters of one text.
 MAX_DEPTH = 12
 MAX_ITEMS = 1_000_000
