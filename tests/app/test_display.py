@@ -145,7 +145,7 @@ async def test_a_long_source_line_is_cut_and_the_culprit_s_file_line_stays(steps
 async def test_the_bar_cuts_the_replay_s_verdict_after_a_whole_word_at_80x24(demo_dumps, ui):
     """It said "confirmed by replay — NPU kernel wron…"; a number cut short ("allowed 2.3e-0…") would
     read as another number."""
-    app = ui.app(*demo_dumps, replay_budget_s=60)
+    app = ui.app(*demo_dumps, replay_budget_s=600)
     async with app.run_test(size=(80, 24)) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: (c := app.model.first_culprit()) is not None and c[0].confirmed)

@@ -46,7 +46,7 @@ async def _select(pilot, ui, name: str) -> None:
 
 
 async def test_the_culprit_is_confirmed_once_the_comparison_settles(demo_dumps, ui):
-    app = ui.app(*demo_dumps, replay_budget_s=60)
+    app = ui.app(*demo_dumps, replay_budget_s=600)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: _confirmed(app))
@@ -147,7 +147,7 @@ async def test_without_torch_a_notice_says_how_to_install_it(demo_dumps, ui, mon
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else find_spec(name, *a)
     )
-    app = ui.app(*demo_dumps, replay_budget_s=60)
+    app = ui.app(*demo_dumps, replay_budget_s=600)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: _said(app, f"Replay is off: {INSTALL}"))  # not run once settled
@@ -193,7 +193,7 @@ async def test_at_step_2_of_an_every_step_fault_the_replay_names_it_and_the_pane
 
     (scenario,) = [s for s in ISSUE15 if s.name == "gelu_tail_tile_every_step"]
     npu, bench = scenario.dump(tmp_path, 0)
-    app = ui.app(npu, bench, step=2, replay_budget_s=60)
+    app = ui.app(npu, bench, step=2, replay_budget_s=600)
     async with app.run_test(size=ui.size) as pilot:
         await ui.settle(pilot)
         await ui.wait_until(pilot, lambda: _confirmed(app))
@@ -256,7 +256,7 @@ def _bar(app) -> str:
 
 async def test_the_culprit_is_provisional_until_its_replay_ends(demo_dumps, ui):
     """For as long as the replay ran (45 s on the GPT run), the app showed its culprit as final."""
-    app = ui.app(*demo_dumps, replay_budget_s=60)
+    app = ui.app(*demo_dumps, replay_budget_s=600)
     async with app.run_test(size=ui.size) as pilot:
         await ui.wait_until(pilot, lambda: "Culprit VF_lstm_0_backward" in _bar(app))
         assert "provisional: replay" in _bar(app), _bar(app)  # to come, or replaying
