@@ -40,22 +40,31 @@ def _files(folder: Path, side: str) -> dict[int, Path]:
     return files
 
 
-def _manifests(
-    npu: Path, bench: Path, rank: int
-) -> tuple[list[fm.ManifestDifference], list[tuple[str, str]]]:
-    """The manifests' differences of a rank (none where a side wrote no manifest), and why a side's
-    manifest could not be read."""
-    read: list[fm.Manifest] = []
+@dataclass(frozen=True, kw_only=True)
+class _Manifests:
+    """A rank's manifests compared: their differences (none where a side wrote no manifest), why a
+    side's could not be read, and the NPU run's script (its ``argv``'s first item)."""
+
+    differences: list[fm.ManifestDifference]
+    unread: list[tuple[str, str]]
+    script: str | None
+
+
+def _manifests(npu: Path, bench: Path, rank: int) -> _Manifests:
+    read: dict[str, fm.Manifest] = {}
     unread: list[tuple[str, str]] = []
     for side, folder in (("NPU", npu), ("bench", bench)):
         path = folder / fm.file_name(rank)
         if not os.path.lexists(path):
             continue
         try:
-            read.append(fm.read_manifest(path))
+            read[side] = fm.read_manifest(path)
         except fm.ManifestError as e:
             unread.append((side, str(e)))
-    return (fm.manifest_differences(read[0], read[1]) if len(read) == 2 else []), unread
+    argv = read.get("NPU", {}).get(fm.ARGV)
+    script = argv[0] if isinstance(argv, list) and argv and isinstance(argv[0], str) else None
+    differences = fm.manifest_differences(read["NPU"], read["bench"]) if len(read) == 2 else []
+    return _Manifests(differences=differences, unread=unread, script=script)
 
 
 def _data_differs(found: list[fm.ManifestDifference], npu: Path, bench: Path, rank: int) -> bool | None:
@@ -122,12 +131,13 @@ class Follow:
             if len(ranks) > 1 and found
             else None
         )
-        manifest, unread = _manifests(self.npu, self.bench, ranks[0].rank)
+        manifests = _manifests(self.npu, self.bench, ranks[0].rank)
         return MonitorAnalysis(
             npu=self.npu,
             bench=self.bench,
-            manifest=tuple(manifest),
-            manifest_unread=tuple(unread),
+            manifest=tuple(manifests.differences),
+            manifest_unread=tuple(manifests.unread),
+            script=manifests.script,
             ranks=tuple(ranks),
             only_npu_ranks=self.only_npu,
             only_bench_ranks=self.only_bench,
@@ -136,7 +146,7 @@ class Follow:
 
     def _rank(self, rank: int, a: fmon.MonitorStream, b: fmon.MonitorStream) -> RankAnalysis:
         npu, bench = run_rows(a.table()), run_rows(b.table())
-        manifest, _ = _manifests(self.npu, self.bench, rank)
+        manifest = _manifests(self.npu, self.bench, rank).differences
         rule = PairRule(rank, npu, bench, _data_differs(manifest, self.npu, self.bench, rank))
         backward = [rule.params[i] for i in rule.backward]
         nonfinite = tuple(

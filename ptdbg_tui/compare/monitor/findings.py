@@ -136,14 +136,15 @@ class RankAnalysis:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class MonitorAnalysis:
-    """Two monitor folders compared: the manifests' differences (the lowest common rank's; the
-    reason a side's manifest was not read), each common rank's analysis, the ranks on one side
-    only, and the first divergent rank (None with one rank, or where no rank diverges)."""
+    """Two monitor folders compared: the manifests' differences (the lowest common rank's; the reason
+    a side's manifest was not read, the NPU run's script), each common rank's analysis, the ranks on
+    one side only, and the first divergent rank (None with one rank, or where no rank diverges)."""
 
     npu: Path
     bench: Path
     manifest: tuple[ManifestDifference, ...]
     manifest_unread: tuple[tuple[str, str], ...]
+    script: str | None  # the NPU run's script, as its manifest records it (untrusted text)
     ranks: tuple[RankAnalysis, ...]
     only_npu_ranks: tuple[int, ...]
     only_bench_ranks: tuple[int, ...]

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ptdbg_tui.compare.monitor.findings import Band, Divergence, FirstNonFinite, Phase
+from ptdbg_tui.compare.monitor.findings import Band, Divergence, Phase
 from ptdbg_tui.compare.monitor.rows import OUTPUT_STATS, Array, RunRows, Stats
 
 #: float32's unit roundoff (2^-24) times 64: a statistic reduced over thousands of elements by two
