@@ -231,6 +231,8 @@ class PairRule:
         u_allowed = band + GROWTH * (self.grad_diff + self.param_diff + previous_max(u))
         optimizer = _excess(u, u_allowed) > 1
 
+        if self._data_first(params):
+            return self._forward(0, 0, d, inputs, params, f_allowed)
         for i in range(len(self.iterations)):
             if forward[i].any():
                 m = int(np.argmax(forward[i]))
@@ -272,6 +274,19 @@ class PairRule:
                 )
         return None
 
+    def _data_first(self, params: Array) -> bool:
+        """Whether the input side's first module differs at step 0 beyond float32's rounding, with its
+        parameters equal, where the manifests say the batches differ or there is none to say: the
+        data differ (judged before the band, which those differences would widen)."""
+        return (
+            len(self.iterations) > 0
+            and self.iterations[0] == 0
+            and len(self.modules) > 0
+            and self.out_diff[0, 0] > FLOOR
+            and params[0, 0] == 0
+            and self.data_differs is not False
+        )
+
     def _step(self, i: int) -> tuple[int, int]:
         return int(self.iterations[i]), int(self.npu.steps[self.ra[i]])
 
@@ -285,7 +300,7 @@ class PairRule:
         )
         # the input side: no module ran before it, its parameters agree at entry, and the data differ
         # (the manifests' batches), or no manifest says they do not
-        data = m == 0 and params[i, m] <= self.band.value and self.data_differs is not False
+        data = i == 0 and m == 0 and self._data_first(params)
         return Divergence(
             rank=self.rank,
             iteration=iteration,
