@@ -227,8 +227,13 @@ class PairRule:
 
         hyper = self._hyper_differences()
 
+        # an adaptive optimizer (Adam) normalises each element's step: an element whose gradient is
+        # rounding noise moves by ±lr whatever its size, so a gradient that differs at all can change
+        # the update's norm by its whole size. An update is judged only while its parameter's
+        # gradients, and the parameter, agree to float32's floor at this step and every step before.
         u = self.update_diff
-        u_allowed = band + GROWTH * (self.grad_diff + self.param_diff + previous_max(u))
+        agreed = np.maximum.accumulate(np.maximum(self.grad_diff, self.param_diff), axis=0) <= FLOOR
+        u_allowed = np.where(agreed, band + GROWTH * previous_max(u), np.inf)
         optimizer = _excess(u, u_allowed) > 1
 
         if self._data_first(params):
