@@ -6,7 +6,8 @@ step and module of two trainings, and nothing where they differ by rounding only
 Each pair trains ``bench/monitor_job.py`` (a 4-layer GPT, tiny widths, on CPU) twice, as a user runs
 it: ``ptdbg-dump run bench/monitor_job.py --monitor DIR -- npu|bench FAULT``. The NPU side does the
 fault; the bench side never does. Then ``ptdbg-tui monitor NPU BENCH`` reads both folders. Printed: a
-row per pair (the truth, the first divergent step and module found, the manifest's first difference,
+row per pair (the issue's seven, and two of its faults again on top of the noise pair's rounding
+noise: the truth, the first divergent step and module found, the manifest's first difference,
 the NaN origin, right or wrong, seconds), then the totals: fault pairs exact (step and module both
 right), no-fault pairs with something named. The manifest must name the lr and data differences
 first (pairs ``lr`` and ``data``). Exit status 1 on any miss: this benchmark is the acceptance.
@@ -55,6 +56,9 @@ PAIRS = {
     "nan": Truth(120, Phase.FORWARD, "blocks.1.mlp.c_fc", nan_module="blocks.1.mlp.c_fc"),
     "noise": Truth(),
     "bf16": Truth(),
+    # the faults again on top of the rounding noise, grown chaotically by the time they start
+    "kernel+noise": Truth(180, Phase.FORWARD, "blocks.2.mlp.gelu"),
+    "attn_backward+noise": Truth(50, Phase.BACKWARD, "blocks.1.attn"),
 }
 
 

@@ -13,6 +13,8 @@ SIDE is ``npu`` or ``bench``; FAULT what the NPU side does wrong (the bench side
 - ``bf16``: no fault; the forward under bf16 autocast.
 - ``none``: both sides alike.
 
+Two joined by ``+`` (``kernel+noise``) are both done: a fault on top of the rounding noise.
+
 The steps of each fault can be moved (``--at``) so that a fast test trains a few steps only.
 """
 
@@ -162,25 +164,31 @@ def fault_installed(fault: str, model: Gpt, switch: Switch) -> Iterator[None]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("side", choices=("npu", "bench"))
-    p.add_argument("fault", choices=FAULTS)
+    p.add_argument("fault", help=f"one of {', '.join(FAULTS)}, or two joined by + (kernel+noise)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--at", type=int, default=None, help="the step the fault starts at (default: the issue's)")
     args = p.parse_args()
+    faults = args.fault.split("+")
+    if not set(faults) <= set(FAULTS):
+        p.error(f"unknown fault {args.fault} (choose from {', '.join(FAULTS)})")
     torch.set_num_threads(1)
     npu = args.side == "npu"
-    fault = args.fault if npu else "none"
-    start = args.at if args.at is not None else STARTS.get(args.fault, 0)
+    fault = faults[0]  # the bench side installs none of them, but its schedule follows the pair's
+    start = args.at if args.at is not None else STARTS.get(fault, 0)
     torch.manual_seed(0)
     model = Gpt()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
-    lr_step = start if args.fault == "lr" and npu else 2 * start if args.fault == "lr" else math.inf
+    lr_step = start if fault == "lr" and npu else 2 * start if fault == "lr" else math.inf
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(min(lr_step, 10**9)), gamma=0.5)
     # a fixed corpus of 32 batches, visited in a shuffled order (another seed: another order)
     corpus = torch.randint(0, VOCAB, (32, BATCH, SEQ + 1), generator=torch.Generator().manual_seed(0))
-    order = torch.randperm(32, generator=torch.Generator().manual_seed(2 if fault == "data" else 1))
+    done = set(faults) if npu else set()
+    order = torch.randperm(32, generator=torch.Generator().manual_seed(2 if "data" in done else 1))
     switch = Switch()
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if fault == "bf16" else contextlib.nullcontext()
-    with fault_installed(fault, model, switch):
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if "bf16" in done else contextlib.nullcontext()
+    with contextlib.ExitStack() as installed:
+        for one in done:
+            installed.enter_context(fault_installed(one, model, switch))
         for step in range(args.steps):
             switch.step_on = step >= start
             tokens = corpus[order[step % 32]]

@@ -15,7 +15,7 @@ import numpy as np
 
 from ptdbg_tui.compare.monitor.findings import Curves, MonitorAnalysis, RankAnalysis
 from ptdbg_tui.compare.monitor.nonfinite import first_nonfinite
-from ptdbg_tui.compare.monitor.rows import RunRows, run_rows
+from ptdbg_tui.compare.monitor.rows import RunRows, cells, run_rows
 from ptdbg_tui.compare.monitor.rule import PairRule
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats import monitor as fmon
@@ -190,8 +190,8 @@ def _curves(rule: PairRule, npu: RunRows, bench: RunRows) -> Curves:
         loss_npu=npu.loss[rule.ra],
         loss_bench=bench.loss[rule.rb],
         modules=rule.modules,
-        norm_npu=npu.outputs.values["norm"][np.ix_(rule.ra, [ia[m] for m in rule.modules])],
-        norm_bench=bench.outputs.values["norm"][np.ix_(rule.rb, [ib[m] for m in rule.modules])],
+        norm_npu=cells(npu.outputs.values["norm"], rule.ra, [ia[m] for m in rule.modules]),
+        norm_bench=cells(bench.outputs.values["norm"], rule.rb, [ib[m] for m in rule.modules]),
         difference=rule.out_diff,
     )
 

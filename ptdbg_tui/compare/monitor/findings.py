@@ -4,7 +4,7 @@ made in :mod:`ptdbg_tui.compare.report.monitor_words`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -13,15 +13,21 @@ import numpy.typing as npt
 from ptdbg_tui.formats.manifest import ManifestDifference
 
 
-class Phase(StrEnum):
+class Phase(str, Enum):
     """Where in a step the first divergence lies, in the order a step runs them (a finding of an
-    earlier phase of a step explains the later ones)."""
+    earlier phase of a step explains the later ones); prints as its value."""
 
     DATA = "data"  # the input side's first module differs while its parameters agree
     FORWARD = "forward"  # a module's output differs beyond its inputs' difference and rounding
     BACKWARD = "backward"  # forward outputs agree; a parameter's gradient differs first in backward order
     HYPERPARAMETER = "hyperparameter"  # a param group's lr, or the loss scale
     OPTIMIZER = "optimizer"  # gradients and lr agree; a parameter's update differs
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 PHASES = tuple(Phase)

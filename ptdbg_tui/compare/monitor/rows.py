@@ -8,6 +8,7 @@ with no row is NaN. The names are dump text: kept as they are, said through ``on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,15 @@ import numpy.typing as npt
 from ptdbg_tui.formats import monitor as fmon
 
 Array = npt.NDArray[np.float64]
+Index = npt.NDArray[np.int64]
+
+
+def cells(values: Array, rows: Index, columns: Sequence[int]) -> Array:
+    """``values`` at every (row, column) of ``rows`` × ``columns``."""
+    picked = values[rows[:, None], np.asarray(columns, dtype=np.int64)[None, :]]
+    return np.asarray(picked, dtype=np.float64)
+
+
 #: The statistics of an ``output`` row, in the order :class:`Stats` holds them.
 OUTPUT_STATS = ("norm", "mean", "max", "min")
 

@@ -34,9 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ptdbg_tui.compare.monitor.findings import Band, Divergence, Phase
-from ptdbg_tui.compare.monitor.rows import OUTPUT_STATS, Array, RunRows, Stats
+from ptdbg_tui.compare.monitor.rows import OUTPUT_STATS, Array, Index, RunRows, Stats, cells
+
+Mask = npt.NDArray[np.bool_]
 
 #: float32's unit roundoff (2^-24) times 64: a statistic reduced over thousands of elements by two
 #: correct kernels that sum in another order differs by a few dozen units at most.
@@ -66,7 +69,7 @@ def relative(a: Array, b: Array, scale: Array) -> Array:
     return np.where(a == b, 0.0, out)
 
 
-def _mark(d: Array, a_vals: Array, b_vals: Array, a_bad: Array, b_bad: Array) -> Array:
+def _mark(d: Array, a_vals: Array, b_vals: Array, a_bad: Mask, b_bad: Mask) -> Array:
     """A difference infinite where one side is non-finite or has no row; 0 where both are."""
     a_absent, b_absent = np.isnan(a_vals) & ~a_bad, np.isnan(b_vals) & ~b_bad
     d = np.where(a_absent != b_absent, np.inf, d)
@@ -75,16 +78,16 @@ def _mark(d: Array, a_vals: Array, b_vals: Array, a_bad: Array, b_bad: Array) ->
     return np.where(a_bad & b_bad, 0.0, d)
 
 
-def _bad(s: Stats, idx: Sequence[int], rows: Array) -> Array:
-    return (s.nonfinite[np.ix_(rows, idx)] > 0) | np.isinf(s.values["norm"][np.ix_(rows, idx)])
+def _bad(s: Stats, idx: Sequence[int], rows: Index) -> Mask:
+    return (cells(s.nonfinite, rows, idx) > 0) | np.isinf(cells(s.values["norm"], rows, idx))
 
 
 def output_differences(
-    a: Stats, b: Stats, ia: Sequence[int], ib: Sequence[int], ra: Array, rb: Array
+    a: Stats, b: Stats, ia: Sequence[int], ib: Sequence[int], ra: Index, rb: Index
 ) -> Array:
     """Each output's relative difference (iterations × modules)."""
-    va = {s: a.values[s][np.ix_(ra, ia)] for s in OUTPUT_STATS}
-    vb = {s: b.values[s][np.ix_(rb, ib)] for s in OUTPUT_STATS}
+    va = {s: cells(a.values[s], ra, ia) for s in OUTPUT_STATS}
+    vb = {s: cells(b.values[s], rb, ib) for s in OUTPUT_STATS}
     norm = np.maximum(np.abs(va["norm"]), np.abs(vb["norm"]))
     span = np.max([np.abs(va["max"]), np.abs(va["min"]), np.abs(vb["max"]), np.abs(vb["min"])], axis=0)
     parts = [relative(va["norm"], vb["norm"], norm)]
@@ -93,9 +96,9 @@ def output_differences(
     return _mark(d, va["norm"], vb["norm"], _bad(a, ia, ra), _bad(b, ib, rb))
 
 
-def norm_differences(a: Stats, b: Stats, ia: Sequence[int], ib: Sequence[int], ra: Array, rb: Array) -> Array:
+def norm_differences(a: Stats, b: Stats, ia: Sequence[int], ib: Sequence[int], ra: Index, rb: Index) -> Array:
     """Each parameter row's relative norm difference (iterations × parameters)."""
-    na, nb = a.values["norm"][np.ix_(ra, ia)], b.values["norm"][np.ix_(rb, ib)]
+    na, nb = cells(a.values["norm"], ra, ia), cells(b.values["norm"], rb, ib)
     d = np.nan_to_num(relative(na, nb, np.maximum(np.abs(na), np.abs(nb))), nan=0.0, posinf=np.inf)
     return _mark(d, na, nb, _bad(a, ia, ra), _bad(b, ib, rb))
 
