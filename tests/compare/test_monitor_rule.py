@@ -322,3 +322,28 @@ def test_the_differences_are_relative_and_nan_is_infinite() -> None:
 
     a, b = np.array([1.0, 0.0, 2.0]), np.array([1.01, 0.0, 2.0])
     assert relative(a, b, np.maximum(a, b)).tolist() == pytest.approx([0.01 / 1.01, 0.0, 0.0])
+
+
+def test_follow_reads_until_both_streams_end_then_reports(tmp_path: Path, capsys) -> None:
+    """Both streams are closed by their writers: --follow reads them once, says the verdict, reports."""
+    npu, bench = pair(tmp_path, at(fmon.OUTPUT, "head", 9, 0.01))
+    assert tui_main(["monitor", str(npu), str(bench), "--follow"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert "ptdbg-tui monitor: 40 steps aligned; First divergent step: 9, head" in captured.err
+    assert "First divergent step: 9, module head: forward: " in captured.out
+
+
+def test_without_pyarrow_the_cli_says_how_to_install_it(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    npu, bench = pair(tmp_path, none)
+
+    def missing() -> None:
+        raise fmon.MonitorUnavailable(
+            "the training monitor's files need pyarrow: pip install 'ptdbg-tui[monitor]'"
+        )
+
+    monkeypatch.setattr(fmon, "pyarrow", missing)
+    assert tui_main(["monitor", str(npu), str(bench)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "pip install 'ptdbg-tui[monitor]'" in err and "Traceback" not in err
