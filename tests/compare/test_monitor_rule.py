@@ -35,12 +35,13 @@ def none(kind: str, name: str, step: int) -> tuple[float, int]:
     return 0.0, 0
 
 
-def _rows(step: int, fault: Fault, lr: float) -> list[dict[str, Any]]:
+def _rows(step: int, fault: Fault, lr: float, skipped: bool = False) -> list[dict[str, Any]]:
     """One step's rows: outputs, then per parameter its grad, update and param rows."""
     base = 1.0 + 0.01 * step
     rows: list[dict[str, Any]] = [
         {"kind": fmon.LOSS, "name": "", "value": 3.0 - 0.01 * step},
         {"kind": fmon.LR, "name": "0", "value": lr},
+        {"kind": fmon.SKIPPED, "name": "", "value": float(skipped)},
     ]
     for i, m in enumerate(MODULES):
         change, nan = fault(fmon.OUTPUT, m, step)
@@ -67,14 +68,20 @@ def _rows(step: int, fault: Fault, lr: float) -> list[dict[str, Any]]:
 
 
 def write_stream(
-    path: Path, fault: Fault = none, lr: Callable[[int], float] = lambda s: 1e-3, steps: int = STEPS
+    path: Path,
+    fault: Fault = none,
+    lr: Callable[[int], float] = lambda s: 1e-3,
+    steps: int = STEPS,
+    skipped: tuple[int, ...] = (),
 ) -> None:
     """A monitor stream of ``steps`` steps through pyarrow with the shared schema, one batch a step."""
     path.parent.mkdir(parents=True, exist_ok=True)
     schema = fmon.schema()
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for step in range(steps):
-            rows = [{"iteration": step, "step": step, **r} for r in _rows(step, fault, lr(step))]
+            rows = [
+                {"iteration": step, "step": step, **r} for r in _rows(step, fault, lr(step), step in skipped)
+            ]
             columns = {name: [r.get(name) for r in rows] for name, _ in fmon.COLUMNS}
             writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=schema))
 
@@ -347,3 +354,19 @@ def test_without_pyarrow_the_cli_says_how_to_install_it(
     assert tui_main(["monitor", str(npu), str(bench)]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert "pip install 'ptdbg-tui[monitor]'" in err and "Traceback" not in err
+
+
+def test_a_step_the_grad_scaler_skipped_is_no_nan_origin(tmp_path: Path) -> None:
+    """Scaled gradients overflow at step 5 and the GradScaler skips it, as it should; the first NaN
+    with finite inputs is the output at step 9."""
+
+    def overflow(kind: str, name: str, step: int) -> tuple[float, int]:
+        grads = kind == fmon.GRAD and step == 5
+        return 0.0, (3 if grads or (kind == fmon.OUTPUT and name == "head" and step >= 9) else 0)
+
+    write_stream(tmp_path / "npu" / fmon.file_name(0), overflow, skipped=(5,))
+    write_stream(tmp_path / "bench" / fmon.file_name(0))
+    (rank,) = analyse(tmp_path / "npu", tmp_path / "bench").ranks
+    (origin,) = rank.nonfinite
+    assert (origin.step, origin.kind, origin.module) == (9, "output", "head")
+    assert rank.skipped == (1, 0)
