@@ -1,7 +1,7 @@
 """The training monitor's acceptance (issue 30): does ``ptdbg-tui monitor`` name the first divergent
 step and module of two trainings, and nothing where they differ by rounding only?
 
-    python bench/monitor.py [--steps 300] [--only FAULT ...] [--keep DIR] [--jobs 2]
+    python bench/monitor.py [--steps 300] [--seed 0] [--only FAULT ...] [--keep DIR [--reuse]] [--jobs 2]
 
 Each pair trains ``bench/monitor_job.py`` (a 4-layer GPT, tiny widths, on CPU) twice, as a user runs
 it: ``ptdbg-dump run bench/monitor_job.py --monitor DIR -- npu|bench FAULT``. The NPU side does the
@@ -62,11 +62,11 @@ PAIRS = {
 }
 
 
-def train(folder: Path, side: str, fault: str, steps: int) -> None:
+def train(folder: Path, side: str, fault: str, steps: int, seed: int) -> None:
     """One side, as a user runs it (the monitor's own command line, in a process of its own)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "dumper.cli", "run", str(JOB), "--monitor", str(folder)]
-    cmd += ["--", side, fault, "--steps", str(steps)]
+    cmd += ["--", side, fault, "--steps", str(steps), "--seed", str(seed)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -100,6 +100,9 @@ def judge(fault: str, root: Path) -> tuple[bool, list[str]]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=300)
+    p.add_argument(
+        "--seed", type=int, default=0, help="the model's initialisation and the corpus (default 0)"
+    )
     p.add_argument("--only", nargs="*", choices=tuple(PAIRS), default=None)
     p.add_argument("--keep", type=Path, default=None, help="train into this folder and keep it")
     p.add_argument("--jobs", type=int, default=2, help="trainings at once (default 2)")
@@ -112,7 +115,7 @@ def main() -> int:
         if not args.reuse:
             with ThreadPoolExecutor(max(1, args.jobs)) as pool:
                 runs = [
-                    pool.submit(train, root / f / side, side, f, args.steps)
+                    pool.submit(train, root / f / side, side, f, args.steps, args.seed)
                     for f in faults
                     for side in ("npu", "bench")
                 ]

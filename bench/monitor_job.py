@@ -167,6 +167,7 @@ def main() -> None:
     p.add_argument("fault", help=f"one of {', '.join(FAULTS)}, or two joined by + (kernel+noise)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--at", type=int, default=None, help="the step the fault starts at (default: the issue's)")
+    p.add_argument("--seed", type=int, default=0, help="the model's initialisation and the corpus")
     args = p.parse_args()
     faults = args.fault.split("+")
     if not set(faults) <= set(FAULTS):
@@ -175,13 +176,13 @@ def main() -> None:
     npu = args.side == "npu"
     fault = faults[0]  # the bench side installs none of them, but its schedule follows the pair's
     start = args.at if args.at is not None else STARTS.get(fault, 0)
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     model = Gpt()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     lr_step = start if fault == "lr" and npu else 2 * start if fault == "lr" else math.inf
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=int(min(lr_step, 10**9)), gamma=0.5)
     # a fixed corpus of 32 batches, visited in a shuffled order (another seed: another order)
-    corpus = torch.randint(0, VOCAB, (32, BATCH, SEQ + 1), generator=torch.Generator().manual_seed(0))
+    corpus = torch.randint(0, VOCAB, (32, BATCH, SEQ + 1), generator=torch.Generator().manual_seed(args.seed))
     done = set(faults) if npu else set()
     order = torch.randperm(32, generator=torch.Generator().manual_seed(2 if "data" in done else 1))
     switch = Switch()
