@@ -214,6 +214,54 @@ def narrow_parser() -> argparse.ArgumentParser:
     return p
 
 
+def monitor_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptdbg-tui monitor",
+        description="Compare two trainings' monitor folders (ptdbg-dump run --monitor): the runs' manifests "
+        "first, each rank's loss curves and rounding band, the first divergent step and module (a module "
+        "whose difference grows beyond what its inputs, its own history and rounding explain), the first "
+        "NaN/Inf with finite inputs, and the first divergent rank. --narrow writes the dump config of that "
+        "step and module, as ptdbg-tui narrow does.",
+    )
+    _version(p)
+    p.add_argument("npu", metavar="NPU_MON", help="the NPU run's monitor folder")
+    p.add_argument("bench", metavar="BENCH_MON", help="the benchmark run's monitor folder")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="follow both trainings while they run: read each new step, say when the verdict changes, "
+        "and report once both streams end (or on Ctrl-C)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between reads with --follow (default 2)"
+    )
+    p.add_argument(
+        "--narrow",
+        action="store_true",
+        help="write the next dump's config: tensors of the first divergent module at its step and rank",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        default=None,
+        help="with --narrow: the config file (default: ./narrow_<module>.json)",
+    )
+    p.add_argument(
+        "--dump-path",
+        metavar="DIR",
+        default=None,
+        help="with --narrow: where the commands dump: DIR/npu and DIR/bench (default: FILE without .json)",
+    )
+    p.add_argument(
+        "--script",
+        default=None,
+        help="with --narrow: the training script named in the commands (default: the NPU run's, from its "
+        "manifest, else SCRIPT)",
+    )
+    return p
+
+
 def repro_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptdbg-tui repro",
@@ -271,11 +319,14 @@ def app_parser() -> argparse.ArgumentParser:
         "       ptdbg-tui replay NPU_DIR BENCH_DIR [-o OUT_DIR]  (re-run suspects in float64; needs torch)\n"
         "       ptdbg-tui repro NPU_DUMP CALL -o DIR  (a call's standalone repro for the kernel team)\n"
         "       ptdbg-tui check DUMP  (one dump: where its first NaN/Inf comes from)\n"
+        "       ptdbg-tui monitor NPU_MON BENCH_MON [--narrow] [--follow]  (two trainings' monitors: "
+        "which step and module diverge first)\n"
         "       ptdbg-tui demo [DIR]  (dumps a small model twice, then opens the app on it)",
         description="Live terminal explorer of an NPU dump against a benchmark dump; of one dump alone, "
         "where its first NaN or Inf comes from.",
         epilog="Other commands: 'ptdbg-tui compare --help', 'ptdbg-tui replay --help', "
         "'ptdbg-tui repro --help', 'ptdbg-tui check --help', 'ptdbg-tui narrow --help', "
+        "'ptdbg-tui monitor --help', "
         "'ptdbg-tui demo --help'.",
     )
     _common(p, alone=True)
@@ -711,6 +762,100 @@ def run_narrow(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- ptdbg-tui monitor: two trainings' monitors ------------------------------------------------
+
+
+def _followed(prog: str, follow: Any, interval: float) -> Any:
+    """Read both streams until both end or Ctrl-C, saying each time the verdict changes; the last
+    analysis (None: Ctrl-C before either side had a whole step)."""
+    from ptdbg_tui.compare.monitor import MonitorInputError
+    from ptdbg_tui.compare.report.monitor_words import FIRST_STEP
+
+    said, analysis = None, None
+    try:
+        while True:
+            if follow.poll() or analysis is None:
+                try:
+                    analysis = follow.analysis()
+                except MonitorInputError:  # a side without a whole step yet
+                    analysis = None
+                if analysis is not None:
+                    first = analysis.first
+                    now = (first.step, first.module, first.name) if first is not None else None
+                    steps = min(r.aligned for r in analysis.ranks)
+                    if now != said:
+                        where = "none" if first is None else f"{first.step}, {first.name}"
+                        say(f"{prog}: {steps} steps aligned; {FIRST_STEP}: {where}", file=sys.stderr)
+                        said = now
+            if follow.ended:
+                return analysis
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        say(f"{prog}: stopped following; the report of the steps read", file=sys.stderr)
+    return analysis
+
+
+def run_monitor(args: argparse.Namespace) -> int:
+    """``ptdbg-tui monitor``: 0 when the folders were compared, 2 with a one-line reason when they
+    cannot be, 4 when ``--narrow`` has nothing to narrow to."""
+    from ptdbg_tui.compare.monitor import Follow, MonitorInputError
+    from ptdbg_tui.compare.report.monitor_words import monitor_lines, narrow_refusal, narrow_why
+    from ptdbg_tui.engine.narrow import (
+        SCRIPT,
+        NarrowError,
+        default_config,
+        monitor_narrowing,
+        write_narrowing,
+    )
+    from ptdbg_tui.formats.monitor import MonitorUnavailable
+
+    prog = "ptdbg-tui monitor"
+    try:
+        follow = Follow(args.npu, args.bench)
+        if args.follow:
+            analysis = _followed(prog, follow, max(0.1, args.interval))
+            if analysis is None:
+                say(f"{prog}: error: no side had a whole step to compare", file=sys.stderr)
+                return EXIT_USAGE
+        else:
+            follow.poll()
+            analysis = follow.analysis()
+    except MonitorUnavailable as e:
+        say(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (Exception, KeyboardInterrupt) as e:
+        return failure(prog, e, (MonitorInputError,))
+    lines = monitor_lines(analysis)
+    if not args.narrow:
+        say("\n".join(lines))
+        return EXIT_OK
+    first = analysis.first
+    refusal = "the runs agree: no divergence" if first is None else narrow_refusal(first)
+    if first is None or refusal is not None:
+        say("\n".join([*lines, f"nothing to narrow: {refusal}"]))
+        return EXIT_NOTHING_TO_NARROW
+    try:
+        narrowing = monitor_narrowing(
+            first.module,
+            first.step,
+            first.rank,
+            narrow_why(first),
+            args.script or analysis.script or SCRIPT,
+            len(analysis.ranks) + len(analysis.only_npu_ranks),
+        )
+    except NarrowError as e:
+        say("\n".join([*lines, f"nothing to narrow: {e}"]))
+        return EXIT_NOTHING_TO_NARROW
+    config = args.output or default_config(narrowing.target)
+    try:
+        written = write_narrowing(narrowing, config, args.dump_path)
+    except OSError as e:
+        say(f"{prog}: error: cannot write {config}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    say("\n".join([*lines, *written.lines]))
+    return EXIT_OK
+
+
 # --- the app and the demo ---------------------------------------------------------------------
 
 
@@ -809,7 +954,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 #: Commands that end by leaving their memory to the operating system (:func:`run`).
-_QUICK_EXIT = ("compare", "narrow")
+_QUICK_EXIT = ("compare", "narrow", "monitor")
 
 
 def run() -> None:
@@ -841,16 +986,17 @@ def main(argv: list[str] | None = None) -> int:
             if size := job_size([args.npu, args.bench]):
                 prestart(fused=size >= FUSED_BYTES)
         return run_compare(args)
-    if command == "replay":
-        return run_replay(replay_parser().parse_args(argv[1:]))
-    if command == "repro":
-        return run_repro(repro_parser().parse_args(argv[1:]))
-    if command == "check":
-        return run_check(check_parser().parse_args(argv[1:]))
-    if command == "narrow":
-        return run_narrow(narrow_parser().parse_args(argv[1:]))
-    if command == "demo":
-        return run_demo(demo_parser().parse_args(argv[1:]))
+    commands = {
+        "replay": (replay_parser, run_replay),
+        "repro": (repro_parser, run_repro),
+        "check": (check_parser, run_check),
+        "narrow": (narrow_parser, run_narrow),
+        "monitor": (monitor_parser, run_monitor),
+        "demo": (demo_parser, run_demo),
+    }
+    if command in commands:
+        parser, run_command = commands[command]
+        return run_command(parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))
 
 

@@ -48,10 +48,11 @@ class NothingToNarrow(NarrowError):
 
 @dataclass(frozen=True)
 class Narrowing:
-    """The next dump's target, the NPU dump it was found in, why, and the script when known."""
+    """The next dump's target, the NPU dump it was found in (None: found by the training monitor, and
+    the next dump is this project's), why, and the script when known."""
 
     target: Narrowed
-    npu: RankDump
+    npu: RankDump | None
     why: str
     script: str = SCRIPT
     multi_rank: bool = False  # the dumps show a job of several ranks: say how to run one (torchrun, spawn)
@@ -293,6 +294,15 @@ def narrowing_in(
     return Narrowing(_checked(target), npu, why, script_of(stack), multi_rank_job(dumps, names))
 
 
+def monitor_narrowing(module: str, step: int, rank: int, why: str, script: str, ranks: int) -> Narrowing:
+    """The next dump's target from the training monitor (:mod:`ptdbg_tui.compare.monitor`): the module
+    of the first divergence at its step and rank (``ranks``: how many ranks the monitor saw; more
+    than one, or a rank above 0, is a job whose commands need torchrun's form). Raises
+    :class:`NarrowError` where the module is no module path (the names are the monitor file's text)."""
+    target = Narrowed(module=module, steps=(step,), ranks=(rank,))
+    return Narrowing(_checked(target), None, why, script, multi_rank=ranks > 1 or rank > 0)
+
+
 def _checked(target: Narrowed) -> Narrowed:
     """``target``, whose module path (dump text: modules.jsonl, msprobe's construct.json) is one a
     model can have; else :class:`NarrowError` (the config would select nothing real)."""
@@ -325,7 +335,7 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
     config.parent.mkdir(parents=True, exist_ok=True)
     write_options(config, dumper_options(n.target))
     out = Written(config, dump_dir, lines=_lines(n, config, npu_dir, bench_dir))
-    other = tool_config(n.npu, n.target, str(npu_dir), str(bench_dir))
+    other = tool_config(n.npu, n.target, str(npu_dir), str(bench_dir)) if n.npu is not None else None
     if other is not None:
         out.other = config.with_name(f"{config.name.removesuffix('.json')}.{other.tool}.json")
         text = json.dumps(other.data, indent=2)
@@ -354,10 +364,11 @@ def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[s
         f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
         f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}",
     ]
+    source = "the monitored run's script" if n.npu is None else "the script the culprit's stack starts in"
     lines.append(
         f"  ({SCRIPT}: your training script and its arguments)"
         if n.script == SCRIPT
-        else f"  ({q(n.script)}: the script the culprit's stack starts in; add its arguments)"
+        else f"  ({q(n.script)}: {source}; add its arguments)"
     )
     if n.checksums:
         lines.append(

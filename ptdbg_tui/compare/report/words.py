@@ -671,9 +671,14 @@ def manifest_text(d: Diagnosis) -> str:
     """Where the runs' manifests differ in what can change the numbers, each kind once, how the runs
     were trained first: ``lr 0.0003 against 0.0001; 2 parameters differ at start (fc.weight,
     fc.bias); batch 0 differs``; "" where they do not (or a run has no manifest)."""
+    return differences_text(d.manifest)
+
+
+def differences_text(differences: Sequence[ManifestDifference]) -> str:
+    """:func:`manifest_text` of the manifests' differences themselves (the monitor's report too)."""
     parts: list[str] = []
     for kind in _SAID:
-        found = [m for m in d.manifest if m.numeric and _said_as(m) == kind]
+        found = [m for m in differences if m.numeric and _said_as(m) == kind]
         if found:
             parts += _manifest_kind(kind, found)
     return "; ".join(parts)
@@ -692,19 +697,26 @@ def manifest_notes(d: Diagnosis) -> list[str]:
     """The report's notes on the manifests: a side's that could not be read, the scripts' arguments
     that differ, and where they differ in what changes no number (where a run ran, the script's path,
     an output folder)."""
+    return differences_notes(d.manifest, d.manifest_unread)
+
+
+def differences_notes(
+    differences: Sequence[ManifestDifference], unread: Sequence[tuple[str, str]]
+) -> list[str]:
+    """:func:`manifest_notes` of the manifests' differences and the sides' unread manifests."""
     notes = [
         f"the {side} run's manifest was not read ({why}): the runs' manifests are not compared"
-        for side, why in d.manifest_unread
+        for side, why in unread
     ]
-    arguments = [m for m in d.manifest if m.numeric and m.kind == fm.ARGV]
+    arguments = [m for m in differences if m.numeric and m.kind == fm.ARGV]
     if arguments:
         notes.append(
             f"the runs' scripts take other arguments: {'; '.join(_manifest_kind(fm.ARGV, arguments))}"
         )
-    where = [m for m in d.manifest if not m.numeric]
+    where = [m for m in differences if not m.numeric]
     if where:
         labels = dict.fromkeys(_where(m) for m in where)
-        also = "also differ" if manifest_text(d) or arguments else "differ only"
+        also = "also differ" if differences_text(differences) or arguments else "differ only"
         notes.append(f"the runs' manifests {also} where numerics do not: {', '.join(labels)}")
     return notes
 
