@@ -346,12 +346,12 @@ def cluster_lines(outcomes: Outcomes) -> list[str]:
 
 def report_text(outcomes: Outcomes) -> str:
     """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
-    from ptdbg_tui.compare.report.words import rank_lines, summary_text
+    from ptdbg_tui.compare.report.words import job_note_text, rank_lines, summary_text
 
     lines = [summary_text(o) for o in outcomes]
     if outcomes.several_ranks:
         lines += rank_lines(outcomes.ranks)
-    lines += [f"note: {n}" for n in outcomes.notes]
+    lines += [f"note: {job_note_text(n)}" for n in outcomes.notes]
     return "\n".join(lines + cluster_lines(outcomes))
 
 

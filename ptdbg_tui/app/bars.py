@@ -41,6 +41,7 @@ from ptdbg_tui.compare.report.words import (
     scored_evidence,
     sentence,
     suspect_replay_text,
+    unpaired_text,
 )
 from ptdbg_tui.engine.live.updates import FOUND
 
@@ -235,7 +236,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"{p.pairs} pairs (o: overview)", 2))
     if p.pairs and p.unpaired:  # a dump on one side only is compared with nothing: said, culprit or not
         more = f" (+{len(p.unpaired) - 1} more)" if len(p.unpaired) > 1 else ""
-        out.append(seg(p.unpaired[0] + more, 1, styles.get("warn", Style()), shrink=12))
+        out.append(seg(unpaired_text(p.unpaired[0]) + more, 1, styles.get("warn", Style()), shrink=12))
     modes = model.match_modes()
     if modes:
         out.append(seg(f"match {modes}", 3))

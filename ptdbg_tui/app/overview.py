@@ -33,6 +33,7 @@ from ptdbg_tui.compare.report.words import (
     runs_differ_texts,
     sentence,
     unexplained_text,
+    unpaired_text,
     verdict_text,
 )
 
@@ -197,7 +198,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         checksums alone differ before it; then the report's notes on the ranks and steps not compared
         (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
-        lines = (*self.model.ranks, *self.model.progress.unpaired)
+        lines = (*self.model.ranks, *map(unpaired_text, self.model.progress.unpaired))
         label.update(Text("\n".join(map(sentence, lines))))  # dump text: never markup
         label.display = bool(lines)
 

@@ -46,7 +46,25 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
     OriginReplay,
     Overflow,
 )
-from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
+from ptdbg_tui.compare.diagnosis.notes import (
+    Amplified,
+    Autocast,
+    Carried,
+    ContextFailed,
+    JobNote,
+    NotCompared,
+    Note,
+    NotReplayed,
+    NoVerdict,
+    OnPair,
+    Repeated,
+    ReplayCould,
+    ScanProblem,
+    Sidecar,
+    StepNote,
+    Undecided,
+    Unread,
+)
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
@@ -58,7 +76,20 @@ from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
-from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.layout import (
+    NoPairs,
+    NoTensorDir,
+    OneSided,
+    RankDump,
+    RankOnly,
+    SameDump,
+    Shadowed,
+    Side,
+    StatisticsOnly,
+    TensorDirProblem,
+    TensorDirUnreadable,
+    Unpaired,
+)
 from ptdbg_tui.formats.manifest import ManifestDifference
 from ptdbg_tui.formats.records import BadLine
 from ptdbg_tui.formats.untrusted import one_line
@@ -87,7 +118,7 @@ class PairReport(Protocol):
     @property
     def match_note(self) -> str: ...
     @property
-    def no_verdict(self) -> str: ...
+    def no_verdict(self) -> NoVerdict | None: ...
     @property
     def culprit_module(self) -> str: ...
     @property
@@ -881,13 +912,13 @@ def summary_text(o: PairReport) -> str:
     lines = [
         f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
         f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
-        + ("" if o.no_verdict else named_text(o.diagnosis))
+        + ("" if o.no_verdict is not None else named_text(o.diagnosis))
     ]
-    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
-        lines.append(f"  No verdict: {o.no_verdict}")
+    if o.no_verdict is not None:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {no_verdict_text(o.no_verdict)}")
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
-    if not o.no_verdict:
+    if o.no_verdict is None:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
@@ -918,7 +949,7 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
     "0 failed"."""
     received = o.diagnosis.received
-    notes = [received_text(received)] if received is not None and not o.no_verdict else []
+    notes = [received_text(received)] if received is not None and o.no_verdict is None else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
     culprit = o.diagnosis.culprit
@@ -1094,3 +1125,148 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
         first = f"{where}{one_line(bad[0].reason)}"
         lines.append(f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {first}")
     return lines
+
+
+#: Each side of a pair as the notes name it.
+SIDE_WORDS = {Side.NPU: "NPU", Side.BENCH: "bench"}
+
+
+def tensor_dir_text(p: TensorDirProblem) -> str:
+    """What looks wrong with a dump's tensor data folder."""
+    if isinstance(p, NoTensorDir):
+        return f"no npy folder {p.folder}/ next to {p.records} (found {', '.join(p.found)}/)"
+    if isinstance(p, TensorDirUnreadable):
+        return f"npy folder {p.reason}"
+    return f"npy folder {p.path} is {p.kind}, not a folder"
+
+
+def statistics_only_text(s: StatisticsOnly) -> str:
+    """Why a pair compares statistics only where that looks unintended."""
+    notes = [f"{SIDE_WORDS[side]}: {tensor_dir_text(p)}" for side, p in s.folders]
+    if s.bare is not None:
+        notes.append(
+            f"the {SIDE_WORDS[s.bare]} dump holds no tensors (it has no data folder {s.missing}) "
+            "and the other does"
+        )
+    return "; ".join(notes)
+
+
+def same_dump_text(s: SameDump) -> str:
+    """Both sides are one dump file: why no row says anything of the NPU run."""
+    return (
+        f"the NPU and bench dumps are the same file ({s.path}): each row is compared with itself, "
+        "so every row passes"
+    )
+
+
+def _steps_text(steps: Sequence[int | None]) -> str:
+    """The steps of one side's dumps; a dump without a ``stepN`` folder (dumped without ``--step``)
+    as ``none``, not Python's ``None``."""
+    return "[" + ", ".join("none" if s is None else str(s) for s in steps) + "]"
+
+
+def _steps_hint(npu: Sequence[int | None], bench: Sequence[int | None], step: int | None) -> str:
+    """Why steps could not pair, where one side has no ``stepN`` folder at all."""
+    flat = [role for role, steps in (("NPU", npu), ("bench", bench)) if tuple(steps) == (None,)]
+    if not flat or (step is None and len(flat) == 2):
+        return ""
+    sides = "both dumps have" if len(flat) == 2 else f"the {flat[0]} dump has"
+    if step is not None:
+        return f": {sides} no stepN folder (dumped without --step), so --step {step} selects nothing there"
+    return f": {sides} no stepN folder (dumped without --step) and the other has: dump both sides alike"
+
+
+def unpaired_text(u: Unpaired) -> str:
+    """A dump no pair holds, or why no pair formed."""
+    if isinstance(u, NoPairs):
+        want = "".join(f" {k} {v}" for k, v in (("step", u.step), ("rank", u.rank)) if v is not None)
+        return (
+            f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+            f"(NPU: steps {_steps_text(u.npu_steps)}, ranks {list(u.npu_ranks)}; "
+            f"bench: steps {_steps_text(u.bench_steps)}, ranks {list(u.bench_ranks)})"
+            + _steps_hint(u.npu_steps, u.bench_steps, u.step)
+        )
+    if isinstance(u, Shadowed):
+        return (
+            f"{SIDE_WORDS[u.side]} {u.label} in {u.rank_dir}: not compared, as {u.twin} has the "
+            f"same step and rank and is compared"
+        )
+    if isinstance(u, OneSided):
+        other = SIDE_WORDS[Side.BENCH if u.side is Side.NPU else Side.NPU]
+        return f"{SIDE_WORDS[u.side]} {u.label}: no {other} dump for it"
+    if isinstance(u, RankOnly):
+        return (
+            f"rank {u.rank} only, of the NPU dump's ranks {list(u.ranks)}: the error may begin on another "
+            f"rank (compare without --rank to find the first divergent one)"
+        )
+    return (
+        f"the NPU dump holds {len(u.npu)} ranks {list(u.npu)} and the bench dump {len(u.bench)} "
+        f"{list(u.bench)}: jobs of different sizes differ by design (each rank's data, the gradients' "
+        f"average); only ranks on both sides are compared"
+    )
+
+
+#: How many pairs a note names before ``and N more``.
+NOTE_PAIRS = 3
+
+#: What a replay does where two dumps cannot name a kernel (``{what}``: what it re-runs).
+REPLAY_CAN = (
+    "re-runs {what} in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
+)
+
+#: Where two dumps cannot name a kernel and a replay can, in words that hold for the pair.
+UNDECIDED_WORDS = {
+    Undecided.FAILING: "rows fail where the inputs already differ, and no kernel is named",
+    Undecided.PARAMETERS: "parameters differ on entry, and no kernel is named",
+}
+
+
+def replay_key_text(u: Undecided) -> str:
+    """The app's note on a pair that a replay of every call can decide (its key ``r``)."""
+    return f"{UNDECIDED_WORDS[u]}: r on a call {REPLAY_CAN.format(what='it')}"
+
+
+def labels_text(labels: Sequence[str]) -> str:
+    """Pairs named in a note: the first few, and how many more."""
+    more = f" and {len(labels) - NOTE_PAIRS} more" if len(labels) > NOTE_PAIRS else ""
+    return f"{', '.join(labels[:NOTE_PAIRS])}{more}"
+
+
+def no_verdict_text(n: NoVerdict) -> str:
+    """Why a pair's rows say nothing about the NPU run."""
+    if isinstance(n, SameDump):
+        return same_dump_text(n)
+    return f"the {SIDE_WORDS[n.side]} dump file {n.records} holds no entries"
+
+
+def _on_pair_text(what: StatisticsOnly | NoVerdict | Repeated | NotCompared) -> str:
+    if isinstance(what, StatisticsOnly):
+        return f"statistics only — {statistics_only_text(what)}"
+    if isinstance(what, Repeated):
+        return f"{SIDE_WORDS[what.side]} dump {what.records}: {what.repeats}"
+    if isinstance(what, NotCompared):
+        why = "no worker of the cluster can read both its folders" if what.fault is None else what.fault
+        return f"not compared — {why}"
+    return no_verdict_text(what)
+
+
+def job_note_text(n: JobNote) -> str:
+    """A job's note in words (the report's ``note:`` lines, the app's notices)."""
+    if isinstance(n, OnPair):
+        return f"{n.pair}: {_on_pair_text(n.what)}"
+    if isinstance(n, ScanProblem):
+        return f"{SIDE_WORDS[n.side]}: {n.problem}"
+    if isinstance(n, ContextFailed):
+        return f"the verdict across ranks and steps failed: {n.fault}"
+    if isinstance(n, ReplayCould):
+        said = (
+            "no kernel is named where the inputs already differ"
+            if n.said is None
+            else UNDECIDED_WORDS[n.said]
+        )
+        return f"{labels_text(n.labels)}: {said}; --replay " + REPLAY_CAN.format(
+            what="the calls up to the first failing row"
+        )
+    if isinstance(n, NotReplayed):
+        return f"not replayed ({n.why}): the suspects of {labels_text(n.labels)} stand on the two dumps alone"
+    return unpaired_text(n)
