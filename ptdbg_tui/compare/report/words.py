@@ -14,6 +14,14 @@ from pathlib import Path
 from typing import Protocol
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.differences import (
+    DataShapes,
+    HyperparametersDiffer,
+    ModelsDiffer,
+    ModulesOnly,
+    RunsDiffer,
+    ShapeDiffers,
+)
 from ptdbg_tui.compare.diagnosis.evidence import (
     Argument,
     Arguments,
@@ -831,7 +839,7 @@ def note_texts(d: Diagnosis) -> list[str]:
 def runs_differ_texts(d: Diagnosis) -> list[str]:
     """What differs between the runs before any kernel, the manifests first, as the app lists it."""
     manifest = manifest_text(d)
-    return ([f"{MANIFEST_DIFFER}: {manifest}"] if manifest else []) + d.differ
+    return ([f"{MANIFEST_DIFFER}: {manifest}"] if manifest else []) + [runs_differ_text(x) for x in d.differ]
 
 
 def no_operator_text(judged: int) -> str:
@@ -881,7 +889,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
     was made in) and the next suspects with their evidence, or the verdict."""
     manifest = manifest_text(d)
     lines = [f"  {RUNS_DIFFER_FIRST}: {manifest}"] if manifest else []
-    lines += [f"  runs differ: {text}" for text in d.differ] + [f"  {verdict_text(d)}"]
+    lines += [f"  runs differ: {runs_differ_text(x)}" for x in d.differ] + [f"  {verdict_text(d)}"]
     site = d.culprit.site if d.culprit else None
     if step is not None:
         lines.append(f"    step: {step}")
@@ -1270,3 +1278,44 @@ def job_note_text(n: JobNote) -> str:
     if isinstance(n, NotReplayed):
         return f"not replayed ({n.why}): the suspects of {labels_text(n.labels)} stand on the two dumps alone"
     return unpaired_text(n)
+
+
+#: Modules (or parameters) a finding of runs that differ names, at most.
+SHOWN = 3
+
+
+def _modules_only_text(m: ModulesOnly) -> str:
+    side, other = ("bench", "NPU run") if m.side is Side.BENCH else ("NPU run", "bench")
+    shown = ", ".join(f"{q} ({c})" for q, c in m.modules[:SHOWN])
+    more = f" and {len(m.modules) - SHOWN} more" if len(m.modules) > SHOWN else ""
+    counts = "".join(f" ({p}: {a} on the {side}, {b} on the {other})" for p, a, b in m.counts)
+    return f"the {side} has {shown}{more}, the {other} does not{counts}"
+
+
+def _shapes_text(shapes: Sequence[ShapeDiffers]) -> list[str]:
+    """Parameters of other shapes, the first few."""
+    out = [
+        f"{s.name if s.call is None else f'{s.name} of {s.call}'} {list(s.npu)} against {list(s.bench)}"
+        for s in shapes[:SHOWN]
+    ]
+    more = len(shapes) - SHOWN
+    return out + ([f"{more} more parameter{'s' if more > 1 else ''} of other shapes"] if more > 0 else [])
+
+
+def _values_against(values: Sequence[tuple[str, float, float]]) -> str:
+    return ", ".join(f"{name} {a:.4g} against {b:.4g}" for name, a, b in values)
+
+
+def runs_differ_text(x: RunsDiffer) -> str:
+    """One thing that differs between the runs before any kernel (the report's ``runs differ:`` lines)."""
+    if isinstance(x, ModelsDiffer):
+        parts = [_modules_only_text(m) for m in x.only]
+        parts += [f"{c.module} is a {c.npu} against a {c.bench}" for c in x.classes[:SHOWN]]
+        return "the runs' models differ: " + "; ".join(parts + _shapes_text(x.shapes))
+    if isinstance(x, HyperparametersDiffer):
+        return f"the runs pass different hyperparameters: {_values_against(x.values)}"
+    if isinstance(x, DataShapes):
+        data = f"is {list(x.npu)} against {list(x.bench)}"
+    else:
+        data = f"is {fmt_error(x.error)} apart" + (f" ({_values_against(x.stats)})" if x.stats else "")
+    return f"the runs pass different data: {x.name}, the model's first input, {data}"
