@@ -1037,12 +1037,40 @@ def _group(c: CrossRank, v: RankVerdict) -> str:
 def rank_summary(c: CrossRank) -> tuple[str, ...]:
     """The headline and the bits that differ before it, without the indent: what the app shows of the
     verdict across ranks (the report's lines but each rank's own)."""
-    return (rank_headline(c), *(line.strip() for line in c.bits_lines()))
+    return (rank_headline(c), *(line.strip() for line in bits_lines(c)))
 
 
 def rank_lines(c: CrossRank) -> list[str]:
     """The headline, the bits that differ before it, and each rank's verdict, for the report."""
-    return [rank_headline(c), *c.bits_lines(), *(f"  {rank_text(v)}" for v in c.verdicts)]
+    return [rank_headline(c), *bits_lines(c), *(f"  {rank_text(v)}" for v in c.verdicts)]
+
+
+def rank_notice(c: CrossRank) -> str:
+    """The live app's notice of a new cross-rank verdict: the headline, and where only checksums differ
+    before it (the overview has all)."""
+    return "\n".join(
+        sentence(t) for t in (rank_summary(c)[0], *(f"{w} (o: overview)" for w in bits_where(c)))
+    )
+
+
+def bits_where(c: CrossRank) -> list[str]:
+    """Each call whose checksums alone differ before the first divergent rank's values, and on which
+    ranks (``"before it, checksums alone differ: CALL on rank0 (step0), …"``): the start of each of
+    :func:`bits_lines`, short enough for a notice."""
+    return [
+        f"before it, checksums alone differ: {call} on {', '.join(names)}"
+        for call, names in c.bits_where().items()
+    ]
+
+
+def bits_lines(c: CrossRank) -> list[str]:
+    """Where checksums alone differ before the first divergent rank's values: the first difference in
+    bits, which the headline passes over, and what a checksum cannot tell."""
+    return [
+        f"  {where} — its output's bits, not its statistics: {BITS_NOT_HOW_FAR} (two devices' kernels "
+        "differ bitwise; on one device it is nondeterminism)"
+        for where in bits_where(c)
+    ]
 
 
 # --- the export's column ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.notes import NoEntries, NoVerdict, OnPair, Repeated
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.words import job_note_text, rank_summary, sentence, unpaired_text
+from ptdbg_tui.compare.report.words import job_note_text, rank_notice, rank_summary, unpaired_text
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -511,11 +511,7 @@ class LiveEngine:
         self.outbox.put_ranks(summary)  # the overview shows it whole
         if ranks is not None:
             # the notice: the headline, and where only checksums differ before it (the overview has all)
-            self.outbox.notice(
-                "\n".join(
-                    sentence(t) for t in (summary[0], *(f"{w} (o: overview)" for w in ranks.bits_where()))
-                )
-            )
+            self.outbox.notice(rank_notice(ranks))
 
     def _metric_pool(self) -> TaskPool:
         if self._pool is None:
