@@ -1347,3 +1347,39 @@ def runs_differ_text(x: RunsDiffer) -> str:
     else:
         data = f"is {fmt_error(x.error)} apart" + (f" ({_values_against(x.stats)})" if x.stats else "")
     return f"the runs pass different data: {x.name}, the model's first input, {data}"
+
+
+def no_fault_text(d: Diagnosis) -> str:
+    """Why a pair whose entries fail has no suspect, as the CLI's report says it (the app's overview):
+    what another step or rank says of it (parameters that differ on entry), else where its first
+    failure is and why no call is at fault there; or that there is no verdict."""
+    if not d.judged or d.fault:
+        return verdict_text(d)
+    return "no call at fault: " + (
+        note_text(d.notes[0])
+        if d.notes
+        else unexplained_text(d.unexplained)
+        if d.unexplained
+        else "the error is inherited"
+    )
+
+
+def overview_suspect_text(call: str, module: str, *, enters: bool, receives: bool) -> str:
+    """A pair's first suspect in the overview: its call and module, and where it is not the pair's own
+    error, how the error came (``enters``: before the call, from outside the dumped calls;
+    ``receives``: through the call, from another rank)."""
+    name = call + (f" · {module}" if module else "")
+    if enters:
+        return f"enters before {name}"
+    return f"receives via {name}" if receives else name
+
+
+def overview_more_text(suspect: str, suspects: int) -> str:
+    """The overview's suspect cell: how many more suspects first (long names are cut), then the first."""
+    return (f"(+{suspects - 1}) " if suspects > 1 else "") + suspect
+
+
+def overview_differ_text(differ: str, suspect: str, suspects: int) -> str:
+    """The overview's suspect cell where the runs differ before any kernel: that first, then the
+    suspect."""
+    return f"runs differ: {differ}" + (f" · {overview_more_text(suspect, suspects)}" if suspect else "")
