@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -1383,3 +1383,53 @@ def overview_differ_text(differ: str, suspect: str, suspects: int) -> str:
     """The overview's suspect cell where the runs differ before any kernel: that first, then the
     suspect."""
     return f"runs differ: {differ}" + (f" · {overview_more_text(suspect, suspects)}" if suspect else "")
+
+
+class JobReport(Protocol):
+    """What a job's report is said from (the engine's ``Outcomes``): its pairs, the verdict across
+    ranks, its notes, and the cluster that ran it."""
+
+    def __iter__(self) -> Iterator[PairReport]: ...
+    @property
+    def several_ranks(self) -> bool: ...
+    @property
+    def ranks(self) -> CrossRank: ...
+    @property
+    def notes(self) -> Sequence[JobNote]: ...
+    @property
+    def cluster(self) -> str | None: ...
+    @property
+    def placements(self) -> Mapping[str, int]: ...
+
+
+def cluster_lines(job: JobReport) -> list[str]:
+    """Where the work ran: Dask tasks per worker."""
+    if job.cluster is None:
+        return []
+    total = sum(job.placements.values())
+    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(job.placements.items()))
+    return [f"cluster {job.cluster}: {total:,} Dask tasks on {len(job.placements)} worker(s) ({per})"]
+
+
+def job_report_text(job: JobReport) -> str:
+    """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
+    lines = [summary_text(o) for o in job]
+    if job.several_ranks:
+        lines += rank_lines(job.ranks)
+    lines += [f"note: {job_note_text(n)}" for n in job.notes]
+    return "\n".join(lines + cluster_lines(job))
+
+
+def replay_report_lines(
+    job: Iterable[PairReport], done: Mapping[str, Mapping[str, CallReplay]], csv: Path
+) -> list[str]:
+    """``ptdbg-tui replay``'s report: each pair's replay and each call's outcome, and the CSV written."""
+    lines = [
+        line
+        for o in job
+        for line in (
+            f"{o.label}: {replay_run_text(o.diagnosis)}",
+            *(f"  {call}: {replay_text(r)}" for call, r in done.get(o.label, {}).items()),
+        )
+    ]
+    return [*lines, f"CSV: {csv}"]
