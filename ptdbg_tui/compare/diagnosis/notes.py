@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 from ptdbg_tui.formats.layout import SameDump, Side, StatisticsOnly, Unpaired
+from ptdbg_tui.formats.records import RepeatedNames
 
 
 class Sidecar(str, Enum):
@@ -104,11 +105,11 @@ NoVerdict = SameDump | NoEntries
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Repeated:
-    """Entry names repeat in a side's dump file (``records``); ``repeats`` says which (the reader's words)."""
+    """Entry names repeat in a side's dump file (``records``)."""
 
     side: Side
     records: Path
-    repeats: str
+    repeats: RepeatedNames
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

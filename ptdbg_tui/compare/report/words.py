@@ -99,7 +99,7 @@ from ptdbg_tui.formats.layout import (
     Unpaired,
 )
 from ptdbg_tui.formats.manifest import ManifestDifference
-from ptdbg_tui.formats.records import BadLine
+from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
 
@@ -1275,11 +1275,22 @@ def no_verdict_text(n: NoVerdict) -> str:
     return f"the {SIDE_WORDS[n.side]} dump file {n.records} holds no entries"
 
 
+def repeated_text(r: RepeatedNames) -> str:
+    """Entry names that repeat in one dump: how many, the first, where."""
+    where = (
+        f"lines {r.lines[0]} and {r.lines[1]}" if r.lines else f"entries {r.entries[0]} and {r.entries[1]}"
+    )
+    more = f" (+{r.count - 1} more)" if r.count > 1 else ""
+    return (
+        f"{r.count} duplicate entry name(s): {short(r.name, 80)} at {where}{more}; each is a row of its own"
+    )
+
+
 def _on_pair_text(what: StatisticsOnly | NoVerdict | Repeated | NotCompared) -> str:
     if isinstance(what, StatisticsOnly):
         return f"statistics only — {statistics_only_text(what)}"
     if isinstance(what, Repeated):
-        return f"{SIDE_WORDS[what.side]} dump {what.records}: {what.repeats}"
+        return f"{SIDE_WORDS[what.side]} dump {what.records}: {repeated_text(what.repeats)}"
     if isinstance(what, NotCompared):
         why = "no worker of the cluster can read both its folders" if what.fault is None else what.fault
         return f"not compared — {why}"
