@@ -1444,3 +1444,78 @@ def replay_report_lines(
         )
     ]
     return [*lines, f"CSV: {csv}"]
+
+
+def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
+    """What other steps or ranks say of the pairs (parameters or an optimizer's state that differ on
+    entry, an earlier step's error): an all-clear of this step's operators must not hide it."""
+    notes = [n for d in diagnoses for n in note_texts(d)]
+    if not notes:
+        return ""
+    return sentence(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
+
+
+def no_culprit_texts(
+    diagnoses: Mapping[str, Diagnosis],
+    labels: Mapping[str, str],
+    alike: set[str],
+    counts: Mapping[Status, int],
+    *,
+    done: bool,
+    lacking: str,
+    caveat: str,
+) -> list[str]:
+    """The app's verdict where no pair has a suspect: never an all-clear unless every pair had rows of
+    both sides compared and calls judged, its sides are two dumps (not one file twice), and no entry
+    fails. All but a last optional text must stay on screen. ``diagnoses`` and ``labels`` by pair,
+    ``alike``: the pairs whose sides are one dump file, ``counts``: the rows by status, ``done``: nothing
+    left to compare, ``lacking``: what the sides lack, ``caveat``: what a verdict does not cover."""
+    if not done or not labels:
+        if lacking:
+            return [f"No verdict: {lacking}"]
+        return ["Diagnosis: waiting for results…" if not done else "Nothing to compare yet: no verdict."]
+    same = [labels[key] for key in alike]
+    if len(alike) == len(labels):  # every row equals itself: that says nothing about the NPU run
+        return [
+            "No verdict: the NPU and bench dumps are the same file",
+            "each row is compared with itself",
+            "",
+        ]
+    missing = [
+        label
+        for key, label in labels.items()
+        if key not in alike and (key not in diagnoses or not diagnoses[key].judged)
+    ]
+    judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
+    compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
+    failing = counts[Status.FAIL] + counts[Status.ERROR]
+    differ = any(d.differ for d in diagnoses.values())  # a manifest's difference is said, not a verdict
+    if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
+        inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
+        why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES
+        texts = [
+            f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
+            (f"{inherited}; " if inherited else "") + f"{why} ({judged:,} judged)",
+        ]
+    elif judged and not missing and not same and differ:
+        texts = [f"No kernel is named: {DIFFER_FIRST} ({judged:,} calls judged)"]
+    elif judged and not missing and not same:
+        texts = [
+            f"{Status.PASS.symbol} {no_operator_text(judged)}.",
+            _inherited_text(diagnoses.values()),
+            caveat,
+        ]  # the caveat may wrap
+    elif judged:
+        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + (
+            [f"{', '.join(same)} (the same dump on both sides)"] if same else []
+        )
+        texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
+    elif compared:
+        texts = [not_judged_text(compared)]
+    else:
+        texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
+    replays = [text for d in diagnoses.values() if (text := replay_run_text(d))]
+    originals = [d.original for d in diagnoses.values() if d.original]
+    original = f"original: first No row {originals[0]}" if originals else ""
+    last = f"replay: {replays[0]}" if replays else original
+    return [*filter(None, texts), last]
