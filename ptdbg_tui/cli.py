@@ -385,25 +385,12 @@ def _one_blas_thread() -> None:
 # --- ptdbg-tui compare: the headless report (its words: compare.report.words) -------------------
 
 
-def cluster_lines(outcomes: Outcomes) -> list[str]:
-    """Where the work ran: Dask tasks per worker."""
-    if outcomes.cluster is None:
-        return []
-    total = sum(outcomes.placements.values())
-    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(outcomes.placements.items()))
-    workers = len(outcomes.placements)
-    return [f"cluster {outcomes.cluster}: {total:,} Dask tasks on {workers} worker(s) ({per})"]
-
-
 def report_text(outcomes: Outcomes) -> str:
-    """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
-    from ptdbg_tui.compare.report.words import rank_lines, summary_text
+    """The whole report (:func:`~ptdbg_tui.compare.report.words.job_report_text`; imported when a
+    compare ends, not when the CLI starts)."""
+    from ptdbg_tui.compare.report.words import job_report_text
 
-    lines = [summary_text(o) for o in outcomes]
-    if outcomes.several_ranks:
-        lines += rank_lines(outcomes.ranks)
-    lines += [f"note: {n}" for n in outcomes.notes]
-    return "\n".join(lines + cluster_lines(outcomes))
+    return job_report_text(outcomes)
 
 
 class _Bar:
@@ -602,7 +589,7 @@ def _csv_writer(args: argparse.Namespace) -> WriteFn:
 def run_replay(args: argparse.Namespace) -> int:
     """``ptdbg-tui replay``: compare, then replay the chosen calls; one line per call and the CSV."""
     from ptdbg_tui.compare.report.replays import write_replays
-    from ptdbg_tui.compare.report.words import replay_run_text, replay_text
+    from ptdbg_tui.compare.report.words import replay_report_lines
     from ptdbg_tui.engine.batch import CompareInputError, compare_dumps
     from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, require_torch
 
@@ -624,15 +611,7 @@ def run_replay(args: argparse.Namespace) -> int:
         path = write_replays(((label, r) for label, got in done.items() for r in got.values()), args.output)
     except OSError as e:
         return unwritable(prog, args.output, e)
-    lines = [
-        line
-        for o in outcomes
-        for line in (
-            f"{o.label}: {replay_run_text(o.diagnosis)}",
-            *(f"  {call}: {replay_text(r)}" for call, r in done.get(o.label, {}).items()),
-        )
-    ]
-    say("\n".join([*lines, f"CSV: {path}"]))
+    say("\n".join(replay_report_lines(outcomes, done, path)))
     return EXIT_OK
 
 

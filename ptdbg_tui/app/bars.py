@@ -30,17 +30,11 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
-    DIFFER_FIRST,
-    NONE_INTRODUCES,
-    entries_fail,
-    no_operator_text,
-    not_judged_text,
-    note_texts,
-    replay_run_text,
+    no_culprit_texts,
     runs_differ_texts,
     scored_evidence,
-    sentence,
     suspect_replay_text,
+    unpaired_text,
 )
 from ptdbg_tui.engine.live.updates import FOUND
 
@@ -235,7 +229,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"{p.pairs} pairs (o: overview)", 2))
     if p.pairs and p.unpaired:  # a dump on one side only is compared with nothing: said, culprit or not
         more = f" (+{len(p.unpaired) - 1} more)" if len(p.unpaired) > 1 else ""
-        out.append(seg(p.unpaired[0] + more, 1, styles.get("warn", Style()), shrink=12))
+        out.append(seg(unpaired_text(p.unpaired[0]) + more, 1, styles.get("warn", Style()), shrink=12))
     modes = model.match_modes()
     if modes:
         out.append(seg(f"match {modes}", 3))
@@ -361,70 +355,16 @@ def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
     return [seg(f"Runs differ: {texts[0]}{more}", 0, styles.get("fail", Style()), shrink=24)]
 
 
-def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
-    """What other steps or ranks say of the pairs (parameters or an optimizer's state that differ on
-    entry, an earlier step's error): an all-clear of this step's operators must not hide it."""
-    notes = [n for d in diagnoses for n in note_texts(d)]
-    if not notes:
-        return ""
-    return sentence(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
-
-
 def no_suspect_texts(model: TreeModel) -> list[str]:
-    """Why there is no culprit: never an all-clear unless every pair had rows of both sides compared
-    and calls judged, its sides are two dumps (not one file twice), and no entry fails. All but a last
-    optional text must stay on screen."""
+    """Why there is no culprit (:func:`~ptdbg_tui.compare.report.words.no_culprit_texts`), from the
+    model's pairs and what their sides lack."""
     p = model.progress
-    diagnoses = model.diagnoses
-    lacking = missing_text(p)  # what the sides lack, in words
-    if not p.done or not model.infos:
-        if lacking:
-            return [f"No verdict: {lacking}"]
-        return ["Diagnosis: waiting for results…" if not p.done else "Nothing to compare yet: no verdict."]
-    alike = {key for key, info in model.infos.items() if info.same}
-    same = [model.infos[key].label for key in alike]
-    if len(alike) == len(model.infos):  # every row equals itself: that says nothing about the NPU run
-        return [
-            "No verdict: the NPU and bench dumps are the same file",
-            "each row is compared with itself",
-            "",
-        ]
-    missing = [
-        info.label
-        for key, info in model.infos.items()
-        if key not in alike and (key not in diagnoses or not diagnoses[key].judged)
-    ]
-    judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
-    compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
-    counts = model.status_counts()
-    failing = counts[Status.FAIL] + counts[Status.ERROR]
-    differ = any(d.differ for d in diagnoses.values())  # a manifest's difference is said, not a verdict
-    if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
-        inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
-        why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES
-        texts = [
-            f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
-            (f"{inherited}; " if inherited else "") + f"{why} ({judged:,} judged)",
-        ]
-    elif judged and not missing and not same and differ:
-        texts = [f"No kernel is named: {DIFFER_FIRST} ({judged:,} calls judged)"]
-    elif judged and not missing and not same:
-        texts = [
-            f"{Status.PASS.symbol} {no_operator_text(judged)}.",
-            _inherited_text(diagnoses.values()),
-            caveat_text(p).strip(),
-        ]  # the caveat may wrap
-    elif judged:
-        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + (
-            [f"{', '.join(same)} (the same dump on both sides)"] if same else []
-        )
-        texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
-    elif compared:
-        texts = [not_judged_text(compared)]
-    else:
-        texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
-    replays = [text for d in diagnoses.values() if (text := replay_run_text(d))]
-    originals = [d.original for d in diagnoses.values() if d.original]
-    original = f"original: first No row {originals[0]}" if originals else ""
-    last = f"replay: {replays[0]}" if replays else original
-    return [*filter(None, texts), last]
+    return no_culprit_texts(
+        model.diagnoses,
+        {key: info.label for key, info in model.infos.items()},
+        {key for key, info in model.infos.items() if info.same},
+        model.status_counts(),
+        done=p.done,
+        lacking=missing_text(p),
+        caveat=caveat_text(p).strip(),
+    )

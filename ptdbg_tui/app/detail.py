@@ -30,10 +30,11 @@ from ptdbg_tui.compare.report.words import (
     manifest_notes,
     note_texts,
     received_text,
+    replay_key_text,
     replay_text,
 )
 from ptdbg_tui.engine.callpath import user_frames
-from ptdbg_tui.engine.replay.replayer import REPLAY_CAN, replay_could_decide, undecided
+from ptdbg_tui.engine.replay.replayer import replay_could_decide, undecided
 from ptdbg_tui.formats.naming import OUTPUT_KINDS
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -346,7 +347,7 @@ def pair_notes(node: Node, model: TreeModel) -> list[str]:
     notes = [received_text(d.received)] if d.received else []
     notes += [*manifest_notes(d), *note_texts(d)]  # in the report's order
     if replay_could_decide(d, info.summary):
-        notes.append(f"{undecided(d)}: r on a call {REPLAY_CAN.format(what='it')}")
+        notes.append(replay_key_text(undecided(d)))
     return notes
 
 

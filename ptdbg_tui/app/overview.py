@@ -25,15 +25,16 @@ from textual.widgets import DataTable, Label
 from ptdbg_tui.app.bars import module_of, receives_through
 from ptdbg_tui.app.literal import LiteralLabel, LiteralTable
 from ptdbg_tui.app.tree_model import TreeModel
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
-    note_text,
+    no_fault_text,
+    overview_differ_text,
+    overview_more_text,
+    overview_suspect_text,
     runs_differ_texts,
     sentence,
-    unexplained_text,
-    verdict_text,
+    unpaired_text,
 )
 
 COUNTED = (Status.FAIL, Status.ERROR, Status.WARN, Status.UNMATCHED, Status.PENDING, Status.PASS)
@@ -65,14 +66,15 @@ def overview(model: TreeModel) -> list[PairLine]:
             continue
         name, count, seq = first.get(node.pair, ("", 0, suspect.seq))
         if not name:
-            module = module_of(node)
-            name = suspect.call + (f" · {module}" if module else "")
             d = model.diagnoses.get(node.pair)
             # not its own error; error entering before a call came in outside the dumped calls
-            if suspect.kind == ENTERS and d is not None and d.received:
-                name = f"enters before {name}"
-            elif receives_through(d, suspect):
-                name = f"receives via {name}"
+            enters = suspect.kind == ENTERS and d is not None and d.received is not None
+            name = overview_suspect_text(
+                suspect.call,
+                module_of(node),
+                enters=enters,
+                receives=not enters and receives_through(d, suspect),
+            )
         first[node.pair] = (name, count + 1, seq)
     fails: dict[str, int] = {}
     for leaf in model.failing:
@@ -83,7 +85,7 @@ def overview(model: TreeModel) -> list[PairLine]:
         name, count, named_at = first.get(pair.key, ("", 0, None))
         divergence = named_at if name else fails.get(pair.key)
         d = model.diagnoses.get(pair.key)
-        why = _unexplained(d) if d is not None and not name and divergence is not None else ""
+        why = no_fault_text(d) if d is not None and not name and divergence is not None else ""
         lines.append(
             PairLine(
                 pair.key,
@@ -112,28 +114,14 @@ def overview(model: TreeModel) -> list[PairLine]:
     )
 
 
-def _unexplained(d: Diagnosis) -> str:
-    """Why a pair whose entries fail has no suspect, as the CLI's report says it: what another step
-    or rank says of it (parameters that differ on entry), else where its first failure is and why no
-    call is at fault there; or that there is no verdict."""
-    if not d.judged or d.fault:
-        return verdict_text(d)
-    return "no call at fault: " + (
-        note_text(d.notes[0])
-        if d.notes
-        else unexplained_text(d.unexplained)
-        if d.unexplained
-        else "the error is inherited"
-    )
-
-
 def _suspect_cell(line: PairLine, styles: Mapping[str, Style]) -> str | Text:
     """A pair's first suspect (how many more first: long names are cut), or why it has none; what
     differs between the runs before any kernel before either."""
-    more = f"(+{line.suspects - 1}) " if line.suspects > 1 else ""
     if line.differ:
-        return Text(f"runs differ: {line.differ}" + (f" · {more}{line.suspect}" if line.suspect else ""))
-    return more + line.suspect if line.suspect else Text(line.why, style=styles.get("muted", ""))
+        return Text(overview_differ_text(line.differ, line.suspect, line.suspects))
+    if line.suspect:
+        return overview_more_text(line.suspect, line.suspects)
+    return Text(line.why, style=styles.get("muted", ""))
 
 
 class OverviewScreen(ModalScreen["str | None"]):
@@ -197,7 +185,7 @@ class OverviewScreen(ModalScreen["str | None"]):
         checksums alone differ before it; then the report's notes on the ranks and steps not compared
         (the header has room for the first only). Wrapped, not cut: the table's column cuts the suspect."""
         label = self.query_one("#ranks", Label)
-        lines = (*self.model.ranks, *self.model.progress.unpaired)
+        lines = (*self.model.ranks, *map(unpaired_text, self.model.progress.unpaired))
         label.update(Text("\n".join(map(sentence, lines))))  # dump text: never markup
         label.display = bool(lines)
 

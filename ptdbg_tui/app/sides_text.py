@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ptdbg_tui.compare.report.words import unpaired_text
 from ptdbg_tui.engine.live.updates import FOUND, Progress, SideStatus
 
 
@@ -42,7 +43,7 @@ def missing_text(p: Progress) -> str:
         if status is not None and status.state != FOUND:
             return f"{status.role}: {status.detail}"
     if p.unpaired and not p.pairs:
-        return p.unpaired[0]
+        return unpaired_text(p.unpaired[0])
     if p.faults:
         return p.faults[0]
     for status in (p.npu, p.bench):
@@ -57,7 +58,7 @@ def missing_text(p: Progress) -> str:
 
 def caveat_text(p: Progress) -> str:
     """What a verdict does not cover: dumps without a counterpart, failed pairs, unreadable files."""
-    gaps = [*p.faults, *p.unpaired]
+    gaps = [*p.faults, *map(unpaired_text, p.unpaired)]
     gaps += [f"{s.role}: {q}" for s in (p.npu, p.bench) if s is not None for q in s.problems]
     if not gaps:
         return ""

@@ -20,13 +20,25 @@ from typing import Any, NamedTuple
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
-from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
+from ptdbg_tui.compare.diagnosis.notes import (
+    ContextFailed,
+    JobNote,
+    NoEntries,
+    NotCompared,
+    NoVerdict,
+    OnPair,
+    Repeated,
+    ScanProblem,
+    Sidecar,
+    Unread,
+)
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.replay.replayed import copied
+from ptdbg_tui.compare.report.words import job_note_text, unpaired_text
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
@@ -39,13 +51,14 @@ from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
     Scan,
+    Side,
     no_dump_message,
     pair_dumps,
-    same_dump_note,
+    same_dump,
     scan,
-    statistics_only_note,
+    statistics_only,
     tensor_bytes,
-    unpaired_notes,
+    unpaired,
 )
 from ptdbg_tui.formats.manifest import manifest_of
 from ptdbg_tui.formats.naming import call_key
@@ -80,7 +93,9 @@ class PairOutcome:
     advisor: Path | None = None  # advisor_<ts>.txt, once written
     match: str = "exact"  # the matching used (``auto`` resolved)
     match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
-    no_verdict: str = ""  # why its rows say nothing about the NPU run (one dump twice, a side empty)
+    no_verdict: NoVerdict | None = (
+        None  # why its rows say nothing of the NPU run (one dump twice, a side empty)
+    )
     culprit_module: str = ""  # the innermost module the culprit ran in (``track.lstm · LSTM``), if known
     #: the training step the culprit was made in, where the pair is a whole run (no step folder) and its
     #: call sidecar says it
@@ -143,18 +158,18 @@ def _outcome(
     )
 
 
-def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> str:
-    """Why a pair's rows say nothing about the NPU run, in words: both sides are one dump file (every
-    row equals itself), or a side holds no entries (no row is compared); "" when neither."""
-    if same := same_dump_note(npu, bench):
+def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> NoVerdict | None:
+    """Why a pair's rows say nothing about the NPU run: both sides are one dump file (every row equals
+    itself), or a side holds no entries (no row is compared); None when neither."""
+    if same := same_dump(npu, bench):
         return same
-    for role, dump, found in (
-        ("NPU", npu, any(r.npu is not None for r in rows)),
-        ("bench", bench, any(r.bench is not None for r in rows)),
+    for side, dump, found in (
+        (Side.NPU, npu, any(r.npu is not None for r in rows)),
+        (Side.BENCH, bench, any(r.bench is not None for r in rows)),
     ):
         if not found:
-            return f"the {role} dump file {dump.records} holds no entries"
-    return ""
+            return NoEntries(side=side, records=dump.records)
+    return None
 
 
 def _run_metrics(outcomes: Sequence[PairOutcome], pool: TaskPool, progress: ProgressFn | None) -> None:
@@ -180,10 +195,10 @@ def check_match(match: str) -> None:
 
 
 class Outcomes(list[PairOutcome]):
-    """The compared pairs, and what was not compared or not read, in words (the report prints it);
+    """The compared pairs, and what was not compared or not read (the report says it);
     the cross-rank verdict, and on a cluster the Dask tasks each worker ran."""
 
-    def __init__(self, outcomes: Sequence[PairOutcome] = (), notes: Sequence[str] = ()) -> None:
+    def __init__(self, outcomes: Sequence[PairOutcome] = (), notes: Sequence[JobNote] = ()) -> None:
         super().__init__(outcomes)
         self.notes = list(notes)
         self.ranks = CrossRank()
@@ -210,7 +225,7 @@ def in_context(outcomes: Outcomes) -> None:
         earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=outcomes.around.npu)
         link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
     except Exception as e:  # the pairs' own verdicts still stand
-        outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
+        outcomes.notes.append(ContextFailed(fault=fault_text(e)))
 
 
 def earlier_from_statistics(
@@ -236,7 +251,7 @@ class Around(NamedTuple):
 
 def _pairs(
     npu_path: str | os.PathLike[str], bench_path: str | os.PathLike[str], step: int | None, rank: int | None
-) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
+) -> tuple[list[tuple[RankDump, RankDump]], list[JobNote], Around]:
     """The pairs to compare and notes on what stays out: unreadable folders, dumps on one side only."""
     found = []
     for path in (npu_path, bench_path):
@@ -253,20 +268,20 @@ def _paired(
     paths: Sequence[str | os.PathLike[str]],
     step: int | None,
     rank: int | None,
-) -> tuple[list[tuple[RankDump, RankDump]], list[str], Around]:
+) -> tuple[list[tuple[RankDump, RankDump]], list[JobNote], Around]:
     sides = []
-    notes: list[str] = []
-    for role, path, found in (("NPU", paths[0], npu_scan), ("bench", paths[1], bench_scan)):
+    notes: list[JobNote] = []
+    for side, path, found in ((Side.NPU, paths[0], npu_scan), (Side.BENCH, paths[1], bench_scan)):
         if not found.dumps:
             raise CompareInputError(no_dump_message(path, found.problems))
         sides.append(found.dumps)
-        notes += [f"{role}: {problem}" for problem in found.problems]
+        notes += [ScanProblem(side=side, problem=problem) for problem in found.problems]
     npu, bench = sides
     pairs = pair_dumps(npu, bench, step, rank)
-    unpaired = unpaired_notes(npu, bench, pairs, step, rank)
+    left_out = unpaired(npu, bench, pairs, step, rank)
     if not pairs:
-        raise CompareInputError(unpaired[0])
-    return pairs, [*notes, *unpaired], Around(npu, pair_dumps(npu, bench))
+        raise CompareInputError(unpaired_text(left_out[0]))
+    return pairs, [*notes, *left_out], Around(npu, pair_dumps(npu, bench))
 
 
 def compare_dumps(
@@ -324,21 +339,23 @@ def judge_ranks(outcomes: Outcomes) -> None:
         mark_received(outcomes.ranks)
 
 
-def _statistics_only(n: RankDump, b: RankDump) -> str | None:
-    note = statistics_only_note(n, b)
-    return f"{n.label} vs {b.label}: statistics only — {note}" if note else None
+def _statistics_only(n: RankDump, b: RankDump) -> JobNote | None:
+    why = statistics_only(n, b)
+    return OnPair(pair=f"{n.label} vs {b.label}", what=why) if why else None
 
 
 def _tensor_dir(dump: RankDump) -> Path | None:
     return dump.tensor_dir if dump.has_tensors else None
 
 
-def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> tuple[PairOutcome, list[str]]:
+def pair_outcome(
+    npu: RankDump, bench: RankDump, match: str, summary: bool
+) -> tuple[PairOutcome, list[JobNote]]:
     """A pair read and matched where its files are (a cluster worker), tensors not compared yet, and
     the notes on it that need its folders."""
     o = _outcome(npu, bench, _tensor_dir(npu), _tensor_dir(bench), match, summary)
     note = None if summary else _statistics_only(npu, bench)
-    return o, [*([note] if note else []), *(f"{o.label}: {n}" for n in _side_notes(o))]
+    return o, [*([note] if note else []), *_side_notes(o)]
 
 
 def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
@@ -381,22 +398,21 @@ def _compare_on_cluster(
         for n, b in pairs:
             call = pool.submit(pair_outcome, n, b, match, summary, dirs=(str(n.rank_dir), str(b.rank_dir)))
             if call is None:  # e.g. the NPU folder on one node's disk, the bench one on another's
-                outcomes.notes.append(
-                    f"{n.label} vs {b.label}: not compared — no worker of the cluster "
-                    "can read both its folders"
-                )
+                outcomes.notes.append(OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared()))
             else:
                 calls.append(call)
         for call, got in zip(calls, pool.gather(calls), strict=True):
             long_lived()  # each pair's rows: unpickled, thousands of objects that stay
             if isinstance(got, Exception):
                 n, b = call.args[0], call.args[1]
-                outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(got)}")
+                outcomes.notes.append(
+                    OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared(fault=fault_text(got)))
+                )
                 continue
             outcomes.append(got[0])
             outcomes.notes += got[1]
         if not outcomes:
-            raise CompareInputError("; ".join(outcomes.notes))
+            raise CompareInputError("; ".join(map(job_note_text, outcomes.notes)))
         _run_metrics(outcomes, pool, progress)
         outcomes.cluster, outcomes.placements = address, Counter(pool.placements)
         _diagnose(outcomes)  # with fewer collections too: it builds an object per call
@@ -429,15 +445,15 @@ def compare_pairs(
                     try:
                         outcomes.append(_outcome(n, b, nn, bn, match, summary))
                         long_lived()  # its records and rows stay
-                        outcomes.notes += [
-                            f"{outcomes[-1].label}: {note}" for note in _side_notes(outcomes[-1])
-                        ]
+                        outcomes.notes += _side_notes(outcomes[-1])
                     except Exception as e:  # one pair's fault must not lose the others' rows
-                        outcomes.notes.append(f"{n.label} vs {b.label}: not compared — {fault_text(e)}")
+                        outcomes.notes.append(
+                            OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared(fault=fault_text(e)))
+                        )
                         continue
                     diagnoses.start(outcomes[-1])
                 if not outcomes:
-                    raise CompareInputError("; ".join(outcomes.notes))
+                    raise CompareInputError("; ".join(map(job_note_text, outcomes.notes)))
                 _run_metrics(outcomes, pool, progress)
             diagnoses.finish(outcomes)
         finally:
@@ -569,16 +585,18 @@ def _culprit_step(o: PairOutcome) -> int | None:
     return spec.state.step if spec is not None else None
 
 
-def _side_notes(o: PairOutcome) -> list[str]:
+def _side_notes(o: PairOutcome) -> list[JobNote]:
     """A side with names that repeat (a side without entries, or one dump on both sides, is the pair's
     ``no_verdict``)."""
-    notes = []
-    for role, dump, records in (
-        ("NPU", o.npu, [r.npu for r in o.rows if r.npu is not None]),
-        ("bench", o.bench, [r.bench for r in o.rows if r.bench is not None]),
+    notes: list[JobNote] = []
+    for side, dump, records in (
+        (Side.NPU, o.npu, [r.npu for r in o.rows if r.npu is not None]),
+        (Side.BENCH, o.bench, [r.bench for r in o.rows if r.bench is not None]),
     ):
         if records and (repeats := repeated_names(sorted(records, key=lambda t: t.order))):
-            notes.append(f"{role} dump {dump.records}: {repeats}")
+            notes.append(
+                OnPair(pair=o.label, what=Repeated(side=side, records=dump.records, repeats=repeats))
+            )
     return notes
 
 

@@ -12,6 +12,7 @@ import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from ptdbg_tui.formats.files import file_kind, reason
@@ -282,56 +283,158 @@ def tensor_bytes(folders: Iterable[str | os.PathLike[str]], limit: int) -> int:
     return total
 
 
-def npy_note(dump: RankDump) -> str | None:
-    """Why a dump has no npy folder, when that looks like a mistake: the path is something else,
-    or the rank folder holds another folder (a renamed one?)."""
+class Side(Enum):
+    """Which run's dump a note is about."""
+
+    NPU = "npu"
+    BENCH = "bench"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoTensorDir:
+    """No tensor data folder ``folder`` next to the records file ``records``, where the rank folder holds
+    others (``found``, the first three): a renamed one?"""
+
+    folder: str
+    records: str
+    found: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorDirUnreadable:
+    """The tensor data folder cannot be read (``reason``: the path and the OS's reason)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorDirNotFolder:
+    """The tensor data folder's path ``path`` is something else (``kind``: a file, a socket…)."""
+
+    path: Path
+    kind: str
+
+
+#: What looks wrong with a dump's tensor data folder.
+TensorDirProblem = NoTensorDir | TensorDirUnreadable | TensorDirNotFolder
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatisticsOnly:
+    """Why a pair can compare statistics only where that looks unintended: each side's tensor folder
+    that looks wrong (``folders``), or else the side (``bare``) without the data folder (``missing``)
+    the other has."""
+
+    folders: tuple[tuple[Side, TensorDirProblem], ...] = ()
+    bare: Side | None = None
+    missing: Path | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SameDump:
+    """Both sides are the one dump file ``path`` (the same path twice, or a link)."""
+
+    path: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoPairs:
+    """No NPU and bench rank dumps pair up (for the ``step`` and ``rank`` asked): each side's steps and
+    ranks (``None``: a dump without a ``stepN`` folder, or a rank folder without a number)."""
+
+    step: int | None
+    rank: int | None
+    npu_steps: tuple[int | None, ...]
+    npu_ranks: tuple[int | None, ...]
+    bench_steps: tuple[int | None, ...]
+    bench_ranks: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shadowed:
+    """A dump (``label`` in ``rank_dir``) not compared, as another of its side (in ``twin``) has the same
+    step and rank and is."""
+
+    side: Side
+    label: str
+    rank_dir: Path
+    twin: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OneSided:
+    """A dump (``label``) the other side has none for."""
+
+    side: Side
+    label: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankOnly:
+    """``--rank rank`` leaves out the NPU dump's other ranks (``ranks``): the error may begin there."""
+
+    rank: int
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankCounts:
+    """The sides hold different numbers of ranks (``npu``, ``bench``): jobs of different sizes differ by
+    design; only ranks on both sides are compared."""
+
+    npu: tuple[int, ...]
+    bench: tuple[int, ...]
+
+
+#: A dump no pair holds, or why none formed (:func:`unpaired`).
+Unpaired = NoPairs | Shadowed | OneSided | RankOnly | RankCounts
+
+
+def tensor_dir_problem(dump: RankDump) -> TensorDirProblem | None:
+    """Why a dump has no tensor data folder, when that looks like a mistake: the path is something
+    else, or the rank folder holds another folder (a renamed one?)."""
     try:
         mode = os.stat(dump.tensor_dir).st_mode
     except FileNotFoundError:
         others = [e.name for e in _entries(dump.rank_dir, []) or [] if _is(e, "dir")]
         if not others:
             return None
-        found = ", ".join(others[:3])
-        return f"no npy folder {dump.tensor_dir.name}/ next to {dump.records.name} (found {found}/)"
+        return NoTensorDir(folder=dump.tensor_dir.name, records=dump.records.name, found=tuple(others[:3]))
     except OSError as e:
-        return f"npy folder {reason(e)}"
+        return TensorDirUnreadable(reason=reason(e))
     if stat.S_ISDIR(mode):
         try:
             os.scandir(dump.tensor_dir).close()
         except OSError as e:
-            return f"npy folder {reason(e)}"
+            return TensorDirUnreadable(reason=reason(e))
         return None
-    return f"npy folder {dump.tensor_dir} is {file_kind(mode)}, not a folder"
+    return TensorDirNotFolder(path=dump.tensor_dir, kind=file_kind(mode))
 
 
-def statistics_only_note(npu: RankDump, bench: RankDump | None) -> str | None:
+def statistics_only(npu: RankDump, bench: RankDump | None) -> StatisticsOnly | None:
     """Why a pair can compare statistics only when that looks unintended: a data folder that is
     something else or named otherwise, or one side without the data folder the other has."""
-    notes = [
-        f"{role}: {note}"
-        for role, d in (("NPU", npu), ("bench", bench))
-        if d is not None and (note := npy_note(d))
-    ]
-    if not notes and bench is not None and npu.has_tensors != bench.has_tensors:
-        role, missing = ("bench", bench) if npu.has_tensors else ("NPU", npu)
-        held = f"no tensors (it has no data folder {missing.tensor_dir})"  # a statistics dump never has one
-        notes.append(f"the {role} dump holds {held} and the other does")
-    return "; ".join(notes) or None
+    folders = tuple(
+        (side, problem)
+        for side, d in ((Side.NPU, npu), (Side.BENCH, bench))
+        if d is not None and (problem := tensor_dir_problem(d))
+    )
+    if folders:
+        return StatisticsOnly(folders=folders)
+    if bench is not None and npu.has_tensors != bench.has_tensors:
+        side, missing = (Side.BENCH, bench) if npu.has_tensors else (Side.NPU, npu)
+        return StatisticsOnly(bare=side, missing=missing.tensor_dir)  # a statistics dump never has one
+    return None
 
 
-def same_dump_note(npu: RankDump, bench: RankDump) -> str | None:
+def same_dump(npu: RankDump, bench: RankDump) -> SameDump | None:
     """The two sides are one and the same dump file (the same path twice, or a link): every row
     then compares equal to itself, which says nothing about the NPU run."""
     try:
         same = os.path.samefile(npu.records, bench.records)
     except OSError:
         return None
-    if not same:
-        return None
-    return (
-        f"the NPU and bench dumps are the same file ({npu.records}): each row is compared with itself, "
-        "so every row passes"
-    )
+    return SameDump(path=npu.records) if same else None
 
 
 def steps_and_ranks(dumps: list[RankDump]) -> tuple[list[int | None], list[int | None]]:
@@ -383,42 +486,29 @@ def _canonical_last(d: RankDump) -> tuple[bool, str]:
     return (d.rank is not None and d.rank_dir.name != f"rank{d.rank}", str(d.records))
 
 
-def _steps_text(steps: list[int | None]) -> str:
-    """The steps of one side's dumps; a dump without a ``stepN`` folder (dumped without ``--step``)
-    as ``none``, not Python's ``None``."""
-    return "[" + ", ".join("none" if s is None else str(s) for s in steps) + "]"
-
-
-def _steps_hint(npu: list[int | None], bench: list[int | None], step: int | None) -> str:
-    """Why steps could not pair, where one side has no ``stepN`` folder at all."""
-    flat = [role for role, steps in (("NPU", npu), ("bench", bench)) if steps == [None]]
-    if not flat or (step is None and len(flat) == 2):
-        return ""
-    sides = "both dumps have" if len(flat) == 2 else f"the {flat[0]} dump has"
-    if step is not None:
-        return f": {sides} no stepN folder (dumped without --step), so --step {step} selects nothing there"
-    return f": {sides} no stepN folder (dumped without --step) and the other has: dump both sides alike"
-
-
-def unpaired_notes(
+def unpaired(
     npu: list[RankDump],
     bench: list[RankDump],
     paired: list[tuple[RankDump, RankDump]],
     step: int | None,
     rank: int | None,
-) -> tuple[str, ...]:
-    """Dumps that no pair holds, in words: what the user would otherwise not see compared."""
-    notes = []
+) -> tuple[Unpaired, ...]:
+    """Dumps that no pair holds: what the user would otherwise not see compared."""
+    notes: list[Unpaired] = []
     if npu and bench and not paired:
         ns, nr = steps_and_ranks(npu)
         bs, br = steps_and_ranks(bench)
-        want = "".join(f" {k} {v}" for k, v in (("step", step), ("rank", rank)) if v is not None)
         notes.append(
-            f"no NPU and bench rank dumps pair up{want and ' for' + want} "
-            f"(NPU: steps {_steps_text(ns)}, ranks {nr}; bench: steps {_steps_text(bs)}, ranks {br})"
-            + _steps_hint(ns, bs, step)
+            NoPairs(
+                step=step,
+                rank=rank,
+                npu_steps=tuple(ns),
+                npu_ranks=tuple(nr),
+                bench_steps=tuple(bs),
+                bench_ranks=tuple(br),
+            )
         )
-    for role, dumps, other, side in (("NPU", npu, "bench", 0), ("bench", bench, "NPU", 1)):
+    for role, dumps, side in ((Side.NPU, npu, 0), (Side.BENCH, bench, 1)):
         compared = {p[side].label: p[side] for p in paired}
         done = {p[side].records for p in paired}
         for d in dumps:
@@ -428,18 +518,17 @@ def unpaired_notes(
                 continue  # the rank option picks the dumps; bench dumps are news only beside pairs
             twin = compared.get(d.label)
             if twin is not None:
-                notes.append(
-                    f"{role} {d.label} in {d.rank_dir}: not compared, as {twin.rank_dir} has the "
-                    f"same step and rank and is compared"
-                )
+                notes.append(Shadowed(side=role, label=d.label, rank_dir=d.rank_dir, twin=twin.rank_dir))
             else:
-                notes.append(f"{role} {d.label}: no {other} dump for it")
+                notes.append(OneSided(side=role, label=d.label))
     if paired:
         notes += _rank_notes(npu, bench, step, rank)
     return tuple(notes)
 
 
-def _rank_notes(npu: list[RankDump], bench: list[RankDump], step: int | None, rank: int | None) -> list[str]:
+def _rank_notes(
+    npu: list[RankDump], bench: list[RankDump], step: int | None, rank: int | None
+) -> list[Unpaired]:
     """Ranks a reader of the verdict would not think of: those ``--rank`` leaves out (the error may
     begin on one of them), and sides that hold different numbers of ranks (jobs of different sizes
     differ by design: each rank's data and the gradients' average)."""
@@ -447,16 +536,7 @@ def _rank_notes(npu: list[RankDump], bench: list[RankDump], step: int | None, ra
         {d.rank for d in side if d.rank is not None and step in (None, d.step)} for side in (npu, bench)
     )
     if rank is not None:
-        if len(nr) < 2:
-            return []
-        return [
-            f"rank {rank} only, of the NPU dump's ranks {sorted(nr)}: the error may begin on another rank "
-            f"(compare without --rank to find the first divergent one)"
-        ]
+        return [RankOnly(rank=rank, ranks=tuple(sorted(nr)))] if len(nr) >= 2 else []
     if len(nr) == len(br) or not nr or not br:
         return []
-    return [
-        f"the NPU dump holds {len(nr)} ranks {sorted(nr)} and the bench dump {len(br)} {sorted(br)}: jobs of "
-        f"different sizes differ by design (each rank's data, the gradients' average); only ranks on both "
-        f"sides are compared"
-    ]
+    return [RankCounts(npu=tuple(sorted(nr)), bench=tuple(sorted(br)))]

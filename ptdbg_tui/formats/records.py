@@ -196,9 +196,22 @@ def valid_stat(v: Any) -> bool:
     return isinstance(v, int) and abs(v) <= 1.7976931348623157e308
 
 
-def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
-    """Entry names that occur more than once in one dump, in words (a line written twice, or two runs
-    into one file); ``None`` when every name is unique. Each occurrence stays a row of its own."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RepeatedNames:
+    """Entry names that occur more than once in one dump (a line written twice, or two runs into one
+    file): how many occurrences repeat one before (``count``), the first such name, and where its two
+    occurrences are (``lines``: their line numbers where both have one; ``entries``: their positions,
+    from 1)."""
+
+    count: int
+    name: str
+    lines: tuple[int, int] | None
+    entries: tuple[int, int]
+
+
+def repeated_names(tensors: Sequence[TensorRecord]) -> RepeatedNames | None:
+    """Entry names that occur more than once in one dump; ``None`` when every name is unique. Each
+    occurrence stays a row of its own."""
     first: dict[str, TensorRecord] = {}
     again: list[tuple[TensorRecord, TensorRecord]] = []
     for rec in tensors:
@@ -208,13 +221,11 @@ def repeated_names(tensors: Sequence[TensorRecord]) -> str | None:
     if not again:
         return None
     a, b = again[0]
-    where = (
-        f"lines {a.line} and {b.line}" if a.line and b.line else f"entries {a.order + 1} and {b.order + 1}"
-    )
-    more = f" (+{len(again) - 1} more)" if len(again) > 1 else ""
-    return (
-        f"{len(again)} duplicate entry name(s): {short(a.name, 80)} at {where}{more}; each is a row "
-        "of its own"
+    return RepeatedNames(
+        count=len(again),
+        name=a.name,
+        lines=(a.line, b.line) if a.line and b.line else None,
+        entries=(a.order + 1, b.order + 1),
     )
 
 

@@ -13,6 +13,7 @@ from rich.style import Style
 from ptdbg_tui.app.bars import diagnosis_lines as bar_lines
 from ptdbg_tui.app.detail import replay_line
 from ptdbg_tui.app.tree_model import TreeModel
+from ptdbg_tui.compare.diagnosis.differences import ClassDiffers, ModelsDiffer
 from ptdbg_tui.compare.diagnosis.evidence import Judged, OnParameter, TwoDumps
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
@@ -118,7 +119,12 @@ def test_the_manifests_are_said_first_each_kind_once_and_the_app_lists_them_alik
     the lr once (the scheduler holds a copy), the parameters counted and named a few at a time, the
     settings a few at a time; where a run ran in a note of its own."""
     found = manifest_differences(_manifest(3e-4, "a", "npu-7", "8"), _manifest(1e-4, "b", "gpu-2", "4"))
-    d = Diagnosis(compared=3, judged=3, differ=["the runs' models differ: x"], manifest=tuple(found))
+    d = Diagnosis(
+        compared=3,
+        judged=3,
+        differ=[ModelsDiffer(classes=(ClassDiffers(module="x", npu="A", bench="B"),))],
+        manifest=tuple(found),
+    )
     lines = diagnosis_lines(d)
     said = (
         "lr 0.0003 against 0.0001; 4 parameters differ at start (fc.weight, fc.bias, x\\x1b[2J +1 more); "
@@ -127,7 +133,7 @@ def test_the_manifests_are_said_first_each_kind_once_and_the_app_lists_them_alik
     )
     assert lines[:2] == [
         f"  runs differ before any kernel: {said}",
-        "  runs differ: the runs' models differ: x",
+        "  runs differ: the runs' models differ: x is a A against a B",
     ]
     assert "  note: the runs' manifests also differ where numerics do not: host, script path" in lines
     assert f"Runs differ: the runs' manifests differ: {said} (+1 more)" in _bar(d)

@@ -14,6 +14,7 @@ import pytest
 
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import unpaired_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.options import LiveOptions
 
@@ -52,7 +53,9 @@ class Session:
             await pilot.press("down", "down", "down", "enter", "down", "down")  # the detail panel too
             self.shown = [shown(app.header_bar), shown(app.diagnosis_bar)]
             p = app.model.progress
-            self.shown += [*p.unpaired, *p.faults] + [q for s in (p.npu, p.bench) if s for q in s.problems]
+            self.shown += [*map(unpaired_text, p.unpaired), *p.faults] + [
+                q for s in (p.npu, p.bench) if s for q in s.problems
+            ]
             self.shown += [f"{s.role}: {s.detail}" for s in (p.npu, p.bench) if s and s.detail]
             self.pairs = {info.npu.rank: rows for info, rows in app.engine.pairs()}
 

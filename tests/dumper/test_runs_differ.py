@@ -12,7 +12,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.cli import main as cli_main
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
-from ptdbg_tui.compare.report.words import verdict_text
+from ptdbg_tui.compare.report.words import runs_differ_text, verdict_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.formats.layout import discover
 from ptdbg_tui.formats.modules import sidecar_path
@@ -81,6 +81,11 @@ def _no_kernel(d: Diagnosis) -> None:
     assert not kernels, verdict_text(d)
 
 
+def _said(d: Diagnosis) -> list[str]:
+    """What the report's ``runs differ:`` lines say."""
+    return [runs_differ_text(x) for x in d.differ]
+
+
 def test_a_block_more_on_the_bench_is_said_and_nothing_in_it_is_blamed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -88,8 +93,8 @@ def test_a_block_more_on_the_bench_is_said_and_nothing_in_it_is_blamed(
     parameters differ on entry to step 1 — weight of …' and nothing said that the models differ."""
     d = _compare(tmp_path, ["blocks=2"], ["blocks=3"])
     models = "the runs' models differ: the bench has blocks.2 (Block), the NPU run does not"
-    assert d.differ and d.differ[0].startswith(models), d.differ
-    assert "(blocks: 3 on the bench, 2 on the NPU run)" in d.differ[0]
+    assert _said(d) and _said(d)[0].startswith(models), _said(d)
+    assert "(blocks: 3 on the bench, 2 on the NPU run)" in _said(d)[0]
     assert not d.suspects, verdict_text(d)  # the embedding's parameters follow from it: no culprit
     assert not d.all_clear
     out = str(tmp_path / "out")
@@ -112,8 +117,8 @@ def test_a_reshaped_or_renamed_parameter_is_said(tmp_path: Path, npu: str, words
     """A wider MLP on the NPU blamed 'Functional_linear_0_backward: introduces error … ×132', a kernel of
     the very linear whose weight has another shape."""
     d = _compare(tmp_path, [npu], [])
-    assert d.differ and d.differ[0].startswith("the runs' models differ: "), d.differ
-    assert words in d.differ[0], d.differ
+    assert _said(d) and _said(d)[0].startswith("the runs' models differ: "), _said(d)
+    assert words in _said(d)[0], _said(d)
     assert not d.suspects, verdict_text(d)
 
 
@@ -125,11 +130,11 @@ def test_without_a_module_sidecar_the_parameters_shapes_are_said(tmp_path: Path)
         sidecar_path(dump.records).unlink()
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
     d = outcome.diagnosis
-    assert d.differ == [
+    assert _said(d) == [
         "the runs' models differ: weight of Functional_linear_0_forward [48, 16] against [32, 16]; "
         "bias of Functional_linear_0_forward [48] against [32]; "
         "weight of Functional_linear_1_forward [16, 48] against [16, 32]; 3 more parameters of other shapes"
-    ], d.differ
+    ], _said(d)
     _no_kernel(d)
 
 
@@ -148,7 +153,7 @@ def test_a_hyperparameter_that_differs_is_said_as_such(
     1 − β1ᵗ) was all the report said, at step 1 parameters that differ on entry. A weight decay 0.1
     against 0.01 moves AdamW's 'mul_(1 − lr·wd)' by 9e-5, below what counts as a different argument."""
     d = _compare(tmp_path, [npu], [bench], step)
-    assert d.differ == [f"the runs pass different hyperparameters: {words}"], d.differ
+    assert _said(d) == [f"the runs pass different hyperparameters: {words}"], _said(d)
     _no_kernel(d)
 
 
@@ -156,6 +161,6 @@ def test_a_different_first_batch_is_said_and_not_blamed_on_the_embedding(tmp_pat
     """Other token ids: 'error enters before Functional_embedding_0_forward, outside the dumped calls'."""
     d = _compare(tmp_path, ["data=1"], ["data=2"], "0")
     data = "the runs pass different data: Functional_embedding_0_forward_input.0, the model's first input"
-    assert len(d.differ) == 1 and d.differ[0].startswith(data), d.differ
+    assert len(_said(d)) == 1 and _said(d)[0].startswith(data), _said(d)
     assert not any(s.call == "Functional_embedding_0_forward" for s in d.suspects), verdict_text(d)
     _no_kernel(d)

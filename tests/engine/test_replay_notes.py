@@ -6,7 +6,13 @@ from __future__ import annotations
 from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
-from ptdbg_tui.compare.report.words import BUDGET_RAN_OUT, NOT_REACHED, finding, replay_run_text
+from ptdbg_tui.compare.report.words import (
+    BUDGET_RAN_OUT,
+    NOT_REACHED,
+    UNDECIDED_WORDS,
+    finding,
+    replay_run_text,
+)
 from ptdbg_tui.engine.replay.replayer import fold_replays, replay_could_decide, undecided
 
 
@@ -38,9 +44,11 @@ def test_a_kernel_named_second_is_named():
 def test_parameters_alone_with_no_row_failing_are_not_called_failing_rows():
     d = Diagnosis(suspects=[_suspect("Functional_linear_0_forward", PARAMETERS)], judged=10, compared=10)
     assert replay_could_decide(d, summary=False)
-    assert undecided(d) == "parameters differ on entry, and no kernel is named"
+    assert UNDECIDED_WORDS[undecided(d)] == "parameters differ on entry, and no kernel is named"
     d.failing = 3
-    assert undecided(d) == "rows fail where the inputs already differ, and no kernel is named"
+    assert (
+        UNDECIDED_WORDS[undecided(d)] == "rows fail where the inputs already differ, and no kernel is named"
+    )
 
 
 def test_a_default_replay_that_refuted_every_suspect_still_offers_the_full_one():

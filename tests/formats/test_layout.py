@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
+
 import pytest
 
+from ptdbg_tui.compare.report.words import statistics_only_text, unpaired_text
+from ptdbg_tui.formats import layout
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
+    OneSided,
+    RankCounts,
+    SameDump,
+    Side,
+    StatisticsOnly,
     discover,
     pair_dumps,
     rank_dir_path,
+    same_dump,
+    statistics_only,
     steps_and_ranks,
     tensor_bytes,
+    unpaired,
 )
 
 
@@ -137,3 +150,53 @@ def test_a_rank_dump_knows_the_folder_its_writer_was_given(tmp_path, folders, re
     (root / folders / records).write_text("")
     (dump,) = discover(root)
     assert dump.dump_path == root
+
+
+def test_what_the_layout_finds_of_the_pairs_is_values_and_the_words_module_says_it(tmp_path):
+    """formats writes no prose (issue 31): a dump on one side only, a bench without the data folder the
+    NPU has, one dump file on both sides come back as values, and the report's words are said from them."""
+    for rank in (0, 1):
+        _dump(tmp_path / "npu", rank)
+    _dump(tmp_path / "bench", 0, npy=False)
+    npu, bench = discover(tmp_path / "npu"), discover(tmp_path / "bench")
+    paired = pair_dumps(npu, bench)
+    left_out = unpaired(npu, bench, paired, None, None)
+    assert left_out == (
+        OneSided(side=Side.NPU, label="rank1"),
+        RankCounts(npu=(0, 1), bench=(0,)),
+    )
+    assert unpaired_text(left_out[0]) == "NPU rank1: no bench dump for it"
+    why = statistics_only(npu[0], bench[0])
+    assert why == StatisticsOnly(bare=Side.BENCH, missing=bench[0].tensor_dir)
+    assert statistics_only_text(why) == (
+        f"the bench dump holds no tensors (it has no data folder {bench[0].tensor_dir}) and the other does"
+    )
+    assert same_dump(npu[0], bench[0]) is None
+    assert same_dump(npu[0], npu[0]) == SameDump(path=npu[0].records)
+    assert unpaired_text(unpaired(npu, bench, [], 4, None)[0]) == (
+        "no NPU and bench rank dumps pair up for step 4 (NPU: steps [none], ranks [0, 1]; bench: steps "
+        "[none], ranks [0]): both dumps have no stepN folder (dumped without --step), so --step 4 selects "
+        "nothing there"
+    )
+
+
+#: What formats may still say in words: the message of a path that holds no dump (an error's).
+MESSAGES = {"no_dump_message"}
+
+
+def test_no_layout_function_returns_words():
+    """A note that formats built as a sentence returned ``str``: every public function of the layout
+    returns values, for :mod:`ptdbg_tui.compare.report.words` to say."""
+    said = []
+    for name, fn in vars(layout).items():
+        if (
+            name.startswith("_")
+            or name in MESSAGES
+            or not inspect.isfunction(fn)
+            or fn.__module__ != layout.__name__
+        ):
+            continue
+        returned = typing.get_type_hints(fn).get("return")
+        if str in (returned, *typing.get_args(returned)):
+            said.append(name)
+    assert not said, f"formats/layout.py returns words from {said}: return a value, say it in words.py"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from ptdbg_tui.compare.diagnosis.differences import RunsDiffer
 from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Note
@@ -193,9 +194,9 @@ class Diagnosis:
     #: steps of full size (an adaptive optimizer's): the NPU record of the tensor each left (dtype, shape,
     #: statistics) -> the call, so that the next step knows the parameter it wrote
     amplified: dict[tuple[Any, ...], str] = field(default_factory=dict)
-    #: what differs between the runs before any kernel (their models, data, hyperparameters), in words
+    #: what differs between the runs before any kernel (their models, data, hyperparameters)
     #: (:mod:`~.runs_differ`): said before any culprit
-    differ: list[str] = field(default_factory=list)
+    differ: list[RunsDiffer] = field(default_factory=list)
     #: where the runs' manifests differ (:mod:`ptdbg_tui.formats.manifest`), numeric ones first: said
     #: first of all; empty where either run has no manifest
     manifest: tuple[ManifestDifference, ...] = ()

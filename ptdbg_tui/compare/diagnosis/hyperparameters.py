@@ -104,11 +104,13 @@ def _sgd(lines: Sequence[CallSpec]) -> Hyperparameters:
     return {}
 
 
-def hyperparameters_differ(npu: Hyperparameters, bench: Hyperparameters) -> str:
-    """The values both runs' optimizers show, where they differ: ``lr 0.001 against 0.0001``; empty
-    where they agree."""
-    return ", ".join(
-        f"{name} {npu[name]:.4g} against {bench[name]:.4g}"
+def hyperparameters_differ(
+    npu: Hyperparameters, bench: Hyperparameters
+) -> tuple[tuple[str, float, float], ...]:
+    """The values both runs' optimizers show, where they differ (name, NPU's, bench's); empty where they
+    agree."""
+    return tuple(
+        (name, npu[name], bench[name])
         for name in NAMES
         if name in npu and name in bench and values_differ(npu[name], bench[name])
     )

@@ -1,12 +1,18 @@
 """A diagnosis' notes as values (:data:`Note`): a check that could not be done and why, what the scripts
 chose, what another step says of this one, an update that amplified rounding noise;
-:func:`ptdbg_tui.compare.report.words.note_text` says each.
+:func:`ptdbg_tui.compare.report.words.note_text` says each. And a job's notes (:data:`JobNote`): what was
+not compared or not read, and why a pair says nothing of the NPU run (:data:`NoVerdict`);
+:func:`ptdbg_tui.compare.report.words.job_note_text` says each.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
+
+from ptdbg_tui.formats.layout import SameDump, Side, StatisticsOnly, Unpaired
+from ptdbg_tui.formats.records import RepeatedNames
 
 
 class Sidecar(str, Enum):
@@ -83,3 +89,85 @@ class Amplified:
 
 
 Note = Unread | Autocast | StepNote | Amplified
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoEntries:
+    """A side's dump file (``records``) holds no entries: no row is compared."""
+
+    side: Side
+    records: Path
+
+
+#: Why a pair's rows say nothing about the NPU run: one dump file on both sides, or a side empty.
+NoVerdict = SameDump | NoEntries
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Repeated:
+    """Entry names repeat in a side's dump file (``records``)."""
+
+    side: Side
+    records: Path
+    repeats: RepeatedNames
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotCompared:
+    """A pair not compared: the error's message (``fault``), or ``None`` where no worker of the cluster
+    can read both its folders."""
+
+    fault: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OnPair:
+    """A note on one pair (``pair``: its label)."""
+
+    pair: str
+    what: StatisticsOnly | NoVerdict | Repeated | NotCompared
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanProblem:
+    """What could not be read while a side's dumps were looked for (``problem``: the reader's message)."""
+
+    side: Side
+    problem: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextFailed:
+    """The verdict across ranks and steps failed (``fault``: the error's message); each pair's stands."""
+
+    fault: str
+
+
+class Undecided(Enum):
+    """Where two dumps cannot name a kernel and a replay of every call can (:mod:`.replayer`)."""
+
+    FAILING = "failing"  # rows fail where the inputs already differ
+    PARAMETERS = "parameters"  # parameters differ on entry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayCould:
+    """A compare without ``--replay`` where replaying every call could still name a kernel: the pairs
+    (``labels``) and what their verdicts say instead (``said``, or ``None`` where they differ)."""
+
+    labels: tuple[str, ...]
+    said: Undecided | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotReplayed:
+    """A compare that did not replay (``why``: no torch, ``--no-replay``), where pairs (``labels``) have
+    suspects the replay would have confirmed or refuted."""
+
+    why: str
+    labels: tuple[str, ...]
+
+
+#: What a job's report says after its pairs: dumps not compared or not read, pairs compared from
+#: statistics only, a check that failed, a replay that could still decide.
+JobNote = ScanProblem | Unpaired | OnPair | ContextFailed | ReplayCould | NotReplayed

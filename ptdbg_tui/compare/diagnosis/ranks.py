@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.evidence import Departs, OnOneRank
 from ptdbg_tui.compare.diagnosis.findings import (
     ARGUMENTS,
@@ -108,27 +107,15 @@ class CrossRank:
         place the headline names, and what a narrowing follows."""
         return min((v for v in self.valued if v.received), key=_order, default=None)
 
-    def bits_lines(self) -> list[str]:
-        """Where checksums alone differ before the first divergent rank's values: the first difference
-        in bits, which the headline passes over, and what a checksum cannot tell."""
-        return [
-            f"  {where} — its output's bits, not its statistics: {BITS_NOT_HOW_FAR} (two devices' kernels "
-            "differ bitwise; on one device it is nondeterminism)"
-            for where in self.bits_where()
-        ]
-
-    def bits_where(self) -> list[str]:
-        """Each call whose checksums alone differ before the first divergent rank's values, and on which
-        ranks (``"before it, checksums alone differ: CALL on rank0 (step0), …"``): the start of each of
-        :meth:`bits_lines`, short enough for a notice."""
+    def bits_where(self) -> dict[str, list[str]]:
+        """Each call whose checksums alone differ before the first divergent rank's values, and the
+        ranks it differs on (their names), in execution order: the first difference in bits, which the
+        headline passes over (:func:`~ptdbg_tui.compare.report.words.bits_lines` says it)."""
         where: dict[str, list[str]] = {}
         for v in sorted(self.bits, key=_order):
             assert v.suspect is not None
             where.setdefault(v.suspect.call, []).append(v.name)
-        return [
-            f"before it, checksums alone differ: {call} on {', '.join(names)}"
-            for call, names in where.items()
-        ]
+        return where
 
     def received(self, label: str) -> Received | None:
         """For the pair ``label`` whose first suspect only receives the error another rank made (its

@@ -30,13 +30,23 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
+from ptdbg_tui.compare.diagnosis.differences import (
+    ClassDiffers,
+    DataApart,
+    DataShapes,
+    HyperparametersDiffer,
+    ModelsDiffer,
+    ModulesOnly,
+    RunsDiffer,
+    ShapeDiffers,
+)
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, Unexplained
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
 from ptdbg_tui.compare.diagnosis.notes import Note, Sidecar, Unread
-from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.layout import Side
 from ptdbg_tui.formats.manifest import Manifest, ManifestError, manifest_differences
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
@@ -48,8 +58,6 @@ Chains = tuple["ChainOf | None", "ChainOf | None"]
 Specs = tuple[Mapping[str, CallSpec], Mapping[str, CallSpec]]
 #: The first input that differs by more than this (relative) is other data, not rounding or noise.
 DATA_TOLERANCE = 1e-3
-#: Modules (or parameters) named in a finding, at most.
-SHOWN = 3
 #: Suspects that follow from models that differ wherever they are: they are no kernel's.
 _CONSEQUENCES = NOT_A_KERNEL | {RANDOM, SHAPE}
 
@@ -88,9 +96,9 @@ def _model(rows: Iterable[Row], bench: bool, chain_of: ChainOf) -> _Model:
 
 @dataclass(slots=True)
 class _Difference:
-    """What differs between the runs' models: in words, and the modules it lies in."""
+    """What differs between the runs' models (``found``), and the modules it lies in."""
 
-    parts: list[str] = field(default_factory=list)
+    found: ModelsDiffer = field(default_factory=ModelsDiffer)
     modules: set[str] = field(default_factory=set)
     calls: set[str] = field(default_factory=set)  # calls (without a module structure) whose parameters differ
 
@@ -99,72 +107,67 @@ def _parent(name: str) -> str:
     return name.rpartition(".")[0]
 
 
-def _listed(names: Sequence[str], classes: Mapping[str, str]) -> str:
-    shown = ", ".join(f"{q} ({classes[q]})" for q in names[:SHOWN])
-    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
-
-
 def _children(classes: Mapping[str, str], parent: str) -> int:
     return sum(1 for q in classes if _parent(q) == parent and q.rpartition(".")[2].isdigit())
 
 
-def _only(one: _Model, other: _Model, side: str, other_side: str, kernel: float) -> tuple[str, list[str]]:
-    """The modules ``one`` has and ``other`` not (the outermost of them), in words; none where the first
-    of them runs after ``kernel`` (the seq of the first suspect that blames a kernel): a kernel's error
-    may have sent the run another way (an expert a wrong router did not choose)."""
+def _only(one: _Model, other: _Model, side: Side, kernel: float) -> tuple[ModulesOnly | None, list[str]]:
+    """The modules ``one`` has and ``other`` not (the outermost of them); none where the first of them
+    runs after ``kernel`` (the seq of the first suspect that blames a kernel): a kernel's error may have
+    sent the run another way (an expert a wrong router did not choose)."""
     only = [q for q in one.classes if q not in other.classes]
     if only and min(one.first[q] for q in only) > kernel:
-        return "", []
+        return None, []
     top = [q for q in only if _parent(q) not in only or not _parent(q)]
     if not top:
-        return "", only
-    text = f"the {side} has {_listed(top, one.classes)}, the {other_side} does not"
+        return None, only
     counts = {
         p: (_children(one.classes, p), _children(other.classes, p))
         for q in top
         if q.rpartition(".")[2].isdigit() and (p := _parent(q))
     }
-    text += "".join(f" ({p}: {a} on the {side}, {b} on the {other_side})" for p, (a, b) in counts.items())
-    return text, only
+    return ModulesOnly(
+        side=side,
+        modules=tuple((q, one.classes[q]) for q in top),
+        counts=tuple((p, a, b) for p, (a, b) in counts.items()),
+    ), only
 
 
 def _models_differ(npu: _Model, bench: _Model, kernel: float) -> _Difference:
     diff = _Difference()
-    for one, other, side, other_side in ((bench, npu, "bench", "NPU run"), (npu, bench, "NPU run", "bench")):
-        text, only = _only(one, other, side, other_side, kernel)
-        if text:
-            diff.parts.append(text)
+    found = []
+    for one, other, side in ((bench, npu, Side.BENCH), (npu, bench, Side.NPU)):
+        modules, only = _only(one, other, side, kernel)
+        if modules is not None:
+            found.append(modules)
             diff.modules.update(only)
     classes = [q for q, c in npu.classes.items() if bench.classes.get(q, c) != c]
-    if classes:
-        diff.parts += [f"{q} is a {npu.classes[q]} against a {bench.classes[q]}" for q in classes[:SHOWN]]
-        diff.modules.update(classes)
+    diff.modules.update(classes)
     shapes = {k: (s, bench.shapes[k]) for k, s in npu.shapes.items() if bench.shapes.get(k, s) != s}
-    diff.parts += _shapes_text(shapes)
     diff.modules.update(_parent(k) for k in shapes)
+    diff.found = ModelsDiffer(
+        only=tuple(found),
+        classes=tuple(ClassDiffers(module=q, npu=npu.classes[q], bench=bench.classes[q]) for q in classes),
+        shapes=tuple(ShapeDiffers(name=k, npu=n, bench=b) for k, (n, b) in shapes.items()),
+    )
     return diff
-
-
-def _shapes_text(shapes: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]) -> list[str]:
-    """Parameters of other shapes (by name: the NPU's shape, the bench's), the first few in words."""
-    out = [f"{k} {list(n)} against {list(b)}" for k, (n, b) in list(shapes.items())[:SHOWN]]
-    more = len(shapes) - SHOWN
-    return out + ([f"{more} more parameter{'s' if more > 1 else ''} of other shapes"] if more > 0 else [])
 
 
 def _shapes_differ(rows: Sequence[Row]) -> _Difference:
     """Without a module structure: the parameters of paired calls whose shapes differ."""
     diff = _Difference()
-    shapes = {}
+    shapes: dict[tuple[str, str], ShapeDiffers] = {}
     for row in rows:
         entry = row.record.entry
         if row.npu is None or row.bench is None or entry is None or row.shapes_agree:
             continue
         slot = parameter_slot(entry)
         if slot is not None and row.npu.shape != row.bench.shape:
-            shapes[f"{slot} of {entry.call}"] = (row.npu.shape, row.bench.shape)
+            shapes[slot, entry.call] = ShapeDiffers(
+                name=slot, npu=row.npu.shape, bench=row.bench.shape, call=entry.call
+            )
             diff.calls.add(entry.call)
-    diff.parts = _shapes_text(shapes)
+    diff.found = ModelsDiffer(shapes=tuple(shapes.values()))
     return diff
 
 
@@ -192,24 +195,22 @@ def _first_input(rows: Sequence[Row], model: _Model) -> Row | None:
     return None
 
 
-def _data_differs(row: Row) -> str:
-    """The first input's difference, in words; empty where it is within noise."""
+def _data_differs(row: Row) -> DataShapes | DataApart | None:
+    """The first input's difference; None where it is within noise."""
     npu, bench = row.npu, row.bench
     if npu is None or bench is None or npu.is_scalar or bench.is_scalar:
-        return ""
+        return None
     if npu.shape != bench.shape:
-        return f"{row.name}, the model's first input, is {list(npu.shape)} against {list(bench.shape)}"
+        return DataShapes(name=row.name, npu=npu.shape, bench=bench.shape)
     errors = row.result.errors if row.result is not None else None
     if errors is None or not (errors.rel > DATA_TOLERANCE or (errors.exact and errors.rel > 0)):
-        return ""
-    stats = ", ".join(
-        f"{name} {a:.4g} against {b:.4g}"
+        return None
+    stats = tuple(
+        (name, a, b)
         for name, a, b in zip(("max", "min", "mean"), npu.stat_values(), bench.stat_values(), strict=False)
         if a is not None and b is not None and a != b
     )
-    return f"{row.name}, the model's first input, is {fmt_error(errors.rel)} apart" + (
-        f" ({stats})" if stats else ""
-    )
+    return DataApart(name=row.name, error=errors.rel, stats=stats)
 
 
 def _read(read: Callable[[], T], sidecar: Sidecar | None, notes: list[Note]) -> T | None:
@@ -252,22 +253,22 @@ def with_runs_differ(
     suspects that lie inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``:
     each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
     failing row). A module structure that cannot be read leaves a note."""
-    found: list[str] = []
+    found: list[RunsDiffer] = []
     read = _read(chains, Sidecar.STRUCTURE, diagnosis.notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
     npu = _model(rows, False, npu_chain) if npu_chain else _Model()
     bench = _model(rows, True, bench_chain) if bench_chain else _Model()
     kernel = min((s.seq for s in diagnosis.suspects if s.kind not in _CONSEQUENCES), default=math.inf)
     diff = _models_differ(npu, bench, kernel) if npu.classes and bench.classes else _shapes_differ(rows)
-    if diff.parts:
-        found.append("the runs' models differ: " + "; ".join(diff.parts))
+    if diff.found.only or diff.found.classes or diff.found.shapes:
+        found.append(diff.found)
         kept = [
             s for s in diagnosis.suspects if s.kind not in _CONSEQUENCES and not _inside(s, diff, npu.chains)
         ]
         diagnosis.suspects = kept
     first = _first_input(rows, npu)
     if first is not None and first.seq < kernel and (data := _data_differs(first)):
-        found.append(f"the runs pass different data: {data}")
+        found.append(data)
         diagnosis.suspects = [
             s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
         ]
@@ -276,7 +277,7 @@ def with_runs_differ(
     # differ too, has said so
     sidecars = _read(specs, None, []) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
-        found.append(f"the runs pass different hyperparameters: {hyper}")
+        found.append(HyperparametersDiffer(values=hyper))
     diagnosis.differ = found
     if found and not diagnosis.suspects:
         diagnosis.unexplained = Unexplained()  # the runs differ before any kernel

@@ -8,22 +8,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.notes import NoVerdict
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.report.words import suspect_text, verdict_text
+from ptdbg_tui.compare.report.words import no_verdict_text, suspect_text, verdict_text
 from ptdbg_tui.formats.file_writes import write_text
 from ptdbg_tui.formats.untrusted import one_line
 
 _ALL_PASS = "All data in comparison result meets the accuracy requirements."
 
 
-def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis, no_verdict: str = "") -> str:
+def advisor_text(rows: Sequence[Row], diagnosis: Diagnosis, no_verdict: NoVerdict | None = None) -> str:
     """The original's ``advisor_<ts>.txt`` (``Line``/``Suspect Nodes``/``Expert Advice``), with the
     culprit as the suspect instead of the first failing row. Lines are CSV line numbers.
     ``no_verdict``: why the rows say nothing about the NPU run (one dump on both sides …)."""
     line_of = {id(row): i + 2 for i, row in enumerate(rows)}
     culprit = diagnosis.culprit
-    if no_verdict:
-        suspect, advice = None, f"No verdict: {no_verdict}"
+    if no_verdict is not None:
+        suspect, advice = None, f"No verdict: {no_verdict_text(no_verdict)}"
     elif culprit is not None:
         suspect = culprit.worst_row
         advice = suspect_text(culprit)
@@ -45,6 +46,8 @@ def advisor_path(compare_csv: Path) -> Path:
     return compare_csv.with_name("advisor" + compare_csv.stem.removeprefix("compare_result") + ".txt")
 
 
-def write_advisor(rows: Sequence[Row], diagnosis: Diagnosis, compare_csv: Path, no_verdict: str = "") -> Path:
+def write_advisor(
+    rows: Sequence[Row], diagnosis: Diagnosis, compare_csv: Path, no_verdict: NoVerdict | None = None
+) -> Path:
     """Write the advisor file beside ``compare_csv``."""
     return write_text(advisor_path(compare_csv), advisor_text(rows, diagnosis, no_verdict))

@@ -9,11 +9,19 @@ from __future__ import annotations
 import math
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
+from ptdbg_tui.compare.diagnosis.differences import (
+    DataShapes,
+    HyperparametersDiffer,
+    ModelsDiffer,
+    ModulesOnly,
+    RunsDiffer,
+    ShapeDiffers,
+)
 from ptdbg_tui.compare.diagnosis.evidence import (
     Argument,
     Arguments,
@@ -46,7 +54,25 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
     OriginReplay,
     Overflow,
 )
-from ptdbg_tui.compare.diagnosis.notes import Amplified, Autocast, Carried, Note, Sidecar, StepNote, Unread
+from ptdbg_tui.compare.diagnosis.notes import (
+    Amplified,
+    Autocast,
+    Carried,
+    ContextFailed,
+    JobNote,
+    NotCompared,
+    Note,
+    NotReplayed,
+    NoVerdict,
+    OnPair,
+    Repeated,
+    ReplayCould,
+    ScanProblem,
+    Sidecar,
+    StepNote,
+    Undecided,
+    Unread,
+)
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
@@ -58,9 +84,22 @@ from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
-from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.layout import (
+    NoPairs,
+    NoTensorDir,
+    OneSided,
+    RankDump,
+    RankOnly,
+    SameDump,
+    Shadowed,
+    Side,
+    StatisticsOnly,
+    TensorDirProblem,
+    TensorDirUnreadable,
+    Unpaired,
+)
 from ptdbg_tui.formats.manifest import ManifestDifference
-from ptdbg_tui.formats.records import BadLine
+from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
 
@@ -87,7 +126,7 @@ class PairReport(Protocol):
     @property
     def match_note(self) -> str: ...
     @property
-    def no_verdict(self) -> str: ...
+    def no_verdict(self) -> NoVerdict | None: ...
     @property
     def culprit_module(self) -> str: ...
     @property
@@ -812,7 +851,7 @@ def note_texts(d: Diagnosis) -> list[str]:
 def runs_differ_texts(d: Diagnosis) -> list[str]:
     """What differs between the runs before any kernel, the manifests first, as the app lists it."""
     manifest = manifest_text(d)
-    return ([f"{MANIFEST_DIFFER}: {manifest}"] if manifest else []) + d.differ
+    return ([f"{MANIFEST_DIFFER}: {manifest}"] if manifest else []) + [runs_differ_text(x) for x in d.differ]
 
 
 def no_operator_text(judged: int) -> str:
@@ -862,7 +901,7 @@ def diagnosis_lines(d: Diagnosis, module: str = "", step: int | None = None) -> 
     was made in) and the next suspects with their evidence, or the verdict."""
     manifest = manifest_text(d)
     lines = [f"  {RUNS_DIFFER_FIRST}: {manifest}"] if manifest else []
-    lines += [f"  runs differ: {text}" for text in d.differ] + [f"  {verdict_text(d)}"]
+    lines += [f"  runs differ: {runs_differ_text(x)}" for x in d.differ] + [f"  {verdict_text(d)}"]
     site = d.culprit.site if d.culprit else None
     if step is not None:
         lines.append(f"    step: {step}")
@@ -893,13 +932,13 @@ def summary_text(o: PairReport) -> str:
     lines = [
         f"{o.label} ({mode}): {len(o.rows)} rows: {c[Status.PASS]} passed, {c[Status.FAIL]} failed, "
         f"{c[Status.WARN]} warnings, {c[Status.UNMATCHED]} unmatched{of_them}, {c[Status.ERROR]} errors"
-        + ("" if o.no_verdict else named_text(o.diagnosis))
+        + ("" if o.no_verdict is not None else named_text(o.diagnosis))
     ]
-    if o.no_verdict:  # said first: the counts above hold, but they say nothing about the NPU run
-        lines.append(f"  No verdict: {o.no_verdict}")
+    if o.no_verdict is not None:  # said first: the counts above hold, but they say nothing about the NPU run
+        lines.append(f"  No verdict: {no_verdict_text(o.no_verdict)}")
     if o.match_note:
         lines.append(f"  matching: {o.match} — {o.match_note}")
-    if not o.no_verdict:
+    if o.no_verdict is None:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
     for side, bad in zip(("NPU", "bench"), o.bad_lines, strict=True):
@@ -930,7 +969,7 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     other's (the unmatched count alone hides a run cut short), and why a culprit stands beside
     "0 failed"."""
     received = o.diagnosis.received
-    notes = [received_text(received)] if received is not None and not o.no_verdict else []
+    notes = [received_text(received)] if received is not None and o.no_verdict is None else []
     if (tail := ended_early(o.rows)) is not None:
         notes.append(tail.note)
     culprit = o.diagnosis.culprit
@@ -1010,12 +1049,40 @@ def _group(c: CrossRank, v: RankVerdict) -> str:
 def rank_summary(c: CrossRank) -> tuple[str, ...]:
     """The headline and the bits that differ before it, without the indent: what the app shows of the
     verdict across ranks (the report's lines but each rank's own)."""
-    return (rank_headline(c), *(line.strip() for line in c.bits_lines()))
+    return (rank_headline(c), *(line.strip() for line in bits_lines(c)))
 
 
 def rank_lines(c: CrossRank) -> list[str]:
     """The headline, the bits that differ before it, and each rank's verdict, for the report."""
-    return [rank_headline(c), *c.bits_lines(), *(f"  {rank_text(v)}" for v in c.verdicts)]
+    return [rank_headline(c), *bits_lines(c), *(f"  {rank_text(v)}" for v in c.verdicts)]
+
+
+def rank_notice(c: CrossRank) -> str:
+    """The live app's notice of a new cross-rank verdict: the headline, and where only checksums differ
+    before it (the overview has all)."""
+    return "\n".join(
+        sentence(t) for t in (rank_summary(c)[0], *(f"{w} (o: overview)" for w in bits_where(c)))
+    )
+
+
+def bits_where(c: CrossRank) -> list[str]:
+    """Each call whose checksums alone differ before the first divergent rank's values, and on which
+    ranks (``"before it, checksums alone differ: CALL on rank0 (step0), …"``): the start of each of
+    :func:`bits_lines`, short enough for a notice."""
+    return [
+        f"before it, checksums alone differ: {call} on {', '.join(names)}"
+        for call, names in c.bits_where().items()
+    ]
+
+
+def bits_lines(c: CrossRank) -> list[str]:
+    """Where checksums alone differ before the first divergent rank's values: the first difference in
+    bits, which the headline passes over, and what a checksum cannot tell."""
+    return [
+        f"  {where} — its output's bits, not its statistics: {BITS_NOT_HOW_FAR} (two devices' kernels "
+        "differ bitwise; on one device it is nondeterminism)"
+        for where in bits_where(c)
+    ]
 
 
 # --- the export's column ---------------------------------------------------------------------------
@@ -1106,3 +1173,361 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
         first = f"{where}{one_line(bad[0].reason)}"
         lines.append(f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {first}")
     return lines
+
+
+#: Each side of a pair as the notes name it.
+SIDE_WORDS = {Side.NPU: "NPU", Side.BENCH: "bench"}
+
+
+def tensor_dir_text(p: TensorDirProblem) -> str:
+    """What looks wrong with a dump's tensor data folder."""
+    if isinstance(p, NoTensorDir):
+        return f"no npy folder {p.folder}/ next to {p.records} (found {', '.join(p.found)}/)"
+    if isinstance(p, TensorDirUnreadable):
+        return f"npy folder {p.reason}"
+    return f"npy folder {p.path} is {p.kind}, not a folder"
+
+
+def statistics_only_text(s: StatisticsOnly) -> str:
+    """Why a pair compares statistics only where that looks unintended."""
+    notes = [f"{SIDE_WORDS[side]}: {tensor_dir_text(p)}" for side, p in s.folders]
+    if s.bare is not None:
+        notes.append(
+            f"the {SIDE_WORDS[s.bare]} dump holds no tensors (it has no data folder {s.missing}) "
+            "and the other does"
+        )
+    return "; ".join(notes)
+
+
+def same_dump_text(s: SameDump) -> str:
+    """Both sides are one dump file: why no row says anything of the NPU run."""
+    return (
+        f"the NPU and bench dumps are the same file ({s.path}): each row is compared with itself, "
+        "so every row passes"
+    )
+
+
+def _steps_text(steps: Sequence[int | None]) -> str:
+    """The steps of one side's dumps; a dump without a ``stepN`` folder (dumped without ``--step``)
+    as ``none``, not Python's ``None``."""
+    return "[" + ", ".join("none" if s is None else str(s) for s in steps) + "]"
+
+
+def _steps_hint(npu: Sequence[int | None], bench: Sequence[int | None], step: int | None) -> str:
+    """Why steps could not pair, where one side has no ``stepN`` folder at all."""
+    flat = [role for role, steps in (("NPU", npu), ("bench", bench)) if tuple(steps) == (None,)]
+    if not flat or (step is None and len(flat) == 2):
+        return ""
+    sides = "both dumps have" if len(flat) == 2 else f"the {flat[0]} dump has"
+    if step is not None:
+        return f": {sides} no stepN folder (dumped without --step), so --step {step} selects nothing there"
+    return f": {sides} no stepN folder (dumped without --step) and the other has: dump both sides alike"
+
+
+def unpaired_text(u: Unpaired) -> str:
+    """A dump no pair holds, or why no pair formed."""
+    if isinstance(u, NoPairs):
+        want = "".join(f" {k} {v}" for k, v in (("step", u.step), ("rank", u.rank)) if v is not None)
+        return (
+            f"no NPU and bench rank dumps pair up{want and ' for' + want} "
+            f"(NPU: steps {_steps_text(u.npu_steps)}, ranks {list(u.npu_ranks)}; "
+            f"bench: steps {_steps_text(u.bench_steps)}, ranks {list(u.bench_ranks)})"
+            + _steps_hint(u.npu_steps, u.bench_steps, u.step)
+        )
+    if isinstance(u, Shadowed):
+        return (
+            f"{SIDE_WORDS[u.side]} {u.label} in {u.rank_dir}: not compared, as {u.twin} has the "
+            f"same step and rank and is compared"
+        )
+    if isinstance(u, OneSided):
+        other = SIDE_WORDS[Side.BENCH if u.side is Side.NPU else Side.NPU]
+        return f"{SIDE_WORDS[u.side]} {u.label}: no {other} dump for it"
+    if isinstance(u, RankOnly):
+        return (
+            f"rank {u.rank} only, of the NPU dump's ranks {list(u.ranks)}: the error may begin on another "
+            f"rank (compare without --rank to find the first divergent one)"
+        )
+    return (
+        f"the NPU dump holds {len(u.npu)} ranks {list(u.npu)} and the bench dump {len(u.bench)} "
+        f"{list(u.bench)}: jobs of different sizes differ by design (each rank's data, the gradients' "
+        f"average); only ranks on both sides are compared"
+    )
+
+
+#: How many pairs a note names before ``and N more``.
+NOTE_PAIRS = 3
+
+#: What a replay does where two dumps cannot name a kernel (``{what}``: what it re-runs).
+REPLAY_CAN = (
+    "re-runs {what} in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
+)
+
+#: Where two dumps cannot name a kernel and a replay can, in words that hold for the pair.
+UNDECIDED_WORDS = {
+    Undecided.FAILING: "rows fail where the inputs already differ, and no kernel is named",
+    Undecided.PARAMETERS: "parameters differ on entry, and no kernel is named",
+}
+
+
+def replay_key_text(u: Undecided) -> str:
+    """The app's note on a pair that a replay of every call can decide (its key ``r``)."""
+    return f"{UNDECIDED_WORDS[u]}: r on a call {REPLAY_CAN.format(what='it')}"
+
+
+def labels_text(labels: Sequence[str]) -> str:
+    """Pairs named in a note: the first few, and how many more."""
+    more = f" and {len(labels) - NOTE_PAIRS} more" if len(labels) > NOTE_PAIRS else ""
+    return f"{', '.join(labels[:NOTE_PAIRS])}{more}"
+
+
+def no_verdict_text(n: NoVerdict) -> str:
+    """Why a pair's rows say nothing about the NPU run."""
+    if isinstance(n, SameDump):
+        return same_dump_text(n)
+    return f"the {SIDE_WORDS[n.side]} dump file {n.records} holds no entries"
+
+
+def repeated_text(r: RepeatedNames) -> str:
+    """Entry names that repeat in one dump: how many, the first, where."""
+    where = (
+        f"lines {r.lines[0]} and {r.lines[1]}" if r.lines else f"entries {r.entries[0]} and {r.entries[1]}"
+    )
+    more = f" (+{r.count - 1} more)" if r.count > 1 else ""
+    return (
+        f"{r.count} duplicate entry name(s): {short(r.name, 80)} at {where}{more}; each is a row of its own"
+    )
+
+
+def _on_pair_text(what: StatisticsOnly | NoVerdict | Repeated | NotCompared) -> str:
+    if isinstance(what, StatisticsOnly):
+        return f"statistics only — {statistics_only_text(what)}"
+    if isinstance(what, Repeated):
+        return f"{SIDE_WORDS[what.side]} dump {what.records}: {repeated_text(what.repeats)}"
+    if isinstance(what, NotCompared):
+        why = "no worker of the cluster can read both its folders" if what.fault is None else what.fault
+        return f"not compared — {why}"
+    return no_verdict_text(what)
+
+
+def job_note_text(n: JobNote) -> str:
+    """A job's note in words (the report's ``note:`` lines, the app's notices)."""
+    if isinstance(n, OnPair):
+        return f"{n.pair}: {_on_pair_text(n.what)}"
+    if isinstance(n, ScanProblem):
+        return f"{SIDE_WORDS[n.side]}: {n.problem}"
+    if isinstance(n, ContextFailed):
+        return f"the verdict across ranks and steps failed: {n.fault}"
+    if isinstance(n, ReplayCould):
+        said = (
+            "no kernel is named where the inputs already differ"
+            if n.said is None
+            else UNDECIDED_WORDS[n.said]
+        )
+        return f"{labels_text(n.labels)}: {said}; --replay " + REPLAY_CAN.format(
+            what="the calls up to the first failing row"
+        )
+    if isinstance(n, NotReplayed):
+        return f"not replayed ({n.why}): the suspects of {labels_text(n.labels)} stand on the two dumps alone"
+    return unpaired_text(n)
+
+
+#: Modules (or parameters) a finding of runs that differ names, at most.
+SHOWN = 3
+
+
+def _modules_only_text(m: ModulesOnly) -> str:
+    side, other = ("bench", "NPU run") if m.side is Side.BENCH else ("NPU run", "bench")
+    shown = ", ".join(f"{q} ({c})" for q, c in m.modules[:SHOWN])
+    more = f" and {len(m.modules) - SHOWN} more" if len(m.modules) > SHOWN else ""
+    counts = "".join(f" ({p}: {a} on the {side}, {b} on the {other})" for p, a, b in m.counts)
+    return f"the {side} has {shown}{more}, the {other} does not{counts}"
+
+
+def _shapes_text(shapes: Sequence[ShapeDiffers]) -> list[str]:
+    """Parameters of other shapes, the first few."""
+    out = [
+        f"{s.name if s.call is None else f'{s.name} of {s.call}'} {list(s.npu)} against {list(s.bench)}"
+        for s in shapes[:SHOWN]
+    ]
+    more = len(shapes) - SHOWN
+    return out + ([f"{more} more parameter{'s' if more > 1 else ''} of other shapes"] if more > 0 else [])
+
+
+def _values_against(values: Sequence[tuple[str, float, float]]) -> str:
+    return ", ".join(f"{name} {a:.4g} against {b:.4g}" for name, a, b in values)
+
+
+def runs_differ_text(x: RunsDiffer) -> str:
+    """One thing that differs between the runs before any kernel (the report's ``runs differ:`` lines)."""
+    if isinstance(x, ModelsDiffer):
+        parts = [_modules_only_text(m) for m in x.only]
+        parts += [f"{c.module} is a {c.npu} against a {c.bench}" for c in x.classes[:SHOWN]]
+        return "the runs' models differ: " + "; ".join(parts + _shapes_text(x.shapes))
+    if isinstance(x, HyperparametersDiffer):
+        return f"the runs pass different hyperparameters: {_values_against(x.values)}"
+    if isinstance(x, DataShapes):
+        data = f"is {list(x.npu)} against {list(x.bench)}"
+    else:
+        data = f"is {fmt_error(x.error)} apart" + (f" ({_values_against(x.stats)})" if x.stats else "")
+    return f"the runs pass different data: {x.name}, the model's first input, {data}"
+
+
+def no_fault_text(d: Diagnosis) -> str:
+    """Why a pair whose entries fail has no suspect, as the CLI's report says it (the app's overview):
+    what another step or rank says of it (parameters that differ on entry), else where its first
+    failure is and why no call is at fault there; or that there is no verdict."""
+    if not d.judged or d.fault:
+        return verdict_text(d)
+    return "no call at fault: " + (
+        note_text(d.notes[0])
+        if d.notes
+        else unexplained_text(d.unexplained)
+        if d.unexplained
+        else "the error is inherited"
+    )
+
+
+def overview_suspect_text(call: str, module: str, *, enters: bool, receives: bool) -> str:
+    """A pair's first suspect in the overview: its call and module, and where it is not the pair's own
+    error, how the error came (``enters``: before the call, from outside the dumped calls;
+    ``receives``: through the call, from another rank)."""
+    name = call + (f" · {module}" if module else "")
+    if enters:
+        return f"enters before {name}"
+    return f"receives via {name}" if receives else name
+
+
+def overview_more_text(suspect: str, suspects: int) -> str:
+    """The overview's suspect cell: how many more suspects first (long names are cut), then the first."""
+    return (f"(+{suspects - 1}) " if suspects > 1 else "") + suspect
+
+
+def overview_differ_text(differ: str, suspect: str, suspects: int) -> str:
+    """The overview's suspect cell where the runs differ before any kernel: that first, then the
+    suspect."""
+    return f"runs differ: {differ}" + (f" · {overview_more_text(suspect, suspects)}" if suspect else "")
+
+
+class JobReport(Protocol):
+    """What a job's report is said from (the engine's ``Outcomes``): its pairs, the verdict across
+    ranks, its notes, and the cluster that ran it."""
+
+    def __iter__(self) -> Iterator[PairReport]: ...
+    @property
+    def several_ranks(self) -> bool: ...
+    @property
+    def ranks(self) -> CrossRank: ...
+    @property
+    def notes(self) -> Sequence[JobNote]: ...
+    @property
+    def cluster(self) -> str | None: ...
+    @property
+    def placements(self) -> Mapping[str, int]: ...
+
+
+def cluster_lines(job: JobReport) -> list[str]:
+    """Where the work ran: Dask tasks per worker."""
+    if job.cluster is None:
+        return []
+    total = sum(job.placements.values())
+    per = ", ".join(f"{w}: {n:,}" for w, n in sorted(job.placements.items()))
+    return [f"cluster {job.cluster}: {total:,} Dask tasks on {len(job.placements)} worker(s) ({per})"]
+
+
+def job_report_text(job: JobReport) -> str:
+    """The whole report: each pair, (several pairs) the cross-rank verdict, the notes, the cluster."""
+    lines = [summary_text(o) for o in job]
+    if job.several_ranks:
+        lines += rank_lines(job.ranks)
+    lines += [f"note: {job_note_text(n)}" for n in job.notes]
+    return "\n".join(lines + cluster_lines(job))
+
+
+def replay_report_lines(
+    job: Iterable[PairReport], done: Mapping[str, Mapping[str, CallReplay]], csv: Path
+) -> list[str]:
+    """``ptdbg-tui replay``'s report: each pair's replay and each call's outcome, and the CSV written."""
+    lines = [
+        line
+        for o in job
+        for line in (
+            f"{o.label}: {replay_run_text(o.diagnosis)}",
+            *(f"  {call}: {replay_text(r)}" for call, r in done.get(o.label, {}).items()),
+        )
+    ]
+    return [*lines, f"CSV: {csv}"]
+
+
+def _inherited_text(diagnoses: Iterable[Diagnosis]) -> str:
+    """What other steps or ranks say of the pairs (parameters or an optimizer's state that differ on
+    entry, an earlier step's error): an all-clear of this step's operators must not hide it."""
+    notes = [n for d in diagnoses for n in note_texts(d)]
+    if not notes:
+        return ""
+    return sentence(notes[0]) + (f" (+{len(notes) - 1} more)" if len(notes) > 1 else "")
+
+
+def no_culprit_texts(
+    diagnoses: Mapping[str, Diagnosis],
+    labels: Mapping[str, str],
+    alike: set[str],
+    counts: Mapping[Status, int],
+    *,
+    done: bool,
+    lacking: str,
+    caveat: str,
+) -> list[str]:
+    """The app's verdict where no pair has a suspect: never an all-clear unless every pair had rows of
+    both sides compared and calls judged, its sides are two dumps (not one file twice), and no entry
+    fails. All but a last optional text must stay on screen. ``diagnoses`` and ``labels`` by pair,
+    ``alike``: the pairs whose sides are one dump file, ``counts``: the rows by status, ``done``: nothing
+    left to compare, ``lacking``: what the sides lack, ``caveat``: what a verdict does not cover."""
+    if not done or not labels:
+        if lacking:
+            return [f"No verdict: {lacking}"]
+        return ["Diagnosis: waiting for results…" if not done else "Nothing to compare yet: no verdict."]
+    same = [labels[key] for key in alike]
+    if len(alike) == len(labels):  # every row equals itself: that says nothing about the NPU run
+        return [
+            "No verdict: the NPU and bench dumps are the same file",
+            "each row is compared with itself",
+            "",
+        ]
+    missing = [
+        label
+        for key, label in labels.items()
+        if key not in alike and (key not in diagnoses or not diagnoses[key].judged)
+    ]
+    judged = sum(d.judged for key, d in diagnoses.items() if key not in alike)
+    compared = sum(d.compared for key, d in diagnoses.items() if key not in alike)
+    failing = counts[Status.FAIL] + counts[Status.ERROR]
+    differ = any(d.differ for d in diagnoses.values())  # a manifest's difference is said, not a verdict
+    if judged and not missing and failing:  # e.g. entries paired across a shifted call: not judged
+        inherited = _inherited_text(diagnoses.values())  # first: what explains the failures
+        why = f"no kernel is named: {DIFFER_FIRST}" if differ else NONE_INTRODUCES
+        texts = [
+            f"{entries_fail(failing, counts[Status.ERROR])} (n: next failure)",
+            (f"{inherited}; " if inherited else "") + f"{why} ({judged:,} judged)",
+        ]
+    elif judged and not missing and not same and differ:
+        texts = [f"No kernel is named: {DIFFER_FIRST} ({judged:,} calls judged)"]
+    elif judged and not missing and not same:
+        texts = [
+            f"{Status.PASS.symbol} {no_operator_text(judged)}.",
+            _inherited_text(diagnoses.values()),
+            caveat,
+        ]  # the caveat may wrap
+    elif judged:
+        gaps = ([f"{', '.join(missing)} (nothing compared there)"] if missing else []) + (
+            [f"{', '.join(same)} (the same dump on both sides)"] if same else []
+        )
+        texts = [f"No suspect in {judged:,} calls judged; no verdict for {'; '.join(gaps)}."]
+    elif compared:
+        texts = [not_judged_text(compared)]
+    else:
+        texts = [f"No verdict: {lacking}" if lacking else "Nothing compared: no verdict."]
+    replays = [text for d in diagnoses.values() if (text := replay_run_text(d))]
+    originals = [d.original for d in diagnoses.values() if d.original]
+    original = f"original: first No row {originals[0]}" if originals else ""
+    last = f"replay: {replays[0]}" if replays else original
+    return [*filter(None, texts), last]

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.notes import NoEntries, NoVerdict, OnPair, Repeated
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.words import rank_summary, sentence
+from ptdbg_tui.compare.report.words import job_note_text, rank_notice, rank_summary, unpaired_text
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -36,13 +37,15 @@ from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
     RankDump,
+    Side,
+    Unpaired,
     no_dump_message,
     pair_dumps,
-    same_dump_note,
+    same_dump,
     scan,
-    statistics_only_note,
+    statistics_only,
     steps_and_ranks,
-    unpaired_notes,
+    unpaired,
 )
 
 if TYPE_CHECKING:
@@ -78,7 +81,7 @@ class LiveEngine:
         )
         self._npu_status: SideStatus | None = None
         self._bench_status: SideStatus | None = None
-        self._unpaired: tuple[str, ...] = ()
+        self._unpaired: tuple[Unpaired, ...] = ()
         self._noted: set[str] = set()  # notices whose condition still holds
         self._noted_now: set[str] = set()
         self._restarts = 0
@@ -307,9 +310,9 @@ class LiveEngine:
         for n in npu:
             if (o.step is None or n.step == o.step) and (o.rank is None or n.rank == o.rank):
                 pairs.setdefault(n.records, None)
-        self._unpaired = unpaired_notes(npu, bench, paired, o.step, o.rank)
-        for text in self._unpaired:
-            self._note(text)
+        self._unpaired = unpaired(npu, bench, paired, o.step, o.rank)
+        for note in self._unpaired:
+            self._note(unpaired_text(note))
         return pairs
 
     def _refresh_pairs(self, npu: list[RankDump], pairs: dict[Path, RankDump | None]) -> None:
@@ -330,14 +333,14 @@ class LiveEngine:
             bench_side = self._side(b) if b is not None else None
             self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
             self.outbox.put_rows(info, {}, set())  # listed in the app before its rows are read
-            note = None if self.options.summary else statistics_only_note(n, b)
-            if note:
-                self._note(f"{info.label}: statistics only — {note}")
+            why = None if self.options.summary else statistics_only(n, b)
+            if why:
+                self._note(job_note_text(OnPair(pair=info.label, what=why)))
 
     def _pair_info(self, n: RankDump, b: RankDump | None) -> PairInfo:
         label = n.label if b is None or b.label == n.label else f"{n.label} ↔ {b.label}"
         summary = self.options.summary or b is None or not (n.has_tensors and b.has_tensors)
-        same = b is not None and same_dump_note(n, b) is not None
+        same = b is not None and same_dump(n, b) is not None
         return PairInfo(str(n.records), label, n, b, summary, same)
 
     def _rebuild(self, key: str) -> None:
@@ -443,15 +446,18 @@ class LiveEngine:
     def _pair_notes(self, pair: PairState, static: bool) -> None:
         """A settled side without entries or with names that repeat; the same dump on both sides."""
         now = time.monotonic()
-        for role, side in (("NPU", pair.npu), ("bench", pair.bench)):
+        found: list[NoVerdict | Repeated] = []
+        for role, side in ((Side.NPU, pair.npu), (Side.BENCH, pair.bench)):
             if side is None or side.error or not (static or side.quiet(now, self.options.quiet_s)):
                 continue
             if not side.tensors:
-                self._note(f"{pair.info.label}: the {role} dump file {side.dump.records} holds no entries")
+                found.append(NoEntries(side=role, records=side.dump.records))
             elif repeats := side.repeats():
-                self._note(f"{pair.info.label}: {role} dump {side.dump.records}: {repeats}")
-        if pair.bench is not None and (same := same_dump_note(pair.npu.dump, pair.bench.dump)):
-            self._note(f"{pair.info.label}: {same}")
+                found.append(Repeated(side=role, records=side.dump.records, repeats=repeats))
+        if pair.bench is not None and (same := same_dump(pair.npu.dump, pair.bench.dump)):
+            found.append(same)
+        for what in found:
+            self._note(job_note_text(OnPair(pair=pair.info.label, what=what)))
 
     def _side_status(self, status: SideStatus, records: set[Path]) -> SideStatus:
         """``status`` with whether its dumps are being written and what keeps them from being read."""
@@ -505,11 +511,7 @@ class LiveEngine:
         self.outbox.put_ranks(summary)  # the overview shows it whole
         if ranks is not None:
             # the notice: the headline, and where only checksums differ before it (the overview has all)
-            self.outbox.notice(
-                "\n".join(
-                    sentence(t) for t in (summary[0], *(f"{w} (o: overview)" for w in ranks.bits_where()))
-                )
-            )
+            self.outbox.notice(rank_notice(ranks))
 
     def _metric_pool(self) -> TaskPool:
         if self._pool is None:

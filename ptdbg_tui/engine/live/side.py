@@ -8,7 +8,7 @@ from pathlib import Path
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import open_reader
-from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, repeated_names
+from ptdbg_tui.formats.records import BadLine, RepeatedNames, StackRecord, TensorRecord, repeated_names
 
 #: Bytes of records decoded per read. json decodes a chunk in one call that holds the GIL, so the
 #: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
@@ -32,7 +32,7 @@ class SideState:
         self.resets = 0  # times the file was replaced or truncated: results of its old records are void
         self.error = ""  # why the records cannot be read now
         self.modules_error = ""  # why the module sidecar cannot be read now
-        self._repeats: tuple[int, str | None] = (-1, None)  # (version, repeated_names of it)
+        self._repeats: tuple[int, RepeatedNames | None] = (-1, None)  # (version, repeated_names of it)
 
     def poll(self, final: bool) -> None:
         """Read what was appended (``version`` counts the changes). A file that cannot be read
@@ -79,7 +79,7 @@ class SideState:
         """What is wrong with this dump now, in words."""
         return [p for p in (self.error, self.modules_error) if p]
 
-    def repeats(self) -> str | None:
+    def repeats(self) -> RepeatedNames | None:
         """:func:`repeated_names` of the records so far (looked at once per change)."""
         if self._repeats[0] != self.version:
             self._repeats = (self.version, repeated_names(self.tensors))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.callpath import Seg
-from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.layout import RankDump, Unpaired
 from ptdbg_tui.formats.records import StackRecord
 
 
@@ -87,7 +87,7 @@ class Progress:
     done: bool = False  # nothing left to compare (for now, when watching)
     npu: SideStatus | None = None
     bench: SideStatus | None = None
-    unpaired: tuple[str, ...] = ()  # dumps on one side only, or why no pair formed, in words
+    unpaired: tuple[Unpaired, ...] = ()  # dumps on one side only, or why no pair formed
     faults: tuple[str, ...] = ()  # pairs that failed and wait for a change to be tried again
     replayed: int = 0  # calls of the current replay round done
     replaying: int = 0  # calls of the current replay round (done or to do)

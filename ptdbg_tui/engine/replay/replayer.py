@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
+from ptdbg_tui.compare.diagnosis.notes import JobNote, NotReplayed, ReplayCould, Undecided
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
@@ -31,7 +32,7 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import apply_replays, copied
-from ptdbg_tui.compare.report.words import NOT_REACHED
+from ptdbg_tui.compare.report.words import NOT_REACHED, no_verdict_text
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -64,27 +65,16 @@ class ReplayUnavailable(Exception):
     """Replay cannot run here (the message says how to make it run)."""
 
 
-#: Pairs named in a note on the replay (:func:`replay_note`, :func:`not_run_note`).
-NOTE_PAIRS = 3
-
-#: What a replay does where two dumps cannot name a kernel (``{what}``: what it re-runs).
-REPLAY_CAN = (
-    "re-runs {what} in float64 on each side's own recorded inputs, which can prove one wrong (needs torch)"
-)
-
-
-def undecided(d: Diagnosis) -> str:
-    """Where two dumps cannot name a kernel and a replay can, in words that hold for the pair: the report's
-    note and the app's say it alike, each with its own way to replay (``--replay``; the app's ``r``)."""
-    if d.failing > d.errors:
-        return "rows fail where the inputs already differ, and no kernel is named"
-    return "parameters differ on entry, and no kernel is named"
+def undecided(d: Diagnosis) -> Undecided:
+    """Where two dumps cannot name a kernel and a replay can, what holds for the pair: the report's note
+    and the app's say it alike, each with its own way to replay (``--replay``; the app's ``r``)."""
+    return Undecided.FAILING if d.failing > d.errors else Undecided.PARAMETERS
 
 
 def replay_would_decide(o: PairOutcome) -> bool:
     """:func:`replay_could_decide` of a pair whose rows say something of the NPU run, after the compare's
     default replay (of the suspects only: every call was not searched)."""
-    return not o.no_verdict and replay_could_decide(o.diagnosis, o.summary, searched=False)
+    return o.no_verdict is None and replay_could_decide(o.diagnosis, o.summary, searched=False)
 
 
 def replay_could_decide(d: Diagnosis, summary: bool, searched: bool | None = None) -> bool:
@@ -104,34 +94,26 @@ def replay_could_decide(d: Diagnosis, summary: bool, searched: bool | None = Non
     return culprit.kind == PARAMETERS if culprit is not None else d.failing > d.errors
 
 
-def _labels(labels: Sequence[str]) -> str:
-    more = f" and {len(labels) - NOTE_PAIRS} more" if len(labels) > NOTE_PAIRS else ""
-    return f"{', '.join(labels[:NOTE_PAIRS])}{more}"
-
-
-def replay_note(outcomes: Sequence[PairOutcome]) -> list[str]:
+def replay_note(outcomes: Sequence[PairOutcome]) -> list[JobNote]:
     """The note a compare without ``--replay`` ends with where a replay of every call could still name a
     kernel."""
     undecided_pairs = [o for o in outcomes if replay_would_decide(o)]
     if not undecided_pairs:
         return []
-    words = {undecided(o.diagnosis) for o in undecided_pairs}
-    said = words.pop() if len(words) == 1 else "no kernel is named where the inputs already differ"
-    labels = _labels([o.npu.label for o in undecided_pairs])
-    return [f"{labels}: {said}; --replay " + REPLAY_CAN.format(what="the calls up to the first failing row")]
+    found = {undecided(o.diagnosis) for o in undecided_pairs}
+    said = found.pop() if len(found) == 1 else None
+    return [ReplayCould(labels=tuple(o.npu.label for o in undecided_pairs), said=said)]
 
 
-def not_run_note(outcomes: Sequence[PairOutcome], why: str) -> list[str]:
-    """The one line a compare that did not replay (``why``: no torch, ``--no-replay``) says, where a pair
+def not_run_note(outcomes: Sequence[PairOutcome], why: str) -> list[JobNote]:
+    """The one note a compare that did not replay (``why``: no torch, ``--no-replay``) makes, where a pair
     has a suspect the replay would have confirmed or refuted."""
-    waiting = [
+    waiting = tuple(
         o.npu.label
         for o in outcomes
-        if not o.no_verdict and not o.summary and differing_suspects(o.diagnosis, 1)
-    ]
-    if not waiting:
-        return []
-    return [f"not replayed ({why}): the suspects of {_labels(waiting)} stand on the two dumps alone"]
+        if o.no_verdict is None and not o.summary and differing_suspects(o.diagnosis, 1)
+    )
+    return [NotReplayed(why=why, labels=waiting)] if waiting else []
 
 
 def torch_importable() -> bool:
@@ -379,8 +361,8 @@ def replay_outcomes(
 
 def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) -> PairReplay:
     """One pair's :func:`replay_pair` within the ``left`` seconds, or why it is not replayed."""
-    if o.no_verdict:  # one dump twice, an empty side: both sides' replays would say nothing of it
-        return f"not replayed: {o.no_verdict}"
+    if o.no_verdict is not None:  # one dump twice, an empty side: both sides' replays say nothing of it
+        return f"not replayed: {no_verdict_text(o.no_verdict)}"
     if o.npu_tensors is None or o.bench_tensors is None:
         return "not replayed: the pair was compared from statistics, without tensors"
     if left <= 0:
