@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,15 +21,15 @@ from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
-from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.ranks import CrossRank
 from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
 from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.replayed import copied
 from ptdbg_tui.engine.callpath import module_label
-from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
+from ptdbg_tui.engine.context import Compared, check_collectives
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
+from ptdbg_tui.engine.pipeline import Context, judge_job
 from ptdbg_tui.engine.workers.forked import Forked
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
@@ -86,7 +86,7 @@ class PairOutcome:
     #: call sidecar says it
     culprit_step: int | None = None
     #: the pair's own diagnosis, before the steps and ranks around it adjusted it: a replay folds into
-    #: it, and they adjust it again (:func:`in_context`)
+    #: it, and the job is judged again from it (:func:`judge`)
     dumps: Diagnosis | None = None
 
     def counts(self) -> Counter[Status]:
@@ -198,19 +198,28 @@ class Outcomes(list[PairOutcome]):
         return len({o.npu.rank for o in self}) > 1
 
 
-def in_context(outcomes: Outcomes) -> None:
-    """The other ranks' collectives at each compared step, and the step before each one; each pair's
-    own diagnosis is kept first (``dumps``), for a replay to fold into before this is done again."""
+def judge(outcomes: Outcomes) -> None:
+    """The job's verdict (:func:`~ptdbg_tui.engine.pipeline.judge_job`: the other ranks' collectives at
+    each compared step, the step before each one, the first divergent rank) from each pair's own
+    diagnosis, kept first (``dumps``: a replay folds into it, and the job is judged again); and each
+    culprit's module and step."""
+    pairs = []
     for o in outcomes:
         if o.dumps is None:
-            o.dumps = copied(o.diagnosis)
-    compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
-    try:
-        check_collectives(compared, outcomes.around.npu)
-        earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=outcomes.around.npu)
-        link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
-    except Exception as e:  # the pairs' own verdicts still stand
-        outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}")
+            o.dumps = o.diagnosis
+        pairs.append(Compared(o.npu, o.rows, o.dumps))
+    around = outcomes.around
+    earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=around.npu)
+    judged = judge_job(
+        pairs,
+        Context(around.npu, around.pairs, earlier),
+        fault=lambda e: outcomes.notes.append(f"the verdict across ranks and steps failed: {fault_text(e)}"),
+    )
+    for o, d in zip(outcomes, judged.diagnoses, strict=True):
+        o.diagnosis = d
+        o.culprit_module = _culprit_module(o)
+        o.culprit_step = _culprit_step(o)
+    outcomes.ranks = judged.ranks
 
 
 def earlier_from_statistics(
@@ -222,8 +231,7 @@ def earlier_from_statistics(
         o = _outcome(npu, bench, None, None, match, summary=True)
     except CompareInputError:
         return None
-    d = diagnose_pair(o.rows, npu, bench)
-    check_collectives([Compared(npu, o.rows, d)], npu_dumps)
+    (d,) = check_collectives([Compared(npu, o.rows, diagnose_pair(o.rows, npu, bench))], npu_dumps)
     return o.rows, d
 
 
@@ -306,22 +314,8 @@ def compare_dumps(
         outcomes.notes[:0] = notes
         outcomes.around = around
     outcomes.match = match
-    in_context(outcomes)
-    judge_ranks(outcomes)
+    judge(outcomes)
     return outcomes
-
-
-def judge_ranks(outcomes: Outcomes) -> None:
-    """The first divergent rank and each culprit's module, from the pairs' diagnoses as they stand
-    (the other steps and ranks, and a replay, change them)."""
-    for o in outcomes:
-        o.culprit_module = _culprit_module(o)
-        o.culprit_step = _culprit_step(o)
-    outcomes.ranks = cross_rank(
-        [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
-    )
-    if outcomes.several_ranks:
-        mark_received(outcomes.ranks)
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> str | None:
@@ -551,7 +545,9 @@ def _culprit_module(o: PairOutcome) -> str:
     try:
         chain = module_chain_of(o.npu, entry, o.bad_lines[0])
     except OSError as e:  # the structure is there: say why the module is not shown
-        o.diagnosis.notes.append(Unread(sidecar=Sidecar.MODULES, reason=reason(e)))
+        o.diagnosis = replace(
+            o.diagnosis, notes=[*o.diagnosis.notes, Unread(sidecar=Sidecar.MODULES, reason=reason(e))]
+        )
         return ""
     return module_label(*chain[-1]) if chain else ""
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from ptdbg_tui.compare.diagnosis.evidence import TwoDumps
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect, copied
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
 from ptdbg_tui.compare.model import Row
@@ -78,16 +77,9 @@ def with_replays(
     diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
 ) -> Diagnosis:
     """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
-    pair's two-dump diagnosis and folds the replays done so far into each new copy, which the pairs
-    around it then adjust in place (the app holds the copies it was sent)."""
+    pair's two-dump diagnosis and folds the replays done so far into each new copy, from which the pairs
+    around it make their own (:mod:`ptdbg_tui.engine.pipeline`)."""
     copy = copied(diagnosis)
     if replays:
         apply_replays(copy, rows, replays, step)
     return copy
-
-
-def copied(diagnosis: Diagnosis) -> Diagnosis:
-    """A copy of ``diagnosis`` that the pairs around it (the steps before, the other ranks) and a replay
-    may adjust in place, ``diagnosis`` untouched: its suspects and notes are its own, the evidence on
-    every call is shared (nothing adjusts it)."""
-    return replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))

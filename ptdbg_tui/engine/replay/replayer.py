@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun, copied
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
@@ -30,9 +30,9 @@ from ptdbg_tui.compare.replay.calls import (
     replay_call,
     replay_order,
 )
-from ptdbg_tui.compare.replay.replayed import apply_replays, copied
+from ptdbg_tui.compare.replay.replayed import apply_replays
 from ptdbg_tui.compare.report.words import NOT_REACHED
-from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
+from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
@@ -405,22 +405,25 @@ def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) ->
 def fold_outcomes(
     outcomes: Sequence[PairOutcome], found: Sequence[PairReplay]
 ) -> dict[str, dict[str, CallReplay]]:
-    """Fold each pair's replays into its diagnosis; where a replay ran, into the pair's own diagnosis
-    (``dumps``), and the steps and ranks around each pair are worked out again: a later step's note names
-    the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
+    """Fold each pair's replays into its diagnosis: of a job's pairs (:class:`Outcomes`), into the pair's
+    own diagnosis (``dumps``), and the job is judged again (:func:`~ptdbg_tui.engine.batch.judge`): a later
+    step's note names the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
     out: dict[str, dict[str, CallReplay]] = {}
-    again = isinstance(outcomes, Outcomes) and any(not isinstance(r, str) and r[0] for r in found)
+    job = isinstance(outcomes, Outcomes)
     for o, result in zip(outcomes, found, strict=False):
-        if again and o.dumps is not None:
-            o.diagnosis = copied(o.dumps)
+        d = copied(o.dumps if job and o.dumps is not None else o.diagnosis)
         if isinstance(result, str):
-            o.diagnosis.replay = ReplayRun(why_not=result)
+            d.replay = ReplayRun(why_not=result)
         else:
-            fold_replays(o.diagnosis, o.rows, *result, o.npu.step)
+            fold_replays(d, o.rows, *result, o.npu.step)
             out[o.label] = result[1]
-    if again:
+        if job:
+            o.dumps = d
+        else:
+            o.diagnosis = d
+    if job:
         assert isinstance(outcomes, Outcomes)
-        in_context(outcomes)
+        judge(outcomes)
     return out
 
 
