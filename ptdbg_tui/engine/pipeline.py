@@ -2,6 +2,12 @@
 a Dask cluster) and the live engine (:mod:`~ptdbg_tui.engine.live`, on what it has read so far) run the
 same functions, each taking values and returning new ones.
 
+A pair: its records matched into rows, the NPU call's stack on each (:func:`match_pair`); the rows settled
+without data, the others compared by the workers (the callers: all at once, or as they arrive); then its
+own diagnosis (:func:`judge_pair`: the two dumps' suspects, the keyword arguments the call sidecars
+record, the runs' manifests, what differs between the runs before any kernel). A replay folds into that
+diagnosis (:mod:`~ptdbg_tui.compare.replay.replayed`).
+
 A job: the pairs' own diagnoses, then the other ranks' collectives at each step, then the steps before
 each pair, then the verdict across ranks (:func:`judge_job`). Each pair's own diagnosis is left as it is:
 a replay folds into it, and the job is judged again from it.
@@ -9,13 +15,86 @@ a replay folds into it, and the job is judged again from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import NamedTuple
 
+from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, copied
+from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
+from ptdbg_tui.compare.diagnosis.runs_differ import Chains, with_manifests, with_runs_differ
+from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, model_rows
+from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.context import Compared, Earlier, check_collectives, link_to_earlier_steps
+from ptdbg_tui.formats.calls import CallSpec
+from ptdbg_tui.formats.dialects import Dialect
 from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.manifest import manifest_of
+from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+# --- a pair -----------------------------------------------------------------------------------------
+
+
+class SideRecords(NamedTuple):
+    """One side's records as far as they are read, as matching needs them."""
+
+    tensors: Sequence[TensorRecord]
+    stacks: Mapping[str, StackRecord]  # by call
+    dialect: Dialect  # how the tool that wrote it differs
+
+
+def match_pair(npu: SideRecords, bench: SideRecords, mode: str) -> Matching:
+    """The pair's rows, matched in ``mode`` (``auto``: the mode that fits, said in the matching's note),
+    each with its NPU call's stack; no results yet."""
+    matching = choose_match(
+        npu.tensors, bench.tensors, mode, (npu.dialect, bench.dialect), (npu.stacks, bench.stacks)
+    )
+    attach_stacks(matching.rows, npu.stacks)
+    return matching
+
+
+#: A side's call sidecar by call key, read when called (OSError: there but unreadable).
+SpecsOf = Callable[[], Mapping[str, CallSpec]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sidecars:
+    """What a pair's diagnosis reads besides its rows, each only where a stage needs it: the sides' dumps
+    (their manifests, their tools), call sidecars and module chains. No bench dump: the two dumps'
+    suspects alone."""
+
+    npu: RankDump
+    bench: RankDump | None
+    npu_specs: SpecsOf
+    bench_specs: SpecsOf
+    chains: Callable[[], Chains]  # each side's module chains (None: no module structure)
+
+
+def judge_pair(rows: Sequence[Row], sidecars: Sidecars) -> Diagnosis:
+    """A pair's own diagnosis: the two dumps' suspects, then the keyword arguments the call sidecars
+    record (read only where a suspect blames a kernel: a pkl records positional arguments only), the runs'
+    manifests, and what differs between the runs before any kernel (their models, as two dumps of one tool
+    show them; data; hyperparameters)."""
+    modelled = model_rows(rows)
+    npu, bench = sidecars.npu, sidecars.bench
+    d = diagnose(modelled, npu.step, keywords=keywords_of(sidecars.npu_specs))
+    if bench is None:
+        return d
+    with_keywords(d, sidecars.npu_specs, sidecars.bench_specs, modelled)
+    with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
+    same_tool = npu.format == bench.format  # module trees of two tools differ in form
+    with_runs_differ(
+        d,
+        modelled,
+        sidecars.chains if same_tool else lambda: (None, None),
+        lambda: (sidecars.npu_specs(), sidecars.bench_specs()),
+    )
+    return d
+
+
+# --- a job ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
