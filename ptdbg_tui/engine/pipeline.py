@@ -82,7 +82,7 @@ def judge_pair(rows: Sequence[Row], sidecars: Sidecars) -> Diagnosis:
     d = diagnose(modelled, npu.step, keywords=keywords_of(sidecars.npu_specs))
     if bench is None:
         return d
-    with_keywords(d, sidecars.npu_specs, sidecars.bench_specs, modelled)
+    d = with_keywords(d, sidecars.npu_specs, sidecars.bench_specs, modelled)
     with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
     same_tool = npu.format == bench.format  # module trees of two tools differ in form
     with_runs_differ(
