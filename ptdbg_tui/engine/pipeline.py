@@ -119,20 +119,20 @@ class Judged:
 
 def judge_job(
     pairs: Sequence[Compared],
-    around: Context | None,
+    context: Context | None,
     ranked: Callable[[int], bool] = lambda i: True,
     fault: Callable[[Exception], None] | None = None,
 ) -> Judged:
-    """Collectives → steps → ranks, from each pair's own diagnosis (``around`` ``None``: the pairs alone).
+    """Collectives → steps → ranks, from each pair's own diagnosis (``context`` ``None``: the pairs alone).
     The first divergent rank is found among the pairs ``ranked`` (by index); with several ranks each of
     those learns what it receives. ``fault``: where a failure of the collectives' or the steps' stage is
     told, the pairs' verdicts standing as the stages before left them (else it raises)."""
     diagnoses = [copied(p.diagnosis) for p in pairs]  # what the caller adds to them stays off the pairs'
-    if around is not None:
+    if context is not None:
         try:
-            if around.peers is not None:
-                diagnoses = check_collectives(_with(pairs, diagnoses), around.peers)
-            diagnoses = link_to_earlier_steps(_with(pairs, diagnoses), around.pairs, around.earlier)
+            if context.peers is not None:
+                diagnoses = check_collectives(_with(pairs, diagnoses), context.peers)
+            diagnoses = link_to_earlier_steps(_with(pairs, diagnoses), context.pairs, context.earlier)
         except Exception as e:
             if fault is None:
                 raise
