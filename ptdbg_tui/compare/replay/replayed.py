@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ptdbg_tui.compare.diagnosis.evidence import TwoDumps
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect, copied
@@ -74,12 +75,25 @@ def apply_replays(
 
 
 def with_replays(
-    diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
+    diagnosis: Diagnosis,
+    rows: Sequence[Row],
+    replays: Mapping[str, CallReplay],
+    step: int | None = None,
+    chosen: Sequence[str] = (),
 ) -> Diagnosis:
-    """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
-    pair's two-dump diagnosis and folds the replays done so far into each new copy, from which the pairs
-    around it make their own (:mod:`ptdbg_tui.engine.pipeline`)."""
+    """A copy of ``diagnosis`` (a pair's own) with the replays folded in, ``diagnosis`` untouched: the
+    batch compare and the live engine keep a pair's two-dump diagnosis and fold the replays done so far
+    into each new copy, from which the pairs around it make their own (:mod:`ptdbg_tui.engine.pipeline`).
+    A call ``chosen`` for a replay that its budget did not reach says so (its verdict stands on the two
+    dumps alone)."""
     copy = copied(diagnosis)
     if replays:
         apply_replays(copy, rows, replays, step)
+    missed = set(chosen) - set(replays)
+    for s in copy.suspects:
+        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
+            s.unreached = True
+    if missed:
+        ran = copy.replay if replays and copy.replay is not None else ReplayRun()
+        copy.replay = replace(ran, missed=len(missed))
     return copy

@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun, copied
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
@@ -30,7 +30,7 @@ from ptdbg_tui.compare.replay.calls import (
     replay_call,
     replay_order,
 )
-from ptdbg_tui.compare.replay.replayed import apply_replays
+from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.report.words import NOT_REACHED
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
@@ -314,8 +314,8 @@ def replay_pair(
 ) -> tuple[list[str], dict[str, CallReplay]]:
     """Replay a pair's calls: ``calls``, else :func:`replay_order`'s (``full``) or the suspects whose
     inputs already differ (:func:`differing_suspects`: the default of ``ptdbg-tui compare``); the calls
-    chosen and, by call, those replayed within the budget (:func:`fold_replays` folds them in; ``bad``:
-    as in :func:`sources`)."""
+    chosen and, by call, those replayed within the budget (:func:`with_replays` folds them in; ``bad``: as
+    in :func:`sources`)."""
     if calls is not None:
         chosen = list(calls)
     else:
@@ -325,26 +325,6 @@ def replay_pair(
     npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir, bad)
     got = {r.call: r for r in replayer.replay(rows, chosen, npu_src, bench_src, budget_s, progress)}
     return chosen, got
-
-
-def fold_replays(
-    diagnosis: Diagnosis,
-    rows: Sequence[Row],
-    chosen: Sequence[str],
-    got: Mapping[str, CallReplay],
-    step: int | None,
-) -> None:
-    """Fold a pair's replays into its diagnosis, in place; a suspect chosen but not reached within the
-    budget says so (its verdict stands on the two dumps alone)."""
-    if got:
-        apply_replays(diagnosis, rows, got, step)
-    missed = set(chosen) - set(got)
-    for s in diagnosis.suspects:
-        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
-            s.unreached = True
-    if missed:
-        ran = diagnosis.replay if got and diagnosis.replay is not None else ReplayRun()
-        diagnosis.replay = replace(ran, missed=len(missed))
 
 
 #: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
@@ -411,11 +391,11 @@ def fold_outcomes(
     out: dict[str, dict[str, CallReplay]] = {}
     job = isinstance(outcomes, Outcomes)
     for o, result in zip(outcomes, found, strict=False):
-        d = copied(o.dumps if job and o.dumps is not None else o.diagnosis)
+        own = o.dumps if job and o.dumps is not None else o.diagnosis
         if isinstance(result, str):
-            d.replay = ReplayRun(why_not=result)
+            d = replace(own, replay=ReplayRun(why_not=result))
         else:
-            fold_replays(d, o.rows, *result, o.npu.step)
+            d = with_replays(own, o.rows, result[1], o.npu.step, chosen=result[0])
             out[o.label] = result[1]
         if job:
             o.dumps = d
