@@ -48,7 +48,8 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
 def apply_replays(
     diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
 ) -> None:
-    """Fold the replays of a pair's calls into its diagnosis, in place."""
+    """Fold the replays of a pair's calls into ``diagnosis``, in place (the copy :func:`with_replays`
+    makes)."""
     kept: list[Suspect] = []
     named = set()
     refuted: list[str] = []
