@@ -52,6 +52,12 @@ def test_the_faulty_rank_is_named_first(tmp_path, faulty_rank, faulty_layer):
             "error through it"
         ) in blocks[v.view.rank]
     assert not any(s.kind == RECEIVED for s in judged[faulty_rank].suspects)
+    # each pair's own diagnosis is left as it was, and the job judged again from it says the same
+    for o in run:
+        assert o.dumps is not None and o.dumps.received is None
+        assert not any(s.kind == RECEIVED for s in o.dumps.suspects)
+    judge(run)
+    assert report_text(run) == report
 
 
 def test_one_sided_ranks_are_notices(tmp_path):
