@@ -671,7 +671,6 @@ def _replay(
     """Replay the compared pairs' calls (``calls``, else the most telling ones; not ``full``: the
     suspects whose inputs already differ) and fold the verdicts into their diagnoses: the exit code so
     far, and the replays by pair and call."""
-    from ptdbg_tui.engine.batch import judge_ranks
     from ptdbg_tui.engine.replay.replayer import ReplayUnavailable, replay_outcomes, require_torch
 
     try:
@@ -689,7 +688,6 @@ def _replay(
         return EXIT_INTERRUPTED, {}
     finally:
         progress.close()
-    judge_ranks(outcomes)
     return EXIT_OK, done
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from ptdbg_tui.compare.report.advisor import write_advisor
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
 from ptdbg_tui.compare.report.suspects import write_suspects
-from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs, judge_ranks
+from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs, judge
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 
 
@@ -61,7 +61,7 @@ def compare(
     match = kw.get("match") or ("fuzzy" if fuzzy_match else "auto")
     check_match(match)
     outcomes = compare_pairs([(npu, bench, npu_data, bench_data)], match, False, kw.get("jobs"), None)
-    judge_ranks(outcomes)  # the culprit's module, as the command's report names it
+    judge(outcomes)  # the culprit's module, as the command's report names it
     (outcome,) = outcomes
     outcome.csv = write_csv(
         outcome.rows, output_path, stack_mode=stack_mode, summary=outcome.summary, suffix=kw.get("suffix", "")

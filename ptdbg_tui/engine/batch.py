@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.notes import (
     ContextFailed,
     JobNote,
@@ -32,16 +30,15 @@ from ptdbg_tui.compare.diagnosis.notes import (
     Sidecar,
     Unread,
 )
-from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
-from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
-from ptdbg_tui.compare.matching.pairing import MODES, attach_stacks, choose_match, model_rows
+from ptdbg_tui.compare.diagnosis.ranks import CrossRank
+from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
-from ptdbg_tui.compare.replay.replayed import copied
 from ptdbg_tui.compare.report.words import job_note_text, unpaired_text
 from ptdbg_tui.engine.callpath import module_label
-from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
+from ptdbg_tui.engine.context import Compared, check_collectives
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
+from ptdbg_tui.engine.pipeline import Context, Sidecars, SideRecords, judge_job, judge_pair, match_pair
 from ptdbg_tui.engine.workers.forked import Forked
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
@@ -60,10 +57,9 @@ from ptdbg_tui.formats.layout import (
     tensor_bytes,
     unpaired,
 )
-from ptdbg_tui.formats.manifest import manifest_of
 from ptdbg_tui.formats.naming import call_key
 from ptdbg_tui.formats.reader import call_specs_of, module_chain_of, module_chains_of, read_dump
-from ptdbg_tui.formats.records import BadLine, repeated_names
+from ptdbg_tui.formats.records import BadLine, RecordBatch, repeated_names
 
 #: progress(done_bytes, total_bytes): called from the comparing thread, often.
 ProgressFn = Callable[[int, int], None]
@@ -101,7 +97,7 @@ class PairOutcome:
     #: call sidecar says it
     culprit_step: int | None = None
     #: the pair's own diagnosis, before the steps and ranks around it adjusted it: a replay folds into
-    #: it, and they adjust it again (:func:`in_context`)
+    #: it, and the job is judged again from it (:func:`judge`)
     dumps: Diagnosis | None = None
 
     def counts(self) -> Counter[Status]:
@@ -130,16 +126,8 @@ def _outcome(
     summary: bool,
 ) -> PairOutcome:
     n, b = _read(npu, "NPU"), _read(bench, "bench")
-    dialects = (
-        dialect_of(producer(npu.format, n.stacks, n.tensors)),
-        dialect_of(producer(bench.format, b.stacks, b.tensors)),
-    )
-    npu_stacks = {s.call: s for s in n.stacks}
-    matching = choose_match(
-        n.tensors, b.tensors, match, dialects, (npu_stacks, {s.call: s for s in b.stacks})
-    )
+    matching = match_pair(_side(npu, n), _side(bench, b), match)
     rows = matching.rows
-    attach_stacks(rows, npu_stacks)
     full = not summary and npu_tensors is not None and bench_tensors is not None
     for row, result in zip(rows, settled_results(rows, summary=not full), strict=True):
         row.result = result
@@ -156,6 +144,12 @@ def _outcome(
         match_note=matching.note,
         no_verdict=_no_verdict(npu, bench, rows),
     )
+
+
+def _side(dump: RankDump, read: RecordBatch) -> SideRecords:
+    """A dump's records as read (:func:`~ptdbg_tui.formats.reader.read_dump`), for matching."""
+    tool = dialect_of(producer(dump.format, read.stacks, read.tensors))
+    return SideRecords(read.tensors, {s.call: s for s in read.stacks}, tool)
 
 
 def _no_verdict(npu: RankDump, bench: RankDump, rows: Sequence[Row]) -> NoVerdict | None:
@@ -213,19 +207,28 @@ class Outcomes(list[PairOutcome]):
         return len({o.npu.rank for o in self}) > 1
 
 
-def in_context(outcomes: Outcomes) -> None:
-    """The other ranks' collectives at each compared step, and the step before each one; each pair's
-    own diagnosis is kept first (``dumps``), for a replay to fold into before this is done again."""
+def judge(outcomes: Outcomes) -> None:
+    """The job's verdict (:func:`~ptdbg_tui.engine.pipeline.judge_job`: the other ranks' collectives at
+    each compared step, the step before each one, the first divergent rank) from each pair's own
+    diagnosis, kept first (``dumps``: a replay folds into it, and the job is judged again); and each
+    culprit's module and step."""
+    pairs = []
     for o in outcomes:
         if o.dumps is None:
-            o.dumps = copied(o.diagnosis)
-    compared = [Compared(o.npu, o.rows, o.diagnosis) for o in outcomes]
-    try:
-        check_collectives(compared, outcomes.around.npu)
-        earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=outcomes.around.npu)
-        link_to_earlier_steps(compared, outcomes.around.pairs, earlier)
-    except Exception as e:  # the pairs' own verdicts still stand
-        outcomes.notes.append(ContextFailed(fault=fault_text(e)))
+            o.dumps = o.diagnosis
+        pairs.append(Compared(o.npu, o.rows, o.dumps))
+    around = outcomes.around
+    earlier = partial(earlier_from_statistics, match=outcomes.match, npu_dumps=around.npu)
+    judged = judge_job(
+        pairs,
+        Context(around.npu, around.pairs, earlier),
+        fault=lambda e: outcomes.notes.append(ContextFailed(fault=fault_text(e))),
+    )
+    for o, d in zip(outcomes, judged.diagnoses, strict=True):
+        o.diagnosis = d
+        o.culprit_module = _culprit_module(o)
+        o.culprit_step = _culprit_step(o)
+    outcomes.ranks = judged.ranks
 
 
 def earlier_from_statistics(
@@ -237,8 +240,7 @@ def earlier_from_statistics(
         o = _outcome(npu, bench, None, None, match, summary=True)
     except CompareInputError:
         return None
-    d = diagnose_pair(o.rows, npu, bench)
-    check_collectives([Compared(npu, o.rows, d)], npu_dumps)
+    (d,) = check_collectives([Compared(npu, o.rows, judge_pair(o.rows, sidecars(npu, bench)))], npu_dumps)
     return o.rows, d
 
 
@@ -321,22 +323,8 @@ def compare_dumps(
         outcomes.notes[:0] = notes
         outcomes.around = around
     outcomes.match = match
-    in_context(outcomes)
-    judge_ranks(outcomes)
+    judge(outcomes)
     return outcomes
-
-
-def judge_ranks(outcomes: Outcomes) -> None:
-    """The first divergent rank and each culprit's module, from the pairs' diagnoses as they stand
-    (the other steps and ranks, and a replay, change them)."""
-    for o in outcomes:
-        o.culprit_module = _culprit_module(o)
-        o.culprit_step = _culprit_step(o)
-    outcomes.ranks = cross_rank(
-        [RankView(o.npu.label, o.npu.step, o.npu.rank, o.rows, o.diagnosis) for o in outcomes]
-    )
-    if outcomes.several_ranks:
-        mark_received(outcomes.ranks)
 
 
 def _statistics_only(n: RankDump, b: RankDump) -> JobNote | None:
@@ -517,39 +505,25 @@ def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Dia
 def _diagnosis(o: PairOutcome) -> Diagnosis:
     """A pair's diagnosis, or one that says why it has none (its rows and their CSV still count)."""
     try:
-        return diagnose_pair(o.rows, o.npu, o.bench, o.bad_lines)
+        return judge_pair(o.rows, sidecars(o.npu, o.bench, o.bad_lines))
     except Exception as e:
         return Diagnosis(fault=fault_text(e))
 
 
-def diagnose_pair(
-    rows: Sequence[Row],
-    npu: RankDump,
-    bench: RankDump,
-    bad: tuple[list[BadLine], list[BadLine]] | None = None,
-) -> Diagnosis:
-    """A pair's diagnosis, with the keyword arguments its call sidecars record (read only where a
-    suspect blames a kernel: a pkl records positional arguments only) and what differs between the runs
-    before any kernel (their models, as two dumps of one tool show them; data; hyperparameters); ``bad``:
-    each side's bad lines, which the sidecars' skipped lines join."""
-    modelled = model_rows(rows)
+def sidecars(
+    npu: RankDump, bench: RankDump, bad: tuple[list[BadLine], list[BadLine]] | None = None
+) -> Sidecars:
+    """What a finished pair's diagnosis reads besides its rows
+    (:func:`~ptdbg_tui.engine.pipeline.judge_pair`), each call sidecar once (its skipped lines are said
+    once); ``bad``: each side's bad lines, which the sidecars' skipped lines join."""
     n, b = bad if bad is not None else (None, None)
-    # each sidecar read once: its skipped lines are said once
-    npu_specs, bench_specs = cache(partial(call_specs_of, npu, n)), cache(partial(call_specs_of, bench, b))
-    d = diagnose(modelled, npu.step, keywords=keywords_of(npu_specs))
-    with_keywords(d, npu_specs, bench_specs, modelled)
-    with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
-    with_runs_differ(
-        d,
-        modelled,
-        lambda: (
-            (module_chains_of(npu, n), module_chains_of(bench, b))
-            if npu.format == bench.format
-            else (None, None)
-        ),
-        lambda: (npu_specs(), bench_specs()),
+    return Sidecars(
+        npu,
+        bench,
+        cache(partial(call_specs_of, npu, n)),
+        cache(partial(call_specs_of, bench, b)),
+        lambda: (module_chains_of(npu, n), module_chains_of(bench, b)),
     )
-    return d
 
 
 def _diagnose(outcomes: Outcomes) -> None:
@@ -567,7 +541,9 @@ def _culprit_module(o: PairOutcome) -> str:
     try:
         chain = module_chain_of(o.npu, entry, o.bad_lines[0])
     except OSError as e:  # the structure is there: say why the module is not shown
-        o.diagnosis.notes.append(Unread(sidecar=Sidecar.MODULES, reason=reason(e)))
+        o.diagnosis = replace(
+            o.diagnosis, notes=[*o.diagnosis.notes, Unread(sidecar=Sidecar.MODULES, reason=reason(e))]
+        )
         return ""
     return module_label(*chain[-1]) if chain else ""
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.ranks import (
+    Departure,
     Stats,
     apply_alone,
     apply_departure,
@@ -52,58 +53,64 @@ def _npu_records(dump: RankDump) -> dict[tuple[str, str], Stats]:
         return {}
 
 
-def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) -> None:
-    """Per step: a collective whose result on a compared rank departs from the other ranks' (of all the
-    NPU run's ranks at that step, compared or not), or that is wrong on that rank alone against the bench
-    run, becomes that rank's own suspect."""
-    by_step: dict[int | None, dict[int, Compared]] = {}
-    for p in pairs:
+def check_collectives(pairs: Sequence[Compared], npu_dumps: Iterable[RankDump]) -> list[Diagnosis]:
+    """Each pair's diagnosis (in the order of ``pairs``), new where it changed: per step, a collective
+    whose result on a compared rank departs from the other ranks' (of all the NPU run's ranks at that
+    step, compared or not), or that is wrong on that rank alone against the bench run, becomes that
+    rank's own suspect."""
+    out = [p.diagnosis for p in pairs]
+    by_step: dict[int | None, dict[int, int]] = {}  # the index of each step's compared rank
+    for i, p in enumerate(pairs):
         if p.npu.rank is not None:
-            by_step.setdefault(p.npu.step, {})[p.npu.rank] = p
+            by_step.setdefault(p.npu.step, {})[p.npu.rank] = i
     peers: dict[int | None, list[RankDump]] = {}
     for d in npu_dumps:
         peers.setdefault(d.step, []).append(d)
     for step, compared in by_step.items():
-        _check_alone(compared, len(peers.get(step, ())))
-        results = {
-            rank: collective_results([r.npu for r in p.rows if r.npu is not None])
-            for rank, p in compared.items()
-        }
-        if not any(results.values()):
-            continue
-        for d in peers.get(step, ()):
-            if d.rank is not None and d.rank not in results:
-                results[d.rank] = _npu_records(d)
-        bench = {  # each compared rank's bench result of the same collectives, under the NPU's names
-            rank: {
-                key: result_stats(r.bench)
-                for r in p.rows
-                if r.npu is not None
-                and r.bench is not None
-                and (key := (r.npu.call, r.npu.name)) in results[rank]
-            }
-            for rank, p in compared.items()
-        }
-        for departure in [*collective_departures(results), *bench_tie_departures(results, bench)]:
-            hit = compared.get(departure.rank)
-            if hit is not None:
-                apply_departure(hit.diagnosis, hit.rows, departure, step)
+        views = {rank: (pairs[i].rows, out[i]) for rank, i in compared.items()}
+        for alone in wrong_on_one_rank(views, len(peers.get(step, ()))):
+            i = compared[alone.rank]
+            out[i] = apply_alone(out[i], alone)
+        for i, departure in _departures(pairs, compared, peers.get(step, ())):
+            out[i] = apply_departure(out[i], pairs[i].rows, departure, step)
+    return out
 
 
-def _check_alone(compared: dict[int, Compared], dumped: int) -> None:
-    """One step's collectives wrong on one compared rank alone, against the bench run (of ``dumped``
-    NPU ranks there): each that rank's own suspect."""
-    views = {rank: (p.rows, p.diagnosis) for rank, p in compared.items()}
-    for alone in wrong_on_one_rank(views, dumped):
-        apply_alone(compared[alone.rank].diagnosis, alone)
+def _departures(
+    pairs: Sequence[Compared], compared: dict[int, int], peers: Iterable[RankDump]
+) -> list[tuple[int, Departure]]:
+    """One step's collectives whose result departs from the other ranks' (``compared``: the index in
+    ``pairs`` of each compared rank; ``peers``: the NPU dumps of the step), each with the index of its
+    compared rank."""
+    results = {
+        rank: collective_results([r.npu for r in pairs[i].rows if r.npu is not None])
+        for rank, i in compared.items()
+    }
+    if not any(results.values()):
+        return []
+    for d in peers:
+        if d.rank is not None and d.rank not in results:
+            results[d.rank] = _npu_records(d)
+    bench = {  # each compared rank's bench result of the same collectives, under the NPU's names
+        rank: {
+            key: result_stats(r.bench)
+            for r in pairs[i].rows
+            if r.npu is not None
+            and r.bench is not None
+            and (key := (r.npu.call, r.npu.name)) in results[rank]
+        }
+        for rank, i in compared.items()
+    }
+    departures = [*collective_departures(results), *bench_tie_departures(results, bench)]
+    return [(compared[d.rank], d) for d in departures if d.rank in compared]
 
 
 def link_to_earlier_steps(
     pairs: Sequence[Compared], all_pairs: Iterable[tuple[RankDump, RankDump]], earlier: Earlier
-) -> None:
-    """Parameters (or an optimizer's state) that differ on entry to a step: inherited when a step before
-    (compared here, or else from its statistics) named a suspect of its own, and every step between
-    inherited it."""
+) -> list[Diagnosis]:
+    """Each pair's diagnosis (in the order of ``pairs``), new: parameters (or an optimizer's state) that
+    differ on entry to a step are inherited when a step before (compared here, or else from its
+    statistics) named a suspect of its own, and every step between inherited it."""
     views = [StepView(p.npu.step, p.npu.rank, p.rows, p.diagnosis) for p in pairs]
     have = {(v.step, v.rank) for v in views}
     extra: dict[tuple[int | None, int | None], StepView] = {}
@@ -118,4 +125,4 @@ def link_to_earlier_steps(
             got = earlier(*pairs_by_key[key])
             if got is not None:
                 extra[key] = StepView(key[0], key[1], got[0], got[1])
-    link_steps(views, extra)
+    return link_steps(views, extra)

@@ -13,7 +13,7 @@ from ptdbg_tui.compare.diagnosis.findings import RECEIVED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import cross_rank, is_collective
 from ptdbg_tui.compare.report.words import evidence_text, rank_headline, received_text, suspect_text
-from ptdbg_tui.engine.batch import compare_dumps, judge_ranks
+from ptdbg_tui.engine.batch import compare_dumps, judge
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.synthetic import write_ranks_pair
 
@@ -43,14 +43,21 @@ def test_the_faulty_rank_is_named_first(tmp_path, faulty_rank, faulty_layer):
         ) in blocks[v.view.rank]
     assert "receives the error through" not in blocks[faulty_rank]
     # and every collective after it there receives it too: none reads as a kernel that introduces error
+    judged = {o.npu.rank: o.diagnosis for o in run}  # each pair's diagnosis in the job
     for v in others:
-        suspects = v.view.diagnosis.suspects
+        suspects = judged[v.view.rank].suspects
         assert suspects and all(s.kind == RECEIVED for s in suspects if is_collective(s.api)), suspects
         assert (
             f"  Culprit: Distributed_all_reduce_{faulty_layer}_forward (forward): receives another rank's "
             "error through it"
         ) in blocks[v.view.rank]
-    assert not any(s.kind == RECEIVED for s in run.ranks.first.view.diagnosis.suspects)
+    assert not any(s.kind == RECEIVED for s in judged[faulty_rank].suspects)
+    # each pair's own diagnosis is left as it was, and the job judged again from it says the same
+    for o in run:
+        assert o.dumps is not None and o.dumps.received is None
+        assert not any(s.kind == RECEIVED for s in o.dumps.suspects)
+    judge(run)
+    assert report_text(run) == report
 
 
 def test_one_sided_ranks_are_notices(tmp_path):
@@ -149,8 +156,7 @@ def test_a_collective_whose_result_departs_from_the_other_ranks_is_that_ranks_ow
     (departure,) = collective_departures(results)
     assert departure.rank == 2 and departure.call == "Distributed_all_reduce_0_forward"
     assert departure.peers == (0, 1, 3)
-    d = Diagnosis()
-    apply_departure(d, [Row(recs[2], recs[2])], departure, step=0)
+    d = apply_departure(Diagnosis(), [Row(recs[2], recs[2])], departure, step=0)
     assert [(s.call, s.kind) for s in d.suspects] == [("Distributed_all_reduce_0_forward", COLLECTIVE)]
     assert "departs from the other ranks" in suspect_text(d.suspects[0])
     # two ranks cannot outvote each other; rank results that agree have no departure
@@ -232,8 +238,9 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
     # rank 0 sees the error only later, entering before its last tanh (as rank 0 of the real job did)
     rank0 = next(o for o in run if o.npu.rank == 0)
     rows = [r for r in rank0.rows if r.name.startswith("Torch_tanh_2_forward")]
-    late = rank0.diagnosis.suspects[0]
-    rank0.diagnosis.suspects = [
+    assert rank0.dumps is not None  # the pair's own diagnosis, from which the job is judged
+    late = rank0.dumps.suspects[0]
+    rank0.dumps.suspects = [
         Suspect(
             call="Torch_tanh_2_forward",
             api="Torch_tanh",
@@ -247,7 +254,7 @@ def test_with_no_rank_at_fault_the_narrowing_follows_where_the_report_says_the_e
             step=0,
         )
     ]
-    judge_ranks(run)
+    judge(run)
     assert run.ranks.first is None
     assert "it first shows in Distributed_all_reduce_1_forward on rank2 (step0)" in rank_headline(run.ranks)
     target = narrowing_of(run).target

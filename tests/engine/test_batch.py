@@ -47,7 +47,7 @@ def test_a_diagnosis_that_fails_says_so_not_that_nothing_was_compared(seed, monk
     def broken(*_: object) -> None:
         raise TypeError("'float' object is not iterable")
 
-    monkeypatch.setattr("ptdbg_tui.engine.batch.diagnose_pair", broken)
+    monkeypatch.setattr("ptdbg_tui.engine.batch.judge_pair", broken)
     (o,) = compare_dumps(*seed, jobs=1)
     assert o.counts()[Status.FAIL] > 0
     assert verdict_text(o.diagnosis) == (

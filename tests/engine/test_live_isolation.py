@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.engine.live import pair as pair_module
+from ptdbg_tui.engine import pipeline
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.naming import stack_name
@@ -22,14 +22,14 @@ def test_a_failing_pair_is_a_notice_and_recovers_on_the_next_change(tmp_path, ma
         make_dump(bench, step=step).call(api, 0)
     broken = threading.Event()
     broken.set()
-    real = pair_module.diagnose
+    real = pipeline.diagnose  # a pair's stages: what the live pair runs
 
     def diagnose(rows, step=None, keywords=None):
         if broken.is_set() and any(r.name.startswith("Torch_mul") for r in rows):
             raise RuntimeError("a bug in the diagnosis")
         return real(rows)
 
-    monkeypatch.setattr(pair_module, "diagnose", diagnose)
+    monkeypatch.setattr(pipeline, "diagnose", diagnose)
     f = follow(npu, bench, **FAST)
     seen = f.wait(lambda s: s.progress.faults and s.progress.compared >= 2)
     (fault,) = seen.progress.faults

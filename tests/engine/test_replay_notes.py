@@ -6,6 +6,7 @@ from __future__ import annotations
 from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, Diagnosis, ReplayRun, Suspect
 from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.report.words import (
     BUDGET_RAN_OUT,
     NOT_REACHED,
@@ -13,7 +14,7 @@ from ptdbg_tui.compare.report.words import (
     finding,
     replay_run_text,
 )
-from ptdbg_tui.engine.replay.replayer import fold_replays, replay_could_decide, undecided
+from ptdbg_tui.engine.replay.replayer import replay_could_decide, undecided
 
 
 def _suspect(call: str, kind: str, input_error: float = 1e-4) -> Suspect:
@@ -62,8 +63,10 @@ def test_a_suspect_the_budget_did_not_reach_says_so():
         _suspect("Functional_gelu_0_forward", GROWTH),
         _suspect("Functional_gelu_1_forward", GROWTH),
     )
-    d = Diagnosis(suspects=[first, second], judged=10, compared=10)
-    fold_replays(d, [], [first.call, second.call], {}, None)
+    own = Diagnosis(suspects=[first, second], judged=10, compared=10)
+    d = with_replays(own, [], {}, None, chosen=[first.call, second.call])
+    first, second = d.suspects
     assert first.unreached and second.unreached and first.replay is None
+    assert not any(s.unreached for s in own.suspects) and own.replay is None  # the pair's own: untouched
     assert finding(first).startswith(f"{NOT_REACHED}; two dumps: introduces error")
     assert replay_run_text(d) == f"not replayed: {BUDGET_RAN_OUT}"

@@ -30,7 +30,7 @@ suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -222,6 +222,13 @@ class Diagnosis:
     def all_clear(self) -> bool:
         """Rows were judged, none fails, no call is a suspect and the runs do not differ before any kernel."""
         return bool(self.judged) and not self.suspects and not self.failing and not self.differ
+
+
+def copied(diagnosis: Diagnosis) -> Diagnosis:
+    """A copy of ``diagnosis`` that a stage may adjust (the steps before, the other ranks, a replay),
+    ``diagnosis`` untouched: its suspects and notes are its own, the evidence on every call is shared
+    (nothing adjusts it)."""
+    return replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))

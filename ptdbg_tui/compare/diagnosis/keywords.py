@@ -111,37 +111,35 @@ def with_keywords(
     npu: Callable[[], Mapping[str, CallSpec]],
     bench: Callable[[], Mapping[str, CallSpec]],
     rows: Sequence[Row] = (),
-) -> None:
-    """Each suspect that blames a kernel, of a call the runs pass different keyword arguments, becomes
-    that finding, in place. ``npu``, ``bench``: each side's sidecar specs by call key, read only when a
-    suspect blames a kernel, or (with the pair's ``rows``) when the runs differ and nothing blames one:
-    then every call whose keywords differ is that finding (at a later step the parameters an earlier
-    step's ``add_(grad, alpha=-lr)`` left different hide the same learning rate's effect now). A
-    sidecar that cannot be read (OSError) leaves the two dumps' verdict and says so in a note: the
-    user must know the check was not done."""
+) -> Diagnosis:
+    """``diagnosis`` (new where it changed) with each suspect that blames a kernel, of a call the runs
+    pass different keyword arguments, become that finding. ``npu``, ``bench``: each side's sidecar
+    specs by call key, read only when a suspect blames a kernel, or (with the pair's ``rows``) when the
+    runs differ and nothing blames one: then every call whose keywords differ is that finding (at a
+    later step the parameters an earlier step's ``add_(grad, alpha=-lr)`` left different hide the same
+    learning rate's effect now). A sidecar that cannot be read (OSError) leaves the two dumps' verdict
+    and says so in a note: the user must know the check was not done."""
     kernels = [i for i, s in enumerate(diagnosis.suspects) if s.kind not in NOT_A_KERNEL]
     unblamed = not kernels and bool(rows) and bool(diagnosis.suspects or diagnosis.failing)
     if not kernels and not unblamed:
-        return
+        return diagnosis
     try:
         specs = npu(), bench()
     except OSError as e:
-        diagnosis.notes.append(Unread(sidecar=Sidecar.CALLS, reason=reason(e)))
-        return
+        return replace(diagnosis, notes=[*diagnosis.notes, Unread(sidecar=Sidecar.CALLS, reason=reason(e))])
     if unblamed:
-        _unblamed(diagnosis, specs, rows)
-        return
+        return _unblamed(diagnosis, specs, rows)
+    suspects = list(diagnosis.suspects)
     changed = False
     for i in kernels:
-        s = diagnosis.suspects[i]
+        s = suspects[i]
         if differs := _differs(specs, s.rows, s.call):
-            diagnosis.suspects[i] = _arguments(s, differs)
+            suspects[i] = _arguments(s, differs)
             changed = True
         elif undumped := _undumped_input(specs[0].get(call_key(s.call))):
-            diagnosis.suspects[i] = _entering(s, undumped)
+            suspects[i] = _entering(s, undumped)
             changed = True
-    if changed:
-        diagnosis.suspects.sort(key=suspect_order)
+    return replace(diagnosis, suspects=sorted(suspects, key=suspect_order)) if changed else diagnosis
 
 
 #: Each side's sidecar specs by call key.
@@ -162,11 +160,12 @@ def _differs(specs: Specs, rows: Sequence[Row], call: str) -> tuple[Argument, ..
     return keywords_differ(*lines) if lines is not None else ()
 
 
-def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
-    """Where nothing blames a kernel, every paired call the runs pass different keyword arguments is
-    that finding (a suspect in execution order)."""
+def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> Diagnosis:
+    """Where nothing blames a kernel, ``diagnosis`` with every paired call the runs pass different
+    keyword arguments as that finding (a suspect in execution order)."""
     if not specs[0] or not specs[1]:
-        return
+        return diagnosis
+    suspects = list(diagnosis.suspects)
     named = {s.call for s in diagnosis.suspects}
     step = next((s.step for s in diagnosis.suspects), None)
     autocast: dict[tuple[str | None, str | None], list[str]] = {}  # (NPU's, bench's) autocast: the calls
@@ -185,7 +184,7 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
         judgement = _arguments_judgement(paired[-1].name)
         stack = next((r.stack for r in members if r.stack is not None), None)
         seq = min(r.seq for r in members)
-        diagnosis.suspects.append(
+        suspects.append(
             Suspect(
                 call=call,
                 api=entry.api,
@@ -200,10 +199,12 @@ def _unblamed(diagnosis: Diagnosis, specs: Specs, rows: Sequence[Row]) -> None:
                 step=step,
             )
         )
-    diagnosis.suspects.sort(key=suspect_order)
-    diagnosis.notes += [
+    autocasts = [
         Autocast(calls=len(calls), npu=n, bench=b, first=calls[0]) for (n, b), calls in autocast.items()
     ]
+    return replace(
+        diagnosis, suspects=sorted(suspects, key=suspect_order), notes=[*diagnosis.notes, *autocasts]
+    )
 
 
 def _autocasts(npu: CallSpec, bench: CallSpec) -> tuple[str | None, str | None] | None:

@@ -140,20 +140,26 @@ class CrossRank:
         )
 
 
-def mark_received(ranks: CrossRank) -> None:
-    """Each rank's diagnosis learns, in place, whether its first suspect only receives the error the
-    first divergent rank made (:meth:`CrossRank.received`, its ``received`` words); on such a rank every
-    collective suspect whose result agrees with the other ranks' receives it too: that finding, not a
-    kernel that introduces error. Nothing is received without a first divergent rank (a collective
-    wrong alike on every rank is no rank's to receive)."""
+def mark_received(ranks: CrossRank) -> list[Diagnosis]:
+    """Each rank's diagnosis (in the order of ``ranks.verdicts``), new, with whether its first suspect only
+    receives the error the first divergent rank made (:meth:`CrossRank.received`, its ``received``
+    words); on such a rank every collective suspect whose result agrees with the other ranks' receives it
+    too: that finding, not a kernel that introduces error. Nothing is received without a first divergent
+    rank (a collective wrong alike on every rank is no rank's to receive)."""
+    out = []
     for v in ranks.verdicts:
         d = v.view.diagnosis
-        d.received = ranks.received(v.view.label)
-        if d.received is None:
-            continue
-        for i, s in enumerate(d.suspects):
-            if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE:
-                d.suspects[i] = replace(s, kind=RECEIVED)
+        received = ranks.received(v.view.label)
+        suspects = d.suspects
+        if received is not None:
+            suspects = [
+                replace(s, kind=RECEIVED)
+                if is_collective(s.api) and s.kind not in NOT_A_KERNEL and s.kind not in OWN_COLLECTIVE
+                else s
+                for s in d.suspects
+            ]
+        out.append(replace(d, received=received, suspects=suspects))
+    return out
 
 
 def is_collective(api: str) -> bool:
@@ -348,9 +354,9 @@ def bench_tie_departures(
 
 def apply_departure(
     diagnosis: Diagnosis, rows: Sequence[Row], departure: Departure, step: int | None = None
-) -> None:
-    """The departing collective as a suspect of the rank's own (in execution order), in place of what
-    the two dumps said of that call."""
+) -> Diagnosis:
+    """``diagnosis`` with the departing collective as a suspect of the rank's own (in execution order),
+    in place of what the two dumps said of that call."""
     members = [r for r in rows if r.record.call == departure.call]
     old = next((s for s in diagnosis.suspects if s.call == departure.call), None)
     if old is not None:
@@ -372,7 +378,7 @@ def apply_departure(
             step=step,
         )
     others = [s for s in diagnosis.suspects if s.call != departure.call]
-    diagnosis.suspects = sorted([*others, suspect], key=lambda s: s.seq)
+    return replace(diagnosis, suspects=sorted([*others, suspect], key=lambda s: s.seq))
 
 
 # --- a collective wrong on one rank alone, against the bench run --------------------------------------
@@ -449,9 +455,10 @@ def wrong_on_one_rank(ranks: Mapping[int, tuple[Sequence[Row], Diagnosis]], dump
     return out
 
 
-def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
-    """The collective wrong on this rank alone as the rank's own suspect, its numbers kept."""
-    diagnosis.suspects = [
+def apply_alone(diagnosis: Diagnosis, alone: Alone) -> Diagnosis:
+    """``diagnosis`` with the collective wrong on this rank alone as the rank's own suspect, its numbers
+    kept."""
+    suspects = [
         replace(
             s,
             kind=RANK_ALONE,
@@ -461,3 +468,4 @@ def apply_alone(diagnosis: Diagnosis, alone: Alone) -> None:
         else s
         for s in diagnosis.suspects
     ]
+    return replace(diagnosis, suspects=suspects)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from ptdbg_tui.compare.diagnosis.diagnose import explain_failures, signature_of
 from ptdbg_tui.compare.diagnosis.evidence import OnParameter, StillRandom
-from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect
+from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, Diagnosis, Suspect, copied
 from ptdbg_tui.compare.diagnosis.notes import Carried, StepNote
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, own_rounding
 from ptdbg_tui.compare.model import ErrorMeasures, Row
@@ -99,12 +99,14 @@ def _entry_error(rows: Sequence[Row], parameter_entry: str) -> float | None:
 
 def link_steps(
     views: Sequence[StepView], earlier: Mapping[tuple[int | None, int | None], StepView] | None = None
-) -> None:
-    """Adjust each step's parameters-on-entry suspects by the steps before it (among ``views`` and
-    ``earlier``, views of steps compared only for this, from their statistics), in place; again and
-    again gives the same. A step whose parameters were themselves inherited passes on where they came
-    from: step 2 after a clean step 1 names step 0's culprit, not step 1."""
-    context = dict(earlier or {})
+) -> list[Diagnosis]:
+    """Each step's diagnosis (in the order of ``views``), new, its parameters-on-entry suspects adjusted
+    by the steps before it (among ``views`` and ``earlier``, views of steps compared only for this, from
+    their statistics); the views' diagnoses are left as they are, and again gives the same. A step whose
+    parameters were themselves inherited passes on where they came from: step 2 after a clean step 1
+    names step 0's culprit, not step 1."""
+    views = [replace(v, diagnosis=copied(v.diagnosis)) for v in views]  # adjusted below, as they go
+    context = {key: replace(v, diagnosis=copied(v.diagnosis)) for key, v in (earlier or {}).items()}
     by_key = {**context, **{(v.step, v.rank): v for v in views}}
     origin: dict[tuple[int | None, int | None], Origin] = {}
     rounded: set[tuple[int | None, int | None]] = set()  # steps whose parameters carry rounding only
@@ -146,6 +148,7 @@ def link_steps(
         chain = [by_key[k] for k in sorted(before, key=lambda k: k[0] or 0)]
         if _not_inherited([*chain, view], found, prev_key in context, prev_key in rounded):
             rounded.add(key)
+    return [v.diagnosis for v in views]
 
 
 def _not_inherited(

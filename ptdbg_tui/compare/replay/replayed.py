@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ptdbg_tui.compare.diagnosis.evidence import TwoDumps
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect
+from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, REPLAYED, Diagnosis, ReplayRun, Suspect, copied
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome
 from ptdbg_tui.compare.model import Row
@@ -48,7 +48,8 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
 def apply_replays(
     diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
 ) -> None:
-    """Fold the replays of a pair's calls into its diagnosis, in place."""
+    """Fold the replays of a pair's calls into ``diagnosis``, in place (the copy :func:`with_replays`
+    makes)."""
     kept: list[Suspect] = []
     named = set()
     refuted: list[str] = []
@@ -75,19 +76,25 @@ def apply_replays(
 
 
 def with_replays(
-    diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
+    diagnosis: Diagnosis,
+    rows: Sequence[Row],
+    replays: Mapping[str, CallReplay],
+    step: int | None = None,
+    chosen: Sequence[str] = (),
 ) -> Diagnosis:
-    """A copy of ``diagnosis`` with the replays folded in, ``diagnosis`` untouched: the live engine keeps a
-    pair's two-dump diagnosis and folds the replays done so far into each new copy, which the pairs
-    around it then adjust in place (the app holds the copies it was sent)."""
+    """A copy of ``diagnosis`` (a pair's own) with the replays folded in, ``diagnosis`` untouched: the
+    batch compare and the live engine keep a pair's two-dump diagnosis and fold the replays done so far
+    into each new copy, from which the pairs around it make their own (:mod:`ptdbg_tui.engine.pipeline`).
+    A call ``chosen`` for a replay that its budget did not reach says so (its verdict stands on the two
+    dumps alone)."""
     copy = copied(diagnosis)
     if replays:
         apply_replays(copy, rows, replays, step)
+    missed = set(chosen) - set(replays)
+    for s in copy.suspects:
+        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
+            s.unreached = True
+    if missed:
+        ran = copy.replay if replays and copy.replay is not None else ReplayRun()
+        copy.replay = replace(ran, missed=len(missed))
     return copy
-
-
-def copied(diagnosis: Diagnosis) -> Diagnosis:
-    """A copy of ``diagnosis`` that the pairs around it (the steps before, the other ranks) and a replay
-    may adjust in place, ``diagnosis`` untouched: its suspects and notes are its own, the evidence on
-    every call is shared (nothing adjusts it)."""
-    return replace(diagnosis, suspects=[replace(s) for s in diagnosis.suspects], notes=list(diagnosis.notes))

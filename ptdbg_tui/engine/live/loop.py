@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.notes import NoEntries, NoVerdict, OnPair, Repeated
-from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankView, cross_rank, mark_received
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.words import job_note_text, rank_notice, rank_summary, unpaired_text
 from ptdbg_tui.engine.batch import earlier_from_statistics
-from ptdbg_tui.engine.context import Compared, check_collectives, link_to_earlier_steps
+from ptdbg_tui.engine.context import Compared
 from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.engine.live.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.live.replays import Job, LiveReplay
 from ptdbg_tui.engine.live.side import SideState
 from ptdbg_tui.engine.live.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.live.watch import DumpWatcher
+from ptdbg_tui.engine.pipeline import Context, judge_job
 from ptdbg_tui.engine.replay.replayer import torch_importable
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.formats.layout import (
@@ -483,27 +483,29 @@ class LiveEngine:
         return self._earlier[key]
 
     def _cross_rank(self) -> None:
-        """Whenever a pair's diagnosis changed: the other ranks' collectives and the step before each pair
-        (:mod:`~ptdbg_tui.engine.context`) adjust the diagnoses, and with several ranks the app learns which
-        one diverges first."""
+        """Whenever a pair's diagnosis changed: the job's verdict from each pair's own diagnosis
+        (:func:`~ptdbg_tui.engine.pipeline.judge_job`: the other ranks' collectives and the step before
+        each pair), and with several ranks the app learns which one diverges first."""
         pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
         seen = tuple(id(p.diagnosis) for p in pairs)
         if seen == self._judged:
             return
         self._judged = seen
         around = len(pairs) > 1 or self.options.step is not None
+        context = None
         if around:
-            compared = [Compared(p.info.npu, p.rows, p.diagnosis) for p in pairs if p.diagnosis is not None]
-            if len(pairs) > 1:
-                check_collectives(compared, [p.info.npu for p in pairs])
-            link_to_earlier_steps(compared, self._around[1], self._earlier_step)
-        ranks = _ranks(pairs)
+            peers = [p.info.npu for p in pairs] if len(pairs) > 1 else None
+            context = Context(peers, self._around[1], self._earlier_step)
+        # a rank with no bench dump is compared with nothing: not one of the ranks compared (as in the report)
+        judged = judge_job(
+            [Compared(p.info.npu, p.rows, p.diagnosis) for p in pairs if p.diagnosis is not None],
+            context,
+            ranked=lambda i: pairs[i].bench is not None,
+        )
         if around:
-            for p in pairs:
-                if p.diagnosis is not None:
-                    if ranks is None:  # no rank to receive from (a rank's dump went)
-                        p.diagnosis.received = None
-                    self.outbox.put_diagnosis(p.info, p.diagnosis)
+            for p, d in zip(pairs, judged.diagnoses, strict=True):
+                self.outbox.put_diagnosis(p.info, d)
+        ranks = judged.ranks if judged.several else None
         summary = rank_summary(ranks) if ranks is not None else ()
         if summary == self._headline:
             return
@@ -569,23 +571,6 @@ class LiveEngine:
                 self._replay.why_not,
             )
         )
-
-
-def _ranks(pairs: list[PairState]) -> CrossRank | None:
-    """With several ranks: the first divergent one, each rank's diagnosis told what it receives. A rank
-    with no bench dump is compared with nothing: not one of the ranks compared (as in the report)."""
-    pairs = [p for p in pairs if p.bench is not None]
-    if len({p.info.npu.rank for p in pairs}) < 2:
-        return None
-    ranks = cross_rank(
-        [
-            RankView(p.info.npu.label, p.info.npu.step, p.info.npu.rank, p.rows, p.diagnosis)
-            for p in pairs
-            if p.diagnosis is not None
-        ]
-    )
-    mark_received(ranks)
-    return ranks
 
 
 def _what(e: BaseException) -> str:

@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
-from ptdbg_tui.compare.diagnosis.keywords import keywords_of, with_keywords
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
-from ptdbg_tui.compare.diagnosis.runs_differ import with_manifests, with_runs_differ
-from ptdbg_tui.compare.matching.pairing import Matching, attach_stacks, choose_match, match_advice, model_rows
+from ptdbg_tui.compare.matching.pairing import Matching, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status, rows_by_call
 from ptdbg_tui.compare.replay.calls import call_rows
@@ -36,10 +32,10 @@ from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
 from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.engine.live.side import SideState
 from ptdbg_tui.engine.live.updates import MatchNote, Outbox, PairInfo, Placed
+from ptdbg_tui.engine.pipeline import Sidecars, SideRecords, judge_pair, match_pair
 from ptdbg_tui.engine.workers.tasks import task_for
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.dialects import dialect_of
-from ptdbg_tui.formats.manifest import manifest_of
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
@@ -146,6 +142,11 @@ def _call_specs(side: SideState, final: bool) -> dict[str, CallSpec]:
     """A followed side's call sidecar so far (its new lines read first)."""
     side.reader.read_calls(final)
     return side.reader.call_specs()
+
+
+def _records(side: SideState) -> SideRecords:
+    """A followed side's records so far, as matching needs them."""
+    return SideRecords(side.tensors, side.stacks, dialect_of(side.reader.producer))
 
 
 def _module_chains(side: SideState) -> Callable[[EntryName], ModuleChain | None] | None:
@@ -263,15 +264,11 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        npu = dialect_of(self.npu.reader.producer)
-        bench = dialect_of(self.bench.reader.producer) if self.bench is not None else npu
-        stacks = (self.npu.stacks, self.bench.stacks if self.bench else {})
-        self.matching = choose_match(
-            self.npu.tensors, self.bench.tensors if self.bench else [], mode, (npu, bench), stacks
-        )
+        npu = _records(self.npu)
+        bench = _records(self.bench) if self.bench is not None else SideRecords([], {}, npu.dialect)
+        self.matching = match_pair(npu, bench, mode)
         self.match_asked = mode
         rows = self.matching.rows
-        attach_stacks(rows, self.npu.stacks)
         keys: list[str] = []
         seen: set[str] = set()
         self.open = set()
@@ -420,31 +417,19 @@ class PairState:
         if not self.clock.due(now, final):
             return
         self.clock.dirty = False
-        modelled = model_rows(self.rows)
-        npu = self.npu
-        keywords = keywords_of(lambda: _call_specs(npu, final))
-        self.clock.dumps = diagnose(modelled, self.info.npu.step, keywords=keywords)
-        self._keywords(self.clock.dumps, modelled, final)
+        npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
+        sidecars = Sidecars(
+            npu.dump,
+            bench.dump if bench is not None else None,
+            lambda: _call_specs(npu, final),
+            lambda: _call_specs(bench, final) if bench is not None else {},
+            lambda: (_module_chains(npu), _module_chains(bench) if bench is not None else None),
+        )
+        self.clock.dumps = judge_pair(self.rows, sidecars)
         self.clock.diagnosis = self.replayed(self.clock.dumps)
         self.clock.at = time.monotonic()
         self.clock.cost = self.clock.at - now
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
-
-    def _keywords(self, diagnosis: Diagnosis, rows: Sequence[Row], final: bool) -> None:
-        """The keyword arguments the sides' call sidecars record (where a suspect blames a kernel, or
-        where the runs differ and nothing blames one: ``rows``, the pair's model rows)."""
-        if self.bench is None:
-            return
-        npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
-        with_keywords(diagnosis, lambda: _call_specs(npu, final), lambda: _call_specs(bench, final), rows)
-        with_manifests(diagnosis, partial(manifest_of, npu.dump), partial(manifest_of, bench.dump))
-        same_tool = npu.dump.format == bench.dump.format  # module trees of two tools differ in form
-        with_runs_differ(
-            diagnosis,
-            rows,
-            lambda: (_module_chains(npu), _module_chains(bench)) if same_tool else (None, None),
-            lambda: (_call_specs(npu, final), _call_specs(bench, final)),
-        )
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

@@ -31,9 +31,9 @@ from ptdbg_tui.compare.replay.calls import (
     replay_call,
     replay_order,
 )
-from ptdbg_tui.compare.replay.replayed import apply_replays, copied
+from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.report.words import NOT_REACHED, no_verdict_text
-from ptdbg_tui.engine.batch import Outcomes, PairOutcome, in_context
+from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
@@ -296,8 +296,8 @@ def replay_pair(
 ) -> tuple[list[str], dict[str, CallReplay]]:
     """Replay a pair's calls: ``calls``, else :func:`replay_order`'s (``full``) or the suspects whose
     inputs already differ (:func:`differing_suspects`: the default of ``ptdbg-tui compare``); the calls
-    chosen and, by call, those replayed within the budget (:func:`fold_replays` folds them in; ``bad``:
-    as in :func:`sources`)."""
+    chosen and, by call, those replayed within the budget (:func:`with_replays` folds them in; ``bad``: as
+    in :func:`sources`)."""
     if calls is not None:
         chosen = list(calls)
     else:
@@ -307,26 +307,6 @@ def replay_pair(
     npu_src, bench_src = sources(npu, bench, npu_dir, bench_dir, bad)
     got = {r.call: r for r in replayer.replay(rows, chosen, npu_src, bench_src, budget_s, progress)}
     return chosen, got
-
-
-def fold_replays(
-    diagnosis: Diagnosis,
-    rows: Sequence[Row],
-    chosen: Sequence[str],
-    got: Mapping[str, CallReplay],
-    step: int | None,
-) -> None:
-    """Fold a pair's replays into its diagnosis, in place; a suspect chosen but not reached within the
-    budget says so (its verdict stands on the two dumps alone)."""
-    if got:
-        apply_replays(diagnosis, rows, got, step)
-    missed = set(chosen) - set(got)
-    for s in diagnosis.suspects:
-        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
-            s.unreached = True
-    if missed:
-        ran = diagnosis.replay if got and diagnosis.replay is not None else ReplayRun()
-        diagnosis.replay = replace(ran, missed=len(missed))
 
 
 #: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
@@ -387,22 +367,25 @@ def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) ->
 def fold_outcomes(
     outcomes: Sequence[PairOutcome], found: Sequence[PairReplay]
 ) -> dict[str, dict[str, CallReplay]]:
-    """Fold each pair's replays into its diagnosis; where a replay ran, into the pair's own diagnosis
-    (``dumps``), and the steps and ranks around each pair are worked out again: a later step's note names
-    the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
+    """Fold each pair's replays into its diagnosis: of a job's pairs (:class:`Outcomes`), into the pair's
+    own diagnosis (``dumps``), and the job is judged again (:func:`~ptdbg_tui.engine.batch.judge`): a later
+    step's note names the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
     out: dict[str, dict[str, CallReplay]] = {}
-    again = isinstance(outcomes, Outcomes) and any(not isinstance(r, str) and r[0] for r in found)
+    job = isinstance(outcomes, Outcomes)
     for o, result in zip(outcomes, found, strict=False):
-        if again and o.dumps is not None:
-            o.diagnosis = copied(o.dumps)
+        own = o.dumps if job and o.dumps is not None else o.diagnosis
         if isinstance(result, str):
-            o.diagnosis.replay = ReplayRun(why_not=result)
+            d = replace(own, replay=ReplayRun(why_not=result))
         else:
-            fold_replays(o.diagnosis, o.rows, *result, o.npu.step)
+            d = with_replays(own, o.rows, result[1], o.npu.step, chosen=result[0])
             out[o.label] = result[1]
-    if again:
+        if job:
+            o.dumps = d
+        else:
+            o.diagnosis = d
+    if job:
         assert isinstance(outcomes, Outcomes)
-        in_context(outcomes)
+        judge(outcomes)
     return out
 
 
