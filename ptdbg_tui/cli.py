@@ -886,6 +886,14 @@ def run_app(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         check.run()
         return EXIT_OK
+    from ptdbg_tui.app.steps import StepsApp, opens_on_steps
+
+    if opens_on_steps(args.npu, args.bench):  # two trainings' monitors: the Steps screen
+        steps = StepsApp(args.npu, args.bench)
+        if not set_theme(steps, args.theme):
+            return EXIT_USAGE
+        steps.run()
+        return EXIT_OK
     if args.cluster is not None:
         from ptdbg_tui.engine.workers.cluster import ClusterError, require
 
