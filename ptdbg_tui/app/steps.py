@@ -35,7 +35,14 @@ from textual_plotext import PlotextPlot
 
 from ptdbg_tui.app.charts import downsample, log_axis, log_error
 from ptdbg_tui.app.literal import LiteralStatic, LiteralTable
-from ptdbg_tui.compare.monitor import Curves, Follow, MonitorAnalysis, MonitorInputError, RankAnalysis
+from ptdbg_tui.compare.monitor import (
+    Curves,
+    Follow,
+    MonitorAnalysis,
+    MonitorInputError,
+    Phase,
+    RankAnalysis,
+)
 from ptdbg_tui.compare.report.monitor_words import divergence_line, nonfinite_text, rank_lines
 from ptdbg_tui.compare.report.words import RUNS_DIFFER_FIRST, differences_notes, differences_text
 from ptdbg_tui.formats import monitor as fmon
@@ -175,7 +182,7 @@ def module_maxima(c: Curves) -> list[tuple[float, int | None]]:
 
 
 def rel_text(x: float) -> str:
-    return "non-finite" if not math.isfinite(x) else "0" if x == 0 else f"{x:.2g}"
+    return "NaN/Inf" if not math.isfinite(x) else "0" if x == 0 else f"{x:.2g}"
 
 
 class StepsChart(PlotextPlot):
@@ -213,7 +220,9 @@ class StepsChart(PlotextPlot):
             plt.ylim(ticks[0], ticks[-1])
             plt.yticks(ticks, labels)
         low, high = min(xs), max(xs)
-        plt.xlim(low, high if high > low else low + 1)
+        high = high if high > low else low + 1
+        plt.xlim(low, high)
+        plt.xticks([round(low + (high - low) * k / 4) for k in range(5)])  # steps: whole numbers
         self.refresh()
 
 
@@ -303,8 +312,8 @@ class StepsScreen(Screen[None]):
     DEFAULT_CSS = """
     StepsScreen #steps-summary { height: auto; max-height: 40%; padding: 0 1; background: $boost; }
     StepsScreen #steps-main { height: 1fr; }
-    StepsScreen #steps-modules { width: 2fr; min-width: 30; max-width: 60; height: 1fr; }
-    StepsScreen #steps-charts { width: 3fr; height: 1fr; border-left: vkey $panel-lighten-2; }
+    StepsScreen #steps-modules { width: 40; max-width: 55%; height: 1fr; }
+    StepsScreen #steps-charts { width: 1fr; height: 1fr; border-left: vkey $panel-lighten-2; }
     StepsScreen StepsChart { height: 12; min-width: 30; }
     """
 
@@ -324,7 +333,7 @@ class StepsScreen(Screen[None]):
             yield LiteralStatic("reading both monitor streams…", markup=False, id="steps-text")
         with Horizontal(id="steps-main"):
             table = LiteralTable(id="steps-modules", cursor_type="row", zebra_stripes=True)
-            table.add_columns("module", "max rel. diff", "at step")
+            table.add_columns("module", "max diff", "step")
             yield table
             with VerticalScroll(id="steps-charts"):
                 yield StepsChart(id="chart-loss")
@@ -388,7 +397,7 @@ class StepsScreen(Screen[None]):
             key = (rank.rank, d.module) if d is not None else None
             if key is not None and key != self._preselected and d is not None:
                 self._preselected = key
-                if d.module in rank.curves.modules:
+                if d.phase is not Phase.HYPERPARAMETER and d.module in rank.curves.modules:
                     self.module = rank.curves.modules.index(d.module)
         self._show_text()
         self._show_modules()
@@ -407,9 +416,10 @@ class StepsScreen(Screen[None]):
             return
         c = rank.curves
         d = rank.divergence
+        marked = d.module if d is not None and d.phase is not Phase.HYPERPARAMETER else None
         rows = [
             (
-                Text(("● " if d is not None and d.module == name else "  ") + one_line(name, 200)),
+                Text(("● " if name == marked else "  ") + (one_line(name, 200) or "(the model)")),
                 Text(rel_text(top), justify="right"),
                 Text("" if at is None else str(at), justify="right"),
             )
@@ -425,6 +435,11 @@ class StepsScreen(Screen[None]):
             for i, row in enumerate(rows):
                 table.add_row(*row, key=str(i))
             self._modules = c.modules
+            widths = [
+                max([len(str(column.label)), *(row[j].cell_len for row in rows)]) + 2 * table.cell_padding
+                for j, column in enumerate(table.columns.values())
+            ]
+            table.styles.width = sum(widths) + 2  # and the scrollbar
         if rows and table.cursor_row != self.module:
             table.move_cursor(row=self.module)
 
