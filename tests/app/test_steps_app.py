@@ -1,0 +1,181 @@
+"""The Steps screen (issue 30): the app on two trainings' monitor folders, made by running
+bench/monitor_job.py's GPT under ``ptdbg-dump run --monitor`` (a GELU 0.5% off from step 6 on the NPU
+side): the verdict in ``ptdbg-tui monitor``'s words, the divergent module selected and plotted, the
+narrow key writing what ``--narrow`` writes, a stream followed while its writer appends to it, and the
+inputs it cannot compare said on the screen."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from dumper.cli import main as dump_main
+from ptdbg_tui.app.screens import NarrowScreen, TextScreen
+from ptdbg_tui.app.steps import StepsApp, StepsChart, opens_on_steps
+from ptdbg_tui.cli import main as tui_main
+from ptdbg_tui.formats import monitor as fmon
+from ptdbg_tui.formats.dump_options import read_options
+
+pytest.importorskip("pyarrow")
+
+JOB = Path(__file__).resolve().parents[2] / "bench" / "monitor_job.py"
+VERDICT = "First divergent step: 6, module blocks.2.mlp.gelu: forward: "
+SIZE = (120, 40)
+
+
+@pytest.fixture(scope="module")
+def monitors(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("monitors")
+    for side in ("npu", "bench"):
+        args = ["run", str(JOB), "--monitor", str(root / side), "--", side, "kernel"]
+        assert dump_main([*args, "--steps", "8", "--at", "6"]) == 0
+    return root / "npu", root / "bench"
+
+
+def _text(app: StepsApp) -> str:
+    return str(app.steps.query_one("#steps-text").render())
+
+
+async def _read_whole(ui, pilot) -> None:  # type: ignore[no-untyped-def]
+    await ui.wait_until(pilot, lambda: not pilot.app.steps.state.following)
+    await pilot.wait_for_scheduled_animations()  # the screen laid out again
+
+
+async def test_the_app_opens_on_the_steps_screen_with_the_verdict_and_the_divergent_module(
+    monitors: tuple[Path, Path], small_dumps: tuple[Path, Path], ui
+) -> None:  # type: ignore[no-untyped-def]
+    assert opens_on_steps(*monitors)
+    assert not opens_on_steps(*small_dumps)
+    app = StepsApp(*monitors)
+    async with app.run_test(size=SIZE) as pilot:
+        await _read_whole(ui, pilot)
+        screen = app.steps
+        text = _text(app)
+        assert text.startswith("both runs ended: 8 steps aligned")
+        # the manifests first (the scripts' arguments), then the verdict, as the CLI says them
+        assert text.index("argument 1 npu against bench") < text.index(VERDICT)
+        assert "rank 0: NPU 8 steps, bench 8, 8 aligned" in text
+        # the divergent module selected and plotted, marked in the list
+        modules = screen.rank.curves.modules  # type: ignore[union-attr]
+        assert modules[screen.module] == "blocks.2.mlp.gelu"
+        table = screen.query_one("#steps-modules")
+        assert table.cursor_row == screen.module
+        assert str(table.get_row_at(screen.module)[0]).startswith("● blocks.2.mlp.gelu")
+        norm, diff = (screen.query_one(f"#chart-{n}", StepsChart) for n in ("norm", "difference"))
+        assert norm._drawn is not None and "blocks.2.mlp.gelu" in norm._drawn.title
+        assert diff._drawn is not None and diff._drawn.vline == 6
+        assert "Narrow" in ui.screen_text(app)  # the footer names the key
+        # another module chosen: its curves
+        await pilot.press("k")
+        await ui.wait_until(pilot, lambda: screen.module == modules.index("blocks.2.mlp.gelu") - 1)
+        assert diff._drawn is not None and modules[screen.module] in diff._drawn.title
+
+
+async def test_the_narrow_key_writes_what_monitor_narrow_writes(
+    monitors: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], ui
+) -> None:  # type: ignore[no-untyped-def]
+    cli_config = tmp_path / "cli.json"
+    assert tui_main(["monitor", *map(str, monitors), "--narrow", "-o", str(cli_config)]) == 0
+    cli_lines = capsys.readouterr().out.splitlines()
+    config = tmp_path / "app.json"
+    app = StepsApp(*monitors)
+    async with app.run_test(size=SIZE) as pilot:
+        await _read_whole(ui, pilot)
+        await pilot.press("t")
+        await ui.wait_until(pilot, lambda: isinstance(app.screen, NarrowScreen))
+        app.screen.query_one("#narrow-path").value = str(config)  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await ui.wait_until(pilot, lambda: isinstance(app.screen, TextScreen))
+        lines = app.screen.lines  # type: ignore[attr-defined]
+        assert f"ptdbg-dump run {JOB} --dump-path {tmp_path / 'app' / 'npu'} --config {config}" in lines[4]
+        assert "ptdbg-dump run" in ui.screen_text(app)
+    assert read_options(config) == read_options(cli_config)
+    assert (read_options(config).module, read_options(config).step) == (["blocks.2.mlp.gelu"], [6])
+    # the same lines but for the file names
+    names = {str(cli_config): str(config), str(tmp_path / "cli"): str(tmp_path / "app")}
+    said = [line for line in cli_lines if any(n in line for n in names) or line.startswith("Narrowed")]
+    assert len(said) >= 4  # the reason, the config and both machines' commands
+    for line in said:
+        for a, b in names.items():
+            line = line.replace(a, b)
+        assert line in lines
+
+
+async def test_a_stream_followed_while_its_writer_appends(
+    monitors: tuple[Path, Path], tmp_path: Path, ui
+) -> None:  # type: ignore[no-untyped-def]
+    from dumper.monitor import MonitorWriter
+
+    live = tmp_path / "npu", tmp_path / "bench"
+    writers, batches = [], []
+    for source, folder in zip(monitors, live, strict=True):
+        folder.mkdir()
+        shutil.copy(source / "manifest_rank0.json", folder)
+        batches.append(fmon.read_monitor(source / fmon.file_name(0)).batches)
+        writers.append(MonitorWriter(folder / fmon.file_name(0)))
+    for writer, written in zip(writers, batches, strict=True):
+        for batch in written[:3]:
+            writer.write(batch.to_pydict())
+    app = StepsApp(*live, poll_s=0.05)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.steps
+        await ui.wait_until(pilot, lambda: screen.rank is not None and screen.rank.aligned == 3)
+        assert _text(app).startswith("following… 3 steps aligned")
+        assert "First divergent step: none" in _text(app)
+        assert "is not closed: its run may still be training" in _text(app)
+        for writer, written in zip(writers, batches, strict=True):
+            for batch in written[3:]:
+                writer.write(batch.to_pydict())
+            writer.close()
+        await _read_whole(ui, pilot)
+        assert _text(app).startswith("both runs ended: 8 steps aligned")
+        assert VERDICT in _text(app)
+        assert screen.rank.curves.modules[screen.module] == "blocks.2.mlp.gelu"  # type: ignore[union-attr]
+
+
+async def _problem(folders: tuple[Path, Path], ui, until_ended: bool = True) -> str:  # type: ignore[no-untyped-def]
+    app = StepsApp(*folders, poll_s=0.05)
+    async with app.run_test(size=SIZE) as pilot:
+        if until_ended:
+            await _read_whole(ui, pilot)
+        else:
+            await ui.wait_until(pilot, lambda: app.steps.state.problem is not None)
+        return _text(app)
+
+
+async def test_what_cannot_be_compared_is_said_on_the_screen(
+    monitors: tuple[Path, Path], tmp_path: Path, ui
+) -> None:  # type: ignore[no-untyped-def]
+    npu, bench = monitors
+    # a side without a stream (its training not started): said, and still awaited
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    text = await _problem((npu, empty), ui, until_ended=False)
+    assert "the bench folder" in text and "holds no monitor stream" in text
+    # a cut stream: the steps before the cut are compared, the cut is said
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    data = (bench / fmon.file_name(0)).read_bytes()
+    (cut / fmon.file_name(0)).write_bytes(data[:-300])
+    app = StepsApp(npu, cut, poll_s=0.05)
+    async with app.run_test(size=SIZE) as pilot:
+        await ui.wait_until(pilot, lambda: app.steps.rank is not None)
+        assert "bytes that are not a whole step" in _text(app)
+        assert app.steps.state.following  # a cut stream may still be written
+    # a file that is no monitor stream
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / fmon.file_name(0)).write_text("\x1b]0;title\x07 not arrow\n")
+    text = await _problem((npu, bad), ui, until_ended=False)
+    assert "is not an Arrow IPC stream" in text
+
+
+async def test_without_pyarrow_the_screen_says_how_to_install_it(
+    monitors: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, ui
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    text = await _problem(monitors, ui)
+    assert text.startswith("stopped") and "pip install pyarrow" in text
