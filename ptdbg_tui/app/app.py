@@ -30,6 +30,7 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.literal import Literal
+from ptdbg_tui.app.steps import StepsScreen, holds_monitor
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
@@ -114,7 +115,7 @@ class FitBar(Literal, Static):
 
 #: Actions whose key the footer shows from 120 columns only: at 80 the others just fit whole, and ``?``
 #: (first) lists every key.
-WIDE_KEYS = frozenset({"toggle_view", "overview", "export", "narrow"})
+WIDE_KEYS = frozenset({"toggle_view", "overview", "export", "narrow", "steps"})
 
 
 class KeyFooter(Footer):
@@ -156,6 +157,7 @@ class PtdbgApp(App[None]):
         Binding("o", "overview", "Overview"),
         Binding("e", "export", "Export"),
         Binding("t", "narrow", "Narrow"),
+        Binding("S", "steps", "Steps"),  # where the folders hold monitor streams too (check_action)
     ]
 
     def __init__(
@@ -188,6 +190,7 @@ class PtdbgApp(App[None]):
         self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
         self._overview: OverviewScreen | None = None  # while open: it follows the comparison
+        self.monitored = holds_monitor(self.npu) or holds_monitor(self.bench)  # S: the Steps screen
 
     def notify(
         self,
@@ -366,6 +369,10 @@ class PtdbgApp(App[None]):
         character: a path in the search or in the export dialog)."""
         if action == "search":
             return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        if action == "steps":
+            return self.monitored and self.screen is self.screen_stack[0]
+        if isinstance(self.screen, StepsScreen):  # the call tree's keys wait behind it
+            return action not in _TREE_ACTIONS
         return True
 
     def action_search(self) -> None:
@@ -574,6 +581,10 @@ class PtdbgApp(App[None]):
         self.call_tree.rebuild()
         self._show_progress()
 
+    def action_steps(self) -> None:
+        """The Steps screen over the folders' monitor streams (Esc comes back)."""
+        self.push_screen(StepsScreen(self.npu, self.bench))
+
     def action_help(self) -> None:
         from ptdbg_tui.app.screens import HelpScreen  # Markdown and its parser: ~0.1 s off the start-up
 
@@ -749,3 +760,9 @@ class PtdbgApp(App[None]):
             "Toggle tree / flat view", "Call tree or execution order (s)", self.action_toggle_view
         )
         yield SystemCommand("Help", "All keys (?)", self.action_help)
+
+
+#: The call tree's actions, which do nothing on the Steps screen.
+_TREE_ACTIONS = frozenset(
+    b.action for b in PtdbgApp.BINDINGS if isinstance(b, Binding) and b.action not in ("help", "quit")
+)

@@ -35,6 +35,7 @@ HELP = """\
 | `s` | switch between the call tree and the flat execution-order view |
 | `e` | export the comparison as CSV (`ptdbg-tui compare`'s columns, then our Diagnosis) |
 | `t` | on a module or a call: the next dump's config, its tensors only; then that dump replaces this one |
+| `S` | the Steps screen, where the folders hold monitor streams too (`ptdbg-dump run --monitor`) |
 | `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
