@@ -136,10 +136,12 @@ def loss_spec(c: Curves, width: int, mark: int | None) -> ChartSpec:
 
 
 def _log_wanted(*columns: npt.NDArray[np.float64]) -> bool:
-    """Every finite value positive, spanning more than :data:`LOG_SPAN`."""
+    """No finite value negative, the positive ones spanning more than :data:`LOG_SPAN` (a zero norm is
+    then left out of the plot: a log axis has no zero)."""
     values = np.concatenate(columns)
     values = values[np.isfinite(values)]
-    return bool(len(values)) and bool(values.min() > 0) and values.max() > LOG_SPAN * values.min()
+    positive = values[values > 0]
+    return bool(len(positive)) and not (values < 0).any() and positive.max() > LOG_SPAN * positive.min()
 
 
 def norm_spec(c: Curves, module: int, width: int, mark: int | None) -> ChartSpec:

@@ -179,3 +179,96 @@ async def test_without_pyarrow_the_screen_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
     text = await _problem(monitors, ui)
     assert text.startswith("stopped") and "pip install pyarrow" in text
+
+
+def test_ptdbg_tui_on_monitor_folders_opens_the_steps_app(
+    monitors: tuple[Path, Path], small_dumps: tuple[Path, Path]
+) -> None:
+    from ptdbg_tui.cli import _single_screen_app, app_parser
+
+    assert isinstance(_single_screen_app(app_parser().parse_args(list(map(str, monitors)))), StepsApp)
+    assert _single_screen_app(app_parser().parse_args(list(map(str, small_dumps)))) is None
+
+
+async def test_s_opens_the_steps_screen_where_the_dumps_hold_monitor_streams_too(
+    monitors: tuple[Path, Path], small_dumps: tuple[Path, Path], tmp_path: Path, ui
+) -> None:  # type: ignore[no-untyped-def]
+    from ptdbg_tui.app.steps import StepsScreen
+
+    folders = tmp_path / "npu", tmp_path / "bench"
+    for dump, monitor, folder in zip(small_dumps, monitors, folders, strict=True):
+        shutil.copytree(dump, folder)
+        shutil.copy(monitor / fmon.file_name(0), folder)
+    assert not opens_on_steps(*folders)  # the call tree first
+    app = ui.app(*folders)
+    async with app.run_test(size=SIZE) as pilot:
+        await ui.settle(pilot)
+        assert "S Steps" in ui.screen_text(app)
+        await pilot.press("S")
+        await ui.wait_until(
+            pilot, lambda: isinstance(app.screen, StepsScreen) and not app.screen.state.following
+        )
+        assert VERDICT in str(app.screen.query_one("#steps-text").render())
+        await pilot.press("f")  # the tree's keys wait behind it
+        assert app.filter_index == 0
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]
+    plain = ui.app(*small_dumps)
+    async with plain.run_test(size=SIZE) as pilot:
+        await ui.settle(pilot)
+        assert "S Steps" not in ui.screen_text(plain)
+        await pilot.press("S")
+        assert plain.screen is plain.screen_stack[0]
+
+
+def test_the_charts_never_get_a_non_finite_value_or_a_zero_on_a_log_axis() -> None:
+    import numpy as np
+
+    from ptdbg_tui.app.steps import difference_spec, loss_spec, norm_spec
+    from ptdbg_tui.compare.monitor import Curves
+
+    bad = np.array([0.0, np.nan, np.inf, -np.inf, 1e-3, 2.0])
+    n = len(bad)
+    column = bad.reshape(n, 1)
+    c = Curves(
+        iterations=np.arange(n),
+        steps=np.arange(n) * 10,
+        loss_npu=bad,
+        loss_bench=np.full(n, np.nan),
+        modules=("m",),
+        norm_npu=column * 1e4,
+        norm_bench=np.abs(column),
+        difference=column,
+    )
+    loss = loss_spec(c, 40, None)
+    assert loss.series[0].xs == [0.0, 40.0, 50.0] and loss.series[1].xs == []
+    norm = norm_spec(c, 0, 40, 30)
+    assert norm.log and norm.series[0].ys == [1.0, 4.0 + np.log10(2.0)]
+    diff = difference_spec(c, 0, 0.0, 40, 30)
+    ys = [y for s in (loss, norm, diff) for series in s.series for y in series.ys]
+    assert all(np.isfinite(ys)) and diff.hline is not None and np.isfinite(diff.hline)
+    assert len(diff.series[0].ys) == n  # every step drawn: 0 at the floor, NaN and Inf at the ceiling
+    empty = loss_spec(Curves(**{**c.__dict__, "loss_npu": np.full(n, np.nan)}), 40, None)
+    assert empty.empty
+
+
+async def test_a_chart_of_nothing_finite_draws_without_a_crash(ui) -> None:  # type: ignore[no-untyped-def]
+    from textual.app import App, ComposeResult
+
+    from ptdbg_tui.app.steps import ChartSpec, Series
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield StepsChart(id="c")
+
+    app = One()
+    async with app.run_test(size=(60, 14)) as pilot:
+        chart = app.query_one(StepsChart)
+        for spec in (
+            ChartSpec("none", (Series([], [], "NPU", "red"),), log=True, hline=-12.0),
+            ChartSpec("one", (Series([5.0], [-12.0], "NPU", "red"),), log=True, hline=-12.0, vline=5),
+        ):
+            chart.draw(spec)
+            await pilot.pause()
+            assert chart._drawn is spec
+            assert spec.title in ui.screen_text(app)
