@@ -272,3 +272,27 @@ async def test_a_chart_of_nothing_finite_draws_without_a_crash(ui) -> None:  # t
             await pilot.pause()
             assert chart._drawn is spec
             assert spec.title in ui.screen_text(app)
+
+
+async def test_several_ranks_name_the_first_divergent_one_and_r_shows_the_next(
+    monitors: tuple[Path, Path], tmp_path: Path, ui
+) -> None:  # type: ignore[no-untyped-def]
+    """Rank 0 carries the fault, rank 1 is the bench run on both sides."""
+    npu, bench = monitors
+    folders = tmp_path / "npu", tmp_path / "bench"
+    for source, folder in zip(monitors, folders, strict=True):
+        shutil.copytree(source, folder)
+        shutil.copy(bench / fmon.file_name(0), folder / fmon.file_name(1))
+    app = StepsApp(*folders)
+    async with app.run_test(size=SIZE) as pilot:
+        await _read_whole(ui, pilot)
+        screen = app.steps
+        text = _text(app)
+        assert VERDICT in text and "first divergent rank: 0" in text
+        assert "rank 0 shown of 0, 1 (r: next rank)" in text
+        assert "r Rank" in ui.screen_text(app)
+        await pilot.press("r")
+        await ui.wait_until(pilot, lambda: screen.rank is not None and screen.rank.rank == 1)
+        assert "rank 1: First divergent step: none" in _text(app)
+        diff = screen.query_one("#chart-difference", StepsChart)
+        assert diff._drawn is not None and diff._drawn.vline is None  # rank 1 diverges nowhere
