@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -360,7 +361,7 @@ class StepsScreen(Screen[None]):
         analysis: MonitorAnalysis | None = None
         reads = 0
         while not self._stop.is_set():
-            problem, done = None, False
+            problem, done, started = None, False, time.monotonic()
             try:
                 if follow is None:
                     follow = Follow(self.npu, self.bench)
@@ -379,7 +380,8 @@ class StepsScreen(Screen[None]):
             if self._stop.is_set():
                 return
             self.app.call_from_thread(self.show, state)
-            if done or self._stop.wait(self.poll_s):
+            # a long run's analysis takes seconds: at most every other second of a core goes to it
+            if done or self._stop.wait(max(self.poll_s, time.monotonic() - started)):
                 return
 
     # -- what the screen shows -----------------------------------------------------------------

@@ -278,7 +278,7 @@ async def test_several_ranks_name_the_first_divergent_one_and_r_shows_the_next(
     monitors: tuple[Path, Path], tmp_path: Path, ui
 ) -> None:  # type: ignore[no-untyped-def]
     """Rank 0 carries the fault, rank 1 is the bench run on both sides."""
-    npu, bench = monitors
+    bench = monitors[1]
     folders = tmp_path / "npu", tmp_path / "bench"
     for source, folder in zip(monitors, folders, strict=True):
         shutil.copytree(source, folder)
@@ -296,3 +296,34 @@ async def test_several_ranks_name_the_first_divergent_one_and_r_shows_the_next(
         assert "rank 1: First divergent step: none" in _text(app)
         diff = screen.query_one("#chart-difference", StepsChart)
         assert diff._drawn is not None and diff._drawn.vline is None  # rank 1 diverges nowhere
+
+
+async def test_a_module_name_with_control_characters_reaches_no_terminal(
+    monitors: tuple[Path, Path], tmp_path: Path, ui
+) -> None:  # type: ignore[no-untyped-def]
+    """The names are the stream's text: an OSC that would set the terminal's title is drawn escaped,
+    and the narrow key writes no config for a name that is no module path."""
+    from dumper.monitor import MonitorWriter
+
+    evil = "blocks.2.mlp.\x1b]0;pwned\x07gelu"
+    folders = tmp_path / "npu", tmp_path / "bench"
+    for source, folder in zip(monitors, folders, strict=True):
+        folder.mkdir()
+        writer = MonitorWriter(folder / fmon.file_name(0))
+        for batch in fmon.read_monitor(source / fmon.file_name(0)).batches:
+            columns = batch.to_pydict()
+            columns["name"] = [evil if n == "blocks.2.mlp.gelu" else n for n in columns["name"]]
+            writer.write(columns)
+        writer.close()
+    app = StepsApp(*folders)
+    async with app.run_test(size=SIZE) as pilot:
+        await _read_whole(ui, pilot)
+        screen = app.steps
+        assert screen.rank is not None and screen.rank.curves.modules[screen.module] == evil
+        shown = ui.screen_text(app)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "blocks.2.mlp.\\x1b]0;pwned\\x07gelu" in shown
+        await pilot.press("t")
+        await ui.wait_until(pilot, lambda: bool(app._notifications))
+        assert "not a module path" in next(iter(app._notifications)).message
+        assert not isinstance(app.screen, NarrowScreen)
