@@ -126,6 +126,9 @@ async def test_a_stream_followed_while_its_writer_appends(
         assert _text(app).startswith("following… 3 steps aligned")
         assert "First divergent step: none" in _text(app)
         assert "is not closed: its run may still be training" in _text(app)
+        await pilot.press("t")  # nothing found yet: nothing to narrow
+        await ui.wait_until(pilot, lambda: bool(app._notifications))
+        assert "Nothing to narrow: the runs agree: no divergence" in next(iter(app._notifications)).message
         for writer, written in zip(writers, batches, strict=True):
             for batch in written[3:]:
                 writer.write(batch.to_pydict())
