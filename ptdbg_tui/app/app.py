@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static, Tree
 
 from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
@@ -30,13 +30,13 @@ from ptdbg_tui.app.call_tree import CallTree, More
 from ptdbg_tui.app.detail import DetailPanel
 from ptdbg_tui.app.export import default_path, export_pairs
 from ptdbg_tui.app.literal import Literal
-from ptdbg_tui.app.steps import StepsScreen, holds_monitor
 from ptdbg_tui.app.tree_model import FILTERS, Node, TreeModel
 from ptdbg_tui.compare.matching.pairing import MODES
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.formats.monitor import rank_files
 from ptdbg_tui.formats.untrusted import replaced
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class PtdbgApp(App[None]):
         self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
         self._overview: OverviewScreen | None = None  # while open: it follows the comparison
-        self.monitored = holds_monitor(self.npu) or holds_monitor(self.bench)  # S: the Steps screen
+        self.monitored = _monitored(self.npu) or _monitored(self.bench)  # S: the Steps screen
 
     def notify(
         self,
@@ -371,8 +371,8 @@ class PtdbgApp(App[None]):
             return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
         if action == "steps":
             return self.monitored and self.screen is self.screen_stack[0]
-        if isinstance(self.screen, StepsScreen):  # the call tree's keys wait behind it
-            return action not in _TREE_ACTIONS
+        if not isinstance(self.screen, ModalScreen) and self.screen is not self.screen_stack[0]:
+            return action not in _TREE_ACTIONS  # the Steps screen: the call tree's keys wait behind it
         return True
 
     def action_search(self) -> None:
@@ -583,6 +583,8 @@ class PtdbgApp(App[None]):
 
     def action_steps(self) -> None:
         """The Steps screen over the folders' monitor streams (Esc comes back)."""
+        from ptdbg_tui.app.steps import StepsScreen  # its analysis loads when first asked for
+
         self.push_screen(StepsScreen(self.npu, self.bench))
 
     def action_help(self) -> None:
@@ -766,3 +768,11 @@ class PtdbgApp(App[None]):
 _TREE_ACTIONS = frozenset(
     b.action for b in PtdbgApp.BINDINGS if isinstance(b, Binding) and b.action not in ("help", "quit")
 )
+
+
+def _monitored(folder: Path) -> bool:
+    """The folder holds a monitor stream (``ptdbg-dump run --monitor``); one not readable holds none."""
+    try:
+        return bool(rank_files(folder))
+    except OSError:
+        return False

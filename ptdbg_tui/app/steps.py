@@ -60,8 +60,11 @@ LOG_SPAN = 100.0
 
 
 def holds_monitor(folder: str | Path) -> bool:
-    """The folder holds a monitor stream (``monitor_rank<R>.arrows``)."""
-    return bool(fmon.rank_files(Path(folder)))
+    """The folder holds a monitor stream (``monitor_rank<R>.arrows``); one not readable holds none."""
+    try:
+        return bool(fmon.rank_files(Path(folder)))
+    except OSError:
+        return False
 
 
 def holds_dump(folder: str | Path) -> bool:
