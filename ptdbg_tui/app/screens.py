@@ -72,7 +72,7 @@ class HelpScroll(VerticalScroll):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key. Toasts wait behind it (app.tcss)."""
+    """Every key (of the call tree, or ``text``'s screen). Toasts wait behind it (app.tcss)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
@@ -81,9 +81,13 @@ class HelpScreen(ModalScreen[None]):
                                   border: thick $primary; background: $surface; padding: 0 1; }
     """
 
+    def __init__(self, text: str = HELP) -> None:
+        super().__init__()
+        self.text = text
+
     def compose(self) -> ComposeResult:
         with HelpScroll():
-            yield Markdown(HELP)
+            yield Markdown(self.text)
 
     def on_mount(self) -> None:
         self.query_one(HelpScroll).focus()

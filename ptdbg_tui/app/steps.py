@@ -287,19 +287,21 @@ def summary_lines(state: StepsState, rank: RankAnalysis | None) -> list[str]:
 # --- the screen ------------------------------------------------------------------------------------
 
 STEPS_HELP = """\
-Steps: two trainings' monitors (ptdbg-dump run --monitor), compared
+# The Steps screen: two trainings' monitors
 
-  ↑ ↓ / j k   select a module: its norm and relative difference are plotted
-  r           next rank (with several ranks)
-  t           write the next dump's config: the first divergent module at its step and rank,
-              as ptdbg-tui monitor --narrow does; shows the commands for both machines
-  Tab         move between the modules and the text
-  Esc         back to the call tree (when the app compares dumps too)
-  q           quit
+| key | action |
+| --- | --- |
+| ↑ ↓ / `j` `k` | select a module: its output norm and relative difference are plotted |
+| `r` | the next rank (with several ranks) |
+| `t` | the next dump's config for the first divergence, as `monitor --narrow` writes it; its commands |
+| Tab | move between the modules and the text (which scrolls) |
+| Esc | back to the call tree (where `S` opened this screen) |
+| `q` | quit |
 
-The first divergent step is the first step where a module's difference grows beyond what its inputs'
-difference, its own growth and rounding (the band, the gray line) explain. The orange line marks it.
-While a training writes its stream the screen reads both every few seconds and analyses again.
+The first divergent step is the first step where a module's difference grows beyond what its
+inputs' difference, its own growth and rounding explain (the band: the gray line of the difference
+plot). The orange line marks that step. While a training writes its stream, the screen reads both
+streams every few seconds and analyses them again.
 """
 
 
@@ -500,9 +502,9 @@ class StepsScreen(Screen[None]):
         self.show(self.state)
 
     def action_steps_help(self) -> None:
-        from ptdbg_tui.app.screens import TextScreen
+        from ptdbg_tui.app.screens import HelpScreen
 
-        self.app.push_screen(TextScreen(STEPS_HELP.splitlines()))
+        self.app.push_screen(HelpScreen(STEPS_HELP))
 
     def action_narrow(self) -> None:
         """The first divergence's config, where the user says; then the commands for both machines."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dumper.cli import main as dump_main
-from ptdbg_tui.app.screens import NarrowScreen, TextScreen
+from ptdbg_tui.app.screens import HelpScreen, NarrowScreen, TextScreen
 from ptdbg_tui.app.steps import StepsApp, StepsChart, opens_on_steps
 from ptdbg_tui.cli import main as tui_main
 from ptdbg_tui.formats import monitor as fmon
@@ -72,6 +72,10 @@ async def test_the_app_opens_on_the_steps_screen_with_the_verdict_and_the_diverg
         await pilot.press("k")
         await ui.wait_until(pilot, lambda: screen.module == modules.index("blocks.2.mlp.gelu") - 1)
         assert diff._drawn is not None and modules[screen.module] in diff._drawn.title
+        await pilot.press("question_mark")  # the screen's own keys
+        await ui.wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.wait_for_scheduled_animations()
+        assert "The Steps screen" in ui.screen_text(app)
 
 
 async def test_the_narrow_key_writes_what_monitor_narrow_writes(
