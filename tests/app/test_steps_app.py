@@ -39,14 +39,14 @@ def _text(app: StepsApp) -> str:
     return str(app.steps.query_one("#steps-text").render())
 
 
-async def _read_whole(ui, pilot) -> None:  # type: ignore[no-untyped-def]
+async def _read_whole(ui, pilot) -> None:
     await ui.wait_until(pilot, lambda: not pilot.app.steps.state.following)
     await pilot.wait_for_scheduled_animations()  # the screen laid out again
 
 
 async def test_the_app_opens_on_the_steps_screen_with_the_verdict_and_the_divergent_module(
     monitors: tuple[Path, Path], small_dumps: tuple[Path, Path], ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     assert opens_on_steps(*monitors)
     assert not opens_on_steps(*small_dumps)
     app = StepsApp(*monitors)
@@ -59,7 +59,7 @@ async def test_the_app_opens_on_the_steps_screen_with_the_verdict_and_the_diverg
         assert text.index("argument 1 npu against bench") < text.index(VERDICT)
         assert "rank 0: NPU 8 steps, bench 8, 8 aligned" in text
         # the divergent module selected and plotted, marked in the list
-        modules = screen.rank.curves.modules  # type: ignore[union-attr]
+        modules = screen.rank.curves.modules
         assert modules[screen.module] == "blocks.2.mlp.gelu"
         table = screen.query_one("#steps-modules")
         assert table.cursor_row == screen.module
@@ -80,7 +80,7 @@ async def test_the_app_opens_on_the_steps_screen_with_the_verdict_and_the_diverg
 
 async def test_the_narrow_key_writes_what_monitor_narrow_writes(
     monitors: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     cli_config = tmp_path / "cli.json"
     assert tui_main(["monitor", *map(str, monitors), "--narrow", "-o", str(cli_config)]) == 0
     cli_lines = capsys.readouterr().out.splitlines()
@@ -90,10 +90,10 @@ async def test_the_narrow_key_writes_what_monitor_narrow_writes(
         await _read_whole(ui, pilot)
         await pilot.press("t")
         await ui.wait_until(pilot, lambda: isinstance(app.screen, NarrowScreen))
-        app.screen.query_one("#narrow-path").value = str(config)  # type: ignore[attr-defined]
+        app.screen.query_one("#narrow-path").value = str(config)
         await pilot.press("enter")
         await ui.wait_until(pilot, lambda: isinstance(app.screen, TextScreen))
-        lines = app.screen.lines  # type: ignore[attr-defined]
+        lines = app.screen.lines
         assert f"ptdbg-dump run {JOB} --dump-path {tmp_path / 'app' / 'npu'} --config {config}" in lines[4]
         assert "ptdbg-dump run" in ui.screen_text(app)
     assert read_options(config) == read_options(cli_config)
@@ -110,7 +110,7 @@ async def test_the_narrow_key_writes_what_monitor_narrow_writes(
 
 async def test_a_stream_followed_while_its_writer_appends(
     monitors: tuple[Path, Path], tmp_path: Path, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from dumper.monitor import MonitorWriter
 
     live = tmp_path / "npu", tmp_path / "bench"
@@ -140,10 +140,10 @@ async def test_a_stream_followed_while_its_writer_appends(
         await _read_whole(ui, pilot)
         assert _text(app).startswith("both runs ended: 8 steps aligned")
         assert VERDICT in _text(app)
-        assert screen.rank.curves.modules[screen.module] == "blocks.2.mlp.gelu"  # type: ignore[union-attr]
+        assert screen.rank.curves.modules[screen.module] == "blocks.2.mlp.gelu"
 
 
-async def _problem(folders: tuple[Path, Path], ui, until_ended: bool = True) -> str:  # type: ignore[no-untyped-def]
+async def _problem(folders: tuple[Path, Path], ui, until_ended: bool = True) -> str:
     app = StepsApp(*folders, poll_s=0.05)
     async with app.run_test(size=SIZE) as pilot:
         if until_ended:
@@ -155,7 +155,7 @@ async def _problem(folders: tuple[Path, Path], ui, until_ended: bool = True) -> 
 
 async def test_what_cannot_be_compared_is_said_on_the_screen(
     monitors: tuple[Path, Path], tmp_path: Path, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     npu, bench = monitors
     # a side without a stream (its training not started): said, and still awaited
     empty = tmp_path / "empty"
@@ -182,7 +182,7 @@ async def test_what_cannot_be_compared_is_said_on_the_screen(
 
 async def test_without_pyarrow_the_screen_says_how_to_install_it(
     monitors: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
     text = await _problem(monitors, ui)
     assert text.startswith("stopped") and "pip install pyarrow" in text
@@ -199,7 +199,7 @@ def test_ptdbg_tui_on_monitor_folders_opens_the_steps_app(
 
 async def test_s_opens_the_steps_screen_where_the_dumps_hold_monitor_streams_too(
     monitors: tuple[Path, Path], small_dumps: tuple[Path, Path], tmp_path: Path, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     from ptdbg_tui.app.steps import StepsScreen
 
     folders = tmp_path / "npu", tmp_path / "bench"
@@ -259,7 +259,7 @@ def test_the_charts_never_get_a_non_finite_value_or_a_zero_on_a_log_axis() -> No
     assert empty.empty
 
 
-async def test_a_chart_of_nothing_finite_draws_without_a_crash(ui) -> None:  # type: ignore[no-untyped-def]
+async def test_a_chart_of_nothing_finite_draws_without_a_crash(ui) -> None:
     from textual.app import App, ComposeResult
 
     from ptdbg_tui.app.steps import ChartSpec, Series
@@ -283,7 +283,7 @@ async def test_a_chart_of_nothing_finite_draws_without_a_crash(ui) -> None:  # t
 
 async def test_several_ranks_name_the_first_divergent_one_and_r_shows_the_next(
     monitors: tuple[Path, Path], tmp_path: Path, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """Rank 0 carries the fault, rank 1 is the bench run on both sides."""
     bench = monitors[1]
     folders = tmp_path / "npu", tmp_path / "bench"
@@ -307,7 +307,7 @@ async def test_several_ranks_name_the_first_divergent_one_and_r_shows_the_next(
 
 async def test_a_module_name_with_control_characters_reaches_no_terminal(
     monitors: tuple[Path, Path], tmp_path: Path, ui
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """The names are the stream's text: an OSC that would set the terminal's title is drawn escaped,
     and the narrow key writes no config for a name that is no module path."""
     from dumper.monitor import MonitorWriter
