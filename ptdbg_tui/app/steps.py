@@ -399,7 +399,10 @@ class StepsScreen(Screen[None]):
     def show(self, state: StepsState) -> None:
         """Take a read: the text, the module list (the divergent module selected when it appears), the
         charts."""
+        ranks = len(self.state.analysis.ranks) if self.state.analysis else 0
         self.state = state
+        if (len(state.analysis.ranks) if state.analysis else 0) != ranks:
+            self.refresh_bindings()  # r shows with several ranks
         rank = self.rank
         if rank is not None:
             d = rank.divergence or (self.state.analysis.first if self.state.analysis else None)
@@ -454,6 +457,7 @@ class StepsScreen(Screen[None]):
 
     def _show_charts(self) -> None:
         rank = self.rank
+        self.query_one("#steps-charts").display = rank is not None  # no empty frames before a step
         if rank is None:
             return
         c = rank.curves
