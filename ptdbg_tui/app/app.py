@@ -761,6 +761,10 @@ class PtdbgApp(App[None]):
         yield SystemCommand(
             "Toggle tree / flat view", "Call tree or execution order (s)", self.action_toggle_view
         )
+        if self.monitored:
+            yield SystemCommand(
+                "Steps", "The monitors' first divergent step and module, plotted (S)", self.action_steps
+            )
         yield SystemCommand("Help", "All keys (?)", self.action_help)
 
 

@@ -211,6 +211,7 @@ async def test_s_opens_the_steps_screen_where_the_dumps_hold_monitor_streams_too
     async with app.run_test(size=SIZE) as pilot:
         await ui.settle(pilot)
         assert "S Steps" in ui.screen_text(app)
+        assert "Steps" in [c.title for c in app.get_system_commands(app.screen)]
         await pilot.press("S")
         await ui.wait_until(
             pilot, lambda: isinstance(app.screen, StepsScreen) and not app.screen.state.following
@@ -224,6 +225,7 @@ async def test_s_opens_the_steps_screen_where_the_dumps_hold_monitor_streams_too
     async with plain.run_test(size=SIZE) as pilot:
         await ui.settle(pilot)
         assert "S Steps" not in ui.screen_text(plain)
+        assert "Steps" not in [c.title for c in plain.get_system_commands(plain.screen)]
         await pilot.press("S")
         assert plain.screen is plain.screen_stack[0]
 
