@@ -381,6 +381,8 @@ class StepsScreen(Screen[None]):
                 done = follow is not None and follow.ended
             except OSError as e:
                 problem = f"cannot read the streams: {e.strerror or e}"
+            except Exception as e:  # a fault of ours: said on the screen, where the thread ends
+                problem, done = one_line(f"the analysis failed: {type(e).__name__}: {e}", 500), True
             state = StepsState(analysis, problem, following=not done, reads=reads)
             if self._stop.is_set():
                 return
