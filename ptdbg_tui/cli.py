@@ -853,15 +853,25 @@ def options_from(args: argparse.Namespace) -> LiveOptions:
     )
 
 
-def run_app(args: argparse.Namespace) -> int:
-    """Open the app; with ``--no-watch`` both dumps must already exist. One dump alone: its check."""
+def _single_screen_app(args: argparse.Namespace) -> App[None] | None:
+    """The app of one dump alone (its check) or of two trainings' monitor folders without a dump (the
+    Steps screen); None: the call tree's."""
     if args.bench is None:
         from ptdbg_tui.app.check import CheckApp
 
-        check = CheckApp(args.npu, args.step, args.rank)
-        if not set_theme(check, args.theme):
+        return CheckApp(args.npu, args.step, args.rank)
+    from ptdbg_tui.app.steps import StepsApp, opens_on_steps
+
+    return StepsApp(args.npu, args.bench) if opens_on_steps(args.npu, args.bench) else None
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """Open the app; with ``--no-watch`` both dumps must already exist. One dump alone: its check; two
+    monitor folders: the Steps screen."""
+    if (single := _single_screen_app(args)) is not None:
+        if not set_theme(single, args.theme):
             return EXIT_USAGE
-        check.run()
+        single.run()
         return EXIT_OK
     if args.cluster is not None:
         from ptdbg_tui.engine.workers.cluster import ClusterError, require

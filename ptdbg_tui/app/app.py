@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static, Tree
 
 from ptdbg_tui.app.bars import ViewState, diagnosis_lines, fit, header_segments
@@ -36,6 +36,7 @@ from ptdbg_tui.compare.model import Status
 from ptdbg_tui.engine.gcpolicy import GC_THRESHOLD
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
+from ptdbg_tui.formats.monitor import rank_files
 from ptdbg_tui.formats.untrusted import replaced
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class FitBar(Literal, Static):
 
 #: Actions whose key the footer shows from 120 columns only: at 80 the others just fit whole, and ``?``
 #: (first) lists every key.
-WIDE_KEYS = frozenset({"toggle_view", "overview", "export", "narrow"})
+WIDE_KEYS = frozenset({"toggle_view", "overview", "export", "narrow", "steps"})
 
 
 class KeyFooter(Footer):
@@ -156,6 +157,7 @@ class PtdbgApp(App[None]):
         Binding("o", "overview", "Overview"),
         Binding("e", "export", "Export"),
         Binding("t", "narrow", "Narrow"),
+        Binding("S", "steps", "Steps"),  # where the folders hold monitor streams too (check_action)
     ]
 
     def __init__(
@@ -188,6 +190,7 @@ class PtdbgApp(App[None]):
         self._hinted_at = 0.0  # when its toast was shown
         self._gc_threshold = gc.get_threshold()
         self._overview: OverviewScreen | None = None  # while open: it follows the comparison
+        self.monitored = _monitored(self.npu) or _monitored(self.bench)  # S: the Steps screen
 
     def notify(
         self,
@@ -366,6 +369,10 @@ class PtdbgApp(App[None]):
         character: a path in the search or in the export dialog)."""
         if action == "search":
             return self.screen is self.screen_stack[0] and not isinstance(self.focused, Input)
+        if action == "steps":
+            return self.monitored and self.screen is self.screen_stack[0]
+        if not isinstance(self.screen, ModalScreen) and self.screen is not self.screen_stack[0]:
+            return action not in _TREE_ACTIONS  # the Steps screen: the call tree's keys wait behind it
         return True
 
     def action_search(self) -> None:
@@ -574,6 +581,12 @@ class PtdbgApp(App[None]):
         self.call_tree.rebuild()
         self._show_progress()
 
+    def action_steps(self) -> None:
+        """The Steps screen over the folders' monitor streams (Esc comes back)."""
+        from ptdbg_tui.app.steps import StepsScreen  # its analysis loads when first asked for
+
+        self.push_screen(StepsScreen(self.npu, self.bench))
+
     def action_help(self) -> None:
         from ptdbg_tui.app.screens import HelpScreen  # Markdown and its parser: ~0.1 s off the start-up
 
@@ -748,4 +761,22 @@ class PtdbgApp(App[None]):
         yield SystemCommand(
             "Toggle tree / flat view", "Call tree or execution order (s)", self.action_toggle_view
         )
+        if self.monitored:
+            yield SystemCommand(
+                "Steps", "The monitors' first divergent step and module, plotted (S)", self.action_steps
+            )
         yield SystemCommand("Help", "All keys (?)", self.action_help)
+
+
+#: The call tree's actions, which do nothing on the Steps screen.
+_TREE_ACTIONS = frozenset(
+    b.action for b in PtdbgApp.BINDINGS if isinstance(b, Binding) and b.action not in ("help", "quit")
+)
+
+
+def _monitored(folder: Path) -> bool:
+    """The folder holds a monitor stream (``ptdbg-dump run --monitor``); one not readable holds none."""
+    try:
+        return bool(rank_files(folder))
+    except OSError:
+        return False

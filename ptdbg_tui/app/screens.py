@@ -35,6 +35,7 @@ HELP = """\
 | `s` | switch between the call tree and the flat execution-order view |
 | `e` | export the comparison as CSV (`ptdbg-tui compare`'s columns, then our Diagnosis) |
 | `t` | on a module or a call: the next dump's config, its tensors only; then that dump replaces this one |
+| `S` | the Steps screen, where the folders hold monitor streams too (`ptdbg-dump run --monitor`) |
 | `?` | this help (↑ ↓ `j` `k` PgUp PgDn `g` `G` scroll, Esc closes) |
 | ctrl+p | command palette (every action above, the match modes, the theme, a screenshot) |
 | `q` | quit |
@@ -71,7 +72,7 @@ class HelpScroll(VerticalScroll):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key. Toasts wait behind it (app.tcss)."""
+    """Every key (of the call tree, or ``text``'s screen). Toasts wait behind it (app.tcss)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
     DEFAULT_CSS = """
@@ -80,9 +81,13 @@ class HelpScreen(ModalScreen[None]):
                                   border: thick $primary; background: $surface; padding: 0 1; }
     """
 
+    def __init__(self, text: str = HELP) -> None:
+        super().__init__()
+        self.text = text
+
     def compose(self) -> ComposeResult:
         with HelpScroll():
-            yield Markdown(HELP)
+            yield Markdown(self.text)
 
     def on_mount(self) -> None:
         self.query_one(HelpScroll).focus()
