@@ -776,14 +776,9 @@ def run_monitor(args: argparse.Namespace) -> int:
     """``ptdbg-tui monitor``: 0 when the folders were compared, 2 with a one-line reason when they
     cannot be, 4 when ``--narrow`` has nothing to narrow to."""
     from ptdbg_tui.compare.monitor import Follow, MonitorInputError
-    from ptdbg_tui.compare.report.monitor_words import monitor_lines, narrow_refusal, narrow_why
-    from ptdbg_tui.engine.narrow import (
-        SCRIPT,
-        NarrowError,
-        default_config,
-        monitor_narrowing,
-        write_narrowing,
-    )
+    from ptdbg_tui.compare.report.monitor_words import monitor_lines
+    from ptdbg_tui.engine.monitor_narrow import first_narrowing
+    from ptdbg_tui.engine.narrow import NarrowError, default_config, write_narrowing
     from ptdbg_tui.formats.monitor import MonitorUnavailable
 
     prog = "ptdbg-tui monitor"
@@ -806,21 +801,9 @@ def run_monitor(args: argparse.Namespace) -> int:
     if not args.narrow:
         say("\n".join(lines))
         return EXIT_OK
-    first = analysis.first
-    refusal = "the runs agree: no divergence" if first is None else narrow_refusal(first)
-    if first is None or refusal is not None:
-        say("\n".join([*lines, f"nothing to narrow: {refusal}"]))
-        return EXIT_NOTHING_TO_NARROW
     try:
-        narrowing = monitor_narrowing(
-            first.module,
-            first.step,
-            first.rank,
-            narrow_why(first),
-            args.script or analysis.script or SCRIPT,
-            len(analysis.ranks) + len(analysis.only_npu_ranks),
-        )
-    except NarrowError as e:
+        narrowing = first_narrowing(analysis, args.script)
+    except NarrowError as e:  # NothingToNarrow too
         say("\n".join([*lines, f"nothing to narrow: {e}"]))
         return EXIT_NOTHING_TO_NARROW
     config = args.output or default_config(narrowing.target)

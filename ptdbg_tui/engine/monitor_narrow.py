@@ -14,7 +14,7 @@ def first_narrowing(analysis: MonitorAnalysis, script: str | None = None) -> Nar
     agree or the divergence lies in no module, :class:`~ptdbg_tui.engine.narrow.NarrowError` where the
     module is no module path."""
     first = analysis.first
-    refusal = "the runs agree: no divergence" if first is None else narrow_refusal(first)
+    refusal = narrow_refusal(first)
     if first is None or refusal is not None:
         raise NothingToNarrow(refusal)
     return monitor_narrowing(

@@ -181,8 +181,11 @@ def monitor_lines(a: MonitorAnalysis) -> list[str]:
     return lines
 
 
-def narrow_refusal(d: Divergence) -> str | None:
-    """Why a divergence has no module to dump (the hyperparameters, the optimizer), or None."""
+def narrow_refusal(d: Divergence | None) -> str | None:
+    """Why a divergence has no module to dump (none found, the hyperparameters, the optimizer), or
+    None."""
+    if d is None:
+        return "the runs agree: no divergence"
     if d.phase is Phase.HYPERPARAMETER:
         return "the runs' hyperparameters differ: no kernel to dump; make the runs' schedules alike first"
     if d.phase is Phase.OPTIMIZER:
