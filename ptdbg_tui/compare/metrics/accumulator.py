@@ -356,7 +356,10 @@ class MetricAccumulator:
         at once (its copies are cleaned whole)."""
         k, st = npu.size, self.state
         n = min(BLOCK, k)
-        x, y, d, t, mask = self._x[:n], self._y[:n], self._d[:n], self._t[:n], self._mask[:n]
+        # x, y and d one after the other: a whole block's sums are one stacked product of its slices
+        block = self._raw[: 3 * n * 8].view(np.float64).reshape(3, n)
+        t, mask = self._t[:n], self._mask[:n]
+        slices = n // DOT_SLICE if n % DOT_SLICE == 0 else 0  # per array, where the block stacks whole
         eps = st.eps
         top, rel_top, zero_top = -1.0, 0.0, 0.0
         below_1e3 = below_5e3 = flips = 0
@@ -366,8 +369,8 @@ class MetricAccumulator:
         worst: tuple[int, float, float] | None = None
         hist = None if st.histogram is None else np.zeros(_N_BINS, dtype=np.int64)
         for start in range(0, k, BLOCK):
-            m = min(BLOCK, k - start)
-            bx, by, bd = x[:m], y[:m], d[:m]
+            m = min(n, k - start)
+            bx, by, bd = block[:, :m] if m < n else block
             bad, b_top, b_rel, b_low, b_high, b_flips, b_zero = numpy_pass(
                 npu[start : start + m],
                 bench[start : start + m],
@@ -391,9 +394,15 @@ class MetricAccumulator:
             below_1e3 += b_low
             below_5e3 += b_high
             flips += b_flips
-            xx += _square_parts(bx)
-            yy += _square_parts(by)
-            dd += _square_parts(bd)
+            if m == n and slices:
+                parts = _square_parts(block.reshape(-1))
+                xx += parts[:slices]
+                yy += parts[slices : 2 * slices]
+                dd += parts[2 * slices :]
+            else:
+                xx += _square_parts(bx)
+                yy += _square_parts(by)
+                dd += _square_parts(bd)
             if hist is not None:
                 hist += self._bins(bd)
         sums = (float(sum(xx)), float(sum(yy)), float(sum(dd)))
