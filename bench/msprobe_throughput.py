@@ -151,7 +151,10 @@ def main() -> None:
                 total = generate(root, scale=args.gb / 1.1)
                 print(generated(total, t, root, ".pt"), flush=True)
             trees = {rev: stack.enter_context(old_checkout(rev)) for rev in args.old}
-            commands = [(ours_command(root, args.jobs), None)]
+            # this checkout's code, not whichever the interpreter has installed (an editable install
+            # of another worktree)
+            here = str(Path(__file__).resolve().parent.parent)
+            commands = [(ours_command(root, args.jobs), {**os.environ, "PYTHONPATH": here})]
             commands += [
                 (
                     ours_command(root, args.jobs, _knows_no_replay(tree)),
