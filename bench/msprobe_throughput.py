@@ -118,11 +118,11 @@ def _msprobe_command(msprobe: str, root: Path) -> list[str]:
     ]
 
 
-def _against(rev: str, ours: Timed, old: Timed) -> str:
-    """Ours against an older commit's run on the same pair: CPU per round and peak RSS."""
+def _against(label: str, rev: str, ours: Timed, old: Timed) -> str:
+    """A run against an older commit's on the same pair: CPU per round and peak RSS."""
     ratios = [new / was for new, was in zip(ours.cpus, old.cpus, strict=True)]
     return (
-        f"ours against {rev}: CPU {statistics.median(ratios):.2f}x of its "
+        f"{label} against {rev}: CPU {statistics.median(ratios):.2f}x of its "
         f"(per round: range {min(ratios):.2f}-{max(ratios):.2f}, {len(ratios)} rounds; CPU median "
         f"{statistics.median(ours.cpus):.2f} s against {statistics.median(old.cpus):.2f} s), "
         f"peak RSS {ours.rss / MB:.0f} MiB against {old.rss / MB:.0f} MiB"
@@ -137,7 +137,11 @@ def main() -> None:
     p.add_argument("--msprobe", default=shutil.which("msprobe"), help="msprobe's command (default: on PATH)")
     p.add_argument("--keep", type=Path, default=None, help="write the dumps here and keep them")
     p.add_argument(
-        "--old", nargs="+", default=[], metavar="REV", help="also time ours at these commits (e.g. e0999a1)"
+        "--old",
+        nargs="+",
+        default=[],
+        metavar="REV",
+        help="also time ours at these commits (e.g. main e0999a1: each against the last too)",
     )
     args = p.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="ptdbg_msprobe_bench_"))
@@ -167,9 +171,13 @@ def main() -> None:
             alternate(commands, 1)  # warm-up, not counted: the page cache, numba's cache of each tree
             ours, *rest = alternate(commands, args.repeat)
             print(_line(f"ours (--jobs {args.jobs})", ours, total))
-            for rev, old in zip(trees, rest, strict=False):
+            olds = dict(zip(trees, rest, strict=False))
+            for rev, old in olds.items():
                 print(_line(f"ours at {rev}", old, total))
-                print(_against(rev, ours, old))
+                print(_against("ours", rev, ours, old))
+            *later, base = olds or [""]  # several: each against the last too (e.g. --old main e0999a1)
+            for rev in later:
+                print(_against(f"ours at {rev}", base, olds[rev], olds[base]))
             if not args.msprobe:
                 print("msprobe's compare: skipped (no msprobe command found; pass --msprobe PATH)")
                 return
