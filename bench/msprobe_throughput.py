@@ -158,7 +158,9 @@ def main() -> None:
             # this checkout's code, not whichever the interpreter has installed (an editable install
             # of another worktree)
             here = str(Path(__file__).resolve().parent.parent)
-            commands = [(ours_command(root, args.jobs), {**os.environ, "PYTHONPATH": here})]
+            commands: list[tuple[list[str], dict[str, str] | None]] = [
+                (ours_command(root, args.jobs), {**os.environ, "PYTHONPATH": here})
+            ]
             commands += [
                 (
                     ours_command(root, args.jobs, _knows_no_replay(tree)),
