@@ -125,6 +125,40 @@ def test_a_tensor_compares_the_same_with_either_pass(monkeypatch, histogram):
     )
 
 
+def _outliers(n, b):
+    """A few far-off elements: the robust error sets them aside (the chunk's |x − y| made whole)."""
+    n[[70_000, 150_000, 290_000]] += 1e3
+
+
+def _late_worst(n, b):
+    """The largest |x − y| twice, in later blocks of the first chunk: the first of them is the worst."""
+    b[[100_000, 200_000]] = 0.0
+    n[[100_000, 200_000]] = 1e3
+
+
+@pytest.mark.parametrize("histogram", [False, True])
+@pytest.mark.parametrize("change", [None, _outliers, _late_worst], ids=["plain", "outliers", "late-worst"])
+def test_the_numpy_pass_block_by_block_gives_one_passs_values(monkeypatch, histogram, change):
+    """Without NaN/Inf the numpy pass runs block by block (sums of whole slices, the worst element, the
+    histogram and the robust error's trimmed share gathered over blocks): the fused pass's Result, over
+    more than a chunk (a tail shorter than a block, and one shorter than a sum's slice)."""
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal(300_001).astype(np.float32)
+    n = (b * (1 + 4e-3 * rng.standard_normal(b.size))).astype(np.float32)
+    b[::97], n[::97] = 0.0, 1e-3  # bench zeros, and |x − y| no larger than elsewhere
+    if change is not None:
+        change(n, b)
+
+    def compared():
+        return compare_arrays(n, b, "torch.float32", "torch.float32", histogram=histogram)
+
+    monkeypatch.setattr(accumulator, "_fused", None)
+    numpy = compared()
+    accumulator.warm_up()
+    fused = compared()
+    assert numpy == fused
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -37,7 +37,7 @@ from ptdbg_tui.compare.metrics.cells import (
     join_messages,
 )
 from ptdbg_tui.compare.metrics.errors import measures, scalar_measures, trim_count
-from ptdbg_tui.compare.metrics.numpy_pass import numpy_pass
+from ptdbg_tui.compare.metrics.numpy_pass import BLOCK, numpy_pass
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.verdict import accuracy_rule, is_close, status_for
 from ptdbg_tui.compare.model import Result, Status
@@ -117,20 +117,26 @@ def precheck(
 
 
 def _sum_squares(a: np.ndarray) -> float:
-    """Σa² in float64: the BLAS dot products of DOT_SLICE-element slices, added in order.
+    """Σa² in float64: the BLAS dot products of DOT_SLICE-element slices, added in order."""
+    return float(sum(_square_parts(a)))
+
+
+def _square_parts(a: np.ndarray) -> list[float]:
+    """The dot products of :func:`_sum_squares`: those of consecutive runs of whole slices, put one
+    after the other, are the whole run's (the numpy pass sums a chunk block by block).
 
     The whole slices go through one stacked ``matmul`` of (1 × n) by (n × 1) rows, which numpy hands to
     the same BLAS dot product slice by slice (the very same floats, a third less time than a Python
     loop of ``np.dot`` calls)."""
     if a.size <= DOT_SLICE:  # one slice: the same single dot product, without the stacking
-        return float(np.dot(a, a))
+        return [float(np.dot(a, a))]
     whole = a.size - a.size % DOT_SLICE
     rows = a[:whole].reshape(-1, DOT_SLICE)
-    parts = np.matmul(rows[:, None, :], rows[:, :, None]).ravel().tolist()
+    parts: list[float] = np.matmul(rows[:, None, :], rows[:, :, None]).ravel().tolist()
     if whole < a.size:
         tail = a[whole:]
         parts.append(float(np.dot(tail, tail)))
-    return float(sum(parts))
+    return parts
 
 
 #: Element types :func:`~ptdbg_tui.compare.metrics.kernel.fused_pass` reads as they are (float16 as its bits).
@@ -305,7 +311,7 @@ class MetricAccumulator:
         self._x, self._y, self._d, self._t = (
             self._raw[k * n * 8 : (k + 1) * n * 8].view(np.float64) for k in range(4)
         )
-        self._bits = self._t.view(np.uint64) if histogram else None  # the numpy pass's scratch before
+        self._bits = self._t.view(np.uint64)  # the histogram's scratch, once a pass is done with it
         self._mask = self._raw[4 * n * 8 : 4 * n * 8 + n].view(bool)
         self.offset = offset
 
@@ -317,6 +323,8 @@ class MetricAccumulator:
                 self._add(npu[start : start + step], bench[start : start + step])
 
     def _add(self, npu: np.ndarray, bench: np.ndarray) -> None:
+        if _fused is None and self._add_blocks(npu, bench):
+            return
         k = npu.size
         st = self.state
         x, y, d = self._x[:k], self._y[:k], self._d[:k]
@@ -336,12 +344,83 @@ class MetricAccumulator:
         st.pass_1e3 += below_1e3
         st.pass_5e3 += below_5e3
         st.sign_flips += flips
-        if st.histogram is not None and self._bits is not None:
-            bits = self._bits[:k]
-            np.right_shift(d.view(np.uint64), 52, out=bits)
-            per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
-            st.histogram += np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
+        if st.histogram is not None:
+            st.histogram += self._bins(d)
         self.offset += k
+
+    def _add_blocks(self, npu: np.ndarray, bench: np.ndarray) -> bool:
+        """A chunk through the numpy pass block by block, into the same block-sized scratch (see
+        :mod:`~ptdbg_tui.compare.metrics.numpy_pass`): the very same values as one pass over the chunk
+        (maxima and counts over its blocks, its sums' slices in order, the first largest |x − y|).
+        False, with nothing recorded, for a chunk holding NaN/Inf: the whole chunk is then passed over
+        at once (its copies are cleaned whole)."""
+        k, st = npu.size, self.state
+        n = min(BLOCK, k)
+        # x, y and d one after the other: a whole block's sums are one stacked product of its slices
+        block = self._raw[: 3 * n * 8].view(np.float64).reshape(3, n)
+        t, mask = self._t[:n], self._mask[:n]
+        slices = n // DOT_SLICE if n % DOT_SLICE == 0 else 0  # per array, where the block stacks whole
+        eps = st.eps
+        top, rel_top, zero_top = -1.0, 0.0, 0.0
+        below_1e3 = below_5e3 = flips = 0
+        xx: list[float] = []
+        yy: list[float] = []
+        dd: list[float] = []
+        worst: tuple[int, float, float] | None = None
+        hist = None if st.histogram is None else np.zeros(_N_BINS, dtype=np.int64)
+        for start in range(0, k, BLOCK):
+            m = min(n, k - start)
+            bx, by, bd = block[:, :m] if m < n else block
+            bad, b_top, b_rel, b_low, b_high, b_flips, b_zero = numpy_pass(
+                npu[start : start + m],
+                bench[start : start + m],
+                bx,
+                by,
+                bd,
+                t[:m],
+                mask[:m],
+                eps,
+                THOUSANDTH,
+                FIVE_THOUSANDTHS,
+            )
+            if bad:
+                return False
+            if b_top > max(top, st.max_abs):  # the chunk's first largest, where it beats the tensor's
+                i = int(bd.argmax())
+                worst = (start + i, float(bx[i]), float(by[i]))
+            top = max(top, b_top)
+            rel_top = max(rel_top, b_rel)
+            zero_top = max(zero_top, b_zero)
+            below_1e3 += b_low
+            below_5e3 += b_high
+            flips += b_flips
+            if m == n and slices:
+                parts = _square_parts(block.reshape(-1))
+                xx += parts[:slices]
+                yy += parts[slices : 2 * slices]
+                dd += parts[2 * slices :]
+            else:
+                xx += _square_parts(bx)
+                yy += _square_parts(by)
+                dd += _square_parts(bd)
+            if hist is not None:
+                hist += self._bins(bd)
+        sums = (float(sum(xx)), float(sum(yy)), float(sum(dd)))
+        trimmed = self._trim_whole(npu, bench, top, sums[2]) if self._trim_keep(k, top, sums[2]) else 0.0
+        if worst is not None:
+            st.max_abs = top
+            st.worst_flat = self.offset + worst[0]
+            st.worst_npu, st.worst_bench = worst[1], worst[2]
+        st.sums.append((*sums, trimmed))
+        st.max_rel = max(st.max_rel, rel_top)
+        st.max_abs_bench_zero = max(st.max_abs_bench_zero, zero_top)
+        st.pass_1e3 += below_1e3
+        st.pass_5e3 += below_5e3
+        st.sign_flips += flips
+        if hist is not None and st.histogram is not None:
+            st.histogram += hist
+        self.offset += k
+        return True
 
     def _pass(
         self, npu: np.ndarray, bench: np.ndarray, x: np.ndarray, y: np.ndarray, d: np.ndarray
@@ -353,14 +432,36 @@ class MetricAccumulator:
         k = npu.size
         return numpy_pass(npu, bench, x, y, d, self._t[:k], self._mask[:k], eps, THOUSANDTH, FIVE_THOUSANDTHS)
 
+    def _bins(self, d: np.ndarray) -> np.ndarray:
+        """The histogram counts of ``d`` (by their float64 exponents, in the scratch's bits)."""
+        bits = self._bits[: d.size]
+        np.right_shift(d.view(np.uint64), 52, out=bits)
+        per_exponent = np.bincount(bits.view(np.int64), minlength=2048)
+        return np.bincount(_BIN_OF_EXPONENT, per_exponent, _N_BINS).astype(np.int64)
+
+    def _trim_keep(self, k: int, top: float, dd: float) -> int:
+        """How many of a chunk's ``k`` largest |npu - bench| the robust error sets aside: 0 where they
+        cannot hold half its Σ(npu - bench)² (ordinary data never pays for the selection)."""
+        keep = min(self.trim, k // 16) if k < self.size else self.trim
+        return 0 if keep == 0 or keep * top * top < 0.5 * dd else keep
+
+    def _trim_whole(self, npu: np.ndarray, bench: np.ndarray, top: float, dd: float) -> float:
+        """:meth:`_trim` of a chunk passed block by block: its |x − y| made again whole (rare: outliers)."""
+        k = npu.size
+        x, y, d = self._x[:k], self._y[:k], self._d[:k]
+        np.copyto(x, npu, casting="unsafe")
+        np.copyto(y, bench, casting="unsafe")
+        np.abs(np.subtract(x, y, out=d), out=d)
+        return self._trim(d, top, dd, self._mask[:k])
+
     def _trim(self, d: np.ndarray, top: float, dd: float, mask: np.ndarray) -> float:
         """Σ(npu - bench)² of the chunk's few largest |npu - bench|, which the robust error sets aside,
         where they could matter: only when they may hold half the chunk's Σ(npu - bench)² (outliers), so
         ordinary data never pays for the selection and the robust error is then at most √2 times too
         large. Only elements within a factor 256 of the largest are candidates (the rest could change the
         sum by 1/65,536 of it)."""
-        keep = min(self.trim, d.size // 16) if d.size < self.size else self.trim
-        if keep == 0 or keep * top * top < 0.5 * dd:
+        keep = self._trim_keep(d.size, top, dd)
+        if keep == 0:
             return 0.0
         np.greater_equal(d, top / 256, out=mask)
         largest = d[mask]
