@@ -94,7 +94,7 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
     shared: dict[int, int] = {}  # by the shape's list: most records share the one their reader made
     # two integers: no '.0' (looked for row by row only where each side holds one somewhere)
-    integers = all(int in set(map(type, chain.from_iterable(r.stats for r in records))) for records in sides)
+    integers = all(map(_holds_integer, sides))
     passed = Status.PASS
     for j, k in enumerate(kept):
         n, b = npu_records[k], bench_records[k]
@@ -116,6 +116,11 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
             cells = tuple(map(str, map(sub, n.stats, b.stats)))
         out[k] = Result(cells, "", "", passed, reason, errors=errors)
     return out
+
+
+def _holds_integer(records: Sequence[TensorRecord | None]) -> bool:
+    """Whether any statistic of the records is an integer (one look at them all, not one a row)."""
+    return int in set(map(type, chain.from_iterable(r.stats for r in records if r is not None)))
 
 
 def _stats_array(records: Sequence[TensorRecord | None]) -> np.ndarray:
