@@ -64,6 +64,8 @@ class EntryName:
     call: str = field(init=False, repr=False, compare=False)
     #: The argument part after the call, e.g. ``input.0.1`` or ``output``.
     arg: str = field(init=False, repr=False, compare=False)
+    #: The call without its direction, e.g. ``Torch_add_0`` (the module sidecar's key).
+    label: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         head, sep, rest = self.api.partition(self._sep)
@@ -76,6 +78,7 @@ class EntryName:
         object.__setattr__(self, "op", split[1])
         object.__setattr__(self, "call", self._call(self.direction))
         object.__setattr__(self, "arg", self.kind + "".join(f".{k}" for k in self.path))
+        object.__setattr__(self, "label", f"{self.api}{self._sep}{self.index}")
 
     @property
     def _sep(self) -> str:
@@ -92,11 +95,6 @@ class EntryName:
     def forward_call(self) -> str:
         """The forward call of the same index (for a backward entry: the call it differentiates)."""
         return self._call(FORWARD)
-
-    @property
-    def label(self) -> str:
-        """The call without its direction, e.g. ``Torch_add_0`` (the module sidecar's key)."""
-        return f"{self.api}{self._sep}{self.index}"
 
     @property
     def key(self) -> tuple[object, ...]:

@@ -243,3 +243,17 @@ def test_a_repeated_stack_reads_as_the_plain_way(text: str) -> None:
     assert isinstance(decode_usual(STACK, 1, seen), StackRecord) and seen  # its frames are now known
     got = decode_usual(text, 3, seen)
     assert got is None or same(got, decode_line(text, 3))
+
+
+def test_repeated_frames_that_hold_a_control_character_stay_shown_as_one_line() -> None:
+    """A stack whose source holds a terminal escape: its frames are made one line when first read, and
+    a later line of the same frames takes them as they were made (not looked at again), as the plain
+    way shows them."""
+    text = STACK.replace("y = x + 1", "y = x + 1\\u001b[2J\\nforged")
+    seen: pkl_line.Seen = {}
+    first = decode_usual(text, 1, seen)
+    again = decode_usual(text.replace("add_0", "add_1"), 2, seen)
+    assert isinstance(first, StackRecord) and isinstance(again, StackRecord)
+    assert again.frames == first.frames and again.frames is not first.frames
+    assert "\x1b" not in str(again.frames) and "\n" not in again.frames[0].source
+    assert same(again, decode_line(text.replace("add_0", "add_1"), 2))

@@ -244,6 +244,10 @@ class _BenchKeys:
         return key
 
 
+#: The directions a call is judged in (other entries are no call's).
+_WAYS = frozenset({FORWARD, BACKWARD})
+
+
 class _Calls:
     """Rows grouped by call, in execution order."""
 
@@ -252,22 +256,25 @@ class _Calls:
         self.calls: dict[CallKey, _Call] = {}
         empty: dict[tuple[object, ...], bool] = {}
         keys = _BenchKeys(rows)
+        calls = self.calls
+        # the loop over every row of the pair: what it calls per row is written out here
         for row in rows:
-            rec = row.npu or row.bench
+            npu, bench = row.npu, row.bench
+            rec = npu or bench
             assert rec is not None
             entry = rec.entry
-            if entry is None or entry.direction not in (FORWARD, BACKWARD):
+            if entry is None or (way := entry.direction) not in _WAYS:
                 continue
-            key = _key(entry) if row.npu is not None else keys.of(entry)
-            call = self.calls.get(key)
+            key = (entry.api, entry.index, way) if npu is not None else keys.of(entry)  # _key
+            call = calls.get(key)
             if call is None:
-                call = self.calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
+                call = calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
             errors = _errors(row)
             kind = entry.kind
             member: _Member
             if kind == INPUT:
                 op = call.op  # the call's api, and so its op, is the entry's (the key holds it)
-                path, forward = entry.path, entry.direction == FORWARD
+                path, forward = entry.path, way == FORWARD
                 overwritten = forward and path[:1] == (0,) and overwritten_input(entry)
                 member = _Member(
                     row,
@@ -279,13 +286,14 @@ class _Calls:
                     path[:1] != () and path[0] in RUNNING_STATE.get(op, ()),
                     PARAMETER_SLOTS.get(op, {}).get(path[0]) if forward and path else None,
                 )
+                call.ins.append(member)
             else:
                 member = _Member(row, rec, errors, empty)
+                (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
             call.rows.append(row)
-            call.paired = call.paired or row.bench is not None
-            call.npu_made = call.npu_made or row.npu is not None
+            call.paired = call.paired or bench is not None
+            call.npu_made = call.npu_made or npu is not None
             call.members.append(member)
-            (call.outs if kind in OUTPUT_KINDS else call.ins).append(member)
         for call in self.calls.values():
             call.name = _call_name(call.rows)
             if call.op in RUNNING_STATE and _evaluating(call):

@@ -19,7 +19,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO, TypeVar, cast
 
@@ -173,9 +173,10 @@ def _transposed(cells: Sequence[Sequence[T]], width: int) -> list[list[T]]:
     return [list(column) for column in zip(*cells, strict=True)] if cells else [[] for _ in range(width)]
 
 
-def _claim(tmp: Path, names: Sequence[Path]) -> Path:
-    """Give ``tmp`` the first free name, never replacing an existing file."""
-    for name in names:
+def _claim(tmp: Path, names: Iterable[Path], tries: int) -> Path:
+    """Give ``tmp`` the first free name of the first ``tries`` of ``names``, never replacing an existing
+    file (the names are made as they are tried: the first is nearly always free)."""
+    for name in itertools.islice(names, tries):
         try:
             os.link(tmp, name)
         except FileExistsError:
@@ -189,7 +190,7 @@ def _claim(tmp: Path, names: Sequence[Path]) -> Path:
             return name
         tmp.unlink()
         return name
-    raise FileExistsError(f"no free file name among {len(names)} candidates")
+    raise FileExistsError(f"no free file name among {tries} candidates")
 
 
 def write_csv(
@@ -260,7 +261,7 @@ def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix:
         os.chmod(tmp, FILE_MODE)
         base = f"compare_result{suffix}_{stamp}"
         candidates = (out / (base + (f"_{k}" if k else "") + ".csv") for k in itertools.count())
-        return _claim(tmp, list(itertools.islice(candidates, 1000)))
+        return _claim(tmp, candidates, 1000)
     finally:
         tmp.unlink(missing_ok=True)
 
