@@ -647,15 +647,17 @@ def run_repro(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """``ptdbg-tui check``: 0 when the dump was checked (whatever it holds), 2 with a one-line reason
     when it cannot be read."""
-    from ptdbg_tui.compare.report.words import check_lines
-    from ptdbg_tui.engine.replay.check import check_dump
+    from ptdbg_tui.compare.report.words import check_walk_lines
+    from ptdbg_tui.engine.replay.check import check_walk
     from ptdbg_tui.engine.replay.replayer import ReproInputError
 
     try:
-        checked = check_dump(args.dump, args.step, args.rank, replay=not args.no_replay)
+        walk = check_walk(args.dump, args.step, args.rank, replay=not args.no_replay)
     except (Exception, KeyboardInterrupt) as e:
         return failure("ptdbg-tui check", e, (ReproInputError,))
-    say("\n".join(check_lines(args.dump, checked.origin, checked.bad)))
+    found = [(d.label, c.origin, c.bad) for d, c in walk.found]
+    lines = check_walk_lines(args.dump, found, walk.dumps, walk.steps)
+    say("\n".join(lines))
     return EXIT_OK
 
 

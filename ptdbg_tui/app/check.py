@@ -10,9 +10,9 @@ from textual.binding import BindingType
 from textual.widgets import Footer, Header
 
 from ptdbg_tui.app.literal import LiteralStatic
-from ptdbg_tui.compare.report.words import check_lines
-from ptdbg_tui.engine.replay.check import check_dump
-from ptdbg_tui.engine.replay.replayer import ReproInputError
+from ptdbg_tui.compare.report.words import check_walk_lines
+from ptdbg_tui.engine.replay.check import check_walk
+from ptdbg_tui.engine.replay.replayer import ReproInputError, before_ui
 
 
 class CheckApp(App[None]):
@@ -26,6 +26,7 @@ class CheckApp(App[None]):
         super().__init__()
         self.path, self.step, self.rank = path, step, rank
         self.sub_title = path
+        before_ui()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -37,8 +38,9 @@ class CheckApp(App[None]):
 
     def _check(self) -> None:
         try:
-            checked = check_dump(self.path, self.step, self.rank, background=True)
-            lines = check_lines(self.path, checked.origin, checked.bad)
+            walk = check_walk(self.path, self.step, self.rank, background=True)
+            found = [(d.label, c.origin, c.bad) for d, c in walk.found]
+            lines = check_walk_lines(self.path, found, walk.dumps, walk.steps)
         except ReproInputError as e:
             lines = [f"cannot check {self.path}: {e}"]
         except OSError as e:

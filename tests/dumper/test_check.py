@@ -221,3 +221,45 @@ def test_a_gradient_that_overflows_fp16_is_named_at_its_backward_call(tmp_path, 
         "Non-finite origin: Torch_exp_0_backward (backward): output.0 has 2 Inf, inputs finite"
     ), out
     assert "    replay: overflow — the float64 result reaches 1.76e+05, beyond float16's 65504" in out, out
+
+
+def test_a_folder_of_steps_is_walked_to_the_first_step_with_a_non_finite_value(tmp_path, capsys):
+    """Three steps and no --step: steps 0 and 1 are finite, step 2's input grows until exp overflows
+    float16; check names step 2's origin, where no step was guessed, and each step's count."""
+    torch.manual_seed(0)
+    model = _Net(torch.float16)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), model=model, step=[0, 1, 2])
+    for scale in (0.01, 0.02, 4.0):
+        x = (torch.linspace(-3, 3, 64).reshape(8, 8) * scale).to(torch.float16)
+        debugger.start()
+        model(x)
+        debugger.stop()
+        debugger.step()
+    assert len(discover(tmp_path)) == 3
+    out = _check(tmp_path, capsys)
+    lines = out.splitlines()
+    assert (
+        lines[0].startswith("First dump with a non-finite value: step2")
+        and "(3 dumps, 3 steps read)" in lines[0]
+    )
+    assert re.search(
+        r"^Non-finite origin: Torch_exp_\d+_forward \(forward\): output.* inputs finite$", out, re.M
+    )
+    assert "replay: overflow" in out
+    out = _check(tmp_path, capsys, "--step", "1")  # one dump: its own report, as before
+    assert out.startswith("No non-finite value in") and "read)" not in out
+    out = _check(tmp_path, capsys, "--rank", "0", "--no-replay")
+    assert "(3 dumps, 3 steps read)" in out and "not replayed" in out
+
+
+def test_a_folder_of_finite_steps_says_how_many_it_read(tmp_path, capsys):
+    torch.manual_seed(0)
+    model = _Net(torch.float32)
+    debugger = PrecisionDebugger(dump_path=str(tmp_path), model=model, step=[0, 1])
+    for _ in range(2):
+        debugger.start()
+        model(torch.linspace(-1, 1, 64).reshape(8, 8))
+        debugger.stop()
+        debugger.step()
+    out = _check(tmp_path, capsys)
+    assert out.startswith("No non-finite value in") and "(2 dumps, 2 steps read)" in out, out

@@ -1175,6 +1175,23 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
     return lines
 
 
+def check_walk_lines(
+    label: str, found: Sequence[tuple[str, NonFiniteOrigin | None, Sequence[BadLine]]], dumps: int, steps: int
+) -> list[str]:
+    """The report of ``ptdbg-tui check`` on ``label`` walked step by step (``found``: each dump, by its
+    label, of the first step holding a non-finite value): one dump's report as :func:`check_lines` says
+    it; for several, which step first, then each of its dumps' reports."""
+    if dumps == 1:
+        return check_lines(label, found[0][1], found[0][2]) if found else check_lines(label, None)
+    what = f"{dumps} dumps, {steps} step{'s' if steps != 1 else ''} read"
+    if not found:
+        return [f"No non-finite value in {one_line(label)} ({what})"]
+    lines = [f"First dump with a non-finite value: {one_line(found[0][0])} ({what})"]
+    for dump, origin, bad in found:
+        lines += [f"{one_line(dump)}:", *check_lines(dump, origin, bad)]
+    return lines
+
+
 #: Each side of a pair as the notes name it.
 SIDE_WORDS = {Side.NPU: "NPU", Side.BENCH: "bench"}
 

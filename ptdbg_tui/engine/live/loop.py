@@ -32,7 +32,7 @@ from ptdbg_tui.engine.live.side import SideState
 from ptdbg_tui.engine.live.updates import FOUND, MISSING, NO_DUMP, Outbox, PairInfo, Progress, SideStatus
 from ptdbg_tui.engine.live.watch import DumpWatcher
 from ptdbg_tui.engine.pipeline import Context, judge_job
-from ptdbg_tui.engine.replay.replayer import torch_importable
+from ptdbg_tui.engine.replay.replayer import before_ui
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, job_size, prestart
 from ptdbg_tui.formats.layout import (
     DumpLayoutError,
@@ -106,10 +106,8 @@ class LiveEngine:
         # come later start it then).
         if options.jobs > 1 and (options.cluster is not None or not size or not prestart(self._fused)):
             resource_tracker.ensure_running()
-        elif torch_importable():
-            # the replay worker's: started by the settled comparison or later by r and R, when the UI
-            # may have replaced sys.stderr (its descriptor then cannot be passed on)
-            resource_tracker.ensure_running()
+        else:  # the replay worker's: started by the settled comparison or later by r and R
+            before_ui()
 
     # -- control -------------------------------------------------------------------------------
     def start(self) -> None:

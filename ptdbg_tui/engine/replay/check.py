@@ -30,6 +30,7 @@ from ptdbg_tui.engine.replay.replayer import (
 from ptdbg_tui.formats.budget import OverBudget, check
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
+from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, load_tensor, read_tensor
@@ -64,13 +65,58 @@ def count_nonfinite(tensor_dir: str | None, rec: TensorRecord) -> tuple[int, int
     return int(np.count_nonzero(np.isnan(data))), int(np.count_nonzero(np.isinf(data)))
 
 
+@dataclass
+class Walk:
+    """The dumps at or below a path walked step by step: those of the first step where one holds a
+    non-finite value (``found``: each rank dump of that step that does), or none; how many dumps and
+    steps were read to get there."""
+
+    found: list[tuple[RankDump, Checked]]
+    dumps: int
+    steps: int
+
+
+def check_walk(
+    path: str, step: int | None = None, rank: int | None = None, replay: bool = True, background: bool = False
+) -> Walk:
+    """Check every rank dump at or below ``path`` of that step and rank, in step order, and stop at the
+    first step where one holds a non-finite value: a NaN that appears at step 4,000 is found without a
+    guess of the step (only the origins found are replayed). Raises :class:`CheckInputError` (or
+    :class:`ReproInputError`) where the path holds no dump, or a dump cannot be read."""
+    try:
+        found = discover(path)
+    except DumpLayoutError as e:
+        raise CheckInputError(str(e)) from None
+    dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
+    if not dumps:
+        raise CheckInputError(
+            f"{path}: no dump of that step and rank (found {', '.join(d.label for d in found)})"
+        )
+    by_step: dict[int, list[RankDump]] = {}
+    for d in dumps:
+        by_step.setdefault(-1 if d.step is None else d.step, []).append(d)
+    read = 0
+    for n, s in enumerate(sorted(by_step), 1):
+        ranks = sorted(by_step[s], key=lambda d: -1 if d.rank is None else d.rank)
+        read += len(ranks)
+        first = [(d, _check(d, False, background)) for d in ranks]
+        hit = [(d, c) for d, c in first if c.origin is not None] or (first if len(dumps) == 1 else [])
+        if hit:
+            again = [(d, _check(d, True, background) if replay and c.origin else c) for d, c in hit]
+            return Walk(again, read, n)
+    return Walk([], read, len(by_step))
+
+
 def check_dump(
     path: str, step: int | None = None, rank: int | None = None, replay: bool = True, background: bool = False
 ) -> Checked:
     """Check the one rank dump at or below ``path`` of that step and rank (:func:`one_dump`); raises
     :class:`CheckInputError` (or :class:`ReproInputError`) where it cannot be read. ``background``: the
     replay worker's as :class:`Replayer`'s (under the app)."""
-    dump = one_dump(path, step, rank)
+    return _check(one_dump(path, step, rank), replay, background)
+
+
+def _check(dump: RankDump, replay: bool, background: bool) -> Checked:
     reader = open_reader(dump)
     tensors: list[TensorRecord] = []
     stacks: dict[str, StackRecord] = {}

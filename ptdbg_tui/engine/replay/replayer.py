@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
+from multiprocessing import resource_tracker
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
@@ -160,6 +161,14 @@ def sources(
         out.append(side_source(reader, folder))
         report_bad(reader, bad[k] if bad is not None else None)
     return out[0], out[1]
+
+
+def before_ui() -> None:
+    """Start multiprocessing's resource tracker now, where torch can replay: a replay worker spawned
+    later needs it, and it is spawned with sys.stderr's descriptor, which a UI that replaced sys.stderr
+    no longer has ("bad value(s) in fds_to_keep": the first replay under the app failed)."""
+    if torch_importable():
+        resource_tracker.ensure_running()
 
 
 class Replayer:
