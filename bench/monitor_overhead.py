@@ -2,7 +2,7 @@
 ratio to the unmonitored step of the same run.
 
     python bench/monitor_overhead.py [--device cpu|cuda] [--layers 4] [--width 256] [--seq 128]
-        [--batch 8] [--rounds 7] [--steps 4] [--threads 1] [--msprobe PYTHON]
+        [--batch 8] [--rounds 7] [--steps 4] [--threads 1] [--msprobe PYTHON [--msprobe-config FILE]]
 
 The monitor is installed as ``ptdbg-dump run`` installs it (the module names, the forward, backward
 and optimizer hooks, one Arrow record batch written per step); the run manifest, written once at
@@ -18,7 +18,7 @@ never be a dependency of ours: PYTHON is a separate virtual environment's interp
 on the same step, in a child process of that interpreter. The child times its own unmonitored step
 in turns with the monitored one, on two models built alike, and the ratio is taken there in the
 same way. Its configuration, :data:`MSPROBE_CONFIG`, asks for what comes closest to ours at every
-step (docs/benchmarks.md).
+step (docs/benchmarks.md); ``--msprobe-config FILE`` gives another (JSON, msprobe's keys).
 """
 
 from __future__ import annotations
@@ -176,7 +176,9 @@ def msprobe_rounds(args: argparse.Namespace) -> tuple[list[tuple[float, float]],
     from msprobe.pytorch import TrainerMon
 
     config = Path(os.environ["MONITOR_OUTPUT_DIR"]) / "monitor_config.json"
-    config.write_text(json.dumps(MSPROBE_CONFIG))
+    config.write_text(
+        Path(args.msprobe_config).read_text() if args.msprobe_config else json.dumps(MSPROBE_CONFIG)
+    )
 
     def install(model: nn.Module, opt: torch.optim.Optimizer) -> None:
         TrainerMon(str(config), params_have_main_grad=False).set_monitor(model, optimizer=opt)
@@ -200,6 +202,8 @@ def msprobe_child(
     argv = [python, __file__, "--as-msprobe"]
     for name in ("device", "layers", "width", "seq", "batch", "rounds", "steps", "threads"):
         argv += [f"--{name}", str(getattr(args, name))]
+    if args.msprobe_config:
+        argv += ["--msprobe-config", str(Path(args.msprobe_config).resolve())]
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(
             argv, env={**os.environ, "MONITOR_OUTPUT_DIR": tmp}, capture_output=True, text=True, check=False
@@ -222,6 +226,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
         "--msprobe", metavar="PYTHON", help="also time msprobe's TrainerMon, run by this interpreter"
+    )
+    p.add_argument(
+        "--msprobe-config", metavar="FILE", help="msprobe's configuration instead of MSPROBE_CONFIG"
     )
     p.add_argument("--as-msprobe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
