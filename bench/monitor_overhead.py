@@ -2,7 +2,7 @@
 ratio to the unmonitored step of the same run.
 
     python bench/monitor_overhead.py [--device cpu|cuda] [--layers 4] [--width 256] [--seq 128]
-        [--batch 8] [--rounds 7] [--steps 4] [--threads 1]
+        [--batch 8] [--rounds 7] [--steps 4] [--threads 1] [--msprobe PYTHON [--msprobe-config FILE]]
 
 The monitor is installed as ``ptdbg-dump run`` installs it (the module names, the forward, backward
 and optimizer hooks, one Arrow record batch written per step); the run manifest, written once at
@@ -12,12 +12,22 @@ time and for the CPU time (all threads of the process: less disturbed by other p
 shared machine): each configuration's median step and range over rounds, and the ratio monitored /
 unmonitored of the rounds' medians and minimums, with its range over rounds (each round against the
 unmonitored round before it). Target (issue 30): at most 1.15x.
+
+``--msprobe PYTHON`` then times msprobe's monitor (``TrainerMon`` of mindstudio-probe, which must
+never be a dependency of ours: PYTHON is a separate virtual environment's interpreter that has it)
+on the same step, in a child process of that interpreter. The child times its own unmonitored step
+in turns with the monitored one, on two models built alike, and the ratio is taken there in the
+same way. Its configuration, :data:`MSPROBE_CONFIG`, asks for what comes closest to ours at every
+step (docs/benchmarks.md); ``--msprobe-config FILE`` gives another (JSON, msprobe's keys).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,8 +40,28 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dumper.manifest import SeenModules
-from dumper.monitor import Monitor
+#: msprobe's monitor set as close to ours as it allows: every module's forward statistics (it has
+#: no output-only switch: inputs are reduced too), the gradients (before and after reduction), the
+#: parameters before and after the step, Adam's moments (the update itself, ``ur_distribution``,
+#: is refused in its CSV format), and its two alarms; written every step.
+MSPROBE_CONFIG = {
+    "targets": {},
+    "all_xy": True,
+    "xy_distribution": True,
+    "forward_only": True,
+    "wg_distribution": True,
+    "param_distribution": True,
+    "mv_distribution": True,
+    "ops": ["norm", "mean", "max", "min"],
+    "format": "csv",
+    "step_interval": 1,
+    "alert": {
+        "rules": [
+            {"rule_name": "AnomalyTurbulence", "args": {"threshold": 0.5}},
+            {"rule_name": "AnomalyNan", "args": {"threshold": 1e10}},
+        ]
+    },
+}
 
 
 class Block(nn.Module):
@@ -64,11 +94,16 @@ class Gpt(nn.Module):
         return self.head(self.ln(x))
 
 
-def make_step(args: argparse.Namespace) -> Callable[[], None]:
+def make_step(
+    args: argparse.Namespace, monitor: Callable[[nn.Module, torch.optim.Optimizer], None] | None = None
+) -> Callable[[], None]:
+    """A training step; ``monitor`` is given the model and optimizer before the first step."""
     torch.manual_seed(0)
     vocab = 512
     model = Gpt(vocab, args.width, args.layers, args.seq).to(args.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    if monitor is not None:
+        monitor(model, opt)
     tokens = torch.randint(0, vocab, (args.batch, args.seq + 1), device=args.device)
 
     def step() -> None:
@@ -93,8 +128,8 @@ def timed(step: Callable[[], None], steps: int) -> tuple[float, float]:
     return statistics.median(wall), statistics.median(cpu)
 
 
-def report(name: str, plain: list[float], monitored: list[float]) -> None:
-    for label, times in (("unmonitored", plain), ("monitored --every 1", monitored)):
+def report(name: str, plain: list[float], monitored: list[float], under: str = "monitored --every 1") -> None:
+    for label, times in (("unmonitored", plain), (under, monitored)):
         print(
             f"{name} {label:>20}: median {statistics.median(times) * 1e3:8.1f} ms/step "
             f"(range {min(times) * 1e3:.1f}-{max(times) * 1e3:.1f})"
@@ -107,18 +142,11 @@ def report(name: str, plain: list[float], monitored: list[float]) -> None:
     )
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--width", type=int, default=256)
-    p.add_argument("--seq", type=int, default=128)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
+def ours(args: argparse.Namespace) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Rounds of the unmonitored step and of the step under our monitor, in turns, on one model."""
+    from dumper.manifest import SeenModules
+    from dumper.monitor import Monitor
+
     step = make_step(args)
     for _ in range(2):  # warm-up: allocator, kernels' first runs
         step()
@@ -137,12 +165,88 @@ def main() -> None:
             finally:
                 monitor.remove()
                 modules.remove()
+    return plain, monitored
+
+
+def msprobe_rounds(args: argparse.Namespace) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """Rounds of the unmonitored step and of the step under msprobe's ``TrainerMon``, in turns.
+
+    ``TrainerMon`` patches its optimizer's ``step`` and cannot be taken off, so the unmonitored
+    step is a second model built alike."""
+    from msprobe.pytorch import TrainerMon
+
+    config = Path(os.environ["MONITOR_OUTPUT_DIR"]) / "monitor_config.json"
+    config.write_text(
+        Path(args.msprobe_config).read_text() if args.msprobe_config else json.dumps(MSPROBE_CONFIG)
+    )
+
+    def install(model: nn.Module, opt: torch.optim.Optimizer) -> None:
+        TrainerMon(str(config), params_have_main_grad=False).set_monitor(model, optimizer=opt)
+
+    plain_step, monitored_step = make_step(args), make_step(args, install)
+    for _ in range(2):
+        plain_step()
+        monitored_step()
+    plain: list[tuple[float, float]] = []
+    monitored: list[tuple[float, float]] = []
+    for _ in range(args.rounds):
+        plain.append(timed(plain_step, args.steps))
+        monitored.append(timed(monitored_step, args.steps))
+    return plain, monitored
+
+
+def msprobe_child(
+    args: argparse.Namespace, python: str
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """:func:`msprobe_rounds` run by ``python`` (the interpreter that has msprobe), read back as JSON."""
+    argv = [python, __file__, "--as-msprobe"]
+    for name in ("device", "layers", "width", "seq", "batch", "rounds", "steps", "threads"):
+        argv += [f"--{name}", str(getattr(args, name))]
+    if args.msprobe_config:
+        argv += ["--msprobe-config", str(Path(args.msprobe_config).resolve())]
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(
+            argv, env={**os.environ, "MONITOR_OUTPUT_DIR": tmp}, capture_output=True, text=True, check=False
+        )
+    if done.returncode != 0:
+        sys.exit(f"msprobe's run failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    plain, monitored = json.loads(done.stdout.splitlines()[-1])
+    return [tuple(t) for t in plain], [tuple(t) for t in monitored]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--msprobe", metavar="PYTHON", help="also time msprobe's TrainerMon, run by this interpreter"
+    )
+    p.add_argument(
+        "--msprobe-config", metavar="FILE", help="msprobe's configuration instead of MSPROBE_CONFIG"
+    )
+    p.add_argument("--as-msprobe", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.as_msprobe:
+        print(json.dumps(msprobe_rounds(args)))
+        return
+    plain, monitored = ours(args)
     print(
         f"device {args.device}, {args.layers} layers of width {args.width}, batch {args.batch}x{args.seq}, "
         f"{args.threads} threads, {args.rounds} rounds of {args.steps} steps"
     )
     report("wall", [w for w, _ in plain], [w for w, _ in monitored])
     report("cpu ", [c for _, c in plain], [c for _, c in monitored])
+    if args.msprobe:
+        plain, monitored = msprobe_child(args, args.msprobe)
+        report("msprobe wall", [w for w, _ in plain], [w for w, _ in monitored], "TrainerMon every step")
+        report("msprobe cpu ", [c for _, c in plain], [c for _, c in monitored], "TrainerMon every step")
 
 
 if __name__ == "__main__":
