@@ -42,9 +42,11 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 from ptdbg_tui.compare.diagnosis.findings import (
     CallEvidence,
     Diagnosis,
+    PairNotReplayed,
     Received,
     Suspect,
     Unexplained,
+    Unreplayed,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.nonfinite import (
@@ -344,6 +346,19 @@ def suspect_replay_text(s: Suspect) -> str:
     return NOT_REACHED if s.unreached else ""
 
 
+def pair_not_replayed_text(n: PairNotReplayed) -> str:
+    """Why a pair was not replayed at all: ``not replayed: …``."""
+    if n.no_verdict is not None:
+        why = no_verdict_text(n.no_verdict)
+    elif n.why is Unreplayed.UNREADABLE:
+        why = f"cannot read {n.reason}"
+    elif n.why is Unreplayed.BUDGET:
+        why = BUDGET_RAN_OUT
+    else:
+        why = "the pair was compared from statistics, without tensors"
+    return f"not replayed: {why}"
+
+
 def replay_run_text(d: Diagnosis) -> str:
     """What a pair's replay did, in one line ("12 call(s) replayed …: 1 confirmed, …"), with the suspects
     it refuted, where a kernel may still hide, and the calls its budget did not reach; or why it did not
@@ -351,8 +366,8 @@ def replay_run_text(d: Diagnosis) -> str:
     run = d.replay
     if run is None:
         return ""
-    if run.why_not:
-        return run.why_not
+    if run.why_not is not None:
+        return pair_not_replayed_text(run.why_not)
     if not run.replayed:
         return NOT_REACHED if run.missed else ""
     replays = d.replays
