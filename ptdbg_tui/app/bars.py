@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
-from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, NAMED, Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import (
     NONDETERMINISTIC,
@@ -30,13 +29,17 @@ from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
+    caveat_text,
+    missing_text,
     no_culprit_texts,
+    replay_mark_text,
     runs_differ_texts,
     scored_evidence,
+    sides_text,
+    suspect_head,
     suspect_replay_text,
     unpaired_text,
 )
-from ptdbg_tui.engine.live.updates import FOUND
 
 Styles = Mapping[str, Style]
 SEP = "  │  "
@@ -235,7 +238,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"match {modes}", 3))
     watching = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
     out.append(seg(watching, 4))
-    lacking = any(s is not None and (s.state != FOUND or s.problems) for s in (p.npu, p.bench))
+    lacking = any(s is not None and (not s.found or s.problems) for s in (p.npu, p.bench))
     out.append(
         seg(
             sides_text(p),
@@ -280,11 +283,7 @@ def replay_mark(model: TreeModel, suspect: Suspect, node: Node | None) -> str:
         return ""
     info = model.infos.get(node.pair) if node is not None else None
     p = model.progress
-    if info is not None and info.summary:
-        return "unconfirmed: statistics only"
-    if p.replay_off:
-        return f"unconfirmed: {p.replay_off}"
-    return "provisional: replaying" if p.replayed < p.replaying else "provisional: replay to come"
+    return replay_mark_text(info is not None and info.summary, p.replay_off, p.replayed < p.replaying)
 
 
 def _suspect_segments(
@@ -294,7 +293,7 @@ def _suspect_segments(
     suspect, node = suspects[index]
     fail = styles.get("fail", Style())
     total = len(suspects)
-    head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
+    head = f"{Status.FAIL.symbol} {suspect_head(index, total)}"
     where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
     d = model.diagnoses.get(node.pair) if node is not None else None
     if suspect.kind != ENTERS and receives_through(d, suspect):

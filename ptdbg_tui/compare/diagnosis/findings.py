@@ -178,6 +178,25 @@ class PairNotReplayed:
     reason: str = ""  # UNREADABLE: the reader's reason
 
 
+class ReplayOff(Enum):
+    """Why no replay will come on its own to confirm a suspect (the live engine's)."""
+
+    UNAVAILABLE = "unavailable"  # replay cannot run here (no torch, …): the reason says why
+    DIED = "died"  # the replay worker died on every call, so many times in a row
+    NO_BUDGET = "no budget"  # ``--replay-budget 0``: only what the user asks for is replayed
+    RAN_OUT = "ran out"  # the budget ran out with calls left
+
+
+@dataclass(frozen=True, slots=True)
+class NoReplay:
+    """Why no replay will come on its own (:func:`ptdbg_tui.compare.report.words.no_replay_text` says
+    it)."""
+
+    why: ReplayOff
+    reason: str = ""  # UNAVAILABLE: why, in the replayer's words
+    deaths: int = 0  # DIED: how many times in a row
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayRun:
     """That a replay ran for a pair, or why it did not: what it found of each call is the diagnosis'

@@ -42,8 +42,10 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 from ptdbg_tui.compare.diagnosis.findings import (
     CallEvidence,
     Diagnosis,
+    NoReplay,
     PairNotReplayed,
     Received,
+    ReplayOff,
     Suspect,
     Unexplained,
     Unreplayed,
@@ -1546,3 +1548,183 @@ def no_culprit_texts(
     original = f"original: first No row {originals[0]}" if originals else ""
     last = f"replay: {replays[0]}" if replays else original
     return [*filter(None, texts), last]
+
+
+# --- the live engine: its sides, its replays, its notices --------------------------------------------
+
+
+class LiveSide(Protocol):
+    """One side's path as the live engine last saw it (the engine's ``SideStatus``)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def found(self) -> bool: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def writing(self) -> bool: ...
+    @property
+    def problems(self) -> tuple[str, ...]: ...
+
+
+class LiveProgress(Protocol):
+    """What the sides' words read of the live engine's progress (the engine's ``Progress``)."""
+
+    @property
+    def npu_seen(self) -> int: ...
+    @property
+    def bench_seen(self) -> int: ...
+    @property
+    def pairs(self) -> int: ...
+    @property
+    def watching(self) -> str: ...
+    @property
+    def npu(self) -> LiveSide | None: ...
+    @property
+    def bench(self) -> LiveSide | None: ...
+    @property
+    def unpaired(self) -> tuple[Unpaired, ...]: ...
+    @property
+    def faults(self) -> tuple[str, ...]: ...
+
+
+def short_path(path: str, parts: int = 2) -> str:
+    """The last ``parts`` components of a path (``…/dumps/cpuu``)."""
+    p = Path(path)
+    tail = p.parts[-parts:]
+    return str(Path(*tail)) if len(p.parts) <= parts else "…/" + str(Path(*tail))
+
+
+def side_detail_text(status: LiveSide) -> str:
+    """Why a side has no dump (``""`` where it has one): its folder is awaited, or the scan's reason."""
+    return f"waiting for {status.path} to appear" if status.waiting else status.detail
+
+
+def side_notice_text(status: LiveSide) -> str:
+    """A side's lack as a notice: ``bench: waiting for … to appear`` (``""`` where it lacks nothing)."""
+    detail = side_detail_text(status)
+    return f"{status.role}: {detail}" if detail else ""
+
+
+def side_progress_text(status: LiveSide | None, seen: int, watching: bool) -> str:
+    """One side for the progress line: its count and whether it is being written, or what it lacks."""
+    if status is None:
+        return f"{'?'} {seen:,}"
+    if not status.found:
+        if status.waiting:
+            return f"{status.role}: waiting for {short_path(status.path)}"
+        return f"{status.role}: no dump at {short_path(status.path)}"
+    text = f"{status.role} {seen:,}"
+    if watching:
+        text += " (writing)" if status.writing else " (quiet)"
+    if status.problems:
+        text += f" ⚠ {len(status.problems)} unreadable"
+    return text
+
+
+def sides_text(p: LiveProgress) -> str:
+    """Both sides for the progress line."""
+    watching = p.watching != "static"
+    return " · ".join(
+        (side_progress_text(p.npu, p.npu_seen, watching), side_progress_text(p.bench, p.bench_seen, watching))
+    )
+
+
+def missing_text(p: LiveProgress) -> str:
+    """What keeps rows from being compared on both sides, in words ("" when nothing seems to)."""
+    for status in (p.npu, p.bench):
+        if status is not None and not status.found:
+            return f"{status.role}: {side_detail_text(status)}"
+    if p.unpaired and not p.pairs:
+        return unpaired_text(p.unpaired[0])
+    if p.faults:
+        return p.faults[0]
+    for status in (p.npu, p.bench):
+        if status is not None and status.problems:
+            return f"{status.role}: {status.problems[0]}"
+    if p.pairs and not p.bench_seen:
+        return "the bench dump has no entries yet (has the bench run started?)"
+    if p.pairs and not p.npu_seen:
+        return "the NPU dump has no entries yet"
+    return ""
+
+
+def caveat_text(p: LiveProgress) -> str:
+    """What a verdict does not cover: dumps without a counterpart, failed pairs, unreadable files."""
+    gaps = [*p.faults, *map(unpaired_text, p.unpaired)]
+    gaps += [f"{s.role}: {q}" for s in (p.npu, p.bench) if s is not None for q in s.problems]
+    if not gaps:
+        return ""
+    more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
+    return f" Not covered: {gaps[0]}{more}."
+
+
+def no_replay_text(n: NoReplay) -> str:
+    """Why no replay will come on its own: ``--replay-budget 0``, ``the replay budget ran out``, …"""
+    if n.why is ReplayOff.NO_BUDGET:
+        return "--replay-budget 0"
+    if n.why is ReplayOff.RAN_OUT:
+        return "the replay budget ran out"
+    if n.why is ReplayOff.DIED:
+        return f"the replay worker died {n.deaths} times in a row"
+    return n.reason
+
+
+def replay_mark_text(summary: bool, off: NoReplay | None, replaying: bool) -> str:
+    """A suspect's verdict that waits for its replay (``provisional: …``), or for which none will come
+    (``unconfirmed: …``): its pair was compared from statistics (``summary``), replay is ``off``, or its
+    round is ``replaying`` now."""
+    if summary:
+        return "unconfirmed: statistics only"
+    if off is not None:
+        return f"unconfirmed: {no_replay_text(off)}"
+    return "provisional: replaying" if replaying else "provisional: replay to come"
+
+
+def replay_stopped_text(off: NoReplay) -> str:
+    """The notice that replay cannot run here (said once)."""
+    return f"Replay is off: {no_replay_text(off)}"
+
+
+def call_not_replayed_text(call: str, why: str) -> str:
+    """A call the user asked to replay that is not: ``why`` is :func:`no_replay_text`'s, or the reader's."""
+    return f"{call}: not replayed — {why}"
+
+
+def call_unreadable_text(call: str, why: str) -> str:
+    """A call not replayed because its records or call sidecar cannot be read now (``why``: the reader's
+    reason)."""
+    return call_not_replayed_text(call, f"cannot read {why}")
+
+
+def asked_replay_text(call: str, replay: CallReplay) -> str:
+    """The replay of a call the user asked for."""
+    return f"{call}: {replay_text(replay)}"
+
+
+def budget_ran_out_text(budget_s: float, left: int) -> str:
+    """The notice that a round's budget ran out with ``left`` calls not replayed."""
+    return (
+        f"Replay: the budget of {budget_s:g} s ran out with {left} call(s) not "
+        "replayed (--replay-budget; r replays the selected call)."
+    )
+
+
+def repro_written_text(script: Path | str, verdict: SideVerdict) -> str:
+    """The notice that a repro was written, with the replay's verdict on its recorded results."""
+    return f"Wrote {script} ({repro_verdict_text(verdict)}): python {script}"
+
+
+def narrowed_arrived_text(now: tuple[Path, Path], before: tuple[Path, Path]) -> str:
+    """The notice that the narrowed dump arrived and is compared in place of the dumps ``before``."""
+    return f"The narrowed dump arrived: comparing {now[0]} ↔ {now[1]} in place of {before[0]} ↔ {before[1]}."
+
+
+def suspect_head(index: int, total: int) -> str:
+    """A suspect's head in the app (``Culprit``, ``Suspect 2/3``): ``index`` among ``total``."""
+    return "Culprit" if index == 0 else f"Suspect {index + 1}/{total}"
