@@ -25,18 +25,21 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Diagnosis,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
+    NOTHING_COMPARED,
+    ONE_DUMP_TWICE,
     caveat_text,
     missing_text,
     no_culprit_texts,
     replay_mark_text,
+    runs_differ_head,
     runs_differ_texts,
     scored_evidence,
     sides_text,
     suspect_head,
+    suspect_lead,
     suspect_replay_text,
     unpaired_text,
 )
@@ -185,9 +188,9 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
         # no row has both sides (no rows yet, a side missing or empty, no name in common): no count
         # of failures or of rows compared ("compared 0/0"), while one side writes too; the sides
         # segment or the matching hint says why
-        return [seg("nothing compared", 0, styles.get("warn", Style()))]
+        return [seg(NOTHING_COMPARED, 0, styles.get("warn", Style()))]
     if _one_dump_twice(model):  # each row equals itself (the tree's ✔, the CLI's "passed"): no counts
-        return [seg("one dump twice: each row compared with itself", 0, styles.get("warn", Style()))]
+        return [seg(ONE_DUMP_TWICE, 0, styles.get("warn", Style()))]
     bad = Text()
     for status in (Status.FAIL, Status.ERROR):
         if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
@@ -294,10 +297,9 @@ def _suspect_segments(
     fail = styles.get("fail", Style())
     total = len(suspects)
     head = f"{Status.FAIL.symbol} {suspect_head(index, total)}"
-    where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
     d = model.diagnoses.get(node.pair) if node is not None else None
-    if suspect.kind != ENTERS and receives_through(d, suspect):
-        where = "receives the error through "  # another rank made it (the overview's top pair)
+    # another rank made it (the overview's top pair)
+    where = suspect_lead(suspect, receives_through(d, suspect))
     evidence, score = scored_evidence(suspect)  # the score stays with the call's name; the rest may be cut
     name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
     out = [seg(name, 0)]
@@ -350,8 +352,7 @@ def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
     texts = differ_texts(model.diagnoses.values())
     if not texts:
         return []
-    more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
-    return [seg(f"Runs differ: {texts[0]}{more}", 0, styles.get("fail", Style()), shrink=24)]
+    return [seg(runs_differ_head(texts), 0, styles.get("fail", Style()), shrink=24)]
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:

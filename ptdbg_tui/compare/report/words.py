@@ -1725,6 +1725,35 @@ def narrowed_arrived_text(now: tuple[Path, Path], before: tuple[Path, Path]) -> 
     return f"The narrowed dump arrived: comparing {now[0]} ↔ {now[1]} in place of {before[0]} ↔ {before[1]}."
 
 
+def skipped_lines_text(records: Path, bad: Sequence[BadLine]) -> str:
+    """The notice of the lines a side skipped since the last one (``bad``: those, first first)."""
+    first = bad[0]
+    where = f"line {first.line}: " if first.line else ""
+    return f"{records}: {len(bad)} malformed line(s) skipped ({where}{first.reason})"
+
+
+# --- the app's bars -------------------------------------------------------------------------------
+
+#: The header's count where every row is compared with itself: the same dump on both sides.
+ONE_DUMP_TWICE = "one dump twice: each row compared with itself"
+#: The header's count where no row has both sides (no rows yet, a side missing or empty, no name in common).
+NOTHING_COMPARED = "nothing compared"
+
+
 def suspect_head(index: int, total: int) -> str:
     """A suspect's head in the app (``Culprit``, ``Suspect 2/3``): ``index`` among ``total``."""
     return "Culprit" if index == 0 else f"Suspect {index + 1}/{total}"
+
+
+def suspect_lead(s: Suspect, receives: bool) -> str:
+    """What the app's bar says before a suspect's call: that the error enters before it (no dumped call
+    made it), or that it ``receives`` the error another rank made; else nothing."""
+    if s.kind == Kind.ENTERS:
+        return "error enters before "
+    return "receives the error through " if receives else ""
+
+
+def runs_differ_head(texts: Sequence[str]) -> str:
+    """The app's bar on what differs between the runs before any kernel: the first, and how many more."""
+    more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
+    return f"Runs differ: {texts[0]}{more}"

@@ -28,6 +28,7 @@ from ptdbg_tui.compare.report.words import (
     rank_notice,
     rank_summary,
     side_notice_text,
+    skipped_lines_text,
     unpaired_text,
 )
 from ptdbg_tui.engine.batch import earlier_from_statistics
@@ -422,12 +423,7 @@ class LiveEngine:
         the call sidecar), as one notice."""
         side.sidecar_lines()
         if len(side.bad) > side.reported_bad:
-            first = side.bad[side.reported_bad]
-            where = f"line {first.line}: " if first.line else ""
-            self.outbox.notice(
-                f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
-                f"line(s) skipped ({where}{first.reason})"
-            )
+            self.outbox.notice(skipped_lines_text(side.dump.records, side.bad[side.reported_bad :]))
             side.reported_bad = len(side.bad)
 
     def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:
