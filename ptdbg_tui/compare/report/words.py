@@ -1113,9 +1113,8 @@ def verdict_column(rows: Sequence[Row], diagnosis: Diagnosis | None) -> Column:
     every row of the culprit's call, ``suspect 2: …`` on the next one's, empty elsewhere. Its
     ``Accuracy Reached or Not`` may be ``Yes``: the original's thresholds pass a 2% error."""
     said: dict[str, str] = {}
-    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else (), start=1):
-        who = "culprit" if k == 1 else f"suspect {k}"
-        said.setdefault(s.call, f"{who}: {kind_words(s)} {times_text(s.score)}")
+    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else ()):
+        said.setdefault(s.call, f"{suspect_name(k)}: {kind_words(s)} {times_text(s.score)}")
     return VERDICT_COLUMN, [said.get(r.record.call, "") for r in rows]
 
 
@@ -1738,6 +1737,11 @@ def skipped_lines_text(records: Path, bad: Sequence[BadLine]) -> str:
 ONE_DUMP_TWICE = "one dump twice: each row compared with itself"
 #: The header's count where no row has both sides (no rows yet, a side missing or empty, no name in common).
 NOTHING_COMPARED = "nothing compared"
+
+
+def suspect_name(index: int) -> str:
+    """A suspect by its rank (``index``, 0 first): ``culprit``, ``suspect 2``, …"""
+    return "culprit" if index == 0 else f"suspect {index + 1}"
 
 
 def suspect_head(index: int, total: int) -> str:
