@@ -775,10 +775,10 @@ def _followed(prog: str, follow: Any, interval: float) -> Any:
 def run_monitor(args: argparse.Namespace) -> int:
     """``ptdbg-tui monitor``: 0 when the folders were compared, 2 with a one-line reason when they
     cannot be, 4 when ``--narrow`` has nothing to narrow to."""
+    from ptdbg_tui.compare.diagnosis.narrowing import SCRIPT, MonitorFirst
     from ptdbg_tui.compare.monitor import Follow, MonitorInputError
-    from ptdbg_tui.compare.report.monitor_words import monitor_lines, narrow_refusal, narrow_why
+    from ptdbg_tui.compare.report.monitor_words import monitor_lines, narrow_refusal
     from ptdbg_tui.engine.narrow import (
-        SCRIPT,
         NarrowError,
         default_config,
         monitor_narrowing,
@@ -816,7 +816,7 @@ def run_monitor(args: argparse.Namespace) -> int:
             first.module,
             first.step,
             first.rank,
-            narrow_why(first),
+            MonitorFirst(first.phase, first.step, first.rank),
             args.script or analysis.script or SCRIPT,
             len(analysis.ranks) + len(analysis.only_npu_ranks),
         )

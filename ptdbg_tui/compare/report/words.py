@@ -51,6 +51,14 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Unreplayed,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.narrowing import (
+    SCRIPT,
+    Chosen,
+    CulpritIn,
+    MonitorFirst,
+    Named,
+    NarrowWhy,
+)
 from ptdbg_tui.compare.diagnosis.nonfinite import (
     NonFinite,
     NonFiniteOrigin,
@@ -103,6 +111,7 @@ from ptdbg_tui.formats.layout import (
     Unpaired,
 )
 from ptdbg_tui.formats.manifest import ManifestDifference
+from ptdbg_tui.formats.narrowing import Narrowed
 from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
@@ -1761,3 +1770,85 @@ def runs_differ_head(texts: Sequence[str]) -> str:
     """The app's bar on what differs between the runs before any kernel: the first, and how many more."""
     more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
     return f"Runs differ: {texts[0]}{more}"
+
+
+# --- a narrowing: why, and what to run ---------------------------------------------------------------
+
+
+class NarrowingLike(Protocol):
+    """What a narrowing's lines are said from (the engine's ``Narrowing``)."""
+
+    @property
+    def target(self) -> Narrowed: ...
+    @property
+    def npu(self) -> RankDump | None: ...
+    @property
+    def why(self) -> NarrowWhy: ...
+    @property
+    def script(self) -> str: ...
+    @property
+    def multi_rank(self) -> bool: ...
+    @property
+    def checksums(self) -> bool: ...
+
+
+def narrow_why_text(why: NarrowWhy) -> str:
+    """Why the next dump narrows to its target: ``the culprit Functional_silu_3_forward ran in …``."""
+    if isinstance(why, Named):
+        return f"the {'module' if why.module else 'call'} named ({why.name})"
+    if isinstance(why, Chosen):
+        who = "the module chosen" if why.module else "the call chosen"
+        if not why.module and why.rank is not None:
+            who = "the culprit" if why.rank == 0 else suspect_name(why.rank)
+        return f"{who} ({why.name})"
+    if isinstance(why, CulpritIn):
+        return f"the culprit {why.call} ran in {why.module}"
+    if isinstance(why, MonitorFirst):
+        return f"the monitor's first divergence ({why.phase}) at step {why.step}, rank {why.rank}"
+    inside = (
+        f"in the model's own forward ({why.forward})"
+        if why.forward is not None
+        else f"in a module not known: its module sidecar cannot be read ({why.unread})"
+        if why.unread
+        else "in no module the dump records"
+    )
+    where = "" if why.in_module else f", which ran {inside}"
+    return f"the culprit {why.call}{where}"
+
+
+def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
+    """What a narrowing says: its target and why, the next dump, and the commands to run it."""
+    t = n.target
+    steps = "every step" if t.steps is None else "step " + ", ".join(map(str, t.steps))
+    ranks = "every rank" if t.ranks is None else "rank " + ", ".join(map(str, t.ranks))
+    what = "its calls" if t.module else "the call" if len(t.calls) == 1 else "the calls"
+    q = shlex.quote
+    run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
+    lines = [
+        f"Narrowed to {t.words}: {narrow_why_text(n.why)}.",
+        f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
+        f"  config: {config}",
+        "Run the same script on both sides, then compare:",
+        f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
+        f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
+        f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}",
+    ]
+    source = "the monitored run's script" if n.npu is None else "the script the culprit's stack starts in"
+    lines.append(
+        f"  ({SCRIPT}: your training script and its arguments)"
+        if n.script == SCRIPT
+        else f"  ({q(n.script)}: {source}; add its arguments)"
+    )
+    if n.checksums:
+        lines.append(
+            "  (the culprit's output differs from bit-equal inputs, by their checksums: a tensor compare"
+            " judges by rounding and may find a few ulps honest; add --summary-mode md5 to both dump"
+            " commands to compare checksums again)"
+        )
+    if n.multi_rank:  # a job whose ranks are processes of their own
+        spawned = f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper)"
+        lines += [
+            f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
+            f"  ranks started by torch.multiprocessing.spawn: in the worker, {spawned}, then start/step/stop",
+        ]
+    return lines
