@@ -642,6 +642,7 @@ class PtdbgApp(App[None]):
 
     def _narrowing_at(self, node: Node | None) -> Narrowing | None:
         """The next dump's target at a tree node (an entry stands for its call); None, said, elsewhere."""
+        from ptdbg_tui.compare.diagnosis.narrowing import Chosen
         from ptdbg_tui.engine.narrow import narrowing_in
 
         if node is not None and node.is_leaf:
@@ -663,7 +664,7 @@ class PtdbgApp(App[None]):
                 first = first.children[0]
             return narrowing_in(
                 info.npu,
-                f"the module chosen ({node.label})",
+                Chosen(node.label, module=True),
                 module=node.key,
                 stack=first.site,
                 dumps=dumps,
@@ -675,10 +676,8 @@ class PtdbgApp(App[None]):
             self.notify("This call has no NPU entry to narrow to.", timeout=4)
             return None
         rank = self.model.suspect_rank(node)
-        who = "the call chosen" if rank is None else "the culprit" if rank == 0 else f"suspect {rank + 1}"
-        return narrowing_in(
-            info.npu, f"{who} ({entry.call})", call=entry, stack=node.site, dumps=dumps, names=names
-        )
+        why = Chosen(entry.call, module=False, rank=rank)
+        return narrowing_in(info.npu, why, call=entry, stack=node.site, dumps=dumps, names=names)
 
     @work(thread=True, exclusive=True, group="narrow", exit_on_error=False)
     def _write_narrowing(self, narrowing: Narrowing, path: str) -> None:

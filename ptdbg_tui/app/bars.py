@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 
-from ptdbg_tui.app.sides_text import caveat_text, missing_text, sides_text
 from ptdbg_tui.app.tree_model import FILTERS, NAMED, Node, TreeModel
 from ptdbg_tui.compare.diagnosis.findings import (
     NONDETERMINISTIC,
@@ -26,17 +25,24 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Diagnosis,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS
 from ptdbg_tui.compare.diagnosis.ranks import bits_only
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.words import (
+    NOTHING_COMPARED,
+    ONE_DUMP_TWICE,
+    caveat_text,
+    missing_text,
     no_culprit_texts,
+    replay_mark_text,
+    runs_differ_head,
     runs_differ_texts,
     scored_evidence,
+    sides_text,
+    suspect_head,
+    suspect_lead,
     suspect_replay_text,
     unpaired_text,
 )
-from ptdbg_tui.engine.live.updates import FOUND
 
 Styles = Mapping[str, Style]
 SEP = "  │  "
@@ -182,9 +188,9 @@ def _compared_segments(model: TreeModel, counts: Mapping[Status, int], styles: S
         # no row has both sides (no rows yet, a side missing or empty, no name in common): no count
         # of failures or of rows compared ("compared 0/0"), while one side writes too; the sides
         # segment or the matching hint says why
-        return [seg("nothing compared", 0, styles.get("warn", Style()))]
+        return [seg(NOTHING_COMPARED, 0, styles.get("warn", Style()))]
     if _one_dump_twice(model):  # each row equals itself (the tree's ✔, the CLI's "passed"): no counts
-        return [seg("one dump twice: each row compared with itself", 0, styles.get("warn", Style()))]
+        return [seg(ONE_DUMP_TWICE, 0, styles.get("warn", Style()))]
     bad = Text()
     for status in (Status.FAIL, Status.ERROR):
         if counts[status] or status is Status.FAIL:  # "✘ 0" plain: red means failures
@@ -235,7 +241,7 @@ def header_segments(model: TreeModel, view: ViewState, styles: Styles) -> list[S
         out.append(seg(f"match {modes}", 3))
     watching = p.watching if not p.done or p.watching == "static" else f"{p.watching}, idle"
     out.append(seg(watching, 4))
-    lacking = any(s is not None and (s.state != FOUND or s.problems) for s in (p.npu, p.bench))
+    lacking = any(s is not None and (not s.found or s.problems) for s in (p.npu, p.bench))
     out.append(
         seg(
             sides_text(p),
@@ -280,11 +286,7 @@ def replay_mark(model: TreeModel, suspect: Suspect, node: Node | None) -> str:
         return ""
     info = model.infos.get(node.pair) if node is not None else None
     p = model.progress
-    if info is not None and info.summary:
-        return "unconfirmed: statistics only"
-    if p.replay_off:
-        return f"unconfirmed: {p.replay_off}"
-    return "provisional: replaying" if p.replayed < p.replaying else "provisional: replay to come"
+    return replay_mark_text(info is not None and info.summary, p.replay_off, p.replayed < p.replaying)
 
 
 def _suspect_segments(
@@ -294,11 +296,10 @@ def _suspect_segments(
     suspect, node = suspects[index]
     fail = styles.get("fail", Style())
     total = len(suspects)
-    head = f"{Status.FAIL.symbol} " + ("Culprit" if index == 0 else f"Suspect {index + 1}/{total}")
-    where = "error enters before " if suspect.kind == ENTERS else ""  # no dumped call made it
+    head = f"{Status.FAIL.symbol} {suspect_head(index, total)}"
     d = model.diagnoses.get(node.pair) if node is not None else None
-    if suspect.kind != ENTERS and receives_through(d, suspect):
-        where = "receives the error through "  # another rank made it (the overview's top pair)
+    # another rank made it (the overview's top pair)
+    where = suspect_lead(suspect, receives_through(d, suspect))
     evidence, score = scored_evidence(suspect)  # the score stays with the call's name; the rest may be cut
     name = Text.assemble((f"{head} {where}", fail), (suspect.call, fail + Style(bold=True)), (score, fail))
     out = [seg(name, 0)]
@@ -351,8 +352,7 @@ def _differ_segments(model: TreeModel, styles: Styles) -> list[Segment]:
     texts = differ_texts(model.diagnoses.values())
     if not texts:
         return []
-    more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
-    return [seg(f"Runs differ: {texts[0]}{more}", 0, styles.get("fail", Style()), shrink=24)]
+    return [seg(runs_differ_head(texts), 0, styles.get("fail", Style()), shrink=24)]
 
 
 def no_suspect_texts(model: TreeModel) -> list[str]:

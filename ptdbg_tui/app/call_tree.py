@@ -22,6 +22,7 @@ from ptdbg_tui.app.detail import NEUTRAL, not_compared, one_side_text, short_dty
 from ptdbg_tui.app.literal import Literal
 from ptdbg_tui.app.tree_model import NAMED, Node, TreeModel
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.report.words import suspect_name
 from ptdbg_tui.engine.callpath import frame_site
 from ptdbg_tui.formats.sites import stack_site
 
@@ -163,7 +164,7 @@ class CallTree(Literal, Tree[object]):
         extras = self._extras(data)
         rank = self.model.suspect_rank(data) if data.kind == "call" else None
         # its entries may all pass the thresholds: the diagnosis says otherwise
-        tag = "" if rank is None else "  ◀ culprit" if rank == 0 else f"  ◀ suspect {rank + 1}"
+        tag = "" if rank is None else f"  ◀ {suspect_name(rank)}"
         if room is not None:
             dot = _fit(room, head.cell_len, dot, name, extras, tag)
         if dot:

@@ -32,6 +32,7 @@ from ptdbg_tui.compare.report.words import (
     received_text,
     replay_key_text,
     replay_text,
+    suspect_head,
 )
 from ptdbg_tui.engine.callpath import user_frames
 from ptdbg_tui.engine.replay.replayer import replay_could_decide, undecided
@@ -273,7 +274,7 @@ def call_detail(call: Node, model: TreeModel, styles: Styles, width: int = 100) 
     suspects = model.suspects()
     mine = [(k, suspect) for k, (suspect, node) in enumerate(suspects) if node == call]
     for k, suspect in mine:  # an error that entered before the call may come with one of its own
-        head = "Culprit" if k == 0 else f"Suspect {k + 1}/{len(suspects)}"
+        head = suspect_head(k, len(suspects))
         parts.append(Text(f"{head}: {finding(suspect)}", style=styles.get("fail", Style())))
     diagnosis = model.diagnoses.get(call.pair)
     if mine and diagnosis is not None:  # what bears on the finding: a check not done, other steps' word

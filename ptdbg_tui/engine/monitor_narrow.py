@@ -3,9 +3,10 @@ Steps screen (``t``) write, the first divergence's module at its step and rank, 
 
 from __future__ import annotations
 
+from ptdbg_tui.compare.diagnosis.narrowing import SCRIPT, MonitorFirst
 from ptdbg_tui.compare.monitor.findings import MonitorAnalysis
-from ptdbg_tui.compare.report.monitor_words import narrow_refusal, narrow_why
-from ptdbg_tui.engine.narrow import SCRIPT, Narrowing, NothingToNarrow, monitor_narrowing
+from ptdbg_tui.compare.report.monitor_words import narrow_refusal
+from ptdbg_tui.engine.narrow import Narrowing, NothingToNarrow, monitor_narrowing
 
 
 def first_narrowing(analysis: MonitorAnalysis, script: str | None = None) -> Narrowing:
@@ -21,7 +22,7 @@ def first_narrowing(analysis: MonitorAnalysis, script: str | None = None) -> Nar
         first.module,
         first.step,
         first.rank,
-        narrow_why(first),
+        MonitorFirst(first.phase, first.step, first.rank),
         script or analysis.script or SCRIPT,
         len(analysis.ranks) + len(analysis.only_npu_ranks),
     )

@@ -10,13 +10,14 @@ no module around it. ``ptdbg-tui narrow`` (:mod:`ptdbg_tui.cli`) and the app's n
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, UNPAIRED, Suspect
+from ptdbg_tui.compare.diagnosis.narrowing import SCRIPT, CulpritCall, CulpritIn, Named, NarrowWhy
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
+from ptdbg_tui.compare.report.words import narrowing_lines
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
@@ -30,8 +31,6 @@ from ptdbg_tui.formats.reader import DumpReader, open_reader
 from ptdbg_tui.formats.records import StackRecord
 from ptdbg_tui.formats.untrusted import file_component, module_path_problem
 
-#: The training script in the commands, when the stacks do not name it.
-SCRIPT = "SCRIPT"
 #: Module paths a message lists at most.
 LISTED = 12
 
@@ -53,7 +52,7 @@ class Narrowing:
 
     target: Narrowed
     npu: RankDump | None
-    why: str
+    why: NarrowWhy
     script: str = SCRIPT
     multi_rank: bool = False  # the dumps show a job of several ranks: say how to run one (torchrun, spawn)
     checksums: bool = False  # the culprit was found by its checksums: tensors may not show it again
@@ -193,9 +192,10 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
     chains = _Chains()
     pair = _diverged(outcomes)
     culprit = pair.diagnosis.culprit if pair is not None else None
+    why: NarrowWhy
     if call:
         pair, entry = _named_call(outcomes, call)
-        target, why = narrowed_to_call(entry), f"the call named ({call})"
+        target, why = narrowed_to_call(entry), Named(call, module=False)
     elif module:
         known = _modules(outcomes, chains)
         if not known:
@@ -209,11 +209,11 @@ def narrowing_of(outcomes: Outcomes, call: str | None = None, module: str | None
             raise NarrowError(
                 f"no module {module} in the NPU dump; its modules are {', '.join(names[:LISTED])}{more}"
             )
-        target, why = Narrowed(module=module), f"the module named ({module})"
+        target, why = Narrowed(module=module), Named(module, module=True)
     elif pair is None or culprit is None:
         agree = all(o.diagnosis.all_clear and not o.no_verdict for o in outcomes)
-        why = "no call introduces an error beyond rounding and no entry fails" if agree else "see above"
-        raise NothingToNarrow(f"no culprit ({why})")
+        said = "no call introduces an error beyond rounding and no entry fails" if agree else "see above"
+        raise NothingToNarrow(f"no culprit ({said})")
     else:
         target, why = _culprit_target(pair, culprit, chains)
     steps, ranks = _steps_and_ranks(outcomes, target, chains, [pair] if pair is not None else list(outcomes))
@@ -241,14 +241,14 @@ def _target_stack(outcomes: Outcomes, target: Narrowed, chains: _Chains) -> Stac
     return None
 
 
-def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tuple[Narrowed, str]:
+def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tuple[Narrowed, NarrowWhy]:
     entry = _entry(culprit)
     if entry is None:
         raise NarrowError(f"the culprit {culprit.call} has no call name to narrow to")
     modules = chains(pair.npu, entry)
     chain = [item for item in modules if item[0]]
     if chain:
-        return Narrowed(module=chain[-1][0]), f"the culprit {culprit.call} ran in {module_label(*chain[-1])}"
+        return Narrowed(module=chain[-1][0]), CulpritIn(culprit.call, module_label(*chain[-1]))
     if culprit.kind == UNPAIRED:  # the bench run would dump nothing, and the finding needs no tensors
         site = culprit.site
         at = f" ({site.path}:{site.line})" if site is not None else ""
@@ -259,21 +259,14 @@ def _culprit_target(pair: PairOutcome, culprit: Suspect, chains: _Chains) -> tup
         )
     target = narrowed_to_call(entry)
     # the root alone: the model's own forward, which is no narrower than the whole model
-    unread = chains.unread.get(pair.npu.records)
-    inside = (
-        f"in the model's own forward ({modules[-1][1]})"
-        if modules
-        else f"in a module not known: its module sidecar cannot be read ({unread})"
-        if unread
-        else "in no module the dump records"
-    )
-    where = "" if target.module else f", which ran {inside}"
-    return target, f"the culprit {culprit.call}{where}"
+    unread = chains.unread.get(pair.npu.records, "")
+    forward = modules[-1][1] if modules else None
+    return target, CulpritCall(culprit.call, bool(target.module), forward, "" if modules else unread)
 
 
 def narrowing_in(
     npu: RankDump,
-    why: str,
+    why: NarrowWhy,
     module: str = "",
     call: EntryName | None = None,
     stack: StackRecord | None = None,
@@ -294,7 +287,9 @@ def narrowing_in(
     return Narrowing(_checked(target), npu, why, script_of(stack), multi_rank_job(dumps, names))
 
 
-def monitor_narrowing(module: str, step: int, rank: int, why: str, script: str, ranks: int) -> Narrowing:
+def monitor_narrowing(
+    module: str, step: int, rank: int, why: NarrowWhy, script: str, ranks: int
+) -> Narrowing:
     """The next dump's target from the training monitor (:mod:`ptdbg_tui.compare.monitor`): the module
     of the first divergence at its step and rank (``ranks``: how many ranks the monitor saw; more
     than one, or a rank above 0, is a job whose commands need torchrun's form). Raises
@@ -334,7 +329,7 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
     npu_dir, bench_dir = dump_dir / "npu", dump_dir / "bench"
     config.parent.mkdir(parents=True, exist_ok=True)
     write_options(config, dumper_options(n.target))
-    out = Written(config, dump_dir, lines=_lines(n, config, npu_dir, bench_dir))
+    out = Written(config, dump_dir, lines=narrowing_lines(n, config, npu_dir, bench_dir))
     other = tool_config(n.npu, n.target, str(npu_dir), str(bench_dir)) if n.npu is not None else None
     if other is not None:
         out.other = config.with_name(f"{config.name.removesuffix('.json')}.{other.tool}.json")
@@ -346,43 +341,6 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
             *(f"  {line}" for line in text.splitlines()),
         ]
     return out
-
-
-def _lines(n: Narrowing, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
-    t = n.target
-    steps = "every step" if t.steps is None else "step " + ", ".join(map(str, t.steps))
-    ranks = "every rank" if t.ranks is None else "rank " + ", ".join(map(str, t.ranks))
-    what = "its calls" if t.module else "the call" if len(t.calls) == 1 else "the calls"
-    q = shlex.quote
-    run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
-    lines = [
-        f"Narrowed to {t.words}: {n.why}.",
-        f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
-        f"  config: {config}",
-        "Run the same script on both sides, then compare:",
-        f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
-        f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
-        f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}",
-    ]
-    source = "the monitored run's script" if n.npu is None else "the script the culprit's stack starts in"
-    lines.append(
-        f"  ({SCRIPT}: your training script and its arguments)"
-        if n.script == SCRIPT
-        else f"  ({q(n.script)}: {source}; add its arguments)"
-    )
-    if n.checksums:
-        lines.append(
-            "  (the culprit's output differs from bit-equal inputs, by their checksums: a tensor compare"
-            " judges by rounding and may find a few ulps honest; add --summary-mode md5 to both dump"
-            " commands to compare checksums again)"
-        )
-    if n.multi_rank:  # a job whose ranks are processes of their own
-        spawned = f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper)"
-        lines += [
-            f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
-            f"  ranks started by torch.multiprocessing.spawn: in the worker, {spawned}, then start/step/stop",
-        ]
-    return lines
 
 
 def multi_rank_job(dumps: Iterable[RankDump], names: Iterable[str]) -> bool:

@@ -83,15 +83,14 @@ def judge_pair(rows: Sequence[Row], sidecars: Sidecars) -> Diagnosis:
     if bench is None:
         return d
     d = with_keywords(d, sidecars.npu_specs, sidecars.bench_specs, modelled)
-    with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
+    d = with_manifests(d, partial(manifest_of, npu), partial(manifest_of, bench))
     same_tool = npu.format == bench.format  # module trees of two tools differ in form
-    with_runs_differ(
+    return with_runs_differ(
         d,
         modelled,
         sidecars.chains if same_tool else lambda: (None, None),
         lambda: (sidecars.npu_specs(), sidecars.bench_specs()),
     )
-    return d
 
 
 # --- a job ------------------------------------------------------------------------------------------

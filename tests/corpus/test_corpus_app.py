@@ -14,7 +14,7 @@ import pytest
 
 from ptdbg_tui.app.app import PtdbgApp
 from ptdbg_tui.compare.model import Status
-from ptdbg_tui.compare.report.words import unpaired_text
+from ptdbg_tui.compare.report.words import side_notice_text, unpaired_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.options import LiveOptions
 
@@ -56,7 +56,7 @@ class Session:
             self.shown += [*map(unpaired_text, p.unpaired), *p.faults] + [
                 q for s in (p.npu, p.bench) if s for q in s.problems
             ]
-            self.shown += [f"{s.role}: {s.detail}" for s in (p.npu, p.bench) if s and s.detail]
+            self.shown += [said for s in (p.npu, p.bench) if s and (said := side_notice_text(s))]
             self.pairs = {info.npu.rank: rows for info, rows in app.engine.pairs()}
 
     def texts(self, rank: int | None = None) -> str:

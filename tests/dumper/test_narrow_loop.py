@@ -14,6 +14,7 @@ import pytest
 from dumper.cli import main as dump_main
 from ptdbg_tui.cli import EXIT_NOTHING_TO_NARROW
 from ptdbg_tui.cli import main as tui_main
+from ptdbg_tui.compare.diagnosis.narrowing import Chosen
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.narrow import multi_rank_job, narrowing_in
@@ -139,9 +140,10 @@ def test_a_job_of_several_ranks_is_told_by_its_ranks_or_its_collectives() -> Non
     pid = replace(rank, rank=10267)  # the original's CPU run: rank<pid>, one folder per step
     assert not multi_rank_job([pid, replace(pid, step=1)], [])
     assert multi_rank_job([pid, replace(pid, rank=10268)], [])
-    assert narrowing_in(pid, "why", module="net", dumps=[pid]).target.ranks is None
+    why = Chosen("net", module=True)
+    assert narrowing_in(pid, why, module="net", dumps=[pid]).target.ranks is None
     assert narrowing_in(
-        replace(rank, rank=3), "why", module="net", dumps=[replace(rank, rank=3)]
+        replace(rank, rank=3), why, module="net", dumps=[replace(rank, rank=3)]
     ).target.ranks == (3,)
 
 

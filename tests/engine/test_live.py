@@ -10,6 +10,7 @@ import numpy as np
 
 from ptdbg_tui.compare.model import Status
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
+from ptdbg_tui.compare.report.words import side_detail_text
 from ptdbg_tui.engine.batch import compare_dumps
 from ptdbg_tui.engine.live.loop import LiveEngine
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -69,7 +70,7 @@ def test_live_waits_for_missing_folders_then_fills(tmp_path, make_dump, follow):
     npu, bench = tmp_path / "later" / "npu", tmp_path / "later" / "bench"
     f = follow(npu, bench, **FAST)
     seen = f.wait(lambda s: s.progress.bench is not None and s.progress.bench.state == "missing")
-    assert seen.progress.npu.detail == f"waiting for {npu} to appear"
+    assert side_detail_text(seen.progress.npu) == f"waiting for {npu} to appear"
     assert f"NPU: waiting for {npu} to appear" in seen.notices
     n = make_dump(npu)
     n.call("Torch_add", 0, site=10)

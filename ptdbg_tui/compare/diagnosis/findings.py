@@ -31,13 +31,14 @@ suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from enum import Enum
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ptdbg_tui.compare.diagnosis.differences import RunsDiffer
 from ptdbg_tui.compare.diagnosis.evidence import Evidence
 from ptdbg_tui.compare.diagnosis.kinds import Kind
-from ptdbg_tui.compare.diagnosis.notes import Note
+from ptdbg_tui.compare.diagnosis.notes import Note, NoVerdict
 from ptdbg_tui.compare.diagnosis.propagation import (
     BENCH_NAN,
     ENTERS,
@@ -158,6 +159,44 @@ class Suspect:
         return self.replay is not None or self.unreached
 
 
+class Unreplayed(Enum):
+    """Why a pair was not replayed at all."""
+
+    NO_VERDICT = "no verdict"  # its rows say nothing of the NPU run (one dump twice, an empty side)
+    STATISTICS = "statistics"  # compared from statistics, without tensors
+    BUDGET = "budget"  # the replay budget ran out before it
+    UNREADABLE = "unreadable"  # a side's records or call sidecar cannot be read (any more)
+
+
+@dataclass(frozen=True, slots=True)
+class PairNotReplayed:
+    """Why a pair was not replayed at all (:func:`ptdbg_tui.compare.report.words.pair_not_replayed_text`
+    says it)."""
+
+    why: Unreplayed
+    no_verdict: NoVerdict | None = None  # NO_VERDICT: which
+    reason: str = ""  # UNREADABLE: the reader's reason
+
+
+class ReplayOff(Enum):
+    """Why no replay will come on its own to confirm a suspect (the live engine's)."""
+
+    UNAVAILABLE = "unavailable"  # replay cannot run here (no torch, …): the reason says why
+    DIED = "died"  # the replay worker died on every call, so many times in a row
+    NO_BUDGET = "no budget"  # ``--replay-budget 0``: only what the user asks for is replayed
+    RAN_OUT = "ran out"  # the budget ran out with calls left
+
+
+@dataclass(frozen=True, slots=True)
+class NoReplay:
+    """Why no replay will come on its own (:func:`ptdbg_tui.compare.report.words.no_replay_text` says
+    it)."""
+
+    why: ReplayOff
+    reason: str = ""  # UNAVAILABLE: why, in the replayer's words
+    deaths: int = 0  # DIED: how many times in a row
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplayRun:
     """That a replay ran for a pair, or why it did not: what it found of each call is the diagnosis'
@@ -166,7 +205,7 @@ class ReplayRun:
     replayed: int = 0  # calls replayed
     refuted: tuple[str, ...] = ()  # the suspects it refuted, which are no longer suspects
     missed: int = 0  # calls chosen for it that its budget did not reach
-    why_not: str = ""  # why the pair was not replayed at all, in words (then nothing else holds)
+    why_not: PairNotReplayed | None = None  # why the pair was not replayed at all (then nothing else holds)
 
 
 @dataclass(slots=True)

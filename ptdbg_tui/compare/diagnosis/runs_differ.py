@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from ptdbg_tui.compare.diagnosis.diagnose import parameter_slot
@@ -226,10 +226,10 @@ def _read(read: Callable[[], T], sidecar: Sidecar | None, notes: list[Note]) -> 
 
 def with_manifests(
     diagnosis: Diagnosis, npu: Callable[[], Manifest | None], bench: Callable[[], Manifest | None]
-) -> None:
-    """Set on ``diagnosis`` where the runs' manifests differ (``npu``, ``bench``: each side's, None
-    where it has none): what the runs were started with, before any kernel ran. A manifest that is
-    there but cannot be read is named, and nothing is compared."""
+) -> Diagnosis:
+    """``diagnosis`` with where the runs' manifests differ (``npu``, ``bench``: each side's, None where it
+    has none): what the runs were started with, before any kernel ran. A manifest that is there but
+    cannot be read is named, and nothing is compared."""
     read = []
     unread = []
     for side, manifest in (("NPU", npu), ("bench", bench)):
@@ -239,8 +239,8 @@ def with_manifests(
             read.append(None)
             unread.append((side, str(e)))
     a, b = read
-    diagnosis.manifest = tuple(manifest_differences(a, b)) if a is not None and b is not None else ()
-    diagnosis.manifest_unread = tuple(unread)
+    found = tuple(manifest_differences(a, b)) if a is not None and b is not None else ()
+    return replace(diagnosis, manifest=found, manifest_unread=tuple(unread))
 
 
 def with_runs_differ(
@@ -248,36 +248,33 @@ def with_runs_differ(
     rows: Sequence[Row],
     chains: Callable[[], Chains],
     specs: Callable[[], Specs],
-) -> None:
-    """Add to ``diagnosis`` (in place) what differs between the runs before any kernel, and drop the
-    suspects that lie inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``:
-    each side's module chains and call sidecar (read only where the runs differ at all: a suspect, or a
-    failing row). A module structure that cannot be read leaves a note."""
+) -> Diagnosis:
+    """``diagnosis`` with what differs between the runs before any kernel, less the suspects that lie
+    inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``: each side's module
+    chains and call sidecar (read only where the runs differ at all: a suspect, or a failing row). A
+    module structure that cannot be read leaves a note."""
     found: list[RunsDiffer] = []
-    read = _read(chains, Sidecar.STRUCTURE, diagnosis.notes)
+    notes = list(diagnosis.notes)
+    read = _read(chains, Sidecar.STRUCTURE, notes)
     npu_chain, bench_chain = read if read is not None else (None, None)
     npu = _model(rows, False, npu_chain) if npu_chain else _Model()
     bench = _model(rows, True, bench_chain) if bench_chain else _Model()
-    kernel = min((s.seq for s in diagnosis.suspects if s.kind not in _CONSEQUENCES), default=math.inf)
+    suspects = diagnosis.suspects
+    kernel = min((s.seq for s in suspects if s.kind not in _CONSEQUENCES), default=math.inf)
     diff = _models_differ(npu, bench, kernel) if npu.classes and bench.classes else _shapes_differ(rows)
     if diff.found.only or diff.found.classes or diff.found.shapes:
         found.append(diff.found)
-        kept = [
-            s for s in diagnosis.suspects if s.kind not in _CONSEQUENCES and not _inside(s, diff, npu.chains)
-        ]
-        diagnosis.suspects = kept
+        suspects = [s for s in suspects if s.kind not in _CONSEQUENCES and not _inside(s, diff, npu.chains)]
     first = _first_input(rows, npu)
     if first is not None and first.seq < kernel and (data := _data_differs(first)):
         found.append(data)
-        diagnosis.suspects = [
-            s for s in diagnosis.suspects if first not in s.rows or s.kind not in NOT_A_KERNEL
-        ]
-    differ = diagnosis.suspects or diagnosis.failing  # else no update differs: nothing to read
+        suspects = [s for s in suspects if first not in s.rows or s.kind not in NOT_A_KERNEL]
+    differ = suspects or diagnosis.failing  # else no update differs: nothing to read
     # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
     # differ too, has said so
     sidecars = _read(specs, None, []) if differ else None
     if sidecars is not None and (hyper := hyperparameters_differ(*map(hyperparameters, sidecars))):
         found.append(HyperparametersDiffer(values=hyper))
-    diagnosis.differ = found
-    if found and not diagnosis.suspects:
-        diagnosis.unexplained = Unexplained()  # the runs differ before any kernel
+    # the runs differ before any kernel: nothing is unexplained
+    unexplained = Unexplained() if found and not suspects else diagnosis.unexplained
+    return replace(diagnosis, suspects=list(suspects), notes=notes, differ=found, unexplained=unexplained)

@@ -47,9 +47,9 @@ def _new_suspect(diagnosis: Diagnosis, rows: Sequence[Row], replay: CallReplay, 
 
 def apply_replays(
     diagnosis: Diagnosis, rows: Sequence[Row], replays: Mapping[str, CallReplay], step: int | None = None
-) -> None:
-    """Fold the replays of a pair's calls into ``diagnosis``, in place (the copy :func:`with_replays`
-    makes)."""
+) -> Diagnosis:
+    """``diagnosis`` with the replays of a pair's calls folded in, ``diagnosis`` untouched: its suspects
+    and notes are the copy's own."""
     kept: list[Suspect] = []
     named = set()
     refuted: list[str] = []
@@ -58,21 +58,24 @@ def apply_replays(
         if r is None or s.kind in NOT_A_KERNEL:
             # not a finding about its kernel ("error enters before it", parameters that differ): it
             # stands whatever the replay says, and a kernel confirmed wrong there is a suspect of its own
-            kept.append(s)
+            kept.append(replace(s))
             continue
         named.add(s.call)
         if r.outcome is not ReplayOutcome.REFUTED:
-            s.replay = r
-            kept.append(s)
+            kept.append(replace(s, replay=r))
         else:
             refuted.append(s.call)
     for call, r in replays.items():
         if r.confirmed and call not in named:
             kept.append(_new_suspect(diagnosis, rows, r, step))
     kept.sort(key=lambda s: (0, s.seq) if s.confirmed else (1, 0))  # confirmed ones first, in execution order
-    diagnosis.suspects = kept
-    diagnosis.replays = dict(replays)
-    diagnosis.replay = ReplayRun(replayed=len(replays), refuted=tuple(refuted))
+    return replace(
+        diagnosis,
+        suspects=kept,
+        notes=list(diagnosis.notes),
+        replays=dict(replays),
+        replay=ReplayRun(replayed=len(replays), refuted=tuple(refuted)),
+    )
 
 
 def with_replays(
@@ -87,14 +90,15 @@ def with_replays(
     into each new copy, from which the pairs around it make their own (:mod:`ptdbg_tui.engine.pipeline`).
     A call ``chosen`` for a replay that its budget did not reach says so (its verdict stands on the two
     dumps alone)."""
-    copy = copied(diagnosis)
-    if replays:
-        apply_replays(copy, rows, replays, step)
+    folded = apply_replays(diagnosis, rows, replays, step) if replays else copied(diagnosis)
     missed = set(chosen) - set(replays)
-    for s in copy.suspects:
-        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL:
-            s.unreached = True
-    if missed:
-        ran = copy.replay if replays and copy.replay is not None else ReplayRun()
-        copy.replay = replace(ran, missed=len(missed))
-    return copy
+    if not missed:
+        return folded
+    unreached = [
+        replace(s, unreached=True)
+        if s.call in missed and s.replay is None and s.kind not in NOT_A_KERNEL
+        else s
+        for s in folded.suspects
+    ]
+    ran = folded.replay if replays and folded.replay is not None else ReplayRun()
+    return replace(folded, suspects=unreached, replay=replace(ran, missed=len(missed)))

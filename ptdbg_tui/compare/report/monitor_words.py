@@ -194,8 +194,3 @@ def narrow_refusal(d: Divergence | None) -> str | None:
             f"on both sides (ptdbg-dump run SCRIPT --dump-path DIR --step {d.step})"
         )
     return None
-
-
-def narrow_why(d: Divergence) -> str:
-    """The narrowing's reason, as ``Narrowed to module M: <why>.`` says it."""
-    return f"the monitor's first divergence ({d.phase}) at step {d.step}, rank {d.rank}"

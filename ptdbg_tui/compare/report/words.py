@@ -42,11 +42,23 @@ from ptdbg_tui.compare.diagnosis.evidence import (
 from ptdbg_tui.compare.diagnosis.findings import (
     CallEvidence,
     Diagnosis,
+    NoReplay,
+    PairNotReplayed,
     Received,
+    ReplayOff,
     Suspect,
     Unexplained,
+    Unreplayed,
 )
 from ptdbg_tui.compare.diagnosis.kinds import Kind
+from ptdbg_tui.compare.diagnosis.narrowing import (
+    SCRIPT,
+    Chosen,
+    CulpritIn,
+    MonitorFirst,
+    Named,
+    NarrowWhy,
+)
 from ptdbg_tui.compare.diagnosis.nonfinite import (
     NonFinite,
     NonFiniteOrigin,
@@ -99,6 +111,7 @@ from ptdbg_tui.formats.layout import (
     Unpaired,
 )
 from ptdbg_tui.formats.manifest import ManifestDifference
+from ptdbg_tui.formats.narrowing import Narrowed
 from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
@@ -344,6 +357,19 @@ def suspect_replay_text(s: Suspect) -> str:
     return NOT_REACHED if s.unreached else ""
 
 
+def pair_not_replayed_text(n: PairNotReplayed) -> str:
+    """Why a pair was not replayed at all: ``not replayed: …``."""
+    if n.no_verdict is not None:
+        why = no_verdict_text(n.no_verdict)
+    elif n.why is Unreplayed.UNREADABLE:
+        why = f"cannot read {n.reason}"
+    elif n.why is Unreplayed.BUDGET:
+        why = BUDGET_RAN_OUT
+    else:
+        why = "the pair was compared from statistics, without tensors"
+    return f"not replayed: {why}"
+
+
 def replay_run_text(d: Diagnosis) -> str:
     """What a pair's replay did, in one line ("12 call(s) replayed …: 1 confirmed, …"), with the suspects
     it refuted, where a kernel may still hide, and the calls its budget did not reach; or why it did not
@@ -351,8 +377,8 @@ def replay_run_text(d: Diagnosis) -> str:
     run = d.replay
     if run is None:
         return ""
-    if run.why_not:
-        return run.why_not
+    if run.why_not is not None:
+        return pair_not_replayed_text(run.why_not)
     if not run.replayed:
         return NOT_REACHED if run.missed else ""
     replays = d.replays
@@ -1096,9 +1122,8 @@ def verdict_column(rows: Sequence[Row], diagnosis: Diagnosis | None) -> Column:
     every row of the culprit's call, ``suspect 2: …`` on the next one's, empty elsewhere. Its
     ``Accuracy Reached or Not`` may be ``Yes``: the original's thresholds pass a 2% error."""
     said: dict[str, str] = {}
-    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else (), start=1):
-        who = "culprit" if k == 1 else f"suspect {k}"
-        said.setdefault(s.call, f"{who}: {kind_words(s)} {times_text(s.score)}")
+    for k, s in enumerate(diagnosis.suspects if diagnosis is not None else ()):
+        said.setdefault(s.call, f"{suspect_name(k)}: {kind_words(s)} {times_text(s.score)}")
     return VERDICT_COLUMN, [said.get(r.record.call, "") for r in rows]
 
 
@@ -1548,3 +1573,299 @@ def no_culprit_texts(
     original = f"original: first No row {originals[0]}" if originals else ""
     last = f"replay: {replays[0]}" if replays else original
     return [*filter(None, texts), last]
+
+
+# --- the live engine: its sides, its replays, its notices --------------------------------------------
+
+
+class LiveSide(Protocol):
+    """One side's path as the live engine last saw it (the engine's ``SideStatus``)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def found(self) -> bool: ...
+    @property
+    def waiting(self) -> bool: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def writing(self) -> bool: ...
+    @property
+    def problems(self) -> tuple[str, ...]: ...
+
+
+class LiveProgress(Protocol):
+    """What the sides' words read of the live engine's progress (the engine's ``Progress``)."""
+
+    @property
+    def npu_seen(self) -> int: ...
+    @property
+    def bench_seen(self) -> int: ...
+    @property
+    def pairs(self) -> int: ...
+    @property
+    def watching(self) -> str: ...
+    @property
+    def npu(self) -> LiveSide | None: ...
+    @property
+    def bench(self) -> LiveSide | None: ...
+    @property
+    def unpaired(self) -> tuple[Unpaired, ...]: ...
+    @property
+    def faults(self) -> tuple[str, ...]: ...
+
+
+def short_path(path: str, parts: int = 2) -> str:
+    """The last ``parts`` components of a path (``…/dumps/cpuu``)."""
+    p = Path(path)
+    tail = p.parts[-parts:]
+    return str(Path(*tail)) if len(p.parts) <= parts else "…/" + str(Path(*tail))
+
+
+def side_detail_text(status: LiveSide) -> str:
+    """Why a side has no dump (``""`` where it has one): its folder is awaited, or the scan's reason."""
+    return f"waiting for {status.path} to appear" if status.waiting else status.detail
+
+
+def side_notice_text(status: LiveSide) -> str:
+    """A side's lack as a notice: ``bench: waiting for … to appear`` (``""`` where it lacks nothing)."""
+    detail = side_detail_text(status)
+    return f"{status.role}: {detail}" if detail else ""
+
+
+def side_progress_text(status: LiveSide | None, seen: int, watching: bool) -> str:
+    """One side for the progress line: its count and whether it is being written, or what it lacks."""
+    if status is None:
+        return f"{'?'} {seen:,}"
+    if not status.found:
+        if status.waiting:
+            return f"{status.role}: waiting for {short_path(status.path)}"
+        return f"{status.role}: no dump at {short_path(status.path)}"
+    text = f"{status.role} {seen:,}"
+    if watching:
+        text += " (writing)" if status.writing else " (quiet)"
+    if status.problems:
+        text += f" ⚠ {len(status.problems)} unreadable"
+    return text
+
+
+def sides_text(p: LiveProgress) -> str:
+    """Both sides for the progress line."""
+    watching = p.watching != "static"
+    return " · ".join(
+        (side_progress_text(p.npu, p.npu_seen, watching), side_progress_text(p.bench, p.bench_seen, watching))
+    )
+
+
+def missing_text(p: LiveProgress) -> str:
+    """What keeps rows from being compared on both sides, in words ("" when nothing seems to)."""
+    for status in (p.npu, p.bench):
+        if status is not None and not status.found:
+            return f"{status.role}: {side_detail_text(status)}"
+    if p.unpaired and not p.pairs:
+        return unpaired_text(p.unpaired[0])
+    if p.faults:
+        return p.faults[0]
+    for status in (p.npu, p.bench):
+        if status is not None and status.problems:
+            return f"{status.role}: {status.problems[0]}"
+    if p.pairs and not p.bench_seen:
+        return "the bench dump has no entries yet (has the bench run started?)"
+    if p.pairs and not p.npu_seen:
+        return "the NPU dump has no entries yet"
+    return ""
+
+
+def caveat_text(p: LiveProgress) -> str:
+    """What a verdict does not cover: dumps without a counterpart, failed pairs, unreadable files."""
+    gaps = [*p.faults, *map(unpaired_text, p.unpaired)]
+    gaps += [f"{s.role}: {q}" for s in (p.npu, p.bench) if s is not None for q in s.problems]
+    if not gaps:
+        return ""
+    more = f" (+{len(gaps) - 1} more)" if len(gaps) > 1 else ""
+    return f" Not covered: {gaps[0]}{more}."
+
+
+def no_replay_text(n: NoReplay) -> str:
+    """Why no replay will come on its own: ``--replay-budget 0``, ``the replay budget ran out``, …"""
+    if n.why is ReplayOff.NO_BUDGET:
+        return "--replay-budget 0"
+    if n.why is ReplayOff.RAN_OUT:
+        return "the replay budget ran out"
+    if n.why is ReplayOff.DIED:
+        return f"the replay worker died {n.deaths} times in a row"
+    return n.reason
+
+
+def replay_mark_text(summary: bool, off: NoReplay | None, replaying: bool) -> str:
+    """A suspect's verdict that waits for its replay (``provisional: …``), or for which none will come
+    (``unconfirmed: …``): its pair was compared from statistics (``summary``), replay is ``off``, or its
+    round is ``replaying`` now."""
+    if summary:
+        return "unconfirmed: statistics only"
+    if off is not None:
+        return f"unconfirmed: {no_replay_text(off)}"
+    return "provisional: replaying" if replaying else "provisional: replay to come"
+
+
+def replay_stopped_text(off: NoReplay) -> str:
+    """The notice that replay cannot run here (said once)."""
+    return f"Replay is off: {no_replay_text(off)}"
+
+
+def call_not_replayed_text(call: str, why: str) -> str:
+    """A call the user asked to replay that is not: ``why`` is :func:`no_replay_text`'s, or the reader's."""
+    return f"{call}: not replayed — {why}"
+
+
+def call_unreadable_text(call: str, why: str) -> str:
+    """A call not replayed because its records or call sidecar cannot be read now (``why``: the reader's
+    reason)."""
+    return call_not_replayed_text(call, f"cannot read {why}")
+
+
+def asked_replay_text(call: str, replay: CallReplay) -> str:
+    """The replay of a call the user asked for."""
+    return f"{call}: {replay_text(replay)}"
+
+
+def budget_ran_out_text(budget_s: float, left: int) -> str:
+    """The notice that a round's budget ran out with ``left`` calls not replayed."""
+    return (
+        f"Replay: the budget of {budget_s:g} s ran out with {left} call(s) not "
+        "replayed (--replay-budget; r replays the selected call)."
+    )
+
+
+def repro_written_text(script: Path | str, verdict: SideVerdict) -> str:
+    """The notice that a repro was written, with the replay's verdict on its recorded results."""
+    return f"Wrote {script} ({repro_verdict_text(verdict)}): python {script}"
+
+
+def narrowed_arrived_text(now: tuple[Path, Path], before: tuple[Path, Path]) -> str:
+    """The notice that the narrowed dump arrived and is compared in place of the dumps ``before``."""
+    return f"The narrowed dump arrived: comparing {now[0]} ↔ {now[1]} in place of {before[0]} ↔ {before[1]}."
+
+
+def skipped_lines_text(records: Path, bad: Sequence[BadLine]) -> str:
+    """The notice of the lines a side skipped since the last one (``bad``: those, first first)."""
+    first = bad[0]
+    where = f"line {first.line}: " if first.line else ""
+    return f"{records}: {len(bad)} malformed line(s) skipped ({where}{first.reason})"
+
+
+# --- the app's bars -------------------------------------------------------------------------------
+
+#: The header's count where every row is compared with itself: the same dump on both sides.
+ONE_DUMP_TWICE = "one dump twice: each row compared with itself"
+#: The header's count where no row has both sides (no rows yet, a side missing or empty, no name in common).
+NOTHING_COMPARED = "nothing compared"
+
+
+def suspect_name(index: int) -> str:
+    """A suspect by its rank (``index``, 0 first): ``culprit``, ``suspect 2``, …"""
+    return "culprit" if index == 0 else f"suspect {index + 1}"
+
+
+def suspect_head(index: int, total: int) -> str:
+    """A suspect's head in the app (``Culprit``, ``Suspect 2/3``): ``index`` among ``total``."""
+    return "Culprit" if index == 0 else f"Suspect {index + 1}/{total}"
+
+
+def suspect_lead(s: Suspect, receives: bool) -> str:
+    """What the app's bar says before a suspect's call: that the error enters before it (no dumped call
+    made it), or that it ``receives`` the error another rank made; else nothing."""
+    if s.kind == Kind.ENTERS:
+        return "error enters before "
+    return "receives the error through " if receives else ""
+
+
+def runs_differ_head(texts: Sequence[str]) -> str:
+    """The app's bar on what differs between the runs before any kernel: the first, and how many more."""
+    more = f" (+{len(texts) - 1} more)" if len(texts) > 1 else ""
+    return f"Runs differ: {texts[0]}{more}"
+
+
+# --- a narrowing: why, and what to run ---------------------------------------------------------------
+
+
+class NarrowingLike(Protocol):
+    """What a narrowing's lines are said from (the engine's ``Narrowing``)."""
+
+    @property
+    def target(self) -> Narrowed: ...
+    @property
+    def npu(self) -> RankDump | None: ...
+    @property
+    def why(self) -> NarrowWhy: ...
+    @property
+    def script(self) -> str: ...
+    @property
+    def multi_rank(self) -> bool: ...
+    @property
+    def checksums(self) -> bool: ...
+
+
+def narrow_why_text(why: NarrowWhy) -> str:
+    """Why the next dump narrows to its target: ``the culprit Functional_silu_3_forward ran in …``."""
+    if isinstance(why, Named):
+        return f"the {'module' if why.module else 'call'} named ({why.name})"
+    if isinstance(why, Chosen):
+        who = "the module chosen" if why.module else "the call chosen"
+        if not why.module and why.rank is not None:
+            who = "the culprit" if why.rank == 0 else suspect_name(why.rank)
+        return f"{who} ({why.name})"
+    if isinstance(why, CulpritIn):
+        return f"the culprit {why.call} ran in {why.module}"
+    if isinstance(why, MonitorFirst):
+        return f"the monitor's first divergence ({why.phase}) at step {why.step}, rank {why.rank}"
+    inside = (
+        f"in the model's own forward ({why.forward})"
+        if why.forward is not None
+        else f"in a module not known: its module sidecar cannot be read ({why.unread})"
+        if why.unread
+        else "in no module the dump records"
+    )
+    where = "" if why.in_module else f", which ran {inside}"
+    return f"the culprit {why.call}{where}"
+
+
+def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
+    """What a narrowing says: its target and why, the next dump, and the commands to run it."""
+    t = n.target
+    steps = "every step" if t.steps is None else "step " + ", ".join(map(str, t.steps))
+    ranks = "every rank" if t.ranks is None else "rank " + ", ".join(map(str, t.ranks))
+    what = "its calls" if t.module else "the call" if len(t.calls) == 1 else "the calls"
+    q = shlex.quote
+    run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
+    lines = [
+        f"Narrowed to {t.words}: {narrow_why_text(n.why)}.",
+        f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
+        f"  config: {config}",
+        "Run the same script on both sides, then compare:",
+        f"  {run} --dump-path {q(str(npu_dir))} --config {q(str(config))}",
+        f"  {run} --dump-path {q(str(bench_dir))} --config {q(str(config))}",
+        f"  ptdbg-tui compare {q(str(npu_dir))} {q(str(bench_dir))}",
+    ]
+    source = "the monitored run's script" if n.npu is None else "the script the culprit's stack starts in"
+    lines.append(
+        f"  ({SCRIPT}: your training script and its arguments)"
+        if n.script == SCRIPT
+        else f"  ({q(n.script)}: {source}; add its arguments)"
+    )
+    if n.checksums:
+        lines.append(
+            "  (the culprit's output differs from bit-equal inputs, by their checksums: a tensor compare"
+            " judges by rounding and may find a few ulps honest; add --summary-mode md5 to both dump"
+            " commands to compare checksums again)"
+        )
+    if n.multi_rank:  # a job whose ranks are processes of their own
+        spawned = f"PrecisionDebugger.from_config({str(config)!r}, dump_path=…) (from dumper)"
+        lines += [
+            f"  with torchrun: torchrun [its options] --no-python {run} --dump-path … --config …",
+            f"  ranks started by torch.multiprocessing.spawn: in the worker, {spawned}, then start/step/stop",
+        ]
+    return lines

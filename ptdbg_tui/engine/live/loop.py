@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.notes import NoEntries, NoVerdict, OnPair, Repeated
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.report.words import job_note_text, rank_notice, rank_summary, unpaired_text
+from ptdbg_tui.compare.report.words import (
+    job_note_text,
+    narrowed_arrived_text,
+    rank_notice,
+    rank_summary,
+    side_notice_text,
+    skipped_lines_text,
+    unpaired_text,
+)
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared
 from ptdbg_tui.engine.live.options import LiveOptions
@@ -244,8 +252,9 @@ class LiveEngine:
             found = scan(root)
         except DumpLayoutError as e:
             missing = not os.path.lexists(root)
-            detail = f"waiting for {root} to appear" if missing and self._watcher is not None else str(e)
-            return [], SideStatus(role, str(root), MISSING if missing else NO_DUMP, detail)
+            if missing and self._watcher is not None:  # it may still appear
+                return [], SideStatus(role, str(root), MISSING, waiting=True)
+            return [], SideStatus(role, str(root), MISSING if missing else NO_DUMP, str(e))
         if not found.dumps:
             return [], SideStatus(
                 role,
@@ -278,21 +287,19 @@ class LiveEngine:
         nxt = self._next
         if nxt is None or not self._arrived(nxt):
             return
-        old = f"{self.npu_root} ↔ {self.bench_root}"
+        old = (self.npu_root, self.bench_root)
         self.npu_root, self.bench_root = nxt
         self._next = None
         if self._watcher is not None:
             self._watcher.set_roots([self.npu_root, self.bench_root])
-        self.outbox.notice(
-            f"The narrowed dump arrived: comparing {self.npu_root} ↔ {self.bench_root} in place of {old}."
-        )
+        self.outbox.notice(narrowed_arrived_text((self.npu_root, self.bench_root), old))
 
     def _discover(self) -> None:
         self._switch()
         npu, self._npu_status = self._find("NPU", self.npu_root)
         bench, self._bench_status = self._find("bench", self.bench_root)
         for status in (self._npu_status, self._bench_status):
-            for text in (f"{status.role}: {status.detail}" if status.detail else "", *status.problems):
+            for text in (side_notice_text(status), *status.problems):
                 if text:
                     self._note(text)
         self._refresh_pairs(npu, self._wanted_pairs(npu, bench))
@@ -414,12 +421,7 @@ class LiveEngine:
         the call sidecar), as one notice."""
         side.sidecar_lines()
         if len(side.bad) > side.reported_bad:
-            first = side.bad[side.reported_bad]
-            where = f"line {first.line}: " if first.line else ""
-            self.outbox.notice(
-                f"{side.dump.records}: {len(side.bad) - side.reported_bad} malformed "
-                f"line(s) skipped ({where}{first.reason})"
-            )
+            self.outbox.notice(skipped_lines_text(side.dump.records, side.bad[side.reported_bad :]))
             side.reported_bad = len(side.bad)
 
     def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:

@@ -21,10 +21,18 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, NoReplay, ReplayOff
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
-from ptdbg_tui.compare.report.words import replay_text, repro_verdict_text
+from ptdbg_tui.compare.report.words import (
+    asked_replay_text,
+    budget_ran_out_text,
+    call_not_replayed_text,
+    call_unreadable_text,
+    no_replay_text,
+    replay_stopped_text,
+    repro_written_text,
+)
 from ptdbg_tui.engine.live.pair import PairContext, PairState, Signature
 from ptdbg_tui.engine.live.updates import Outbox
 from ptdbg_tui.engine.replay.replayer import (
@@ -69,7 +77,7 @@ class LiveReplay:
         self._deadline = 0.0  # the current round's budget ends then
         self._scheduled: dict[str, Diagnosis] = {}  # by pair: the two dumps' diagnosis its calls came from
         self._sources: dict[str, tuple[tuple[int, int], SideSource, SideSource]] = {}  # by pair, at versions
-        self._off = ""  # why replay cannot run here (said once)
+        self._off: NoReplay | None = None  # why replay cannot run here (said once)
         self._deaths = 0  # the worker died on this many tasks in a row
         self._ran_out = False  # the current round's budget ran out with calls left
         self._unsent: set[str] = set()  # pairs with replays kept since their diagnosis was last sent
@@ -84,7 +92,7 @@ class LiveReplay:
             try:
                 self._replayer.start()
             except ReplayUnavailable as e:
-                self._stop(str(e))
+                self._stop(NoReplay(ReplayOff.UNAVAILABLE, reason=str(e)))
 
     def ask(self, job: Job) -> None:
         """Replay a call (or write its repro) as soon as the worker is free (any thread)."""
@@ -97,16 +105,16 @@ class LiveReplay:
         return bool(self._queue or self._pending)
 
     @property
-    def why_not(self) -> str:
-        """Why no replay will come on its own to confirm a suspect ("" while one may): the app marks
+    def why_not(self) -> NoReplay | None:
+        """Why no replay will come on its own to confirm a suspect (None while one may): the app marks
         such a culprit unconfirmed, and says why."""
-        if self._off:
+        if self._off is not None:
             return self._off
         if self.budget_s <= 0:
-            return "--replay-budget 0"
+            return NoReplay(ReplayOff.NO_BUDGET)
         if self._ran_out:
-            return "the replay budget ran out"
-        return ""
+            return NoReplay(ReplayOff.RAN_OUT)
+        return None
 
     def step(self, pairs: Mapping[str, PairState], ctx: PairContext, settled: bool) -> bool:
         """Collect the finished tasks, queue the calls of the pairs diagnosed anew once the comparison
@@ -116,9 +124,9 @@ class LiveReplay:
         sent = self._collect(pairs, ctx)
         with self._lock:
             asked, self._asked = self._asked, []
-        if self._off:
+        if self._off is not None:
             for job in asked:
-                self._outbox.notice(f"{job.call}: not replayed — {self._off}")
+                self._outbox.notice(call_not_replayed_text(job.call, no_replay_text(self._off)))
             return sent
         if asked:
             self._start_round()
@@ -174,11 +182,11 @@ class LiveReplay:
             try:
                 future, signature = self._start(job, pair)
             except ReplayUnavailable as e:
-                self._stop(str(e))
+                self._stop(NoReplay(ReplayOff.UNAVAILABLE, reason=str(e)))
                 return
             except OSError as e:  # its call sidecar cannot be read now
                 self.total -= 1
-                self._outbox.notice(f"{job.call}: not replayed — cannot read {reason(e)}")
+                self._outbox.notice(call_unreadable_text(job.call, reason(e)))
                 continue
             self._pending[future] = (job, signature)
             future.add_done_callback(lambda _: self._wake())
@@ -224,7 +232,7 @@ class LiveReplay:
                 self._unsent.add(job.pair)
             if job.asked:
                 asked = True
-                self._outbox.notice(f"{job.call}: {replay_text(replay)}")
+                self._outbox.notice(asked_replay_text(job.call, replay))
         now = time.monotonic()
         sent = bool(self._unsent) and (asked or not self.busy or now - self._sent_at >= SEND_S)
         if sent:
@@ -234,7 +242,7 @@ class LiveReplay:
             self._unsent.clear()
             self._sent_at = now
         if self._deaths >= MAX_DEATHS:
-            self._stop(f"the replay worker died {self._deaths} times in a row")
+            self._stop(NoReplay(ReplayOff.DIED, deaths=self._deaths))
         return sent
 
     def _out_of_budget(self) -> None:
@@ -242,17 +250,14 @@ class LiveReplay:
         self._queue = deque(j for j in self._queue if j.asked)
         self.total -= len(left)
         self._ran_out = True
-        self._outbox.notice(
-            f"Replay: the budget of {self.budget_s:g} s ran out with {len(left)} call(s) not "
-            "replayed (--replay-budget; r replays the selected call)."
-        )
+        self._outbox.notice(budget_ran_out_text(self.budget_s, len(left)))
 
-    def _stop(self, why: str) -> None:
+    def _stop(self, why: NoReplay) -> None:
         """Replay cannot run here: say why once, and queue nothing more."""
         self._off = why
         self._queue.clear()
         self.done = self.total = 0
-        self._outbox.notice(f"Replay is off: {why}")
+        self._outbox.notice(replay_stopped_text(why))
 
 
 def _repro_said(job: Job, future: Future[Any]) -> str:
@@ -265,4 +270,4 @@ def _repro_said(job: Job, future: Future[Any]) -> str:
         return f"{job.call}: not replayable: {e}"
     except Exception as e:  # a bug, or the worker died: this repro is not written, the app goes on
         return f"{job.call}: the repro failed: {type(e).__name__}: {e}"
-    return f"Wrote {written.script} ({repro_verdict_text(written.verdict)}): python {written.script}"
+    return repro_written_text(written.script, written.verdict)

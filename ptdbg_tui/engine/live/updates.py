@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ptdbg_tui.compare.diagnosis.findings import Diagnosis
+from ptdbg_tui.compare.diagnosis.findings import Diagnosis, NoReplay
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.formats.layout import RankDump, Unpaired
@@ -64,16 +64,22 @@ FOUND = "found"  # rank dumps were found
 
 @dataclass(frozen=True)
 class SideStatus:
-    """One side's path as the engine last saw it, with what it lacks in words."""
+    """One side's path as the engine last saw it, and what it lacks (:mod:`ptdbg_tui.compare.report.words`
+    says it)."""
 
     role: str  # "NPU" | "bench"
     path: str
     state: str = MISSING
-    detail: str = ""  # why there is no dump (MISSING, NO_DUMP)
+    detail: str = ""  # why there is no dump (MISSING, NO_DUMP), in the scan's words
     steps: tuple[int | None, ...] = ()
     ranks: tuple[int | None, ...] = ()
     writing: bool = False  # one of its dumps grew within the last quiet_s seconds
     problems: tuple[str, ...] = ()  # folders or files of it that cannot be read now
+    waiting: bool = False  # MISSING, and watched: the folder may still appear
+
+    @property
+    def found(self) -> bool:
+        return self.state == FOUND
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,8 @@ class Progress:
     replayed: int = 0  # calls of the current replay round done
     replaying: int = 0  # calls of the current replay round (done or to do)
     #: why no replay will come to confirm a suspect (no torch, ``--replay-budget 0``, the budget ran out);
-    #: "" while one may
-    replay_off: str = ""
+    #: None while one may
+    replay_off: NoReplay | None = None
 
     @property
     def pending(self) -> int:

@@ -20,7 +20,14 @@ from dataclasses import replace
 from multiprocessing import resource_tracker
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, PARAMETERS, Diagnosis, ReplayRun
+from ptdbg_tui.compare.diagnosis.findings import (
+    NOT_A_KERNEL,
+    PARAMETERS,
+    Diagnosis,
+    PairNotReplayed,
+    ReplayRun,
+    Unreplayed,
+)
 from ptdbg_tui.compare.diagnosis.notes import JobNote, NotReplayed, ReplayCould, Undecided
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import attach_stacks
@@ -33,7 +40,6 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import with_replays
-from ptdbg_tui.compare.report.words import NOT_REACHED, no_verdict_text
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -319,7 +325,7 @@ def replay_pair(
 
 
 #: A pair's replay: the calls chosen and those replayed, or why it was not replayed.
-PairReplay = tuple[list[str], dict[str, CallReplay]] | str
+PairReplay = tuple[list[str], dict[str, CallReplay]] | PairNotReplayed
 
 
 def replay_outcomes(
@@ -351,11 +357,11 @@ def replay_outcomes(
 def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) -> PairReplay:
     """One pair's :func:`replay_pair` within the ``left`` seconds, or why it is not replayed."""
     if o.no_verdict is not None:  # one dump twice, an empty side: both sides' replays say nothing of it
-        return f"not replayed: {no_verdict_text(o.no_verdict)}"
+        return PairNotReplayed(Unreplayed.NO_VERDICT, no_verdict=o.no_verdict)
     if o.npu_tensors is None or o.bench_tensors is None:
-        return "not replayed: the pair was compared from statistics, without tensors"
+        return PairNotReplayed(Unreplayed.STATISTICS)
     if left <= 0:
-        return NOT_REACHED
+        return PairNotReplayed(Unreplayed.BUDGET)
     try:
         return replay_pair(
             worker,
@@ -370,7 +376,7 @@ def _replay_outcome(worker: Replayer, o: PairOutcome, left: float, **kw: Any) ->
             **kw,
         )
     except OSError as e:  # a side's records or call sidecar cannot be read (any more)
-        return f"not replayed: cannot read {reason(e)}"
+        return PairNotReplayed(Unreplayed.UNREADABLE, reason=reason(e))
 
 
 def fold_outcomes(
@@ -383,7 +389,7 @@ def fold_outcomes(
     job = isinstance(outcomes, Outcomes)
     for o, result in zip(outcomes, found, strict=False):
         own = o.dumps if job and o.dumps is not None else o.diagnosis
-        if isinstance(result, str):
+        if isinstance(result, PairNotReplayed):
             d = replace(own, replay=ReplayRun(why_not=result))
         else:
             d = with_replays(own, o.rows, result[1], o.npu.step, chosen=result[0])
