@@ -155,12 +155,14 @@ async def _overview(npu: Path, bench: Path, pairs: int) -> None:
 
     from ptdbg_tui.app.app import PtdbgApp
     from ptdbg_tui.app.overview import OverviewScreen
+    from ptdbg_tui.engine.live.options import LiveOptions
 
     def shown() -> bool:
         screen = app.screen
         return isinstance(screen, OverviewScreen) and screen.query_one(DataTable).row_count == pairs
 
-    app = PtdbgApp(npu, bench)  # as `ptdbg-tui NPU BENCH`: watching, default options
+    # as `ptdbg-tui NPU BENCH`: watching, the command's defaults (--jobs: every core)
+    app = PtdbgApp(npu, bench, LiveOptions(jobs=os.cpu_count() or 1))
     first = 0.0  # the first pair's verdict in the app, seen by a task of its own (a key's press waits)
 
     async def first_verdict() -> None:
