@@ -15,6 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import orjson
+
 from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.pkl_line import decode_line, decode_usual, decode_value, may_hold_surrogates
 from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
@@ -171,6 +173,34 @@ def decode_lines(
 Keyed = tuple[str, V] | BadLine
 
 
+def keyed_usual(
+    text: str, line: int, seen: dict[str, V], from_value: Callable[[Any, int], Keyed[V]]
+) -> tuple[str, V] | None:
+    """:func:`decode_line` of a keyed sidecar line as the tools write it (``["KEY", …]``, the key
+    verbatim) whose value depends on the text after its key alone: a tail decoded before (``seen``)
+    gives that value, only the key read anew; ``None`` for any other line (the caller decodes it)."""
+    if not text.startswith('["'):
+        return None
+    end = text.find('"', 2)
+    if end <= 2:
+        return None
+    key = text[2:end]
+    if "\\" in key or not key.isprintable():  # not verbatim: JSON reads it otherwise
+        return None
+    known = seen.get(text[end:])
+    if known is not None:
+        return key, known
+    try:
+        value = orjson.loads(text)
+    except ValueError:  # NaN, a lone surrogate, bad JSON: json's own words say why
+        return None
+    item = from_value(value, line)
+    if isinstance(item, BadLine) or item[0] != key:
+        return None
+    seen[text[end:]] = item[1]
+    return item
+
+
 class KeyedFollower(Generic[V]):
     """Incremental reader of a JSON-lines sidecar whose lines are items keyed by call (the module
     and call sidecars): complete lines only, the last line of a key wins, malformed lines (and lines
@@ -182,8 +212,13 @@ class KeyedFollower(Generic[V]):
         path: str | os.PathLike[str],
         from_value: Callable[[Any, int], Keyed[V]],
         repair: Callable[[tuple[str, V]], tuple[str, V]],
+        by_tail: bool = False,
     ) -> None:
+        """``by_tail``: an item's value depends on its line's text after the key alone (a module chain:
+        the calls of one module share theirs), so a line whose tail was decoded before takes that value
+        (:func:`keyed_usual`)."""
         self.path = Path(path)
+        self._by_tail = by_tail
         self.items: dict[str, V] = {}
         self.bad: list[BadLine] = []
         self._decode = (
@@ -208,7 +243,8 @@ class KeyedFollower(Generic[V]):
                 self.bad.clear()
             if chunk.too_long:
                 self.bad.append(too_long(chunk, self._lines.chunk))
-            for item in decode_lines(chunk.data, chunk.first_line, *self._decode):
+            usual = partial(keyed_usual, seen={}, from_value=self._decode[0]) if self._by_tail else None
+            for item in decode_lines(chunk.data, chunk.first_line, *self._decode, usual):
                 if isinstance(item, BadLine):
                     self.bad.append(item)
                 elif item is not None:
