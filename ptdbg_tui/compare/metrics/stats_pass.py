@@ -112,7 +112,7 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
         errors = ErrorMeasures(
             rel[k], extremes[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True
         )
-        cells = quads[j]
+        cells: tuple[str, ...] = quads[j]
         if integers and int in map(type, n.stats) and int in map(type, b.stats):
             cells = tuple(map(str, map(sub, n.stats, b.stats)))
         out[k] = Result(cells, "", "", passed, reason, errors=errors)
