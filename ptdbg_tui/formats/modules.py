@@ -59,7 +59,7 @@ class ModuleFollower(KeyedFollower[ModuleChain]):
     """Incremental reader of a module sidecar; malformed lines are kept in ``bad`` and skipped."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(path, _from_value, _shown)
+        super().__init__(path, _from_value, _shown, by_tail=True)
 
     @property
     def chains(self) -> dict[str, ModuleChain]:

@@ -15,6 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import orjson
+
 from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.pkl_line import decode_line, decode_usual, decode_value, may_hold_surrogates
 from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
@@ -134,7 +136,8 @@ def decode_lines(
     Bytes that are not UTF-8 are kept as surrogate escapes (as are JSON's escapes of them), and
     ``repair`` then makes each result safe to show while what names files keeps the exact bytes
     (see :func:`records.undecodable`). ``usual`` decodes a line the way ``from_text`` would, or
-    gives ``None`` for those it leaves to it (a faster way for the lines most files are made of)."""
+    gives ``None`` for those it leaves to it, blank lines among them (a faster way for the lines
+    most files are made of)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -145,30 +148,71 @@ def decode_lines(
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    numbered = [(first + i, ln) for i, ln in enumerate(lines) if ln and not ln.isspace()]  # not blank
-    out: list[T | None] = [None] * len(numbered)
-    rest = list(range(len(numbered)))
     if usual is not None and repair is None:
-        rest = []
-        for k, (n, ln) in enumerate(numbered):
-            result = usual(ln, n)
-            if result is None:
-                rest.append(k)
-            else:
-                out[k] = result
+        out, rest, left = _usual_lines(lines, first, usual)
+    else:
+        left = [(first + i, ln) for i, ln in enumerate(lines) if ln and not ln.isspace()]  # not blank
+        out, rest = [None] * len(left), list(range(len(left)))
     try:
         # One json call for the whole chunk is ~3x faster than one per line; a count mismatch
         # (a line holding two values, or a value split over lines) falls back to line by line.
-        values = json.loads("[" + ",".join(numbered[k][1] for k in rest) + "]")
-        decoded: list[T | None] = [from_value(v, numbered[k][0]) for v, k in zip(values, rest, strict=True)]
+        values = json.loads("[" + ",".join(ln for _, ln in left) + "]")
+        decoded: list[T | None] = [from_value(v, n) for v, (n, _) in zip(values, left, strict=True)]
     except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-        decoded = [from_text(numbered[k][1], numbered[k][0]) for k in rest]
+        decoded = [from_text(ln, n) for n, ln in left]
     for k, got in zip(rest, decoded, strict=True):
         out[k] = got
     return out if repair is None else [None if r is None else repair(r) for r in out]
 
 
+def _usual_lines(
+    lines: list[str], first: int, usual: Callable[[str, int], T | None]
+) -> tuple[list[T | None], list[int], list[tuple[int, str]]]:
+    """What ``usual`` decodes of the lines, a place for each other line that is not blank, where those
+    places are, and those lines (number, text): one pass over the lines (a chunk holds ~10,000)."""
+    out: list[T | None] = []
+    rest: list[int] = []
+    left: list[tuple[int, str]] = []
+    for n, ln in enumerate(lines, first):
+        result = usual(ln, n)  # None for a blank line, which is no record: looked for only then
+        if result is None:
+            if not ln or ln.isspace():
+                continue
+            rest.append(len(out))
+            left.append((n, ln))
+        out.append(result)
+    return out, rest, left
+
+
 Keyed = tuple[str, V] | BadLine
+
+
+def keyed_usual(
+    text: str, line: int, seen: dict[str, V], from_value: Callable[[Any, int], Keyed[V]]
+) -> tuple[str, V] | None:
+    """:func:`decode_line` of a keyed sidecar line as the tools write it (``["KEY", …]``, the key
+    verbatim) whose value depends on the text after its key alone: a tail decoded before (``seen``)
+    gives that value, only the key read anew; ``None`` for any other line (the caller decodes it)."""
+    if not text.startswith('["'):
+        return None
+    end = text.find('"', 2)
+    if end <= 2:
+        return None
+    key = text[2:end]
+    if "\\" in key or not key.isprintable():  # not verbatim: JSON reads it otherwise
+        return None
+    known = seen.get(text[end:])
+    if known is not None:
+        return key, known
+    try:
+        value = orjson.loads(text)
+    except ValueError:  # NaN, a lone surrogate, bad JSON: json's own words say why
+        return None
+    item = from_value(value, line)
+    if isinstance(item, BadLine) or item[0] != key:
+        return None
+    seen[text[end:]] = item[1]
+    return item
 
 
 class KeyedFollower(Generic[V]):
@@ -182,8 +226,13 @@ class KeyedFollower(Generic[V]):
         path: str | os.PathLike[str],
         from_value: Callable[[Any, int], Keyed[V]],
         repair: Callable[[tuple[str, V]], tuple[str, V]],
+        by_tail: bool = False,
     ) -> None:
+        """``by_tail``: an item's value depends on its line's text after the key alone (a module chain:
+        the calls of one module share theirs), so a line whose tail was decoded before takes that value
+        (:func:`keyed_usual`)."""
         self.path = Path(path)
+        self._by_tail = by_tail
         self.items: dict[str, V] = {}
         self.bad: list[BadLine] = []
         self._decode = (
@@ -208,7 +257,8 @@ class KeyedFollower(Generic[V]):
                 self.bad.clear()
             if chunk.too_long:
                 self.bad.append(too_long(chunk, self._lines.chunk))
-            for item in decode_lines(chunk.data, chunk.first_line, *self._decode):
+            usual = partial(keyed_usual, seen={}, from_value=self._decode[0]) if self._by_tail else None
+            for item in decode_lines(chunk.data, chunk.first_line, *self._decode, usual):
                 if isinstance(item, BadLine):
                     self.bad.append(item)
                 elif item is not None:

@@ -257,3 +257,29 @@ def test_repeated_frames_that_hold_a_control_character_stay_shown_as_one_line() 
     assert again.frames == first.frames and again.frames is not first.frames
     assert "\x1b" not in str(again.frames) and "\n" not in again.frames[0].source
     assert same(again, decode_line(text.replace("add_0", "add_1"), 2))
+
+
+MODULE_TAIL = '", [["model.layers.0", "LlamaDecoderLayer"], ["model.layers.0.mlp", "LlamaMLP"]]]'
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["Functional_silu_1", "Torch_add_\\u00e9_0", "Torch_add\t_0", "Torch_add\x1b_0", "", "Tensor_\u00e9_2"],
+)
+def test_module_lines_of_a_seen_tail_read_as_json_reads_them(tmp_path: Path, key: str) -> None:
+    """A module sidecar line whose text after its key was read before takes that chain
+    (:func:`pkl.keyed_usual`); any key json reads otherwise (an escape, a control character, which
+    json refuses) takes json's way, with its words."""
+    from ptdbg_tui.formats.modules import ModuleFollower, _from_value
+
+    lines = ['["Functional_silu_0' + MODULE_TAIL, '["' + key + MODULE_TAIL, '["Torch_mul_3' + MODULE_TAIL]
+    path = tmp_path / "api_stack_dump.modules.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    follower = ModuleFollower(path)
+    items = follower.read(final=True)
+    expected = [decode_line(t, i, decode=_from_value) for i, t in enumerate(lines, 1)]
+    assert items == {e[0]: e[1] for e in expected if not isinstance(e, BadLine)}
+    assert [(b.line, b.reason) for b in follower.bad] == [
+        (e.line, e.reason) for e in expected if isinstance(e, BadLine)
+    ]
+    assert len(items) + len(follower.bad) == 3

@@ -89,7 +89,8 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     kept = np.flatnonzero(agree).tolist()
     # each difference as Python prints it: float64 subtraction is Python's (an integer statistic's is
     # printed as integers subtract, below)
-    texts = float_reprs((npu[kept] - bench[kept]).ravel().tolist())
+    texts = iter(float_reprs((npu[kept] - bench[kept]).ravel().tolist()))
+    quads = list(zip(texts, texts, texts, texts, strict=True))  # a row's four cells
     constants = {d: _constants(d) for d in {dtypes[k] for k in kept}}
     numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
     shared: dict[int, int] = {}  # by the shape's list: most records share the one their reader made
@@ -111,7 +112,7 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
         errors = ErrorMeasures(
             rel[k], extremes[k], npu_norm[k], bench_norm[k], numel, floor, 0, 0, exact, True
         )
-        cells = tuple(texts[4 * j : 4 * j + 4])
+        cells: tuple[str, ...] = quads[j]
         if integers and int in map(type, n.stats) and int in map(type, b.stats):
             cells = tuple(map(str, map(sub, n.stats, b.stats)))
         out[k] = Result(cells, "", "", passed, reason, errors=errors)

@@ -222,10 +222,13 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
     values is a float column (``repr`` of each as a float); a missing value is an empty cell."""
     kinds = set(map(type, values))
     numbers = kinds <= {int, float, type(None)} and kinds & {int, float} and kinds != {int}
-    if numbers and all(_INT_RANGE[0] <= v < _INT_RANGE[1] for v in values if type(v) is int):
+    if numbers and (
+        int not in kinds or all(_INT_RANGE[0] <= v < _INT_RANGE[1] for v in values if type(v) is int)
+    ):
         total = sum(values) if type(None) not in kinds else math.nan  # type: ignore[arg-type]
         if total == total:  # no NaN (inf - inf, which looks like one, takes the way below)
-            return float_reprs(list(map(float, values)))  # type: ignore[arg-type]
+            # a column of floats (nearly every one) as it is, not each float again
+            return float_reprs(values if kinds == _FLOAT else list(map(float, values)))  # type: ignore[arg-type]
         # a missing value: None or a float NaN
         texts = float_reprs([math.nan if v is None else float(v) for v in values])  # type: ignore[arg-type]
         return [None if t == _NAN_REPR else t for t in texts]
@@ -239,6 +242,7 @@ def printed_column(values: Sequence[object]) -> Sequence[object]:
 
 
 _NAN_REPR = repr(math.nan)
+_FLOAT = {float}
 
 
 def write_table(columns: Sequence[str], cells: Cells, out_dir: Folder, suffix: str = "") -> Path:
