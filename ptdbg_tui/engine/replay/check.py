@@ -8,6 +8,7 @@ alike); tensor files are read only where a record's statistics are not finite, o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ptdbg_tui.engine.replay.replayer import (
     INSTALL,
     Replayer,
     ReproInputError,
+    dumps_of,
     one_dump,
     side_source,
     torch_importable,
@@ -30,7 +32,7 @@ from ptdbg_tui.engine.replay.replayer import (
 from ptdbg_tui.formats.budget import OverBudget, check
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
-from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
+from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import DumpReader, open_reader, report_bad
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, data_path, load_tensor, read_tensor
@@ -83,28 +85,16 @@ def check_walk(
     first step where one holds a non-finite value: a NaN that appears at step 4,000 is found without a
     guess of the step (only the origins found are replayed). Raises :class:`CheckInputError` (or
     :class:`ReproInputError`) where the path holds no dump, or a dump cannot be read."""
-    try:
-        found = discover(path)
-    except DumpLayoutError as e:
-        raise CheckInputError(str(e)) from None
-    dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
-    if not dumps:
-        raise CheckInputError(
-            f"{path}: no dump of that step and rank (found {', '.join(d.label for d in found)})"
-        )
-    by_step: dict[int, list[RankDump]] = {}
-    for d in dumps:
-        by_step.setdefault(-1 if d.step is None else d.step, []).append(d)
-    read = 0
-    for n, s in enumerate(sorted(by_step), 1):
-        ranks = sorted(by_step[s], key=lambda d: -1 if d.rank is None else d.rank)
-        read += len(ranks)
-        first = [(d, _check(d, False, background)) for d in ranks]
-        hit = [(d, c) for d, c in first if c.origin is not None] or (first if len(dumps) == 1 else [])
+    dumps = dumps_of(path, step, rank)  # in (step, rank) order
+    read = steps = 0
+    for _, of_step in groupby(dumps, key=lambda d: d.step):
+        steps += 1
+        looked = [_read(d) for d in of_step]
+        read += len(looked)
+        hit = [r for r in looked if r.checked.origin is not None] or (looked if len(dumps) == 1 else [])
         if hit:
-            again = [(d, _check(d, True, background) if replay and c.origin else c) for d, c in hit]
-            return Walk(again, read, n)
-    return Walk([], read, len(by_step))
+            return Walk([(r.dump, r.replayed(replay, background)) for r in hit], read, steps)
+    return Walk([], read, steps)
 
 
 def check_dump(
@@ -113,10 +103,31 @@ def check_dump(
     """Check the one rank dump at or below ``path`` of that step and rank (:func:`one_dump`); raises
     :class:`CheckInputError` (or :class:`ReproInputError`) where it cannot be read. ``background``: the
     replay worker's as :class:`Replayer`'s (under the app)."""
-    return _check(one_dump(path, step, rank), replay, background)
+    return _read(one_dump(path, step, rank)).replayed(replay, background)
 
 
-def _check(dump: RankDump, replay: bool, background: bool) -> Checked:
+@dataclass
+class _Read:
+    """A dump read and its origin found, what its replay needs kept until it is asked for."""
+
+    dump: RankDump
+    reader: DumpReader
+    tensors: list[TensorRecord]
+    stacks: dict[str, StackRecord]
+    tensor_dir: str | None
+    checked: Checked
+
+    def replayed(self, replay: bool, background: bool) -> Checked:
+        """The check, with its origin replayed where it is a kernel's (``replay``: else why not)."""
+        origin = self.checked.origin
+        if origin is not None and origin.kind == OriginKind.KERNEL:
+            origin.not_replayed = _replay(
+                origin, self.tensors, self.stacks, self.reader, self.tensor_dir, replay, background
+            )
+        return self.checked
+
+
+def _read(dump: RankDump) -> _Read:
     reader = open_reader(dump)
     tensors: list[TensorRecord] = []
     stacks: dict[str, StackRecord] = {}
@@ -140,9 +151,7 @@ def _check(dump: RankDump, replay: bool, background: bool) -> Checked:
     if origin is not None:
         origin.module = _module(reader, tensors, origin.call)
         report_bad(reader, bad)
-    if origin is not None and origin.kind == OriginKind.KERNEL:
-        origin.not_replayed = _replay(origin, tensors, stacks, reader, tensor_dir, replay, background)
-    return Checked(origin, bad)
+    return _Read(dump, reader, tensors, stacks, tensor_dir, Checked(origin, bad))
 
 
 def _module(reader: DumpReader, tensors: list[TensorRecord], call: str) -> str:

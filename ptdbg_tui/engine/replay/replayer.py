@@ -422,17 +422,34 @@ def origin_of(dump: RankDump, stack: StackRecord | None) -> Origin:
     return Origin(str(dump.records), dump.label, where)
 
 
+def dumps_of(path: str, step: int | None, rank: int | None) -> list[RankDump]:
+    """The rank dumps at or below ``path`` of that step and rank (None: any), in step and rank order;
+    raises :class:`ReproInputError` where there is none."""
+    return _dumps_of(path, step, rank)[1]
+
+
 def one_dump(path: str, step: int | None, rank: int | None) -> RankDump:
     """The one rank dump at or below ``path`` of that step and rank."""
+    found, dumps = _dumps_of(path, step, rank)
+    if len(dumps) != 1:
+        raise ReproInputError(
+            f"{path}: several dumps: pick one with --step, --rank (found {', '.join(d.label for d in found)})"
+        )
+    return dumps[0]
+
+
+def _dumps_of(path: str, step: int | None, rank: int | None) -> tuple[list[RankDump], list[RankDump]]:
+    """Every rank dump at or below ``path``, and those of that step and rank (at least one)."""
     try:
         found = discover(path)
     except DumpLayoutError as e:
         raise ReproInputError(str(e)) from None
     dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
-    if len(dumps) != 1:
-        what = "no dump of that step and rank" if not dumps else "several dumps: pick one with --step, --rank"
-        raise ReproInputError(f"{path}: {what} (found {', '.join(d.label for d in found)})")
-    return dumps[0]
+    if not dumps:
+        raise ReproInputError(
+            f"{path}: no dump of that step and rank (found {', '.join(d.label for d in found)})"
+        )
+    return found, dumps
 
 
 def named_call(records: Sequence[TensorRecord], call: str) -> str:
