@@ -284,3 +284,35 @@ def test_a_rescan_that_finds_nothing_new_tells_the_app_nothing_new(tmp_path, mak
     again = taken[first:]
     assert all(not u.pairs for u in again)
     assert [u.progress.done for u in again if u.progress is not None] in ([], [True]), again
+
+
+def test_a_watched_engine_that_settled_says_done_and_then_nothing(tmp_path, make_dump):
+    """The notification's rate limit holds the last pass's 'done' back a moment; the next pass, finding
+    nothing, replaced it with 'comparing' before it went out, pass after pass: a settled comparison
+    never said it was done (the app waited for good, on an idle machine)."""
+    npu, bench = _two_sides(tmp_path, make_dump)
+    taken: list[EngineUpdate] = []
+    done, rescans = threading.Event(), threading.Semaphore(0)
+
+    class Counted(LiveEngine):
+        def _rescan(self) -> None:
+            super()._rescan()
+            rescans.release()
+
+    def take() -> None:  # as the app does, at each notification
+        if (update := engine.outbox.take()) is not None:
+            taken.append(update)
+            if update.progress is not None and update.progress.done:
+                done.set()
+
+    options = LiveOptions(watch=True, quiet_s=0.0, rescan_s=0.02, flush_s=0.5)  # a pass is far shorter
+    engine = Counted(npu, bench, options, take)
+    engine.start()
+    try:
+        assert done.wait(20), f"never done: {[u.progress for u in taken]}"
+        after = len(taken)
+        for _ in range(30):  # the rescans after it, each with its pass and flush
+            assert rescans.acquire(timeout=10)
+        assert taken[after:] == [], "an idle engine has nothing to tell"
+    finally:
+        engine.stop()

@@ -399,9 +399,10 @@ class LiveEngine:
         return due
 
     def _send_news(self) -> None:
-        """What a pass found so far, with the progress, before the pass ends; nothing when it found
-        nothing (a rescan of quiet dumps must not send 'comparing' and then 'done' again)."""
-        if self.outbox.pending():
+        """The rows a pass found so far, with the progress, before the pass ends; nothing when it found
+        none. A progress or notice still held back by the rate limit is no reason: a pass that found
+        nothing would replace the last pass's 'done' with 'comparing', every pass, for good."""
+        if self.outbox.pair_news():
             self._progress(done=False)
             self.outbox.flush()
 

@@ -132,6 +132,7 @@ class Outbox:
         self._update = EngineUpdate()
         self._posted = False
         self._last = 0.0
+        self._progress: Progress | None = None  # the last one put: the same again is no news
 
     def put_rows(self, info: PairInfo, upserts: dict[str, Placed], removes: set[str]) -> None:
         with self._lock:
@@ -157,7 +158,8 @@ class Outbox:
 
     def put_progress(self, progress: Progress) -> None:
         with self._lock:
-            self._update.progress = progress
+            if progress != self._progress:
+                self._progress = self._update.progress = progress
 
     def put_ranks(self, summary: tuple[str, ...]) -> None:
         with self._lock:
@@ -175,10 +177,10 @@ class Outbox:
         delta.info = info
         return delta
 
-    def pending(self) -> bool:
-        """Whether news waits for the app."""
+    def pair_news(self) -> bool:
+        """Whether rows, verdicts or pairs wait for the app (the progress and notices aside)."""
         with self._lock:
-            return bool(self._update)
+            return bool(self._update.pairs or self._update.dropped)
 
     def flush(self, force: bool = False) -> bool:
         """Notify the app if there is news and the last notification is old enough.
