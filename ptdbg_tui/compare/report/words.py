@@ -89,10 +89,11 @@ from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
-from ptdbg_tui.compare.matching.pairing import ended_early
+from ptdbg_tui.compare.matching.pairing import AutoAligned, ended_early
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.report.match_words import auto_aligned_text, tail_text
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
@@ -137,7 +138,7 @@ class PairReport(Protocol):
     @property
     def match(self) -> str: ...
     @property
-    def match_note(self) -> str: ...
+    def match_note(self) -> AutoAligned | None: ...
     @property
     def no_verdict(self) -> NoVerdict | None: ...
     @property
@@ -962,8 +963,8 @@ def summary_text(o: PairReport) -> str:
     ]
     if o.no_verdict is not None:  # said first: the counts above hold, but they say nothing about the NPU run
         lines.append(f"  No verdict: {no_verdict_text(o.no_verdict)}")
-    if o.match_note:
-        lines.append(f"  matching: {o.match} — {o.match_note}")
+    if o.match_note is not None:
+        lines.append(f"  matching: {o.match} — {auto_aligned_text(o.match_note)}")
     if o.no_verdict is None:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
@@ -997,7 +998,7 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     received = o.diagnosis.received
     notes = [received_text(received)] if received is not None and o.no_verdict is None else []
     if (tail := ended_early(o.rows)) is not None:
-        notes.append(tail.note)
+        notes.append(tail_text(tail))
     culprit = o.diagnosis.culprit
     if (
         culprit is not None
