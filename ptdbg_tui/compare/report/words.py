@@ -36,6 +36,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     StillRandom,
     TwoDumps,
     Undumped,
+    Unjudged,
     Written,
     WrittenChange,
 )
@@ -256,9 +257,14 @@ def judgement_text(j: Judgement) -> str:
     return f"{words}: {score}" if score else words
 
 
+def unjudged_text(why: Unjudged | None) -> str:
+    """Why a call was not judged (``""``: no reason was recorded)."""
+    return why.value if why is not None else ""
+
+
 def call_evidence_text(e: CallEvidence) -> str:
     """The verdict on one call in words, or why there is none (the detail panel shows it)."""
-    return judgement_text(e.judgement) if e.judgement is not None else e.why_not
+    return judgement_text(e.judgement) if e.judgement is not None else unjudged_text(e.why_not)
 
 
 def unexplained_text(u: Unexplained) -> str:
@@ -271,7 +277,7 @@ def unexplained_text(u: Unexplained) -> str:
     elif u.verdict is None:
         why = "its call was not judged"
     elif u.verdict.judgement is None:
-        why = f"its call was not judged: {u.verdict.why_not}"
+        why = f"its call was not judged: {unjudged_text(u.verdict.why_not)}"
     else:
         why = f"its call's inputs already carry the error ({call_evidence_text(u.verdict)})"
     extra = f"; before it, calls only the NPU run made: {', '.join(u.npu_only)}" if u.npu_only else ""
@@ -560,7 +566,7 @@ def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | D
     if isinstance(e, Arguments):
         return arguments_text(e.values)
     if isinstance(e, TwoDumps):
-        return f"the two dumps: {e.why_not}" if e.why_not else "not judged"
+        return f"the two dumps: {unjudged_text(e.why_not)}" if e.why_not is not None else "not judged"
     if isinstance(e, Checksums):
         text = f"{e.tensor}: checksum {e.npu} against {e.bench}; every input's checksum is equal"
         return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}" if e.statistics else text
