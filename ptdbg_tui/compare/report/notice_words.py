@@ -87,10 +87,6 @@ def worker_fault_text(f: WorkerFault) -> str:
     return f"No worker of the cluster can read {' and '.join(f.dirs)}.{lost}"
 
 
-#: The caveat of a pair whose tensor file holds another dtype than recorded.
-DTYPE_HELD_CAVEAT = "a tensor file's dtype differs from the recorded one"
-
-
 def dtype_held_text(d: DtypeHeld) -> str:
     return f"Dump file {d.file} holds {d.held} data but the dump records {d.recorded}."
 

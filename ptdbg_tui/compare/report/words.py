@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.differences import (
     DataShapes,
     HyperparametersDiffer,
@@ -255,6 +254,10 @@ def judgement_text(j: Judgement) -> str:
     4e-06: ×60,000``."""
     words, score = judgement_parts(j)
     return f"{words}: {score}" if score else words
+
+
+#: What a checksum cannot tell, said wherever one alone names a call.
+BITS_NOT_HOW_FAR = "a checksum tells that the bits differ, not by how much"
 
 
 def unjudged_text(why: Unjudged | None) -> str:

@@ -27,9 +27,10 @@ from ptdbg_tui.compare.metrics.cells import MSG_TRANSPOSED, join_messages
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.settled import add_fuzzy, error_result
 from ptdbg_tui.compare.metrics.verdict import with_caveat
+from ptdbg_tui.compare.metrics.why import Fixed
 from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.notices import CompareFailed, DtypeHeld, Error, Uncompared
-from ptdbg_tui.compare.report.notice_words import DTYPE_HELD_CAVEAT, dtype_held_text, worker_fault_text
+from ptdbg_tui.compare.report.notice_words import dtype_held_text, worker_fault_text
 from ptdbg_tui.formats.tensorfile import (
     FILE_ERRORS,
     TensorHeader,
@@ -153,7 +154,7 @@ def _dtype_notes(task: CompareTask, hn: TensorHeader, hb: TensorHeader) -> list[
 def _with_notes(result: Result, notes: Sequence[str]) -> Result:
     if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
         result.message = join_messages([result.message, *notes])
-        result.status, result.reason = with_caveat(result.status, result.reason, DTYPE_HELD_CAVEAT)
+        result.status, result.reason = with_caveat(result.status, result.reason, Fixed.FILE_DTYPE)
     return result
 
 
