@@ -11,7 +11,9 @@ prose.
 And no code outside the report layer makes a sentence: a string literal or f-string of words (two words
 with a space between them) in ``compare`` (but ``compare/report``) or ``engine`` is a sentence built
 outside the words modules, unless it is a docstring, the message of an exception or an assertion, a
-log line, an enum's value or a type annotation, or :data:`LEFT` names it with its reason.
+log line, an enum's value or a type annotation, or :data:`LEFT` names it with its reason. The app and the
+CLI show words (their own labels and help beside the report's), and ``formats`` parses: neither is
+checked here.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ import ptdbg_tui
 
 PACKAGE = Path(ptdbg_tui.__file__).parent
 #: Where the sentences are made, and may be taken apart again.
-WORDS = {PACKAGE / "compare" / "report" / "words.py", PACKAGE / "compare" / "report" / "monitor_words.py"}
+WORDS = {
+    PACKAGE / "compare" / "report" / name
+    for name in ("words.py", "monitor_words.py", "notice_words.py", "match_words.py", "metric_words.py")
+}
 #: Readers of dump text, which is what they parse.
 READERS = PACKAGE / "formats"
 #: Methods that read a string's content (``strip``, ``lower`` only normalise it).
@@ -167,9 +172,9 @@ _LOGS = frozenset({"debug", "info", "warning", "error", "exception", "critical"}
 
 #: Modules left to make their own sentences, and why.
 LEFT_MODULES = {
-    # the files a repro is: Python source written by repro.py, run by repro_main.py, apart from the report
+    # a repro is a file of its own: Python source written by repro.py, its console run by repro_main.py
     "compare/replay/repro.py": "writes a repro's Python source (its code and docstring), not report words",
-    "compare/replay/repro_main.py": "the repro script's own output, run without the package's report layer",
+    "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
     # the replay's reasons (NotReplayable.reason, Refused, CallReplay's npu/bench/lacking) are still
     # sentences from the plan to the words: typing them is a change of its own
     "compare/replay/plan.py": "the replay's reasons: not typed yet",
@@ -179,8 +184,8 @@ LEFT_MODULES = {
     "compare/diagnosis/replay_outcome.py": "the replay's reasons (CallReplay.lacking): not typed yet",
     "engine/replay/check.py": "the replay's reasons: not typed yet",
     "engine/replay/replayer.py": "the replay's reasons, and the install hint of a missing torch",
-    # the original's Err_message cells, byte for byte, and the reasons composed with them
-    "compare/metrics/cells.py": "the original tool's Err_message cells: the CSV's fixed vocabulary",
+    # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
+    "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
 }
 #: Single strings left, and why.
 LEFT = {

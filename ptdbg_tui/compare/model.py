@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
-    from ptdbg_tui.compare.metrics.why import Reason
+    from ptdbg_tui.compare.reasons import Reason
 
 
 class Status(enum.Enum):

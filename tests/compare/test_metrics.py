@@ -9,8 +9,8 @@ import pytest
 
 from ptdbg_tui.compare.metrics import cells
 from ptdbg_tui.compare.metrics.accumulator import CHUNK, HISTOGRAM_EDGES, compare_arrays
-from ptdbg_tui.compare.metrics.why import Close, TensorShapes
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import Close, TensorShapes
 from ptdbg_tui.compare.report.metric_words import reason_text
 
 F32 = "torch.float32"

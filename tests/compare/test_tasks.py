@@ -10,8 +10,8 @@ import pytest
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import MSG_FUZZY, MSG_NO_BENCH, MSG_NO_NPU, MSG_TRANSPOSED
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
-from ptdbg_tui.compare.metrics.why import StatDiffers
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.reasons import StatDiffers
 from ptdbg_tui.compare.report.metric_words import reason_text
 from ptdbg_tui.engine.workers.tasks import READ_CHUNK, run_task, task_for
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ptdbg_tui.compare.metrics.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
-from ptdbg_tui.compare.metrics.why import Caveated, CosineUnreadable, Fixed, NoVerdict, Rule, Thresholds
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import Caveated, CosineUnreadable, Fixed, NoVerdict, Rule, Thresholds
 from ptdbg_tui.compare.report.metric_words import reason_text
 
 

@@ -14,8 +14,8 @@ import torch
 from dumper import PrecisionDebugger
 from dumper.faults import replaced
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
-from ptdbg_tui.compare.metrics.why import ChecksumsDifferBut, Fixed
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import ChecksumsDifferBut, Fixed
 from ptdbg_tui.compare.report.words import finding, summary_text
 from ptdbg_tui.engine.batch import Outcomes, compare_dumps
 from ptdbg_tui.engine.narrow import narrowing_of, write_narrowing

@@ -42,8 +42,8 @@ from ptdbg_tui.compare.metrics.errors import measures, scalar_measures, trim_cou
 from ptdbg_tui.compare.metrics.numpy_pass import BLOCK, numpy_pass
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.verdict import accuracy_rule, is_close, status_for
-from ptdbg_tui.compare.metrics.why import TensorShapes
 from ptdbg_tui.compare.model import Result, Status
+from ptdbg_tui.compare.reasons import TensorShapes
 
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).

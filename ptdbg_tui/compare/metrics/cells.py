@@ -2,7 +2,7 @@
 
 Kept in one place so the metrics, the verdict and the CSV writer print exactly the same strings: the
 Err_message cells are the original's words and ours beside them, the CSV's vocabulary (a row's Status
-says why in :mod:`.why`'s values).
+says why in :mod:`ptdbg_tui.compare.reasons`'s values).
 """
 
 from __future__ import annotations

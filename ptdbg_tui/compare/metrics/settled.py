@@ -25,9 +25,9 @@ from ptdbg_tui.compare.metrics.cells import (
 )
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors
 from ptdbg_tui.compare.metrics.verdict import stats_verdict, with_caveat
-from ptdbg_tui.compare.metrics.why import ChecksumsDiffer, ChecksumsDifferBut, Fixed, Reason
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.ops import OVERWRITING_OPS
+from ptdbg_tui.compare.reasons import ChecksumsDiffer, ChecksumsDifferBut, Fixed, Reason
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord, stat_value
 

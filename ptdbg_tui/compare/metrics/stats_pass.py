@@ -18,8 +18,8 @@ import numpy as np
 from ptdbg_tui.compare.metrics.errors import exact_dtype, floor_of
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
-from ptdbg_tui.compare.metrics.why import Agreed
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.compare.reasons import Agreed
 from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
 

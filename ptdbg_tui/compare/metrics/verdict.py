@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
-from ptdbg_tui.compare.metrics.why import (
+from ptdbg_tui.compare.model import Row, Status, same_shape
+from ptdbg_tui.compare.reasons import (
     Agreed,
     Caveat,
     Caveated,
@@ -28,7 +29,6 @@ from ptdbg_tui.compare.metrics.why import (
     StatUnequal,
     Thresholds,
 )
-from ptdbg_tui.compare.model import Row, Status, same_shape
 from ptdbg_tui.formats.records import TensorRecord
 
 #: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or

@@ -1,4 +1,4 @@
-"""The words of why a row has its Status (:mod:`ptdbg_tui.compare.metrics.why`): the detail panel's
+"""The words of why a row has its Status (:mod:`ptdbg_tui.compare.reasons`): the detail panel's
 reason, naming the threshold or the statistic that decided."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ptdbg_tui.compare.metrics.verdict import CLOSE_RTOL, COS_FLOOR, COS_LOW, MAE_CEIL, MAE_LOW
-from ptdbg_tui.compare.metrics.why import (
+from ptdbg_tui.compare.reasons import (
     Agreed,
     Caveat,
     Caveated,

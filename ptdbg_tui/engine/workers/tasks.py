@@ -27,9 +27,9 @@ from ptdbg_tui.compare.metrics.cells import MSG_TRANSPOSED, join_messages
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.settled import add_fuzzy, error_result
 from ptdbg_tui.compare.metrics.verdict import with_caveat
-from ptdbg_tui.compare.metrics.why import Fixed
 from ptdbg_tui.compare.model import Result, Row
 from ptdbg_tui.compare.notices import CompareFailed, DtypeHeld, Error, Uncompared
+from ptdbg_tui.compare.reasons import Fixed
 from ptdbg_tui.compare.report.notice_words import dtype_held_text, worker_fault_text
 from ptdbg_tui.formats.tensorfile import (
     FILE_ERRORS,

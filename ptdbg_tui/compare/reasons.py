@@ -2,8 +2,9 @@
 applied with its figures, the caveats that turn a pass into a warning. The words are
 :func:`ptdbg_tui.compare.report.metric_words.reason_text`'s.
 
-A ``str`` where a reason or a caveat is expected is a row's Err_message (:mod:`.cells`): the message
-of a row that could not be compared is its reason, and a message such as a dtype mismatch is a caveat.
+A ``str`` where a reason or a caveat is expected is a row's Err_message
+(:mod:`ptdbg_tui.compare.metrics.cells`): the message of a row that could not be compared is its reason,
+and a message such as a dtype mismatch is a caveat.
 """
 
 from __future__ import annotations
