@@ -7,18 +7,29 @@ The check reads the package's source with ``ast``: a string method that reads co
 finding's text (``verdict``, ``evidence``, ``why_not``, ``reason``, ``detail``, ``*_text``, what
 ``finding(s)`` returns, …). ``formats`` is left out: it parses the dump files it reads, and writes no
 prose.
+
+And no code outside the report layer makes a sentence: a string literal or f-string of words (two words
+with a space between them) in ``compare`` (but ``compare/report``) or ``engine`` is a sentence built
+outside the words modules, unless it is a docstring, the message of an exception or an assertion, a
+log line, an enum's value or a type annotation, or :data:`LEFT` names it with its reason. The app and the
+CLI show words (their own labels and help beside the report's), and ``formats`` parses: neither is
+checked here.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import ptdbg_tui
 
 PACKAGE = Path(ptdbg_tui.__file__).parent
 #: Where the sentences are made, and may be taken apart again.
-WORDS = {PACKAGE / "compare" / "report" / "words.py", PACKAGE / "compare" / "report" / "monitor_words.py"}
+WORDS = {
+    PACKAGE / "compare" / "report" / name
+    for name in ("words.py", "monitor_words.py", "notice_words.py", "match_words.py", "metric_words.py")
+}
 #: Readers of dump text, which is what they parse.
 READERS = PACKAGE / "formats"
 #: Methods that read a string's content (``strip``, ``lower`` only normalise it).
@@ -149,3 +160,149 @@ reason = reason.strip()
         "7: texts.endswith(…)",
         "8: replay.startswith(…)",
     ]
+
+
+#: Where findings become words: the report layer.
+REPORT = PACKAGE / "compare" / "report"
+#: The layers whose values the report layer says: they hold names, numbers and paths, no sentences.
+VALUES = (PACKAGE / "compare", PACKAGE / "engine")
+#: Two words and the space between them.
+_WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")
+_LOGS = frozenset({"debug", "info", "warning", "error", "exception", "critical"})
+
+#: Modules left to make their own sentences, and why.
+LEFT_MODULES = {
+    # a repro is a file of its own: Python source written by repro.py, its console run by repro_main.py
+    "compare/replay/repro.py": "writes a repro's Python source (its code and docstring), not report words",
+    "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
+    # the replay's reasons (NotReplayable.reason, Refused, CallReplay's npu/bench/lacking) are still
+    # sentences from the plan to the words: typing them is a change of its own
+    "compare/replay/plan.py": "the replay's reasons: not typed yet",
+    "compare/replay/run.py": "the replay's reasons: not typed yet",
+    "compare/replay/calls.py": "the replay's reasons: not typed yet",
+    "compare/replay/nonfinite.py": "the replay's reasons: not typed yet",
+    "compare/diagnosis/replay_outcome.py": "the replay's reasons (CallReplay.lacking): not typed yet",
+    "engine/replay/check.py": "the replay's reasons: not typed yet",
+    "engine/replay/replayer.py": "the replay's reasons, and the install hint of a missing torch",
+    # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
+    "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
+}
+#: Single strings left, and why.
+LEFT = {
+    ("compare/diagnosis/diagnose.py", "bench only: "): "a key's prefix, never shown",
+    ("compare/monitor/rule.py", "lr group {}"): "a series' name, as the monitor's files name it",
+    ("engine/callpath.py", "Other entries"): "a label of the app's tree",
+    ("engine/callpath.py", "noise · the dump tool's own: its detach calls, calls inside the backward"): (
+        "a label of the app's tree"
+    ),
+    ("engine/live/updates.py", "no dump"): "a side's state, a value",
+    ("engine/workers/cluster.py", 'pip install "ptdbg-tui[cluster]"'): "a command, said in an exception",
+    ("engine/narrow.py", " … ({} in all)"): "part of NarrowError's message",
+    ("engine/narrow.py", "no call introduces an error beyond rounding and no entry fails"): (
+        "part of NothingToNarrow's message"
+    ),
+    ("engine/narrow.py", "see above"): "part of NothingToNarrow's message",
+}
+
+
+def _exempt(tree: ast.AST) -> set[int]:
+    """The nodes whose strings are no report words: docstrings, exception, assertion and log messages,
+    enum values, annotations, and the parts of an f-string (the f-string is looked at whole)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            out.add(id(body[0].value))
+        inside: ast.AST | None = None
+        if (
+            isinstance(node, ast.Raise | ast.Assert)
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _LOGS
+            )
+            or (isinstance(node, ast.ClassDef) and any(_name(b).endswith("Enum") for b in node.bases))
+        ):
+            inside = node
+        elif isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            inside = node.annotation
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None:
+            inside = node.returns
+        elif isinstance(node, ast.JoinedStr):
+            out.update(id(v) for v in node.values)
+        if inside is not None:
+            out.update(id(n) for n in ast.walk(inside))
+    return out
+
+
+def built_sentences(source: str) -> list[tuple[int, str]]:
+    """Each string of words ``source`` makes outside :func:`_exempt`: (line, text, ``{}`` for each value
+    an f-string puts in)."""
+    tree = ast.parse(source)
+    exempt = _exempt(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in exempt:
+            continue
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        else:
+            continue
+        if _WORDS.search(text):
+            found.append((node.lineno, str(text)))
+    return sorted(found)
+
+
+def test_no_sentence_is_built_outside_the_report_layer() -> None:
+    offenders = []
+    for path in sorted(p for root in VALUES for p in root.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if REPORT in path.parents or where in LEFT_MODULES:
+            continue
+        offenders += [
+            f"{where}:{line}: {text!r}"
+            for line, text in built_sentences(path.read_text(encoding="utf-8"))
+            if (where, text) not in LEFT
+        ]
+    assert not offenders, (
+        "sentences built outside the words (make them values, and the words in compare/report):\n"
+        + "\n".join(offenders)
+    )
+
+
+def test_what_is_left_is_still_there() -> None:
+    """Each exception on the lists still exists: one fixed is taken off them."""
+    for where in LEFT_MODULES:
+        assert built_sentences((PACKAGE / where).read_text(encoding="utf-8")), where
+    for where, text in LEFT:
+        assert text in {t for _, t in built_sentences((PACKAGE / where).read_text(encoding="utf-8"))}, where
+
+
+def test_the_sentence_check_sees_prose_and_lets_values_be() -> None:
+    source = """
+\"\"\"A module's docstring, in words.\"\"\"
+import logging
+from enum import Enum
+log = logging.getLogger(__name__)
+class Why(Enum):
+    NO_BUDGET = "no budget"
+def f(e: "Error | None", name: str) -> "tuple[str, str]":
+    \"\"\"A docstring.\"\"\"
+    error = f"cannot read {name}"
+    notice = "The comparison engine stopped."
+    key = f"{name} vs {name}"
+    log.warning("reading %s failed", name)
+    assert name, "a name is needed"
+    if not name:
+        raise ValueError(f"no such name {name}")
+    return f"input.{name}", "loss_scale"
+"""
+    assert built_sentences(source) == [(10, "cannot read {}"), (11, "The comparison engine stopped.")]

@@ -24,6 +24,7 @@ from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, RANDOM
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.report.csv_ptdbg import header
+from ptdbg_tui.compare.report.metric_words import reason_text
 from ptdbg_tui.compare.report.words import (
     call_evidence_text,
     finding,
@@ -227,12 +228,12 @@ def leaf_detail(leaf: Node, model: TreeModel, styles: Styles, width: int = 100) 
     elif not_compared(row):
         parts.append(
             Text(
-                f"· not compared — {result.reason or 'no tensor data: nothing to compare'}",
+                f"· not compared — {reason_text(result.reason) or 'no tensor data: nothing to compare'}",
                 style=styles.get(NEUTRAL, Style()),
             )
         )
     else:
-        parts.append(status_text(result.status, styles, result.reason))
+        parts.append(status_text(result.status, styles, reason_text(result.reason)))
     call = model.call_of(leaf)
     replay = model.replay_of(call) if call is not None else None
     if call is not None and replay is not None:

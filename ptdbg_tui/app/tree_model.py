@@ -18,6 +18,7 @@ from ptdbg_tui.compare.diagnosis.findings import CallEvidence, Diagnosis, Suspec
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import checksummed
+from ptdbg_tui.compare.report.match_words import misfits_text
 from ptdbg_tui.engine.callpath import MODEL, Seg, of_the_model
 from ptdbg_tui.engine.live.updates import EngineUpdate, MatchNote, PairInfo, Placed, Progress
 from ptdbg_tui.formats.records import StackRecord
@@ -608,8 +609,8 @@ class TreeModel:
     def match_hint(self) -> str:
         """A suggestion to switch the matching when the current one pairs badly (first pair that does)."""
         for m in self.matches.values():
-            if m.advice:
-                return f"m → align? ({m.advice})"
+            if m.advice is not None:
+                return f"m → align? ({misfits_text(m.advice)})"
         return ""
 
     def call_rows(self, call: Node) -> list[Row]:

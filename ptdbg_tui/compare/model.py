@@ -9,8 +9,12 @@ import enum
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
+
+if TYPE_CHECKING:
+    from ptdbg_tui.compare.reasons import Reason
 
 
 class Status(enum.Enum):
@@ -91,7 +95,7 @@ class Result:
     accuracy: str  # "Yes" | "No" | "Nan" | "Unmatched"; "" in summary mode
     message: str  # Err_message (every message, unlike the original which overwrites some)
     status: Status
-    reason: str = ""  # why it is not a pass, naming the threshold, for the detail panel
+    reason: Reason = ""  # why it is not a pass, naming the threshold (report.metric_words says it)
     cosine: float | None = None
     max_abs: float | None = None
     max_rel: float | None = None

@@ -31,7 +31,7 @@ from ptdbg_tui.compare.diagnosis.notes import (
     Unread,
 )
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank
-from ptdbg_tui.compare.matching.pairing import MODES
+from ptdbg_tui.compare.matching.pairing import MODES, AutoAligned
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.words import job_note_text, unpaired_text
@@ -88,7 +88,7 @@ class PairOutcome:
     csv: Path | None = None
     advisor: Path | None = None  # advisor_<ts>.txt, once written
     match: str = "exact"  # the matching used (``auto`` resolved)
-    match_note: str = ""  # why ``auto`` chose it, when it did not match exactly
+    match_note: AutoAligned | None = None  # why ``auto`` chose it, when it did not match exactly
     no_verdict: NoVerdict | None = (
         None  # why its rows say nothing of the NPU run (one dump twice, a side empty)
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
+from ptdbg_tui.compare.diagnosis.evidence import Unjudged
 from ptdbg_tui.compare.diagnosis.findings import CallEvidence
 from ptdbg_tui.compare.diagnosis.notes import Sidecar, Unread
 from ptdbg_tui.compare.matching.pairing import attach_stacks, match_records, model_rows
@@ -130,7 +131,9 @@ def test_a_diagnosis_pickles_whole_with_its_calls_evidence(tmp_path):
 
     d = diagnose(model_rows(_compared_seed(tmp_path)))
     d.notes.append(Unread(sidecar=Sidecar.CALLS, reason="a note"))
-    d.calls["Torch_x_0_forward"] = CallEvidence("Torch_x_0_forward", "forward", None, "inputs not compared")
+    d.calls["Torch_x_0_forward"] = CallEvidence(
+        "Torch_x_0_forward", "forward", None, Unjudged.INPUTS_NOT_COMPARED
+    )
     assert any(e.judgement for e in d.calls.values())
     back = pickle.loads(pickle.dumps(d, pickle.HIGHEST_PROTOCOL))
     assert back.calls == d.calls and list(back.calls) == list(d.calls)

@@ -11,6 +11,7 @@ import pytest
 from ptdbg_tui.compare.matching import pairing
 from ptdbg_tui.compare.matching.align import align
 from ptdbg_tui.compare.matching.pairing import attach_stacks, choose_match, match_records
+from ptdbg_tui.compare.report.match_words import auto_aligned_text, misfits_text
 from ptdbg_tui.formats.dialects import DIALECTS, ORIGINAL_PTDBG, OURS
 from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.records import StackRecord
@@ -211,34 +212,37 @@ def test_auto_aligns_a_fused_call_against_its_decomposition_and_says_so(record):
         "Torch_matmul_1_forward_output",
     ) in _pairs(exact.rows)  # shapes 4 against 5
     auto = choose_match(npu, bench)
-    assert auto.mode == "align" and auto.note.startswith("calls aligned automatically (exact names left")
+    assert auto.mode == "align" and auto.note is not None and auto.note.shapes
+    assert auto_aligned_text(auto.note).startswith("calls aligned automatically (exact names left")
     assert ("Torch_matmul_1_forward_output", "Torch_matmul_2_forward_output") in _pairs(auto.rows)
     assert ("Torch_relu_0_forward_output", "Torch_relu_0_forward_output") in _pairs(auto.rows)
     same = choose_match(npu, npu)
-    assert (same.mode, same.note) == ("exact", "")
+    assert (same.mode, same.note) == ("exact", None)
 
 
 def test_match_advice_names_unpaired_entries_and_shape_mismatches(record):
-    from ptdbg_tui.compare.matching.pairing import match_advice
+    from ptdbg_tui.compare.matching.pairing import Misfits, match_advice
 
     npu = [record("Torch_add_0_forward_output"), record("Torch_add_1_forward_output", shape=[3])]
     bench = [record("Torch_add_0_forward_output")]
-    assert match_advice(choose_match(npu, bench, "exact")) == "1 unpaired"
-    assert match_advice(choose_match(npu, bench, "align")) == "", "align is what it suggests"
-    assert match_advice(choose_match(bench, bench, "exact")) == ""
-    assert match_advice(choose_match(npu, [], "exact")) == "", "nothing to pair with: no matching helps"
-    assert match_advice(choose_match([], bench, "exact")) == ""
+    assert match_advice(choose_match(npu, bench, "exact")) == Misfits(unpaired=1, shapes=0)
+    assert misfits_text(Misfits(unpaired=1, shapes=0)) == "1 unpaired"
+    assert misfits_text(Misfits(unpaired=1_200, shapes=3)) == "1,200 unpaired, 3 shapes differ"
+    assert match_advice(choose_match(npu, bench, "align")) is None, "align is what it suggests"
+    assert match_advice(choose_match(bench, bench, "exact")) is None
+    assert match_advice(choose_match(npu, [], "exact")) is None, "nothing to pair with: no matching helps"
+    assert match_advice(choose_match([], bench, "exact")) is None
     # calls of an op the other side never makes (the bench's model initialisation, before msprobe
     # started on the NPU): no shift left them unpaired, aligning pairs them with nothing
     init = [record("Tensor_uniform__0_forward_output"), record("Tensor_fill__0_forward_output")]
-    assert match_advice(choose_match(bench, [*init, *bench], "exact")) == ""
-    assert match_advice(choose_match(npu, [*init, *bench], "exact")) == "1 unpaired"
+    assert match_advice(choose_match(bench, [*init, *bench], "exact")) is None
+    assert match_advice(choose_match(npu, [*init, *bench], "exact")) == Misfits(unpaired=1, shapes=0)
     # a null on one side only (msprobe: a backward output slot for an argument that takes no
     # gradient, which one run's autograd node has): no alignment pairs it; it read "m → align? (1
     # unpaired)" on a real msprobe dump whose calls all paired
     null = record("Torch_add_0_backward_output.1", dtype="None")
     backward = [record("Torch_add_0_backward_output.0")]
-    assert match_advice(choose_match([*bench, *backward, null], [*bench, *backward], "exact")) == ""
+    assert match_advice(choose_match([*bench, *backward, null], [*bench, *backward], "exact")) is None
 
 
 # --- mixed pairs: what the other tools record differently (bench/msprobe_scenarios.py --tool ours) ------

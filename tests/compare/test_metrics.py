@@ -10,6 +10,8 @@ import pytest
 from ptdbg_tui.compare.metrics import cells
 from ptdbg_tui.compare.metrics.accumulator import CHUNK, HISTOGRAM_EDGES, compare_arrays
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import Close, TensorShapes
+from ptdbg_tui.compare.report.metric_words import reason_text
 
 F32 = "torch.float32"
 
@@ -109,7 +111,7 @@ def test_scalars():
     r = compare_arrays(np.array(1), np.array(1), "<class 'int'>", "<class 'int'>")
     assert r.cells == ("unsupported", "0.000000000000", "0.000000000000", "Nan", "Nan")
     assert r.accuracy == "Nan" and r.message == cells.MSG_SCALAR
-    assert r.status is Status.PASS and "agree" in r.reason  # the original says Nan
+    assert r.status is Status.PASS and isinstance(r.reason, Close)  # the original says Nan
     r = compare_arrays(np.array(2.5), np.array(2.0), "<class 'float'>", "<class 'float'>")
     assert r.cells[1:3] == ("0.500000000000", "0.250000000000") and r.status is Status.WARN
     loss = compare_arrays(np.array(0.5001, np.float32), np.array(0.5, np.float32), F32, F32)
@@ -190,7 +192,8 @@ def test_nan_mismatch_in_a_later_chunk_settles_the_result():
 def test_shape_mismatch_is_reported_not_crashed():
     r = compare_arrays(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32), F32, F32)
     assert r.cells == ("shape unmatched",) * 5 and r.accuracy == "Unmatched" and r.message == cells.MSG_SHAPE
-    assert r.status is Status.FAIL and "[2, 3] vs bench [3, 2]" in r.reason
+    assert r.status is Status.FAIL and r.reason == TensorShapes(npu=(2, 3), bench=(3, 2))
+    assert reason_text(r.reason) == "shapes differ: NPU [2, 3] vs bench [3, 2]"
 
 
 def test_dtype_mismatch_is_kept_in_the_message_and_warns():
@@ -237,7 +240,7 @@ def test_cosine_above_0_99999_prints_as_one():
 def test_accuracy_from_the_metrics(cos_scale, shift, accuracy, words):
     b = np.linspace(1, 2, 50)
     r = compare_arrays(b * cos_scale + shift, b, "torch.float64", "torch.float64")
-    assert r.accuracy == accuracy and words in r.reason
+    assert r.accuracy == accuracy and words in reason_text(r.reason)
 
 
 def test_uncomparable_dtype_is_an_error():

@@ -11,6 +11,8 @@ from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.cells import MSG_FUZZY, MSG_NO_BENCH, MSG_NO_NPU, MSG_TRANSPOSED
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.reasons import StatDiffers
+from ptdbg_tui.compare.report.metric_words import reason_text
 from ptdbg_tui.engine.workers.tasks import READ_CHUNK, run_task, task_for
 
 NAME = "Torch_add_0_forward_output"
@@ -143,7 +145,8 @@ def test_summary_cells_are_signed_diffs_as_pandas_prints_them(record):
     b = record(NAME, [3], stats=[1.5, -1.0, 0.25, 3.0])
     r = summary_result(Row(n, b))
     assert r.cells == ("0.5", "0.0", "0.25", "")  # a NaN diff is an empty cell
-    assert r.accuracy == "" and r.status is Status.FAIL and "max differs" in r.reason
+    assert r.accuracy == "" and r.status is Status.FAIL and isinstance(r.reason, StatDiffers)
+    assert reason_text(r.reason).startswith("max differs by 0.5 > 1e-06 + 0.001 × ")
 
 
 def test_summary_of_legacy_ints_and_non_numbers(record):

@@ -6,6 +6,8 @@ import pytest
 
 from ptdbg_tui.compare.metrics.verdict import check_accuracy, is_close, stats_verdict, status_for, with_caveat
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import Caveated, CosineUnreadable, Fixed, NoVerdict, Rule, Thresholds
+from ptdbg_tui.compare.report.metric_words import reason_text
 
 
 @pytest.mark.parametrize(
@@ -30,22 +32,33 @@ def test_check_accuracy(cos, mae, expected):
 
 
 def test_status_policy():
-    assert status_for("Yes", "ok") == (Status.PASS, "ok")
-    assert status_for("Yes", "ok", caveats=["dtypes differ"]) == (Status.WARN, "ok; but dtypes differ")
-    assert status_for("No", "Cosine 0.5 < 0.9")[0] is Status.FAIL
-    assert status_for("Unmatched", "shapes differ")[0] is Status.FAIL
-    assert status_for("Nan", "Cosine is 'unsupported'")[0] is Status.WARN
-    status, why = status_for("Nan", "Cosine is 'unsupported'", close=True)
-    assert status is Status.PASS and why.startswith("values agree")
+    met = Thresholds(rule=Rule.MET, cosine=1.0, mae=0.0)
+    assert status_for("Yes", met) == (Status.PASS, met)
+    status, why = status_for("Yes", met, caveats=[Fixed.NAMES_DIFFER])
+    assert (status, why) == (Status.WARN, Caveated(why=met, caveats=(Fixed.NAMES_DIFFER,), but=True))
+    assert reason_text(why) == f"{reason_text(met)}; but names differ (fuzzy or aligned match)"
+    assert status_for("No", Thresholds(rule=Rule.COSINE, cosine=0.5, mae=0.0))[0] is Status.FAIL
+    assert status_for("Unmatched", Fixed.SHAPES_DIFFER)[0] is Status.FAIL
+    unsupported = CosineUnreadable(cell="unsupported")
+    assert status_for("Nan", unsupported) == (Status.WARN, NoVerdict(why=unsupported, caveats=()))
+    status, why = status_for("Nan", unsupported, close=True)
+    assert status is Status.PASS and reason_text(why) == (
+        "values agree (relative error < 0.001), although cosine is 'unsupported'"
+    )
     assert is_close(0.0, None) and is_close(1e-7, 5e-4) and not is_close(1e-3, 2e-3)
-    assert with_caveat(Status.PASS, "ok", "fuzzy")[0] is Status.WARN
-    assert with_caveat(Status.FAIL, "bad", "fuzzy") == (Status.FAIL, "bad; fuzzy")
+    assert with_caveat(Status.PASS, met, Fixed.NAMES_DIFFER)[0] is Status.WARN
+    status, why = with_caveat(Status.FAIL, Fixed.NAN_POSITIONS, "a message")
+    assert (
+        status is Status.FAIL
+        and reason_text(why) == "NaN/Inf at different positions in NPU and bench; a message"
+    )
 
 
 def _stats_pair(record, n_stats, b_stats, dtype="torch.float32", b_dtype=None, shape=(4,), b_shape=None):
     n = record("Torch_x_0_forward_output", shape, dtype, n_stats)
     b = record("Torch_x_0_forward_output", b_shape or shape, b_dtype or dtype, b_stats)
-    return stats_verdict(n, b)
+    status, why = stats_verdict(n, b)
+    return status, reason_text(why)
 
 
 def test_stats_agree_within_tolerance(record):

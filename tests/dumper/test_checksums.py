@@ -15,6 +15,7 @@ from dumper import PrecisionDebugger
 from dumper.faults import replaced
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC
 from ptdbg_tui.compare.model import Status
+from ptdbg_tui.compare.reasons import ChecksumsDifferBut, Fixed
 from ptdbg_tui.compare.report.words import finding, summary_text
 from ptdbg_tui.engine.batch import Outcomes, compare_dumps
 from ptdbg_tui.engine.narrow import narrowing_of, write_narrowing
@@ -68,7 +69,7 @@ def test_two_identical_runs_compare_all_equal(tmp_path: Path) -> None:
     assert outcome.summary
     counts = outcome.counts()
     assert counts[Status.PASS] > 60 and counts[Status.PASS] == len(outcome.rows)
-    assert all(r.result.reason == "checksums are equal" for r in outcome.rows if not r.npu.is_scalar)
+    assert all(r.result.reason is Fixed.CHECKSUMS_EQUAL for r in outcome.rows if not r.npu.is_scalar)
 
 
 def test_a_nudged_op_differs_there_and_downstream(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_an_op_that_is_not_deterministic_is_named_by_its_checksums(tmp_path: Pat
     npu = _dump(tmp_path / "npu", fault=ulp)
     (outcome,) = compare_dumps(npu.records, _dump(tmp_path / "bench").records, jobs=1)
     relu = next(r for r in outcome.rows if r.name == "Torch_relu_0_forward_output")
-    assert relu.status is Status.WARN and relu.result.reason.startswith("checksums differ, but ")
+    assert relu.status is Status.WARN and isinstance(relu.result.reason, ChecksumsDifferBut)
     assert not [r for r in outcome.rows if r.status is Status.FAIL]  # statistics alone: nothing wrong
     culprit = outcome.diagnosis.culprit
     assert (culprit.call, culprit.kind) == ("Torch_relu_0_forward", NONDETERMINISTIC)

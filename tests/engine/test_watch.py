@@ -8,6 +8,7 @@ import threading
 import pytest
 from watchdog.observers.inotify import InotifyObserver
 
+from ptdbg_tui.compare.notices import Polling
 from ptdbg_tui.engine.live import watch
 from ptdbg_tui.engine.live.watch import DumpWatcher, watch_point
 
@@ -63,7 +64,7 @@ def test_inotify_limits_fall_back_to_polling(tmp_path, watcher, monkeypatch):
     monkeypatch.setattr(watch, "POLL_INTERVAL", 0.1)
     w, woke = watcher(tmp_path)
     assert w.mode == "polling"
-    assert "inotify" in w.notice and "polling" in w.notice
+    assert w.fallback == Polling(reason="inotify watch limit reached")
     (tmp_path / "dump.pkl").write_text("[]\n")
     assert woke.wait(WAIT_S)
 
@@ -71,6 +72,6 @@ def test_inotify_limits_fall_back_to_polling(tmp_path, watcher, monkeypatch):
 def test_poll_option_uses_the_polling_observer(tmp_path, watcher, monkeypatch):
     monkeypatch.setattr(watch, "POLL_INTERVAL", 0.1)
     w, woke = watcher(tmp_path, poll=True)
-    assert w.mode == "polling" and not w.notice
+    assert w.mode == "polling" and w.fallback is None
     (tmp_path / "dump.pkl").write_text("[]\n")
     assert woke.wait(WAIT_S)

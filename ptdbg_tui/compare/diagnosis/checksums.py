@@ -11,9 +11,6 @@ from collections.abc import Iterable
 from ptdbg_tui.compare.diagnosis.evidence import Checksums
 from ptdbg_tui.compare.model import Row
 
-#: What a checksum cannot tell, said wherever one alone names a call.
-BITS_NOT_HOW_FAR = "a checksum tells that the bits differ, not by how much"
-
 
 def _equal(row: Row) -> bool | None:
     """Whether both runs' checksums of a tensor agree; None where a side has none (a Python value, a

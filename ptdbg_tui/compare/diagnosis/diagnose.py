@@ -30,6 +30,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     Judged,
     NpuOnly,
     OnParameter,
+    Unjudged,
     Written,
     WrittenChange,
 )
@@ -325,7 +326,7 @@ def _stack(rows: Sequence[Row]) -> StackRecord | None:
     return next((r.stack for r in rows if r.stack is not None), None)
 
 
-def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
+def _judge_call(calls: _Calls, key: CallKey) -> Judgement | Unjudged | None:
     """The judgement of one call, or why it cannot be judged."""
     call = calls.calls[key]
     backward = call.entry.direction == BACKWARD
@@ -335,7 +336,7 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
         return reshaped
     outputs = [(m.row.name, m.errors) for m in call.outs if m.errors is not None]
     if not outputs:
-        return "outputs not compared" if call.outs else "no outputs recorded"
+        return Unjudged.OUTPUTS_NOT_COMPARED if call.outs else Unjudged.NO_OUTPUTS
     operands, missing = _operands(call.ins, same_kind=True)
     gains = None
     if backward:
@@ -345,7 +346,7 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | str | None:
             missing = missing or missing_saved
         gains = _gains(call.op, call.outs, forward.outs if forward is not None else [])
     if missing and not operands:
-        return "inputs not compared"
+        return Unjudged.INPUTS_NOT_COMPARED
     value = None if backward or call.op not in QUOTIENTS else _quotient_value(calls, call)
     return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains, value=value)
 
@@ -855,7 +856,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made
     verdict = _judge_call(calls, key)
     if not isinstance(verdict, Judgement):
-        diagnosis.calls[name] = CallEvidence(name, way, None, verdict or "no verdict")
+        diagnosis.calls[name] = CallEvidence(name, way, None, verdict or Unjudged.NO_VERDICT)
         return
     diagnosis.judged += 1
     diagnosis.calls[name] = CallEvidence(name, way, verdict)

@@ -6,6 +6,7 @@ says each; the app takes the score apart from the rest by these values, never fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from ptdbg_tui.compare.diagnosis.propagation import Judgement
 
@@ -102,13 +103,22 @@ class StillRandom:
     judgement: Judgement  # its call's judgement at this step
 
 
+class Unjudged(Enum):
+    """Why the two dumps give no verdict on a call."""
+
+    OUTPUTS_NOT_COMPARED = "outputs not compared"
+    NO_OUTPUTS = "no outputs recorded"
+    INPUTS_NOT_COMPARED = "inputs not compared"
+    NO_VERDICT = "no verdict"  # compared, yet the rule says nothing (see ``propagation.judge``)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TwoDumps:
     """What the two dumps said of a call the replay found wrong: its judgement, or why it was not judged
     (neither: not judged)."""
 
     judgement: Judgement | None = None
-    why_not: str = ""
+    why_not: Unjudged | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,7 +36,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ptdbg_tui.compare.diagnosis.differences import RunsDiffer
-from ptdbg_tui.compare.diagnosis.evidence import Evidence
+from ptdbg_tui.compare.diagnosis.evidence import Evidence, Unjudged
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Note, NoVerdict
 from ptdbg_tui.compare.diagnosis.propagation import (
@@ -76,7 +76,7 @@ class CallEvidence:
     call: str
     direction: str
     judgement: Judgement | None  # None when it could not be judged
-    why_not: str = ""  # why it could not be judged
+    why_not: Unjudged | None = None  # why it could not be judged
 
     @property
     def introduces(self) -> bool:
@@ -271,7 +271,7 @@ def copied(diagnosis: Diagnosis) -> Diagnosis:
 
 
 _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))
-Packed = list[tuple[str, str, str, str, tuple[Any, ...] | None]]
+Packed = list[tuple[str, str, str, Unjudged | None, tuple[Any, ...] | None]]
 
 
 def _packed(calls: dict[str, CallEvidence]) -> Packed:

@@ -264,20 +264,38 @@ class Matching:
 
     rows: list[Row]
     mode: str
-    note: str = ""
+    note: AutoAligned | None = None
 
 
-def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = None) -> str:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoAligned:
+    """Why ``auto`` aligned the calls: exact names left entries of one side only (and pairs of
+    different shapes), which the alignment pairs better."""
+
+    npu_only: int
+    bench_only: int
+    shapes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Misfits:
+    """Why ``align`` may pair better: entries left unpaired, pairs of different shapes."""
+
+    unpaired: int
+    shapes: int
+
+
+def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = None) -> Misfits | None:
     """Why ``align`` may pair better: entries left unpaired (one extra call shifts every later index
     by name, so the calls after it pair with the wrong ones) or paired entries of different shapes;
-    "" when neither, and when a side has no entries at all (no matching pairs what is not there).
+    ``None`` when neither, and when a side has no entries at all (no matching pairs what is not there).
     ``waiting``: whether an unpaired row may still find its counterpart (live: the other side has not
     written that far yet); those are not counted, since a tail not yet written is no bad pairing."""
     if matching.mode == "align":
-        return ""
+        return None
     rows = [r for r in matching.rows if not r.noise]  # not a tool's own
     if not any(r.npu is not None for r in rows) or not any(r.bench is not None for r in rows):
-        return ""
+        return None
     if waiting is not None:
         rows = [r for r in rows if r.matched or not waiting(r)]
     tail = one_sided_tail(rows)
@@ -285,10 +303,9 @@ def match_advice(matching: Matching, waiting: Callable[[Row], bool] | None = Non
         rows = rows[: len(rows) - tail.entries]
     rows = _shiftable(rows)
     npu_only, bench_only, shapes = _misfits(rows)
-    parts = [f"{npu_only + bench_only:,} unpaired"] if npu_only or bench_only else []
-    if shapes:
-        parts.append(f"{shapes:,} shapes differ")
-    return ", ".join(parts)
+    if not (npu_only or bench_only or shapes):
+        return None
+    return Misfits(unpaired=npu_only + bench_only, shapes=shapes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,15 +317,6 @@ class Tail:
     entries: int  # rows from the end of the matching, the tool's own unpaired ones among them
     first: str  # the first such entry's name
     calls: int
-
-    @property
-    def note(self) -> str:
-        other = "bench" if self.side == "NPU" else "NPU"
-        return (
-            f"the {other} dump ends before the {self.side} dump: the {self.side} dump's last "
-            f"{self.entries:,} entries ({self.calls:,} calls, from {self.first} on) have no {other} "
-            f"counterpart — did the {other} run stop early (an exception, Ctrl-C) or make fewer steps?"
-        )
 
 
 #: Fewest calls in a one-sided tail that read as one run ending early: a single trailing call only
@@ -407,10 +415,7 @@ def choose_match(
     aligned = _match(npu, bench, "align", dialects, stacks)
     if sum(_misfits(aligned)) >= npu_only + bench_only + shapes:
         return Matching(rows, "exact")
-    why = f"exact names left {npu_only} NPU-only and {bench_only} bench-only entries" + (
-        f" and {shapes} shape mismatches" if shapes else ""
-    )
-    return Matching(aligned, "align", f"calls aligned automatically ({why})")
+    return Matching(aligned, "align", AutoAligned(npu_only=npu_only, bench_only=bench_only, shapes=shapes))
 
 
 def _match(

@@ -35,12 +35,15 @@ from ptdbg_tui.compare.metrics.cells import (
     cosine_cell,
     fmt12,
     join_messages,
+    nonfinite_message,
+    npy_dtype_message,
 )
 from ptdbg_tui.compare.metrics.errors import measures, scalar_measures, trim_count
 from ptdbg_tui.compare.metrics.numpy_pass import BLOCK, numpy_pass
 from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.verdict import accuracy_rule, is_close, status_for
 from ptdbg_tui.compare.model import Result, Status
+from ptdbg_tui.compare.reasons import TensorShapes
 
 #: Elements per chunk (four float64 buffers): small enough to stay in cache, large enough that
 #: numpy's per-call overhead does not dominate (64K–256K measured best on a 2-core box).
@@ -100,7 +103,7 @@ def precheck(
     messages to carry into the metric pass (dtype mismatch)."""
     for side, dt in (("NPU", npu_np), ("bench", bench_np)):
         if dt.kind not in COMPARABLE_KINDS:
-            message = f"Cannot compare the {side} data of npy dtype {dt}."
+            message = npy_dtype_message(side, dt)
             return Result((NAN,) * 5, NAN, message, Status.ERROR, message)
     if tuple(npu_shape) != tuple(bench_shape):
         return Result(
@@ -108,7 +111,7 @@ def precheck(
             accuracy_rule(SHAPE_UNMATCHED, SHAPE_UNMATCHED)[0],
             MSG_SHAPE,
             Status.FAIL,
-            f"shapes differ: NPU {list(npu_shape)} vs bench {list(bench_shape)}",
+            TensorShapes(npu=tuple(npu_shape), bench=tuple(bench_shape)),
         )
     caveats = dtype_caveats(npu_dtype, bench_dtype)
     if math.prod(npu_shape) == 0 and npu_shape:
@@ -167,7 +170,7 @@ def _same_nonfinite(x: np.ndarray, y: np.ndarray) -> bool:
 
 
 def _nonfinite_note(count: int) -> str:
-    return f"NaN/Inf at the same {count} position(s) in NPU and bench Tensor, set to 0 for the metrics."
+    return nonfinite_message(count)
 
 
 @dataclass(slots=True)

@@ -1,6 +1,8 @@
 """CSV cells of the original compare (docs/compare.md#the-ptdbg-csv): sentinels, messages, number format.
 
-Kept in one place so the metrics, the verdict and the CSV writer print exactly the same strings.
+Kept in one place so the metrics, the verdict and the CSV writer print exactly the same strings: the
+Err_message cells are the original's words and ours beside them, the CSV's vocabulary (a row's Status
+says why in :mod:`ptdbg_tui.compare.reasons`'s values).
 """
 
 from __future__ import annotations
@@ -47,6 +49,38 @@ def fmt12(value: float) -> str:
 def cosine_cell(cos: float) -> str:
     cell = fmt12(cos)
     return "1.0" if float(cell) > COS_ONE_ABOVE else cell
+
+
+def no_value_message(side: str) -> str:
+    """A Python value one side (``NPU``, ``bench``) records as none."""
+    return f"The {side} side records no value here."
+
+
+def no_data_file_message(side: str) -> str:
+    """A tensor without a data file on ``side`` (``NPU``, ``Bench``: the original's words)."""
+    return f"{side} does not have data file."
+
+
+def values_differ_message(npu: object, bench: object) -> str:
+    return f"Values differ: NPU {npu!r}, bench {bench!r}."
+
+
+def overwritten_message(call: str) -> str:
+    """The first input of an in-place op that overwrites it."""
+    return (
+        f"Not compared: {call} overwrites this tensor in place, so what it held "
+        "(often uninitialised memory) is not data."
+    )
+
+
+def npy_dtype_message(side: str, dtype: object) -> str:
+    """A tensor file of a dtype the metrics cannot compare."""
+    return f"Cannot compare the {side} data of npy dtype {dtype}."
+
+
+def nonfinite_message(count: int) -> str:
+    """NaN/Inf at the same positions on both sides, left out of the metrics."""
+    return f"NaN/Inf at the same {count} position(s) in NPU and bench Tensor, set to 0 for the metrics."
 
 
 def join_messages(messages: list[str] | tuple[str, ...]) -> str:

@@ -18,11 +18,16 @@ from ptdbg_tui.compare.metrics.cells import (
     MSG_TRANSPOSED,
     NAN,
     join_messages,
+    no_data_file_message,
+    no_value_message,
+    overwritten_message,
+    values_differ_message,
 )
 from ptdbg_tui.compare.metrics.errors import floor_of, stats_errors
 from ptdbg_tui.compare.metrics.verdict import stats_verdict, with_caveat
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
 from ptdbg_tui.compare.ops import OVERWRITING_OPS
+from ptdbg_tui.compare.reasons import ChecksumsDiffer, ChecksumsDifferBut, Fixed, Reason
 from ptdbg_tui.formats.naming import FORWARD, INPUT, EntryName
 from ptdbg_tui.formats.records import TensorRecord, stat_value
 
@@ -32,7 +37,7 @@ FULL_CELLS = 5
 SUMMARY_CELLS = 4
 
 
-def no_metrics(message: str, status: Status, reason: str, summary: bool) -> Result:
+def no_metrics(message: str, status: Status, reason: Reason, summary: bool) -> Result:
     """A row whose metrics are not computed: every cell (and the original's verdict) NaN, and why."""
     return Result(
         (NAN,) * (SUMMARY_CELLS if summary else FULL_CELLS), "" if summary else NAN, message, status, reason
@@ -45,9 +50,7 @@ def error_result(message: str, summary: bool = False) -> Result:
 
 def add_fuzzy(result: Result) -> Result:
     result.message = join_messages([result.message, MSG_FUZZY])
-    result.status, result.reason = with_caveat(
-        result.status, result.reason, "names differ (fuzzy or aligned match)"
-    )
+    result.status, result.reason = with_caveat(result.status, result.reason, Fixed.NAMES_DIFFER)
     return result
 
 
@@ -95,7 +98,7 @@ def unmatched_result(row: Row, summary: bool = False) -> Result:
     """A row present on one side only."""
     npu_only = row.npu is not None
     message = MSG_NO_BENCH if npu_only else MSG_NO_NPU
-    reason = "present in the NPU dump only" if npu_only else "present in the bench dump only"
+    reason = Fixed.NPU_ONLY if npu_only else Fixed.BENCH_ONLY
     return no_metrics(message, Status.UNMATCHED, reason, summary)
 
 
@@ -123,14 +126,14 @@ def checksum_result(row: Row) -> Result:
     result = summary_result(row)
     if npu.md5 == bench.md5:
         if result.status is not Status.FAIL:  # a shape or dtype caveat stays
-            result.status, result.reason = Status.PASS, "checksums are equal"
+            result.status, result.reason = Status.PASS, Fixed.CHECKSUMS_EQUAL
         return result
     has_stats = any(v is not None for v in npu.stats) and any(v is not None for v in bench.stats)
     if not has_stats:
-        result.status, result.reason = Status.FAIL, f"checksums differ ({npu.md5} vs {bench.md5})"
+        result.status, result.reason = Status.FAIL, ChecksumsDiffer(npu=npu.md5, bench=bench.md5)
         result.errors = _checksum_errors(npu, bench, same=False)
     elif result.status is Status.PASS:
-        result.status, result.reason = Status.WARN, f"checksums differ, but {result.reason}"
+        result.status, result.reason = Status.WARN, ChecksumsDifferBut(why=result.reason)
     return result
 
 
@@ -145,20 +148,18 @@ def value_result(row: Row) -> Result:
     assert npu is not None and bench is not None
     if npu.is_none or bench.is_none:
         if npu.is_none and bench.is_none:
-            return Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "no value on either side")
-        side = "NPU" if npu.is_none else "bench"
-        message = f"The {side} side records no value here."
+            return Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, Fixed.NO_VALUE_EITHER)
+        message = no_value_message("NPU" if npu.is_none else "bench")
         return Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
     if not (npu.is_scalar and bench.is_scalar):
-        side = "NPU" if npu.data_file is None else "Bench"
-        return error_result(f"{side} does not have data file.")
+        return error_result(no_data_file_message("NPU" if npu.data_file is None else "Bench"))
     x, y = stat_value(_value(npu)), stat_value(_value(bench))
     if x is not None and y is not None:
         result = compare_scalar(np.array(x), np.array(y), npu.dtype, bench.dtype)
     elif _value(npu) == _value(bench):
-        result = Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, "values are equal")
+        result = Result((NAN,) * FULL_CELLS, NAN, "", Status.PASS, Fixed.VALUES_EQUAL)
     else:
-        message = f"Values differ: NPU {_value(npu)!r}, bench {_value(bench)!r}."
+        message = values_differ_message(_value(npu), _value(bench))
         result = Result((NAN,) * FULL_CELLS, NAN, message, Status.FAIL, message)
     return add_fuzzy(result) if row.fuzzy else result
 
@@ -176,10 +177,7 @@ def overwritten_input(entry: EntryName | None) -> bool:
 
 def overwritten_result(row: Row, summary: bool) -> Result:
     """Such an input: left out of the comparison, with the reason."""
-    message = (
-        f"Not compared: {row.record.call} overwrites this tensor in place, so what it held "
-        "(often uninitialised memory) is not data."
-    )
+    message = overwritten_message(row.record.call)
     return no_metrics(message, Status.PASS, message, summary)
 
 

@@ -19,6 +19,7 @@ from ptdbg_tui.compare.metrics.errors import exact_dtype, floor_of
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
 from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.compare.reasons import Agreed
 from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
 
@@ -130,7 +131,7 @@ def _stats_array(records: Sequence[TensorRecord | None]) -> np.ndarray:
     return np.fromiter(values, dtype=np.float64, count=4 * len(records)).reshape(len(records), 4)
 
 
-def _constants(dtype: str) -> tuple[str, float, bool]:
+def _constants(dtype: str) -> tuple[Agreed, float, bool]:
     """What the rows of one dtype share: the reason they pass, the noise floor, whether exact."""
     exact, atol, rtol = stat_tolerance(dtype, dtype)
     return agreed(STAT_NAMES, exact, atol, rtol), floor_of(dtype, dtype), exact_dtype(dtype)

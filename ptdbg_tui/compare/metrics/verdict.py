@@ -13,6 +13,22 @@ from functools import lru_cache
 
 from ptdbg_tui.compare.metrics.cells import NA, NAN, NO, SHAPE_UNMATCHED, UNMATCHED, YES
 from ptdbg_tui.compare.model import Row, Status, same_shape
+from ptdbg_tui.compare.reasons import (
+    Agreed,
+    Caveat,
+    Caveated,
+    Close,
+    CosineUnreadable,
+    DtypesDiffer,
+    Fixed,
+    NoVerdict,
+    Reason,
+    RecordedShapes,
+    Rule,
+    StatDiffers,
+    StatUnequal,
+    Thresholds,
+)
 from ptdbg_tui.formats.records import TensorRecord
 
 #: The original's thresholds: fail when cos < 0.99 and MaxAbsErr > 0.001, or cos < 0.9, or
@@ -42,28 +58,25 @@ STAT_RTOL_DEFAULT = 1e-3
 STAT_NAMES = ("max", "min", "mean", "l2norm")
 
 
-def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, str]:
+def accuracy_rule(cos_cell: str, mae_cell: str) -> tuple[str, Reason]:
     """``(accuracy, why)``: the first rule of docs/compare.md#accuracy-reached-or-not that applies."""
     if cos_cell == SHAPE_UNMATCHED:
-        return UNMATCHED, "shapes of NPU and bench differ"
+        return UNMATCHED, Fixed.SHAPES_DIFFER
     if NAN in (cos_cell, mae_cell):
-        return NAN, "Cosine or MaxAbsErr has no value"
+        return NAN, Fixed.NO_VALUE
     if NA in (cos_cell, mae_cell):
-        return NO, "NaN/Inf at different positions in NPU and bench"
+        return NO, Fixed.NAN_POSITIONS
     try:
         cos, mae = float(cos_cell), float(mae_cell)
     except ValueError:
-        return NAN, f"Cosine is {cos_cell!r}"
+        return NAN, CosineUnreadable(cell=cos_cell)
     if cos < COS_LOW and mae > MAE_LOW:
-        return NO, f"Cosine {cos:.6g} < {COS_LOW} and MaxAbsErr {mae:.6g} > {MAE_LOW}"
+        return NO, Thresholds(rule=Rule.BOTH, cosine=cos, mae=mae)
     if cos < COS_FLOOR:
-        return NO, f"Cosine {cos:.6g} < {COS_FLOOR}"
+        return NO, Thresholds(rule=Rule.COSINE, cosine=cos, mae=mae)
     if mae > MAE_CEIL:
-        return NO, f"MaxAbsErr {mae:.6g} > {MAE_CEIL:g}"
-    return YES, (
-        f"Cosine {cos:.6g}, MaxAbsErr {mae:.6g}: not (Cosine < {COS_LOW} and MaxAbsErr > "
-        f"{MAE_LOW}), Cosine >= {COS_FLOOR}, MaxAbsErr <= {MAE_CEIL:g}"
-    )
+        return NO, Thresholds(rule=Rule.MAE, cosine=cos, mae=mae)
+    return YES, Thresholds(rule=Rule.MET, cosine=cos, mae=mae)
 
 
 def check_accuracy(cos_cell: str, mae_cell: str) -> str:
@@ -78,8 +91,8 @@ def is_close(max_abs: float | None, max_rel: float | None) -> bool:
 
 
 def status_for(
-    accuracy: str, why: str, *, close: bool = False, caveats: Sequence[str] = ()
-) -> tuple[Status, str]:
+    accuracy: str, why: Reason, *, close: bool = False, caveats: Sequence[Caveat] = ()
+) -> tuple[Status, Reason]:
     """Row status and reason from the accuracy verdict.
 
     ``close``: the values agree (see :func:`is_close`), so a ``Nan`` verdict is still a pass;
@@ -88,19 +101,19 @@ def status_for(
     if accuracy in (NO, UNMATCHED):
         return Status.FAIL, why
     if accuracy == NAN and not close:
-        return Status.WARN, f"no verdict ({why})" + "".join(f"; {c}" for c in caveats)
+        return Status.WARN, NoVerdict(why=why, caveats=tuple(caveats))
     if accuracy == NAN:
-        why = f"values agree (relative error < {CLOSE_RTOL:g}), although {why[0].lower()}{why[1:]}"
+        why = Close(why=why)
     if caveats:
-        return Status.WARN, f"{why}; but {'; '.join(caveats)}"
+        return Status.WARN, Caveated(why=why, caveats=tuple(caveats), but=True)
     return Status.PASS, why
 
 
-def with_caveat(status: Status, reason: str, caveat: str) -> tuple[Status, str]:
+def with_caveat(status: Status, reason: Reason, caveat: Caveat) -> tuple[Status, Reason]:
     """Add a caveat to an existing verdict: a pass becomes a warning."""
     if status is Status.PASS:
-        return Status.WARN, f"{reason}; but {caveat}"
-    return status, f"{reason}; {caveat}"
+        return Status.WARN, Caveated(why=reason, caveats=(caveat,), but=True)
+    return status, Caveated(why=reason, caveats=(caveat,), but=False)
 
 
 @lru_cache(256)  # a dump holds a handful of dtypes
@@ -126,11 +139,11 @@ def _same_nonfinite(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = False) -> tuple[Status, str]:
+def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = False) -> tuple[Status, Reason]:
     """Summary mode's verdict: do the recorded statistics agree within a dtype-aware tolerance?
     (``transposed``: the NPU holds the bench tensor transposed; statistics do not change.)"""
     if not same_shape(npu, bench, transposed):
-        return Status.FAIL, f"shapes differ: {npu.shape_raw} vs {bench.shape_raw}"
+        return Status.FAIL, RecordedShapes(npu=npu.shape_raw, bench=bench.shape_raw)
     exact, atol, rtol = stat_tolerance(npu.dtype, bench.dtype)
     values = list(zip(npu.stat_values(), bench.stat_values(), strict=True))
     magnitude = max([abs(b) for _, b in values[:2] if b is not None and math.isfinite(b)], default=0.0)
@@ -141,30 +154,26 @@ def stats_verdict(npu: TensorRecord, bench: TensorRecord, transposed: bool = Fal
         compared.append(name)
         if not (math.isfinite(n) and math.isfinite(b)):
             if not _same_nonfinite(n, b):
-                return Status.FAIL, f"{name}: NPU {n} vs bench {b}"
+                return Status.FAIL, StatUnequal(name=name, npu=n, bench=b, exact=False)
             continue
         scale = abs(b) if name == "l2norm" else magnitude
         tol = atol + rtol * scale
         if abs(n - b) > tol:
             return Status.FAIL, (
-                f"{name} differs by {abs(n - b):.6g} > {atol:g} + {rtol:g} × {scale:.6g}"
+                StatDiffers(name=name, by=abs(n - b), atol=atol, rtol=rtol, scale=scale)
                 if not exact
-                else f"{name}: NPU {n:g} vs bench {b:g} (exact dtype)"
+                else StatUnequal(name=name, npu=n, bench=b, exact=True)
             )
-    status, why = Status.PASS, agreed(tuple(compared), exact, atol, rtol)
+    status, reason = Status.PASS, agreed(tuple(compared), exact, atol, rtol)
     if npu.dtype != bench.dtype:
-        status, why = with_caveat(status, why, f"dtypes differ ({npu.dtype} vs {bench.dtype})")
-    return status, why
+        return with_caveat(status, reason, DtypesDiffer(npu=npu.dtype, bench=bench.dtype))
+    return status, reason
 
 
 @lru_cache(256)  # a few combinations, one reason each
-def agreed(compared: tuple[str, ...], exact: bool, atol: float, rtol: float) -> str:
+def agreed(compared: tuple[str, ...], exact: bool, atol: float, rtol: float) -> Agreed:
     """Why statistics that agree pass."""
-    if not compared:
-        return "no statistics recorded (empty or bool tensor); shapes agree"
-    return f"statistics ({', '.join(compared)}) agree within " + (
-        "exact equality" if exact else f"{atol:g} + {rtol:g} × magnitude"
-    )
+    return Agreed(compared=compared, exact=exact, atol=atol, rtol=rtol)
 
 
 def original_pick(rows: Sequence[Row]) -> Row | None:

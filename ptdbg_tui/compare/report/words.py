@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ptdbg_tui.compare.diagnosis.checksums import BITS_NOT_HOW_FAR
 from ptdbg_tui.compare.diagnosis.differences import (
     DataShapes,
     HyperparametersDiffer,
@@ -36,6 +35,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     StillRandom,
     TwoDumps,
     Undumped,
+    Unjudged,
     Written,
     WrittenChange,
 )
@@ -89,10 +89,11 @@ from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
-from ptdbg_tui.compare.matching.pairing import ended_early
+from ptdbg_tui.compare.matching.pairing import AutoAligned, ended_early
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.report.match_words import auto_aligned_text, tail_text
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
 from ptdbg_tui.formats import manifest as fm
@@ -137,7 +138,7 @@ class PairReport(Protocol):
     @property
     def match(self) -> str: ...
     @property
-    def match_note(self) -> str: ...
+    def match_note(self) -> AutoAligned | None: ...
     @property
     def no_verdict(self) -> NoVerdict | None: ...
     @property
@@ -255,9 +256,18 @@ def judgement_text(j: Judgement) -> str:
     return f"{words}: {score}" if score else words
 
 
+#: What a checksum cannot tell, said wherever one alone names a call.
+BITS_NOT_HOW_FAR = "a checksum tells that the bits differ, not by how much"
+
+
+def unjudged_text(why: Unjudged | None) -> str:
+    """Why a call was not judged (``""``: no reason was recorded)."""
+    return why.value if why is not None else ""
+
+
 def call_evidence_text(e: CallEvidence) -> str:
     """The verdict on one call in words, or why there is none (the detail panel shows it)."""
-    return judgement_text(e.judgement) if e.judgement is not None else e.why_not
+    return judgement_text(e.judgement) if e.judgement is not None else unjudged_text(e.why_not)
 
 
 def unexplained_text(u: Unexplained) -> str:
@@ -270,7 +280,7 @@ def unexplained_text(u: Unexplained) -> str:
     elif u.verdict is None:
         why = "its call was not judged"
     elif u.verdict.judgement is None:
-        why = f"its call was not judged: {u.verdict.why_not}"
+        why = f"its call was not judged: {unjudged_text(u.verdict.why_not)}"
     else:
         why = f"its call's inputs already carry the error ({call_evidence_text(u.verdict)})"
     extra = f"; before it, calls only the NPU run made: {', '.join(u.npu_only)}" if u.npu_only else ""
@@ -559,7 +569,7 @@ def _evidence_words(e: NpuOnly | Arguments | TwoDumps | Checksums | Undumped | D
     if isinstance(e, Arguments):
         return arguments_text(e.values)
     if isinstance(e, TwoDumps):
-        return f"the two dumps: {e.why_not}" if e.why_not else "not judged"
+        return f"the two dumps: {unjudged_text(e.why_not)}" if e.why_not is not None else "not judged"
     if isinstance(e, Checksums):
         text = f"{e.tensor}: checksum {e.npu} against {e.bench}; every input's checksum is equal"
         return f"{text}; its statistics agree within rounding: {BITS_NOT_HOW_FAR}" if e.statistics else text
@@ -962,8 +972,8 @@ def summary_text(o: PairReport) -> str:
     ]
     if o.no_verdict is not None:  # said first: the counts above hold, but they say nothing about the NPU run
         lines.append(f"  No verdict: {no_verdict_text(o.no_verdict)}")
-    if o.match_note:
-        lines.append(f"  matching: {o.match} — {o.match_note}")
+    if o.match_note is not None:
+        lines.append(f"  matching: {o.match} — {auto_aligned_text(o.match_note)}")
     if o.no_verdict is None:
         lines += diagnosis_lines(o.diagnosis, o.culprit_module, o.culprit_step)
     lines += [f"  note: {n}" for n in _pair_notes(o, c)]
@@ -997,7 +1007,7 @@ def _pair_notes(o: PairReport, counts: Counter[Status]) -> list[str]:
     received = o.diagnosis.received
     notes = [received_text(received)] if received is not None and o.no_verdict is None else []
     if (tail := ended_early(o.rows)) is not None:
-        notes.append(tail.note)
+        notes.append(tail_text(tail))
     culprit = o.diagnosis.culprit
     if (
         culprit is not None

@@ -22,6 +22,18 @@ from typing import TYPE_CHECKING
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 from ptdbg_tui.compare.diagnosis.notes import NoEntries, NoVerdict, OnPair, Repeated
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.notices import (
+    ClusterUnusable,
+    EngineRestarted,
+    EngineStopped,
+    Error,
+    OnCluster,
+    PairFailed,
+    Polling,
+    PoolSaid,
+    ReaderFailed,
+)
+from ptdbg_tui.compare.report.notice_words import engine_text, pair_failed_text, polling_text, pool_text
 from ptdbg_tui.compare.report.words import (
     job_note_text,
     narrowed_arrived_text,
@@ -77,13 +89,13 @@ class LiveEngine:
         self._sides: dict[Path, SideState] = {}
         self._pairs: dict[str, PairState] = {}
         self._pool: TaskPool | None = None
-        self._pool_said = ""  # the last notice on where tensors are compared
+        self._pool_said: PoolSaid | None = None  # the last notice on where tensors are compared
         self._headline: tuple[str, ...] = ()  # the cross-rank verdict last reported (words.rank_summary)
         self._judged: tuple[int, ...] = ()  # the diagnoses it was drawn from
         # every pair of any step and rank, and the NPU dumps: the steps before a held one (--step S)
         self._around: tuple[list[RankDump], list[tuple[RankDump, RankDump]]] = ([], [])
         self._earlier: dict[tuple[Path, Path, float, float], tuple[list[Row], Diagnosis] | None] = {}
-        self._notice = ""  # the watcher's fallback notice, once reported
+        self._fallback: Polling | None = None  # the watcher's fallback, once reported
         self._watcher = (
             DumpWatcher([self.npu_root, self.bench_root], self.wake, options.poll) if options.watch else None
         )
@@ -181,9 +193,7 @@ class LiveEngine:
                     return
                 except Exception as e:
                     log.exception("live engine: unexpected error; restarting")
-                    self.outbox.notice(
-                        f"The comparison engine hit an unexpected error ({_what(e)}) and restarted."
-                    )
+                    self.outbox.notice(engine_text(EngineRestarted(error=Error.of(e))))
                     self.outbox.flush(force=True)
                     self._restarts += 1
                     for key in list(self._pairs):
@@ -193,7 +203,7 @@ class LiveEngine:
                     self._stop.wait(min(1.0, self.options.rescan_s))
         except Exception as e:  # the watcher itself failed to start: say why updates stopped
             log.exception("live engine failed")
-            self.outbox.notice(f"The comparison engine stopped: {_what(e)}")
+            self.outbox.notice(engine_text(EngineStopped(error=Error.of(e))))
             self.outbox.flush(force=True)
         finally:
             if self._watcher is not None:
@@ -235,9 +245,10 @@ class LiveEngine:
         self._discover()
         if self._watcher is not None:
             self._watcher.refresh()
-            if self._watcher.notice != self._notice:
-                self._notice = self._watcher.notice
-                self.outbox.notice(self._notice)
+            fallback = self._watcher.fallback
+            if fallback != self._fallback:
+                self._fallback = fallback
+                self.outbox.notice(polling_text(fallback) if fallback is not None else "")
 
     def _quiet(self) -> bool:
         """No side of a pair may still grow (a static run: none ever does)."""
@@ -412,7 +423,7 @@ class LiveEngine:
             side.poll(final=static)
         except Exception as e:  # a reader bug: this dump waits for the next change or rescan
             log.exception("live engine: reading %s failed", side.dump.records)
-            side.error = f"reading {side.dump.records} failed: {_what(e)}"
+            side.error = ReaderFailed(records=side.dump.records, error=Error.of(e))
         for problem in side.problems:
             self._note(problem)
         self._report_bad(side)
@@ -430,7 +441,7 @@ class LiveEngine:
         waits for a change (or a rescan)."""
         versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
         if pair.failed is not None and pair.failed.versions == versions and not rescan:
-            self._note(pair.failed.notice)
+            self._note(pair_failed_text(pair.failed.fault))
             return False, None
         try:
             due = pair.update(self._context, rescan)
@@ -439,9 +450,9 @@ class LiveEngine:
         except Exception as e:
             log.exception("live engine: pair %s failed", pair.info.label)
             self._rebuild(key)
-            text = f"{pair.info.label}: comparing failed ({_what(e)}); trying again on the next change"
-            self._pairs[key].failed = FailedPass(versions, text)
-            self._note(text)
+            fault = PairFailed(label=pair.info.label, error=Error.of(e))
+            self._pairs[key].failed = FailedPass(versions, fault)
+            self._note(pair_failed_text(fault))
             return False, None
 
     def _pair_notes(self, pair: PairState, static: bool) -> None:
@@ -533,14 +544,15 @@ class LiveEngine:
 
         pool: ClusterPool | None
         pool = ClusterPool(address)
+        said: PoolSaid
         try:
             pool.start()
-            said = f"Comparing tensors on the Dask cluster {address}."
+            said = OnCluster(address=address)
         except ClusterError as e:
-            pool, said = None, f"{e}; comparing here instead."
+            pool, said = None, ClusterUnusable(why=str(e))
         if said != self._pool_said:
             self._pool_said = said
-            self.outbox.notice(said)
+            self.outbox.notice(pool_text(said))
         return pool
 
     def _progress(self, done: bool) -> None:
@@ -553,7 +565,7 @@ class LiveEngine:
             self._side_status(s, set(npu if s.role == "NPU" else bench)) if s else None
             for s in (self._npu_status, self._bench_status)
         ]
-        faults = tuple(p.failed.notice for p in pairs if p.failed is not None)
+        faults = tuple(pair_failed_text(p.failed.fault) for p in pairs if p.failed is not None)
         self.outbox.put_progress(
             Progress(
                 sum(npu.values()),
@@ -572,8 +584,3 @@ class LiveEngine:
                 self._replay.why_not,
             )
         )
-
-
-def _what(e: BaseException) -> str:
-    text = str(e)
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -26,6 +26,7 @@ from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
 from ptdbg_tui.compare.matching.pairing import Matching, match_advice, model_rows
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Result, Row, Status, rows_by_call
+from ptdbg_tui.compare.notices import PairFailed
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
@@ -155,10 +156,10 @@ def _module_chains(side: SideState) -> Callable[[EntryName], ModuleChain | None]
 
 
 class FailedPass(NamedTuple):
-    """A pair's pass that raised: the sides' versions then, and the notice that says so."""
+    """A pair's pass that raised: the sides' versions then, and what it raised."""
 
     versions: tuple[int, int]
-    notice: str
+    fault: PairFailed
 
 
 class Errored(NamedTuple):

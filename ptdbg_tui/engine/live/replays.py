@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, NoReplay, ReplayOff
+from ptdbg_tui.compare.notices import Error, ReproFailed, ReproFault, ReproNotReplayable, ReproUnwritable
 from ptdbg_tui.compare.replay.calls import SideSource, call_rows, replay_order, suspect_calls
 from ptdbg_tui.compare.replay.plan import CannotReplay
+from ptdbg_tui.compare.report.notice_words import repro_fault_text
 from ptdbg_tui.compare.report.words import (
     asked_replay_text,
     budget_ran_out_text,
@@ -265,9 +267,11 @@ def _repro_said(job: Job, future: Future[Any]) -> str:
     try:
         written = future.result()
     except OSError as e:
-        return f"{job.call}: cannot write the repro to {job.repro}: {e.strerror or e}"
+        fault: ReproFault = ReproUnwritable(call=job.call, path=job.repro, reason=str(e.strerror or e))
     except CannotReplay as e:
-        return f"{job.call}: not replayable: {e}"
+        fault = ReproNotReplayable(call=job.call, why=str(e))
     except Exception as e:  # a bug, or the worker died: this repro is not written, the app goes on
-        return f"{job.call}: the repro failed: {type(e).__name__}: {e}"
-    return repro_written_text(written.script, written.verdict)
+        fault = ReproFailed(call=job.call, error=Error.of(e))
+    else:
+        return repro_written_text(written.script, written.verdict)
+    return repro_fault_text(fault)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ptdbg_tui.compare.notices import ModulesUnreadable, ReaderFailed, RecordsUnreadable
+from ptdbg_tui.compare.report.notice_words import side_fault_text
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.reader import open_reader
@@ -30,8 +32,8 @@ class SideState:
         self.version = 0
         self.changed_at = _monotonic_mtime(dump.records)
         self.resets = 0  # times the file was replaced or truncated: results of its old records are void
-        self.error = ""  # why the records cannot be read now
-        self.modules_error = ""  # why the module sidecar cannot be read now
+        self.error: RecordsUnreadable | ReaderFailed | None = None  # why the records cannot be read now
+        self.modules_error: ModulesUnreadable | None = None  # why the module sidecar cannot be read now
         self._repeats: tuple[int, RepeatedNames | None] = (-1, None)  # (version, repeated_names of it)
 
     def poll(self, final: bool) -> None:
@@ -52,15 +54,15 @@ class SideState:
                     changed = True
                 if not batch.more:
                     break
-            self.error = ""
+            self.error = None
         except OSError as e:
-            self.error = f"cannot read {reason(e)}"
+            self.error = RecordsUnreadable(reason=reason(e))
         try:
             if self.reader.read_modules(final):
                 changed = True
-            self.modules_error = ""
+            self.modules_error = None
         except OSError as e:
-            self.modules_error = f"module sidecar {reason(e)}: calls are placed by their stack lines"
+            self.modules_error = ModulesUnreadable(reason=reason(e))
         self.sidecar_lines()
         if changed:
             self.version += 1
@@ -77,7 +79,7 @@ class SideState:
     @property
     def problems(self) -> list[str]:
         """What is wrong with this dump now, in words."""
-        return [p for p in (self.error, self.modules_error) if p]
+        return [side_fault_text(p) for p in (self.error, self.modules_error) if p is not None]
 
     def repeats(self) -> RepeatedNames | None:
         """:func:`repeated_names` of the records so far (looked at once per change)."""

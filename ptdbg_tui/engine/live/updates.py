@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ptdbg_tui.compare.diagnosis.findings import Diagnosis, NoReplay
+from ptdbg_tui.compare.matching.pairing import AutoAligned, Misfits
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.callpath import Seg
 from ptdbg_tui.formats.layout import RankDump, Unpaired
@@ -43,8 +44,8 @@ class MatchNote:
 
     asked: str
     used: str
-    note: str = ""
-    advice: str = ""
+    note: AutoAligned | None = None
+    advice: Misfits | None = None
 
 
 @dataclass

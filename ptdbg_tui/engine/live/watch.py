@@ -24,6 +24,8 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.polling import PollingObserver
 
+from ptdbg_tui.compare.notices import Polling
+
 log = logging.getLogger(__name__)
 
 #: Seconds between two directory snapshots of the polling observer (it stats every file).
@@ -73,7 +75,7 @@ class DumpWatcher:
         self._lock = threading.Lock()
         self._observer: BaseObserver | None = None
         self.polling = poll
-        self.notice = ""  # a line for the user when the watcher had to fall back
+        self.fallback: Polling | None = None  # why the watcher had to fall back to polling, for the user
 
     @property
     def mode(self) -> str:
@@ -114,8 +116,8 @@ class DumpWatcher:
         self._observer.start()
 
     def _fall_back(self, error: OSError) -> None:
-        self.notice = f"inotify unavailable ({error.strerror or error}); polling the folders instead"
-        log.warning(self.notice)
+        self.fallback = Polling(reason=str(error.strerror or error))
+        log.warning("inotify unavailable (%s); polling the folders instead", self.fallback.reason)
         old = self._observer
         self.polling = True
         self._start_observer()

@@ -27,6 +27,16 @@ from typing import TYPE_CHECKING, Any
 from ptdbg_tui.compare.metrics.accumulator import warm_up
 from ptdbg_tui.compare.metrics.settled import error_result
 from ptdbg_tui.compare.model import Result
+from ptdbg_tui.compare.notices import (
+    ClusterLost,
+    CompareFailed,
+    Error,
+    NoWorkerReads,
+    Uncompared,
+    Unserved,
+    WorkerFault,
+)
+from ptdbg_tui.compare.report.notice_words import unserved_text, worker_fault_text
 from ptdbg_tui.engine.workers.pool import BATCH_BYTES, BATCH_TASKS, THREAD_ENV, batches
 from ptdbg_tui.engine.workers.tasks import (
     CompareTask,
@@ -55,7 +65,6 @@ RESUBMITS = 3
 CONNECT_S = 10.0
 #: Seconds to fetch a finished task's result (a few KB) before taking it for lost with its worker.
 RESULT_S = 10.0
-MSG_DIED = "A worker process died while comparing this tensor."
 
 _LOCAL_RE = re.compile(r"^local:(\d+)$")
 
@@ -299,7 +308,7 @@ class ClusterPool:
                 dumps.update((str(d.records), d) for d in found.dumps)
                 problems += [p for p in found.problems if p not in problems]
             if not dumps and not problems:
-                problems.append(f"{root}: no worker serves a dump below it")
+                problems.append(unserved_text(Unserved(root=str(root))))
             merged.append(Scan(sorted(dumps.values(), key=_order), [] if dumps else problems))
         return merged
 
@@ -401,7 +410,7 @@ class ClusterPool:
             for job in jobs:
                 job.workers = who[job.dirs]
                 if not job.workers:
-                    yield from self._give_up(job, tasks, parts, self._unreadable(job))
+                    yield from self._give_up(job, tasks, parts, NoWorkerReads(dirs=job.dirs))
                     continue
                 pending[self._submit(job, tasks)] = job
             while pending or waiting:
@@ -424,9 +433,6 @@ class ClusterPool:
         except TimeoutError:
             return set()
 
-    def _unreadable(self, job: _Job) -> str:
-        return f"No worker of the cluster can read {' and '.join(job.dirs)}."
-
     def _results(
         self, job: _Job, results: Sequence[PartOutcome], tasks: Sequence[CompareTask], parts: _Parts
     ) -> Iterator[tuple[int, Result]]:
@@ -441,10 +447,11 @@ class ClusterPool:
             yield i, finish_parts(tasks[i], [got[k] for k in sorted(got)])
 
     def _give_up(
-        self, job: _Job, tasks: Sequence[CompareTask], parts: _Parts, message: str
+        self, job: _Job, tasks: Sequence[CompareTask], parts: _Parts, fault: WorkerFault
     ) -> Iterator[tuple[int, Result]]:
         if job.part is not None and job.indices[0] not in parts:
             return  # its task already settled by another part
+        message = worker_fault_text(fault)
         yield from self._results(job, [error_result(message) for _ in job.indices], tasks, parts)
 
     def _collect(
@@ -476,16 +483,16 @@ class ClusterPool:
                         single = _Job([i], job.dirs, job.priority, workers=job.workers)
                         pending[self._submit(single, tasks)] = single
                     return
-                yield from self._give_up(job, tasks, parts, MSG_DIED)
+                yield from self._give_up(job, tasks, parts, Uncompared.WORKER_DIED)
                 return
-            yield from self._give_up(job, tasks, parts, f"Worker failed: {type(exc).__name__}: {exc}")
+            yield from self._give_up(job, tasks, parts, CompareFailed(error=Error.of(exc), worker=True))
             return
         if job.attempts <= RESUBMITS:  # cancelled or lost with the scheduler: submit it again
             with contextlib.suppress(OSError, TimeoutError):  # reconnecting: keep the last known
                 job.workers = self.eligible(job.dirs) or job.workers
             pending[self._submit(job, tasks)] = job
             return
-        yield from self._give_up(job, tasks, parts, f"The cluster lost this task {job.attempts} times.")
+        yield from self._give_up(job, tasks, parts, ClusterLost(attempts=job.attempts))
 
     def _heal(
         self,
@@ -517,5 +524,4 @@ class ClusterPool:
             job.orphaned_at = job.orphaned_at or now
             if now - job.orphaned_at >= self.reconnect_s:
                 waiting.remove(job)
-                lost = self._unreadable(job) + " (its workers were lost)"
-                yield from self._give_up(job, tasks, parts, lost)
+                yield from self._give_up(job, tasks, parts, NoWorkerReads(dirs=job.dirs, lost=True))

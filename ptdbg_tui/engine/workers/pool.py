@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from multiprocessing import forkserver
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from ptdbg_tui.compare.notices import CompareFailed, Error, Uncompared, WorkerFault
+
 if TYPE_CHECKING:
     from ptdbg_tui.compare.model import Result
     from ptdbg_tui.engine.workers.tasks import CompareTask
@@ -112,10 +114,11 @@ def _run_batch(tasks: list[CompareTask]) -> list[Result]:
     return [run_task(t) for t in tasks]
 
 
-def _crashed(message: str) -> Result:
+def _crashed(fault: WorkerFault) -> Result:
     from ptdbg_tui.compare.metrics.settled import error_result
+    from ptdbg_tui.compare.report.notice_words import worker_fault_text
 
-    return error_result(message)
+    return error_result(worker_fault_text(fault))
 
 
 def batches(
@@ -290,8 +293,9 @@ class MetricPool:
         except BrokenProcessPool:
             self._discard(batch.pool)  # the next submit starts a fresh pool
             if batch.single:
-                return [_crashed("A worker process died while comparing this tensor.")]
+                return [_crashed(Uncompared.WORKER_DIED)]
             retry += [[i] for i in batch.rows]
             return None
         except Exception as e:  # e.g. a result that cannot be pickled back
-            return [_crashed(f"Worker failed: {type(e).__name__}: {e}") for _ in batch.rows]
+            fault = CompareFailed(error=Error.of(e), worker=True)
+            return [_crashed(fault) for _ in batch.rows]

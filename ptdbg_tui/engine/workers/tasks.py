@@ -28,6 +28,9 @@ from ptdbg_tui.compare.metrics.scratch import borrow, give_back
 from ptdbg_tui.compare.metrics.settled import add_fuzzy, error_result
 from ptdbg_tui.compare.metrics.verdict import with_caveat
 from ptdbg_tui.compare.model import Result, Row
+from ptdbg_tui.compare.notices import CompareFailed, DtypeHeld, Error, Uncompared
+from ptdbg_tui.compare.reasons import Fixed
+from ptdbg_tui.compare.report.notice_words import dtype_held_text, worker_fault_text
 from ptdbg_tui.formats.tensorfile import (
     FILE_ERRORS,
     TensorHeader,
@@ -126,7 +129,7 @@ def _headers(task: CompareTask) -> tuple[TensorHeader, np.ndarray | None, Tensor
 
 
 def _no_dirs() -> Result:
-    return error_result("No tensor data directory for this dump, so tensors cannot be compared.")
+    return error_result(worker_fault_text(Uncompared.NO_TENSOR_DIRS))
 
 
 def _compare_files(task: CompareTask) -> Result:
@@ -151,16 +154,14 @@ def _dtype_notes(task: CompareTask, hn: TensorHeader, hb: TensorHeader) -> list[
 def _with_notes(result: Result, notes: Sequence[str]) -> Result:
     if notes:  # the recorded dtype stays the authority (spec: FAQ 14), but the user learns of it
         result.message = join_messages([result.message, *notes])
-        result.status, result.reason = with_caveat(
-            result.status, result.reason, "a tensor file's dtype differs from the recorded one"
-        )
+        result.status, result.reason = with_caveat(result.status, result.reason, Fixed.FILE_DTYPE)
     return result
 
 
 def _dtype_note(path: str, held: np.dtype, recorded: str) -> str:
     if _holds_recorded(held, recorded):
         return ""
-    return f"Dump file {Path(path).name} holds {held.name} data but the dump records {recorded}."
+    return dtype_held_text(DtypeHeld(file=Path(path).name, held=held.name, recorded=recorded))
 
 
 @functools.lru_cache(maxsize=256)
@@ -273,7 +274,7 @@ def finish_parts(task: CompareTask, parts: Sequence[PartOutcome]) -> Result:
         return final
     states = [p for p in parts if isinstance(p, MetricState)]
     if not states:
-        return _settle(task, error_result("No part of this tensor pair was compared."))
+        return _settle(task, error_result(worker_fault_text(Uncompared.NO_PART)))
     merged = states[0]
     for later in states[1:]:
         merged.merge(later)
@@ -288,8 +289,8 @@ def _failure(e: Exception) -> Result:
         result.missing_data = getattr(e, "missing", False)
         return result
     if isinstance(e, MemoryError):
-        return error_result("Out of memory while comparing this tensor.")
-    return error_result(f"Comparison failed: {type(e).__name__}: {e}")
+        return error_result(worker_fault_text(Uncompared.OUT_OF_MEMORY))
+    return error_result(worker_fault_text(CompareFailed(error=Error.of(e))))
 
 
 def _settle(task: CompareTask, result: Result) -> Result:
