@@ -32,6 +32,7 @@ _INDEX = {s: i for i, s in enumerate(STATUSES)}
 #: could not be compared (the diagnosis bar counts them alike: "1 entry could not be compared (n: next
 #: failure)").
 FAILING = frozenset({Status.FAIL, Status.ERROR})
+_FAILING_AT = frozenset(_INDEX[s] for s in FAILING)
 #: The mark of what the diagnosis names: the header's count (``● 2 named``), the tree's named calls,
 #: their entries and the branches down to them.
 NAMED = "●"
@@ -187,8 +188,9 @@ class TreeModel:
         self.changed: set[Node] = set()  # display changed (label, status, counts)
         self.moved: set[Node] = set()  # appeared, vanished or flipped visibility
         self._ordered: list[Node] | None = None
+        # the last path placed and the node of each of its levels (None: a node went or moved since)
         self._last_path: tuple[Seg, ...] | None = None
-        self._last_call: Node | None = None
+        self._last_nodes: list[Node] = []
         self._queue: deque[Iterator[None]] = deque()  # updates being applied
         self.version = 0  # counts changes of the tree's shape and contents (search caches by it)
         self._hits: tuple[tuple[str, int], list[Node]] | None = None
@@ -292,18 +294,7 @@ class TreeModel:
             if leaf.status is not status:
                 self._restatus(leaf, status)
             return
-        if (
-            placed.path is self._last_path
-            and self._last_call is not None
-            and self._last_call.alive
-            and self._last_call.pair == pair.key
-        ):
-            parent = self._last_call  # the next entry of the same call (the engine shares its path)
-        else:
-            parent = pair
-            for seg in placed.path:
-                parent = self._inner(parent, seg, row.seq)
-            self._last_path, self._last_call = placed.path, parent
+        parent = self._call_node(pair, placed.path, row.seq)
         if parent.site is None:
             parent.site = placed.site
         entry = row.record.entry
@@ -314,6 +305,26 @@ class TreeModel:
         self.leaves[(pair.key, key)] = leaf
         self._count(leaf, status, +1)
         self.moved.add(leaf)
+
+    def _call_node(self, pair: Node, path: tuple[Seg, ...], order: int) -> Node:
+        """The call node at ``path`` under ``pair``, made where missing. The levels the last path shared
+        with this one are taken as they were found (a layer's calls share their module levels: walking
+        each call's path from its direction was a third of placing 150,000 rows)."""
+        last, nodes = self._last_path, self._last_nodes
+        shared = 0
+        if last is not None and nodes and nodes[0].parent is pair:
+            if path is last:  # the next entry of the same call (the engine shares its path)
+                return nodes[-1]
+            most = min(len(path), len(last))
+            while shared < most and path[shared] == last[shared]:
+                shared += 1
+        nodes = nodes[:shared] if shared else []
+        parent = nodes[-1] if nodes else pair
+        for seg in path[shared:]:
+            parent = self._inner(parent, seg, order)
+            nodes.append(parent)
+        self._last_path, self._last_nodes = path, nodes
+        return parent
 
     def _inner(self, parent: Node, seg: Seg, order: int) -> Node:
         if seg.kind == "module" and parent.kind == "direction" and of_the_model(seg.key, seg.label):
@@ -341,6 +352,7 @@ class TreeModel:
         subs = [c for c in direction.children if c.kind == "module" and of_the_model(c.key, c.label)]
         if not subs:
             return
+        self._last_path = None
         for sub in subs:
             direction._drop(sub)
             sub.parent = model
@@ -371,6 +383,7 @@ class TreeModel:
         assert node.parent is not None
         node.parent._drop(node)
         node.alive = False
+        self._last_path = None
         self.moved.add(node)
         if node.kind == "call":
             self.calls.pop((node.pair, node.key), None)
@@ -394,7 +407,7 @@ class TreeModel:
         return [(n, self.visible(n)) for n in (leaf, *leaf.ancestors())]
 
     def _count(self, leaf: Node, status: Status, delta: int) -> None:
-        i = _INDEX[status]
+        i = STATUSES.index(status)  # not _INDEX: an Enum's hash is Python code, and every leaf comes here
         changed = self.changed
         changed.add(leaf)
         n = leaf.parent  # the ancestors, walked inline: every leaf of a 150,000-row load comes here
@@ -402,7 +415,7 @@ class TreeModel:
             n.counts[i] += delta
             changed.add(n)
             n = n.parent
-        if status in FAILING:
+        if i in _FAILING_AT:
             if delta > 0:
                 self.failing.add(leaf)
             else:

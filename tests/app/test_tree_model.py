@@ -77,6 +77,24 @@ def test_a_new_result_moves_the_counts_up_the_tree():
     assert backward in changed and backward.count(Status.PENDING) == 0 and backward.count(Status.ERROR) == 1
 
 
+def test_a_call_placed_after_its_modules_nodes_went_gets_new_ones():
+    """A call shares its module's nodes with the call placed before it, unless they went since."""
+    model = _model(_placed("Torch_add_0_forward_output", 0, Status.PASS))
+    model.load(_update(_placed("Torch_mul_0_forward_output", 1, Status.FAIL)))
+    model.apply()
+    (head,) = model.root.children[0].children[0].children[:1]
+    assert [c.label for c in head.children] == ["Torch_add_0", "Torch_mul_0"]
+    model.load(_update(removes={"Torch_add_0_forward_output", "Torch_mul_0_forward_output"}))
+    model.apply()
+    assert model.root.children[0].children == [] and not head.alive
+    model.load(_update(_placed("Torch_mul_1_forward_output", 2, Status.FAIL)))
+    model.apply()
+    (forward,) = model.root.children[0].children
+    (again,) = forward.children
+    assert again is not head and again.alive and [c.label for c in again.children] == ["Torch_mul_1"]
+    assert forward.count(Status.FAIL) == 1 and model.status_counts()[Status.FAIL] == 1
+
+
 def test_filters_hide_subtrees_without_matching_leaves_and_report_flips():
     model = _demo()
     model.filter = FILTERS[1]  # failures + named (nothing is named here)

@@ -369,6 +369,8 @@ def _shiftable(rows: list[Row]) -> list[Row]:
     extra call left them unpaired, and no alignment pairs them (msprobe, started later, never saw
     the bench's model initialisation: uniform_, fill_); less a one-sided ``null`` too (msprobe: a
     gradient slot one run's autograd node has and the other's lacks), which holds no tensor to pair."""
+    if all(r.npu is not None and r.bench is not None for r in rows):  # nothing unpaired: no op to look up
+        return rows
     calls = ({_op_of(r.npu) for r in rows if r.npu}, {_op_of(r.bench) for r in rows if r.bench})
 
     def shiftable(r: Row) -> bool:

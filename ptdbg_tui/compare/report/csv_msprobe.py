@@ -88,7 +88,7 @@ def checksummed(row: Row) -> bool:
     """Whether both sides recorded a checksum of the row's tensor: a pair of statistics with one such
     row was compared from checksums (msprobe's md5 mode; the report's ``(checksums)``)."""
     npu, bench = row.npu, row.bench
-    return bool(npu is not None and bench is not None and not npu.is_scalar and npu.md5 and bench.md5)
+    return bool(npu is not None and bench is not None and npu.md5 and bench.md5 and not npu.is_scalar)
 
 
 def header(mode: str) -> list[str]:

@@ -302,12 +302,15 @@ class PairState:
             self.sent.paths.clear()
         versions = (self.npu.version, self.bench.version if self.bench else -1)
         reopened = rescan and bool(self.cache.errored) and self.cache.recheck()  # match again to reopen them
-        if reopened or versions != self.versions or self.match_asked != ctx.options.match:
+        rematched = reopened or versions != self.versions or self.match_asked != ctx.options.match
+        if rematched:
             self.versions = versions
             self.rematch(ctx.options.match)
-            self.send_match(ctx)
         todo, due = self.todo(ctx, time.monotonic())
         for _ in self.compute(ctx, todo):
+            if rematched:  # how it was matched, before the data files are compared (statistics: below, once)
+                self.send_match(ctx)
+                rematched = False
             self.emit(ctx)
             self.diagnose(ctx, final=False)
             ctx.progress()
