@@ -26,7 +26,9 @@ then measures, alternating fresh processes ``--repeats`` times:
 
 Each figure prints as the median over the repeats with its range, the median of its ratios to the
 baseline of the same round, and its target (issue 19: first paint <= 1 s, overview <= 2 s, RSS <=
-1.5 GB, >= 200,000 statistics rows/s on 2 cores). ``--small`` writes 4 layers instead of 32 (the
+1.5 GB, >= 200,000 statistics rows/s on 2 cores; issue 31: ``compare --jobs 2`` at >= 50 % of the
+floor's rows/s and the app's overview of every verdict within 1.3x its time, each ratio taken in
+the same round). ``--small`` writes 4 layers instead of 32 (the
 same 16 pairs) for a quick run. Exit status 1 when a target or the verdict is missed.
 """
 
@@ -54,6 +56,8 @@ TARGET_ROWS_S = 200_000
 TARGET_RSS_MB = 1536
 TARGET_PAINT_S = 1.0
 TARGET_OVERVIEW_S = 2.0
+TARGET_FLOOR_SHARE = 0.5  # issue 31: the statistics compare at half the decode floor or more
+TARGET_OVERVIEW_VS_COMPARE = 1.3  # issue 31: the app's overview complete within 1.3x the headless compare
 CULPRIT_RE = re.compile(r"^first divergent rank: rank(\d+) \(step(\d+)\): (\S+) ", re.M)
 
 
@@ -306,6 +310,19 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
             f">= {TARGET_ROWS_S:,}?",
         )
     ]
+    local = runs["local"]
+    share = [b / w for w, b in zip(local.walls, bound.walls, strict=True)]  # the floor's time over ours
+    figures.append(
+        Figure(
+            "compare --jobs 2: share of the floor",
+            "x",
+            share,
+            [],
+            "",
+            f">= {TARGET_FLOOR_SHARE:.0%} (issue 31)",
+            statistics.median(share) >= TARGET_FLOOR_SHARE,
+        )
+    )
     for key, label in (("local", "compare --jobs 2"), ("cluster", "compare --cluster local:2")):
         t = runs[key]
         figures += [
@@ -357,6 +374,16 @@ def measure(root: Path, rows: int, pairs: int, fault: Fault, repeats: int) -> in
             "pkl reading",
             f"<= {TARGET_OVERVIEW_S:g} s",
             statistics.median(usable) <= TARGET_OVERVIEW_S,
+        ),
+        Figure(
+            "app: overview against the compare",
+            "s",
+            list(usable),
+            local.walls,
+            "compare --jobs 2",
+            f"<= {TARGET_OVERVIEW_VS_COMPARE:g}x (issue 31)",
+            statistics.median(u / w for u, w in zip(usable, local.walls, strict=True))
+            <= TARGET_OVERVIEW_VS_COMPARE,
         ),
         Figure(
             "app: peak RSS",
