@@ -28,7 +28,14 @@ PACKAGE = Path(ptdbg_tui.__file__).parent
 #: Where the sentences are made, and may be taken apart again.
 WORDS = {
     PACKAGE / "compare" / "report" / name
-    for name in ("words.py", "monitor_words.py", "notice_words.py", "match_words.py", "metric_words.py")
+    for name in (
+        "words.py",
+        "monitor_words.py",
+        "notice_words.py",
+        "match_words.py",
+        "metric_words.py",
+        "replay_words.py",
+    )
 }
 #: Readers of dump text, which is what they parse.
 READERS = PACKAGE / "formats"
@@ -175,15 +182,6 @@ LEFT_MODULES = {
     # a repro is a file of its own: Python source written by repro.py, its console run by repro_main.py
     "compare/replay/repro.py": "writes a repro's Python source (its code and docstring), not report words",
     "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
-    # the replay's reasons (NotReplayable.reason, Refused, CallReplay's npu/bench/lacking) are still
-    # sentences from the plan to the words: typing them is a change of its own
-    "compare/replay/plan.py": "the replay's reasons: not typed yet",
-    "compare/replay/run.py": "the replay's reasons: not typed yet",
-    "compare/replay/calls.py": "the replay's reasons: not typed yet",
-    "compare/replay/nonfinite.py": "the replay's reasons: not typed yet",
-    "compare/diagnosis/replay_outcome.py": "the replay's reasons (CallReplay.lacking): not typed yet",
-    "engine/replay/check.py": "the replay's reasons: not typed yet",
-    "engine/replay/replayer.py": "the replay's reasons, and the install hint of a missing torch",
     # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
     "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
 }
@@ -198,6 +196,9 @@ LEFT = {
     ("engine/live/updates.py", "no dump"): "a side's state, a value",
     ("engine/workers/cluster.py", 'pip install "ptdbg-tui[cluster]"'): "a command, said in an exception",
     ("engine/narrow.py", " … ({} in all)"): "part of NarrowError's message",
+    ("compare/replay/run.py", "a tensor of size {}"): "part of OverBudget's message (what would take it)",
+    ("compare/replay/run.py", "the result {} of {}"): "part of OverBudget's message (what would take it)",
+    ("engine/replay/replayer.py", " (did you mean {}?)"): "part of ReproInputError's message",
     ("engine/narrow.py", "no call introduces an error beyond rounding and no entry fails"): (
         "part of NothingToNarrow's message"
     ),

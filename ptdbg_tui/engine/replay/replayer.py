@@ -30,6 +30,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
 )
 from ptdbg_tui.compare.diagnosis.notes import JobNote, NotReplayed, ReplayCould, Undecided
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
+from ptdbg_tui.compare.diagnosis.replay_reasons import Failed
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.compare.replay.calls import (
@@ -40,6 +41,7 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import with_replays
+from ptdbg_tui.compare.report.replay_words import INSTALL
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -56,7 +58,6 @@ if TYPE_CHECKING:
 BUDGET_S = 60.0
 #: Suspects replayed first (``--replay-top``).
 TOP = 10
-INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
 
 #: How much lower the app's replay worker runs than the app (``os.nice``).
 BACKGROUND_NICE = 10
@@ -255,7 +256,8 @@ class Replayer:
             if isinstance(e, BrokenProcessPool):
                 self.close()
                 self.start()
-            return CallReplay(call, f"the replay worker failed: {type(e).__name__}: {e}", "", False)
+            failed = Failed(error=type(e).__name__, message=str(e), worker=True)
+            return CallReplay(call, failed, failed, False)
 
     def close(self, kill: bool = False) -> None:
         """Let the worker go; ``kill``: end it now, in the middle of a call (the app quits: a long call
