@@ -94,6 +94,7 @@ from ptdbg_tui.compare.matching.pairing import AutoAligned, ended_early
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.report.layout_words import layout_problem_text
 from ptdbg_tui.compare.report.match_words import auto_aligned_text, tail_text
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
@@ -114,7 +115,7 @@ from ptdbg_tui.formats.layout import (
     Unpaired,
 )
 from ptdbg_tui.formats.manifest import ManifestDifference
-from ptdbg_tui.formats.narrowing import Narrowed
+from ptdbg_tui.formats.narrowing import Narrowed, ToolConfig
 from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
@@ -1368,7 +1369,7 @@ def job_note_text(n: JobNote) -> str:
     if isinstance(n, OnPair):
         return f"{n.pair}: {_on_pair_text(n.what)}"
     if isinstance(n, ScanProblem):
-        return f"{SIDE_WORDS[n.side]}: {n.problem}"
+        return f"{SIDE_WORDS[n.side]}: {layout_problem_text(n.problem)}"
     if isinstance(n, ContextFailed):
         return f"the verdict across ranks and steps failed: {n.fault}"
     if isinstance(n, ReplayCould):
@@ -1843,6 +1844,19 @@ def narrow_why_text(why: NarrowWhy) -> str:
     )
     where = "" if why.in_module else f", which ran {inside}"
     return f"the culprit {why.call}{where}"
+
+
+def tool_usage_lines(c: ToolConfig, path: Path) -> list[str]:
+    """How to run the other tool's config ``path`` on both sides, in words."""
+    model = (
+        ", and debugger.start(model=model): level mix hooks the modules" if c.data["level"] == "mix" else ""
+    )
+    config = str(path)  # Python to paste: each text a literal (repr), whatever the path holds
+    return [
+        f"{c.tool}: PrecisionDebugger(config_path={config!r}) on the NPU (it dumps to "
+        f"{one_line(c.data['dump_path'])}); on the bench PrecisionDebugger(config_path={config!r}, "
+        f"dump_path={c.bench_path!r}){model}"
+    ]
 
 
 def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:

@@ -41,6 +41,7 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import with_replays
+from ptdbg_tui.compare.report.layout_words import layout_error_text
 from ptdbg_tui.compare.report.replay_words import INSTALL
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
@@ -445,7 +446,7 @@ def _dumps_of(path: str, step: int | None, rank: int | None) -> tuple[list[RankD
     try:
         found = discover(path)
     except DumpLayoutError as e:
-        raise ReproInputError(str(e)) from None
+        raise ReproInputError(layout_error_text(e)) from None
     dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
     if not dumps:
         raise ReproInputError(
