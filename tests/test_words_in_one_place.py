@@ -227,9 +227,6 @@ LEFT = {
     ): ("an OSError's strerror"),
     ("formats/files.py", " (a symbolic link loop?)"): "describe: part of every layer's OSError messages",
     ("formats/manifest.py", "the manifest"): "part of ManifestError's message",
-    ("formats/manifest.py", " (does not change the numbers)"): (
-        "ManifestDifference.__str__, a dump option that differs: not typed yet"
-    ),
     ("formats/monitor.py", "monitor file {}"): "part of OverBudget's message (what would take it)",
     (
         "formats/monitor.py",

@@ -224,7 +224,6 @@ def test_manifest_holds_the_hyperparameters_and_names_what_differs(tmp_path: Pat
     assert "schedulers.0.state.base_lrs.0" in lr
     assert not any(k.startswith(("parameters", "batches")) for k in lr)
     assert not lr["argv.1"].numeric  # another output folder: a path changes no number
-    assert "does not change the numbers" in str(lr["argv.1"])
     assert [d.key for d in lr.values() if d.numeric][:2] == ["argv.2", "optimizers.0.groups.0.lr"]
 
     data = differences("data", data=1)
