@@ -246,7 +246,7 @@ def test_manifest_differences_put_where_a_run_ran_last(tmp_path: Path) -> None:
     b = {**a, "host": {"hostname": "gpu-2"}, "env": {"OMP_NUM_THREADS": None}}
     found = manifest_differences(a, b)
     assert [(d.key, d.numeric) for d in found] == [("env.OMP_NUM_THREADS", True), ("host.hostname", False)]
-    assert str(found[0]) == 'env.OMP_NUM_THREADS: "8" against null'
+    assert (found[0].left, found[0].right, found[0].present) == ("8", None, (True, True))  # null, not absent
 
 
 def _nested(depth: int) -> list[Any]:
