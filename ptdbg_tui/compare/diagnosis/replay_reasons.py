@@ -211,7 +211,7 @@ class FileDtype:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OverBudget:
+class TooLarge:
     """A tensor or a result would take more memory than one entry may (the budget's message)."""
 
     message: str
@@ -299,7 +299,7 @@ Refusal = (
     | Unreadable
     | FileShape
     | FileDtype
-    | OverBudget
+    | TooLarge
     | UnknownDtype
     | UnknownConstant
     | CallFails

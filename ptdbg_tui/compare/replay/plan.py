@@ -79,8 +79,11 @@ class Plan:
     sidecar: bool = False  # rebuilt from its call sidecar line (checked against the records)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotReplayable:
+    """Why one side's call cannot be replayed (its words:
+    :func:`ptdbg_tui.compare.report.replay_words.why_not_text`)."""
+
     call: str
     why: Refusal
 
@@ -94,12 +97,12 @@ def function_of(entry: EntryName) -> str | NotReplayable:
     prefix, op = entry.prefix, entry.op
     call = entry.call
     if prefix in REFUSED:
-        return NotReplayable(call, REFUSED[prefix])
+        return NotReplayable(call=call, why=REFUSED[prefix])
     if op_name(op) in RANDOM_OPS:
-        return NotReplayable(call, Fixed.RANDOM_OP)
+        return NotReplayable(call=call, why=Fixed.RANDOM_OP)
     space = NAMESPACES.get(prefix)
     if space is None or not op.replace("_", "a").isidentifier():
-        return NotReplayable(call, reasons.NotTorchApi(api=entry.api))
+        return NotReplayable(call=call, why=reasons.NotTorchApi(api=entry.api))
     return f"{space}.{op}"
 
 
@@ -306,7 +309,7 @@ def _by_node_order(
     )
     targets = _node_order(outs, plan.args, fwd, op)
     if not isinstance(targets, list):
-        return NotReplayable(plan.call, targets)
+        return NotReplayable(call=plan.call, why=targets)
     plan.results = {}
     for rec, (position, transposed) in zip(outs, targets, strict=True):
         if rec.is_scalar:  # a null: no gradient for that argument
@@ -398,7 +401,7 @@ def build_plan(
     call = side_call(rows, side, call)
     entries = [r for r in mine if r.call == call]
     if not entries:
-        return NotReplayable(call, reasons.NotHeld(side=side))
+        return NotReplayable(call=call, why=reasons.NotHeld(side=side))
     entry = entries[0].entry
     assert entry is not None
     fn = function_of(entry)
@@ -407,7 +410,7 @@ def build_plan(
     forward_call = entry.forward_call
     fwd = [r for r in mine if r.call == forward_call]
     if tensor_dir is None:
-        return NotReplayable(call, Fixed.STATISTICS_ONLY)
+        return NotReplayable(call=call, why=Fixed.STATISTICS_ONLY)
     try:
         if spec is not None:
             args, kwargs = _spec_arguments(spec, fn, entry, fwd, recs, tensor_dir)
@@ -416,7 +419,7 @@ def build_plan(
             args, kwargs, gaps = _from_records(fwd, tensor_dir)
             complete, inplace = keywords_recorded and not gaps, (0 if in_place(entry.op) else None)
     except _Missing as e:
-        return NotReplayable(call, e.args[0])
+        return NotReplayable(call=call, why=e.args[0])
     read: dict[str, Any] = {}
     if spec is None and not keywords_recorded:
         read = {
@@ -428,7 +431,7 @@ def build_plan(
     if inplace is None and kwargs.get("inplace") == Value("plain", True):
         inplace = 0  # F.relu(x, inplace=True): writes its input as relu_ does
     if inplace is not None and inputs_after_call and spec is None:
-        return NotReplayable(call, Fixed.INPLACE_AFTER)
+        return NotReplayable(call=call, why=Fixed.INPLACE_AFTER)
     autocast = spec.state.autocast if spec is not None else None
     plan = Plan(
         call,
@@ -444,7 +447,7 @@ def build_plan(
     )
     done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
     if isinstance(done, Plan) and not done.results:
-        return NotReplayable(call, Fixed.NO_RESULTS)
+        return NotReplayable(call=call, why=Fixed.NO_RESULTS)
     return done
 
 

@@ -103,7 +103,7 @@ def checked(rec: Recorded) -> None:
     try:
         check(nbytes, f"{rec.name} ({name})", justified=0 if rec.sidecar else nbytes)
     except OverBudget as e:
-        raise Refused(reasons.OverBudget(message=str(e))) from None
+        raise Refused(reasons.TooLarge(message=str(e))) from None
 
 
 def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
@@ -293,7 +293,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     try:
         dry_run(plan, fn)
     except OverBudget as e:
-        raise Refused(reasons.OverBudget(message=str(e))) from None
+        raise Refused(reasons.TooLarge(message=str(e))) from None
     op = plan.fn.rsplit(".", 1)[-1].strip("_")
     grads_of = list(plan.results)
     incoming = {p: load(r, torch.float64) for p, r in plan.incoming.items()}
