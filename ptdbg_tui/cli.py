@@ -866,6 +866,7 @@ def run_app(args: argparse.Namespace) -> int:
         except ClusterError as e:
             say(f"ptdbg-tui: {e}", file=sys.stderr)
             return EXIT_USAGE
+    from ptdbg_tui.compare.report.layout_words import layout_error_text
     from ptdbg_tui.formats.layout import DumpLayoutError, discover
 
     if args.no_watch:
@@ -873,7 +874,7 @@ def run_app(args: argparse.Namespace) -> int:
             try:
                 discover(path)
             except DumpLayoutError as e:
-                say(f"ptdbg-tui: {e}", file=sys.stderr)
+                say(f"ptdbg-tui: {layout_error_text(e)}", file=sys.stderr)
                 return EXIT_USAGE
     from ptdbg_tui.app.app import PtdbgApp
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ptdbg_tui.compare.report.advisor import write_advisor
 from ptdbg_tui.compare.report.csv_ptdbg import write_csv
+from ptdbg_tui.compare.report.layout_words import layout_error_text
 from ptdbg_tui.compare.report.suspects import write_suspects
 from ptdbg_tui.engine.batch import CompareInputError, check_match, compare_pairs, judge
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
@@ -27,7 +28,7 @@ def _rank_dump(records: Any, side: str) -> RankDump:
     try:
         return discover(path)[0]
     except DumpLayoutError as e:
-        raise CompareInputError(str(e)) from None
+        raise CompareInputError(layout_error_text(e)) from None
 
 
 def _data_dir(value: Any, side: str) -> Path | None:

@@ -9,11 +9,11 @@ finding's text (``verdict``, ``evidence``, ``why_not``, ``reason``, ``detail``, 
 prose.
 
 And no code outside the report layer makes a sentence: a string literal or f-string of words (two words
-with a space between them) in ``compare`` (but ``compare/report``) or ``engine`` is a sentence built
-outside the words modules, unless it is a docstring, the message of an exception or an assertion, a
-log line, an enum's value or a type annotation, or :data:`LEFT` names it with its reason. The app and the
-CLI show words (their own labels and help beside the report's), and ``formats`` parses: neither is
-checked here.
+with a space between them) in ``formats``, ``compare`` (but ``compare/report``) or ``engine`` is a
+sentence built outside the words modules, unless it is a docstring, the message of an exception or an
+assertion, a log line, an enum's value or a type annotation, or :data:`LEFT` names it with its reason
+("Notes are findings too, so formats writes no prose"). The app and the CLI show words (their own labels
+and help beside the report's): they are not checked here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,14 @@ PACKAGE = Path(ptdbg_tui.__file__).parent
 #: Where the sentences are made, and may be taken apart again.
 WORDS = {
     PACKAGE / "compare" / "report" / name
-    for name in ("words.py", "monitor_words.py", "notice_words.py", "match_words.py", "metric_words.py")
+    for name in (
+        "words.py",
+        "monitor_words.py",
+        "notice_words.py",
+        "match_words.py",
+        "metric_words.py",
+        "replay_words.py",
+    )
 }
 #: Readers of dump text, which is what they parse.
 READERS = PACKAGE / "formats"
@@ -165,7 +172,7 @@ reason = reason.strip()
 #: Where findings become words: the report layer.
 REPORT = PACKAGE / "compare" / "report"
 #: The layers whose values the report layer says: they hold names, numbers and paths, no sentences.
-VALUES = (PACKAGE / "compare", PACKAGE / "engine")
+VALUES = (PACKAGE / "formats", PACKAGE / "compare", PACKAGE / "engine")
 #: Two words and the space between them.
 _WORDS = re.compile(r"[A-Za-z]{2,} [A-Za-z]{2,}")
 _LOGS = frozenset({"debug", "info", "warning", "error", "exception", "critical"})
@@ -175,20 +182,67 @@ LEFT_MODULES = {
     # a repro is a file of its own: Python source written by repro.py, its console run by repro_main.py
     "compare/replay/repro.py": "writes a repro's Python source (its code and docstring), not report words",
     "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
-    # the replay's reasons (NotReplayable.reason, Refused, CallReplay's npu/bench/lacking) are still
-    # sentences from the plan to the words: typing them is a change of its own
-    "compare/replay/plan.py": "the replay's reasons: not typed yet",
-    "compare/replay/run.py": "the replay's reasons: not typed yet",
-    "compare/replay/calls.py": "the replay's reasons: not typed yet",
-    "compare/replay/nonfinite.py": "the replay's reasons: not typed yet",
-    "compare/diagnosis/replay_outcome.py": "the replay's reasons (CallReplay.lacking): not typed yet",
-    "engine/replay/check.py": "the replay's reasons: not typed yet",
-    "engine/replay/replayer.py": "the replay's reasons, and the install hint of a missing torch",
     # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
     "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
+    # why a line or an entry of a dump file is unreadable (BadLine.reason, the report's "unreadable line(s)
+    # … first: …") is said by the parser that met it, one reason per parse error: not typed yet
+    "formats/pkl_line.py": "a pkl line's parse errors (BadLine.reason): not typed yet",
+    "formats/msprobe.py": (
+        "a dump.json entry's parse errors (BadLine.reason), a tensor file it cannot read: not typed yet"
+    ),
+    "formats/untrusted.py": "why a name or a module path is refused (a BadLine's reason): not typed yet",
 }
 #: Single strings left, and why.
 LEFT = {
+    # formats: the dump files' own tokens, exception messages built in parts, and what is not typed yet
+    ("formats/calls.py", "nested too deeply"): "an opaque argument's marker, written into the call sidecar",
+    ("formats/calls.py", "dict with keys that are not strings"): (
+        "an opaque argument's marker, written into the call sidecar"
+    ),
+    ("formats/calls.py", "a named value"): "part of a sidecar parse error's message (_Bad)",
+    ("formats/calls.py", "autocast device"): "part of a sidecar parse error's message (_Bad)",
+    ("formats/calls.py", "autocast dtype"): "part of a sidecar parse error's message (_Bad)",
+    (
+        "formats/calls.py",
+        "not a call line: {}",
+    ): "a sidecar line's parse error (BadLine.reason): not typed yet",
+    ("formats/calls.py", "not a call line: nested too deeply to read"): (
+        "a sidecar line's parse error (BadLine.reason): not typed yet"
+    ),
+    ("formats/modules.py", "not a module line: expected [call, [[module, class], ...]]"): (
+        "a module sidecar line's parse error (BadLine.reason): not typed yet"
+    ),
+    ("formats/pkl.py", "line longer than {} bytes, skipped"): "a pkl line's parse error (BadLine.reason)",
+    ("formats/files.py", "a regular file"): "file_kind: part of OSError and DumpLayoutError messages",
+    ("formats/files.py", "a named pipe (FIFO)"): "file_kind: part of OSError and DumpLayoutError messages",
+    ("formats/files.py", "a character device"): "file_kind: part of OSError and DumpLayoutError messages",
+    ("formats/files.py", "a block device"): "file_kind: part of OSError and DumpLayoutError messages",
+    (
+        "formats/files.py",
+        "an unknown kind of file",
+    ): "file_kind: part of OSError and DumpLayoutError messages",
+    (
+        "formats/files.py",
+        "resolves outside the dump's folder (a symbolic link out of the dump is never followed)",
+    ): ("an OSError's strerror"),
+    ("formats/files.py", " (a symbolic link loop?)"): "describe: part of every layer's OSError messages",
+    ("formats/manifest.py", "the manifest"): "part of ManifestError's message",
+    ("formats/monitor.py", "monitor file {}"): "part of OverBudget's message (what would take it)",
+    (
+        "formats/monitor.py",
+        (
+            "{}: the last {} bytes are not a whole step (a step being written, or a run stopped while "
+            "writing it); the steps before it are read"
+        ),
+    ): "MonitorStream.cut_text, a note on a monitor file: not typed yet",
+    ("formats/npy.py", "Dump file: {} not found."): "open_error: NpyError's and PtError's message",
+    ("formats/npy.py", "Dump file: {} is a directory."): "open_error: NpyError's and PtError's message",
+    ("formats/npy.py", "Dump file {} cannot be read ({})."): "open_error: NpyError's and PtError's message",
+    ("formats/npy.py", "an expression"): "part of NpyError's message",
+    ("formats/pt.py", ", expanded from its storage by stride {}"): "part of OverBudget's message",
+    ("formats/pt.py", "Dump file {} (a tensor of size {}{})"): "part of OverBudget's message",
+    ("formats/records.py", "(nested too deeply to show)"): "a value's stand-in where it cannot be shown",
+    ("formats/sites.py", "<frozen runpy>"): "a frame's file name, matched",
     ("compare/diagnosis/diagnose.py", "bench only: "): "a key's prefix, never shown",
     ("compare/monitor/rule.py", "lr group {}"): "a series' name, as the monitor's files name it",
     ("engine/callpath.py", "Other entries"): "a label of the app's tree",
@@ -198,6 +252,9 @@ LEFT = {
     ("engine/live/updates.py", "no dump"): "a side's state, a value",
     ("engine/workers/cluster.py", 'pip install "ptdbg-tui[cluster]"'): "a command, said in an exception",
     ("engine/narrow.py", " … ({} in all)"): "part of NarrowError's message",
+    ("compare/replay/run.py", "a tensor of size {}"): "part of OverBudget's message (what would take it)",
+    ("compare/replay/run.py", "the result {} of {}"): "part of OverBudget's message (what would take it)",
+    ("engine/replay/replayer.py", " (did you mean {}?)"): "part of ReproInputError's message",
     ("engine/narrow.py", "no call introduces an error beyond rounding and no entry fails"): (
         "part of NothingToNarrow's message"
     ),

@@ -34,6 +34,7 @@ from ptdbg_tui.compare.diagnosis.ranks import CrossRank
 from ptdbg_tui.compare.matching.pairing import MODES, AutoAligned
 from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.report.layout_words import no_dump_text
 from ptdbg_tui.compare.report.words import job_note_text, unpaired_text
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives
@@ -49,7 +50,6 @@ from ptdbg_tui.formats.layout import (
     RankDump,
     Scan,
     Side,
-    no_dump_message,
     pair_dumps,
     same_dump,
     scan,
@@ -275,7 +275,7 @@ def _paired(
     notes: list[JobNote] = []
     for side, path, found in ((Side.NPU, paths[0], npu_scan), (Side.BENCH, paths[1], bench_scan)):
         if not found.dumps:
-            raise CompareInputError(no_dump_message(path, found.problems))
+            raise CompareInputError(no_dump_text(path, found.problems))
         sides.append(found.dumps)
         notes += [ScanProblem(side=side, problem=problem) for problem in found.problems]
     npu, bench = sides

@@ -17,7 +17,7 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, UNPAIRED, Suspect
 from ptdbg_tui.compare.diagnosis.narrowing import SCRIPT, CulpritCall, CulpritIn, Named, NarrowWhy
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
-from ptdbg_tui.compare.report.words import narrowing_lines
+from ptdbg_tui.compare.report.words import narrowing_lines, tool_usage_lines
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
 from ptdbg_tui.formats.dump_options import write_options
@@ -337,7 +337,7 @@ def write_narrowing(n: Narrowing, config: str | Path, dump_dir: str | Path | Non
         write_text(out.other, text + "\n")
         out.lines += [
             f"{other.tool} config: {out.other}",
-            *(f"  {u}" for u in other.usage(out.other)),
+            *(f"  {u}" for u in tool_usage_lines(other, out.other)),
             *(f"  {line}" for line in text.splitlines()),
         ]
     return out

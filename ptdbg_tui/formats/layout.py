@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -49,6 +49,59 @@ _TAG_RE = re.compile(r"^.+_v\d[\w.]*$")
 
 class DumpLayoutError(Exception):
     """The path is not a dump (the message says what was expected)."""
+
+
+class NoDumpFound(DumpLayoutError):
+    """A path that holds no dump, and what could not be read below it (its words:
+    :func:`ptdbg_tui.compare.report.layout_words.layout_error_text`)."""
+
+    def __init__(self, root: str | os.PathLike[str], problems: Sequence[LayoutProblem]) -> None:
+        super().__init__(str(root))
+        self.root = str(root)
+        self.problems = tuple(problems)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeveralDumpFiles:
+    """A folder holds several dump files (two dump modes into one dump_path): one is read."""
+
+    folder: str
+    read: str
+    others: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotADumpFile:
+    """A dump file's name on something that is not a regular file (``mode``: its ``st_mode``)."""
+
+    path: str
+    mode: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankWithoutDump:
+    """A rank folder that holds no dump file."""
+
+    folder: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CannotScan:
+    """A folder or file that cannot be read (``error``: the OSError as :func:`~.files.reason` says it)."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unscanned:
+    """A root another process could not scan: a cluster worker's :class:`DumpLayoutError` message, or
+    that no worker serves it (``message``: their words)."""
+
+    message: str
+
+
+#: What could not be read while a path's dumps were looked for.
+LayoutProblem = SeveralDumpFiles | NotADumpFile | RankWithoutDump | CannotScan | Unscanned
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +186,12 @@ def _number(regex: re.Pattern[str], name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _entries(folder: Path, problems: list[str]) -> list[os.DirEntry[str]] | None:
+def _entries(folder: Path, problems: list[LayoutProblem]) -> list[os.DirEntry[str]] | None:
     try:
         with os.scandir(folder) as it:
             return sorted(it, key=lambda e: e.name)
     except OSError as e:
-        problems.append(reason(e))
+        problems.append(CannotScan(error=reason(e)))
         return None
 
 
@@ -149,7 +202,7 @@ def _is(entry: os.DirEntry[str], kind: str) -> bool:
         return False
 
 
-def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None:
+def _pkl_in(entries: list[os.DirEntry[str]], problems: list[LayoutProblem]) -> Path | None:
     """The folder's dump file (msprobe's dump.json, or a pkl: the known names in order of
     preference, then any ``*.pkl``); one that is
     there but not a regular file is a problem, not a dump."""
@@ -159,18 +212,15 @@ def _pkl_in(entries: list[os.DirEntry[str]], problems: list[str]) -> Path | None
     files = [e for e in candidates if _is(e, "file")]
     if files:
         if len(files) > 1:  # e.g. two dump modes into one dump_path: the others are not compared
-            others = ", ".join(e.name for e in files[1:])
-            problems.append(
-                f"{Path(files[0].path).parent}: holds several dump files; {files[0].name} is "
-                f"read, not {others}"
-            )
+            others = tuple(e.name for e in files[1:])
+            folder = str(Path(files[0].path).parent)
+            problems.append(SeveralDumpFiles(folder=folder, read=files[0].name, others=others))
         return Path(files[0].path)
     for entry in candidates:
         try:
-            mode = os.stat(entry.path).st_mode
-            problems.append(f"{entry.path}: is {file_kind(mode)}, not a dump file")
+            problems.append(NotADumpFile(path=entry.path, mode=os.stat(entry.path).st_mode))
         except OSError as e:
-            problems.append(reason(e))
+            problems.append(CannotScan(error=reason(e)))
     return None
 
 
@@ -181,10 +231,10 @@ def _rank_dump(pkl: Path) -> RankDump:
 
 @dataclass
 class Scan:
-    """What a dump path holds: its rank dumps, and what could not be read on the way, in words."""
+    """What a dump path holds: its rank dumps, and what could not be read on the way."""
 
     dumps: list[RankDump] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[LayoutProblem] = field(default_factory=list)
 
 
 def scan(path: str | os.PathLike[str]) -> Scan:
@@ -235,17 +285,8 @@ def _scan_folder(d: Path, is_root: bool, found: Scan) -> list[Path]:
         and not is_root
         and (_RANK_RE.match(d.name) or _RANKLESS_RE.match(d.name))
     ):
-        found.problems.append(f"{d}: a rank folder without a dump file (*dump.pkl or {DUMP_JSON})")
+        found.problems.append(RankWithoutDump(folder=str(d)))
     return subdirs
-
-
-#: What a dump path is expected to hold, for messages.
-EXPECTED = f"{DUMP_TAG}_v*/[stepN/]rankR/*dump.pkl, or msprobe's [stepN/]rankR|proc<pid>/{DUMP_JSON},"
-
-
-def no_dump_message(root: str | os.PathLike[str], problems: list[str]) -> str:
-    why = f"; {len(problems)} unreadable: {problems[0]}" if problems else ""
-    return f"{root}: no dump found (expected {EXPECTED} below it){why}"
 
 
 def process_id_folder(dumps: Iterable[RankDump]) -> bool:
@@ -262,7 +303,7 @@ def discover(path: str | os.PathLike[str]) -> list[RankDump]:
     """
     found = scan(path)
     if not found.dumps:
-        raise DumpLayoutError(no_dump_message(path, found.problems))
+        raise NoDumpFound(path, found.problems)
     return found.dumps
 
 

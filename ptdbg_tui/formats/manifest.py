@@ -176,16 +176,6 @@ class ManifestDifference:
     numeric: bool  # whether the difference can change the numbers (a hostname or a path cannot)
     present: tuple[bool, bool] = (True, True)
 
-    def __str__(self) -> str:
-        def side(value: Scalar, present: bool) -> str:
-            return one_line(json.dumps(value), 200) if present else "absent"
-
-        what = "" if self.numeric else " (does not change the numbers)"
-        return (
-            f"{one_line(self.key, 300)}: {side(self.left, self.present[0])} against "
-            f"{side(self.right, self.present[1])}{what}"
-        )
-
 
 def _same(a: Scalar, b: Scalar) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):

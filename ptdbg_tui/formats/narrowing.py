@@ -13,7 +13,6 @@ API call's name (``Functional.silu.0.forward``) dumps that call.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ptdbg_tui.formats.dump_options import DumpOptions
@@ -95,20 +94,6 @@ class ToolConfig:
     tool: str
     data: dict[str, Any]
     bench_path: str  # where the bench run dumps (the config names the NPU run's folder)
-
-    def usage(self, path: Path) -> list[str]:
-        """How to run it on both sides, in words."""
-        model = (
-            ", and debugger.start(model=model): level mix hooks the modules"
-            if self.data["level"] == "mix"
-            else ""
-        )
-        config = str(path)  # Python to paste: each text a literal (repr), whatever the path holds
-        return [
-            f"{self.tool}: PrecisionDebugger(config_path={config!r}) on the NPU (it dumps to "
-            f"{one_line(self.data['dump_path'])}); on the bench PrecisionDebugger(config_path={config!r}, "
-            f"dump_path={self.bench_path!r}){model}"
-        ]
 
 
 def tool_config(dump: RankDump, target: Narrowed, npu_path: str, bench_path: str) -> ToolConfig | None:

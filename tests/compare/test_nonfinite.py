@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ptdbg_tui.compare.diagnosis.nonfinite import Overflow
+from ptdbg_tui.compare.diagnosis.nonfinite import OriginReplay, Overflow
+from ptdbg_tui.compare.diagnosis.replay_reasons import Fixed
 from ptdbg_tui.compare.replay.nonfinite import dtype_max, judge_overflow, rounds_to_inf
 
 
@@ -40,9 +41,9 @@ def test_the_largest_values_and_where_rounding_reaches_inf_are_the_dtypes_own():
 )
 def test_the_replay_tells_overflow_from_a_wrong_kernel(recorded, reference, outcome):
     got = _judge(recorded, reference)
-    assert not isinstance(got, str) and got.outcome is outcome, got
+    assert isinstance(got, OriginReplay) and got.outcome is outcome, got
     assert got.limit == 65504 and got.dtype == "torch.float16"
 
 
 def test_finite_recorded_results_have_no_word():
-    assert isinstance(_judge([1.0], [1.0]), str)
+    assert _judge([1.0], [1.0]) is Fixed.ALL_FINITE

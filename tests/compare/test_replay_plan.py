@@ -12,7 +12,6 @@ from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.compare.replay.calls import arguments_differ, replay_order
 from ptdbg_tui.compare.replay.plan import (
-    SIDECAR_DISAGREES,
     NotReplayable,
     Plan,
     Recorded,
@@ -21,6 +20,7 @@ from ptdbg_tui.compare.replay.plan import (
     function_of,
 )
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
+from ptdbg_tui.compare.report.replay_words import SIDECAR_DISAGREES, why_not_text
 from ptdbg_tui.compare.report.words import arguments_text
 from ptdbg_tui.formats.calls import CallSpec, Opaque, TensorArg
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName, parse_name
@@ -51,7 +51,7 @@ def test_only_api_calls_of_torchs_namespaces_that_draw_no_random_numbers_are_rep
         ("Tensor_uniform__0_forward_output", "random"),
     ):
         got = function_of(parse_name(name))
-        assert isinstance(got, NotReplayable) and why in got.reason, got
+        assert isinstance(got, NotReplayable) and why in why_not_text(got.why), got
 
 
 def test_a_plan_from_the_records_takes_positional_arguments_and_the_values(record):
@@ -155,9 +155,9 @@ def test_what_cannot_be_rebuilt_says_why(record):
     ]
     for folder, spec, why in cases:
         got = build_plan(rows, "npu", call, folder, spec, False, False)
-        assert isinstance(got, NotReplayable) and why in got.reason, got
+        assert isinstance(got, NotReplayable) and why in why_not_text(got.why), got
     missing = build_plan(rows, "npu", "Torch_exp_0_forward", "/d", None, False, False)
-    assert isinstance(missing, NotReplayable) and "does not hold it" in missing.reason
+    assert isinstance(missing, NotReplayable) and "does not hold it" in why_not_text(missing.why)
 
 
 def test_an_in_place_call_recorded_after_it_wrote_its_input_is_not_replayed(record):
@@ -166,7 +166,7 @@ def test_an_in_place_call_recorded_after_it_wrote_its_input_is_not_replayed(reco
         ["Tensor_add__0_forward_input.0", "Tensor_add__0_forward_input.1", "Tensor_add__0_forward_output"],
     )
     got = build_plan(rows, "npu", "Tensor_add__0_forward", "/d", None, False, inputs_after_call=True)
-    assert isinstance(got, NotReplayable) and "after it wrote" in got.reason
+    assert isinstance(got, NotReplayable) and "after it wrote" in why_not_text(got.why)
 
 
 def _with_site(rows: list[Row], call: str, source: str) -> list[Row]:
@@ -224,7 +224,7 @@ def test_an_in_place_keyword_recorded_after_the_call_is_not_replayed(record):
         _rows(record, [f"{call}_input.0", f"{call}_output"]), call, "x = F.relu(x, inplace=True)"
     )
     got = build_plan(rows, "npu", call, "/d", None, False, inputs_after_call=True)
-    assert isinstance(got, NotReplayable) and "after it wrote" in got.reason
+    assert isinstance(got, NotReplayable) and "after it wrote" in why_not_text(got.why)
 
 
 def test_in_place_ops_by_name():
@@ -257,7 +257,7 @@ def test_a_backward_recorded_at_an_inner_autograd_node_is_not_replayed(record):
     rows = _rows(record, names)
     call = "Functional_cross_entropy_0_backward"
     got = build_plan(rows, "npu", call, "/d", None, False, False, node_order=True)
-    assert isinstance(got, NotReplayable) and "inner autograd node" in got.reason
+    assert isinstance(got, NotReplayable) and "inner autograd node" in why_not_text(got.why)
     assert isinstance(build_plan(rows, "npu", call, "/d", None, False, False), Plan)  # ours: by argument
 
 
@@ -350,7 +350,7 @@ def _mse_plan(record, args: list[object], fn: str = "torch.nn.functional.mse_los
 def test_a_sidecar_line_that_disagrees_with_the_records_is_not_replayed(record, fn, args, why):
     plan = _mse_plan(record, args, fn)
     assert isinstance(plan, NotReplayable), plan
-    assert plan.reason.startswith(SIDECAR_DISAGREES + why), plan.reason
+    assert why_not_text(plan.why).startswith(SIDECAR_DISAGREES + why), why_not_text(plan.why)
 
 
 def test_a_sidecar_line_that_agrees_with_the_records_is_replayed(record):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ptdbg_tui.compare.diagnosis.evidence import Argument
-from ptdbg_tui.compare.diagnosis.replay_outcome import NO_SIDECAR_LINE, CallReplay, ReplayOutcome, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_reasons import Fixed, Lacks, NotHeld
 from ptdbg_tui.compare.replay.verdict import judge_result, lean
 from ptdbg_tui.compare.report.words import replay_text, side_text
 
@@ -69,9 +70,12 @@ def test_the_two_sides_decide_together():
     assert CallReplay("c", _side(True), _side(False)).outcome == ReplayOutcome.CONFIRMED
     assert CallReplay("c", _side(False), _side(False)).outcome == ReplayOutcome.REFUTED
     assert CallReplay("c", _side(True), _side(True)).outcome == ReplayOutcome.INCONCLUSIVE
-    assert CallReplay("c", "a random op", "a random op").outcome == ReplayOutcome.NOT_REPLAYED
+    assert CallReplay("c", Fixed.RANDOM_OP, Fixed.RANDOM_OP).outcome == ReplayOutcome.NOT_REPLAYED
     # a rebuild without keyword arguments proves nothing unless the other side matches its replay
-    assert CallReplay("c", _side(True), "no tensors", complete=False).outcome == ReplayOutcome.INCONCLUSIVE
+    assert (
+        CallReplay("c", _side(True), Fixed.STATISTICS_ONLY, complete=False).outcome
+        == ReplayOutcome.INCONCLUSIVE
+    )
     assert CallReplay("c", _side(True), _side(False), complete=False).outcome == ReplayOutcome.CONFIRMED
     confirmed = replay_text(CallReplay("c", _side(True), _side(False)))
     assert confirmed.startswith("confirmed by replay — NPU kernel wrong on its own inputs (error 0.3")
@@ -87,9 +91,11 @@ def test_the_two_sides_decide_together():
     )  # wrong regardless
     # a rebuild from the records because the dump's own sidecar lacks the call says so, not that the
     # tool records no keyword arguments; a bench that was not replayed is not said to be within rounding
-    damaged = replay_text(CallReplay("c", _side(True), _side(True), complete=False, lacking=NO_SIDECAR_LINE))
+    damaged = replay_text(
+        CallReplay("c", _side(True), _side(True), complete=False, lacking=Lacks.NO_SIDECAR_LINE)
+    )
     assert "the rebuild may lack arguments: the dump's call sidecar holds no line for it" in damaged
-    alone = replay_text(CallReplay("c", _side(False), "the bench dump does not hold it"))
+    alone = replay_text(CallReplay("c", _side(False), NotHeld(side="bench")))
     assert alone.startswith("refuted by replay — the NPU kernel is within rounding on its own inputs")
     assert "both within rounding" not in alone
 

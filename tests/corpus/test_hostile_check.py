@@ -12,6 +12,7 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
     OriginReplay,
     Overflow,
 )
+from ptdbg_tui.compare.diagnosis.replay_reasons import Failed
 from ptdbg_tui.compare.report.words import check_lines
 from ptdbg_tui.formats.records import BadLine, Frame, StackRecord
 from tests.corpus.hostile import HOSTILE, RAW_CONTROL
@@ -28,7 +29,7 @@ def test_every_slot_of_the_check_report_is_one_printable_line(text, kind):
         found=[NonFinite(text, text, 1, 2), NonFinite(text, text, stats=(("max", float("inf")),))],
         stack=StackRecord(f"{text}_stack_info", [frame]),
         module=text,
-        not_replayed=text,
+        not_replayed=Failed(error=text, message=text),
     )
     lines = check_lines(text, origin, [BadLine(1, text, text)])
     lines += check_lines(text, None)

@@ -180,21 +180,12 @@ def test_what_the_layout_finds_of_the_pairs_is_values_and_the_words_module_says_
     )
 
 
-#: What formats may still say in words: the message of a path that holds no dump (an error's).
-MESSAGES = {"no_dump_message"}
-
-
 def test_no_layout_function_returns_words():
     """A note that formats built as a sentence returned ``str``: every public function of the layout
     returns values, for :mod:`ptdbg_tui.compare.report.words` to say."""
     said = []
     for name, fn in vars(layout).items():
-        if (
-            name.startswith("_")
-            or name in MESSAGES
-            or not inspect.isfunction(fn)
-            or fn.__module__ != layout.__name__
-        ):
+        if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != layout.__name__:
             continue
         returned = typing.get_type_hints(fn).get("return")
         if str in (returned, *typing.get_args(returned)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ptdbg_tui.compare.report.words import tool_usage_lines
 from ptdbg_tui.formats.dump_options import parse_options
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, STYLE_MSPROBE, EntryName
@@ -55,13 +56,13 @@ def test_msprobe_config_lists_a_module_at_level_mix_and_a_call_at_level_l1() -> 
         "async_dump": False,
         "tensor": {"scope": [], "list": ["Module.lstm."], "data_mode": ["all"]},
     }
-    assert "debugger.start(model=model)" in module.usage(Path("c.json"))[0]
+    assert "debugger.start(model=model)" in tool_usage_lines(module, Path("c.json"))[0]
     call = tool_config(
         MSPROBE, Narrowed(calls=(_msprobe("Functional.silu", 0, BACKWARD),), ranks=(0, 2)), "n/npu", "n/bench"
     )
     assert call is not None and call.data["level"] == "L1" and call.data["rank"] == [0, 2]
     assert call.data["tensor"]["list"] == ["Functional.silu.0."]
-    assert "dump_path='n/bench'" in call.usage(Path("c.json"))[0]  # a Python literal (repr)
+    assert "dump_path='n/bench'" in tool_usage_lines(call, Path("c.json"))[0]  # a Python literal (repr)
 
 
 def test_an_msprobe_module_entry_narrows_to_its_module() -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ptdbg_tui.compare.diagnosis.diagnose import MODULE_PREFIX
+from ptdbg_tui.compare.diagnosis.replay_reasons import WhyNot
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.ops import in_place
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT_KINDS, EntryName
@@ -86,7 +87,7 @@ class NonFiniteOrigin:
     stack: StackRecord | None = None
     module: str = ""  # the innermost module it ran in (``encoder.fc · Linear``), where known
     replay: OriginReplay | None = None
-    not_replayed: str = ""  # why there is no replay (empty when it ran, or for DATA)
+    not_replayed: WhyNot | None = None  # why there is no replay (None when it ran, or for DATA)
 
     @property
     def site(self) -> Frame | None:

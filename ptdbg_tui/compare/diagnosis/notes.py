@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from ptdbg_tui.formats.layout import SameDump, Side, StatisticsOnly, Unpaired
+from ptdbg_tui.formats.layout import LayoutProblem, SameDump, Side, StatisticsOnly, Unpaired
 from ptdbg_tui.formats.records import RepeatedNames
 
 
@@ -130,10 +130,10 @@ class OnPair:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScanProblem:
-    """What could not be read while a side's dumps were looked for (``problem``: the reader's message)."""
+    """What could not be read while a side's dumps were looked for."""
 
     side: Side
-    problem: str
+    problem: LayoutProblem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

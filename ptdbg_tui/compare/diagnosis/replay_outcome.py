@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ptdbg_tui.compare.diagnosis.evidence import Argument
+from ptdbg_tui.compare.diagnosis.replay_reasons import Lacks, WhyNot
 
 
 class ReplayOutcome(str, Enum):
@@ -25,11 +26,6 @@ class ReplayOutcome(str, Enum):
 
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
-
-
-#: Why a rebuild from the records alone may lack arguments.
-NO_KEYWORDS = "the tool that wrote this dump does not record keyword arguments"
-NO_SIDECAR_LINE = "the dump's call sidecar holds no line for it (truncated or damaged)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,12 +49,12 @@ class CallReplay:
     """What the replay of one call says, both sides."""
 
     call: str
-    npu: SideVerdict | str  # a verdict, or why that side was not replayed
-    bench: SideVerdict | str
+    npu: SideVerdict | WhyNot  # a verdict, or why that side was not replayed
+    bench: SideVerdict | WhyNot
     complete: bool = True  # every argument was known (else the bench's replay vouches for the rebuild)
     seconds: float = 0.0
     differs: tuple[Argument, ...] = ()  # the non-tensor arguments the two runs passed differently
-    lacking: str = NO_KEYWORDS  # why an incomplete rebuild lacks arguments
+    lacking: Lacks = Lacks.NO_KEYWORDS  # why an incomplete rebuild lacks arguments
 
     @property
     def outcome(self) -> ReplayOutcome:

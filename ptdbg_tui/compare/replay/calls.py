@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from ptdbg_tui.compare.diagnosis.diagnose import is_device, values_differ
 from ptdbg_tui.compare.diagnosis.evidence import Argument
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, Diagnosis
-from ptdbg_tui.compare.diagnosis.replay_outcome import NO_KEYWORDS, NO_SIDECAR_LINE, CallReplay, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_reasons import Failed, Incomplete, Lacks, WhyNot, refusal
 from ptdbg_tui.compare.model import Row, Status, rows_by_call, side_call
 from ptdbg_tui.compare.replay.plan import NotReplayable, Plan, Value, build_plan
 from ptdbg_tui.compare.replay.verdict import judge_side
@@ -37,9 +38,9 @@ class SideSource:
             object.__setattr__(self, "sidecar", True)
 
     @property
-    def lacking(self) -> str:
+    def lacking(self) -> Lacks:
         """Why a rebuild of this side from its records alone may lack arguments."""
-        return NO_SIDECAR_LINE if self.sidecar else NO_KEYWORDS
+        return Lacks.NO_SIDECAR_LINE if self.sidecar else Lacks.NO_KEYWORDS
 
     def only(self, call: str) -> SideSource:
         """This source with the sidecar line of ``call`` (as this side names it) alone: what one replay
@@ -85,19 +86,19 @@ def side_plan(
 
 def _side(
     rows: Sequence[Row], side: str, call: str, source: SideSource, like: Plan | None = None
-) -> tuple[SideVerdict | str, Plan | None]:
+) -> tuple[SideVerdict | WhyNot, Plan | None]:
     """One side's verdict (or why none) and its plan (:func:`side_plan`)."""
     from ptdbg_tui.compare.replay.harness import Refused
     from ptdbg_tui.compare.replay.run import run
 
     plan, tf32 = side_plan(rows, side, call, source, like)
     if isinstance(plan, NotReplayable):
-        return plan.reason, None
+        return plan.why, None
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
-        lacking = "" if plan.complete else f" ({source.lacking})"
-        return f"{e}{lacking}", plan
+        why = refusal(e)
+        return (why if plan.complete else Incomplete(why=why, lacking=source.lacking)), plan
     return judge_side(done.results, done.dtypes, done.names, done.honest, done.op), plan
 
 
@@ -110,7 +111,8 @@ def replay_call(rows: Sequence[Row], call: str, npu: SideSource, bench: SideSour
         complete = plan is not None and plan.complete
         differs = arguments_differ(plan, other) if plan is not None and other is not None else ()
     except Exception as e:  # a bug or an odd dump: this call is not replayed, the others are
-        n, b, complete, differs = f"the replay failed: {type(e).__name__}: {e}", "", False, ()
+        n = b = Failed(error=type(e).__name__, message=str(e))
+        complete, differs = False, ()
     return CallReplay(call, n, b, complete, time.perf_counter() - start, differs, npu.lacking)
 
 

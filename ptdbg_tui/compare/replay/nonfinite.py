@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ptdbg_tui.compare.diagnosis.nonfinite import OriginReplay, Overflow
+from ptdbg_tui.compare.diagnosis.replay_reasons import Failed, Fixed, WhyNot, refusal
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import SideSource, side_plan
 from ptdbg_tui.compare.replay.plan import NotReplayable
@@ -51,7 +52,7 @@ def judge_overflow(
     results: Mapping[Any, tuple[np.ndarray, np.ndarray, float]],
     dtypes: Mapping[Any, str],
     names: Mapping[Any, str],
-) -> OriginReplay | str:
+) -> OriginReplay | WhyNot:
     """The replay's word on the first recorded result that is not finite (``results``: by path, the
     recorded values and the float64 ones, as :class:`~.run.Replayed` holds them); why none where the
     recorded results are all finite (a file that disagrees with its statistics)."""
@@ -69,10 +70,10 @@ def judge_overflow(
         else:
             outcome = Overflow.KERNEL_WRONG
         return OriginReplay(outcome, names[path], dtypes[path], largest, limit)
-    return "its recorded results hold no NaN or Inf where the replay reads them"
+    return Fixed.ALL_FINITE
 
 
-def replay_origin(rows: Sequence[Row], call: str, source: SideSource) -> OriginReplay | str:
+def replay_origin(rows: Sequence[Row], call: str, source: SideSource) -> OriginReplay | WhyNot:
     """Re-run ``call`` of one dump (``rows``: its records as a pair's NPU side) in float64 and judge its
     non-finite outputs; never raises (why it was not replayed is the answer)."""
     from ptdbg_tui.compare.replay.harness import Refused
@@ -80,11 +81,11 @@ def replay_origin(rows: Sequence[Row], call: str, source: SideSource) -> OriginR
 
     plan, tf32 = side_plan(rows, "npu", call, source)
     if isinstance(plan, NotReplayable):
-        return plan.reason
+        return plan.why
     try:
         done = run(plan, tf32=tf32)
     except Refused as e:
-        return str(e)
+        return refusal(e)
     except Exception as e:  # a bug or an odd dump: the origin is still named
-        return f"the replay failed: {type(e).__name__}: {e}"
+        return Failed(error=type(e).__name__, message=str(e))
     return judge_overflow(done.results, done.dtypes, done.names)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+from ptdbg_tui.compare.diagnosis import replay_reasons as reasons
+from ptdbg_tui.compare.diagnosis.replay_reasons import Fixed, Refusal
 from ptdbg_tui.compare.model import Row, side_call
 from ptdbg_tui.compare.ops import RANDOM_OPS, in_place, op_name
 from ptdbg_tui.compare.replay.source_keywords import source_keywords
@@ -32,10 +34,7 @@ from ptdbg_tui.formats.tensorfile import data_path
 from ptdbg_tui.formats.wrapped_apis import QUALIFIED
 
 #: Prefixes whose calls cannot be replayed alone, and why.
-REFUSED = {
-    "Distributed": "a collective: its result needs the other ranks",
-    "Module": "a module: only API calls are replayed",
-}
+REFUSED = {"Distributed": Fixed.COLLECTIVE, "Module": Fixed.MODULE}
 #: Where each replayable dump prefix's functions live.
 NAMESPACES = {prefix: module for prefix, module in QUALIFIED.items() if prefix not in REFUSED}
 
@@ -50,14 +49,6 @@ class Recorded:
     dtype: str
     shape: tuple[int, ...]
     sidecar: bool = False  # dtype and shape from the call sidecar alone: no pkl record vouches for its size
-
-
-#: Why a call of a dump without tensor files is not replayed.
-STATISTICS_ONLY = "the dump holds statistics only: no tensors to replay from"
-
-#: Why a call whose sidecar line says another call than the dump's records is not judged: the
-#: verdict would be of a call the run never made ("not replayable: " + this + what differs).
-SIDECAR_DISAGREES = "the sidecar disagrees with the dump: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +79,13 @@ class Plan:
     sidecar: bool = False  # rebuilt from its call sidecar line (checked against the records)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotReplayable:
+    """Why one side's call cannot be replayed (its words:
+    :func:`ptdbg_tui.compare.report.replay_words.why_not_text`)."""
+
     call: str
-    reason: str
+    why: Refusal
 
 
 class CannotReplay(Exception):
@@ -103,12 +97,12 @@ def function_of(entry: EntryName) -> str | NotReplayable:
     prefix, op = entry.prefix, entry.op
     call = entry.call
     if prefix in REFUSED:
-        return NotReplayable(call, REFUSED[prefix])
+        return NotReplayable(call=call, why=REFUSED[prefix])
     if op_name(op) in RANDOM_OPS:
-        return NotReplayable(call, "a random op: a replay draws other numbers without its generator's state")
+        return NotReplayable(call=call, why=Fixed.RANDOM_OP)
     space = NAMESPACES.get(prefix)
     if space is None or not op.replace("_", "a").isidentifier():
-        return NotReplayable(call, f"{entry.api} is not an API of torch's namespaces")
+        return NotReplayable(call=call, why=reasons.NotTorchApi(api=entry.api))
     return f"{space}.{op}"
 
 
@@ -131,20 +125,17 @@ def _recorded(rec: TensorRecord, tensor_dir: str | None) -> Recorded:
 
 
 class _Missing(Exception):
-    """An argument the replay cannot rebuild (the message says which and why)."""
+    """An argument the replay cannot rebuild (its one argument, a :data:`Refusal`, says which and why)."""
 
 
 def _unrebuilt(arg: TensorArg | Opaque, keyword: str | None) -> _Missing:
     """Why ``arg`` (a tensor the pkl does not hold, a value no replay rebuilds) stops the replay, naming
-    the keyword argument it is as the user's code spells it (``attn_mask``)."""
+    the keyword argument it is as the user's code spells it (``attn_mask``; the pkl records positional
+    tensors only)."""
     if isinstance(arg, Opaque):
-        if keyword is not None:
-            return _Missing(f"the keyword argument {keyword}, of type {arg.type_name}, cannot be rebuilt")
-        return _Missing(f"an argument of type {arg.type_name} cannot be rebuilt")
-    what = arg.entry or f"a {arg.dtype} tensor of shape {list(arg.shape or ())}"
-    if keyword is not None:  # the pkl records positional tensors only
-        return _Missing(f"the keyword argument {keyword} ({what}) was not recorded")
-    return _Missing(f"the tensor argument {what} was not recorded")
+        return _Missing(reasons.OpaqueArgument(type_name=arg.type_name, keyword=keyword))
+    shape = tuple(arg.shape or ())
+    return _Missing(reasons.UnrecordedTensor(entry=arg.entry, dtype=arg.dtype, shape=shape, keyword=keyword))
 
 
 def _from_spec(
@@ -201,7 +192,7 @@ def _from_record(rec: TensorRecord, tensor_dir: str | None) -> Any:
         return _recorded(rec, tensor_dir)
     kind = _VALUE_TYPES.get(rec.dtype.removeprefix("<class '").removesuffix("'>"))
     if kind is None:
-        raise _Missing(f"the value {rec.name} ({rec.dtype}) cannot be rebuilt from the records")
+        raise _Missing(reasons.UnrebuiltValue(name=rec.name, dtype=rec.dtype))
     value = rec.stats[0] if rec.stats else None
     return Value(kind, value)
 
@@ -216,7 +207,7 @@ def _nest(items: Mapping[tuple[Any, ...], Any]) -> tuple[list[Any], bool]:
         target = out
         for depth, k in enumerate(path):
             if not isinstance(k, int):
-                raise _Missing(f"argument path {path} is not positional")
+                raise _Missing(reasons.NotPositional(path=path))
             last = depth == len(path) - 1
             while len(target) < k:
                 target.append(_GAP)
@@ -253,7 +244,7 @@ def _from_records(
             continue
         if isinstance(e.path[0], str):
             if len(e.path) > 1:
-                raise _Missing(f"the keyword argument {e.path[0]} holds a nested value")
+                raise _Missing(reasons.NestedKeyword(keyword=e.path[0]))
             kwargs[e.path[0]] = _from_record(rec, tensor_dir)
         else:
             positional[e.path] = _from_record(rec, tensor_dir)
@@ -267,18 +258,16 @@ _NONE = Value("plain", None)
 
 def _node_order(
     grads: Sequence[TensorRecord], args: Sequence[Any], fwd: Sequence[TensorRecord], op: str
-) -> list[tuple[int, bool]] | str:
+) -> list[tuple[int, bool]] | Refusal:
     """Where the gradients of a tool that records them in autograd-node order belong: per recorded
     gradient (``output.k``, a ``null`` one included), its forward argument's position and whether it is
     recorded transposed; or why that cannot be told."""
     if op in INNER_NODE_BACKWARD:
-        return (
-            f"its tool records {op}'s backward at an inner autograd node, not the gradients of its arguments"
-        )
+        return reasons.InnerNode(op=op)
     if op == "linear":
         mapping = LINEAR_NODE_GRADIENTS.get(len(grads))
         if mapping is None:
-            return f"linear's backward records {len(grads)} gradients, not its node's 2 or 3"
+            return reasons.LinearGradients(count=len(grads))
         return list(mapping)
     wants = {
         r.entry.path[0]: r.requires_grad
@@ -298,11 +287,7 @@ def _node_order(
         nulls = all(g.is_scalar for i, g in zip(optional, grads, strict=True) if args[i] == _NONE)
         candidates = optional if nulls else None
     if candidates is None:
-        return (
-            f"its tool records the gradients in its autograd node's order ({len(grads)}), which does not "
-            f"match its {len(floating)} floating tensor arguments ({len(needing)} needing a gradient) one "
-            "to one"
-        )
+        return reasons.NodeOrder(gradients=len(grads), floating=len(floating), needing=len(needing))
     return [(i, False) for i in candidates]
 
 
@@ -323,8 +308,8 @@ def _by_node_order(
         key=attrgetter("entry.path"),  # each a path of one int
     )
     targets = _node_order(outs, plan.args, fwd, op)
-    if isinstance(targets, str):
-        return NotReplayable(plan.call, targets)
+    if not isinstance(targets, list):
+        return NotReplayable(call=plan.call, why=targets)
     plan.results = {}
     for rec, (position, transposed) in zip(outs, targets, strict=True):
         if rec.is_scalar:  # a null: no gradient for that argument
@@ -346,13 +331,13 @@ def _spec_tensors(arg: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...]
 
 def sidecar_disagrees(
     spec: CallSpec, fn: str, entry: EntryName, fwd: Sequence[TensorRecord], recs: Mapping[str, TensorRecord]
-) -> str:
-    """What a call's sidecar line says otherwise than the dump's records, in words ("" where they agree):
+) -> reasons.SidecarDiffers | None:
+    """What a call's sidecar line says otherwise than the dump's records (None where they agree):
     the function the record's name makes, and each recorded tensor input at its place — no other
     tensor (an output, another call's) passed as one, none of them left out. The dumper writes exactly
     these; a line that differs was damaged or crafted, and a replay of it would judge another call."""
     if spec.fn != fn:
-        return f"it calls {spec.fn}, the dump records {entry.api} ({fn})"
+        return reasons.OtherFunction(fn=spec.fn, api=entry.api, recorded=fn)
     passed = [t for i, a in enumerate(spec.args) for t in _spec_tensors(a, (i,))]
     inputs = {
         r.name: r.entry.path
@@ -362,14 +347,13 @@ def sidecar_disagrees(
     for path, name in passed:
         rec = recs.get(name)
         if rec is not None and inputs.get(name) != path:
-            where = ".".join(map(str, path))
-            return f"it passes {name} as argument {where}, which the dump records as no input there"
+            return reasons.PassedElsewhere(name=name, where=".".join(map(str, path)))
     left = [
         name for name, path in inputs.items() if not recs[name].is_scalar and not _tensor_at(spec.args, path)
     ]
     if left:
-        return f"it does not pass the recorded tensor input {left[0]}"
-    return ""
+        return reasons.NotPassed(name=left[0])
+    return None
 
 
 def _spec_arguments(
@@ -382,7 +366,7 @@ def _spec_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """A call's arguments from its sidecar line, once that line agrees with the dump's records."""
     if differs := sidecar_disagrees(spec, fn, entry, fwd, recs):
-        raise _Missing(SIDECAR_DISAGREES + differs)
+        raise _Missing(reasons.SidecarDisagrees(what=differs))
     args = [_from_spec(a, recs, tensor_dir) for a in spec.args]
     return args, {k: _from_spec(v, recs, tensor_dir, k) for k, v in spec.kwargs.items()}
 
@@ -417,7 +401,7 @@ def build_plan(
     call = side_call(rows, side, call)
     entries = [r for r in mine if r.call == call]
     if not entries:
-        return NotReplayable(call, f"the {side.upper() if side == 'npu' else side} dump does not hold it")
+        return NotReplayable(call=call, why=reasons.NotHeld(side=side))
     entry = entries[0].entry
     assert entry is not None
     fn = function_of(entry)
@@ -426,7 +410,7 @@ def build_plan(
     forward_call = entry.forward_call
     fwd = [r for r in mine if r.call == forward_call]
     if tensor_dir is None:
-        return NotReplayable(call, STATISTICS_ONLY)
+        return NotReplayable(call=call, why=Fixed.STATISTICS_ONLY)
     try:
         if spec is not None:
             args, kwargs = _spec_arguments(spec, fn, entry, fwd, recs, tensor_dir)
@@ -435,7 +419,7 @@ def build_plan(
             args, kwargs, gaps = _from_records(fwd, tensor_dir)
             complete, inplace = keywords_recorded and not gaps, (0 if in_place(entry.op) else None)
     except _Missing as e:
-        return NotReplayable(call, str(e))
+        return NotReplayable(call=call, why=e.args[0])
     read: dict[str, Any] = {}
     if spec is None and not keywords_recorded:
         read = {
@@ -447,7 +431,7 @@ def build_plan(
     if inplace is None and kwargs.get("inplace") == Value("plain", True):
         inplace = 0  # F.relu(x, inplace=True): writes its input as relu_ does
     if inplace is not None and inputs_after_call and spec is None:
-        return NotReplayable(call, "an in-place call whose inputs were recorded after it wrote them")
+        return NotReplayable(call=call, why=Fixed.INPLACE_AFTER)
     autocast = spec.state.autocast if spec is not None else None
     plan = Plan(
         call,
@@ -463,7 +447,7 @@ def build_plan(
     )
     done = _with_results(plan, entries, fwd, tensor_dir, node_order and spec is None)
     if isinstance(done, Plan) and not done.results:
-        return NotReplayable(call, "no tensor results were recorded to check")
+        return NotReplayable(call=call, why=Fixed.NO_RESULTS)
     return done
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ptdbg_tui.compare.diagnosis.replay_outcome import SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_reasons import refusal
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay import harness, repro_main
 from ptdbg_tui.compare.replay.calls import SideSource
@@ -30,6 +31,7 @@ from ptdbg_tui.compare.replay.harness import Refused, leaves
 from ptdbg_tui.compare.replay.plan import CannotReplay, NotReplayable, Plan, Recorded, Value, build_plan
 from ptdbg_tui.compare.replay.run import load, resolve, run, torch_dtype
 from ptdbg_tui.compare.replay.verdict import judge_result, judge_side
+from ptdbg_tui.compare.report.replay_words import why_not_text
 from ptdbg_tui.compare.report.words import repro_verdict_text
 from ptdbg_tui.formats.file_writes import write_text, write_whole
 from ptdbg_tui.formats.naming import call_key
@@ -81,7 +83,7 @@ def write_repro(
         source.node_order,
     )
     if isinstance(plan, NotReplayable):
-        raise CannotReplay(plan.reason)
+        raise CannotReplay(why_not_text(plan.why))
     try:
         resolve(plan.fn)
         if plan.autocast is not None:  # the script runs under it: a dtype torch has, or no script
@@ -94,7 +96,7 @@ def write_repro(
                 tensors[rec.name] = tensors[rec.name].t().contiguous()
         code = arguments_code(plan)
     except Refused as e:
-        raise CannotReplay(str(e)) from None
+        raise CannotReplay(why_not_text(refusal(e))) from None
     allowed = {
         p: judge_result(rec, ref, sens, done.dtypes[p], done.names[p], done.honest.get(p), done.op)
         for p, (rec, ref, sens) in done.results.items()

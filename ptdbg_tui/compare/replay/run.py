@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ptdbg_tui.compare.diagnosis import replay_reasons as reasons
 from ptdbg_tui.compare.metrics.errors import unit_roundoff
 from ptdbg_tui.compare.ops import WEIGHTED
 from ptdbg_tui.compare.replay.harness import (
@@ -30,7 +31,7 @@ from ptdbg_tui.compare.replay.harness import (
     matching,
     relative,
 )
-from ptdbg_tui.compare.replay.plan import NAMESPACES, SIDECAR_DISAGREES, Plan, Recorded, Value
+from ptdbg_tui.compare.replay.plan import NAMESPACES, Plan, Recorded, Value
 from ptdbg_tui.compare.replay.verdict import lean
 from ptdbg_tui.formats.budget import OverBudget, check
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, load_tensor, read_tensor, stored_dtypes
@@ -61,12 +62,13 @@ Path = ArgPath
 
 
 def resolve(fn: str) -> Callable[..., Any]:
-    """The function a plan names, if it is one a dumper wraps in torch's namespaces."""
+    """The function a plan names, if it is one a dumper wraps in torch's namespaces; else :class:`Refused`
+    with the reason (:mod:`~ptdbg_tui.compare.diagnosis.replay_reasons`), as everywhere here."""
     space, _, attr = fn.rpartition(".")
     if space not in NAMESPACES.values():
-        raise Refused(f"{fn} is outside torch's namespaces")
+        raise Refused(reasons.OutsideNamespaces(fn=fn))
     if attr not in wrapped(space):
-        raise Refused(f"{fn} is not in the dumped API list")
+        raise Refused(reasons.NotWrapped(fn=fn))
     owner: Any = torch
     for part in space.split(".")[1:]:
         owner = getattr(owner, part)
@@ -74,15 +76,11 @@ def resolve(fn: str) -> Callable[..., Any]:
         try:
             import torch_npu as owner  # type: ignore[import-not-found, no-redef]
         except ImportError:
-            raise Refused(f"{fn} needs torch_npu, which is not installed here") from None
+            raise Refused(reasons.NeedsTorchNpu(fn=fn)) from None
     target: Callable[..., Any] | None = getattr(owner, attr, None)
     if not callable(target):
-        raise Refused(f"{fn} does not exist in this torch")
+        raise Refused(reasons.NoSuchFunction(fn=fn))
     return target
-
-
-#: Why a call whose tensor file holds another tensor than its record says is not judged.
-DATA_DISAGREES = "a tensor file disagrees with its record: "
 
 
 def checked(rec: Recorded) -> None:
@@ -90,26 +88,22 @@ def checked(rec: Recorded) -> None:
     sidecar) says, or one larger than the budget where no record vouches for its size — read from its
     header, before its data is loaded."""
     if rec.path is None:
-        raise Refused(f"{rec.name} has no tensor file")
+        raise Refused(reasons.NoTensorFile(name=rec.name))
     try:
         header, _ = read_tensor(rec.path)
     except FILE_ERRORS as e:
-        raise Refused(f"{rec.name} cannot be read: {e}") from None
+        raise Refused(reasons.Unreadable(name=rec.name, error=str(e))) from None
     name = os.path.basename(rec.path)
     if header.shape != rec.shape:
-        raise Refused(
-            f"{DATA_DISAGREES}{name} holds shape {list(header.shape)} but the dump records {list(rec.shape)}"
-        )
+        raise Refused(reasons.FileShape(file=name, shape=tuple(header.shape), recorded=rec.shape))
     held = stored_dtypes(rec.dtype)
     if held is not None and header.dtype.name not in held:
-        raise Refused(
-            f"{DATA_DISAGREES}{name} holds {header.dtype.name} data but the dump records {rec.dtype}"
-        )
+        raise Refused(reasons.FileDtype(file=name, dtype=header.dtype.name, recorded=rec.dtype))
     nbytes = math.prod(rec.shape) * FLOAT64  # read, then made float64
     try:
         check(nbytes, f"{rec.name} ({name})", justified=0 if rec.sidecar else nbytes)
     except OverBudget as e:
-        raise Refused(str(e)) from None
+        raise Refused(reasons.TooLarge(message=str(e))) from None
 
 
 def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
@@ -120,7 +114,7 @@ def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
     try:
         array = np.array(load_tensor(rec.path))
     except Exception as e:
-        raise Refused(f"{rec.name} cannot be read: {e}") from None
+        raise Refused(reasons.Unreadable(name=rec.name, error=str(e))) from None
     t = torch.from_numpy(array)
     if t.is_floating_point():
         recorded = getattr(torch, rec.dtype.removeprefix("torch."), None)
@@ -135,7 +129,7 @@ def load(rec: Recorded, as_dtype: torch.dtype | None) -> torch.Tensor:
 def torch_dtype(name: str, reference: bool) -> torch.dtype:
     dtype = getattr(torch, name.removeprefix("torch."), None)
     if not isinstance(dtype, torch.dtype):
-        raise Refused(f"unknown dtype {name}")
+        raise Refused(reasons.UnknownDtype(name=name))
     return torch.float64 if reference and dtype.is_floating_point else dtype
 
 
@@ -152,7 +146,7 @@ def _value(v: Value, reference: bool) -> Any:
         return slice(*v.value)
     const = getattr(torch, str(v.value).removeprefix("torch."), None)
     if const is None:
-        raise Refused(f"unknown torch constant {v.value}")
+        raise Refused(reasons.UnknownConstant(name=str(v.value)))
     return const
 
 
@@ -287,10 +281,8 @@ def dry_run(plan: Plan, fn: Callable[..., Any]) -> None:
     for path, t in got.items():  # forward's results' gradients, of their sizes
         rec = matching(recorded, path)
         if rec is not None and math.prod(rec.shape) != t.numel():
-            raise Refused(
-                f"{SIDECAR_DISAGREES if plan.sidecar else ''}{plan.fn} gives {list(t.shape)} where the dump "
-                f"records {rec.name} as {list(rec.shape)}"
-            )
+            size = reasons.ResultSize(fn=plan.fn, shape=tuple(t.shape), name=rec.name, recorded=rec.shape)
+            raise Refused(reasons.SidecarDisagrees(what=size) if plan.sidecar else size)
         justified = math.prod(rec.shape) * FLOAT64 if rec is not None else 0
         check(t.numel() * FLOAT64, f"the result {list(path)} of {plan.fn}", justified)
 
@@ -301,7 +293,7 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     try:
         dry_run(plan, fn)
     except OverBudget as e:
-        raise Refused(str(e)) from None
+        raise Refused(reasons.TooLarge(message=str(e))) from None
     op = plan.fn.rsplit(".", 1)[-1].strip("_")
     grads_of = list(plan.results)
     incoming = {p: load(r, torch.float64) for p, r in plan.incoming.items()}
@@ -312,18 +304,20 @@ def run(plan: Plan, tf32: bool = False, seed: int = 0) -> Replayed:
     except Refused:
         raise
     except Exception as e:  # the op rejects the rebuilt arguments: say so, never crash
-        raise Refused(f"the call fails when rebuilt: {type(e).__name__}: {_first_line(e)}") from None
+        raise Refused(reasons.CallFails(error=type(e).__name__, message=_first_line(e))) from None
     spread = _spread(plan, fn, reference, incoming, op, tf32, seed)
     out: dict[Path, tuple[np.ndarray, np.ndarray, float]] = {}
     for path, rec in plan.results.items():
         ref = matching(reference, path)
         if ref is None:
-            raise Refused(f"the replay gives no result for {rec.name}")
+            raise Refused(reasons.NoResult(name=rec.name))
         recorded = load(rec, torch.float64)
         if path in plan.transposed and recorded.dim() == 2:  # the tool records this gradient transposed
             recorded = recorded.t()
         if recorded.numel() != ref.numel():
-            raise Refused(f"{rec.name} holds {list(recorded.shape)} but the replay gives {list(ref.shape)}")
+            raise Refused(
+                reasons.ReplayShape(name=rec.name, recorded=tuple(recorded.shape), replayed=tuple(ref.shape))
+            )
         sens = matching(spread, path) or 0.0
         out[path] = (recorded.reshape(-1).numpy(), ref.detach().reshape(-1).to(torch.float64).numpy(), sens)
     honest = _honest(plan, fn, reference)

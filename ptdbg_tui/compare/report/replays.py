@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_reasons import WhyNot
 from ptdbg_tui.compare.report.figures import figure
 from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.formats.file_writes import write_text
@@ -33,7 +34,7 @@ HEADER = [
 ]
 
 
-def _side(v: SideVerdict | str) -> list[str]:
+def _side(v: SideVerdict | WhyNot) -> list[str]:
     if not isinstance(v, SideVerdict):
         return ["", "", "", ""]
     return [figure(v.error), figure(v.allowed), figure(v.bias), figure(v.bias_allowed)]

@@ -89,13 +89,16 @@ from ptdbg_tui.compare.diagnosis.numbers import fmt_error
 from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
+from ptdbg_tui.compare.diagnosis.replay_reasons import WhyNot
 from ptdbg_tui.compare.matching.pairing import AutoAligned, ended_early
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
+from ptdbg_tui.compare.report.layout_words import layout_problem_text
 from ptdbg_tui.compare.report.match_words import auto_aligned_text, tail_text
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
+from ptdbg_tui.compare.report.replay_words import lacking_text, why_not_text
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats.layout import (
     NoPairs,
@@ -112,7 +115,7 @@ from ptdbg_tui.formats.layout import (
     Unpaired,
 )
 from ptdbg_tui.formats.manifest import ManifestDifference
-from ptdbg_tui.formats.narrowing import Narrowed
+from ptdbg_tui.formats.narrowing import Narrowed, ToolConfig
 from ptdbg_tui.formats.records import BadLine, RepeatedNames, short
 from ptdbg_tui.formats.untrusted import one_line
 
@@ -292,10 +295,6 @@ def unexplained_text(u: Unexplained) -> str:
 #: Why a suspect chosen for the replay was not replayed.
 BUDGET_RAN_OUT = "the replay budget ran out (--replay-budget)"
 NOT_REACHED = f"not replayed: {BUDGET_RAN_OUT}"
-#: Why a check's origin was not replayed when asked not to.
-NOT_ASKED = "--no-replay"
-
-
 #: A result's error within its allowance is shown with that allowance from this size up: an error of
 #: 0.96 "within rounding" is so only where cancellation allows 7.7, which the words must say.
 SHOWN_ALLOWED = 0.01
@@ -322,13 +321,18 @@ def repro_verdict_text(v: SideVerdict) -> str:
     return f"NPU kernel {head} ({side_text(v)})"
 
 
+def _said(v: SideVerdict | WhyNot) -> str:
+    """One side's figures, or why it was not replayed."""
+    return side_text(v) if isinstance(v, SideVerdict) else why_not_text(v)
+
+
 def replay_text(r: CallReplay) -> str:
     """A call's replay in words, e.g. "confirmed by replay — NPU kernel wrong on its own inputs (error
     0.29, allowed 2e-05); bench 3e-07"."""
     npu, bench = r.npu, r.bench
-    b = side_text(bench) if isinstance(bench, SideVerdict) else f"not replayed: {bench}"
+    b = side_text(bench) if isinstance(bench, SideVerdict) else f"not replayed: {why_not_text(bench)}"
     if not isinstance(npu, SideVerdict):
-        return f"not replayable: {npu}"
+        return f"not replayable: {why_not_text(npu)}"
     n = side_text(npu)
     outcome = r.outcome
     if outcome is ReplayOutcome.CONFIRMED:
@@ -347,14 +351,14 @@ def replay_text(r: CallReplay) -> str:
         )
     if npu.wrong and isinstance(bench, SideVerdict) and bench.wrong:
         why = (
-            f"the rebuild may lack arguments: {r.lacking}"
+            f"the rebuild may lack arguments: {lacking_text(r.lacking)}"
             if not r.complete
             else "the rebuilt call may differ from the recorded one"
         )
         return f"replay inconclusive — both sides depart from the float64 replay (NPU {n}, bench {b}): {why}"
     if npu.wrong:
         return (
-            f"replay inconclusive — NPU {n}, but the rebuild may lack arguments ({r.lacking}) "
+            f"replay inconclusive — NPU {n}, but the rebuild may lack arguments ({lacking_text(r.lacking)}) "
             f"and the bench was {b}"
         )
     return f"replay: NPU {n}; bench kernel departs from its replay ({b})"
@@ -438,7 +442,9 @@ def _unproven(d: Diagnosis, confirmed: int) -> str:
         return ""
     blind.sort(key=lambda x: -x[0])
     more = f" (+{len(blind) - 2} more)" if len(blind) > 2 else ""
-    named = "; ".join(f"{r.call}: {r.npu}" for _, r in blind[:2])  # not replayed: the NPU side says why
+    named = "; ".join(
+        f"{r.call}: {_said(r.npu)}" for _, r in blind[:2]
+    )  # not replayed: the NPU side says why
     return f"; not replayable where the runs differ: {named}{more}"
 
 
@@ -1197,11 +1203,8 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
             code = f"  {one_line(site.source.strip())}" if site.source else ""
             lines.append(f"    source: {one_line(site.path)}:{one_line(site.line)}{code}")
         if origin.kind is OriginKind.KERNEL:
-            replay = (
-                origin_replay_text(origin.replay)
-                if origin.replay
-                else f"not replayed: {one_line(origin.not_replayed)}"
-            )
+            why = why_not_text(origin.not_replayed) if origin.not_replayed is not None else ""
+            replay = origin_replay_text(origin.replay) if origin.replay else f"not replayed: {one_line(why)}"
             lines.append(f"    replay: {replay}")
     if bad:
         where = f"line {bad[0].line}: " if bad[0].line else ""
@@ -1366,7 +1369,7 @@ def job_note_text(n: JobNote) -> str:
     if isinstance(n, OnPair):
         return f"{n.pair}: {_on_pair_text(n.what)}"
     if isinstance(n, ScanProblem):
-        return f"{SIDE_WORDS[n.side]}: {n.problem}"
+        return f"{SIDE_WORDS[n.side]}: {layout_problem_text(n.problem)}"
     if isinstance(n, ContextFailed):
         return f"the verdict across ranks and steps failed: {n.fault}"
     if isinstance(n, ReplayCould):
@@ -1841,6 +1844,19 @@ def narrow_why_text(why: NarrowWhy) -> str:
     )
     where = "" if why.in_module else f", which ran {inside}"
     return f"the culprit {why.call}{where}"
+
+
+def tool_usage_lines(c: ToolConfig, path: Path) -> list[str]:
+    """How to run the other tool's config ``path`` on both sides, in words."""
+    model = (
+        ", and debugger.start(model=model): level mix hooks the modules" if c.data["level"] == "mix" else ""
+    )
+    config = str(path)  # Python to paste: each text a literal (repr), whatever the path holds
+    return [
+        f"{c.tool}: PrecisionDebugger(config_path={config!r}) on the NPU (it dumps to "
+        f"{one_line(c.data['dump_path'])}); on the bench PrecisionDebugger(config_path={config!r}, "
+        f"dump_path={c.bench_path!r}){model}"
+    ]
 
 
 def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:

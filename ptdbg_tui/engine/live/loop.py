@@ -33,6 +33,7 @@ from ptdbg_tui.compare.notices import (
     PoolSaid,
     ReaderFailed,
 )
+from ptdbg_tui.compare.report.layout_words import layout_problem_text, no_dump_text
 from ptdbg_tui.compare.report.notice_words import engine_text, pair_failed_text, polling_text, pool_text
 from ptdbg_tui.compare.report.words import (
     job_note_text,
@@ -59,7 +60,6 @@ from ptdbg_tui.formats.layout import (
     RankDump,
     Side,
     Unpaired,
-    no_dump_message,
     pair_dumps,
     same_dump,
     scan,
@@ -271,12 +271,18 @@ class LiveEngine:
                 role,
                 str(root),
                 NO_DUMP,
-                no_dump_message(root, found.problems),
-                problems=tuple(found.problems),
+                no_dump_text(root, found.problems),
+                problems=tuple(map(layout_problem_text, found.problems)),
             )
         steps, ranks = steps_and_ranks(found.dumps)
         return found.dumps, SideStatus(
-            role, str(root), FOUND, "", tuple(steps), tuple(ranks), problems=tuple(found.problems)
+            role,
+            str(root),
+            FOUND,
+            "",
+            tuple(steps),
+            tuple(ranks),
+            problems=tuple(map(layout_problem_text, found.problems)),
         )
 
     def _side(self, dump: RankDump) -> SideState:

@@ -12,16 +12,14 @@ from itertools import groupby
 
 import numpy as np
 
-from ptdbg_tui.compare.diagnosis.nonfinite import NonFiniteOrigin, OriginKind, find_origin
+from ptdbg_tui.compare.diagnosis.nonfinite import NonFiniteOrigin, OriginKind, OriginReplay, find_origin
+from ptdbg_tui.compare.diagnosis.replay_reasons import CannotRead, Failed, Fixed, WhyNot
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.nonfinite import replay_origin
-from ptdbg_tui.compare.replay.plan import STATISTICS_ONLY
-from ptdbg_tui.compare.report.words import NOT_ASKED
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.replay.replayer import (
-    INSTALL,
     Replayer,
     ReproInputError,
     dumps_of,
@@ -174,21 +172,21 @@ def _replay(
     tensor_dir: str | None,
     replay: bool,
     background: bool,
-) -> str:
+) -> WhyNot | None:
     """Replay the origin in a worker process (torch there only), its word set on ``origin``; why it was
-    not replayed, else ("" when it was)."""
+    not replayed, else (None when it was)."""
     if not replay:
-        return NOT_ASKED
+        return Fixed.NOT_ASKED
     if tensor_dir is None:
-        return STATISTICS_ONLY
+        return Fixed.STATISTICS_ONLY
     if not torch_importable():
-        return INSTALL
+        return Fixed.NO_TORCH
     rows = [Row(rec, None, seq=i) for i, rec in enumerate(tensors)]
     attach_stacks(rows, stacks)  # the call's source line, for a tool that records no keyword arguments
     try:
         source = side_source(reader, tensor_dir)
     except OSError as e:
-        return f"cannot read {reason(e)}"
+        return CannotRead(error=reason(e))
     with Replayer(background) as worker:
         try:
             got = worker.run(
@@ -196,8 +194,8 @@ def _replay(
             )
             done = got.result()
         except Exception as e:  # a worker that died: the origin is still named
-            return f"the replay worker failed: {type(e).__name__}: {e}"
-    if isinstance(done, str):
+            return Failed(error=type(e).__name__, message=str(e), worker=True)
+    if not isinstance(done, OriginReplay):
         return done
     origin.replay = done
-    return ""
+    return None

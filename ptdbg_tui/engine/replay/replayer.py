@@ -30,6 +30,7 @@ from ptdbg_tui.compare.diagnosis.findings import (
 )
 from ptdbg_tui.compare.diagnosis.notes import JobNote, NotReplayed, ReplayCould, Undecided
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay
+from ptdbg_tui.compare.diagnosis.replay_reasons import Failed
 from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row, rows_by_call, side_call
 from ptdbg_tui.compare.replay.calls import (
@@ -40,6 +41,8 @@ from ptdbg_tui.compare.replay.calls import (
     replay_order,
 )
 from ptdbg_tui.compare.replay.replayed import with_replays
+from ptdbg_tui.compare.report.layout_words import layout_error_text
+from ptdbg_tui.compare.report.replay_words import INSTALL
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
 BUDGET_S = 60.0
 #: Suspects replayed first (``--replay-top``).
 TOP = 10
-INSTALL = 'replay needs torch: pip install torch==2.13.0 && pip install -e ".[dump]"'
 
 #: How much lower the app's replay worker runs than the app (``os.nice``).
 BACKGROUND_NICE = 10
@@ -255,7 +257,8 @@ class Replayer:
             if isinstance(e, BrokenProcessPool):
                 self.close()
                 self.start()
-            return CallReplay(call, f"the replay worker failed: {type(e).__name__}: {e}", "", False)
+            failed = Failed(error=type(e).__name__, message=str(e), worker=True)
+            return CallReplay(call, failed, failed, False)
 
     def close(self, kill: bool = False) -> None:
         """Let the worker go; ``kill``: end it now, in the middle of a call (the app quits: a long call
@@ -443,7 +446,7 @@ def _dumps_of(path: str, step: int | None, rank: int | None) -> tuple[list[RankD
     try:
         found = discover(path)
     except DumpLayoutError as e:
-        raise ReproInputError(str(e)) from None
+        raise ReproInputError(layout_error_text(e)) from None
     dumps = [d for d in found if (step is None or d.step == step) and (rank is None or d.rank == rank)]
     if not dumps:
         raise ReproInputError(

@@ -46,7 +46,7 @@ from ptdbg_tui.engine.workers.tasks import (
     run_part,
     run_task,
 )
-from ptdbg_tui.formats.layout import RankDump, Scan
+from ptdbg_tui.formats.layout import LayoutProblem, RankDump, Scan, Unscanned
 
 if TYPE_CHECKING:
     from distributed import Client, Future
@@ -301,14 +301,14 @@ class ClusterPool:
         merged: list[Scan] = []
         for k, root in enumerate(roots):
             dumps: dict[str, RankDump] = {}
-            problems: list[str] = []
+            problems: list[LayoutProblem] = []
             for worker in sorted(answers):
                 got = answers[worker][k]
-                found = Scan([], [got]) if isinstance(got, str) else got
+                found = Scan([], [Unscanned(message=got)]) if isinstance(got, str) else got
                 dumps.update((str(d.records), d) for d in found.dumps)
                 problems += [p for p in found.problems if p not in problems]
             if not dumps and not problems:
-                problems.append(unserved_text(Unserved(root=str(root))))
+                problems.append(Unscanned(message=unserved_text(Unserved(root=str(root)))))
             merged.append(Scan(sorted(dumps.values(), key=_order), [] if dumps else problems))
         return merged
 
