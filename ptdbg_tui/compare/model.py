@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ptdbg_tui.formats.frozen import quick_frozen
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 
@@ -48,7 +49,7 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=_SEVERITY.__getitem__, default=Status.PASS)
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class ErrorMeasures:
     """What the diagnosis needs of one compared tensor pair (over positions finite on both sides).
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -956,10 +957,12 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
     dump's step, for the words; ``keywords``: the NPU call sidecar's keyword arguments, where there is
     one)."""
     calls = _Calls(rows, keywords)
+    results = [r.result for r in rows if r.result is not None]  # a pending row neither fails nor errs
+    statuses = Counter(r.status for r in results)
     diagnosis = Diagnosis(
-        compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
-        failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
-        errors=sum(1 for r in rows if r.status is Status.ERROR),
+        compared=sum(1 for r in results if r.errors is not None),
+        failing=statuses[Status.FAIL] + statuses[Status.ERROR],
+        errors=statuses[Status.ERROR],
     )
     walk = _Walk(step)
     for key in calls.calls:
