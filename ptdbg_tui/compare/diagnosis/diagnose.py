@@ -970,7 +970,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
     if note := _amplified_note(walk.amplified):
         diagnosis.notes.append(note)
-    if not diagnosis.suspects:
+    if not diagnosis.suspects and diagnosis.failing:  # else no row fails: nothing to explain
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None
