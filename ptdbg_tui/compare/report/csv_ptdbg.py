@@ -112,12 +112,21 @@ _FLOAT_REPRS = re.compile(
 )
 
 
+#: An integer's cell that a float holds exactly and ``repr`` prints as ``N.0``.
+_INTEGER = re.compile(r"^-?(?:0|[1-9]\d{0,14})$", re.MULTILINE)
+
+
 def _diff_column(cells: Sequence[str]) -> Sequence[object]:
-    """A summary diff column: as it is where each cell is a float's ``repr`` (every agreeing row's,
-    a pair's nearly every one), else :func:`_numbers` of it (an integer's cell prints as a float's in
-    a column of floats)."""
-    if _FLOAT_REPRS.fullmatch("\n".join(cells) + "\n"):
+    """A summary diff column as it prints (:func:`printed_column`) where each cell is a float's
+    ``repr`` (every agreeing row's, a pair's nearly every one) or an integer's among them, which prints
+    as the float it becomes in a column of floats (``0.0``); else :func:`_numbers` of it."""
+    joined = "\n".join(cells)
+    if _FLOAT_REPRS.fullmatch(joined + "\n"):
         return Printed(cells)
+    floats, integers = _INTEGER.subn(r"\g<0>.0", joined)
+    # some cells are no integer's (else the column stays integers), none is "Nan" (then they stay too)
+    if integers < len(cells) and _FLOAT_REPRS.fullmatch(floats + "\n") and NAN not in cells:
+        return Printed(floats.split("\n"))
     return _numbers(cells)
 
 
