@@ -252,28 +252,3 @@ def test_shape_cells_as_str_prints_them(tmp_path):
     shapes = [next(csv.reader([line]))[4:6] for line in lines[1:]]
     assert shapes == [["[2, 3]"] * 2, ["[]"] * 2, ["[2, 3]"] * 2, ["[[2], 3]"] * 2]
     assert lines[1].split(",", 4)[4].startswith('"[2, 3]","[2, 3]",')
-
-
-_DIFF_CELLS = {
-    "float": [repr(v) for v in (0.0, -0.0, 1.5, -2.25e-07, 1e-05, 3.0e16, 5e-324, 0.1, math.inf, -math.inf)],
-    "integer": ["0", "3", "-7", "123456789012345", "1234567890123456"],
-    "empty": [""],
-    "nan": ["Nan"],
-    "other": ["1.50", "a.b", "nan"],
-}
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_diff_columns_print_as_their_numbers(tmp_path, seed):
-    """A summary diff column printed as it is (each cell a float's repr, or an integer's among floats)
-    prints as the numbers it holds do, row by row: every mix of floats, integers, NaN and text."""
-    rng = random.Random(seed)
-    record = _rec('["Torch_add_0_forward_input.0", 0, [], "torch.float32", [3], [3.0, 1.0, 2.0, 3.7]]')
-    mixes = [["float", "integer"], *(rng.sample(list(_DIFF_CELLS), rng.randint(1, 3)) for _ in range(3))]
-    rows = [Row(record, record) for _ in range(12)]
-    for row in rows:
-        row.result = summary_result(row)
-        row.result.cells = tuple(rng.choice(_DIFF_CELLS[rng.choice(mix)]) for mix in mixes)
-    expected = write_table(header(False, True), [_row_by_row(r, False, True) for r in rows], tmp_path / "a")
-    got = write_csv(rows, tmp_path / "b", summary=True)
-    assert got.read_bytes() == expected.read_bytes(), mixes

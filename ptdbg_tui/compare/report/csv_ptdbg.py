@@ -101,35 +101,6 @@ def _numbers(cells: Sequence[str]) -> list[object]:
         return [_number(c) for c in cells]
 
 
-class Printed(list[str]):
-    """A column's cells as the CSV prints them already (made here from numbers: no dump text in them)."""
-
-
-#: A column of summary diff cells each as ``repr`` prints a float, empty (a NaN) or ``Nan``: what
-#: :func:`printed_column` prints of the numbers they are, ``repr`` of each again.
-_FLOAT_REPRS = re.compile(
-    r"(?:(?:-?(?:(?:0|[1-9]\d*)\.(?:0|\d*[1-9])|[1-9](?:\.\d*[1-9])?e[+-]\d\d+|inf)|Nan|)\n)*"
-)
-
-
-#: An integer's cell that a float holds exactly and ``repr`` prints as ``N.0``.
-_INTEGER = re.compile(r"^-?(?:0|[1-9]\d{0,14})$", re.MULTILINE)
-
-
-def _diff_column(cells: Sequence[str]) -> Sequence[object]:
-    """A summary diff column as it prints (:func:`printed_column`) where each cell is a float's
-    ``repr`` (every agreeing row's, a pair's nearly every one) or an integer's among them, which prints
-    as the float it becomes in a column of floats (``0.0``); else :func:`_numbers` of it."""
-    joined = "\n".join(cells)
-    if _FLOAT_REPRS.fullmatch(joined + "\n"):
-        return Printed(cells)
-    floats, integers = _INTEGER.subn(r"\g<0>.0", joined)
-    # some cells are no integer's (else the column stays integers), none is "Nan" (then they stay too)
-    if integers < len(cells) and _FLOAT_REPRS.fullmatch(floats + "\n") and NAN not in cells:
-        return Printed(floats.split("\n"))
-    return _numbers(cells)
-
-
 def _stats(record: TensorRecord | None) -> list[object]:
     """:func:`stats4` (most records: their four statistics as they are)."""
     if record is not None and len(record.stats) == 4 and record.dump_step <= 100:
@@ -143,14 +114,12 @@ def _stack_cell(row: Row) -> object:
     return str(list(map(list, row.stack.frames)))
 
 
-def csv_columns(
-    rows: Sequence[Row], stack_mode: bool = False, summary: bool = False
-) -> list[Sequence[object]]:
+def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = False) -> list[list[object]]:
     """The CSV's cells as raw values, a list per column in :func:`header` order (built column by
     column: a pair holds ~10,000 rows)."""
     npu = [r.npu for r in rows]
     bench = [r.bench for r in rows]
-    columns: list[Sequence[object]] = [
+    columns: list[list[object]] = [
         [n.name if n else NAN for n in npu],
         [b.name if b else NAN for b in bench],
         [n.dtype if n else NAN for n in npu],
@@ -168,7 +137,7 @@ def csv_columns(
         ]
         columns += _transposed(parsed, width)
     elif summary:
-        columns += [_diff_column(column) for column in _transposed(metrics, width)]
+        columns += [_numbers(column) for column in _transposed(metrics, width)]
     else:
         columns += _transposed(metrics, width)
     columns += _transposed([_stats(n) for n in npu], 4) + _transposed([_stats(b) for b in bench], 4)
@@ -286,9 +255,7 @@ def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix:
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    printed = [  # no formula from a dump
-        column if type(column) is Printed else printed_column(csv_column(column)) for column in columns
-    ]
+    printed = [printed_column(csv_column(column)) for column in columns]  # no formula from a dump
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)
