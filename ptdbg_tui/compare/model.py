@@ -81,6 +81,13 @@ class ErrorMeasures:
         return self.rel * self.bench_norm if math.isfinite(self.rel) else self.npu_norm
 
 
+class FloatReprs(tuple[str, ...]):
+    """A row's summary diff cells that are each ``repr`` of a float (every row whose statistics agree):
+    what the CSV prints of the floats they are, as they are (:func:`~.report.csv_ptdbg.csv_columns`)."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class Result:
     """Outcome of comparing one row: the CSV cells plus what the UI needs to explain it."""
