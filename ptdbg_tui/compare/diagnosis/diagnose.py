@@ -227,13 +227,14 @@ class _BenchKeys:
     def __init__(self, rows: Sequence[Row]) -> None:
         self.npu_of: dict[CallKey, CallKey] = {}  # a bench call -> the NPU call it was paired with
         self.npu_calls: set[CallKey] = set()  # the NPU's calls, paired or not
-        for row in rows:
+        for row in rows:  # every row of the pair: _key written out
             npu = row.npu.entry if row.npu is not None else None
             bench = row.bench.entry if row.bench is not None else None
             if npu is not None:
-                self.npu_calls.add(_key(npu))
+                key = (npu.api, npu.index, npu.direction)
+                self.npu_calls.add(key)
                 if bench is not None:
-                    self.npu_of.setdefault(_key(bench), _key(npu))
+                    self.npu_of.setdefault((bench.api, bench.index, bench.direction), key)
 
     def of(self, entry: EntryName) -> CallKey:
         """The key of the call a bench-only row of ``entry`` belongs to."""
@@ -270,7 +271,8 @@ class _Calls:
             call = calls.get(key)
             if call is None:
                 call = calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
-            errors = _errors(row)
+            result = row.result  # _errors(row): nearly every row has its errors
+            errors = result.errors if result is not None and result.errors is not None else _errors(row)
             kind = entry.kind
             member: _Member
             if kind == INPUT:
