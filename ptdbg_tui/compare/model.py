@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ptdbg_tui.formats.frozen import quick_frozen
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=_SEVERITY.__getitem__, default=Status.PASS)
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class ErrorMeasures:
     """What the diagnosis needs of one compared tensor pair (over positions finite on both sides).
 
@@ -82,6 +83,13 @@ class ErrorMeasures:
     def abs_err(self) -> float:
         """‖npu − bench‖₂ (estimated from the relative error)."""
         return self.rel * self.bench_norm if math.isfinite(self.rel) else self.npu_norm
+
+
+class FloatReprs(tuple[str, ...]):
+    """A row's summary diff cells that are each ``repr`` of a float (every row whose statistics agree):
+    what the CSV prints of the floats they are, as they are (:func:`~.report.csv_ptdbg.csv_columns`)."""
+
+    __slots__ = ()
 
 
 @dataclass(slots=True)

@@ -18,8 +18,10 @@ per side) pair by it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
+
+from ptdbg_tui.formats.frozen import quick_frozen
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -45,7 +47,7 @@ _NAME_RE = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class EntryName:
     """One entry name. ``api`` is ``prefix_op`` (msprobe: ``Prefix.op``, ``Module.path.Class``) as
     written in the file; ``path`` holds list indices and, in msprobe, dict keys (kwargs, parameters)."""

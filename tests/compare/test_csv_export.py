@@ -14,6 +14,7 @@ import pytest
 
 from ptdbg_tui.compare.metrics.accumulator import compare_arrays
 from ptdbg_tui.compare.metrics.settled import summary_result, unmatched_result
+from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.report.csv_ptdbg import header, write_csv, write_table
 from ptdbg_tui.formats.pkl_line import decode_line
@@ -252,3 +253,37 @@ def test_shape_cells_as_str_prints_them(tmp_path):
     shapes = [next(csv.reader([line]))[4:6] for line in lines[1:]]
     assert shapes == [["[2, 3]"] * 2, ["[]"] * 2, ["[2, 3]"] * 2, ["[[2], 3]"] * 2]
     assert lines[1].split(",", 4)[4].startswith('"[2, 3]","[2, 3]",')
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_agreeing_rows_print_their_cells_among_any_other(tmp_path, seed):
+    """The rows whose statistics agree (settled together, their diff cells floats' reprs) print their
+    cells as they are; among integers, NaN, ``Nan`` and text the columns print as row by row."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(80):
+        values = [rng.uniform(-1, 1) * 10 ** rng.randint(-9, 3) for _ in range(4)]
+        if i % 9 == 0:  # an integer tensor's statistics
+            values = [rng.randint(-5, 5) for _ in range(4)]
+        bench = [v if type(v) is int or rng.random() < 0.5 else v * (1 + 1e-9) for v in values]
+        rows.append(
+            Row(
+                _rec(f'["Torch_add_{i}_forward_input.0", 0, [], "torch.float32", [3], {json_list(values)}]'),
+                _rec(f'["Torch_add_{i}_forward_input.0", 0, [], "torch.float32", [3], {json_list(bench)}]'),
+            )
+        )
+    if seed % 2:  # else the other rows' cells are integers alone
+        rows.append(Row(None, rows[0].bench))  # bench only: "Nan" cells
+    for row, result in zip(rows, settled_results(rows, summary=True), strict=True):
+        row.result = result
+    if seed % 2:
+        odd = rng.sample(range(80), 2)
+        rows[odd[0]].result.cells = ("", "3", "-a.b", "1e+400")  # NaN, an integer, text, infinity
+        rows[odd[1]].result.cells = ("inf", "-inf", "0", "1.5")
+    expected = write_table(header(False, True), [_row_by_row(r, False, True) for r in rows], tmp_path / "a")
+    got = write_csv(rows, tmp_path / "b", summary=True)
+    assert got.read_bytes() == expected.read_bytes()
+
+
+def json_list(values: list[float | int]) -> str:
+    return "[" + ", ".join(map(repr, values)) + "]"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -227,13 +228,14 @@ class _BenchKeys:
     def __init__(self, rows: Sequence[Row]) -> None:
         self.npu_of: dict[CallKey, CallKey] = {}  # a bench call -> the NPU call it was paired with
         self.npu_calls: set[CallKey] = set()  # the NPU's calls, paired or not
-        for row in rows:
+        for row in rows:  # every row of the pair: _key written out
             npu = row.npu.entry if row.npu is not None else None
             bench = row.bench.entry if row.bench is not None else None
             if npu is not None:
-                self.npu_calls.add(_key(npu))
+                key = (npu.api, npu.index, npu.direction)
+                self.npu_calls.add(key)
                 if bench is not None:
-                    self.npu_of.setdefault(_key(bench), _key(npu))
+                    self.npu_of.setdefault((bench.api, bench.index, bench.direction), key)
 
     def of(self, entry: EntryName) -> CallKey:
         """The key of the call a bench-only row of ``entry`` belongs to."""
@@ -270,7 +272,8 @@ class _Calls:
             call = calls.get(key)
             if call is None:
                 call = calls[key] = _Call(entry, op_name(_op(entry)), entry.prefix == MODULE_PREFIX)
-            errors = _errors(row)
+            result = row.result  # _errors(row): nearly every row has its errors
+            errors = result.errors if result is not None and result.errors is not None else _errors(row)
             kind = entry.kind
             member: _Member
             if kind == INPUT:
@@ -957,10 +960,12 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
     dump's step, for the words; ``keywords``: the NPU call sidecar's keyword arguments, where there is
     one)."""
     calls = _Calls(rows, keywords)
+    results = [r.result for r in rows if r.result is not None]  # a pending row neither fails nor errs
+    statuses = Counter(r.status for r in results)
     diagnosis = Diagnosis(
-        compared=sum(1 for r in rows if r.result is not None and r.result.errors is not None),
-        failing=sum(1 for r in rows if r.status in (Status.FAIL, Status.ERROR)),
-        errors=sum(1 for r in rows if r.status is Status.ERROR),
+        compared=sum(1 for r in results if r.errors is not None),
+        failing=statuses[Status.FAIL] + statuses[Status.ERROR],
+        errors=statuses[Status.ERROR],
     )
     walk = _Walk(step)
     for key in calls.calls:
@@ -968,7 +973,7 @@ def diagnose(rows: Sequence[Row], step: int | None = None, keywords: Keywords | 
     diagnosis.suspects = sorted(walk.found, key=suspect_order)
     if note := _amplified_note(walk.amplified):
         diagnosis.notes.append(note)
-    if not diagnosis.suspects:
+    if not diagnosis.suspects and diagnosis.failing:  # else no row fails: nothing to explain
         diagnosis.unexplained = explain_failures(rows, diagnosis)
     first_no = original_pick(rows)
     diagnosis.original = first_no.name if first_no is not None else None

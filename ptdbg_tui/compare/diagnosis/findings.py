@@ -30,6 +30,7 @@ suspect holds its :class:`~ptdbg_tui.compare.diagnosis.replay_outcome.CallReplay
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from operator import attrgetter
@@ -45,6 +46,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     Judgement,
 )
 from ptdbg_tui.compare.model import Row
+from ptdbg_tui.formats.frozen import quick_frozen
 from ptdbg_tui.formats.manifest import ManifestDifference
 from ptdbg_tui.formats.records import Frame, StackRecord
 from ptdbg_tui.formats.sites import stack_site
@@ -69,7 +71,7 @@ OWN_COLLECTIVE = frozenset({COLLECTIVE, RANK_ALONE})
 NOT_A_KERNEL = frozenset({ENTERS, PARAMETERS, UNPAIRED, ARGUMENTS, RANDOM, BENCH_NAN, RECEIVED})
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class CallEvidence:
     """The verdict on one call, in numbers, or why there is none (the detail panel shows it)."""
 
@@ -244,7 +246,9 @@ class Diagnosis:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (a forked child's result, a cluster worker's) with the calls' evidence as plain
-        tuples: as objects, a pair's thousands of them took twice as long to pickle and to load."""
+        tuples: as objects, a pair's thousands of them took twice as long to pickle and to load. They are
+        pickled apart, at once: a forked child's pickler asks of each object it meets whether it is one of
+        the parent's (~70,000 of them a pair in the tuples)."""
         return {
             name: _packed(self.calls) if name == "calls" else getattr(self, name) for name in self.__slots__
         }
@@ -274,14 +278,16 @@ _JUDGED = attrgetter(*(f.name for f in fields(Judgement)))
 Packed = list[tuple[str, str, str, Unjudged | None, tuple[Any, ...] | None]]
 
 
-def _packed(calls: dict[str, CallEvidence]) -> Packed:
-    return [
+def _packed(calls: dict[str, CallEvidence]) -> bytes:
+    packed: Packed = [
         (key, e.call, e.direction, e.why_not, None if e.judgement is None else _JUDGED(e.judgement))
         for key, e in calls.items()
     ]
+    return pickle.dumps(packed, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _unpacked(packed: Packed) -> dict[str, CallEvidence]:
+def _unpacked(data: bytes) -> dict[str, CallEvidence]:
+    packed: Packed = pickle.loads(data)  # what _packed wrote: the same pickle that carries it
     return {
         key: CallEvidence(call, direction, None if j is None else Judgement(*j), why_not)
         for key, call, direction, why_not, j in packed

@@ -37,13 +37,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
 from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.model import ErrorMeasures
 from ptdbg_tui.compare.ops import op_name
+from ptdbg_tui.formats.frozen import quick_frozen
 from ptdbg_tui.formats.records import TensorRecord
 
 #: An output may carry this many times the error its inputs and its own rounding explain.
@@ -81,7 +81,7 @@ LEAN = Kind.LEAN
 ENTRY_MARGIN = MARGIN * MARGIN
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class Operand:
     """One tensor of a call as the rule sees it."""
 
@@ -116,7 +116,7 @@ class Operand:
         return max((abs(v) for v in values if v is not None and math.isfinite(v)), default=None)
 
 
-@dataclass(frozen=True, slots=True)
+@quick_frozen
 class Judgement:
     """The rule's answer for one call."""
 

@@ -18,7 +18,7 @@ import numpy as np
 from ptdbg_tui.compare.metrics.errors import exact_dtype, floor_of
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
 from ptdbg_tui.compare.metrics.verdict import STAT_NAMES, agreed, stat_tolerance
-from ptdbg_tui.compare.model import ErrorMeasures, Result, Row, Status
+from ptdbg_tui.compare.model import ErrorMeasures, FloatReprs, Result, Row, Status
 from ptdbg_tui.compare.reasons import Agreed
 from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
@@ -91,7 +91,7 @@ def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     # each difference as Python prints it: float64 subtraction is Python's (an integer statistic's is
     # printed as integers subtract, below)
     texts = iter(float_reprs((npu[kept] - bench[kept]).ravel().tolist()))
-    quads = list(zip(texts, texts, texts, texts, strict=True))  # a row's four cells
+    quads = list(map(FloatReprs, zip(texts, texts, texts, texts, strict=True)))  # a row's four cells
     constants = {d: _constants(d) for d in {dtypes[k] for k in kept}}
     numels: dict[object, int] = {}  # by shape: a pair repeats a few hundred
     shared: dict[int, int] = {}  # by the shape's list: most records share the one their reader made

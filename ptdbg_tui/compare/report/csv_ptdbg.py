@@ -25,7 +25,7 @@ from typing import TextIO, TypeVar, cast
 
 from ptdbg_tui.compare.metrics.cells import MSG_PENDING, NAN
 from ptdbg_tui.compare.metrics.settled import FULL_CELLS, SUMMARY_CELLS, stats4
-from ptdbg_tui.compare.model import Row
+from ptdbg_tui.compare.model import FloatReprs, Row
 from ptdbg_tui.formats.file_writes import FILE_MODE
 from ptdbg_tui.formats.float_texts import float_reprs
 from ptdbg_tui.formats.records import TensorRecord
@@ -101,6 +101,32 @@ def _numbers(cells: Sequence[str]) -> list[object]:
         return [_number(c) for c in cells]
 
 
+class Printed(list[object]):
+    """A column's cells as the CSV prints them already (:func:`printed_column` and :func:`csv_column`
+    done)."""
+
+
+def _diff_columns(metrics: Sequence[tuple[str, ...]], width: int) -> list[Sequence[object]]:
+    """The summary diff columns (no row pending), each as :func:`printed_column` prints the numbers its
+    cells are (:func:`_numbers`). A row whose cells are floats' reprs (:class:`FloatReprs`: a pair's
+    nearly every row) prints its cells as they are, not read back and printed again; the other rows'
+    are printed among a float that stands for those (a column of floats and integers prints each
+    integer as a float)."""
+    columns = _transposed(metrics, width)
+    plain = [i for i, cells in enumerate(metrics) if type(cells) is not FloatReprs]
+    if len(plain) == len(metrics):
+        return [_numbers(column) for column in columns]
+    out: list[Sequence[object]] = []
+    for column in columns:
+        values: list[object] = [_number(column[i]) for i in plain]
+        printed = printed_column(csv_column([*values, 0.0]))  # 0.0: the floats of the other rows
+        cells = Printed(column)
+        for i, text in zip(plain, printed, strict=False):
+            cells[i] = text
+        out.append(cells)
+    return out
+
+
 def _stats(record: TensorRecord | None) -> list[object]:
     """:func:`stats4` (most records: their four statistics as they are)."""
     if record is not None and len(record.stats) == 4 and record.dump_step <= 100:
@@ -114,12 +140,14 @@ def _stack_cell(row: Row) -> object:
     return str(list(map(list, row.stack.frames)))
 
 
-def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = False) -> list[list[object]]:
+def csv_columns(
+    rows: Sequence[Row], stack_mode: bool = False, summary: bool = False
+) -> list[Sequence[object]]:
     """The CSV's cells as raw values, a list per column in :func:`header` order (built column by
     column: a pair holds ~10,000 rows)."""
     npu = [r.npu for r in rows]
     bench = [r.bench for r in rows]
-    columns: list[list[object]] = [
+    columns: list[Sequence[object]] = [
         [n.name if n else NAN for n in npu],
         [b.name if b else NAN for b in bench],
         [n.dtype if n else NAN for n in npu],
@@ -137,7 +165,7 @@ def csv_columns(rows: Sequence[Row], stack_mode: bool = False, summary: bool = F
         ]
         columns += _transposed(parsed, width)
     elif summary:
-        columns += [_numbers(column) for column in _transposed(metrics, width)]
+        columns += _diff_columns(metrics, width)
     else:
         columns += _transposed(metrics, width)
     columns += _transposed([_stats(n) for n in npu], 4) + _transposed([_stats(b) for b in bench], 4)
@@ -255,7 +283,9 @@ def write_columns(names: Sequence[str], columns: Cells, out_dir: Folder, suffix:
     them, written under a temporary name and then given the first free name."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    printed = [printed_column(csv_column(column)) for column in columns]  # no formula from a dump
+    printed = [  # no formula from a dump
+        column if type(column) is Printed else printed_column(csv_column(column)) for column in columns
+    ]
     stamp = time.strftime("%Y%m%d%H%M%S", time.localtime())
     fd, tmp_name = tempfile.mkstemp(prefix=".compare_result", suffix=".csv.tmp", dir=out)
     tmp = Path(tmp_name)
