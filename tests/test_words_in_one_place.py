@@ -35,6 +35,7 @@ WORDS = {
         "match_words.py",
         "metric_words.py",
         "replay_words.py",
+        "line_words.py",
     )
 }
 #: Readers of dump text, which is what they parse.
@@ -184,13 +185,6 @@ LEFT_MODULES = {
     "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
     # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
     "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
-    # why a line or an entry of a dump file is unreadable (BadLine.reason, the report's "unreadable line(s)
-    # … first: …") is said by the parser that met it, one reason per parse error: not typed yet
-    "formats/pkl_line.py": "a pkl line's parse errors (BadLine.reason): not typed yet",
-    "formats/msprobe.py": (
-        "a dump.json entry's parse errors (BadLine.reason), a tensor file it cannot read: not typed yet"
-    ),
-    "formats/untrusted.py": "why a name or a module path is refused (a BadLine's reason): not typed yet",
 }
 #: Single strings left, and why.
 LEFT = {
@@ -202,17 +196,6 @@ LEFT = {
     ("formats/calls.py", "a named value"): "part of a sidecar parse error's message (_Bad)",
     ("formats/calls.py", "autocast device"): "part of a sidecar parse error's message (_Bad)",
     ("formats/calls.py", "autocast dtype"): "part of a sidecar parse error's message (_Bad)",
-    (
-        "formats/calls.py",
-        "not a call line: {}",
-    ): "a sidecar line's parse error (BadLine.reason): not typed yet",
-    ("formats/calls.py", "not a call line: nested too deeply to read"): (
-        "a sidecar line's parse error (BadLine.reason): not typed yet"
-    ),
-    ("formats/modules.py", "not a module line: expected [call, [[module, class], ...]]"): (
-        "a module sidecar line's parse error (BadLine.reason): not typed yet"
-    ),
-    ("formats/pkl.py", "line longer than {} bytes, skipped"): "a pkl line's parse error (BadLine.reason)",
     ("formats/files.py", "a regular file"): "file_kind: part of OSError and DumpLayoutError messages",
     ("formats/files.py", "a named pipe (FIFO)"): "file_kind: part of OSError and DumpLayoutError messages",
     ("formats/files.py", "a character device"): "file_kind: part of OSError and DumpLayoutError messages",
