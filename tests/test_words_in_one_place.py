@@ -188,7 +188,7 @@ LEFT_MODULES = {
 }
 #: Single strings left, and why.
 LEFT = {
-    # formats: the dump files' own tokens, exception messages built in parts, and what is not typed yet
+    # formats: the dump files' own tokens and exception messages built in parts
     ("formats/calls.py", "nested too deeply"): "an opaque argument's marker, written into the call sidecar",
     ("formats/calls.py", "dict with keys that are not strings"): (
         "an opaque argument's marker, written into the call sidecar"
@@ -211,13 +211,6 @@ LEFT = {
     ("formats/files.py", " (a symbolic link loop?)"): "describe: part of every layer's OSError messages",
     ("formats/manifest.py", "the manifest"): "part of ManifestError's message",
     ("formats/monitor.py", "monitor file {}"): "part of OverBudget's message (what would take it)",
-    (
-        "formats/monitor.py",
-        (
-            "{}: the last {} bytes are not a whole step (a step being written, or a run stopped while "
-            "writing it); the steps before it are read"
-        ),
-    ): "MonitorStream.cut_text, a note on a monitor file: not typed yet",
     ("formats/npy.py", "Dump file: {} not found."): "open_error: NpyError's and PtError's message",
     ("formats/npy.py", "Dump file: {} is a directory."): "open_error: NpyError's and PtError's message",
     ("formats/npy.py", "Dump file {} cannot be read ({})."): "open_error: NpyError's and PtError's message",

@@ -17,6 +17,7 @@ from ptdbg_tui.compare.monitor.findings import Curves, MonitorAnalysis, RankAnal
 from ptdbg_tui.compare.monitor.nonfinite import first_nonfinite
 from ptdbg_tui.compare.monitor.rows import RunRows, cells, run_rows
 from ptdbg_tui.compare.monitor.rule import PairRule
+from ptdbg_tui.compare.report.line_words import monitor_cut_text
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats import monitor as fmon
 from ptdbg_tui.formats.untrusted import one_line
@@ -120,7 +121,7 @@ class Follow:
         for rank, (a, b) in self.streams.items():
             for side, stream in (("NPU", a), ("bench", b)):
                 if not stream.batches:
-                    cut = f" ({stream.cut_text()})" if stream.cut else ""
+                    cut = f" ({monitor_cut_text(stream)})" if stream.cut else ""
                     raise MonitorInputError(
                         f"the {side} stream {one_line(stream.path.name, 200)} holds no whole step yet{cut}"
                     )

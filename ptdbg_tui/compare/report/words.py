@@ -1860,6 +1860,13 @@ def tool_usage_lines(c: ToolConfig, path: Path) -> list[str]:
     ]
 
 
+def narrowed_text(t: Narrowed) -> str:
+    """What a narrowed dump covers, in words: ``module track.lstm``, ``call Functional.silu.0``."""
+    if t.module:
+        return f"module {one_line(t.module)}"
+    return ("call " if len(t.calls) == 1 else "calls ") + ", ".join(one_line(c.label) for c in t.calls)
+
+
 def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
     """What a narrowing says: its target and why, the next dump, and the commands to run it."""
     t = n.target
@@ -1869,7 +1876,7 @@ def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Pa
     q = shlex.quote
     run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
     lines = [
-        f"Narrowed to {t.words}: {narrow_why_text(n.why)}.",
+        f"Narrowed to {narrowed_text(t)}: {narrow_why_text(n.why)}.",
         f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
         f"  config: {config}",
         "Run the same script on both sides, then compare:",
