@@ -17,7 +17,6 @@ from ptdbg_tui.compare.monitor.findings import Curves, MonitorAnalysis, RankAnal
 from ptdbg_tui.compare.monitor.nonfinite import first_nonfinite
 from ptdbg_tui.compare.monitor.rows import RunRows, cells, run_rows
 from ptdbg_tui.compare.monitor.rule import PairRule
-from ptdbg_tui.compare.report.line_words import monitor_cut_text
 from ptdbg_tui.formats import manifest as fm
 from ptdbg_tui.formats import monitor as fmon
 from ptdbg_tui.formats.untrusted import one_line
@@ -121,9 +120,14 @@ class Follow:
         for rank, (a, b) in self.streams.items():
             for side, stream in (("NPU", a), ("bench", b)):
                 if not stream.batches:
-                    cut = f" ({monitor_cut_text(stream)})" if stream.cut else ""
                     raise MonitorInputError(
-                        f"the {side} stream {one_line(stream.path.name, 200)} holds no whole step yet{cut}"
+                        f"the {side} stream {one_line(stream.path.name, 200)} holds no whole step yet"
+                        + (
+                            f" ({stream.path.name}: the last {stream.cut} bytes are not a whole step (a step "
+                            "being written, or a run stopped while writing it); the steps before it are read)"
+                            if stream.cut
+                            else ""
+                        )
                     )
             ranks.append(self._rank(rank, a, b))
         found = [r for r in ranks if r.divergence is not None]

@@ -1,13 +1,11 @@
 """The words of why a line or an entry of a dump file cannot be read (:mod:`ptdbg_tui.formats.unreadable`):
-the CLI's "unreadable line(s) … first: …", the live notices' "malformed line(s) skipped (…)", the app's;
-and of a monitor file's tail that is no whole step."""
+the CLI's "unreadable line(s) … first: …", the live notices' "malformed line(s) skipped (…)", the app's."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ptdbg_tui.formats.monitor import MonitorStream
 from ptdbg_tui.formats.unreadable import (
     BadStats,
     CannotRead,
@@ -79,14 +77,6 @@ def module_path_text(why: NotAModulePath) -> str:
     if why.path is not None:
         return f"{why.path!r} is not dotted names (letters, digits, _ - + :)"
     return f"it is {why.length:,} characters long" if why.length else "it is empty"
-
-
-def monitor_cut_text(stream: MonitorStream) -> str:
-    """What a monitor file's cut (:attr:`~ptdbg_tui.formats.monitor.MonitorStream.cut`, not 0) means."""
-    return (
-        f"{stream.path.name}: the last {stream.cut} bytes are not a whole step (a step being written, "
-        "or a run stopped while writing it); the steps before it are read"
-    )
 
 
 def unreadable_text(why: Unreadable) -> str:
