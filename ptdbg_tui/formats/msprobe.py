@@ -52,9 +52,9 @@ from ptdbg_tui.formats.records import (
 )
 from ptdbg_tui.formats.stats import checksum
 from ptdbg_tui.formats.unreadable import (
-    CannotRead,
+    FileUnreadable,
     CutShort,
-    Failed,
+    Raised,
     InEntry,
     Malformed,
     NotAnObject,
@@ -249,7 +249,7 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
     except (ValueError, RecursionError) as e:
         refused.append(str(e))
     if refused:
-        return out, BadLine(0, InEntry(entry=name, why=Failed(error=refused[0]), more=len(refused) - 1))
+        return out, BadLine(0, InEntry(entry=name, why=Raised(error=refused[0]), more=len(refused) - 1))
     return out, None
 
 
@@ -513,7 +513,7 @@ class MsprobeFollower:
         self.chains = ModuleTree()
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
-        self._errors: dict[str, CannotRead] = {}  # the last error of each file that could not be read
+        self._errors: dict[str, FileUnreadable] = {}  # the last error of each file that could not be read
         self._modules_problem: Unreadable | None = None  # why construct.json cannot be read now
 
     def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
@@ -522,12 +522,12 @@ class MsprobeFollower:
             got = read_text(self.rank_dir / name, self._idents.get(name))
         except HalfWritten as e:
             if final:  # nobody will finish it now
-                bad.append(BadLine(0, Failed(error=str(e))))
+                bad.append(BadLine(0, Raised(error=str(e))))
             return None
         except OSError as e:
             if name == DUMP_JSON:  # the dump itself: the caller says why it cannot be read
                 raise
-            why = CannotRead(file=name, error=reason(e))
+            why = FileUnreadable(file=name, error=reason(e))
             if self._errors.get(name) != why:  # said once, until it changes
                 self._errors[name] = why
                 bad.append(BadLine(0, why))
@@ -547,10 +547,10 @@ class MsprobeFollower:
         except HalfWritten as e:
             self._idents[name] = None  # read it again next time
             if final:
-                bad.append(BadLine(0, Failed(error=str(e))))
+                bad.append(BadLine(0, Raised(error=str(e))))
             return None
         except ValueError as e:  # nested too deeply: said, and read again only once it changes
-            bad.append(BadLine(0, Failed(error=str(e))))
+            bad.append(BadLine(0, Raised(error=str(e))))
             return None
 
     def read(self, final: bool = False) -> RecordBatch:
@@ -579,9 +579,9 @@ class MsprobeFollower:
             self._modules_problem = bad[-1].reason
         elif data is not None or not os.path.lexists(self.rank_dir / CONSTRUCT_JSON):
             self._modules_problem = None
-        if isinstance(p := self._modules_problem, CannotRead):
+        if isinstance(p := self._modules_problem, FileUnreadable):
             raise OSError(errno.EINVAL, f"{p.file} cannot be read: {p.error}")
-        if isinstance(p, Failed):
+        if isinstance(p, Raised):
             raise OSError(errno.EINVAL, p.error)
         if data is None:
             return False
@@ -599,12 +599,12 @@ class MsprobeFollower:
                 return
             cut = complete_entries(text)
             if cut is None:
-                batch.bad.append(BadLine(0, Failed(error=str(e))))
+                batch.bad.append(BadLine(0, Raised(error=str(e))))
                 return
             self.header, entries = cut
             batch.bad.append(BadLine(0, CutShort(error=str(e), entries=len(entries))))
         except ValueError as e:
-            batch.bad.append(BadLine(0, Failed(error=str(e))))
+            batch.bad.append(BadLine(0, Raised(error=str(e))))
             return
         kept = 0  # leading entries unchanged since the last read
         for new, old in zip(entries, self._entries, strict=False):

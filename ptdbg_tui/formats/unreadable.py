@@ -91,14 +91,14 @@ class LineTooLong:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Failed:
+class Raised:
     """An error whose exception says it (``error``: its message, as it is)."""
 
     error: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CannotRead:
+class FileUnreadable:
     """A file of a dump folder that cannot be read (``error``: the OS's reason)."""
 
     file: str
@@ -151,8 +151,8 @@ Unreadable = (
     | NotReadableJson
     | NotACallLine
     | LineTooLong
-    | Failed
-    | CannotRead
+    | Raised
+    | FileUnreadable
     | CutShort
     | InEntry
     | InSidecar
