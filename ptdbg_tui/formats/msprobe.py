@@ -52,13 +52,13 @@ from ptdbg_tui.formats.records import (
 )
 from ptdbg_tui.formats.stats import checksum
 from ptdbg_tui.formats.unreadable import (
-    FileUnreadable,
     CutShort,
-    Raised,
+    FileUnreadable,
     InEntry,
     Malformed,
     NotAnObject,
     NotReadableJson,
+    Raised,
     Unreadable,
 )
 from ptdbg_tui.formats.untrusted import name_problem, one_line

@@ -15,8 +15,7 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
 from ptdbg_tui.compare.diagnosis.replay_reasons import Failed
 from ptdbg_tui.compare.report.words import check_lines
 from ptdbg_tui.formats.records import BadLine, Frame, StackRecord
-from ptdbg_tui.formats.unreadable import Raised
-from ptdbg_tui.formats.unreadable import InEntry
+from ptdbg_tui.formats.unreadable import InEntry, Raised
 from tests.corpus.hostile import HOSTILE, RAW_CONTROL
 
 

@@ -8,11 +8,10 @@ from typing import Any
 
 from ptdbg_tui.formats.unreadable import (
     BadStats,
-    FileUnreadable,
     CutShort,
     DumpStep,
     ElementCount,
-    Raised,
+    FileUnreadable,
     InEntry,
     InSidecar,
     LineTooLong,
@@ -22,6 +21,7 @@ from ptdbg_tui.formats.unreadable import (
     NotAnObject,
     NotJson,
     NotReadableJson,
+    Raised,
     ShapeTooLarge,
     Unreadable,
 )
