@@ -35,6 +35,7 @@ WORDS = {
         "match_words.py",
         "metric_words.py",
         "replay_words.py",
+        "line_words.py",
     )
 }
 #: Readers of dump text, which is what they parse.
@@ -184,17 +185,10 @@ LEFT_MODULES = {
     "compare/replay/repro_main.py": "the console output of a repro file run on its own, not the report's",
     # a row's Err_message is a CSV cell (a string), the original's words byte for byte and ours beside them
     "compare/metrics/cells.py": "the Err_message cells: the CSV's vocabulary, made in this one module",
-    # why a line or an entry of a dump file is unreadable (BadLine.reason, the report's "unreadable line(s)
-    # … first: …") is said by the parser that met it, one reason per parse error: not typed yet
-    "formats/pkl_line.py": "a pkl line's parse errors (BadLine.reason): not typed yet",
-    "formats/msprobe.py": (
-        "a dump.json entry's parse errors (BadLine.reason), a tensor file it cannot read: not typed yet"
-    ),
-    "formats/untrusted.py": "why a name or a module path is refused (a BadLine's reason): not typed yet",
 }
 #: Single strings left, and why.
 LEFT = {
-    # formats: the dump files' own tokens, exception messages built in parts, and what is not typed yet
+    # formats: the dump files' own tokens and exception messages built in parts
     ("formats/calls.py", "nested too deeply"): "an opaque argument's marker, written into the call sidecar",
     ("formats/calls.py", "dict with keys that are not strings"): (
         "an opaque argument's marker, written into the call sidecar"
@@ -202,17 +196,6 @@ LEFT = {
     ("formats/calls.py", "a named value"): "part of a sidecar parse error's message (_Bad)",
     ("formats/calls.py", "autocast device"): "part of a sidecar parse error's message (_Bad)",
     ("formats/calls.py", "autocast dtype"): "part of a sidecar parse error's message (_Bad)",
-    (
-        "formats/calls.py",
-        "not a call line: {}",
-    ): "a sidecar line's parse error (BadLine.reason): not typed yet",
-    ("formats/calls.py", "not a call line: nested too deeply to read"): (
-        "a sidecar line's parse error (BadLine.reason): not typed yet"
-    ),
-    ("formats/modules.py", "not a module line: expected [call, [[module, class], ...]]"): (
-        "a module sidecar line's parse error (BadLine.reason): not typed yet"
-    ),
-    ("formats/pkl.py", "line longer than {} bytes, skipped"): "a pkl line's parse error (BadLine.reason)",
     ("formats/files.py", "a regular file"): "file_kind: part of OSError and DumpLayoutError messages",
     ("formats/files.py", "a named pipe (FIFO)"): "file_kind: part of OSError and DumpLayoutError messages",
     ("formats/files.py", "a character device"): "file_kind: part of OSError and DumpLayoutError messages",
@@ -228,13 +211,6 @@ LEFT = {
     ("formats/files.py", " (a symbolic link loop?)"): "describe: part of every layer's OSError messages",
     ("formats/manifest.py", "the manifest"): "part of ManifestError's message",
     ("formats/monitor.py", "monitor file {}"): "part of OverBudget's message (what would take it)",
-    (
-        "formats/monitor.py",
-        (
-            "{}: the last {} bytes are not a whole step (a step being written, or a run stopped while "
-            "writing it); the steps before it are read"
-        ),
-    ): "MonitorStream.cut_text, a note on a monitor file: not typed yet",
     ("formats/npy.py", "Dump file: {} not found."): "open_error: NpyError's and PtError's message",
     ("formats/npy.py", "Dump file: {} is a directory."): "open_error: NpyError's and PtError's message",
     ("formats/npy.py", "Dump file {} cannot be read ({})."): "open_error: NpyError's and PtError's message",

@@ -624,6 +624,7 @@ class PtdbgApp(App[None]):
         """On a module or a call: ask where the next dump's config goes, write it, show the commands,
         and compare the narrowed dump in place of this one once both sides hold it."""
         from ptdbg_tui.app.screens import NarrowScreen
+        from ptdbg_tui.compare.report.words import narrowed_text
         from ptdbg_tui.engine.narrow import NarrowError, default_config
 
         try:
@@ -638,7 +639,9 @@ class PtdbgApp(App[None]):
             if path:
                 self._write_narrowing(narrowing, path)
 
-        self.push_screen(NarrowScreen(narrowing.target.words, default_config(narrowing.target)), chosen)
+        self.push_screen(
+            NarrowScreen(narrowed_text(narrowing.target), default_config(narrowing.target)), chosen
+        )
 
     def _narrowing_at(self, node: Node | None) -> Narrowing | None:
         """The next dump's target at a tree node (an entry stands for its call); None, said, elsewhere."""

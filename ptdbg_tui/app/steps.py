@@ -45,7 +45,12 @@ from ptdbg_tui.compare.monitor import (
     RankAnalysis,
 )
 from ptdbg_tui.compare.report.monitor_words import divergence_line, nonfinite_text, rank_lines
-from ptdbg_tui.compare.report.words import RUNS_DIFFER_FIRST, differences_notes, differences_text
+from ptdbg_tui.compare.report.words import (
+    RUNS_DIFFER_FIRST,
+    differences_notes,
+    differences_text,
+    narrowed_text,
+)
 from ptdbg_tui.formats import monitor as fmon
 from ptdbg_tui.formats.layout import DumpLayoutError, discover
 from ptdbg_tui.formats.untrusted import one_line
@@ -532,7 +537,9 @@ class StepsScreen(Screen[None]):
             if path is not None:
                 self._write(narrowing, path)
 
-        self.app.push_screen(NarrowScreen(narrowing.target.words, default_config(narrowing.target)), chosen)
+        self.app.push_screen(
+            NarrowScreen(narrowed_text(narrowing.target), default_config(narrowing.target)), chosen
+        )
 
     @work(thread=True, exclusive=True, group="steps-narrow", exit_on_error=False)
     def _write(self, narrowing: Narrowing, path: str) -> None:

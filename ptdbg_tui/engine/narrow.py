@@ -17,6 +17,7 @@ from pathlib import Path
 from ptdbg_tui.compare.diagnosis.findings import NONDETERMINISTIC, UNPAIRED, Suspect
 from ptdbg_tui.compare.diagnosis.narrowing import SCRIPT, CulpritCall, CulpritIn, Named, NarrowWhy
 from ptdbg_tui.compare.diagnosis.ranks import is_collective
+from ptdbg_tui.compare.report.line_words import module_path_text
 from ptdbg_tui.compare.report.words import narrowing_lines, tool_usage_lines
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome
 from ptdbg_tui.engine.callpath import module_label, user_frames
@@ -303,7 +304,8 @@ def _checked(target: Narrowed) -> Narrowed:
     model can have; else :class:`NarrowError` (the config would select nothing real)."""
     if target.module and (problem := module_path_problem(target.module)):
         raise NarrowError(
-            f"the dump names a module that is not a module path ({problem}): name a call with --call"
+            f"the dump names a module that is not a module path ({module_path_text(problem)}): name a call "
+            "with --call"
         )
     return target
 

@@ -51,6 +51,7 @@ import numpy as np
 from ptdbg_tui.formats.files import holds_lone_surrogate, safe_name
 from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import MAX_DIMS, MAX_NUMEL, BadLine, short, shown
+from ptdbg_tui.formats.unreadable import Malformed, NotACallLine
 
 SUFFIX = ".calls.jsonl"
 #: Deepest nesting of ARGs a line may hold (lists of lists of tensors are a few levels).
@@ -482,9 +483,9 @@ def _from_value(value: Any, line: int) -> tuple[str, CallSpec] | BadLine:
     try:
         spec = decode_call(value, line)
     except ValueError as e:
-        return BadLine(line, f"not a call line: {e}", short(value))
+        return BadLine(line, NotACallLine(error=str(e)), short(value))
     except RecursionError:
-        return BadLine(line, "not a call line: nested too deeply to read")
+        return BadLine(line, Malformed.DEEP_CALL_LINE)
     return spec.call, spec
 
 

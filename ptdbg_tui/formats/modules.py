@@ -17,6 +17,7 @@ from typing import Any
 
 from ptdbg_tui.formats.pkl import KeyedFollower
 from ptdbg_tui.formats.records import BadLine, short, shown
+from ptdbg_tui.formats.unreadable import Malformed
 from ptdbg_tui.formats.untrusted import is_one_line, one_line
 
 SUFFIX = ".modules.jsonl"
@@ -48,7 +49,7 @@ def _from_value(value: Any, line: int) -> tuple[str, ModuleChain] | BadLine:
             return key, tuple((one_line(q), one_line(c)) for q, c in chain)
     except (TypeError, ValueError):
         pass
-    return BadLine(line, "not a module line: expected [call, [[module, class], ...]]", short(value))
+    return BadLine(line, Malformed.NOT_MODULE_LINE, short(value))
 
 
 def _shown(item: tuple[str, ModuleChain]) -> tuple[str, ModuleChain]:

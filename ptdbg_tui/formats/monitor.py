@@ -183,15 +183,6 @@ class MonitorStream:
         """Every batch read so far as one table."""
         return pyarrow().Table.from_batches(self.batches, schema=schema())
 
-    def cut_text(self) -> str | None:
-        """What the cut means, in words; None when the stream ends on a whole batch."""
-        if not self.cut:
-            return None
-        return (
-            f"{self.path.name}: the last {self.cut} bytes are not a whole step (a step being written, "
-            "or a run stopped while writing it); the steps before it are read"
-        )
-
 
 def read_monitor(path: Path) -> MonitorStream:
     """A monitor file read as far as it is whole now."""

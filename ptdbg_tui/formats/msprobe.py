@@ -51,6 +51,16 @@ from ptdbg_tui.formats.records import (
     valid_stat,
 )
 from ptdbg_tui.formats.stats import checksum
+from ptdbg_tui.formats.unreadable import (
+    CutShort,
+    FileUnreadable,
+    InEntry,
+    Malformed,
+    NotAnObject,
+    NotReadableJson,
+    Raised,
+    Unreadable,
+)
 from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 DUMP_JSON = "dump.json"
@@ -220,9 +230,9 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
     """The records of one dump.json entry (and why not, for an entry or a value that cannot be read:
     a bad value costs only its own record)."""
     if (problem := name_problem(name)) is not None:
-        return [], BadLine(0, f"entry {one_line(name, 120)}: {problem}")
+        return [], BadLine(0, InEntry(entry=one_line(name, 120), why=problem))
     if not isinstance(value, dict):
-        return [], BadLine(0, f"entry {name}: expected an object, got {type(value).__name__}")
+        return [], BadLine(0, InEntry(entry=name, why=NotAnObject(got=type(value).__name__)))
     parsed = parse_entry(name)
     out: list[TensorRecord] = []
     refused: list[str] = []
@@ -239,8 +249,7 @@ def decode_entry(name: str, value: Any) -> tuple[list[TensorRecord], BadLine | N
     except (ValueError, RecursionError) as e:
         refused.append(str(e))
     if refused:
-        more = f" (+{len(refused) - 1} more values)" if len(refused) > 1 else ""
-        return out, BadLine(0, f"entry {name}: {refused[0]}{more}")
+        return out, BadLine(0, InEntry(entry=name, why=Raised(error=refused[0]), more=len(refused) - 1))
     return out, None
 
 
@@ -504,8 +513,8 @@ class MsprobeFollower:
         self.chains = ModuleTree()
         self.header: dict[str, Any] = {}
         self.tensor_count = 0
-        self._errors: dict[str, str] = {}  # the last error of each file that could not be read
-        self._modules_problem = ""  # why construct.json cannot be read now
+        self._errors: dict[str, FileUnreadable] = {}  # the last error of each file that could not be read
+        self._modules_problem: Unreadable | None = None  # why construct.json cannot be read now
 
     def _changed(self, name: str, final: bool, bad: list[BadLine]) -> str | None:
         """The new text of one of the folder's files, or ``None`` if unchanged or not ready."""
@@ -513,15 +522,15 @@ class MsprobeFollower:
             got = read_text(self.rank_dir / name, self._idents.get(name))
         except HalfWritten as e:
             if final:  # nobody will finish it now
-                bad.append(BadLine(0, str(e)))
+                bad.append(BadLine(0, Raised(error=str(e))))
             return None
         except OSError as e:
             if name == DUMP_JSON:  # the dump itself: the caller says why it cannot be read
                 raise
-            text = f"{name} cannot be read: {reason(e)}"
-            if self._errors.get(name) != text:  # said once, until it changes
-                self._errors[name] = text
-                bad.append(BadLine(0, text))
+            why = FileUnreadable(file=name, error=reason(e))
+            if self._errors.get(name) != why:  # said once, until it changes
+                self._errors[name] = why
+                bad.append(BadLine(0, why))
             return None
         self._errors.pop(name, None)
         if got is None:
@@ -538,10 +547,10 @@ class MsprobeFollower:
         except HalfWritten as e:
             self._idents[name] = None  # read it again next time
             if final:
-                bad.append(BadLine(0, str(e)))
+                bad.append(BadLine(0, Raised(error=str(e))))
             return None
         except ValueError as e:  # nested too deeply: said, and read again only once it changes
-            bad.append(BadLine(0, str(e)))
+            bad.append(BadLine(0, Raised(error=str(e))))
             return None
 
     def read(self, final: bool = False) -> RecordBatch:
@@ -569,9 +578,11 @@ class MsprobeFollower:
         if bad:
             self._modules_problem = bad[-1].reason
         elif data is not None or not os.path.lexists(self.rank_dir / CONSTRUCT_JSON):
-            self._modules_problem = ""
-        if self._modules_problem:
-            raise OSError(errno.EINVAL, self._modules_problem)
+            self._modules_problem = None
+        if isinstance(p := self._modules_problem, FileUnreadable):
+            raise OSError(errno.EINVAL, f"{p.file} cannot be read: {p.error}")
+        if isinstance(p, Raised):
+            raise OSError(errno.EINVAL, p.error)
         if data is None:
             return False
         chains = ModuleTree(data, shown)
@@ -588,12 +599,12 @@ class MsprobeFollower:
                 return
             cut = complete_entries(text)
             if cut is None:
-                batch.bad.append(BadLine(0, str(e)))
+                batch.bad.append(BadLine(0, Raised(error=str(e))))
                 return
             self.header, entries = cut
-            batch.bad.append(BadLine(0, f"{e}: cut short; its {len(entries)} complete entries are read"))
+            batch.bad.append(BadLine(0, CutShort(error=str(e), entries=len(entries))))
         except ValueError as e:
-            batch.bad.append(BadLine(0, str(e)))
+            batch.bad.append(BadLine(0, Raised(error=str(e))))
             return
         kept = 0  # leading entries unchanged since the last read
         for new, old in zip(entries, self._entries, strict=False):
@@ -670,9 +681,9 @@ def _loads(name: str, text: str, bad: list[BadLine]) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        bad.append(BadLine(0, f"entry {name}: JSON nested too deeply to read"))
+        bad.append(BadLine(0, InEntry(entry=name, why=Malformed.DEEP_JSON)))
     except json.JSONDecodeError as e:
-        bad.append(BadLine(0, f"entry {name}: {not_valid_json(e)}"))
+        bad.append(BadLine(0, InEntry(entry=name, why=not_valid_json(e))))
     except ValueError as e:
-        bad.append(BadLine(0, f"entry {name}: not readable JSON ({e})"))
+        bad.append(BadLine(0, InEntry(entry=name, why=NotReadableJson(error=str(e)))))
     return _MALFORMED

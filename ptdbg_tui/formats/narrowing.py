@@ -18,7 +18,6 @@ from typing import Any
 from ptdbg_tui.formats.dump_options import DumpOptions
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, EntryName
-from ptdbg_tui.formats.untrusted import one_line
 
 
 @dataclass(frozen=True)
@@ -35,15 +34,6 @@ class Narrowed:
     def name(self) -> str:
         """A short name for files: the module path, else the first call."""
         return self.module or (self.calls[0].label if self.calls else "dump")
-
-    @property
-    def words(self) -> str:
-        """What is dumped, in words: ``module track.lstm``, ``call Functional.silu.0``."""
-        if self.module:
-            return f"module {one_line(self.module)}"
-        return ("call " if len(self.calls) == 1 else "calls ") + ", ".join(
-            one_line(c.label) for c in self.calls
-        )
 
 
 def narrowed_to_call(

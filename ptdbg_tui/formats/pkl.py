@@ -20,6 +20,7 @@ import orjson
 from ptdbg_tui.formats.files import open_regular
 from ptdbg_tui.formats.pkl_line import decode_line, decode_usual, decode_value, may_hold_surrogates
 from ptdbg_tui.formats.records import BadLine, RecordBatch, StackRecord, TensorRecord, undecodable
+from ptdbg_tui.formats.unreadable import LineTooLong
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -120,7 +121,7 @@ class LineFollower:
 
 def too_long(chunk: Chunk, limit: int) -> BadLine:
     """The line a chunk skipped, too long to read."""
-    return BadLine(chunk.first_line, f"line longer than {limit} bytes, skipped")
+    return BadLine(chunk.first_line, LineTooLong(limit=limit))
 
 
 def decode_lines(

@@ -32,6 +32,16 @@ from ptdbg_tui.formats.records import (
     shown,
     valid_stat,
 )
+from ptdbg_tui.formats.unreadable import (
+    BadStats,
+    DumpStep,
+    ElementCount,
+    Malformed,
+    NotJson,
+    NotReadableJson,
+    ShapeTooLarge,
+    Unreadable,
+)
 from ptdbg_tui.formats.untrusted import name_problem, one_line
 
 T = TypeVar("T")
@@ -63,20 +73,18 @@ def _dump_step(v: Any) -> int | None:
 def decode_value(value: Any, line: int = 0) -> Record:
     """Turn one decoded JSON line into a record (or a :class:`BadLine` saying why not); never raises."""
     if not isinstance(value, list):
-        return BadLine(line, "a pkl line must be a JSON array", short(value))
+        return BadLine(line, Malformed.NOT_ARRAY, short(value))
     if len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], list):
         return _stack_record(value[0], value[1], line)
     if len(value) != 6:
-        return BadLine(
-            line, f"expected 6 elements (tensor line) or 2 (stack line), got {len(value)}", short(value)
-        )
+        return BadLine(line, ElementCount(count=len(value)), short(value))
     name, dump_step, checksums, dtype, shape, stats = value
     problem = _name_problem(name, dtype, value) or _value_problem(name, shape, stats, value)
     if problem is not None:
         return BadLine(line, *problem)
     step = dump_step if type(dump_step) is int else _dump_step(dump_step)
     if step is None:
-        return BadLine(line, f"dump_step must be an integer, got {short(dump_step, 40)}", short(value))
+        return BadLine(line, DumpStep(got=short(dump_step, 40)), short(value))
     md5 = (
         checksums[0]
         if isinstance(checksums, list)
@@ -95,7 +103,7 @@ def _stack_record(name: str, raw: list[Any], line: int) -> StackRecord | BadLine
     frames = []
     for f in raw:
         if not isinstance(f, list) or len(f) < 3 or any(isinstance(x, (list, dict)) for x in f[:4]):
-            return BadLine(line, "stack frame is not [file, line, function, source]", short(f))
+            return BadLine(line, Malformed.BAD_FRAME, short(f))
         src = f[3] if len(f) > 3 else None
         frames.append(Frame(str(f[0]), str(f[1]), str(f[2]), None if src is None else str(src)))
     return StackRecord(name, frames, line)
@@ -116,47 +124,43 @@ def _written_frames(raw: list[Any]) -> list[Frame] | None:
     return written
 
 
-def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[str, str] | None:
+def _name_problem(name: Any, dtype: Any, value: list[Any]) -> tuple[Unreadable, str] | None:
     """Why a tensor line's name or dtype cannot be taken, and what to show of it; ``None`` if fine."""
     if not isinstance(name, str) or not isinstance(dtype, str):
-        return "name and dtype must be strings", short(value)
+        return Malformed.NOT_STRINGS, short(value)
     if not safe_name(name):
-        return (
-            "the name is empty or holds '/', '\\' or NUL, so its tensor file would lie outside the dump "
-            "folder",
-            short(name),
-        )
+        return Malformed.UNSAFE_NAME, short(name)
     if holds_lone_surrogate(name):
-        return "the name holds a lone UTF-16 surrogate, which no file name can hold", short(shown(name))
+        return Malformed.SURROGATE_NAME, short(shown(name))
     if (problem := name_problem(name)) is not None:
         return problem, short(one_line(name))
     return None
 
 
-def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[str, str] | None:
+def _value_problem(name: str, shape: Any, stats: Any, value: list[Any]) -> tuple[Unreadable, str] | None:
     """Why a tensor line's shape or statistics cannot be taken, and what to show; ``None`` if fine."""
     if not isinstance(shape, (list, str)) or not isinstance(stats, list):
-        return 'shape must be a list or "[]" and stats a list', short(value)
+        return Malformed.SHAPE_TYPES, short(value)
     if isinstance(shape, list):
         ints = not shape or (set(map(type, shape)) == {int} and min(shape) >= 0)  # not bool, not float
         if not ints:
-            return "shape must hold non-negative integers", short(value)
+            return Malformed.SHAPE_NOT_INTS, short(value)
         if len(shape) > MAX_DIMS or math.prod(shape) > MAX_NUMEL:
-            return f"shape {short(shape, 60)} is too large to be a tensor's", short(name)
+            return ShapeTooLarge(shape=short(shape, 60)), short(name)
     floats = set(map(type, stats)) <= {float}  # nearly every line: nothing to look at one by one
     bad_stat = (
         None if floats else next((v for v in stats if type(v) is not float and not valid_stat(v)), None)
     )
     if bad_stat is not None or len(stats) > 4:
-        what = f"holds {short(bad_stat, 40)}" if bad_stat is not None else f"has {len(stats)} values"
-        return f'stats {what}; expected up to 4 numbers, "Nan" or []', short(value)
+        shown_stat = None if bad_stat is None else short(bad_stat, 40)
+        return BadStats(value=shown_stat, count=len(stats)), short(value)
     return None
 
 
-def not_valid_json(e: json.JSONDecodeError) -> str:
+def not_valid_json(e: json.JSONDecodeError) -> NotJson:
     """Why a text is not JSON, at which column; json's own message may end in 'at' ('Unterminated
     string starting at'), which read 'starting at at column 2'."""
-    return f"not valid JSON ({e.msg.removesuffix(' at')} at column {e.colno})"
+    return NotJson(message=e.msg.removesuffix(" at"), column=e.colno)
 
 
 @overload
@@ -176,11 +180,11 @@ def decode_line(
     try:
         value = json.loads(text)
     except RecursionError:
-        return BadLine(line, "JSON nested too deeply to read", short(text))
+        return BadLine(line, Malformed.DEEP_JSON, short(text))
     except json.JSONDecodeError as e:
         return BadLine(line, not_valid_json(e), short(text))
     except ValueError as e:  # e.g. an integer of more digits than Python converts
-        return BadLine(line, f"not readable JSON ({e})", short(text))
+        return BadLine(line, NotReadableJson(error=str(e)), short(text))
     return decode(value, line)
 
 

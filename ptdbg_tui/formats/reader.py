@@ -24,6 +24,7 @@ from ptdbg_tui.formats.msprobe import MsprobeFollower
 from ptdbg_tui.formats.naming import STYLE_MSPROBE, STYLE_PTDBG, EntryName
 from ptdbg_tui.formats.pkl import DEFAULT_CHUNK, PklFollower
 from ptdbg_tui.formats.records import BadLine, RecordBatch
+from ptdbg_tui.formats.unreadable import InSidecar
 
 
 class DumpReader(Protocol):
@@ -98,7 +99,7 @@ class PklReader:
         """The lines of the module and call sidecars read so far that were skipped, as the pkl's bad
         lines are reported, each naming its file (a sidecar's line numbers are not the pkl's)."""
         return [
-            BadLine(0, f"{f.path.name} line {b.line}: {b.reason}", b.text)
+            BadLine(0, InSidecar(file=f.path.name, line=b.line, why=b.reason), b.text)
             for f in (self._modules, self._calls)
             for b in f.bad
         ]

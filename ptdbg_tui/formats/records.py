@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple, TypeVar
 
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
+from ptdbg_tui.formats.unreadable import Malformed, Unreadable
 from ptdbg_tui.formats.untrusted import is_one_line, one_line
 
 #: dtype of a record that holds no value (msprobe's ``null``).
@@ -140,7 +141,7 @@ class BadLine:
     """A line that could not be decoded, kept so the user learns which line and why."""
 
     line: int
-    reason: str
+    reason: Unreadable
     text: str = field(default="")
 
 
@@ -262,8 +263,19 @@ def undecodable(record: R) -> R:
             for f, n, fn, src in record.frames
         ]
     else:
-        record.reason, record.text = shown(record.reason), shown(record.text)
+        record.reason, record.text = _shown_why(record.reason), shown(record.text)
     return record
+
+
+def _shown_why(why: Unreadable) -> Unreadable:
+    """Why a line is unreadable, each text it holds as it can be shown (the words around them hold no
+    surrogate, so the sentence reads as :func:`shown` of it did)."""
+    if isinstance(why, Malformed):
+        return why
+    held: dict[str, Any] = {f.name: getattr(why, f.name) for f in fields(why)}
+    for k, v in held.items():
+        held[k] = shown(v) if isinstance(v, str) else _shown_why(v) if isinstance(v, Unreadable) else v
+    return replace(why, **held)
 
 
 def short(value: Any, limit: int = 120) -> str:

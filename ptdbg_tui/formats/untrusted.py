@@ -15,6 +15,8 @@ import re
 import zlib
 from collections.abc import Sequence
 
+from ptdbg_tui.formats.unreadable import Malformed, NotAModulePath
+
 #: Characters never shown as they are: C0 controls (ESC starts every terminal escape) and DEL, C1
 #: controls (a one-byte CSI or OSC), bidi embeddings, overrides and isolates, the Arabic letter mark,
 #: line and paragraph separators, and lone surrogates (undecodable bytes). Tab and newline are kept
@@ -80,24 +82,22 @@ def bounded(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
-def name_problem(name: str) -> str | None:
+def name_problem(name: str) -> Malformed | None:
     """Why ``name`` (an entry's, a call's) cannot be taken as a name, or None: it holds a control
     character, which no tool writes (a terminal escape, a line end that would forge a report line)."""
     if _NOT_IN_NAME.search(name) is None:
         return None
-    return "the name holds a control character (a terminal escape or a line end)"
+    return Malformed.CONTROL_IN_NAME
 
 
-def module_path_problem(path: str) -> str | None:
+def module_path_problem(path: str) -> NotAModulePath | None:
     """Why ``path`` is not a module path as ``nn.Module.named_modules`` spells one (``layers.0.attn``:
     parts of letters, digits and ``_ - + :`` joined by dots, so never absolute, never ``..``, no
     separator), or None."""
-    if not path:
-        return "it is empty"
-    if len(path) > TEXT_LIMIT:
-        return f"it is {len(path):,} characters long"
+    if not path or len(path) > TEXT_LIMIT:
+        return NotAModulePath(length=len(path))
     if not all(_MODULE_PART.fullmatch(part) for part in path.split(".")):
-        return f"{one_line(path, 120)!r} is not dotted names (letters, digits, _ - + :)"
+        return NotAModulePath(length=len(path), path=one_line(path, 120))
     return None
 
 

@@ -244,6 +244,11 @@ def test_a_stream_cut_mid_step_is_analysed_up_to_its_cut(tmp_path: Path) -> None
         (lambda p: None, "does not exist"),
         (lambda p: p.mkdir(), "holds no monitor stream"),
         (lambda p: (p.mkdir(), (p / fmon.file_name(0)).write_bytes(b"")), "holds no whole step yet"),
+        (
+            lambda p: (p.mkdir(), (p / fmon.file_name(0)).write_bytes(b"\xff\xff\xff\xff\x10")),
+            r"holds no whole step yet \(monitor_rank0\.arrows: the last 5 bytes are not a whole step "
+            r"\(a step being written, or a run stopped while writing it\); the steps before it are read\)$",
+        ),
         (lambda p: (p.mkdir(), (p / fmon.file_name(3)).write_bytes(b"x")), "no rank is monitored on both"),
     ],
 )

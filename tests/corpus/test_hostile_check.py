@@ -15,6 +15,7 @@ from ptdbg_tui.compare.diagnosis.nonfinite import (
 from ptdbg_tui.compare.diagnosis.replay_reasons import Failed
 from ptdbg_tui.compare.report.words import check_lines
 from ptdbg_tui.formats.records import BadLine, Frame, StackRecord
+from ptdbg_tui.formats.unreadable import InEntry, Raised
 from tests.corpus.hostile import HOSTILE, RAW_CONTROL
 
 
@@ -31,7 +32,7 @@ def test_every_slot_of_the_check_report_is_one_printable_line(text, kind):
         module=text,
         not_replayed=Failed(error=text, message=text),
     )
-    lines = check_lines(text, origin, [BadLine(1, text, text)])
+    lines = check_lines(text, origin, [BadLine(1, InEntry(entry=text, why=Raised(error=text)), text)])
     lines += check_lines(text, None)
     origin.replay = OriginReplay(Overflow.OVERFLOW, text, text, 1e5, None)
     lines += check_lines(text, origin)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.formats.layout import DumpLayoutError, discover, pair_dumps
 from ptdbg_tui.formats.msprobe import MsprobeFollower, decode_entry, decode_stacks, module_chains, split_dump
 from ptdbg_tui.formats.naming import PARAMS_GRAD, STYLE_MSPROBE
@@ -110,14 +111,14 @@ def test_module_entries_and_parameter_gradients_share_the_modules_calls():
 
 def test_odd_entries_are_reported_not_fatal():
     records, bad = decode_entry("Torch.add.0.forward", ["not", "an", "object"])
-    assert records == [] and "expected an object" in bad.reason
+    assert records == [] and "expected an object" in unreadable_text(bad.reason)
     records, bad = decode_entry("something_else", {"x": _t()})
     assert [r.name for r in records] == ["something_else.x"] and records[0].entry is None and bad is None
     deep: object = _t()
     for _ in range(500):
         deep = [deep]
     records, bad = decode_entry("Torch.add.0.forward", {"input_args": deep})
-    assert "deeper" in bad.reason
+    assert "deeper" in unreadable_text(bad.reason)
 
 
 def test_stacks_new_and_old_forms():
@@ -232,7 +233,7 @@ def test_a_half_written_file_is_retried_then_reported_only_when_final(tmp_path):
     assert len(f.read().tensors) == 75
     path.write_text(text[:100])
     final = f.read(final=True)
-    assert not final.tensors and "not complete JSON" in final.bad[0].reason
+    assert not final.tensors and "not complete JSON" in unreadable_text(final.bad[0].reason)
 
 
 def test_a_file_locked_by_its_writer_is_not_read(tmp_path):
@@ -279,8 +280,8 @@ def test_one_malformed_entry_is_reported_and_the_others_read(tmp_path):
     first = text.index('"input_args"')
     path.write_text(text[:first] + '"input_args": [oops' + text[first + len('"input_args": [') :])
     batch = MsprobeFollower(path).read(final=True)
-    assert len(batch.bad) == 1 and "not valid JSON" in batch.bad[0].reason
-    assert batch.bad[0].reason.startswith("entry Functional.conv2d.0.forward")
+    assert len(batch.bad) == 1 and "not valid JSON" in unreadable_text(batch.bad[0].reason)
+    assert unreadable_text(batch.bad[0].reason).startswith("entry Functional.conv2d.0.forward")
     assert len(batch.tensors) == 75 - 11
 
 
@@ -322,7 +323,7 @@ def test_a_dump_json_cut_short_for_good_keeps_its_complete_entries(tmp_path):
         while True:
             batch = follower.read(final=True)
             names += [t.name for t in batch.tensors]
-            bad += [b.reason for b in batch.bad]
+            bad += [unreadable_text(b.reason) for b in batch.bad]
             if not batch.more:
                 return names, bad
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptdbg_tui.compare.report.words import tool_usage_lines
+from ptdbg_tui.compare.report.words import narrowed_text, tool_usage_lines
 from ptdbg_tui.formats.dump_options import parse_options
 from ptdbg_tui.formats.layout import RankDump
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, OUTPUT, STYLE_MSPROBE, EntryName
@@ -33,7 +33,7 @@ def test_a_module_dumps_its_calls_with_tensors_at_the_step_and_rank() -> None:
         }
     )
     assert tool_config(PTDBG, target, "n/npu", "n/bench") is None  # ours wrote it: our config only
-    assert target.words == "module model.layers.17.mlp" and target.name == "model.layers.17.mlp"
+    assert narrowed_text(target) == "module model.layers.17.mlp" and target.name == "model.layers.17.mlp"
 
 
 def test_calls_of_either_grammar_become_this_dumpers_call_prefixes() -> None:
@@ -41,7 +41,7 @@ def test_calls_of_either_grammar_become_this_dumpers_call_prefixes() -> None:
     options = dumper_options(Narrowed(calls=calls))
     assert options.mode == "list" and options.scope == ["Torch_add_1_", "Tensor___mul___10_"]
     assert options.step is None and options.rank is None  # a dump without step or rank folders: all
-    assert Narrowed(calls=calls).words == "calls Torch_add_1, Tensor.__mul__.10"
+    assert narrowed_text(Narrowed(calls=calls)) == "calls Torch_add_1, Tensor.__mul__.10"
 
 
 def test_msprobe_config_lists_a_module_at_level_mix_and_a_call_at_level_l1() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.formats.pkl import PklFollower, read_pkl
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
@@ -41,7 +42,7 @@ def test_bad_lines_are_reported_and_the_rest_is_read(tmp_path, v4_lines):
         "Torch_add_0_forward_output",
         "Tensor_eq_0_forward_output",
     ]
-    assert [(b.line, "JSON" in b.reason) for b in batch.bad] == [(2, True), (4, False)]
+    assert [(b.line, "JSON" in unreadable_text(b.reason)) for b in batch.bad] == [(2, True), (4, False)]
 
 
 def test_partial_last_line_waits_and_resumes_from_offset(tmp_path, v4_lines):
@@ -120,7 +121,7 @@ def test_line_longer_than_chunk_is_skipped_with_a_bad_line(tmp_path, v4_lines):
     batches = [follower.read() for _ in range(6)]
     bad = [b for batch in batches for b in batch.bad]
     names = [t.name for batch in batches for t in batch.tensors]
-    assert bad and "longer than 256 bytes" in bad[0].reason
+    assert bad and "longer than 256 bytes" in unreadable_text(bad[0].reason)
     assert "Torch_add_0_forward_input.0" in names
 
 
@@ -164,7 +165,7 @@ def test_non_regular_files_and_odd_lines_are_reported_not_raised(tmp_path, v4_li
     ]
     batch = read_pkl(_write(tmp_path / "dump.pkl", lines))
     assert len(batch.tensors) == 1
-    assert [b.reason[:24] for b in batch.bad] == [
+    assert [unreadable_text(b.reason)[:24] for b in batch.bad] == [
         "JSON nested too deeply t",
         "dump_step must be an int",
         "the name is empty or hol",
@@ -185,4 +186,4 @@ def test_names_escaped_by_json_keep_their_bytes_and_show_replaced(tmp_path):
     assert rec.name == "Torch_x_0_forward_output.\ufffd" and rec.dtype == "torch.float\ufffd"
     assert os.fsencode(rec.data_name) == b"Torch_x_0_forward_output.\xff.npy"
     (bad,) = batch.bad
-    assert "lone UTF-16 surrogate" in bad.reason and bad.text.encode("utf-8")  # printable
+    assert "lone UTF-16 surrogate" in unreadable_text(bad.reason) and bad.text.encode("utf-8")  # printable

@@ -7,8 +7,10 @@ import math
 
 import pytest
 
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.formats.pkl_line import decode_line, encode_stack_line, encode_tensor_line
 from ptdbg_tui.formats.records import BadLine, StackRecord, TensorRecord, stat_value
+from ptdbg_tui.formats.unreadable import NotJson
 
 
 def test_four_stat_tensor_line(v4_lines):
@@ -92,7 +94,8 @@ def test_a_line_cut_inside_a_string_says_so_in_one_phrase():
     """A pkl cut short mid-name: json's 'Unterminated string starting at' read 'starting at at column 2'."""
     rec = decode_line('["Functional_l', 131)
     assert isinstance(rec, BadLine)
-    assert rec.reason == "not valid JSON (Unterminated string starting at column 2)", rec.reason
+    assert rec.reason == NotJson(message="Unterminated string starting", column=2)
+    assert unreadable_text(rec.reason) == "not valid JSON (Unterminated string starting at column 2)"
 
 
 def test_overflow_dump_step_hides_stats():
@@ -120,7 +123,7 @@ def test_overflow_dump_step_hides_stats():
 def test_bad_lines_say_why(line, why):
     rec = decode_line(line, 12)
     assert isinstance(rec, BadLine)
-    assert rec.line == 12 and why in rec.reason and rec.text
+    assert rec.line == 12 and why in unreadable_text(rec.reason) and rec.text
 
 
 def test_unparsable_name_is_kept_without_entry():

@@ -10,6 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.formats import budget
 from ptdbg_tui.formats.calls import CallFollower, CallSpec, TensorArg, encode_call_line
 from ptdbg_tui.formats.files import OUTSIDE
@@ -20,6 +21,7 @@ from ptdbg_tui.formats.pkl import read_pkl
 from ptdbg_tui.formats.reader import PklReader
 from ptdbg_tui.formats.synthetic import write_array
 from ptdbg_tui.formats.tensorfile import FILE_ERRORS, load_tensor, read_tensor
+from ptdbg_tui.formats.unreadable import Malformed, NotJson
 from ptdbg_tui.formats.writer import RankWriter
 
 #: What reading a hostile file may allocate at most (it is refused before its data is read).
@@ -171,8 +173,8 @@ def test_a_cut_or_junk_call_line_is_kept_with_its_line_and_why(tmp_path):
     (cut, junk) = follower.bad
     assert (cut.line, junk.line) == (2, 3)
     assert (
-        cut.reason.startswith("not valid JSON")
-        and junk.reason == "not a call line: call must be a non-empty string"
+        unreadable_text(cut.reason).startswith("not valid JSON")
+        and unreadable_text(junk.reason) == "not a call line: call must be a non-empty string"
     )
 
 
@@ -184,7 +186,8 @@ def test_a_junk_module_line_is_kept_with_its_line_and_why(tmp_path):
     assert list(follower.chains) == ["Torch_add_0"]
     (junk, cut) = follower.bad
     assert (junk.line, cut.line) == (2, 3)
-    assert junk.reason.startswith("not a module line") and cut.reason.startswith("not valid JSON")
+    assert junk.reason is Malformed.NOT_MODULE_LINE and isinstance(cut.reason, NotJson)
+    assert unreadable_text(junk.reason).startswith("not a module line")
 
 
 def test_the_reader_names_each_sidecar_with_its_skipped_lines(tmp_path):
@@ -195,7 +198,7 @@ def test_the_reader_names_each_sidecar_with_its_skipped_lines(tmp_path):
     reader.read(final=True)
     reader.read_modules(final=True)
     reader.read_calls(final=True)
-    assert [b.reason for b in reader.sidecar_bad()] == [
+    assert [unreadable_text(b.reason) for b in reader.sidecar_bad()] == [
         "api_stack_dump.modules.jsonl line 1: not a module line: expected [call, [[module, class], ...]]",
         "api_stack_dump.calls.jsonl line 2: not valid JSON (Expecting value at column 1)",
     ]

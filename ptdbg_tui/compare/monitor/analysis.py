@@ -120,9 +120,14 @@ class Follow:
         for rank, (a, b) in self.streams.items():
             for side, stream in (("NPU", a), ("bench", b)):
                 if not stream.batches:
-                    cut = f" ({stream.cut_text()})" if stream.cut else ""
                     raise MonitorInputError(
-                        f"the {side} stream {one_line(stream.path.name, 200)} holds no whole step yet{cut}"
+                        f"the {side} stream {one_line(stream.path.name, 200)} holds no whole step yet"
+                        + (
+                            f" ({stream.path.name}: the last {stream.cut} bytes are not a whole step (a step "
+                            "being written, or a run stopped while writing it); the steps before it are read)"
+                            if stream.cut
+                            else ""
+                        )
                     )
             ranks.append(self._rank(rank, a, b))
         found = [r for r in ranks if r.divergence is not None]

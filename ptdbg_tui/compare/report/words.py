@@ -95,6 +95,7 @@ from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.csv_msprobe import mode_of
 from ptdbg_tui.compare.report.csv_ptdbg import Column
 from ptdbg_tui.compare.report.layout_words import layout_problem_text
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.compare.report.match_words import auto_aligned_text, tail_text
 from ptdbg_tui.compare.report.msprobe_result import MD5
 from ptdbg_tui.compare.report.outputs import repro_folder, suspects_path
@@ -988,7 +989,7 @@ def summary_text(o: PairReport) -> str:
             where = f"line {bad[0].line}: " if bad[0].line else ""
             lines.append(
                 f"  {side} dump: {len(bad)} unreadable line(s) or entries skipped, first: "
-                f"{where}{bad[0].reason}"
+                f"{where}{unreadable_text(bad[0].reason)}"
             )
     if o.csv is not None:
         lines.append(f"  CSV: {o.csv}")
@@ -1208,7 +1209,7 @@ def check_lines(label: str, origin: NonFiniteOrigin | None, bad: Sequence[BadLin
             lines.append(f"    replay: {replay}")
     if bad:
         where = f"line {bad[0].line}: " if bad[0].line else ""
-        first = f"{where}{one_line(bad[0].reason)}"
+        first = f"{where}{one_line(unreadable_text(bad[0].reason))}"
         lines.append(f"  note: {len(bad)} unreadable line(s) or entries skipped, first: {first}")
     return lines
 
@@ -1767,7 +1768,7 @@ def skipped_lines_text(records: Path, bad: Sequence[BadLine]) -> str:
     """The notice of the lines a side skipped since the last one (``bad``: those, first first)."""
     first = bad[0]
     where = f"line {first.line}: " if first.line else ""
-    return f"{records}: {len(bad)} malformed line(s) skipped ({where}{first.reason})"
+    return f"{records}: {len(bad)} malformed line(s) skipped ({where}{unreadable_text(first.reason)})"
 
 
 # --- the app's bars -------------------------------------------------------------------------------
@@ -1859,6 +1860,13 @@ def tool_usage_lines(c: ToolConfig, path: Path) -> list[str]:
     ]
 
 
+def narrowed_text(t: Narrowed) -> str:
+    """What a narrowed dump covers, in words: ``module track.lstm``, ``call Functional.silu.0``."""
+    if t.module:
+        return f"module {one_line(t.module)}"
+    return ("call " if len(t.calls) == 1 else "calls ") + ", ".join(one_line(c.label) for c in t.calls)
+
+
 def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Path) -> list[str]:
     """What a narrowing says: its target and why, the next dump, and the commands to run it."""
     t = n.target
@@ -1868,7 +1876,7 @@ def narrowing_lines(n: NarrowingLike, config: Path, npu_dir: Path, bench_dir: Pa
     q = shlex.quote
     run = f"ptdbg-dump run {SCRIPT if n.script == SCRIPT else q(n.script)}"
     lines = [
-        f"Narrowed to {t.words}: {narrow_why_text(n.why)}.",
+        f"Narrowed to {narrowed_text(t)}: {narrow_why_text(n.why)}.",
         f"Next dump: tensors of {what}, forward and backward; {steps}; {ranks}.",
         f"  config: {config}",
         "Run the same script on both sides, then compare:",

@@ -18,6 +18,7 @@ from ptdbg_tui.compare.matching.pairing import attach_stacks
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.nonfinite import replay_origin
+from ptdbg_tui.compare.report.line_words import unreadable_text
 from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.replay.replayer import (
     Replayer,
@@ -140,7 +141,7 @@ def _read(dump: RankDump) -> _Read:
             if not batch.more:
                 break
         if not tensors:
-            first = f" (line {bad[0].line}: {bad[0].reason})" if bad else ""
+            first = f" (line {bad[0].line}: {unreadable_text(bad[0].reason)})" if bad else ""
             raise CheckInputError(f"{dump.records}: no record could be read{first}")
         after = dialect_of(reader.producer).inputs_after_call
         origin = find_origin(tensors, stacks, lambda rec: count_nonfinite(tensor_dir, rec), after)
