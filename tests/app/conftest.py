@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +159,19 @@ def write_two_percent_pair(root: Path) -> tuple[Path, Path]:
     return sides
 
 
+def _state(app: PtdbgApp) -> str:
+    """What a wait that timed out needs to be told apart: the app's progress and draining, and where the
+    engine's thread is."""
+    thread = app.engine._thread
+    frame = sys._current_frames().get(thread.ident) if thread.ident is not None else None
+    stack = "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
+    return (
+        f"progress: {app.model.progress}\nloading {app.model.loading}, draining {app._draining}, "
+        f"news waiting {app.engine.outbox.pair_news()}, engine alive {thread.is_alive()}\n"
+        f"the engine's thread:\n{stack}"
+    )
+
+
 class Ui:
     """Helpers for Pilot tests (a fixture, since conftest modules cannot be imported)."""
 
@@ -179,7 +193,7 @@ class Ui:
         deadline = time.monotonic() + timeout
         while not condition():
             if time.monotonic() > deadline:
-                raise AssertionError("the app did not reach the expected state in time")
+                raise AssertionError(f"the app did not reach the expected state in time\n{_state(pilot.app)}")
             await pilot.pause(0.02)
 
     async def settle(self, pilot) -> None:
