@@ -30,6 +30,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     Evidence,
     Judged,
     NpuOnly,
+    OneRunChange,
     OnParameter,
     Unjudged,
     Written,
@@ -539,6 +540,10 @@ class _Walk:
     before: dict[str, float] = field(default_factory=lambda: {FORWARD: 0.0, BACKWARD: 0.0})
     previous: dict[str, str] = field(default_factory=lambda: {FORWARD: "", BACKWARD: ""})
     npu_only: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
+    #: per direction, the last call both runs made (not a module's around dumped APIs), and the calls
+    #: only the bench run made since
+    both_made: dict[str, CallKey | None] = field(default_factory=lambda: {FORWARD: None, BACKWARD: None})
+    bench_made: dict[str, list[CallKey]] = field(default_factory=lambda: {FORWARD: [], BACKWARD: []})
     #: per direction, whether the call visited last is one only the bench run made (by the call, not its
     #: name: an NPU call may bear the name of a bench call it was not paired with)
     bench_only: dict[str, bool] = field(default_factory=lambda: {FORWARD: False, BACKWARD: False})
@@ -599,6 +604,11 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     ins = [m for m in call.ins if m not in written]
     entering = _entering(ins, walk.explained(), walk.parameters, unpaired)
     args = _different_arguments(call.ins)
+    between = call.npu_made and not (call.container and calls.api_level[way])  # after calls of one run
+    if entering is None and between and (walk.npu_only[way] or walk.bench_made[way]):
+        changed = _changed_by_one_run(calls, key, ins, walk)
+        if changed is not None:
+            walk.found.append(changed)
     if entering is not None:
         judgement, member = entering
         first = _entering_suspect(calls, key, name, judgement, member, walk)
@@ -623,6 +633,77 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         walk.found.append(_suspect(calls, key, name, ARGUMENTS, judgement, Arguments(values=what), walk.step))
     if not call.container or not calls.api_level[way]:
         walk.npu_only[way] = []
+
+
+def _changed_by_one_run(
+    calls: _Calls, key: CallKey, members: Sequence[_Member], walk: _Walk
+) -> Suspect | None:
+    """The calls only one run made since the last call both runs made (the NPU's, or the bench's), where
+    one of ``members`` is, in the other run, that call's output passed on unchanged (equal
+    statistics) and, in the run that made them, that output changed beyond rounding: they did what the
+    other run does not. Error entering weighs the input's error against the largest before; at a later
+    step, the drift that earlier steps left in every activation hid a 1 % change there
+    (``h + 0.01 * gelu(h)`` that one run computed)."""
+    way = calls.calls[key].entry.direction
+    source = walk.both_made[way]
+    found = None
+    for bench, chain in ((False, walk.npu_only[way]), (True, walk.bench_made[way])):  # whose calls
+        found = _changed(calls.calls[source], members, bench) if chain and source is not None else None
+        if found is not None:
+            break
+    if found is None:
+        return None
+    judgement, m, o = found
+    first, last = calls.calls[chain[0]].name, calls.calls[chain[-1]].name
+    assert m.errors is not None
+    evidence = OneRunChange(
+        judgement=judgement,
+        npu=not bench,
+        first=first,
+        call=last,
+        source=o.row.name,
+        tensor=m.row.name,
+        carries=m.errors.rel,
+    )
+    if not bench:
+        return _suspect(calls, chain[-1], last, UNPAIRED, judgement, evidence, walk.step)
+    judgement = replace(judgement, kind=ENTERS)
+    suspect = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, evidence, walk.step)
+    suspect.after_bench_only = True  # the NPU script lacks them
+    named = {calls.calls[k].name for k in chain}
+    walk.skipped[way] = [n for n in walk.skipped[way] if n not in named]
+    return suspect
+
+
+def _changed(
+    source: _Call, members: Sequence[_Member], bench: Bench
+) -> tuple[Judgement, _Member, _Member] | None:
+    """The worst of ``members`` that the run without the calls in between (the bench's where ``bench``
+    is false) passes on unchanged from an output of ``source``, and the run with them changed beyond
+    rounding; with that output."""
+    outputs: dict[Signature, _Member] = {}
+    for o in source.outs:
+        signature = signature_of(_side(o.row, not bench))
+        if signature is not None and signature[2][0] != signature[2][1]:  # not a constant (max = min)
+            outputs.setdefault(signature, o)
+    worst: tuple[Judgement, _Member, _Member] | None = None
+    for m in members if outputs else ():
+        errors = m.errors
+        if errors is None or not m.input or m.left_out or m.running or errors.exact:
+            continue
+        signature = signature_of(_side(m.row, not bench))
+        source_out = outputs.get(signature) if signature is not None else None
+        if source_out is None or beyond_rounding(errors)[1] <= 1:
+            continue
+        after, before = _side(m.row, bench), _side(source_out.row, bench)
+        change = stats_errors(after, before) if after is not None and before is not None else None
+        if change is None or not math.isfinite(change.rel):
+            continue
+        allowed, score = beyond_rounding(change)
+        if score > 1 and (worst is None or score > worst[0].score):
+            came = source_out.errors.rel if source_out.errors is not None else 0.0
+            worst = Judgement(came, change.rel, allowed, score, UNPAIRED, m.row.name), m, source_out
+    return worst
 
 
 def _side(row: Row, bench: Bench) -> TensorRecord | None:
@@ -853,8 +934,11 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         return
     if not call.npu_made:
         walk.skipped[way].append(name)
+        walk.bench_made[way].append(key)
         _remember_written(call, key, walk, bench=True)
     _at_inputs(calls, key, walk)
+    if call.npu_made and not (call.container and calls.api_level[way]):
+        walk.both_made[way], walk.bench_made[way] = key, []
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made
     verdict = _judge_call(calls, key)

@@ -53,6 +53,23 @@ class NpuOnly:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OneRunChange:
+    """Calls only one run makes (the NPU's: ``npu``), from ``first`` to ``call``, between a call whose
+    output ``source`` the other run passes on unchanged as ``tensor`` and the call that reads it: they
+    change it beyond rounding (``judgement``: that change, allowed, score). Seen where the tensor's
+    error, weighed against the largest before, could not tell them from the drift that earlier steps
+    left in every activation."""
+
+    judgement: Judgement
+    npu: bool
+    first: str
+    call: str
+    source: str
+    tensor: str
+    carries: float  # ``tensor``'s error against the bench's
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Argument:
     """A non-tensor argument whose values differ: where it sits (``input.1``) and each run's value."""
 
@@ -169,6 +186,7 @@ Evidence = (
     | Entered
     | OnParameter
     | NpuOnly
+    | OneRunChange
     | Arguments
     | Written
     | StillRandom

@@ -30,6 +30,7 @@ from ptdbg_tui.compare.diagnosis.evidence import (
     Evidence,
     Judged,
     NpuOnly,
+    OneRunChange,
     OnOneRank,
     OnParameter,
     StillRandom,
@@ -529,14 +530,9 @@ def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
             )
         return f"{e.parameter}: {words}", score, also
     if isinstance(e, Written):
-        wrote = "wrote" if e.wrote else "made"
-        score = times_text(e.change.score)
-        if e.npu:
-            after = f"; {e.tensor}, the tensor it {wrote}, carries {fmt_error(e.carries)} against the bench's"
-            return f"it {_written_words(e.change)}", score, after
-        head = f"before it the bench run makes {e.call}, which the NPU run does not: it "
-        after = f"; {e.tensor} carries {fmt_error(e.carries)} against the tensor it {wrote}"
-        return head + _written_words(e.change), score, after
+        return _written_parts(e)
+    if isinstance(e, OneRunChange):
+        return _changed_parts(e)
     if isinstance(e, StillRandom):
         words, score = judgement_parts(e.judgement)
         head = f"its draws differed at step {e.step}, and statistics cannot show that they still do"
@@ -558,6 +554,40 @@ def _evidence_parts(e: Evidence) -> tuple[str, str, str]:
         )
         return before, score, f"{after}; {alone}"
     return _evidence_words(e), "", ""
+
+
+def _written_parts(e: Written) -> tuple[str, str, str]:
+    """A tensor a call only one run made wrote: the NPU's call (the suspect), or the bench's before the
+    call that reads it."""
+    wrote = "wrote" if e.wrote else "made"
+    score = times_text(e.change.score)
+    if e.npu:
+        after = f"; {e.tensor}, the tensor it {wrote}, carries {fmt_error(e.carries)} against the bench's"
+        return f"it {_written_words(e.change)}", score, after
+    head = f"before it the bench run makes {e.call}, which the NPU run does not: it "
+    after = f"; {e.tensor} carries {fmt_error(e.carries)} against the tensor it {wrote}"
+    return head + _written_words(e.change), score, after
+
+
+def _changed_parts(e: OneRunChange) -> tuple[str, str, str]:
+    """``Functional_gelu_0_forward to Tensor___sub___0_forward have no counterpart in the bench run, which
+    passes X on unchanged as Y; on the NPU they change it by 0.005, allowed 1e-06``, its score, and
+    what the tensor carries."""
+    j, one = e.judgement, e.first == e.call
+    calls, they = (e.call, "it changes") if one else (f"{e.first} to {e.call}", "they change")
+    change = f"by {fmt_error(j.output_error)}, allowed {fmt_error(j.allowed)}"
+    after = f"; {e.tensor} carries {fmt_error(e.carries)} against the bench's"
+    if e.npu:
+        head = (
+            f"{calls} {'has' if one else 'have'} no counterpart in the bench run, which passes {e.source} on "
+            f"unchanged as {e.tensor}; on the NPU {they} it {change}"
+        )
+        return head, times_text(j.score), after
+    head = (
+        f"before it the bench run makes {calls}, which the NPU run does not: {they} {e.source}, which the "
+        f"NPU run passes on unchanged as {e.tensor}, {change}"
+    )
+    return head, times_text(j.score), after
 
 
 def _stats(values: tuple[float, ...]) -> str:
