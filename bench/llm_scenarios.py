@@ -9,9 +9,11 @@ Each scenario is compared over the whole run and at ``--step 1``, each four ways
 replays the suspects whose inputs differ), with ``--no-replay``, with ``--replay`` (every call up to the
 first failing row), and by the reader alone (a process where ``import torch`` fails, as on a reader-only
 install). The culprit must be right every time: a kernel fault (the GELU of ``blocks.1.mlp`` 2% off
-from step 1, forward or backward) named by its call; a no-fault run (the NPU's own GELU kernel, rounded
-otherwise) naming nothing, with the all-clear; runs whose models or learning rates differ naming no
-call inside what differs, with a finding that says the runs differ. The attention's key bias gets a
+from step 1, forward or backward) named by its call, as are three calls only one run makes at every
+step (the NPU's; the bench's: error entering where the NPU's projection reads what they change); a
+no-fault run (the NPU's own GELU kernel, rounded otherwise) naming nothing, with the all-clear; runs
+whose models or learning rates differ naming no call inside what differs, with a finding that says
+the runs differ. The attention's key bias gets a
 gradient that is zero in exact arithmetic: both sides hold rounding noise there, which Adam turns into
 steps of full size (``docs/diagnosis.md``). Exit status 0 always: a benchmark, not a test.
 """
@@ -97,6 +99,24 @@ SCENARIOS = (
             ("--optimizer", "adamw"),
             KERNEL,
             r"Tensor_addcdiv__\d+_forward",
+        ),
+        Scenario(
+            "adamw_npu_extra",
+            "adamw at lr 5e-3, the NPU script adds 0.01 * tanh of each attention's output before its "
+            "projection, three calls the bench does not make, at every step (at steps 1 and 2 the drift "
+            "they left at step 0 hid them: an all-clear)",
+            ("--optimizer", "adamw", "--lr", "5e-3", "--fault", "extra", "--fault-from", "0"),
+            ("--optimizer", "adamw", "--lr", "5e-3"),
+            KERNEL,
+            r"Torch_addcmul_0_forward",
+        ),
+        Scenario(
+            "adamw_bench_extra",
+            "adamw, the bench script adds those three calls, which the NPU script lacks",
+            ("--optimizer", "adamw", "--lr", "5e-3"),
+            ("--optimizer", "adamw", "--lr", "5e-3", "--fault", "extra", "--fault-from", "0"),
+            KERNEL,
+            r"Functional_linear_1_forward",
         ),
         Scenario(
             "adamw_off_noise",

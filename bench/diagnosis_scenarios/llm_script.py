@@ -8,7 +8,9 @@ The NPU side's GELU is its own kernel, rounded otherwise than torch's (``--kerne
 in fp32 ops, or 1e-6 relative noise on the result), installed under the dumper's wrapper, so the
 dump still names it ``Functional_gelu_N``; ``--fault`` makes the GELU of ``blocks.1.mlp`` 2% off
 from step ``--fault-from`` on, in its forward or its backward (``--fault update``: the optimizer's step,
-``addcdiv_``, 2% too large). The attention's key bias gets a
+``addcdiv_``, 2% too large; ``--fault extra``, on either side: each attention adds ``0.01 * tanh`` of
+its heads' output before the projection, three calls the other run does not make). The attention's
+key bias gets a
 gradient that is zero in exact arithmetic (softmax is shift-invariant per query): each side's is
 its own rounding noise, which Adam turns into updates of ±lr.
 """
@@ -42,6 +44,7 @@ class Attention(nn.Module):
     def __init__(self, width: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
+        self.extra = False  # --fault extra: calls this run makes and the other does not
         self.qkv = nn.Linear(width, 3 * width, bias=True)
         self.proj = nn.Linear(width, width)
 
@@ -49,8 +52,10 @@ class Attention(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=-1)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+        if self.extra:
+            y = torch.addcmul(y, torch.tanh(y), torch.full_like(y, 0.01))
+        return self.proj(y)
 
 
 class MLP(nn.Module):
@@ -148,7 +153,7 @@ def main() -> None:
     p.add_argument("--side", choices=("npu", "bench"), required=True)
     p.add_argument("--optimizer", choices=("adam", "adamw"), default="adamw")
     p.add_argument("--kernel", choices=("erf", "noise"), default="erf", help="the NPU's own GELU")
-    p.add_argument("--fault", choices=("gelu_forward", "gelu_backward", "update"))
+    p.add_argument("--fault", choices=("gelu_forward", "gelu_backward", "update", "extra"))
     p.add_argument("--fault-from", type=int, default=1, help="the first step with the fault")
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
@@ -177,6 +182,8 @@ def main() -> None:
             state["step"] = step
             if faulty is not None:
                 faulty.on = step >= args.fault_from
+            for block in model.blocks:
+                block.attn.extra = args.fault == "extra" and step >= args.fault_from
             optimizer.zero_grad()
             logits = model(batch[:, :-1])
             loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
