@@ -55,6 +55,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     MARGIN,
     QUOTIENTS,
     ROUNDINGS,
+    SELECTIONS,
     STATS_SCATTER,
     Judgement,
     Operand,
@@ -62,6 +63,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     judge,
     judge_entry,
     own_rounding,
+    selected,
 )
 from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
@@ -554,6 +556,12 @@ class _Walk:
     #: the tensors that calls only one run made wrote in place, by that run and what they left (its
     #: signature in that run's records)
     written: dict[tuple[Bench, Signature], CallKey] = field(default_factory=dict)
+    #: per direction, how many calls both runs made so far (each starts a stretch of calls of one run);
+    #: per run and direction, the last stretch where that run made a call the other did not; per call
+    #: that wrote a tensor, its stretch
+    stretch: dict[str, int] = field(default_factory=lambda: {FORWARD: 0, BACKWARD: 0})
+    own_stretch: dict[tuple[Bench, str], int] = field(default_factory=dict)
+    written_in: dict[CallKey, int] = field(default_factory=dict)
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
     #: the updates within their allowance only with their quotient's
     amplified: list[Amplified] = field(default_factory=list)
@@ -666,6 +674,7 @@ def _changed_by_one_run(
         carries=m.errors.rel,
     )
     if not bench:
+        walk.named.add(chain[-1])  # not named again where a later call reads what it made
         return _suspect(calls, chain[-1], last, UNPAIRED, judgement, evidence, walk.step)
     judgement = replace(judgement, kind=ENTERS)
     suspect = _suspect(calls, key, calls.calls[key].name, ENTERS, judgement, evidence, walk.step)
@@ -742,6 +751,7 @@ def _remember_written(call: _Call, key: CallKey, walk: _Walk, bench: Bench) -> N
     signature = signature_of(_side(args[1].row, bench)) if args is not None else None
     if signature is not None:
         walk.written[bench, signature] = key
+        walk.written_in[key] = walk.stretch[call.entry.direction]
 
 
 def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Member]:
@@ -759,7 +769,11 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
         for bench in (False, True):
             signature = signature_of(_side(m.row, bench))
             wrote = walk.written.get((bench, signature)) if signature is not None else None
-            if wrote is None or _just_before(calls, wrote, walk):
+            if (
+                wrote is None
+                or _just_before(calls, wrote, walk)
+                or _made_otherwise(calls, wrote, walk, bench)
+            ):
                 continue
             change = _written_change(calls.calls[wrote], bench)
             if change is None or not _carries(errors, change[0]):
@@ -805,6 +819,17 @@ def _just_before(calls: _Calls, wrote: CallKey, walk: _Walk) -> bool:
     Adam's first ``zeros_like(p)``): that names the last."""
     call = calls.calls[wrote]
     return not in_place(call.entry.op) and walk.previous[call.entry.direction] == call.name
+
+
+def _made_otherwise(calls: _Calls, wrote: CallKey, walk: _Walk, bench: Bench) -> bool:
+    """A call only one run made (``bench``: the bench run), not in place, where the other run made calls
+    of its own too, from the last call both made before it on: the runs computed that stretch each in
+    their own way (the NPU's GELU as ``x.double()``, GELU, ``.float()``, which no pairing puts with
+    the bench's GELU), not one run alone changing a tensor the other leaves as it is (a decay by hand)."""
+    call = calls.calls[wrote]
+    way = call.entry.direction
+    other = walk.own_stretch.get((not bench, way), -1)
+    return not in_place(call.entry.op) and other >= walk.written_in.get(wrote, 0)
 
 
 def _written_suspect(
@@ -896,6 +921,7 @@ def _entering_suspect(
     if walk.npu_only[way]:
         extra = walk.npu_only[way][-1]
         extra_name = calls.calls[extra].name
+        walk.named.add(extra)  # not named again where a later call reads what it made
         unpaired = NpuOnly(judgement=judgement, call=extra_name, tensor=row.name)
         return _suspect(calls, extra, extra_name, UNPAIRED, judgement, unpaired, walk.step)
     param = member.parameter
@@ -929,19 +955,25 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     name, way = call.name, entry.direction
     if not call.paired:  # a call only the NPU run made
         walk.npu_only[way].append(key)
+        walk.own_stretch[False, way] = walk.stretch[way]
         walk.previous[way], walk.bench_only[way] = name, False
         _remember_written(call, key, walk, bench=False)
         return
     if not call.npu_made:
         walk.skipped[way].append(name)
         walk.bench_made[way].append(key)
+        walk.own_stretch[True, way] = walk.stretch[way]
         _remember_written(call, key, walk, bench=True)
     _at_inputs(calls, key, walk)
     if call.npu_made and not (call.container and calls.api_level[way]):
         walk.both_made[way], walk.bench_made[way] = key, []
+        walk.stretch[way] += 1
+    seen = walk.explained()  # before this call's tensors
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made
     verdict = _judge_call(calls, key)
+    if isinstance(verdict, Judgement) and call.op in SELECTIONS and way == FORWARD:
+        verdict = selected(verdict, seen, any(m.errors.from_stats for m in call.outs if m.errors is not None))
     if not isinstance(verdict, Judgement):
         diagnosis.calls[name] = CallEvidence(name, way, None, verdict or Unjudged.NO_VERDICT)
         return

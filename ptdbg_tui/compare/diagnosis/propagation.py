@@ -37,6 +37,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -67,6 +68,27 @@ ONE_ROUNDING = 1 / math.sqrt(3)
 #: its running sum in fp16 leaves an error growing with the axis: a 1024-long fp16 cumsum's was 5 u_fp16
 #: (3.6e-3), within the 8 u that ``MARGIN · ROUNDINGS`` allowed, and a later call was blamed for it.
 REDUCTIONS = frozenset({"sum", "nansum", "mean", "nanmean", "cumsum"})
+#: Ops whose outputs are some of their input's elements (a split's chunks, a slice, a gather): they round
+#: nothing, yet a part may carry more error than the whole, against its own size (the key bias's noise in
+#: a qkv split's key chunk). What they pass on is any error dumped before them.
+SELECTIONS = frozenset(
+    {
+        "split",
+        "chunk",
+        "tensor_split",
+        "split_with_sizes",
+        "unbind",
+        "narrow",
+        "select",
+        "getitem",
+        "index_select",
+        "gather",
+        "take",
+        "take_along_dim",
+        "masked_select",
+        "diagonal",
+    }
+)
 
 GROWTH = Kind.GROWTH
 NAN_ORIGIN = Kind.NAN_ORIGIN
@@ -583,6 +605,19 @@ def _worst_output(
         if score > best.score:
             best = _Worst(score, err, allowed + share, name, y, share)
     return best
+
+
+def selected(j: Judgement, before: float, from_stats: bool) -> Judgement:
+    """A :data:`SELECTIONS` op's forward judgement, its outputs held to the largest error dumped before it
+    (``before``) where that is more than its inputs' own allow: a part of a tensor may show error that
+    the whole's measures dilute (from statistics, a qkv split's key chunk at ×1.0 of the rounding of a
+    split, which rounds nothing, in a run with no fault). A wrong selection still stands out: its
+    elements are other elements."""
+    if j.kind != GROWTH:
+        return j
+    allowed = max(j.allowed, MARGIN * (STATS_SCATTER if from_stats else 1.0) * before)
+    score = _score(j.output_error, allowed)
+    return replace(j, allowed=allowed, score=score, kind=GROWTH if score > 1 else None)
 
 
 def judge_entry(name: str, x: ErrorMeasures, before: float, after_unpaired: bool = False) -> Judgement | None:

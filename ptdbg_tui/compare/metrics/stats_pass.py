@@ -66,6 +66,7 @@ def _plain_statistics(row: Row) -> bool:
     return not overwritten_input(n.entry)
 
 
+@np.errstate(invalid="ignore", over="ignore")  # a masked attention's -inf minimum: inf - inf is NaN
 def _agreeing(rows: Sequence[Row]) -> list[Result | None]:
     """The results of the rows whose statistics are finite and agree; ``None`` for the others."""
     npu_records = [r.npu for r in rows]
