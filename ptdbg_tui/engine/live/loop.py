@@ -245,10 +245,10 @@ class LiveEngine:
         self._discover()
         if self._watcher is not None:
             self._watcher.refresh()
-            fallback = self._watcher.fallback
-            if fallback != self._fallback:
+            fallback = self._watcher.fallback  # set once, never cleared: a watcher does not recover
+            if fallback is not None and fallback != self._fallback:
                 self._fallback = fallback
-                self.outbox.notice(polling_text(fallback) if fallback is not None else "")
+                self.outbox.notice(polling_text(fallback))
 
     def _quiet(self) -> bool:
         """No side of a pair may still grow (a static run: none ever does)."""
