@@ -429,7 +429,7 @@ def compare_pairs(
             with MetricPool(jobs, fused=fused) as pool:
                 if folders:
                     pool.start()
-                for n, b, nn, bn in pairs:
+                for k, (n, b, nn, bn) in enumerate(pairs):
                     try:
                         outcomes.append(_outcome(n, b, nn, bn, match, summary))
                         long_lived()  # its records and rows stay
@@ -439,7 +439,8 @@ def compare_pairs(
                             OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared(fault=fault_text(e)))
                         )
                         continue
-                    diagnoses.start(outcomes[-1])
+                    if k < len(pairs) - 1:  # the last is diagnosed here, beside the child before it
+                        diagnoses.start(outcomes[-1])
                 if not outcomes:
                     raise CompareInputError("; ".join(map(job_note_text, outcomes.notes)))
                 _run_metrics(outcomes, pool, progress)
@@ -451,9 +452,9 @@ def compare_pairs(
 
 class _Diagnoses:
     """The pairs' diagnoses, of statistics (their rows are final once read) each in a forked child
-    while the next pair is read, at most ``children`` at a time (see :mod:`.forked`), with their
-    CSV where there is a ``write``; the others here once their tensors are compared. The same
-    diagnoses and notes as one by one."""
+    while the next pair is read (the last pair's here, while the child before it works), at most
+    ``children`` at a time (see :mod:`.forked`), with their CSV where there is a ``write``; the others
+    here once their tensors are compared. The same diagnoses and notes as one by one."""
 
     def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
         self.children, self.write, self.several = children, write, several
@@ -471,10 +472,17 @@ class _Diagnoses:
         self.done[key] = self.running.pop(key).result()
 
     def finish(self, outcomes: Outcomes) -> None:
+        """Every pair's diagnosis: those no child has, here first (while the children work), then the
+        children's."""
+        here: dict[int, tuple[Diagnosis, Path | None]] = {
+            id(o): (_diagnosis(o), None)
+            for o in outcomes
+            if id(o) not in self.running and id(o) not in self.done
+        }
         for key in list(self.running):
             self._wait(key)
         for o in outcomes:
-            o.diagnosis, o.csv = self.done.pop(id(o)) if id(o) in self.done else (_diagnosis(o), None)
+            o.diagnosis, o.csv = self.done.pop(id(o)) if id(o) in self.done else here[id(o)]
 
     def cancel(self) -> None:
         for forked in self.running.values():

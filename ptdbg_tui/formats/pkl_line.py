@@ -337,7 +337,8 @@ _INT_AS_FLOAT = float(1 << 63)
 
 def may_hold_surrogates(text: str) -> bool:
     """Whether JSON text, once decoded, may hold surrogates (then see :func:`undecodable`)."""
-    if text.isascii() and "\\u" not in text:  # the usual pkl: neither can be there (fast to tell)
+    # the usual pkl: neither can be there (fast to tell: a search for one character is ~20x faster)
+    if text.isascii() and ("\\" not in text or "\\u" not in text):
         return False
     return _SURROGATE_ESCAPE.search(text) is not None
 

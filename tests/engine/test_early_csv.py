@@ -1,5 +1,5 @@
 """``ptdbg-tui compare`` of statistics writes each pair's CSV in the forked child that diagnoses it
-(:mod:`ptdbg_tui.engine.batch`): the same files as written one by one at the end."""
+(:mod:`ptdbg_tui.engine.batch`), the last pair's here: the same files as written one by one at the end."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
     assert set(writers.read_text().split()) == {str(os.getpid())}  # one by one, here
     writers.unlink()
     compare(npu, bench, tmp_path / "two", jobs=2)
-    assert str(os.getpid()) not in writers.read_text().split()  # each in its child
+    first, last = writers.read_text().split()
+    assert first != str(os.getpid()) == last  # the first in its child, the last here (beside that child)
     one, two = outputs(tmp_path / "one"), outputs(tmp_path / "two")
     assert len([name for name in one if name.startswith("compare_result_step0_rank")]) == 2
     assert two == one

@@ -309,6 +309,10 @@ class _Calls:
         self.api_level = {
             d: any(not c.container for k, c in self.calls.items() if k[2] == d) for d in (FORWARD, BACKWARD)
         }
+        #: some row has both runs' checksums: without one no call departs (:func:`departure`)
+        self.checksums = any(
+            r.npu is not None and r.bench is not None and r.npu.md5 and r.bench.md5 for r in rows
+        )
 
     def forward_of(self, key: CallKey) -> _Call | None:
         return self.calls.get((key[0], key[1], FORWARD))
@@ -985,7 +989,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     if verdict.kind is not None and not container:
         kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
         walk.found.append(_suspect(calls, key, name, kind, verdict, Judged(judgement=verdict), walk.step))
-    elif not container and (row := _departure(calls, key)) is not None:
+    elif not container and calls.checksums and (row := _departure(calls, key)) is not None:
         kind = RANDOM if call.op in RANDOM_OPS else NONDETERMINISTIC
         judgement = replace(verdict, score=math.inf, kind=kind, output=row.name)
         walk.found.append(_suspect(calls, key, name, kind, judgement, departure_evidence(row), walk.step))

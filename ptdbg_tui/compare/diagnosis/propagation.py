@@ -498,6 +498,10 @@ def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Op
     return worst
 
 
+#: The NaN/Inf an output holds that its inputs did not, by kind: the NPU's, then the bench's.
+_NONFINITE_ORIGINS = ((NAN_ORIGIN, attrgetter("new_nonfinite")), (BENCH_NAN, attrgetter("lost_nonfinite")))
+
+
 def judge(
     outputs: Sequence[tuple[str, ErrorMeasures]],
     inputs: Sequence[Operand],
@@ -526,11 +530,12 @@ def judge(
         why = "nan" if nonfinite_in else BENCH_NAN
         return Judgement(math.inf, y.rel, math.inf, 0.0, None, name, partial, why)
     kind: str | None  # the finding's kind; None: none
-    for kind, count in ((NAN_ORIGIN, attrgetter("new_nonfinite")), (BENCH_NAN, attrgetter("lost_nonfinite"))):
-        origin = [(name, y) for name, y in outputs if count(y)]
-        if origin:  # the NPU's NaN origin, else the bench's
-            name, y = max(origin, key=lambda item: count(item[1]))
-            return Judgement(e_in, y.rel, 0.0, math.inf, kind, name, partial)
+    if any(y.new_nonfinite or y.lost_nonfinite for _, y in outputs):  # looked at only then: most calls
+        for kind, count in _NONFINITE_ORIGINS:
+            origin = [(name, y) for name, y in outputs if count(y)]
+            if origin:  # the NPU's NaN origin, else the bench's
+                name, y = max(origin, key=lambda item: count(item[1]))
+                return Judgement(e_in, y.rel, 0.0, math.inf, kind, name, partial)
     quotient = 0.0 if backward else quotient_error(op, inputs, value)
     best = _worst_output(outputs, inputs, op, e_in, backward, gains, quotient)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None

@@ -58,9 +58,11 @@ def _plain_statistics(row: Row) -> bool:
     s, t = n.stats, b.stats
     if len(s) != 4 or len(t) != 4:
         return False
+    s0, s1, s2, s3 = s
+    t0, t1, t2, t3 = t
+    if type(s0) is float is type(s1) is type(s2) is type(s3) is type(t0) is type(t1) is type(t2) is type(t3):
+        return not overwritten_input(n.entry)  # nearly every row: judged without a set
     kinds = set(map(type, (*s, *t)))
-    if kinds <= {float}:  # nearly every row
-        return not overwritten_input(n.entry)
     if not kinds <= {float, int} or any(type(v) is int and abs(v) > _EXACT_INT for v in (*s, *t)):
         return False
     return not overwritten_input(n.entry)
