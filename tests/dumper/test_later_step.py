@@ -626,14 +626,24 @@ GPT = textwrap.dedent("""
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # the masked scores' -inf: no numpy warning printed
-def test_a_split_passes_on_what_its_input_hides_from_statistics(tmp_path: Path) -> None:
+@pytest.mark.parametrize("summary", [True, False], ids=["statistics", "tensors"])
+def test_a_healthy_gpt_dumped_from_step_1_names_nothing(tmp_path: Path, summary: bool) -> None:
     """A small GPT (qkv bias, causal mask, dropout, tied embeddings, clipping, AdamW), no fault, the NPU's
-    GELU in float64, statistics of steps 1 and 2: the key bias's Adam noise (step 0, not dumped) sits in
-    the key chunk, which the qkv output's statistics dilute. The qkv split "introduced error" (×1.2 at
-    step 1, ×2.6 at step 2): it rounds nothing, and passes on what came before it."""
-    _dump_both(tmp_path, GPT, "--summary-only", "--step", "1", "2")
-    for outcome in compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1):
+    GELU in float64, dumped from step 1 on: Adam turned the key bias's rounding noise at step 0 into
+    steps of full size. From statistics, the key chunk carries that noise, which the qkv output's
+    statistics dilute: the qkv split "introduced error" (×1.2 at step 1, ×2.6 at step 2); it rounds
+    nothing, and passes on what came before it. From tensors, "Culprit: … parameters differ on entry to
+    step 1 — bias of Functional_linear_0_forward" at both steps: step 0, which made them differ, is not
+    dumped; a note says so, and step 2 carries step 1's on."""
+    _dump_both(tmp_path, GPT, *(["--summary-only"] if summary else []), "--step", "1", "2")
+    outcomes = compare_dumps(tmp_path / "npu", tmp_path / "bench", jobs=1)
+    for outcome in outcomes:
         assert not outcome.diagnosis.suspects, verdict_text(outcome.diagnosis)
+    if not summary:
+        first = outcomes[0].diagnosis
+        said = "parameters differ on entry to step 1, from steps not dumped (note below)"
+        assert said in verdict_text(first), verdict_text(first)
+        assert any("dump step 0 to tell" in note for note in note_texts(first)), note_texts(first)
 
 
 def test_a_gelu_each_run_computes_its_own_way_is_no_suspect(

@@ -50,6 +50,8 @@ class Carried(str, Enum):
     NOISE = "noise"  # what an adaptive update made of rounding noise at a step that named nothing
     ROUNDING = "rounding"  # no more than the gradients differed at a step that named nothing
     NOT_TOLD_APART = "not told apart"  # from statistics, a call's own error hidden by the earlier one's
+    #: parameters differ on entry to the first step dumped, a later one: from steps not dumped
+    NOT_DUMPED = "not dumped"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +67,8 @@ class StepNote:
     call: str = ""
     entered: bool = False  # the earlier error entered before ``call``, outside the dumped calls
     bench_only: bool = False  # it entered after calls only the bench run makes
-    names: tuple[str, ...] = ()  # STATE_INHERITED: the state's tensors; NOISE: the updates' calls
+    #: STATE_INHERITED: the state's tensors; NOISE: the updates' calls; NOT_DUMPED: the parameters
+    names: tuple[str, ...] = ()
     scored: tuple[tuple[str, float], ...] = ()  # NOT_TOLD_APART: the calls and their scores
     gradient: float | None = None  # ROUNDING: the worst gradient's error there (None: not compared)
 

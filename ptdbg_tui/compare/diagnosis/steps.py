@@ -138,6 +138,7 @@ def link_steps(
                 first.kind,
                 first.after_bench_only,
             )
+        _not_dumped(view, found, prev is None and key not in context, rounded)
         if not found or prev is None:
             continue
         if came is not None:
@@ -149,6 +150,22 @@ def link_steps(
         if _not_inherited([*chain, view], found, prev_key in context, prev_key in rounded):
             rounded.add(key)
     return [v.diagnosis for v in views]
+
+
+def _not_dumped(
+    view: StepView, found: list[Suspect], first: bool, rounded: set[tuple[int | None, int | None]]
+) -> None:
+    """Parameters that differ on entry to the first step dumped (``first``), a later one, become a note,
+    and what the steps after carry on (``rounded``): the steps
+    that made them differ are not in the dump. There an adaptive optimizer turns the rounding noise of
+    gradients that are zero in exact arithmetic (an attention's key bias) into steps of full size, so
+    every healthy Adam run dumped from step 1 on named its qkv bias the culprit; a fault in those steps
+    would make them differ too. Neither is this step's: the note says to dump the steps before it."""
+    if not (found and first and (view.step or 0) > 0):
+        return
+    names = tuple(dict.fromkeys(s.evidence.parameter for s in found if isinstance(s.evidence, OnParameter)))
+    _as_note(view, found, StepNote(kind=Carried.NOT_DUMPED, step=view.step, origin=None, names=names))
+    rounded.add((view.step, view.rank))
 
 
 def _not_inherited(

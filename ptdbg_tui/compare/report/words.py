@@ -878,6 +878,13 @@ def _step_note_text(n: StepNote) -> str:
             f"parameters differ on entry to step {n.step} no more than their gradients differed at step "
             f"{n.origin} ({gradient}{how}), which named no suspect: the update carried that step's rounding"
         )
+    if n.kind is Carried.NOT_DUMPED:
+        return (
+            f"parameters differ on entry to step {n.step}, the first step dumped ({', '.join(n.names[:3])}"
+            f"{_more(n.names)}): the steps before it made them differ, and they are not dumped — an adaptive "
+            "optimizer turns gradients that are rounding noise on both sides (an attention's key bias) into "
+            f"steps of full size, or a fault there; dump step {(n.step or 1) - 1} to tell"
+        )
     calls = ", ".join(f"{call} ({times_text(score)})" for call, score in n.scored)
     return (
         f"{calls} not named: from statistics, step {n.step} cannot tell a call's own error from what its "
@@ -950,6 +957,10 @@ def verdict_text(d: Diagnosis) -> str:
             why = f": {unexplained_text(d.unexplained)}" if d.unexplained else "."
             return f"{entries_fail(d.failing, d.errors)}, {NONE_INTRODUCES} ({d.judged:,} calls judged){why}"
         but = f"; {DIFFER_FIRST} (runs differ, above)" if d.differ else ""
+        undumped = [n for n in d.notes if isinstance(n, StepNote) and n.kind is Carried.NOT_DUMPED]
+        if undumped:
+            step = undumped[0].step
+            but += f"; parameters differ on entry to step {step}, from steps not dumped (note below)"
         return f"{no_operator_text(d.judged)}{but}."
     more = len(d.suspects) - 1
     tail = f" (+{more} more suspect{'s' if more > 1 else ''})" if more else ""
