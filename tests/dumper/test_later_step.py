@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from dumper.cli import main as dump_main
 from ptdbg_tui.compare.diagnosis.findings import PARAMETERS, RANDOM, UNPAIRED
@@ -657,6 +658,8 @@ def test_a_gelu_each_run_computes_its_own_way_is_no_suspect(
     each its own way: only the multiply is named, once a direction."""
     monkeypatch.setenv("FAULT", "attention")
     monkeypatch.setenv("GELU", "patched")
+    # the script runs in this process and replaces F.gelu for good: put torch's back after the test
+    monkeypatch.setattr(torch.nn.functional, "gelu", torch.nn.functional.gelu)
     _dump_both(tmp_path, GPT, "--step", "0", "2")
     (outcome,) = compare_dumps(tmp_path / "npu", tmp_path / "bench", step=2, jobs=1)
     d = outcome.diagnosis
