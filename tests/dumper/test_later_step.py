@@ -67,6 +67,8 @@ def test_a_call_only_one_run_makes_is_named_at_a_later_step(
             ("Tensor___mul___0_backward", UNPAIRED),  # the gradient passes the loss's unchanged
         ], verdict_text(d)
         assert verdict_text(d).startswith("Culprit: Tensor___mul___0_forward (forward)")
+        # the evidence that stands is the stronger: its own change (×32), not error entering's (×3)
+        assert "on the NPU it changes it by 0.001, allowed 3.1e-05: ×32" in verdict_text(d), verdict_text(d)
     else:
         suspects = [(s.call, s.kind) for s in d.suspects]
         assert suspects == [
