@@ -154,6 +154,15 @@ class _Member:
         return entry
 
     @property
+    def differing_input(self) -> ErrorMeasures | None:
+        """Its error, where it is an input that carries data (not left out, not a running statistic)
+        and does not match exactly; ``None`` otherwise."""
+        errors = self.errors
+        if errors is None or not self.input or self.left_out or self.running or errors.exact:
+            return None
+        return errors
+
+    @property
     def parameter(self) -> str | None:
         """``weight of Functional_linear_1``: the module parameter the input holds."""
         return _parameter(self.entry, self.slot) if self.slot is not None else None
@@ -313,6 +322,10 @@ class _Calls:
         self.checksums = any(
             r.npu is not None and r.bench is not None and r.npu.md5 and r.bench.md5 for r in rows
         )
+
+    def around_apis(self, call: _Call) -> bool:
+        """A module's call whose APIs are dumped too (in its direction): its rows repeat theirs."""
+        return call.container and self.api_level[call.entry.direction]
 
     def forward_of(self, key: CallKey) -> _Call | None:
         return self.calls.get((key[0], key[1], FORWARD))
@@ -616,7 +629,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
     ins = [m for m in call.ins if m not in written]
     entering = _entering(ins, walk.explained(), walk.parameters, unpaired)
     args = _different_arguments(call.ins)
-    between = call.npu_made and not (call.container and calls.api_level[way])  # after calls of one run
+    between = call.npu_made and not calls.around_apis(call)  # after calls of one run
     # after the NPU's calls, error entering names them too: the stronger evidence stands (×318 for their
     # change where error entering, against the drift before, said ×1.0)
     weak = entering is None or (bool(walk.npu_only[way]) and entering[0].score < math.inf)
@@ -647,7 +660,7 @@ def _at_inputs(calls: _Calls, key: CallKey, walk: _Walk) -> None:
         )
         judgement = Judgement(0.0, math.inf, 0.0, math.inf, ARGUMENTS, row.name)
         walk.found.append(_suspect(calls, key, name, ARGUMENTS, judgement, Arguments(values=what), walk.step))
-    if not call.container or not calls.api_level[way]:
+    if not calls.around_apis(call):
         walk.npu_only[way] = []
 
 
@@ -705,8 +718,8 @@ def _changed(
             outputs.setdefault(signature, o)
     worst: tuple[Judgement, _Member, _Member] | None = None
     for m in members if outputs else ():
-        errors = m.errors
-        if errors is None or not m.input or m.left_out or m.running or errors.exact:
+        errors = m.differing_input
+        if errors is None:
             continue
         signature = signature_of(_side(m.row, not bench))
         source_out = outputs.get(signature) if signature is not None else None
@@ -771,8 +784,8 @@ def _written_by_one_run(calls: _Calls, key: CallKey, walk: _Walk) -> list[_Membe
     script that forgot the bench's weight decay was an all-clear)."""
     found: list[_Member] = []
     for m in calls.calls[key].ins if walk.written else ():
-        errors = m.errors
-        if errors is None or not m.input or m.left_out or m.running or errors.exact:
+        errors = m.differing_input
+        if errors is None:
             continue
         for bench in (False, True):
             signature = signature_of(_side(m.row, bench))
@@ -973,7 +986,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
         walk.own_stretch[True, way] = walk.stretch[way]
         _remember_written(call, key, walk, bench=True)
     _at_inputs(calls, key, walk)
-    if call.npu_made and not (call.container and calls.api_level[way]):
+    if call.npu_made and not calls.around_apis(call):
         walk.both_made[way], walk.bench_made[way] = key, []
         walk.stretch[way] += 1
     seen = walk.explained()  # before this call's tensors
@@ -989,7 +1002,7 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     diagnosis.calls[name] = CallEvidence(name, way, verdict)
     if verdict.kind is None and call.op in QUOTIENTS:
         _amplified(call, verdict, diagnosis, walk)
-    container = call.container and calls.api_level[way]
+    container = calls.around_apis(call)
     if verdict.kind is not None and not container:
         kind = RANDOM if call.op in RANDOM_OPS else verdict.kind
         walk.found.append(_suspect(calls, key, name, kind, verdict, Judged(judgement=verdict), walk.step))
