@@ -53,6 +53,7 @@ from ptdbg_tui.compare.diagnosis.notes import Amplified
 from ptdbg_tui.compare.diagnosis.propagation import (
     ENTERS,
     MARGIN,
+    NORMALISED,
     QUOTIENTS,
     ROUNDINGS,
     SELECTIONS,
@@ -349,8 +350,18 @@ def _stack(rows: Sequence[Row]) -> StackRecord | None:
     return next((r.stack for r in rows if r.stack is not None), None)
 
 
-def _judge_call(calls: _Calls, key: CallKey) -> Judgement | Unjudged | None:
-    """The judgement of one call, or why it cannot be judged."""
+def _coarsest(members: Sequence[_Member], coarsest: float) -> float:
+    """The coarsest rounding among ``members`` that differ between the runs and ``coarsest``."""
+    for m in members:
+        e = m.errors
+        if e is not None and e.rel > 0 and not e.exact:
+            coarsest = max(coarsest, e.floor)
+    return coarsest
+
+
+def _judge_call(calls: _Calls, key: CallKey, inherited: float = 0.0) -> Judgement | Unjudged | None:
+    """The judgement of one call, or why it cannot be judged; ``inherited``: the coarsest rounding of a
+    differing tensor dumped before its outputs (:func:`~.propagation.judge`)."""
     call = calls.calls[key]
     backward = call.entry.direction == BACKWARD
     forward = calls.forward_of(key) if backward else None
@@ -371,7 +382,28 @@ def _judge_call(calls: _Calls, key: CallKey) -> Judgement | Unjudged | None:
     if missing and not operands:
         return Unjudged.INPUTS_NOT_COMPARED
     value = None if backward or call.op not in QUOTIENTS else _quotient_value(calls, call)
-    return judge(outputs, operands, call.op, partial=missing, backward=backward, gains=gains, value=value)
+    means = None if backward or call.op not in NORMALISED else _means(call.outs)
+    return judge(
+        outputs,
+        operands,
+        call.op,
+        partial=missing,
+        backward=backward,
+        gains=gains,
+        value=value,
+        means=means,
+        inherited=inherited,
+    )
+
+
+def _means(outs: Sequence[_Member]) -> dict[str, tuple[float, float]]:
+    """Each compared output's recorded means, NPU's and bench's (NaN where one is not a number)."""
+    out = {}
+    for m in outs:
+        if m.errors is not None and m.row.npu is not None and m.row.bench is not None:
+            n, b = m.row.npu.stat(2), m.row.bench.stat(2)
+            out[m.row.name] = (math.nan if n is None else n, math.nan if b is None else b)
+    return out
 
 
 #: The position of a :data:`QUOTIENTS` op's factor, and its name as a keyword (``addcdiv(p, a, b, value)``).
@@ -582,6 +614,8 @@ class _Walk:
     named: set[CallKey] = field(default_factory=set)  # of those calls, the ones named a suspect
     #: the updates within their allowance only with their quotient's
     amplified: list[Amplified] = field(default_factory=list)
+    #: the coarsest rounding (a dtype's floor) of any tensor dumped so far that differs between the runs
+    coarsest: float = 0.0
 
     def explained(self) -> float:
         """The largest error dumped before, which a call's inputs may carry without a suspect: a forward
@@ -992,7 +1026,8 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     seen = walk.explained()  # before this call's tensors
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made
-    verdict = _judge_call(calls, key)
+    verdict = _judge_call(calls, key, _coarsest(call.ins, walk.coarsest))
+    walk.coarsest = _coarsest(call.members, walk.coarsest)
     if isinstance(verdict, Judgement) and call.op in SELECTIONS and way == FORWARD:
         verdict = selected(verdict, seen, any(m.errors.from_stats for m in call.outs if m.errors is not None))
     if not isinstance(verdict, Judgement):

@@ -19,6 +19,7 @@ class Kind(str, Enum):
     ZEROS = "zeros"
     ENTERS = "enters"
     LEAN = "lean"
+    SUMS = "sums"  # a softmax whose rows no longer sum to one
     # where the runs start to differ without a kernel's own error, across steps and ranks, by replay
     PARAMETERS = "parameters"
     UNPAIRED = "unpaired"

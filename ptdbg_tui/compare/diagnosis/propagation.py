@@ -96,6 +96,7 @@ BENCH_NAN = Kind.BENCH_NAN
 ZEROS = Kind.ZEROS
 ENTERS = Kind.ENTERS
 LEAN = Kind.LEAN
+SUMS = Kind.SUMS
 #: An activation that carries this many times more error than every tensor dumped before it (and its
 #: dtype's rounding) got it outside the dumped calls. Larger than ``MARGIN``: what an undumped honest
 #: step may do there (slice out the part where the error sits, subtract near-equal values) is not
@@ -498,8 +499,43 @@ def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Op
     return worst
 
 
+#: Ops whose output rows each sum to one whatever their input: an honest kernel's output mean is
+#: 1/(the size of its dim) up to unbiased rounding, so a mean that departs from the bench's beyond that is
+#: the kernel's own error, however much error its inputs carry (a 1% bf16 softmax fault is within a bf16
+#: call's allowance of 8 units of rounding; its mean, which statistics record too, shows it).
+NORMALISED = frozenset({"softmax", "softmin"})
+
+
+def judge_sums(
+    outputs: Sequence[tuple[str, ErrorMeasures]], means: Mapping[str, tuple[float, float]]
+) -> Judgement | None:
+    """A :data:`NORMALISED` forward call whose half-precision outputs' mean (``means``: NPU's, bench's, by
+    output) leans beyond what unbiased rounding allows; ``None`` when none does."""
+    worst: Judgement | None = None
+    for name, y in outputs:
+        n, b = means.get(name, (math.nan, math.nan))
+        if y.exact or y.floor < LEAN_DTYPE_FLOOR or not (math.isfinite(n) and b > 0 and math.isfinite(b)):
+            continue
+        lean = n / b - 1
+        allowed = _rounding_lean(y) * (STATS_SCATTER if y.from_stats else 1.0)
+        score = _score(abs(lean), allowed)
+        if score > 1 and (worst is None or score > worst.score):
+            worst = Judgement(0.0, y.rel, allowed, score, SUMS, name, lean=lean)
+    return worst
+
+
 #: The NaN/Inf an output holds that its inputs did not, by kind: the NPU's, then the bench's.
 _NONFINITE_ORIGINS = ((NAN_ORIGIN, attrgetter("new_nonfinite")), (BENCH_NAN, attrgetter("lost_nonfinite")))
+
+
+def inherited_error(inputs: Sequence[Operand], inherited: float) -> float:
+    """The least error an input estimated from statistics carries when it differs at all: one rounding of
+    the coarsest dtype any differing tensor dumped before it holds (``inherited``). Its rounding reaches
+    every tensor after it, whatever their dtype, and statistics show it too small: under bf16 autocast an
+    fp32 gradient that a bf16 linear made carried 0.0021 (0.55 of bf16's unit), its statistics 6.3e-05,
+    and the layer_norm backward that summed it into its bias' gradient was named in a run with no fault."""
+    differs = any(o.errors.from_stats and o.errors.rel > 0 and not o.errors.exact for o in inputs)
+    return ONE_ROUNDING * inherited if differs else 0.0
 
 
 def judge(
@@ -510,12 +546,16 @@ def judge(
     backward: bool = False,
     gains: Mapping[str, float] | None = None,
     value: float | None = None,
+    means: Mapping[str, tuple[float, float]] | None = None,
+    inherited: float = 0.0,
 ) -> Judgement | None:
     """The verdict on one call from its compared outputs and inputs (``None`` without outputs).
 
     ``gains``: for a backward call, per output, the factor the op multiplies the incoming gradients by
     (softmax: its probabilities), at which their absolute error is weighed. ``value``: the factor of a
-    :data:`QUOTIENTS` op's quotient (``addcdiv``'s ``value``), where it is known."""
+    :data:`QUOTIENTS` op's quotient (``addcdiv``'s ``value``), where it is known. ``means``: for a
+    :data:`NORMALISED` op, its outputs' means (NPU's, bench's) by name. ``inherited``: the coarsest
+    rounding (a dtype's floor) of any differing tensor dumped before (:func:`inherited_error`)."""
     if not outputs:
         return None
     e_in = 0.0
@@ -536,18 +576,31 @@ def judge(
             if origin:  # the NPU's NaN origin, else the bench's
                 name, y = max(origin, key=lambda item: count(item[1]))
                 return Judgement(e_in, y.rel, 0.0, math.inf, kind, name, partial)
+    e_in = max(e_in, inherited_error(inputs, inherited))
     quotient = 0.0 if backward else quotient_error(op, inputs, value)
     best = _worst_output(outputs, inputs, op, e_in, backward, gains, quotient)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
-    if kind is None and not backward and _rules(op).elementwise and not any(y.from_stats for _, y in outputs):
-        leaning = judge_lean(outputs, inputs)
-        if leaning is not None:
-            return leaning
+    one_sided = None if kind is not None or backward else _one_sided(outputs, inputs, op, means)
+    if one_sided is not None:
+        return one_sided
     amplified = best.amplified if kind is None else 0.0
     return Judgement(
         e_in, best.error, best.allowed, best.score, kind, best.output, partial, why, amplified=amplified
     )
+
+
+def _one_sided(
+    outputs: Sequence[tuple[str, ErrorMeasures]],
+    inputs: Sequence[Operand],
+    op: str,
+    means: Mapping[str, tuple[float, float]] | None,
+) -> Judgement | None:
+    """A forward call within its allowance whose error is one-sided all the same: an elementwise op's
+    lean (from tensors), a softmax's rows off one (from either)."""
+    if _rules(op).elementwise and not any(y.from_stats for _, y in outputs):
+        return judge_lean(outputs, inputs)
+    return judge_sums(outputs, means) if means else None
 
 
 class _Rules(NamedTuple):

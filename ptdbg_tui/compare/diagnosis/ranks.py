@@ -37,7 +37,16 @@ from ptdbg_tui.compare.diagnosis.findings import (
     Received,
     Suspect,
 )
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, MARGIN, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import (
+    ENTERS,
+    GROWTH,
+    LEAN,
+    MARGIN,
+    NAN_ORIGIN,
+    SUMS,
+    ZEROS,
+    Judgement,
+)
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.naming import FORWARD, INPUT, OUTPUT_KINDS
 from ptdbg_tui.formats.records import TensorRecord
@@ -385,7 +394,7 @@ def apply_departure(
 
 #: Kinds that say a call's result differs from its bench run's where its inputs agree (or that it
 #: receives another rank's error, which a later look at every rank may undo).
-_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN, RECEIVED})
+_INTRODUCES = frozenset({GROWTH, NAN_ORIGIN, ZEROS, LEAN, SUMS, RECEIVED})
 #: Collectives called as ``op(output, input)`` whose two tensors differ in size by the group's size.
 SIZED_BY_SHAPES = frozenset(
     {"reduce_scatter_tensor", "all_gather_into_tensor", "_reduce_scatter_base", "_all_gather_base"}

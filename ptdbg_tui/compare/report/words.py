@@ -87,7 +87,15 @@ from ptdbg_tui.compare.diagnosis.notes import (
     Unread,
 )
 from ptdbg_tui.compare.diagnosis.numbers import fmt_error
-from ptdbg_tui.compare.diagnosis.propagation import BENCH_NAN, ENTERS, LEAN, NAN_ORIGIN, ZEROS, Judgement
+from ptdbg_tui.compare.diagnosis.propagation import (
+    BENCH_NAN,
+    ENTERS,
+    LEAN,
+    NAN_ORIGIN,
+    SUMS,
+    ZEROS,
+    Judgement,
+)
 from ptdbg_tui.compare.diagnosis.ranks import CrossRank, RankVerdict, group_size
 from ptdbg_tui.compare.diagnosis.replay_outcome import CallReplay, ReplayOutcome, SideVerdict
 from ptdbg_tui.compare.diagnosis.replay_reasons import WhyNot
@@ -163,6 +171,7 @@ KIND_WORDS: dict[Kind, str] = {
     Kind.BENCH_NAN: "the bench output holds NaN/Inf from finite inputs: the bench run is no reference here",
     Kind.ENTERS: "error enters before it, outside the dumped calls",
     Kind.LEAN: "one-sided error: its results lean one way, where rounding leans neither",
+    Kind.SUMS: "its results no longer sum to one",
     Kind.PARAMETERS: "parameters differ on entry to {step}",
     Kind.UNPAIRED: "the NPU run makes this call and the bench run does not",
     Kind.ARGUMENTS: "the runs pass different arguments to it",
@@ -245,6 +254,11 @@ def judgement_parts(j: Judgement) -> tuple[str, str]:
         return (
             f"{j.output}'s norm leans {j.lean:+.2%} where its inputs' lean {fmt_error(j.input_error)} and "
             f"unbiased rounding allows ±{fmt_error(j.allowed)}"
+        ), times_text(j.score)
+    if j.kind == SUMS:
+        return (
+            f"{j.output}'s mean is {j.lean:+.2%} off the bench's, where each of its rows sums to one "
+            f"whatever its inputs, and unbiased rounding allows ±{j.allowed:.2%}"
         ), times_text(j.score)
     if j.kind == ENTERS:
         return (
