@@ -135,6 +135,8 @@ PARAMETER_SLOTS: dict[str, dict[int | str, str]] = {  # by path[0], in msprobe a
         (("embedding", "prelu"), ((1, "weight"),)),
         (("bilinear",), _NORM),
         (("lstm", "gru", "rnn_tanh", "rnn_relu"), ((2, "weights"),)),
+        # Hugging Face's Conv1D (GPT-2's attention and MLP): ``torch.addmm(self.bias, x, self.weight)``
+        (("addmm",), ((0, "bias"), (2, "weight"))),
     )
     for op in ops
 }
