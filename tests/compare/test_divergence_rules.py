@@ -5,12 +5,13 @@ calls after the backward, a bench of zeros — on small hand-made calls."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
 from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
-from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result
+from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result, summary_result
 from ptdbg_tui.compare.model import Row, Status
 from ptdbg_tui.compare.report.words import (
     call_evidence_text,
@@ -21,6 +22,7 @@ from ptdbg_tui.compare.report.words import (
 )
 from ptdbg_tui.formats.naming import parse_name
 from ptdbg_tui.formats.records import TensorRecord
+from ptdbg_tui.formats.stats import array_stats
 
 RNG = np.random.default_rng(1)
 
@@ -307,6 +309,43 @@ def test_bf16_rounding_of_an_elementwise_result_does_not_lean(calls):
         "Functional_gelu", 0, "forward", [(xn, x)], [(_bf16(_gelu(xn)), _gelu(x))], npu_dtype="torch.bfloat16"
     )
     assert calls.suspects() == []
+
+
+@pytest.mark.parametrize(("scale", "named"), [(1.0, False), (1.01, True)])
+def test_an_elementwise_lean_shows_in_statistics_too(calls, scale, named):
+    """A bf16 GELU 1% off under autocast: 2.5 units of bf16's rounding, within a call's allowance of 8,
+    and its inputs agree; from statistics, whose norms and means show the lean as tensors do, 118 rows
+    failed and no call was named."""
+    x = _x(4096)
+    xn = _bf16(x)
+    out = (_bf16(_gelu(xn) * scale), _gelu(x))
+    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [out], npu_dtype="torch.bfloat16", summary=True)
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == ([("Functional_gelu_0_forward", LEAN)] if named else [])
+
+
+@pytest.mark.parametrize(("grid", "named"), [(False, True), (True, False)])
+def test_a_lean_within_the_rounding_of_norms_a_dumper_recorded_in_bf16_is_no_fault(
+    calls, record, grid, named
+):
+    """A dumper that reduces a bf16 tensor in bf16 records its norm and mean to 0.4%: a 0.6% lean is
+    then within what the figures can tell; recorded off bf16's grid (ours reduces in float64), it shows."""
+    x = _x(4096)
+    xn = _bf16(x)
+    calls.call("Functional_gelu", 0, "forward", [(xn, x)], [], npu_dtype="torch.bfloat16", summary=True)
+    npu, bench = _bf16(_gelu(xn) * 1.006), _gelu(x)
+    name = "Functional_gelu_0_forward_output.0"
+
+    def stats(a: np.ndarray) -> list:
+        figures = array_stats(a, "torch.bfloat16")
+        return [float(_bf16(np.array([v]))[0]) for v in figures] if grid else figures
+
+    rn, rb = (record(name, shape=[4096], dtype="torch.bfloat16", stats=stats(a)) for a in (npu, bench))
+    row = Row(rn, rb, seq=len(calls.rows))
+    row.result = summary_result(row)
+    calls.rows.append(row)
+    d = diagnose(calls.rows)
+    assert [(s.call, s.kind) for s in d.suspects] == ([("Functional_gelu_0_forward", LEAN)] if named else [])
 
 
 def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(calls, record):
