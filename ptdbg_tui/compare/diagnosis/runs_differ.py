@@ -13,7 +13,8 @@ culprit (the report's ``runs differ:`` lines, the app's bar and overview):
   parameters of paired calls whose shapes differ. No suspect is named inside what differs, nor any
   finding that is not a kernel's (parameters, random draws, error entering: all follow from it);
 - **the runs pass different data** — the first input the model takes (its first call's first argument,
-  where the module structure says which call that is) differs beyond noise: another batch;
+  where the module structure says which call that is) differs beyond noise: another batch. No suspect
+  judged by error sizes estimated from statistics stands then: on other data they measure nothing;
 - **the runs pass different hyperparameters** — the optimizer's values each run's call sidecar shows
   (:mod:`~.hyperparameters`): ``lr 0.001 against 0.0001``.
 
@@ -42,6 +43,7 @@ from ptdbg_tui.compare.diagnosis.differences import (
 )
 from ptdbg_tui.compare.diagnosis.findings import NOT_A_KERNEL, RANDOM, SHAPE, Diagnosis, Suspect, Unexplained
 from ptdbg_tui.compare.diagnosis.hyperparameters import hyperparameters, hyperparameters_differ
+from ptdbg_tui.compare.diagnosis.kinds import Kind
 from ptdbg_tui.compare.diagnosis.notes import Note, Sidecar, Unread
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.formats.calls import CallSpec
@@ -60,6 +62,8 @@ Specs = tuple[Mapping[str, CallSpec], Mapping[str, CallSpec]]
 DATA_TOLERANCE = 1e-3
 #: Suspects that follow from models that differ wherever they are: they are no kernel's.
 _CONSEQUENCES = NOT_A_KERNEL | {RANDOM, SHAPE}
+#: Kinds judged by the size of an error against its allowance (not NaN, zeros or a missing call).
+_SIZED = frozenset({Kind.GROWTH, Kind.LEAN, Kind.SUMS})
 
 
 @dataclass(slots=True)
@@ -243,6 +247,21 @@ def with_manifests(
     return replace(diagnosis, manifest=found, manifest_unread=tuple(unread))
 
 
+def _first_kernel(suspects: Sequence[Suspect]) -> float:
+    """The seq of the first suspect that blames a kernel (inf: none)."""
+    return min((s.seq for s in suspects if s.kind not in _CONSEQUENCES), default=math.inf)
+
+
+def _estimated(suspect: Suspect) -> bool:
+    """A suspect judged by the size of errors estimated from statistics: on other data those are no
+    measure (two batches' statistics may agree to 1%: a model's first add was named ×1.4 at one step of
+    a run whose bench model had a block more, and so other random draws and other batches)."""
+    return suspect.kind in _SIZED and any(
+        r.result is not None and r.result.errors is not None and r.result.errors.from_stats
+        for r in suspect.rows
+    )
+
+
 def with_runs_differ(
     diagnosis: Diagnosis,
     rows: Sequence[Row],
@@ -250,9 +269,10 @@ def with_runs_differ(
     specs: Callable[[], Specs],
 ) -> Diagnosis:
     """``diagnosis`` with what differs between the runs before any kernel, less the suspects that lie
-    inside models that differ. ``rows``: the pair's model rows; ``chains``, ``specs``: each side's module
-    chains and call sidecar (read only where the runs differ at all: a suspect, or a failing row). A
-    module structure that cannot be read leaves a note."""
+    inside models that differ, and on other data those judged by sizes estimated from statistics.
+    ``rows``: the pair's model rows; ``chains``, ``specs``: each side's module chains and call sidecar
+    (read only where the runs differ at all: a suspect, or a failing row). A module structure that
+    cannot be read leaves a note."""
     found: list[RunsDiffer] = []
     notes = list(diagnosis.notes)
     read = _read(chains, Sidecar.STRUCTURE, notes)
@@ -260,15 +280,20 @@ def with_runs_differ(
     npu = _model(rows, False, npu_chain) if npu_chain else _Model()
     bench = _model(rows, True, bench_chain) if bench_chain else _Model()
     suspects = diagnosis.suspects
-    kernel = min((s.seq for s in suspects if s.kind not in _CONSEQUENCES), default=math.inf)
+    kernel = _first_kernel(suspects)
+    first = _first_input(rows, npu)
+    data = _data_differs(first) if first is not None and first.seq < kernel else None
+    if first is not None and data is not None:
+        suspects = [
+            s for s in suspects if not ((first in s.rows and s.kind in NOT_A_KERNEL) or _estimated(s))
+        ]
+        kernel = _first_kernel(suspects)
     diff = _models_differ(npu, bench, kernel) if npu.classes and bench.classes else _shapes_differ(rows)
     if diff.found.only or diff.found.classes or diff.found.shapes:
         found.append(diff.found)
         suspects = [s for s in suspects if s.kind not in _CONSEQUENCES and not _inside(s, diff, npu.chains)]
-    first = _first_input(rows, npu)
-    if first is not None and first.seq < kernel and (data := _data_differs(first)):
+    if data is not None:
         found.append(data)
-        suspects = [s for s in suspects if first not in s.rows or s.kind not in NOT_A_KERNEL]
     differ = suspects or diagnosis.failing  # else no update differs: nothing to read
     # a call sidecar that cannot be read: :func:`~.keywords.with_keywords`, which reads it where the runs
     # differ too, has said so
