@@ -500,9 +500,9 @@ def _norm_lean(e: ErrorMeasures) -> float:
 def judge_lean(outputs: Sequence[tuple[str, ErrorMeasures]], inputs: Sequence[Operand]) -> Judgement | None:
     """An elementwise forward call whose results lean one way beyond the lean its input brings and
     beyond what unbiased rounding allows (:data:`ELEMENTWISE`); ``None`` when none does."""
-    same = [o for o in inputs if o.same_kind and not o.errors.exact]
-    if any(abs(o.offset_lean) > _rounding_lean(o.errors) for o in same):
+    if any(abs(o.offset_lean) > _rounding_lean(o.errors) for o in inputs if not o.errors.exact):
         return None  # an input already leans (a kernel before it): its lean is inherited, not judged here
+    same = [o for o in inputs if o.same_kind and not o.errors.exact]
     lean_in = max((_norm_lean(o.errors) for o in same), key=abs, default=0.0)
     worst: Judgement | None = None
     for name, y in outputs:
@@ -599,7 +599,7 @@ def judge(
     best = _worst_output(outputs, inputs, op, e_in, backward, gains, quotient)
     kind = (ZEROS if best.errors.npu_zero else GROWTH) if best.score > 1 else None
     why = "zeros" if math.isinf(e_in) else ""
-    one_sided = None if kind is not None or backward else _one_sided(outputs, inputs, op, means)
+    one_sided = None if kind is not None else _one_sided(outputs, inputs, op, means)
     if one_sided is not None:
         return one_sided
     amplified = best.amplified if kind is None else 0.0
