@@ -76,10 +76,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 receives=not enters and receives_through(d, suspect),
             )
         first[node.pair] = (name, count + 1, seq)
-    fails: dict[str, int] = {}
-    for leaf in model.failing:
-        if leaf.row is not None:
-            fails[leaf.pair] = min(fails.get(leaf.pair, leaf.row.seq), leaf.row.seq)
+    fails = model.first_failures()
     lines = []
     for pair in model.root.children:
         name, count, named_at = first.get(pair.key, ("", 0, None))
