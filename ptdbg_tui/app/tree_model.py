@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -191,7 +191,8 @@ class TreeModel:
     """All pairs' rows arranged as direction → modules/call sites → calls → entries."""
 
     def __init__(self, lazy: bool = False) -> None:
-        self.lazy = lazy  # pairs' rows wait until something needs them (see the module's docstring)
+        """``lazy``: a pair's rows wait until something needs them (the module's docstring)."""
+        self.lazy = lazy
         self.root = Node("root", "", "", None, 0)
         self.infos: dict[str, PairInfo] = {}
         self.leaves: dict[tuple[str, str], Node] = {}
@@ -340,36 +341,20 @@ class TreeModel:
         self._recount(pair_key, i, -1)
 
     def _wait(self, pair_key: str, waiting: _Waiting, key: str, placed: Placed) -> None:
-        """What :meth:`_upsert` does to the counts, the failures, the checksums and the changes, for a
-        row that waits; a row that changes state is checked against the filter as a leaf is."""
-        row = placed.row
-        if pair_key not in self.checksums and self.infos[pair_key].summary and checksummed(row):
-            self.checksums.add(pair_key)
-        waiting.ops.append((key, placed))
-        self._ordered = None
-        self.version += 1
-        i = STATUSES.index(shown_status(row))  # not _INDEX: see _count
-        was = waiting.states.get(key)
-        waiting.states[key] = i
-        if i in _FAILING_AT:
-            waiting.failing[key] = row.seq
-        elif was is not None:
-            waiting.failing.pop(key, None)
-        if was is None:
-            self._recount(pair_key, i, +1)
-        elif was != i:
-            pair = self.root.child(pair_key)
-            nodes = (pair, self.root) if pair is not None and self.filtering else ()
-            before = [(n, self.visible(n)) for n in nodes]
-            self._recount(pair_key, was, -1)
-            self._recount(pair_key, i, +1)
-            for node, seen in before:
-                if self.visible(node) != seen:
-                    self.moved.add(node)
+        """One row that waits, checked against the filter as a leaf is: one that changes state may show
+        or hide its pair (and the root)."""
+        pair = self.root.child(pair_key)
+        nodes = (pair, self.root) if pair is not None and self.filtering and key in waiting.states else ()
+        before = [(n, self.visible(n)) for n in nodes]
+        self._wait_all(pair_key, waiting, {key: placed})
+        for node, seen in before:
+            if self.visible(node) != seen:
+                self.moved.add(node)
 
     def _wait_all(self, pair_key: str, waiting: _Waiting, upserts: dict[str, Placed]) -> None:
-        """:meth:`_wait` for every row of a delta, where no filter hides anything (a pair's 10,000 rows
-        one by one took the UI thread ~2 µs each)."""
+        """What :meth:`_upsert` does to the counts, the failures, the checksums and the changes, for rows
+        that wait (a delta's at once where no filter hides anything: one by one, a pair's 10,000 rows
+        took the UI thread ~2 µs each)."""
         if not upserts:
             return
         rows = upserts.values()
@@ -417,8 +402,8 @@ class TreeModel:
         waiting = self._waiting.pop(pair_key, None) if self._waiting else None
         if waiting is None:
             return
-        for i in waiting.states.values():  # their leaves count them from here
-            self._recount(pair_key, i, -1)
+        for i, n in Counter(waiting.states.values()).items():  # their leaves count them from here
+            self._recount(pair_key, i, -n)
         for key, placed in waiting.ops:
             if placed is None:
                 self._remove_leaf(pair_key, key)
