@@ -171,7 +171,7 @@ class PtdbgApp(App[None]):
         self.npu, self.bench = Path(npu), Path(bench)
         self.options = options or LiveOptions()
         self.csv_format = csv_format  # the export's columns (None: the NPU dump's format)
-        self.model = TreeModel()
+        self.model = TreeModel(lazy=True)  # a pair's rows are placed when something needs them
         self.engine = LiveEngine(self.npu, self.bench, self.options, self._engine_news)
         self.call_tree = CallTree(self.model, id="calls")
         self.detail = DetailPanel(self.model, id="detail")
@@ -657,7 +657,7 @@ class PtdbgApp(App[None]):
                 timeout=4,
             )
             return None
-        dumps, names = [i.npu for i in self.model.infos.values()], [c for _, c in self.model.calls]
+        dumps, names = [i.npu for i in self.model.infos.values()], self.model.call_names()
         if node.kind == "module":
             if not node.key:
                 self.notify("That is the whole model: choose a module inside it.", timeout=4)

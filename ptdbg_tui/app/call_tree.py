@@ -213,6 +213,8 @@ class CallTree(Literal, Tree[object]):
         return pairs[0] if len(pairs) == 1 else self.model.root
 
     def view_children(self, node: Node) -> list[Node]:
+        if node.kind == "pair":  # its rows are placed when first shown
+            self.model.place(node.key)
         if self.flat and node.kind == "pair":
             return self.model.flat.get(node.key, [])
         return node.children

@@ -462,6 +462,8 @@ class DetailPanel(VerticalScroll, can_focus=True):
         if not (self.is_mounted and all(p.is_attached for p in parts)):
             return
         node = self.node if self.node is None or self.node.alive else None
+        if node is not None:  # a pair's summary and chart need its rows placed
+            self.model.place(node.pair)
         width = self.scrollable_content_region.width or 100
         styles = self.styles_map()
         self._body.update(detail_for(node, self.model, styles, width, stack=False))

@@ -76,10 +76,7 @@ def overview(model: TreeModel) -> list[PairLine]:
                 receives=not enters and receives_through(d, suspect),
             )
         first[node.pair] = (name, count + 1, seq)
-    fails: dict[str, int] = {}
-    for leaf in model.failing:
-        if leaf.row is not None:
-            fails[leaf.pair] = min(fails.get(leaf.pair, leaf.row.seq), leaf.row.seq)
+    fails = model.first_failures()
     lines = []
     for pair in model.root.children:
         name, count, named_at = first.get(pair.key, ("", 0, None))
@@ -151,12 +148,18 @@ class OverviewScreen(ModalScreen["str | None"]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("pair", "state", *(s.symbol for s in COUNTED), "at", "first suspect")
+        self.lines = overview(self.model)  # news may have come since the screen was made (follow waits)
+        self.query_one("#title", Label).update(self._title())
         self._fill(table)
         self._show_ranks()
         table.focus()
 
     def follow(self) -> None:
-        """The lines again, after the engine's news (the cursor stays on its pair)."""
+        """The lines again, after the engine's news (the cursor stays on its pair). Nothing before the
+        screen is mounted: news can come between its push and its mount, when its table is not there
+        yet (``NoMatches`` ended the app); :meth:`on_mount` shows the lines of then."""
+        if not self.is_mounted:
+            return
         self._show_ranks()
         lines = overview(self.model)
         if lines == self.lines:

@@ -496,6 +496,22 @@ async def test_the_overview_follows_the_comparison_while_open(tmp_path, ui):
         assert app.call_tree._label(app.model.root.child(info.key)).plain.startswith("✔ step0/rank0")
 
 
+async def test_news_between_the_overview_s_push_and_its_mount_waits_for_the_mount(tmp_path, ui):
+    """The engine's news can come after ``o`` pushed the overview and before its table is mounted:
+    following it then ended the app (``NoMatches``). The overview shows the lines of its mount."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=2, layers=1)
+    app = ui.app(npu, bench)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        screen = OverviewScreen(app.model, app.header_bar.styles_map())
+        screen.follow()  # not mounted: nothing to follow yet
+        screen.lines = []  # what it was made with is old by its mount
+        await app.push_screen(screen)
+        await pilot.pause()
+        assert screen.lines == overview(app.model) and len(screen.lines) == 2
+        assert "2 rank/step pairs" in ui.screen_text(app)
+
+
 @pytest.mark.parametrize(
     ("collectives", "shown", "walked"),
     [

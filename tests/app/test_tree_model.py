@@ -216,3 +216,142 @@ def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_
         "Torch_mul_0_forward_output",  # ✘
         "Torch_mul_0_backward_input.0",
     ]
+
+
+# -- a lazy model: a pair's rows wait until something needs them ------------------------------------
+INFO1 = PairInfo(
+    "p1", "step0/rank1", RankDump(Path("/d/npu1.pkl"), 1, 0), RankDump(Path("/d/b1.pkl"), 1, 0), False
+)
+
+
+def _pair_update(info: PairInfo, *placed: Placed, removes: set[str] | None = None) -> EngineUpdate:
+    return EngineUpdate(pairs={info.key: PairDelta(info, {p.row.name: p for p in placed}, removes or set())})
+
+
+def _both(*updates: EngineUpdate) -> tuple[TreeModel, TreeModel]:
+    """A lazy model and an eager one, given the same updates."""
+    lazy, eager = TreeModel(lazy=True), TreeModel()
+    for update in updates:
+        for model in (lazy, eager):
+            model.load(update)
+            assert not model.apply()
+    return lazy, eager
+
+
+def _shape(node):
+    """Everything a node shows and where it stands, down to its leaves."""
+    row = id(node.row) if node.row is not None else None
+    return (node.kind, node.key, node.label, node.order, node.counts, node.status, row, node.site, node.alive,
+            [_shape(c) for c in node.children])  # fmt: skip
+
+
+def _lazy_updates() -> list[EngineUpdate]:
+    """Two pairs, each with a row that changes state and one that goes before anything needs them."""
+    rows = [_placed(name, i, status) for i, (name, status) in enumerate(ROWS)]
+    later = [
+        _placed("Torch_mul_0_backward_output.0", 5, Status.ERROR),  # pending → error
+        _placed("Torch_mul_0_forward_output", 3, Status.PASS),  # fail → pass
+    ]
+    gone = {"Torch_add_0_forward_input.0"}
+    return [
+        _pair_update(INFO, *rows),
+        _pair_update(INFO1, *rows),
+        _pair_update(INFO, *later, removes=gone),
+        _pair_update(INFO1, *later[:1], removes=gone),
+    ]
+
+
+def test_a_lazy_model_counts_the_rows_that_wait_and_places_them_as_the_eager_model_does():
+    lazy, eager = _both(*_lazy_updates())
+    assert not lazy.leaves and not lazy.calls and lazy.flat == {"p0": [], "p1": []}, "nothing placed yet"
+    for waiting, placed in zip(lazy.root.children, eager.root.children, strict=True):
+        assert waiting.children == [] and waiting.counts == placed.counts and waiting.worst is placed.worst
+    assert lazy.root.counts == eager.root.counts
+    assert lazy.status_counts()[Status.FAIL] == 3 and lazy.status_counts()[Status.ERROR] == 2
+    assert lazy.first_failures() == {"p0": 4, "p1": 3}, "p0's output passes now; p1's still fails"
+    lazy.place("p1")
+    assert {pair for pair, _ in lazy.leaves} == {"p1"}
+    assert (
+        lazy.root.children[1].counts == eager.root.children[1].counts
+        and lazy.root.counts == eager.root.counts
+    )
+    lazy.place_all()
+    assert _shape(lazy.root) == _shape(eager.root), "the same tree, node for node"
+    assert lazy.flat.keys() == eager.flat.keys()
+    assert all([c.key for c in lazy.flat[k]] == [c.key for c in eager.flat[k]] for k in eager.flat)
+    assert lazy.calls.keys() == eager.calls.keys() and lazy.leaves.keys() == eager.leaves.keys()
+    assert {(n.pair, n.key) for n in lazy.failing} == {(n.pair, n.key) for n in eager.failing}
+    assert lazy.first_failures() == {"p0": 4, "p1": 3}
+
+
+def test_a_placed_pair_takes_its_next_rows_at_once():
+    lazy, eager = _both(*_lazy_updates()[:2])
+    lazy.place("p0")
+    update = _lazy_updates()[2]
+    for model in (lazy, eager):
+        model.load(update)
+        model.apply()
+    leaf = lazy.leaves[("p0", "Torch_mul_0_backward_output.0")]
+    assert leaf.status is Status.ERROR and ("p0", "Torch_add_0_forward_input.0") not in lazy.leaves
+    assert lazy.root.children[0].counts == eager.root.children[0].counts
+    assert not any(pair == "p1" for pair, _ in lazy.leaves), "the other pair still waits"
+
+
+def test_search_and_n_place_the_rows_they_walk():
+    lazy, _ = _both(*_lazy_updates()[:2])
+    first = lazy.next_failure(None)
+    assert first is not None and first.key == "Torch_mul_0_forward_output" and first.pair == "p0"
+    assert not lazy._waiting, "both pairs have failures: n walks them all"
+    lazy, _ = _both(*_lazy_updates()[:2])
+    hits = lazy.search("mul_0_forward_out")
+    assert [(n.pair, n.key) for n in hits] == [
+        ("p0", "Torch_mul_0_forward_output"),
+        ("p1", "Torch_mul_0_forward_output"),
+    ]
+
+
+def test_a_pair_its_diagnosis_names_calls_of_is_placed_for_the_bars_and_the_overview():
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
+    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+
+    lazy, _ = _both(*_lazy_updates()[:2])
+    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
+    suspect = Suspect(
+        call="Torch_add_0_forward",
+        api="Torch_add",
+        direction="forward",
+        kind=GROWTH,
+        score=1240.0,
+        evidence=Judged(judgement=judgement),
+        judgement=judgement,
+    )
+    lazy.load(EngineUpdate(pairs={"p1": PairDelta(INFO1, diagnosis=Diagnosis(judged=3))}))
+    lazy.apply()
+    assert lazy.named_calls() == 0 and set(lazy._waiting) == {"p0", "p1"}, "no suspect: it waits"
+    lazy.load(EngineUpdate(pairs={"p1": PairDelta(INFO1, diagnosis=Diagnosis(suspects=[suspect], judged=3))}))
+    lazy.apply()
+    (found,) = lazy.suspects()
+    assert found[1] is lazy.calls[("p1", "Torch_add_0_forward")] and lazy.named_calls() == 1
+    assert set(lazy._waiting) == {"p0"}
+
+
+def test_a_waiting_row_that_changes_state_shows_or_hides_its_pair_under_a_filter():
+    lazy, _ = _both(
+        _pair_update(INFO, _placed("Torch_add_0_forward_output", 0, Status.PASS)), _pair_update(INFO1)
+    )
+    lazy.filter = FILTERS[1]
+    pair = lazy.root.children[0]
+    assert not lazy.visible(pair)
+    lazy.take_changes()
+    lazy.load(_pair_update(INFO, _placed("Torch_add_0_forward_output", 0, Status.FAIL)))
+    lazy.apply()
+    changed, moved = lazy.take_changes()
+    assert lazy.visible(pair) and pair in moved and pair in changed and "p0" in lazy._waiting
+
+
+def test_dropping_a_waiting_pair_takes_its_rows_out_of_the_counts():
+    lazy, _ = _both(*_lazy_updates()[:2])
+    lazy.load(EngineUpdate(dropped={"p0"}))
+    lazy.apply()
+    assert [p.key for p in lazy.root.children] == ["p1"] and lazy.root.counts == lazy.root.children[0].counts
+    assert lazy.first_failures() == {"p1": 3}
