@@ -91,11 +91,11 @@ class Calls:
         self.rows.append(row)
         return row
 
-    def npu_only(self, name: str, npu) -> Row:
+    def npu_only(self, name: str, npu, dtype: str = "torch.float32") -> Row:
         """An entry only the NPU run recorded (a call the bench run does not make)."""
         n = np.asarray(npu)
         row = Row(
-            self.record(name, shape=list(n.shape), stats=array_stats(n, "torch.float32")),
+            self.record(name, shape=list(n.shape), dtype=dtype, stats=array_stats(n, dtype)),
             None,
             seq=len(self.rows),
         )

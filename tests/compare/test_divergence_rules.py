@@ -48,6 +48,22 @@ def test_a_dropout_that_draws_other_masks_is_where_the_runs_start_to_differ_and_
     ) and "align their seeds (or, for dropout, disable it)" in verdict_text(d)
 
 
+def test_a_bf16_change_of_one_percent_by_a_call_only_the_npu_run_makes_is_named(calls):
+    """``y + 0.01 * tanh(y)`` under bf16 autocast: 2.5 units of bf16's rounding, within the allowance of
+    8 for what a call only one run makes did; the all-clear was given. Its norm leans +1%, and a rounding
+    leans neither way."""
+    bf16 = "torch.bfloat16"
+    x = _bf16(_x(1024))
+    y = _bf16(np.maximum(x, 0))
+    calls.call("Torch_relu", 0, "forward", [(x, x)], [(y, y)], npu_dtype=bf16, bench_dtype=bf16)
+    calls.npu_only("Tensor___mul___0_forward_input.0", y, bf16)
+    changed = _bf16(y * 1.01)
+    calls.npu_only("Tensor___mul___0_forward_output", changed, bf16)
+    outs = [(_bf16(np.tanh(changed)), _bf16(np.tanh(y)))]
+    calls.call("Torch_tanh", 0, "forward", [(changed, y)], outs, npu_dtype=bf16, bench_dtype=bf16)
+    assert calls.suspects() == [("Tensor___mul___0_forward", UNPAIRED)]
+
+
 def test_a_call_only_the_npu_run_makes_is_named_where_the_data_starts_to_differ(calls):
     x = _x()
     calls.call("Torch_relu", 0, "forward", [(x, x)], [(np.maximum(x, 0), np.maximum(x, 0))])

@@ -63,6 +63,7 @@ from ptdbg_tui.compare.diagnosis.propagation import (
     beyond_rounding,
     judge,
     judge_entry,
+    one_run_change,
     own_rounding,
     selected,
 )
@@ -757,16 +758,16 @@ def _changed(
             continue
         signature = signature_of(_side(m.row, not bench))
         source_out = outputs.get(signature) if signature is not None else None
-        if source_out is None or beyond_rounding(errors)[1] <= 1:
+        if source_out is None or one_run_change(errors)[2] <= 1:
             continue
         after, before = _side(m.row, bench), _side(source_out.row, bench)
         change = stats_errors(after, before) if after is not None and before is not None else None
         if change is None or not math.isfinite(change.rel):
             continue
-        allowed, score = beyond_rounding(change)
+        size, allowed, score = one_run_change(change)
         if score > 1 and (worst is None or score > worst[0].score):
             came = source_out.errors.rel if source_out.errors is not None else 0.0
-            worst = Judgement(came, change.rel, allowed, score, UNPAIRED, m.row.name), m, source_out
+            worst = Judgement(came, size, allowed, score, UNPAIRED, m.row.name), m, source_out
     return worst
 
 

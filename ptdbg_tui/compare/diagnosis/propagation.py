@@ -725,6 +725,20 @@ def beyond_rounding(x: ErrorMeasures) -> tuple[float, float]:
     return allowed, _score(x.rel, allowed)
 
 
+def one_run_change(x: ErrorMeasures) -> tuple[float, float, float]:
+    """``(change, allowed, score)`` of what calls only one run made did to a tensor the other run passes
+    on unchanged (``x``: after against before, or against the other run's): :func:`beyond_rounding`, or
+    in half precision its norm's lean, where that scores more: a rounding leans neither way, and a
+    change of 1% that one run made (``y + 0.01 * tanh(y)``) is within bf16's allowance of 8 units."""
+    allowed, score = beyond_rounding(x)
+    if x.exact or x.floor < LEAN_DTYPE_FLOOR or x.numel < 64:
+        return x.rel, allowed, score
+    lean = abs(_norm_lean(x))
+    lean_allowed = _stats_lean(x, x.npu_norm, x.bench_norm)
+    lean_score = _score(lean, lean_allowed)
+    return (lean, lean_allowed, lean_score) if lean_score > score else (x.rel, allowed, score)
+
+
 def _score(err: float, allowed: float) -> float:
     """How many times the error exceeds what is allowed."""
     if err == 0 or math.isnan(err) or math.isinf(allowed):
