@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import pickle
+import select
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -43,6 +44,11 @@ class Forked(Generic[T]):
             _child(work, shared, write)
         os.close(write)
         self._pid, self._fd = pid, read
+
+    def ready(self) -> bool:
+        """Whether :meth:`result` will not wait long: the child has written its result (or ended), or
+        there is no child (the work is done here when asked)."""
+        return self._pid is None or bool(select.select([self._fd], [], [], 0)[0])
 
     def result(self) -> T:
         if self._pid is None:
