@@ -1,5 +1,6 @@
 """``ptdbg-tui compare`` of statistics writes each pair's CSV in the forked child that diagnoses it
-(:mod:`ptdbg_tui.engine.batch`), the last pair's here: the same files as written one by one at the end."""
+(:mod:`ptdbg_tui.engine.batch`; a child takes the pairs read while none was free), the last pair's
+here: the same files as written one by one at the end."""
 
 from __future__ import annotations
 
