@@ -456,9 +456,10 @@ class _Diagnoses:
     tensors are compared. The same diagnoses and notes as one by one.
 
     At most ``children`` at a time (see :mod:`.forked`); a child takes every pair read while no child
-    was free, and the command reads on meanwhile: each fork costs both processes the pages they write
-    after it (the command's reading, the child's reference counts), about a tenth of a pair's CPU. At
-    the end the pairs no child has taken are shared between a child and this process."""
+    was free, and the command reads on meanwhile: after a fork each page either process writes is a
+    fault, a copy while the other holds it (the command's reading, the child's reference counts), so
+    fewer forks cost less. At the end the pairs no child has taken are shared between a child and
+    this process."""
 
     def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
         self.children, self.write, self.several = children, write, several
