@@ -439,7 +439,7 @@ def compare_pairs(
                             OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared(fault=fault_text(e)))
                         )
                         continue
-                    if k < len(pairs) - 1:  # the last is diagnosed here, beside the child before it
+                    if k < len(pairs) - 1:  # the last is shared out at the end (finish)
                         diagnoses.start(outcomes[-1])
                 if not outcomes:
                     raise CompareInputError("; ".join(map(job_note_text, outcomes.notes)))
@@ -451,41 +451,60 @@ def compare_pairs(
 
 
 class _Diagnoses:
-    """The pairs' diagnoses, of statistics (their rows are final once read) each in a forked child
-    while the next pair is read (the last pair's here, while the child before it works), at most
-    ``children`` at a time (see :mod:`.forked`), with their CSV where there is a ``write``; the others
-    here once their tensors are compared. The same diagnoses and notes as one by one."""
+    """The pairs' diagnoses, of statistics (their rows are final once read) in forked children while
+    the next pairs are read, with their CSV where there is a ``write``; the others here once their
+    tensors are compared. The same diagnoses and notes as one by one.
+
+    At most ``children`` at a time (see :mod:`.forked`); a child takes every pair read while no child
+    was free, and the command reads on meanwhile: after a fork each page either process writes is a
+    fault, a copy while the other holds it (the command's reading, the child's reference counts), so
+    fewer forks cost less. At the end the pairs no child has taken are shared between a child and
+    this process."""
 
     def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
         self.children, self.write, self.several = children, write, several
-        self.running: dict[int, Forked[tuple[Diagnosis, Path | None]]] = {}  # by id of the outcome
-        self.done: dict[int, tuple[Diagnosis, Path | None]] = {}
+        self.waiting: list[PairOutcome] = []  # read, and not given to a child yet
+        self.running: list[tuple[list[int], Forked[list[tuple[Diagnosis, Path | None]]]]] = []
+        self.done: dict[int, tuple[Diagnosis, Path | None]] = {}  # by id of the outcome
 
     def start(self, o: PairOutcome) -> None:
         if self.children < 1:
             return
-        if len(self.running) >= self.children:
-            self._wait(next(iter(self.running)))
-        self.running[id(o)] = Forked(partial(_finished, o, self.write, self.several), _held(o))
+        self.waiting.append(o)
+        self._collect(wait=False)
+        if len(self.running) < self.children:
+            self._fork(len(self.waiting))
 
-    def _wait(self, key: int) -> None:
-        self.done[key] = self.running.pop(key).result()
+    def _fork(self, count: int) -> None:
+        """The first ``count`` pairs waiting, to a new child."""
+        group, self.waiting = self.waiting[:count], self.waiting[count:]
+        held = [x for o in group for x in _held(o)]
+        work = partial(_finished, group, self.write, self.several)
+        self.running.append(([id(o) for o in group], Forked(work, held)))
+
+    def _collect(self, wait: bool) -> None:
+        """The results of the children that have finished (``wait``: of every child)."""
+        for keys, forked in list(self.running):
+            if wait or forked.ready():
+                self.running.remove((keys, forked))
+                self.done.update(zip(keys, forked.result(), strict=True))
 
     def finish(self, outcomes: Outcomes) -> None:
-        """Every pair's diagnosis: those no child has, here first (while the children work), then the
-        children's."""
-        here: dict[int, tuple[Diagnosis, Path | None]] = {
-            id(o): (_diagnosis(o), None)
-            for o in outcomes
-            if id(o) not in self.running and id(o) not in self.done
-        }
-        for key in list(self.running):
-            self._wait(key)
+        """Every pair's diagnosis: of those no child has, half to a free child and the others here
+        (while the children work), then the children's."""
+        self._collect(wait=False)
+        running = {key for keys, _ in self.running for key in keys}
+        self.waiting = [o for o in outcomes if id(o) not in self.done and id(o) not in running]
+        while self.children > len(self.running) and len(self.waiting) > 1:
+            self._fork(len(self.waiting) // 2)
+        here = {id(o): (_diagnosis(o), None) for o in self.waiting}
+        self.waiting = []
+        self._collect(wait=True)
         for o in outcomes:
             o.diagnosis, o.csv = self.done.pop(id(o)) if id(o) in self.done else here[id(o)]
 
     def cancel(self) -> None:
-        for forked in self.running.values():
+        for _, forked in self.running:
             forked.cancel()
         self.running.clear()
 
@@ -498,16 +517,19 @@ def _held(o: PairOutcome) -> list[object]:
     return held
 
 
-def _finished(o: PairOutcome, write: WriteFn | None, several: bool) -> tuple[Diagnosis, Path | None]:
-    """A pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
+def _finished(
+    group: Sequence[PairOutcome], write: WriteFn | None, several: bool
+) -> list[tuple[Diagnosis, Path | None]]:
+    """Each pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
     caller writes it again, and reports why not)."""
-    found = _diagnosis(o)
-    if write is None:
-        return found, None
-    try:
-        return found, write(o, several)
-    except Exception:
-        return found, None
+    out = []
+    for o in group:
+        found = _diagnosis(o)
+        try:
+            out.append((found, write(o, several) if write is not None else None))
+        except Exception:
+            out.append((found, None))
+    return out
 
 
 def _diagnosis(o: PairOutcome) -> Diagnosis:

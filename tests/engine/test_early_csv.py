@@ -1,5 +1,6 @@
 """``ptdbg-tui compare`` of statistics writes each pair's CSV in the forked child that diagnoses it
-(:mod:`ptdbg_tui.engine.batch`), the last pair's here: the same files as written one by one at the end."""
+(:mod:`ptdbg_tui.engine.batch`; a child takes the pairs read while none was free), the last pair's
+here: the same files as written one by one at the end."""
 
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ def _fork_with_idle_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forked, "can_fork", lambda: True)
 
 
-def two_ranks(root: Path) -> tuple[Path, Path]:
-    """Both sides: ranks 0 and 1, each a copy of a real dump of the project's dumper."""
+def two_ranks(root: Path, ranks: int = 2) -> tuple[Path, Path]:
+    """Both sides: ranks 0 to ``ranks`` - 1, each a copy of a real dump of the project's dumper."""
     for side in ("npu", "bench"):
-        for rank in (0, 1):
+        for rank in range(ranks):
             shutil.copytree(OURS, root / side / "ptdbg_dump_v4.0" / "step0" / f"rank{rank}")
     return root / "npu", root / "bench"
 
@@ -99,3 +100,37 @@ def test_a_job_left_with_one_pair_names_its_csv_as_one_pair(
     monkeypatch.setattr(batch, "_outcome", second_fails)
     compare(npu, bench, tmp_path / "out", jobs=2)
     assert sorted(outputs(tmp_path / "out")) == ["advisor.txt", "compare_result.csv", "suspects.csv"]
+
+
+def test_a_child_takes_the_pairs_read_while_none_was_free_and_the_last_ones_are_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six pairs, the first child busy until every pair is read: it took the first; of the five left, a
+    child takes two and the command diagnoses three; the same files as one by one."""
+    npu, bench = two_ranks(tmp_path, ranks=6)
+    read_all = {"done": False}
+    monkeypatch.setattr(forked.Forked, "ready", lambda self: read_all["done"])
+    finish = batch._Diagnoses.finish
+
+    def after_reading(self: batch._Diagnoses, outcomes: batch.Outcomes) -> None:
+        read_all["done"] = True
+        finish(self, outcomes)
+
+    monkeypatch.setattr(batch._Diagnoses, "finish", after_reading)
+    writers = tmp_path / "writers"
+    write = outputs_module.write_pair_csv
+
+    def noted(*args, **kw):
+        with writers.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return write(*args, **kw)
+
+    monkeypatch.setattr(outputs_module, "write_pair_csv", noted)
+    compare(npu, bench, tmp_path / "two", jobs=2)
+    pids = writers.read_text().split()
+    here = str(os.getpid())
+    assert len(pids) == 6 and pids.count(here) == 3
+    assert len({p for p in pids if p != here}) == 2  # two children: one pair, then two
+    writers.unlink()
+    compare(npu, bench, tmp_path / "one", jobs=1)
+    assert outputs(tmp_path / "two") == outputs(tmp_path / "one")

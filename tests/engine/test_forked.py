@@ -37,6 +37,21 @@ def test_the_result_names_the_parents_objects_and_was_made_in_a_child() -> None:
     assert made.value == 20 and made not in held
 
 
+def test_ready_once_the_child_has_written_its_result() -> None:
+    read, write = os.pipe()
+    try:
+        waiting = Forked(lambda: os.read(read, 1), [])
+        assert not waiting.ready()  # its work waits on the pipe
+        os.write(write, b"x")
+        assert waiting.result() == b"x"
+    finally:
+        os.close(read)
+        os.close(write)
+    done = Forked(lambda: 5, [])
+    os.waitpid(done._pid, 0)  # the child has ended: its result is written
+    assert done.ready() and done.result() == 5
+
+
 def test_a_child_that_fails_has_its_work_done_here() -> None:
     parent = os.getpid()
 

@@ -1,7 +1,7 @@
 """Work on what this process holds, done in a forked child while this process goes on: a batch
-compare's diagnosis of one pair of statistics (and its CSV) while it reads the next.
+compare's diagnoses of the pairs of statistics it has read (and their CSVs) while it reads on.
 
-The child inherits the pair's rows. Its result comes back pickled, each object of this process it
+The child inherits the pairs' rows. Its result comes back pickled, each object of this process it
 names (a row, a record, a result) sent as its index in a list both processes hold, so only what the
 child made travels: a pair's rows pickled whole cost as much as reading them. Where there is no
 fork (Windows), where other threads run (a fork copies their locks, held or not), and when a child
@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import pickle
+import select
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -43,6 +44,11 @@ class Forked(Generic[T]):
             _child(work, shared, write)
         os.close(write)
         self._pid, self._fd = pid, read
+
+    def ready(self) -> bool:
+        """Whether :meth:`result` will not wait long: the child has written its result (or ended), or
+        there is no child (the work is done here when asked)."""
+        return self._pid is None or bool(select.select([self._fd], [], [], 0)[0])
 
     def result(self) -> T:
         if self._pid is None:
