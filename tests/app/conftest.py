@@ -228,3 +228,22 @@ class Ui:
 @pytest.fixture
 def ui() -> Ui:
     return Ui()
+
+
+@pytest.fixture
+def add_suspect():
+    """A diagnosis's suspect: ``Torch_add_0_forward`` introduces error (×1,240)."""
+    from ptdbg_tui.compare.diagnosis.evidence import Judged
+    from ptdbg_tui.compare.diagnosis.findings import Suspect
+    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+
+    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
+    return Suspect(
+        call="Torch_add_0_forward",
+        api="Torch_add",
+        direction="forward",
+        kind=GROWTH,
+        score=1240.0,
+        evidence=Judged(judgement=judgement),
+        judgement=judgement,
+    )

@@ -7,7 +7,6 @@ from pathlib import Path
 from ptdbg_tui import demo
 from ptdbg_tui.app.export import export_pairs
 from ptdbg_tui.cli import EXIT_MISSING_TORCH, app_parser, demo_parser, run_app, run_demo
-from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.metrics.settled import summary_result
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.live.updates import PairInfo
@@ -96,26 +95,16 @@ def test_a_bare_ptdbg_tui_names_the_demo(capsys):
     assert "ptdbg-tui replay NPU_DIR BENCH_DIR" in err and "ptdbg-tui repro NPU_DUMP CALL -o DIR" in err
 
 
-def test_export_ends_with_our_verdict_in_either_tool_s_columns(tmp_path):
+def test_export_ends_with_our_verdict_in_either_tool_s_columns(tmp_path, add_suspect):
     """The rows of a call the diagnosis names say so in a last column, after the tool's own columns
     (msprobe's too), which its tools then still read."""
     import csv
 
-    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
-    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
     from ptdbg_tui.compare.report.outputs import write_pair_csv
 
     info, rows = _pair(0)
-    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
-    suspect = Suspect(
-        call="Torch_add_0_forward",
-        api="Torch_add",
-        direction="forward",
-        kind=GROWTH,
-        score=1240.0,
-        evidence=Judged(judgement=judgement),
-        judgement=judgement,
-    )
+    suspect = add_suspect
     diagnoses = {info.key: Diagnosis(suspects=[suspect], judged=1)}
     for fmt in ("ptdbg", "msprobe"):
         (path,) = export_pairs([(info, rows)], tmp_path / fmt, stack=False, fmt=fmt, diagnoses=diagnoses)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptdbg_tui.app.tree_model import FILTERS, TreeModel
-from ptdbg_tui.compare.diagnosis.evidence import Judged
 from ptdbg_tui.compare.model import Result, Row, Status
 from ptdbg_tui.engine.callpath import call_path
 from ptdbg_tui.engine.live.updates import EngineUpdate, PairDelta, PairInfo, Placed
@@ -181,27 +180,17 @@ def test_the_model_s_node_adopts_its_submodules_but_not_a_module_run_outside_it(
     assert net.total == 3 and forward.total == 4
 
 
-def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_its_entries():
+def test_a_call_the_diagnosis_names_shows_under_the_failures_filter_and_n_walks_its_entries(add_suspect):
     """A kernel 2% off passes the original's thresholds: its entries are ✔, the diagnosis names it. It
     appears under "failures + named" when the diagnosis arrives (live), and n reaches its entries."""
-    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
-    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 
     model = _demo()
     model.filter = FILTERS[1]
     add = model.calls[("p0", "Torch_add_0_forward")]
     assert not model.visible(add) and not model.named(add.children[0])
     model.take_changes()
-    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
-    suspect = Suspect(
-        call="Torch_add_0_forward",
-        api="Torch_add",
-        direction="forward",
-        kind=GROWTH,
-        score=1240.0,
-        evidence=Judged(judgement=judgement),
-        judgement=judgement,
-    )
+    suspect = add_suspect
     model.load(EngineUpdate(pairs={"p0": PairDelta(INFO, diagnosis=Diagnosis(suspects=[suspect], judged=3))}))
     model.apply()
     _, moved = model.take_changes()
@@ -310,21 +299,11 @@ def test_search_and_n_place_the_rows_they_walk():
     ]
 
 
-def test_a_pair_its_diagnosis_names_calls_of_is_placed_for_the_bars_and_the_overview():
-    from ptdbg_tui.compare.diagnosis.findings import Diagnosis, Suspect
-    from ptdbg_tui.compare.diagnosis.propagation import GROWTH, Judgement
+def test_a_pair_its_diagnosis_names_calls_of_is_placed_for_the_bars_and_the_overview(add_suspect):
+    from ptdbg_tui.compare.diagnosis.findings import Diagnosis
 
     lazy, _ = _both(*_lazy_updates()[:2])
-    judgement = Judgement(0.0, 0.02, 1.6e-5, 1240.0, GROWTH, "Torch_add_0_forward_output")
-    suspect = Suspect(
-        call="Torch_add_0_forward",
-        api="Torch_add",
-        direction="forward",
-        kind=GROWTH,
-        score=1240.0,
-        evidence=Judged(judgement=judgement),
-        judgement=judgement,
-    )
+    suspect = add_suspect
     lazy.load(EngineUpdate(pairs={"p1": PairDelta(INFO1, diagnosis=Diagnosis(judged=3))}))
     lazy.apply()
     assert lazy.named_calls() == 0 and set(lazy._waiting) == {"p0", "p1"}, "no suspect: it waits"

@@ -61,10 +61,8 @@ def compare(npu: Path, bench: Path, out: Path, jobs: int) -> None:
     assert main(args) == 0
 
 
-def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    npu, bench = two_ranks(tmp_path)
+def _noted_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file each process that writes a pair's CSV appends its pid to."""
     writers = tmp_path / "writers"
     write = outputs_module.write_pair_csv
 
@@ -74,6 +72,14 @@ def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
         return write(*args, **kw)
 
     monkeypatch.setattr(outputs_module, "write_pair_csv", noted)
+    return writers
+
+
+def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    npu, bench = two_ranks(tmp_path)
+    writers = _noted_writers(tmp_path, monkeypatch)
     compare(npu, bench, tmp_path / "one", jobs=1)
     assert set(writers.read_text().split()) == {str(os.getpid())}  # one by one, here
     writers.unlink()
@@ -117,15 +123,7 @@ def test_a_child_takes_the_pairs_read_while_none_was_free_and_the_last_ones_are_
         finish(self, outcomes)
 
     monkeypatch.setattr(batch._Diagnoses, "finish", after_reading)
-    writers = tmp_path / "writers"
-    write = outputs_module.write_pair_csv
-
-    def noted(*args, **kw):
-        with writers.open("a") as f:
-            f.write(f"{os.getpid()}\n")
-        return write(*args, **kw)
-
-    monkeypatch.setattr(outputs_module, "write_pair_csv", noted)
+    writers = _noted_writers(tmp_path, monkeypatch)
     compare(npu, bench, tmp_path / "two", jobs=2)
     pids = writers.read_text().split()
     here = str(os.getpid())
