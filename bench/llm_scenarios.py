@@ -1,21 +1,22 @@
 """Is the default verdict the true one on ordinary LLM training? A small GPT (RMSNorm, a qkv linear with
 bias, causal SDPA, a GELU MLP) trained three steps by Adam or AdamW on random tokens
-(``diagnosis_scenarios/llm_script.py``), each side dumped as a user dumps it, ``ptdbg-dump run …
---step 0 1 2``, and compared as a user compares it.
+(``diagnosis_scenarios/llm_script.py``), each side dumped as a user dumps it, ``ptdbg-dump run … --step 0
+1 2``, and compared as a user compares it.
 
-    python bench/llm_scenarios.py [--only NAME ...] [--keep DIR] [--list]
+    python bench/llm_scenarios.py [--only NAME ...] [--keep DIR] [--list] [--autocast] [--summary]
 
-Each scenario is compared over the whole run and at ``--step 1``, each four ways: as it is (which
-replays the suspects whose inputs differ), with ``--no-replay``, with ``--replay`` (every call up to the
-first failing row), and by the reader alone (a process where ``import torch`` fails, as on a reader-only
-install). The culprit must be right every time: a kernel fault (the GELU of ``blocks.1.mlp`` 2% off
-from step 1, forward or backward) named by its call, as are three calls only one run makes at every
-step (the NPU's; the bench's: error entering where the NPU's projection reads what they change); a
-no-fault run (the NPU's own GELU kernel, rounded otherwise) naming nothing, with the all-clear; runs
-whose models or learning rates differ naming no call inside what differs, with a finding that says
-the runs differ. The attention's key bias gets a
-gradient that is zero in exact arithmetic: both sides hold rounding noise there, which Adam turns into
-steps of full size (``docs/diagnosis.md``). Exit status 0 always: a benchmark, not a test.
+Each scenario is compared over the whole run and at ``--step 1``, each four ways: as it is (which replays
+the suspects whose inputs differ), with ``--no-replay``, with ``--replay`` (every call up to the first
+failing row), and by the reader alone (a process where ``import torch`` fails, as on a reader-only
+install). ``--autocast``: both sides train under bf16 autocast; ``--summary``: statistics dumps
+(``--summary-only``), compared as they are and by the reader. The culprit must be right every time: a
+kernel fault (the GELU of ``blocks.1.mlp`` 2% off from step 1, forward or backward) named by its call, as
+are three calls only one run makes at every step (the NPU's; the bench's: error entering where the NPU's
+projection reads what they change); a no-fault run (the NPU's own GELU kernel, rounded otherwise) naming
+nothing, with the all-clear; runs whose models or learning rates differ naming no call inside what
+differs, with a finding that says the runs differ. The attention's key bias gets a gradient that is zero
+in exact arithmetic: both sides hold rounding noise there, which Adam turns into steps of full size
+(``docs/diagnosis.md``). Exit status 0 always: a benchmark, not a test.
 """
 
 from __future__ import annotations
@@ -145,13 +146,14 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 WAYS = {"default": (), "no-replay": ("--no-replay",), "replay": ("--replay",), "reader": ()}
 
 
-def dump(root: Path, side: str, args: Sequence[str]) -> Path:
-    """One side dumped by ``ptdbg-dump run``, once per set of arguments (the bench runs repeat)."""
-    path = root / (side + "_" + ("_".join(a.lstrip("-") for a in args) or "default"))
+def dump(root: Path, side: str, args: Sequence[str], options: Sequence[str] = ()) -> Path:
+    """One side dumped by ``ptdbg-dump run``, once per set of arguments (the bench runs repeat);
+    ``options``: the dumper's own (``--summary-only``)."""
+    path = root / (side + "_" + ("_".join(a.lstrip("-") for a in (*options, *args)) or "default"))
     if (path / "done").is_file():
         return path
     cmd = [*command("ptdbg-dump", "dumper.cli"), "run", str(SCRIPT), "--dump-path", str(path / "dump")]
-    cmd += ["--step", *STEPS, "--", "--side", side, *args]
+    cmd += ["--step", *STEPS, *options, "--", "--side", side, *args]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
@@ -202,12 +204,15 @@ def right(s: Scenario, stdout: str, error: str) -> bool:
     return said and not kernels
 
 
-def run(s: Scenario, root: Path) -> list[Judged]:
-    npu = dump(root, "npu", s.npu)
-    bench = dump(root, "bench", s.bench)
+def run(s: Scenario, root: Path, script: Sequence[str] = (), summary: bool = False) -> list[Judged]:
+    """``script``: arguments both sides' scripts add (``--autocast``); ``summary``: statistics dumps,
+    compared by default and by the reader (nothing to replay)."""
+    options = ("--summary-only",) if summary else ()
+    npu = dump(root, "npu", (*s.npu, *script), options)
+    bench = dump(root, "bench", (*s.bench, *script), options)
     out = []
     for step in (None, "1"):
-        for way in WAYS:
+        for way in ("default", "reader") if summary else WAYS:
             stdout, error = compare(npu, bench, root / "reports" / s.name, step, way)
             culprit = next(iter(CULPRIT.findall(stdout)), None)
             line = f"{culprit[0]}{culprit[1]}" if culprit else None
@@ -222,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--keep", type=Path, metavar="DIR", help="keep the dumps and reports under DIR")
     p.add_argument("--list", action="store_true", help="list the scenarios, then exit")
     p.add_argument("--verbose", action="store_true", help="print every report")
+    p.add_argument("--autocast", action="store_true", help="both sides train under bf16 autocast")
+    p.add_argument("--summary", action="store_true", help="statistics dumps (--summary-only)")
     args = p.parse_args(argv)
     names = args.only or list(BY_NAME)
     unknown = [n for n in names if n not in BY_NAME]
@@ -241,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = BY_NAME[n]
             print(f"\n{n}: {s.what} (truth: {s.kind}{' ' + s.call if s.call else ''})")
             try:
-                judged = run(s, root)
+                judged = run(s, root, ("--autocast",) if args.autocast else (), args.summary)
             except RuntimeError as e:
                 print(f"    BROKEN SCENARIO: {e}")
                 continue

@@ -9,7 +9,8 @@ in fp32 ops, or 1e-6 relative noise on the result), installed under the dumper's
 dump still names it ``Functional_gelu_N``; ``--fault`` makes the GELU of ``blocks.1.mlp`` 2% off
 from step ``--fault-from`` on, in its forward or its backward (``--fault update``: the optimizer's step,
 ``addcdiv_``, 2% too large; ``--fault extra``, on either side: each attention adds ``0.01 * tanh`` of
-its heads' output before the projection, three calls the other run does not make). The attention's
+its heads' output before the projection, three calls the other run does not make; ``--autocast``: the
+forward under bf16 autocast, as most LLM training runs). The attention's
 key bias gets a
 gradient that is zero in exact arithmetic (softmax is shift-invariant per query): each side's is
 its own rounding noise, which Adam turns into updates of ±lr.
@@ -103,8 +104,9 @@ def own_gelu(kernel: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         generator = torch.Generator().manual_seed(7)
 
         def npu_gelu(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-            if kernel == "erf":
-                return x * 0.5 * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+            if kernel == "erf":  # in fp32 whatever the input's dtype, rounded once to it, as a fused kernel
+                xf = x.float()
+                return (xf * 0.5 * (1.0 + torch.erf(xf * (1.0 / math.sqrt(2.0))))).to(x.dtype)
             noise = torch.randn(x.shape, generator=generator, dtype=x.dtype)
             return gelu(x, *args, **kwargs) * (1 + KERNEL_NOISE * noise)
 
@@ -158,6 +160,7 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--autocast", action="store_true", help="the forward under bf16 autocast")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -185,7 +188,9 @@ def main() -> None:
             for block in model.blocks:
                 block.attn.extra = args.fault == "extra" and step >= args.fault_from
             optimizer.zero_grad()
-            logits = model(batch[:, :-1])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                logits = model(batch[:, :-1])
+            logits = logits.float() if args.autocast else logits  # the loss in fp32
             loss = F.cross_entropy(logits.reshape(-1, VOCAB), batch[:, 1:].reshape(-1))
             loss.backward()
             optimizer.step()
