@@ -9,10 +9,10 @@ import pytest
 
 from ptdbg_tui.compare.diagnosis.diagnose import diagnose
 from ptdbg_tui.compare.diagnosis.findings import ARGUMENTS, PARAMETERS, RANDOM, UNPAIRED
-from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN
+from ptdbg_tui.compare.diagnosis.propagation import ENTERS, GROWTH, LEAN, one_run_change
 from ptdbg_tui.compare.diagnosis.ranks import RankView, cross_rank
 from ptdbg_tui.compare.metrics.settled import overwritten_input, settled_result, summary_result
-from ptdbg_tui.compare.model import Row, Status
+from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
 from ptdbg_tui.compare.report.words import (
     call_evidence_text,
     evidence_text,
@@ -384,6 +384,17 @@ def test_a_lean_within_the_rounding_of_norms_a_dumper_recorded_in_bf16_is_no_fau
     calls.rows.append(row)
     d = diagnose(calls.rows)
     assert [(s.call, s.kind) for s in d.suspects] == ([("Functional_gelu_0_forward", LEAN)] if named else [])
+
+
+@pytest.mark.parametrize("norm", [float("inf"), float("nan")])
+def test_a_dump_s_nonfinite_norm_is_on_no_grid(norm):
+    """A dump is someone else's file: a bf16 tensor's recorded norm of Inf or NaN ended the compare
+    (``int(inf)``: OverflowError) where the lean of what one run changed was weighed."""
+    x = ErrorMeasures(
+        rel=0.01, robust=0.01, npu_norm=norm, bench_norm=1.0, numel=1024, floor=2**-8, from_stats=True
+    )
+    change, allowed, _ = one_run_change(x)
+    assert change == 0.01 and allowed > 0
 
 
 def test_a_bench_only_call_whose_name_an_npu_call_bears_stays_a_call_of_its_own(calls, record):

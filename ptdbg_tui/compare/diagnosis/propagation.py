@@ -486,8 +486,10 @@ def _stats_lean(y: ErrorMeasures, npu: float, bench: float) -> float:
 
 
 def _on_grid(v: float, unit: float) -> bool:
-    """``v`` is a number of the floating-point type whose unit roundoff is ``unit`` (its significand
-    holds no more bits than that type's)."""
+    """``v`` is a finite number of the floating-point type whose unit roundoff is ``unit`` (its
+    significand holds no more bits than that type's). A dump's NaN or Inf norm is on no grid."""
+    if not math.isfinite(v):
+        return False
     significand = math.frexp(v)[0] / unit
     return significand == int(significand)
 
