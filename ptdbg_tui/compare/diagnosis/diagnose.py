@@ -1027,8 +1027,9 @@ def _visit(calls: _Calls, key: CallKey, walk: _Walk, diagnosis: Diagnosis) -> No
     seen = walk.explained()  # before this call's tensors
     walk.before[way] = _largest_error(call.members, walk.before[way])
     walk.previous[way], walk.bench_only[way] = name, not call.npu_made
-    verdict = _judge_call(calls, key, _coarsest(call.ins, walk.coarsest))
-    walk.coarsest = _coarsest(call.members, walk.coarsest)
+    walk.coarsest = _coarsest(call.ins, walk.coarsest)
+    verdict = _judge_call(calls, key, walk.coarsest)
+    walk.coarsest = _coarsest(call.outs, walk.coarsest)
     if isinstance(verdict, Judgement) and call.op in SELECTIONS and way == FORWARD:
         verdict = selected(verdict, seen, any(m.errors.from_stats for m in call.outs if m.errors is not None))
     if not isinstance(verdict, Judgement):
