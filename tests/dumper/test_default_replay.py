@@ -5,6 +5,7 @@ notes after a refuting replay: ``test_replay_e2e.py``)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,24 @@ def test_the_culprit_is_confirmed_without_asking(demo, tmp_path, capsys):
     assert "; two dumps: introduces error — inputs " in out
     # the default replays the suspects whose inputs differ, not every call (--replay: 40 on the demo)
     assert "  replay: 1 call(s) replayed on each side's own inputs in float64: 1 confirmed, 0 refuted" in out
+    assert "not replayed" not in out
+
+
+def test_the_budget_is_the_replays_time_not_torchs_import(demo, tmp_path, capsys):
+    """Before: the budget counted from before the worker had imported torch; on a loaded machine the import
+    alone outlasted the default 20 s and the culprit went unconfirmed ("the replay budget ran out"). Now
+    nothing is counted until the worker is ready."""
+    with replay.Replayer() as worker:
+        begun = time.monotonic()
+        worker.start()
+        assert worker.counted(begun) == 0.0  # the spawned worker imports torch: seconds, none counted
+        waiting = time.monotonic()
+        worker.wait_ready()
+        assert worker.counted(begun) <= time.monotonic() - waiting
+        assert time.monotonic() - begun > 0.2  # the import the budget did not count takes seconds
+    code, out, _ = _compare(capsys, *demo, tmp_path, "--replay-budget", "0.3")
+    assert code == cli.EXIT_OK
+    assert "Culprit: VF_lstm_0_backward (backward): confirmed by replay — NPU kernel wrong" in out, out
     assert "not replayed" not in out
 
 

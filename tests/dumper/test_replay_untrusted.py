@@ -114,10 +114,12 @@ def test_an_undamaged_pair_replays(tmp_path):
 
 
 #: The replay of a sidecar's ``torch.ones(Size([20000, 20000]))`` in a process that may map 3 GB at
-#: most: it took 6.3 GB and 40 s.
+#: most: it took 6.3 GB and 40 s. Torch is imported before the clock starts (on a loaded machine its
+#: import alone took 10 s).
 _HUGE_ONES = """
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+import ptdbg_tui.compare.replay.run
 from ptdbg_tui.compare.replay.calls import replay_call
 from ptdbg_tui.compare.report.words import replay_text
 from ptdbg_tui.engine.batch import compare_dumps

@@ -76,7 +76,7 @@ class LiveReplay:
         self._asked: list[Job] = []  # from the app, not taken yet
         self._queue: deque[Job] = deque()
         self._pending: dict[Future[Any], tuple[Job, Signature]] = {}
-        self._deadline = 0.0  # the current round's budget ends then
+        self._round_at = 0.0  # the current round's budget began then (it counts once the worker is ready)
         self._scheduled: dict[str, Diagnosis] = {}  # by pair: the two dumps' diagnosis its calls came from
         self._sources: dict[str, tuple[tuple[int, int], SideSource, SideSource]] = {}  # by pair, at versions
         self._off: NoReplay | None = None  # why replay cannot run here (said once)
@@ -164,7 +164,7 @@ class LiveReplay:
                     (first if call in top else rest).append(Job(key, call))
         if first or rest:
             if not any(not j.asked for j in (*self._queue, *(j for j, _ in self._pending.values()))):
-                self._deadline = time.monotonic() + self.budget_s  # a new round, a new budget
+                self._round_at = time.monotonic()  # a new round, a new budget
                 self._ran_out = False
             self._start_round()
             self.total += len(first) + len(rest)
@@ -173,7 +173,7 @@ class LiveReplay:
     def _submit(self, pairs: Mapping[str, PairState]) -> None:
         while self._queue and len(self._pending) < IN_FLIGHT:
             job = self._queue[0]
-            if not job.asked and time.monotonic() >= self._deadline:
+            if not job.asked and self._replayer.counted(self._round_at) >= self.budget_s:
                 self._out_of_budget()
                 continue
             self._queue.popleft()

@@ -64,6 +64,9 @@ TOP = 10
 BACKGROUND_NICE = 10
 #: Calls in the worker's queue at once: one running, the next one ready.
 IN_FLIGHT = 2
+#: Most seconds a budget waits for the worker to import torch before it starts counting (the budget is
+#: the replays' own time: on a loaded machine or a slow file system the import alone can take longer).
+WARM_S = 300.0
 
 T = TypeVar("T")
 #: progress(done calls, calls to replay)
@@ -189,6 +192,8 @@ class Replayer:
     def __init__(self, background: bool = False) -> None:
         self._pool: ProcessPoolExecutor | None = None
         self._background = background
+        self._warm: Future[None] | None = None  # done once the worker has imported torch (or failed to)
+        self._ready_at: float | None = None  # then (time.monotonic)
 
     def start(self) -> None:
         if self._pool is None:
@@ -199,7 +204,28 @@ class Replayer:
                 initializer=_warm,
                 initargs=(self._background,),
             )
-            self._pool.submit(_ready)  # the worker starts now, not at the first call
+            self._ready_at = None
+            self._warm = self._pool.submit(_ready)  # the worker starts now, not at the first call
+            self._warm.add_done_callback(self._warmed)
+
+    def _warmed(self, warm: Future[None]) -> None:
+        if warm is self._warm:
+            self._ready_at = time.monotonic()
+
+    def counted(self, since: float) -> float:
+        """Seconds of a budget begun at ``since`` (``time.monotonic``) spent so far: none until the worker
+        is ready (the budget is the replays' time: on a loaded machine or a slow file system torch's import
+        alone can take longer than the default 20 s)."""
+        if self._ready_at is None:
+            return 0.0
+        return max(0.0, time.monotonic() - max(since, self._ready_at))
+
+    def wait_ready(self, timeout: float = WARM_S) -> None:
+        """Start the worker and wait until it is :meth:`ready`, ``timeout`` seconds at most: a budget counts
+        from there."""
+        self.start()
+        assert self._warm is not None
+        wait([self._warm], timeout=timeout)
 
     def submit(
         self, rows: Sequence[Row] | Mapping[str, list[Row]], call: str, npu: SideSource, bench: SideSource
@@ -223,7 +249,9 @@ class Replayer:
         budget_s: float = BUDGET_S,
         progress: ReplayProgress | None = None,
     ) -> Iterator[CallReplay]:
-        """Each call's replay as it finishes, until the calls or the budget run out."""
+        """Each call's replay as it finishes, until the calls or the budget run out (counted once the
+        worker is ready)."""
+        self.wait_ready()
         deadline = time.monotonic() + budget_s
         by_call = rows_by_call(rows)
         todo = list(calls)
@@ -345,11 +373,11 @@ def replay_outcomes(
     :func:`replay_pair`); by pair label, each call's replay. A pair compared from statistics only is left
     as it is (its diagnosis says so)."""
     found: list[PairReplay] = []
-    deadline = time.monotonic() + budget_s
+    begun = time.monotonic()
     worker = replayer or Replayer()
     try:
         for o in outcomes:
-            left = deadline - time.monotonic()
+            left = budget_s - worker.counted(begun)
             found.append(_replay_outcome(worker, o, left, top=top, calls=calls, progress=progress, full=full))
     finally:
         if replayer is None:  # a worker started here ends here (a call past the budget with it); one given
