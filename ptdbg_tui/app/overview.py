@@ -155,10 +155,11 @@ class OverviewScreen(ModalScreen["str | None"]):
         table.focus()
 
     def follow(self) -> None:
-        """The lines again, after the engine's news (the cursor stays on its pair). Nothing before the
-        screen is mounted: news can come between its push and its mount, when its table is not there
-        yet (``NoMatches`` ended the app); :meth:`on_mount` shows the lines of then."""
-        if not self.is_mounted:
+        """The lines again, after the engine's news (the cursor stays on its pair). Nothing while the
+        screen's widgets are not there: news can come between its push and its mount (:meth:`on_mount`
+        shows the lines of then), and while it is taken down (``NoMatches`` ended the app, once in about
+        twenty runs of bench/llm_scale.py)."""
+        if not self.is_mounted or not self.query("#ranks") or not self.query(DataTable):
             return
         self._show_ranks()
         lines = overview(self.model)

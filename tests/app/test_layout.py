@@ -512,6 +512,22 @@ async def test_news_between_the_overview_s_push_and_its_mount_waits_for_the_moun
         assert "2 rank/step pairs" in ui.screen_text(app)
 
 
+async def test_news_while_the_overview_is_taken_down_is_left(tmp_path, ui):
+    """The engine's news can come while the overview's widgets are being removed: following it then ended
+    the app (``NoMatches`` on ``#ranks``)."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=2, layers=1)
+    app = ui.app(npu, bench)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ui.settle(pilot)
+        screen = OverviewScreen(app.model, app.header_bar.styles_map())
+        await app.push_screen(screen)
+        await pilot.pause()
+        await screen.query_one("Vertical").remove()  # what the screen's removal does first
+        screen.lines = []
+        screen.follow()  # nothing to follow: no NoMatches
+        assert screen.lines == []
+
+
 @pytest.mark.parametrize(
     ("collectives", "shown", "walked"),
     [
