@@ -13,6 +13,9 @@ import pytest
 from ptdbg_tui import cli
 from ptdbg_tui.engine.replay import replayer as replay
 
+#: Less than any spawned worker's start and import of torch takes.
+IMPORT_S = 0.2
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory) -> tuple[Path, Path]:
@@ -38,22 +41,17 @@ def test_the_culprit_is_confirmed_without_asking(demo, tmp_path, capsys):
     assert "not replayed" not in out
 
 
-def test_the_budget_is_the_replays_time_not_torchs_import(demo, tmp_path, capsys):
+def test_the_budget_is_the_replays_time_not_torchs_import():
     """Before: the budget counted from before the worker had imported torch; on a loaded machine the import
     alone outlasted the default 20 s and the culprit went unconfirmed ("the replay budget ran out"). Now
     nothing is counted until the worker is ready."""
     with replay.Replayer() as worker:
         begun = time.monotonic()
         worker.start()
-        assert worker.counted(begun) == 0.0  # the spawned worker imports torch: seconds, none counted
-        waiting = time.monotonic()
         worker.wait_ready()
-        assert worker.counted(begun) <= time.monotonic() - waiting
-        assert time.monotonic() - begun > 0.2  # the import the budget did not count takes seconds
-    code, out, _ = _compare(capsys, *demo, tmp_path, "--replay-budget", "0.3")
-    assert code == cli.EXIT_OK
-    assert "Culprit: VF_lstm_0_backward (backward): confirmed by replay — NPU kernel wrong" in out, out
-    assert "not replayed" not in out
+        elapsed = time.monotonic() - begun
+        # a spawned interpreter's import of torch takes well over 0.2 s anywhere: none of it is counted
+        assert elapsed > IMPORT_S and worker.counted(begun) <= elapsed - IMPORT_S
 
 
 def test_no_replay_says_the_verdict_stands_on_the_two_dumps(demo, tmp_path, capsys):
