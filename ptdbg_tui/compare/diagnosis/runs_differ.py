@@ -283,7 +283,7 @@ def with_runs_differ(
     kernel = _first_kernel(suspects)
     first = _first_input(rows, npu)
     data = _data_differs(first) if first is not None and first.seq < kernel else None
-    if first is not None and data is not None:
+    if data is not None:
         suspects = [
             s for s in suspects if not ((first in s.rows and s.kind in NOT_A_KERNEL) or _estimated(s))
         ]

@@ -221,8 +221,8 @@ class Replayer:
         return max(0.0, time.monotonic() - max(since, self._ready_at))
 
     def wait_ready(self, timeout: float = WARM_S) -> None:
-        """Start the worker and wait until it is :meth:`ready`, ``timeout`` seconds at most: a budget counts
-        from there."""
+        """Start the worker and wait until it has imported torch (or failed to start: its calls then say why),
+        ``timeout`` seconds at most: a budget counts from there."""
         self.start()
         assert self._warm is not None
         wait([self._warm], timeout=timeout)
