@@ -160,9 +160,11 @@ def follow():
     """``follow(npu, bench, **options)`` starts an engine; all are stopped at the end."""
     started: list[Follower] = []
 
-    def start(npu: Path, bench: Path, **options: object) -> Follower:
+    def start(npu: Path, bench: Path, start: bool = True, **options: object) -> Follower:
+        """``start``: False leaves the engine's start to the test."""
         f = Follower(npu, bench, **options)
-        f.engine.start()
+        if start:
+            f.engine.start()
         started.append(f)
         return f
 

@@ -46,6 +46,7 @@ from ptdbg_tui.compare.report.words import (
 )
 from ptdbg_tui.engine.batch import earlier_from_statistics
 from ptdbg_tui.engine.context import Compared
+from ptdbg_tui.engine.live.judging import Judges, big
 from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.engine.live.pair import FailedPass, PairContext, PairState
 from ptdbg_tui.engine.live.replays import Job, LiveReplay
@@ -107,6 +108,8 @@ class LiveEngine:
         self._restarts = 0
         self._next: tuple[Path, Path] | None = None  # folders that replace the roots once they hold a pair
         self._thread = threading.Thread(target=self._run, name="ptdbg-live-engine", daemon=True)
+        # big pairs of statistics are judged in a worker process, beside this interpreter's UI and reading
+        self._judges = Judges(self.wake) if options.jobs > 1 else None
         self._context = PairContext(
             options,
             not options.watch,
@@ -114,6 +117,8 @@ class LiveEngine:
             self._metric_pool,
             self._stop.is_set,
             lambda: self._progress(done=False),
+            self._judges,
+            self._worth_sending,
         )
         self._replay = LiveReplay(options.replay_budget_s, options.replay_top, self.outbox, self.wake)
         # The compiled pass only where the tensor files already make a big job (numba's load would
@@ -128,6 +133,15 @@ class LiveEngine:
             resource_tracker.ensure_running()
         else:  # the replay worker's: started by the settled comparison or later by r and R
             before_ui()
+
+    def _worth_sending(self, pair: PairState) -> bool:
+        """Whether the worker should judge ``pair`` rather than this thread: the app has a first verdict
+        already (this thread's is sooner), and another pair waits for its first diagnosis (this thread
+        has other work meanwhile; with none, it would only wait for the worker)."""
+        pairs = self._pairs.values()
+        return any(p.diagnosis is not None for p in pairs) and any(
+            p is not pair and p.diagnosis is None and p.pending is None for p in pairs
+        )
 
     # -- control -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -210,6 +224,8 @@ class LiveEngine:
                 self._watcher.stop()
             if self._pool is not None:
                 self._pool.close()
+            if self._judges is not None:
+                self._judges.close()
             self._replay.close()
 
     def _loop(self) -> None:
@@ -355,6 +371,8 @@ class LiveEngine:
             bench_side = self._side(b) if b is not None else None
             self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
             self.outbox.put_rows(info, {}, set())  # listed in the app before its rows are read
+            if self._judges is not None and info.summary and b is not None and big(n):
+                self._judges.start()
             why = None if self.options.summary else statistics_only(n, b)
             if why:
                 self._note(job_note_text(OnPair(pair=info.label, what=why)))
@@ -445,6 +463,8 @@ class LiveEngine:
     def _update(self, key: str, pair: PairState, rescan: bool) -> tuple[bool, float | None]:
         """One pair's pass: whether it ran, and when to look again. A pass that fails is rebuilt and
         waits for a change (or a rescan)."""
+        for other in self._pairs.values():  # the worker's diagnoses as they come, not a pass later
+            other.collect(self._context)
         versions = (pair.npu.version, pair.bench.version if pair.bench else -1)
         if pair.failed is not None and pair.failed.versions == versions and not rescan:
             self._note(pair_failed_text(pair.failed.fault))
@@ -503,7 +523,11 @@ class LiveEngine:
     def _cross_rank(self) -> None:
         """Whenever a pair's diagnosis changed: the job's verdict from each pair's own diagnosis
         (:func:`~ptdbg_tui.engine.pipeline.judge_job`: the other ranks' collectives and the step before
-        each pair), and with several ranks the app learns which one diverges first."""
+        each pair), and with several ranks the app learns which one diverges first. Not while the worker
+        judges a pair: each diagnosis it sends would change it (and each reads every other rank's
+        collectives)."""
+        if any(p.pending is not None for p in self._pairs.values()):
+            return
         pairs = [p for p in self._pairs.values() if p.diagnosis is not None]
         seen = tuple(id(p.diagnosis) for p in pairs)
         if seen == self._judged:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -30,15 +31,12 @@ from ptdbg_tui.compare.notices import PairFailed
 from ptdbg_tui.compare.replay.calls import call_rows
 from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.engine.callpath import Seg, call_path, placement_stack
+from ptdbg_tui.engine.live.judging import WORKER_ROWS, Expected, Judged, Judges, diagnosis_of, names_of
 from ptdbg_tui.engine.live.options import LiveOptions
 from ptdbg_tui.engine.live.side import SideState
 from ptdbg_tui.engine.live.updates import MatchNote, Outbox, PairInfo, Placed
 from ptdbg_tui.engine.pipeline import Sidecars, SideRecords, judge_pair, match_pair
 from ptdbg_tui.engine.workers.tasks import task_for
-from ptdbg_tui.formats.calls import CallSpec
-from ptdbg_tui.formats.dialects import dialect_of
-from ptdbg_tui.formats.modules import ModuleChain
-from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -103,6 +101,9 @@ class PairContext:
     pool: Callable[[], TaskPool]  # here or on a Dask cluster
     stopping: Callable[[], bool]
     progress: Callable[[], None]  # the engine's progress, sent between two rounds of work
+    judges: Judges | None = None  # the worker that judges big pairs of statistics
+    #: whether a pair is worth sending to the worker, as far as the other pairs say
+    worth_sending: Callable[[PairState], bool] = lambda _: False
 
 
 def row_key(row: Row) -> str:
@@ -139,20 +140,11 @@ def _cache_key(row: Row) -> RowId:
     return (row.npu.name if row.npu else None, row.bench.name if row.bench else None)
 
 
-def _call_specs(side: SideState, final: bool) -> dict[str, CallSpec]:
-    """A followed side's call sidecar so far (its new lines read first)."""
-    side.reader.read_calls(final)
-    return side.reader.call_specs()
+class Pending(NamedTuple):
+    """A diagnosis the worker is making, and of which rows."""
 
-
-def _records(side: SideState) -> SideRecords:
-    """A followed side's records so far, as matching needs them."""
-    return SideRecords(side.tensors, side.stacks, dialect_of(side.reader.producer))
-
-
-def _module_chains(side: SideState) -> Callable[[EntryName], ModuleChain | None] | None:
-    """A followed side's module chains so far (its poll reads them); None without a module structure."""
-    return side.reader.module_chain if side.reader.has_modules else None
+    future: Future[Judged | None]
+    rows: list[Row]
 
 
 class FailedPass(NamedTuple):
@@ -252,6 +244,8 @@ class PairState:
         self.failed: FailedPass | None = None
         self.replays: dict[str, Kept] = {}  # by call: folded into each diagnosis while its records hold
         self._by_call: dict[str, list[Row]] | None = None  # rows_by_call of the rows (None: stale)
+        self.pending: Pending | None = None  # the diagnosis the worker is making
+        self.to_worker = True  # until the worker fails to judge it
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -265,8 +259,8 @@ class PairState:
         return not (self.npu.quiet(now, quiet_s) and (self.bench is None or self.bench.quiet(now, quiet_s)))
 
     def rematch(self, mode: str) -> None:
-        npu = _records(self.npu)
-        bench = _records(self.bench) if self.bench is not None else SideRecords([], {}, npu.dialect)
+        npu = self.npu.records()
+        bench = self.bench.records() if self.bench is not None else SideRecords([], {}, npu.dialect)
         self.matching = match_pair(npu, bench, mode)
         self.match_asked = mode
         rows = self.matching.rows
@@ -320,6 +314,9 @@ class PairState:
         self.send_match(ctx)  # rows that became unmatched may now say the matching is off
         self.emit(ctx)
         self.diagnose(ctx, final=True)
+        if self.pending is not None:  # its end wakes the engine; this is in case it does not
+            soon = time.monotonic() + ctx.options.rescan_s
+            due = soon if due is None else min(due, soon)
         if self.sent.unplaced:  # some calls wait for their stack line or for quiet
             soon = time.monotonic() + ctx.options.quiet_s / 4
             due = soon if due is None else min(due, soon)
@@ -416,24 +413,79 @@ class PairState:
             row.result = result
 
     def diagnose(self, ctx: PairContext, final: bool) -> None:
-        """Judge the pair's calls again when :class:`DiagnosisClock` says it is time."""
+        """Judge the pair's calls again when :class:`DiagnosisClock` says it is time: a big pair of
+        statistics whose sides are quiet in the worker (:mod:`.judging`), the others here."""
+        self.collect(ctx)
         now = time.monotonic()
         if not self.clock.due(now, final):
             return
         self.clock.dirty = False
+        if final and self.offload(ctx):
+            return
         npu, bench = self.npu, self.bench  # unreadable: a note says so; the next diagnosis tries again
         sidecars = Sidecars(
             npu.dump,
             bench.dump if bench is not None else None,
-            lambda: _call_specs(npu, final),
-            lambda: _call_specs(bench, final) if bench is not None else {},
-            lambda: (_module_chains(npu), _module_chains(bench) if bench is not None else None),
+            lambda: npu.call_specs(final),
+            lambda: bench.call_specs(final) if bench is not None else {},
+            lambda: (npu.module_chains(), bench.module_chains() if bench is not None else None),
         )
-        self.clock.dumps = judge_pair(self.rows, sidecars)
-        self.clock.diagnosis = self.replayed(self.clock.dumps)
+        self.judged(ctx, judge_pair(self.rows, sidecars), time.monotonic() - now)
+
+    def judged(self, ctx: PairContext, dumps: Diagnosis, cost: float) -> None:
+        self.clock.dumps = dumps
+        self.clock.diagnosis = self.replayed(dumps)
         self.clock.at = time.monotonic()
-        self.clock.cost = self.clock.at - now
+        self.clock.cost = cost
         ctx.outbox.put_diagnosis(self.info, self.clock.diagnosis)
+
+    def offload(self, ctx: PairContext) -> bool:
+        """Send the pair to the worker, where it is worth its cost and the worker can read what the
+        engine read: all of both sides, quiet, and every row settled by its statistics."""
+        bench = self.bench
+        if (
+            ctx.judges is None
+            or not self.to_worker
+            or bench is None
+            or not self.info.summary
+            or self.open
+            or len(self.rows) < WORKER_ROWS
+            or (self.settling(time.monotonic(), ctx.options.quiet_s) and not ctx.static)
+            or self.npu.mark is None
+            or bench.mark is None
+            or not ctx.worth_sending(self)
+            or not ctx.judges.free()  # last: it starts the worker
+        ):
+            return False
+        expected = Expected((self.npu.mark, bench.mark), len(self.rows), names_of(self.rows))
+        future = ctx.judges.submit(self.npu.dump, bench.dump, self.match_asked, ctx.static, expected)
+        if future is None:
+            return False
+        self.pending = Pending(future, self.rows)
+        return True
+
+    def collect(self, ctx: PairContext) -> None:
+        """The worker's diagnosis, once it came, if the rows it judged are still the pair's; where the
+        worker could not judge them, the pair is judged here from now on."""
+        pending = self.pending
+        if pending is None or not pending.future.done():
+            return
+        self.pending = None
+        if pending.rows is not self.rows:  # matched again since: a newer diagnosis is due
+            return
+        try:
+            judged = pending.future.result()
+            found = diagnosis_of(judged, self.rows) if judged is not None else None
+        except Exception:  # the worker died, or cannot start: nothing is lost but its time
+            judged = found = None
+        if judged is None or found is None:
+            self.to_worker = False
+            self.clock.dirty = True
+            return
+        for side, read in zip((self.npu, self.bench), judged.read_specs, strict=True):
+            if read and side is not None:  # as the diagnosis here would have read it
+                side.call_specs(True)
+        self.judged(ctx, found, 0.0)
 
     # -- replays -------------------------------------------------------------------------------
     def by_call(self) -> dict[str, list[Row]]:

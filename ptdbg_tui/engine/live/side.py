@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ptdbg_tui.compare.notices import ModulesUnreadable, ReaderFailed, RecordsUnreadable
 from ptdbg_tui.compare.report.notice_words import side_fault_text
+from ptdbg_tui.engine.pipeline import SideRecords
+from ptdbg_tui.formats.calls import CallSpec
+from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import RankDump
+from ptdbg_tui.formats.modules import ModuleChain
+from ptdbg_tui.formats.naming import EntryName
 from ptdbg_tui.formats.reader import open_reader
 from ptdbg_tui.formats.records import BadLine, RepeatedNames, StackRecord, TensorRecord, repeated_names
 
 #: Bytes of records decoded per read. json decodes a chunk in one call that holds the GIL, so the
 #: chunk bounds how long the UI thread can be kept waiting (1 MiB: a few tens of ms).
 READ_CHUNK = 1 << 20
+
+#: A records file's size and mtime (ns): a worker that reads it again checks it read the same.
+FileMark = tuple[int, int]
 
 
 class SideState:
@@ -35,11 +44,13 @@ class SideState:
         self.error: RecordsUnreadable | ReaderFailed | None = None  # why the records cannot be read now
         self.modules_error: ModulesUnreadable | None = None  # why the module sidecar cannot be read now
         self._repeats: tuple[int, RepeatedNames | None] = (-1, None)  # (version, repeated_names of it)
+        self.mark: FileMark | None = None  # the records file as the last poll read it (None: it changed)
 
     def poll(self, final: bool) -> None:
         """Read what was appended (``version`` counts the changes). A file that cannot be read
         leaves the records read so far and says why in ``error`` until a later poll succeeds."""
         changed = False
+        before = file_mark(self.dump)
         try:
             while True:
                 batch = self.reader.read(final)
@@ -64,6 +75,7 @@ class SideState:
         except OSError as e:
             self.modules_error = ModulesUnreadable(reason=reason(e))
         self.sidecar_lines()
+        self.mark = before if before == file_mark(self.dump) else None
         if changed:
             self.version += 1
             self.changed_at = _monotonic_mtime(self.dump.records)
@@ -90,9 +102,30 @@ class SideState:
     def quiet(self, now: float, quiet_s: float) -> bool:
         return now - self.changed_at >= quiet_s
 
+    def records(self) -> SideRecords:
+        """The records so far, as matching needs them."""
+        return SideRecords(self.tensors, self.stacks, dialect_of(self.reader.producer))
+
+    def call_specs(self, final: bool) -> dict[str, CallSpec]:
+        """The call sidecar so far (its new lines read first)."""
+        self.reader.read_calls(final)
+        return self.reader.call_specs()
+
+    def module_chains(self) -> Callable[[EntryName], ModuleChain | None] | None:
+        """The module chains so far (a poll reads them); None without a module structure."""
+        return self.reader.module_chain if self.reader.has_modules else None
+
     @property
     def tail_call(self) -> str | None:
         return self.tensors[-1].call if self.tensors else None
+
+
+def file_mark(dump: RankDump) -> FileMark | None:
+    try:
+        st = dump.records.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def _monotonic_mtime(path: Path) -> float:

@@ -2,8 +2,7 @@
 compare's diagnoses of the pairs of statistics it has read (and their CSVs) while it reads on.
 
 The child inherits the pairs' rows. Its result comes back pickled, each object of this process it
-names (a row, a record, a result) sent as its index in a list both processes hold, so only what the
-child made travels: a pair's rows pickled whole cost as much as reading them. Where there is no
+names (a row, a record, a result) sent as its index (:mod:`.sharing`). Where there is no
 fork (Windows), where other threads run (a fork copies their locks, held or not), and when a child
 fails, the work is done here instead: the result is the same.
 """
@@ -11,14 +10,14 @@ fails, the work is done here instead: the result is the same.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import pickle
 import select
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import IO, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from ptdbg_tui.engine.workers.sharing import dumps, loads
 
 T = TypeVar("T")
 
@@ -57,7 +56,7 @@ class Forked(Generic[T]):
         try:
             with os.fdopen(self._fd, "rb") as f:
                 data = f.read()
-            result: T = _Unpickler(io.BytesIO(data), self._shared).load()
+            result: T = loads(data, self._shared)
         except Exception:  # the child failed (its result is cut short, or none): the work again, here
             os.waitpid(pid, 0)
             return self._work()
@@ -92,29 +91,9 @@ def _child(work: Callable[[], Any], shared: Sequence[object], fd: int) -> None:
     buffers the parent's copy will flush (the parent's output would appear twice)."""
     code = 1
     try:
-        result = work()
-        buffer = io.BytesIO()
-        _Pickler(buffer, shared).dump(result)
+        data = dumps(work(), shared)
         with os.fdopen(fd, "wb") as f:
-            f.write(buffer.getbuffer())
+            f.write(data)
         code = 0
     finally:
         os._exit(code)
-
-
-class _Pickler(pickle.Pickler):
-    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._index = {id(o): i for i, o in enumerate(shared)}
-
-    def persistent_id(self, obj: Any) -> int | None:
-        return self._index.get(id(obj))
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: IO[bytes], shared: Sequence[object]) -> None:
-        super().__init__(file)
-        self._shared = shared
-
-    def persistent_load(self, pid: Any) -> object:
-        return self._shared[pid]

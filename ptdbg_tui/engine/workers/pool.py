@@ -92,7 +92,7 @@ def prestart(fused: bool = True) -> bool:
 
 
 @contextmanager
-def _main_hidden() -> Iterator[None]:
+def main_hidden() -> Iterator[None]:
     """Start workers without re-running the caller's ``__main__``.
 
     ``spawn`` and the fork server re-import the main script in every child; the original's users call
@@ -209,7 +209,7 @@ class MetricPool:
         return self._executor
 
     def _submit(self, tasks: list[CompareTask]) -> tuple[Future[list[Result]], ProcessPoolExecutor]:
-        with _main_hidden():  # workers start inside submit()
+        with main_hidden():  # workers start inside submit()
             pool = self._pool()
             try:
                 return pool.submit(_run_batch, tasks), pool
