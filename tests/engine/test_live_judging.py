@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ptdbg_tui.engine.live import judging
 from ptdbg_tui.engine.live.judging import Expected, Judges, judge_files, names_of
+from ptdbg_tui.engine.live.pair import Pending
 from ptdbg_tui.engine.live.side import SideState
 from ptdbg_tui.formats.layout import discover
 
@@ -156,3 +159,22 @@ def test_a_worker_that_died_leaves_every_pair_to_the_engine(tmp_path, make_dump,
     for pair in pairs.values():
         d = pair.clock.dumps
         assert d is not None and [s.call for s in d.suspects] == ["Torch_tanh_4_forward"]
+
+
+def test_a_pair_the_worker_has_not_begun_is_taken_back_when_the_engine_has_nothing_else_to_do(
+    tmp_path, make_dump, follow
+):
+    npu, bench = _pair(tmp_path, make_dump, ranks=1)
+    f, pair = _judged(follow, npu, bench, jobs=1, watch=False)
+    judges = Judges(lambda: None)
+    running, queued = Future(), Future()
+    judges._queue += [running, queued]  # as submit() leaves them: the worker judges one at a time, in order
+    for future, others_wait, taken in [
+        (running, False, False),  # begun: its diagnosis is on its way
+        (queued, True, False),  # the engine has a pair of its own to read first
+        (queued, False, True),
+    ]:
+        ctx = replace(f.engine._context, judges=judges, others_wait=lambda _, w=others_wait: w)
+        pair.pending = Pending(future, pair.rows)
+        assert pair.take_back(ctx) is taken
+        assert (pair.pending is None) is taken

@@ -136,7 +136,7 @@ class Judges:
         self._wake = wake
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._busy = 0  # pairs submitted and not judged yet
+        self._queue: list[Future[Judged | None]] = []  # pairs submitted and not judged yet, in order
         self._ready: Future[None] | None = None  # done once the worker has started
         self._broken = False  # the worker died: the engine judges every pair itself from then on
 
@@ -145,7 +145,7 @@ class Judges:
         is not: until it has imported what it needs, the engine judges its pairs itself) and not busy."""
         self.start()
         ready = self._ready is not None and self._ready.done() and self._ready.exception() is None
-        return ready and not self._broken and self._busy < IN_FLIGHT
+        return ready and not self._broken and len(self._queue) < IN_FLIGHT
 
     def start(self) -> None:
         """Start the worker now, where it is not (it imports the compare's code while the engine reads)."""
@@ -166,13 +166,18 @@ class Judges:
             self._broken = True
             return None
         with self._lock:
-            self._busy += 1
+            self._queue.append(future)
         future.add_done_callback(self._done)
         return future
 
+    def waiting(self, future: Future[Judged | None]) -> bool:
+        """Whether the worker has not begun this pair yet (one is judged at a time, in order)."""
+        with self._lock:
+            return future in self._queue[1:]
+
     def _done(self, future: Future[Judged | None]) -> None:
         with self._lock:
-            self._busy -= 1
+            self._queue.remove(future)
         if not future.cancelled() and isinstance(future.exception(), BrokenProcessPool):
             self._broken = True
         self._wake()

@@ -119,6 +119,7 @@ class LiveEngine:
             lambda: self._progress(done=False),
             self._judges,
             self._worth_sending,
+            self._others_wait,
         )
         self._replay = LiveReplay(options.replay_budget_s, options.replay_top, self.outbox, self.wake)
         # The compiled pass only where the tensor files already make a big job (numba's load would
@@ -138,10 +139,10 @@ class LiveEngine:
         """Whether the worker should judge ``pair`` rather than this thread: the app has a first verdict
         already (this thread's is sooner), and another pair waits for its first diagnosis (this thread
         has other work meanwhile; with none, it would only wait for the worker)."""
-        pairs = self._pairs.values()
-        return any(p.diagnosis is not None for p in pairs) and any(
-            p is not pair and p.diagnosis is None and p.pending is None for p in pairs
-        )
+        return any(p.diagnosis is not None for p in self._pairs.values()) and self._others_wait(pair)
+
+    def _others_wait(self, pair: PairState) -> bool:
+        return any(p is not pair and p.diagnosis is None and p.pending is None for p in self._pairs.values())
 
     # -- control -------------------------------------------------------------------------------
     def start(self) -> None:

@@ -104,6 +104,8 @@ class PairContext:
     judges: Judges | None = None  # the worker that judges big pairs of statistics
     #: whether a pair is worth sending to the worker, as far as the other pairs say
     worth_sending: Callable[[PairState], bool] = lambda _: False
+    #: whether a pair other than this one waits for its first diagnosis (work for the engine's thread)
+    others_wait: Callable[[PairState], bool] = lambda _: False
 
 
 def row_key(row: Row) -> str:
@@ -416,6 +418,8 @@ class PairState:
         """Judge the pair's calls again when :class:`DiagnosisClock` says it is time: a big pair of
         statistics whose sides are quiet in the worker (:mod:`.judging`), the others here."""
         self.collect(ctx)
+        if final and self.take_back(ctx):
+            self.clock.dirty = True
         now = time.monotonic()
         if not self.clock.due(now, final):
             return
@@ -462,6 +466,17 @@ class PairState:
         if future is None:
             return False
         self.pending = Pending(future, self.rows)
+        return True
+
+    def take_back(self, ctx: PairContext) -> bool:
+        """Take the pair back from the worker where it has not begun it and this thread has nothing else
+        to do (the job's last pairs: this thread would wait for the worker)."""
+        pending = self.pending
+        if pending is None or ctx.judges is None or not ctx.judges.waiting(pending.future):
+            return False
+        if ctx.others_wait(self):
+            return False
+        self.pending = None  # what the worker sends later is left
         return True
 
     def collect(self, ctx: PairContext) -> None:
