@@ -130,7 +130,8 @@ def big(dump: RankDump) -> bool:
 
 
 class Judges:
-    """The worker process, spawned at the first pair that needs it (never forked: the app has threads)."""
+    """The worker process, spawned (never forked: the app has threads) once the engine finds a big pair of
+    statistics, or at the first pair it would send."""
 
     def __init__(self, wake: Callable[[], None]) -> None:
         self._wake = wake
@@ -146,6 +147,10 @@ class Judges:
         self.start()
         ready = self._ready is not None and self._ready.done() and self._ready.exception() is None
         return ready and not self._broken and len(self._queue) < IN_FLIGHT
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
 
     def start(self) -> None:
         """Start the worker now, where it is not (it imports the compare's code while the engine reads)."""

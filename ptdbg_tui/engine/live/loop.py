@@ -372,11 +372,20 @@ class LiveEngine:
             bench_side = self._side(b) if b is not None else None
             self._pairs[info.key] = PairState(info, self._side(n), bench_side, sent)
             self.outbox.put_rows(info, {}, set())  # listed in the app before its rows are read
-            if self._judges is not None and info.summary and b is not None and big(n):
-                self._judges.start()
             why = None if self.options.summary else statistics_only(n, b)
             if why:
                 self._note(job_note_text(OnPair(pair=info.label, what=why)))
+        self._start_judges()
+
+    def _start_judges(self) -> None:
+        """Start the worker once the job holds three big pairs of statistics, so that it has imported what
+        it needs by the time they are read: this thread judges the first pair and the last itself, so
+        fewer would never send it one."""
+        if self._judges is None or self._judges.started:
+            return
+        pairs = self._pairs.values()
+        if sum(p.info.summary and p.info.bench is not None and big(p.info.npu) for p in pairs) >= 3:
+            self._judges.start()
 
     def _pair_info(self, n: RankDump, b: RankDump | None) -> PairInfo:
         label = n.label if b is None or b.label == n.label else f"{n.label} ↔ {b.label}"
