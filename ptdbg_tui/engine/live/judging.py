@@ -12,7 +12,6 @@ failed, the engine judges the pair itself: the diagnosis is the same either way.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import threading
 import zlib
@@ -27,7 +26,7 @@ from ptdbg_tui.compare.metrics.stats_pass import settled_results
 from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.live.side import FileMark, SideState, file_mark
 from ptdbg_tui.engine.pipeline import Sidecars, judge_pair, match_pair
-from ptdbg_tui.engine.workers.pool import main_hidden
+from ptdbg_tui.engine.workers.pool import let_go, main_hidden, output_to_devnull
 from ptdbg_tui.engine.workers.sharing import dumps, loads
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.layout import RankDump
@@ -114,9 +113,7 @@ def judge_files(npu: RankDump, bench: RankDump, mode: str, final: bool, expected
 def _quiet_worker() -> None:
     """The worker's output to /dev/null (it would tear the app's screen); Ctrl-C is the app's business."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for fd in (1, 2):
-        os.dup2(devnull, fd)
+    output_to_devnull()
 
 
 def _ready() -> None:
@@ -190,6 +187,4 @@ class Judges:
     def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()  # a pair half judged is of no use now
-            pool.shutdown(wait=True, cancel_futures=True)
+            let_go(pool, kill=True)  # a pair half judged is of no use now

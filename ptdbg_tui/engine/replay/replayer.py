@@ -44,6 +44,7 @@ from ptdbg_tui.compare.replay.replayed import with_replays
 from ptdbg_tui.compare.report.layout_words import layout_error_text
 from ptdbg_tui.compare.report.replay_words import INSTALL
 from ptdbg_tui.engine.batch import Outcomes, PairOutcome, judge
+from ptdbg_tui.engine.workers.pool import let_go, output_to_devnull
 from ptdbg_tui.formats.dialects import dialect_of
 from ptdbg_tui.formats.files import reason
 from ptdbg_tui.formats.layout import DumpLayoutError, RankDump, discover
@@ -293,12 +294,7 @@ class Replayer:
         would hold the interpreter's exit, which waits for the pool's workers)."""
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            if kill:
-                for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()
-            # killed, the pool's manager thread ends at once: joined here rather than during the
-            # interpreter's exit, where CPython before 3.12 may write to its closed wakeup pipe
-            pool.shutdown(wait=kill, cancel_futures=True)
+            let_go(pool, kill)
 
     def __enter__(self) -> Replayer:
         return self
@@ -313,9 +309,7 @@ def _warm(background: bool = False) -> None:
     ``dim``) would interleave with the report and say nothing about the user's code."""
     warnings.simplefilter("ignore")
     if background:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for fd in (1, 2):
-            os.dup2(devnull, fd)
+        output_to_devnull()
         os.nice(BACKGROUND_NICE)
     import ptdbg_tui.compare.replay.run  # noqa: F401
 

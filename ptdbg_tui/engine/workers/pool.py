@@ -59,6 +59,23 @@ def job_size(paths: Sequence[str | os.PathLike[str]]) -> int:
     return tensor_bytes([f for folders in sides for f in folders], FUSED_BYTES)
 
 
+def output_to_devnull() -> None:
+    """A worker's stdout and stderr to /dev/null: what it prints would tear an app's screen."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+
+
+def let_go(pool: ProcessPoolExecutor, kill: bool) -> None:
+    """Let a pool's workers go; ``kill``: end them now, in the middle of a call. Killed, the pool's manager
+    thread ends at once: it is joined here rather than during the interpreter's exit, where CPython before
+    3.12 may write to its closed wakeup pipe."""
+    if kill:
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+    pool.shutdown(wait=kill, cancel_futures=True)
+
+
 def _init_worker(fused: bool) -> None:
     os.environ.update(THREAD_ENV)  # read by the BLAS when numpy is first imported, just after this
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
