@@ -29,6 +29,7 @@ from dumper.daemon import CallRecord, DumpDaemon
 from dumper.module_chain import ModuleTracker
 from dumper.patching import STATE, TLS
 from dumper.stack import call_site_frames
+from ptdbg_tui.formats.dialects import RUNNING_STATE
 from ptdbg_tui.formats.layout import rank_dir_path
 from ptdbg_tui.formats.modules import ModuleChain
 from ptdbg_tui.formats.naming import (
@@ -333,6 +334,8 @@ class DumpSession:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)
                     self._seen.forget(args)
+                elif target.attr in RUNNING_STATE:  # it wrote its running statistics (no version moved)
+                    self._seen.forget((args, kwargs))
             return out
         finally:
             TLS.inside = False

@@ -140,7 +140,3 @@ PARAMETER_SLOTS: dict[str, dict[int | str, str]] = {  # by path[0], in msprobe a
     )
     for op in ops
 }
-
-#: Inputs that are a module's running state, which a training call updates in place (a tool that records
-#: inputs after the call shows the new values).
-RUNNING_STATE = {"batch_norm": (1, 2), "instance_norm": (1, 2)}

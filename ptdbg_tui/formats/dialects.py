@@ -101,6 +101,11 @@ DROPOUTS = frozenset(
     {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 )
 
+#: Inputs that are a module's running state, which a training call updates in place (a tool that records
+#: inputs after the call shows the new values). torch moves no version counter as it writes them, so
+#: the dumper must not take an earlier record of them for their values now.
+RUNNING_STATE = {"batch_norm": (1, 2), "instance_norm": (1, 2)}
+
 #: Ops that may write their first argument (``relu(x, inplace=True)``, and any ``op_``).
 INPLACE_CAPABLE = frozenset(
     {

@@ -11,7 +11,8 @@ import pytest
 from ptdbg_tui.compare.diagnosis.diagnose import _Calls, _op, diagnose, parameter_name
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.model import Row
-from ptdbg_tui.compare.ops import RUNNING_STATE, op_name
+from ptdbg_tui.compare.ops import op_name
+from ptdbg_tui.formats.dialects import RUNNING_STATE
 from ptdbg_tui.formats.naming import INPUT, OUTPUT_KINDS
 
 from .test_diagnosis import _compared_seed

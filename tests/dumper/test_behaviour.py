@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from pathlib import Path
 
@@ -429,6 +430,30 @@ def test_an_input_written_through_out_of_its_data_is_recorded_as_it_is_now(tmp_p
 
     _, records = _dump(tmp_path, calls)
     assert records["Torch_tanh_0_forward_input.0"].stats == records["Torch_mul_0_forward_output"].stats
+
+
+def test_running_statistics_a_training_call_updated_are_recorded_as_they_are_now(tmp_path: Path) -> None:
+    """batch_norm updates its running mean and variance in place without moving their version
+    counters: a call that read them next (a validation pass) was recorded with their stats from before
+    the update, whenever the training call was among the last tensors remembered. The eval pass's
+    running variance then matched the bench's though it did not (a CI run named another input)."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 4) * 3 + 1
+    mean, var = torch.zeros(4), torch.ones(4)
+
+    def calls() -> None:
+        F.batch_norm(x, mean, var, training=True)
+        F.batch_norm(x, mean, var, training=False)
+        torch.instance_norm(x.T[None], None, None, mean, var, True, 0.1, 1e-5, False)
+        F.batch_norm(x, mean, var, training=False)
+
+    _, records = _dump(tmp_path, calls)
+    first, second = (records[f"Functional_batch_norm_{i}_forward_input.2"].stats for i in (0, 1))
+    assert second != first
+    assert records["Torch_instance_norm_0_forward_input.4"].stats == second  # read before it updates them
+    last = records["Functional_batch_norm_2_forward_input.2"].stats
+    assert last != second
+    assert math.isclose(last[1], var.min().item())
 
 
 def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gradient(

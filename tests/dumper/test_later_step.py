@@ -269,8 +269,9 @@ def test_running_statistics_that_differ_are_named_where_eval_mode_uses_them(tmp_
         assert [(s.call, s.kind) for s in d.suspects[:1]] == [("Functional_batch_norm_1_forward", ENTERS)], (
             verdict_text(d)
         )
-        assert "Functional_batch_norm_1_forward_input.2 carries" in verdict_text(d)
-        assert "a running statistic, which the calls that train the module update in place" in verdict_text(d)
+        text = verdict_text(d)
+        assert "Functional_batch_norm_1_forward_input.2 carries" in text, text
+        assert "a running statistic, which the calls that train the module update in place" in text, text
 
 
 WARM_UP = textwrap.dedent("""

@@ -71,7 +71,8 @@ from ptdbg_tui.compare.metrics.errors import stats_errors
 from ptdbg_tui.compare.metrics.settled import overwritten_input
 from ptdbg_tui.compare.metrics.verdict import original_pick
 from ptdbg_tui.compare.model import ErrorMeasures, Row, Status
-from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, RUNNING_STATE, in_place, op_name
+from ptdbg_tui.compare.ops import DATA_SHAPED, PARAMETER_SLOTS, RANDOM_OPS, in_place, op_name
+from ptdbg_tui.formats.dialects import RUNNING_STATE
 from ptdbg_tui.formats.naming import BACKWARD, FORWARD, INPUT, OUTPUT_KINDS, EntryName
 from ptdbg_tui.formats.records import StackRecord, TensorRecord, stat_value
 
