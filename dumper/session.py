@@ -15,10 +15,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from dumper import catalog, patching
 from dumper.arguments import PendingCall, current_state, frozen
@@ -206,6 +208,7 @@ class DumpSession:
             self._atexit = True
         patching.install(catalog.targets())
         self._modules.install()
+        _watch_optimizers()
         self._thread = threading.get_ident()
         self.active = self._installed = True
         STATE.session = self
@@ -235,6 +238,11 @@ class DumpSession:
                 ", ".join(seen[:12]),
                 f" (+{len(seen) - 12} more)" if len(seen) > 12 else "",
             )
+
+    def optimizer_stepped(self) -> None:
+        """An optimizer wrote the parameters in place, and a fused one (``Adam(fused=True)``) without
+        moving their version counters: no record of a tensor taken before stands for it now."""
+        self._seen.clear()
 
     def next_step(self) -> None:
         """Next step; dumping goes on (or starts, if now in the step list) when it was on."""
@@ -536,3 +544,17 @@ class DumpSession:
         if key not in self._logged:
             self._logged.add(key)
             log.log(level, msg, *args)
+
+
+@cache
+def _watch_optimizers() -> None:
+    """Tell the dumping session of every optimizer step. Registered once a process and never removed: a
+    step hook that ends the dumped step (``ptdbg-dump run --step``) stops the session while torch
+    iterates its hooks, which removing one would change under it."""
+    register_optimizer_step_post_hook(_optimizer_stepped)
+
+
+def _optimizer_stepped(optimizer: object, args: object, kwargs: object) -> None:
+    session = STATE.session
+    if isinstance(session, DumpSession):
+        session.optimizer_stepped()

@@ -456,6 +456,33 @@ def test_running_statistics_a_training_call_updated_are_recorded_as_they_are_now
     assert math.isclose(last[1], var.min().item())
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_parameters_a_fused_optimizer_updated_are_recorded_as_they_are_now(
+    tmp_path: Path, fused: bool
+) -> None:
+    """``Adam(fused=True)`` writes the parameters without moving their version counters: the next
+    step's forward took the weight's record from the step before (the same statistics, though the
+    optimizer had changed it), wherever that record was still among the last tensors remembered."""
+
+    def train() -> nn.Linear:
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.Adam(model.parameters(), lr=0.5, fused=fused)
+        x, y = torch.randn(8, 4), torch.randn(8, 2)
+        for _ in range(2):
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+        return model
+
+    torch.manual_seed(0)
+    first_weight = nn.Linear(4, 2).weight.detach().clone()
+    _, records = _dump(tmp_path, train)
+    first, second = (records[f"Functional_linear_{i}_forward_input.1"].stats for i in (0, 1))
+    assert math.isclose(first[1], first_weight.min().item())
+    assert second != first  # lr 0.5: the step moved every weight
+
+
 def test_an_in_place_op_on_a_view_returned_by_a_dumped_call_reaches_the_input_gradient(
     tmp_path: Path,
 ) -> None:
