@@ -130,27 +130,41 @@ def host_copy(t: torch.Tensor, raw: bool = False) -> np.ndarray | torch.Tensor:
     return t.to("cpu")
 
 
+#: What says that a tensor still holds the values recorded of it: its version counter, which each
+#: in-place op moves, and where its data lies, which ``x.data = y`` changes without moving the counter
+#: (ZeRO-style sharding swaps a parameter's data so before each use).
+State = tuple[int, int]
+
+
+def tensor_state(t: torch.Tensor) -> State:
+    try:
+        where = t.data_ptr()
+    except (RuntimeError, NotImplementedError):  # no data of its own (a meta or nested tensor)
+        where = -1
+    return t._version, where
+
+
 class SeenTensors:
     """The last few tensors recorded, so a tensor recorded again unchanged (the output of one call
     is the input of the next) reuses its stats and host copy instead of reducing and copying twice."""
 
     def __init__(self, size: int = 16) -> None:
         self.size = size
-        self._items: OrderedDict[int, tuple[weakref.ref[torch.Tensor], int, Value]] = OrderedDict()
+        self._items: OrderedDict[int, tuple[weakref.ref[torch.Tensor], State, Value]] = OrderedDict()
 
     def get(self, t: torch.Tensor) -> Value | None:
         if t.is_inference():  # no version counter: cannot tell whether it changed
             return None
         item = self._items.get(id(t))
-        if item is None or item[0]() is not t or item[1] != t._version:
+        if item is None or item[0]() is not t or item[1] != tensor_state(t):
             return None
         return item[2]
 
-    def put(self, t: torch.Tensor, version: int, value: Value) -> None:
-        """Remember ``value`` as ``t``'s record while ``t`` stays at ``version``: the version it had
-        when its values were taken, which an in-place call has moved on since (an input taken before
+    def put(self, t: torch.Tensor, state: State, value: Value) -> None:
+        """Remember ``value`` as ``t``'s record while ``t`` stays in ``state``: the state it had when its
+        values were taken, which an in-place call has moved on since (an input taken before
         ``x[idx] = …`` is not what ``x`` holds after it). Never an inference tensor (no version)."""
-        self._items[id(t)] = (weakref.ref(t), version, value)
+        self._items[id(t)] = (weakref.ref(t), state, value)
         self._items.move_to_end(id(t))
         if len(self._items) > self.size:
             self._items.popitem(last=False)
@@ -192,7 +206,7 @@ class CallCapture:
         self.copy_npy = copy_npy
         self.checksums = checksums  # tensors copied as their raw bytes, for the writer's CRC
         self.seen = seen
-        self._remember: list[tuple[torch.Tensor, int, Value]] = []
+        self._remember: list[tuple[torch.Tensor, State, Value]] = []
         self.values: list[Value] = []
         self._pending: dict[torch.device, Pending] = {}
         self._pieces: dict[torch.device, list[torch.Tensor]] = {}
@@ -228,7 +242,7 @@ class CallCapture:
             value.array = self._host_copy(t, raw=self.checksums)
         self.values.append(value)
         if self.seen is not None and not user_tensor.is_inference():  # no version counter to watch
-            self._remember.append((user_tensor, user_tensor._version, value))
+            self._remember.append((user_tensor, tensor_state(user_tensor), value))
 
     def add_file(self, name: str, user_tensor: torch.Tensor) -> None:
         """A tensor whose data alone is written, to ``<name>.npy``, with no pkl line and no statistics:
@@ -264,8 +278,8 @@ class CallCapture:
         for device in self._async:  # host copies with no reduction on that device
             in_flight.add(device, None, [])  # type: ignore[union-attr]
         if self.seen is not None:
-            for t, version, value in self._remember:
-                self.seen.put(t, version, value)
+            for t, state, value in self._remember:
+                self.seen.put(t, state, value)
             self._remember.clear()
         self._pieces.clear()
         self._pending.clear()

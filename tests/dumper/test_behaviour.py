@@ -418,6 +418,24 @@ def test_an_input_written_through_data_between_calls_is_recorded_as_it_is_now(tm
     assert stats["Torch_tanh_0_forward_input.0"] != stats["Functional_gelu_0_forward_output"]
 
 
+def test_a_parameter_whose_data_is_replaced_between_calls_is_recorded_as_it_is_now(tmp_path: Path) -> None:
+    """``w.data = other`` (ZeRO-style sharding gathers a parameter so before each use) gives ``w`` new
+    values without moving its version counter: the next call that read ``w`` took its record from
+    the call before."""
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(4, 4))
+    x = torch.randn(2, 4)
+
+    def calls() -> None:
+        F.linear(x, w)
+        w.data = torch.full((4, 4), 3.0)
+        F.linear(x, w)
+
+    _, records = _dump(tmp_path, calls)
+    assert records["Functional_linear_1_forward_input.1"].stats == [3.0, 3.0, 3.0, 12.0]
+    assert records["Functional_linear_0_forward_input.1"].stats != [3.0, 3.0, 3.0, 12.0]
+
+
 def test_an_input_written_through_out_of_its_data_is_recorded_as_it_is_now(tmp_path: Path) -> None:
     """``torch.mul(h.data, 2, out=h.data)`` writes ``h`` as ``h.data.mul_(2)`` does, without moving its
     version counter: the next call's input was recorded with ``h``'s stats from before the write."""
