@@ -342,8 +342,8 @@ class DumpSession:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
                 if target.comm:  # an async collective may still write into them (recorded as they are now)
                     self._seen.forget(args)
-                elif target.attr in RUNNING_STATE:  # it wrote its running statistics (no version moved)
-                    self._seen.forget((args, kwargs))
+            if target.attr in RUNNING_STATE:  # it wrote its running statistics, recorded or not
+                self._seen.forget((args, kwargs))  # (and moved no version counter)
             return out
         finally:
             TLS.inside = False

@@ -474,6 +474,26 @@ def test_running_statistics_a_training_call_updated_are_recorded_as_they_are_now
     assert math.isclose(last[1], var.min().item())
 
 
+def test_running_statistics_a_call_left_out_of_the_dump_updated_are_recorded_as_they_are_now(
+    tmp_path: Path,
+) -> None:
+    """The same where the dump leaves batch_norm out (``api_list``): the call is not recorded, but it
+    still writes the running statistics that a recorded call read before and reads again after."""
+    x = torch.randn(8, 4) * 3 + 1
+    mean, var = torch.zeros(4), torch.ones(4)
+
+    def calls() -> None:
+        torch.add(var, 0)
+        F.batch_norm(x, mean, var, training=True)
+        torch.add(var, 0)
+
+    _, records = _dump(tmp_path, calls, mode="api_list", api_list=["add"])
+    assert "Functional_batch_norm_0_forward_input.2" not in records
+    after = records["Torch_add_1_forward_input.0"].stats
+    assert after != records["Torch_add_0_forward_input.0"].stats
+    assert math.isclose(after[1], var.min().item())
+
+
 @pytest.mark.parametrize("fused", [True, False])
 def test_parameters_a_fused_optimizer_updated_are_recorded_as_they_are_now(
     tmp_path: Path, fused: bool
