@@ -42,6 +42,7 @@ from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pipeline import Context, Sidecars, SideRecords, judge_job, judge_pair, match_pair
 from ptdbg_tui.engine.workers.forked import Forked
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
+from ptdbg_tui.engine.workers.sharing import row_objects
 from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
 from ptdbg_tui.formats.dialects import dialect_of, producer
 from ptdbg_tui.formats.files import reason
@@ -478,7 +479,7 @@ class _Diagnoses:
     def _fork(self, count: int) -> None:
         """The first ``count`` pairs waiting, to a new child."""
         group, self.waiting = self.waiting[:count], self.waiting[count:]
-        held = [x for o in group for x in _held(o)]
+        held = row_objects(r for o in group for r in o.rows)
         work = partial(_finished, group, self.write, self.several)
         self.running.append(([id(o) for o in group], Forked(work, held)))
 
@@ -507,14 +508,6 @@ class _Diagnoses:
         for _, forked in self.running:
             forked.cancel()
         self.running.clear()
-
-
-def _held(o: PairOutcome) -> list[object]:
-    """What a pair's diagnosis may name of the pair: its rows, their records, stacks and results."""
-    held: list[object] = []
-    for row in o.rows:
-        held += [row, row.npu, row.bench, row.stack, row.result]
-    return held
 
 
 def _finished(

@@ -27,7 +27,7 @@ from ptdbg_tui.compare.model import Row
 from ptdbg_tui.engine.live.side import FileMark, SideState, file_mark
 from ptdbg_tui.engine.pipeline import Sidecars, judge_pair, match_pair
 from ptdbg_tui.engine.workers.pool import let_go, main_hidden, output_to_devnull
-from ptdbg_tui.engine.workers.sharing import dumps, loads
+from ptdbg_tui.engine.workers.sharing import dumps, loads, row_objects
 from ptdbg_tui.formats.calls import CallSpec
 from ptdbg_tui.formats.layout import RankDump
 
@@ -56,7 +56,7 @@ class Judged(NamedTuple):
     """A pair's diagnosis from the worker, and whether it read each side's call sidecar (the engine then
     reads it too: its skipped lines are reported by the engine's side)."""
 
-    data: bytes  # pickled, naming the engine's objects by their index in :func:`shared_of`
+    data: bytes  # pickled, naming the engine's objects by their index in :func:`row_objects`
     read_specs: tuple[bool, bool]
 
 
@@ -66,13 +66,8 @@ def names_of(rows: Sequence[Row]) -> int:
     return zlib.crc32(text.encode("utf-8", "surrogatepass"))
 
 
-def shared_of(rows: Sequence[Row]) -> list[object]:
-    """What a pair's diagnosis may name of its rows, in an order both processes build alike."""
-    return [x for r in rows for x in (r, r.npu, r.bench, r.stack, r.result)]
-
-
 def diagnosis_of(judged: Judged, rows: Sequence[Row]) -> Diagnosis:
-    found: Diagnosis = loads(judged.data, shared_of(rows))
+    found: Diagnosis = loads(judged.data, row_objects(rows))
     return found
 
 
@@ -81,13 +76,11 @@ def judge_files(npu: RankDump, bench: RankDump, mode: str, final: bool, expected
     settled and judged as the engine does once both sides are quiet; None where it is not what the engine
     read (or a row is not settled by its statistics)."""
     sides = (SideState(npu), SideState(bench))
-    if (file_mark(npu), file_mark(bench)) != expected.files:
-        return None
     for side in sides:
         side.poll(final)
         if side.error is not None:
             return None
-    if (file_mark(npu), file_mark(bench)) != expected.files:  # it changed while read
+    if (sides[0].mark, sides[1].mark) != expected.files:  # other files, or changed while read
         return None
     rows = match_pair(sides[0].records(), sides[1].records(), mode).rows
     if len(rows) != expected.rows or names_of(rows) != expected.names:
@@ -107,7 +100,7 @@ def judge_files(npu: RankDump, bench: RankDump, mode: str, final: bool, expected
         npu, bench, partial(specs, 0), partial(specs, 1), lambda: (n.module_chains(), b.module_chains())
     )
     found = judge_pair(rows, sidecars)
-    return Judged(dumps(found, shared_of(rows)), (read[0], read[1]))
+    return Judged(dumps(found, row_objects(rows)), (read[0], read[1]))
 
 
 def _quiet_worker() -> None:

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import IO, Any
+
+from ptdbg_tui.compare.model import Row
+
+
+def row_objects(rows: Iterable[Row]) -> list[object]:
+    """What a pair's diagnosis may name of its rows: each row, its records, stack and result, in an order
+    both processes build alike."""
+    return [x for r in rows for x in (r, r.npu, r.bench, r.stack, r.result)]
 
 
 def dumps(obj: object, shared: Sequence[object]) -> bytes:
