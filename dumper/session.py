@@ -340,10 +340,11 @@ class DumpSession:
                 self._seen.forget_aliases(kwargs["out"])
             if plan is not None:
                 self._guarded(target, self._finish, plan, args, kwargs, out)
-                if target.comm:  # an async collective may still write into them (recorded as they are now)
-                    self._seen.forget(args)
-            if target.attr in RUNNING_STATE:  # it wrote its running statistics, recorded or not
-                self._seen.forget((args, kwargs))  # (and moved no version counter)
+            if target.comm or target.attr in RUNNING_STATE:
+                # it wrote into its arguments (a collective, or batch norm's running statistics), recorded
+                # or not, without moving their versions; an async collective may still write (recorded
+                # as they are now): what was remembered of them is stale
+                self._seen.forget((args, kwargs))
             return out
         finally:
             TLS.inside = False
