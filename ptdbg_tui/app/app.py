@@ -245,6 +245,11 @@ class PtdbgApp(App[None]):
         # FREEZE_S (freezing costs nothing): a collection never scans more than that much new
         # work. Left alone, the middle generation of a 100k-row load stopped both threads ~0.2 s.
         self.set_interval(FREEZE_S, self._freeze_while_busy, name="gc freeze")
+        # The slices of a big update, one a tick while there is one. An interval, not a timer set again
+        # after each slice: Textual drops a one-shot timer whose delay has passed by the time it first
+        # reads the clock (its ``skip``), which the engine's thread, holding the interpreter for
+        # milliseconds, made happen: the next slice never came and the view stopped, half filled.
+        self._drain_ticks = self.set_interval(DRAIN_GAP_S, self._drain, name="drain", pause=True)
         self.call_tree.focus()
         self.call_tree.rebuild()
         self._show_progress()
@@ -277,15 +282,15 @@ class PtdbgApp(App[None]):
             self._drain()
 
     def _drain(self) -> None:
-        """Apply a slice of pending updates; schedules itself again while work remains."""
+        """Apply a slice of pending updates; ticks again while work remains (see :meth:`on_mount`)."""
         if not self.call_tree.is_attached:  # shutting down: the engine's last news comes too late
-            self._draining = False
+            self._stop_draining()
             return
         self._draining = True
         if not self.model.loading:
             update = self.engine.outbox.take()
             if update is None:
-                self._draining = False
+                self._stop_draining()
                 return
             self.model.load(update)
             for text in update.notices:
@@ -306,9 +311,13 @@ class PtdbgApp(App[None]):
                     self.detail.refresh_detail()  # the last slice: the error chart is final too
                 if self._overview is not None and self._overview.is_current:
                     self._overview.follow()
-        # A timer, not call_later: the next slice waits for the event loop, so key presses, the
-        # other widgets' queues and repaints get their turn between slices.
-        self.set_timer(DRAIN_GAP_S, self._drain, name="drain")
+        # A tick, not call_later: the next slice waits for the event loop, so key presses, the other
+        # widgets' queues and repaints get their turn between slices.
+        self._drain_ticks.resume()
+
+    def _stop_draining(self) -> None:
+        self._draining = False
+        self._drain_ticks.pause()
 
     def _header_lines(self, width: int, styles: dict[str, Style]) -> list[Text]:
         npu, bench = self.engine.npu_root, self.engine.bench_root  # a narrowed dump may replace them
