@@ -40,7 +40,7 @@ from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pipeline import Context, Sidecars, SideRecords, judge_job, judge_pair, match_pair
-from ptdbg_tui.engine.workers.forked import Forked
+from ptdbg_tui.engine.workers.forked import MOST_PARTS, Claims, Forked
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.workers.sharing import row_objects
 from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
@@ -102,7 +102,8 @@ class PairOutcome:
     dumps: Diagnosis | None = None
 
     def counts(self) -> Counter[Status]:
-        return Counter(row.status for row in self.rows)
+        statuses = [row.status for row in self.rows]  # counted by identity: an Enum hashes in Python
+        return Counter({s: n for s in Status if (n := statuses.count(s))})
 
     @property
     def label(self) -> str:
@@ -460,12 +461,13 @@ class _Diagnoses:
     was free, and the command reads on meanwhile: after a fork each page either process writes is a
     fault, a copy while the other holds it (the command's reading, the child's reference counts), so
     fewer forks cost less. At the end the pairs no child has taken are shared between a child and
-    this process."""
+    this process, which then also diagnoses the pairs the children have not begun
+    (:class:`~ptdbg_tui.engine.workers.forked.Claims`)."""
 
     def __init__(self, children: int, write: WriteFn | None, several: bool) -> None:
         self.children, self.write, self.several = children, write, several
         self.waiting: list[PairOutcome] = []  # read, and not given to a child yet
-        self.running: list[tuple[list[int], Forked[list[tuple[Diagnosis, Path | None]]]]] = []
+        self.running: list[_Group] = []
         self.done: dict[int, tuple[Diagnosis, Path | None]] = {}  # by id of the outcome
 
     def start(self, o: PairOutcome) -> None:
@@ -477,51 +479,68 @@ class _Diagnoses:
             self._fork(len(self.waiting))
 
     def _fork(self, count: int) -> None:
-        """The first ``count`` pairs waiting, to a new child."""
+        """The first ``count`` pairs waiting (at most as many as a child shares), to a new child."""
+        count = min(count, MOST_PARTS)
         group, self.waiting = self.waiting[:count], self.waiting[count:]
         held = row_objects(r for o in group for r in o.rows)
-        work = partial(_finished, group, self.write, self.several)
-        self.running.append(([id(o) for o in group], Forked(work, held)))
+        claims = Claims(len(group))
+        work = partial(_finished, group, claims, self.write, self.several)
+        self.running.append(_Group(group, claims, Forked(work, held)))
 
     def _collect(self, wait: bool) -> None:
         """The results of the children that have finished (``wait``: of every child)."""
-        for keys, forked in list(self.running):
-            if wait or forked.ready():
-                self.running.remove((keys, forked))
-                self.done.update(zip(keys, forked.result(), strict=True))
+        for g in list(self.running):
+            if wait or g.forked.ready():
+                self.running.remove(g)
+                for part, found in g.forked.result():
+                    self.done[id(g.pairs[part])] = found
+                g.claims.close()
 
     def finish(self, outcomes: Outcomes) -> None:
         """Every pair's diagnosis: of those no child has, half to a free child and the others here
-        (while the children work), then the children's."""
+        (while the children work), then those the children have not begun here, then the children's."""
         self._collect(wait=False)
-        running = {key for keys, _ in self.running for key in keys}
+        running = {id(o) for g in self.running for o in g.pairs}
         self.waiting = [o for o in outcomes if id(o) not in self.done and id(o) not in running]
         while self.children > len(self.running) and len(self.waiting) > 1:
             self._fork(len(self.waiting) // 2)
         here = {id(o): (_diagnosis(o), None) for o in self.waiting}
         self.waiting = []
+        for g in self.running:
+            while (part := g.claims.take()) is not None:
+                here[id(g.pairs[part])] = (_diagnosis(g.pairs[part]), None)
         self._collect(wait=True)
         for o in outcomes:
             o.diagnosis, o.csv = self.done.pop(id(o)) if id(o) in self.done else here[id(o)]
 
     def cancel(self) -> None:
-        for _, forked in self.running:
-            forked.cancel()
+        for g in self.running:
+            g.forked.cancel()
+            g.claims.close()
         self.running.clear()
 
 
+class _Group(NamedTuple):
+    """Pairs given to one child: it diagnoses each it claims (their index in ``pairs``)."""
+
+    pairs: list[PairOutcome]
+    claims: Claims
+    forked: Forked[list[tuple[int, tuple[Diagnosis, Path | None]]]]
+
+
 def _finished(
-    group: Sequence[PairOutcome], write: WriteFn | None, several: bool
-) -> list[tuple[Diagnosis, Path | None]]:
-    """Each pair's diagnosis and, given ``write``, its CSV (``None`` where it could not be written: the
-    caller writes it again, and reports why not)."""
+    group: Sequence[PairOutcome], claims: Claims, write: WriteFn | None, several: bool
+) -> list[tuple[int, tuple[Diagnosis, Path | None]]]:
+    """The diagnosis of each pair of ``group`` claimed, by its index, and, given ``write``, its CSV
+    (``None`` where it could not be written: the caller writes it again, and reports why not)."""
     out = []
-    for o in group:
+    for part in claims.parts():
+        o = group[part]
         found = _diagnosis(o)
         try:
-            out.append((found, write(o, several) if write is not None else None))
+            out.append((part, (found, write(o, several) if write is not None else None)))
         except Exception:
-            out.append((found, None))
+            out.append((part, (found, None)))
     return out
 
 

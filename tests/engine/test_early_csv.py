@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 from pathlib import Path
 
@@ -112,10 +113,42 @@ def test_a_child_takes_the_pairs_read_while_none_was_free_and_the_last_ones_are_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Six pairs, the first child busy until every pair is read: it took the first; of the five left, a
-    child takes two and the command diagnoses three; the same files as one by one."""
+    child takes two and the command diagnoses three, then the one of those two that child has not begun;
+    the same files as one by one."""
     npu, bench = two_ranks(tmp_path, ranks=6)
+    here = os.getpid()
     read_all = {"done": False}
-    monkeypatch.setattr(forked.Forked, "ready", lambda self: read_all["done"])
+    claimed_r, claimed_w = os.pipe()  # a byte from the last child as it begins a pair
+    gate_r, gate_w = os.pipe()  # then it waits for a byte here
+    diagnosis = batch._diagnosis
+
+    def held(o):
+        if os.getpid() != here and read_all["done"]:  # a child forked once every pair was read
+            os.write(claimed_w, b"c")
+            os.read(gate_r, 1)
+        return diagnosis(o)
+
+    take = forked.Claims.take
+    waited = {"done": False}
+
+    def after_both_began(self):
+        if os.getpid() == here and not waited["done"]:
+            assert select.select([claimed_r], [], [], 60)[0], "the last child did not begin its first pair"
+            os.read(claimed_r, 1)
+            waited["done"] = True
+        return take(self)
+
+    collect = batch._Diagnoses._collect
+
+    def let_them_go(self, wait):
+        if wait:
+            os.write(gate_w, b"g" * 6)  # enough for every pair
+        collect(self, wait)
+
+    monkeypatch.setattr(batch, "_diagnosis", held)
+    monkeypatch.setattr(forked.Claims, "take", after_both_began)
+    monkeypatch.setattr(batch._Diagnoses, "_collect", let_them_go)
+    monkeypatch.setattr(forked.Forked, "ready", lambda self: read_all["done"])  # none done while reading
     finish = batch._Diagnoses.finish
 
     def after_reading(self: batch._Diagnoses, outcomes: batch.Outcomes) -> None:
@@ -124,11 +157,16 @@ def test_a_child_takes_the_pairs_read_while_none_was_free_and_the_last_ones_are_
 
     monkeypatch.setattr(batch._Diagnoses, "finish", after_reading)
     writers = _noted_writers(tmp_path, monkeypatch)
-    compare(npu, bench, tmp_path / "two", jobs=2)
+    try:
+        compare(npu, bench, tmp_path / "two", jobs=2)
+    finally:
+        for fd in (claimed_r, claimed_w, gate_r, gate_w):
+            os.close(fd)
     pids = writers.read_text().split()
-    here = str(os.getpid())
-    assert len(pids) == 6 and pids.count(here) == 3
-    assert len({p for p in pids if p != here}) == 2  # two children: one pair, then two
+    assert len(pids) == 6 and pids.count(str(here)) == 4
+    assert len({p for p in pids if p != str(here)}) == 2  # two children: a pair each
     writers.unlink()
+    monkeypatch.undo()
+    _noted_writers(tmp_path, monkeypatch)
     compare(npu, bench, tmp_path / "one", jobs=1)
     assert outputs(tmp_path / "two") == outputs(tmp_path / "one")

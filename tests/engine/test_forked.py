@@ -4,6 +4,7 @@ objects, a failed child's work is done again here, a cancelled child is stopped.
 from __future__ import annotations
 
 import os
+import select
 
 import pytest
 
@@ -75,3 +76,54 @@ def test_a_cancelled_child_is_stopped_and_reaped() -> None:
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_each_part_is_taken_once_by_the_child_or_by_this_process() -> None:
+    claims = forked.Claims(50)
+    began_r, began_w = os.pipe()
+    gate_r, gate_w = os.pipe()
+    try:
+
+        def work() -> list[int]:  # one part, then a wait while this process takes what is left
+            parts = claims.parts()
+            first = next(parts)
+            os.write(began_w, b"b")
+            os.read(gate_r, 1)
+            return [first, *parts]
+
+        child = Forked(work, [])
+        assert select.select([began_r], [], [], 60)[0], "the child did not begin"
+        here = []
+        while (part := claims.take()) is not None:
+            here.append(part)
+        os.write(gate_w, b"g")
+        theirs = child.result()
+    finally:
+        claims.close()
+        for fd in (began_r, began_w, gate_r, gate_w):
+            os.close(fd)
+    assert len(theirs) == 1 and len(here) == 49
+    assert sorted(theirs + here) == list(range(50))
+
+
+def test_the_parts_of_a_child_that_fails_are_done_here_but_those_taken_here() -> None:
+    parent = os.getpid()
+    claims = forked.Claims(10)
+    assert [claims.take(), claims.take()] == [0, 1]
+
+    def work() -> list[int]:
+        parts = list(claims.parts())  # the child takes every part left, then fails
+        if os.getpid() != parent:
+            raise RuntimeError("only in the child")
+        return parts
+
+    try:
+        assert Forked(work, []).result() == list(range(2, 10))
+    finally:
+        claims.close()
+
+
+def test_parts_beyond_what_a_pipe_holds_are_not_shared() -> None:
+    claims = forked.Claims(forked.MOST_PARTS + 1)
+    assert claims.take() is None
+    assert list(claims.parts()) == list(range(forked.MOST_PARTS + 1))

@@ -412,10 +412,16 @@ def fold_outcomes(
     step's note names the earlier step's culprit as the replay leaves it (a refuted one is no culprit)."""
     out: dict[str, dict[str, CallReplay]] = {}
     job = isinstance(outcomes, Outcomes)
+    # no pair replayed, of a job judged already: no stage of the job reads what the replay says, and each
+    # keeps it, so the job's verdict only takes it on (a statistics job is not judged twice)
+    judged = job and all(o.dumps is not None for o in outcomes)
+    rejudge = not judged or not all(isinstance(r, PairNotReplayed) for r in found)
     for o, result in zip(outcomes, found, strict=False):
         own = o.dumps if job and o.dumps is not None else o.diagnosis
         if isinstance(result, PairNotReplayed):
             d = replace(own, replay=ReplayRun(why_not=result))
+            if not rejudge:
+                o.diagnosis = replace(o.diagnosis, replay=d.replay)
         else:
             d = with_replays(own, o.rows, result[1], o.npu.step, chosen=result[0])
             out[o.label] = result[1]
@@ -423,7 +429,7 @@ def fold_outcomes(
             o.dumps = d
         else:
             o.diagnosis = d
-    if job:
+    if job and rejudge:
         assert isinstance(outcomes, Outcomes)
         judge(outcomes)
     return out

@@ -1,5 +1,7 @@
 """Work on what this process holds, done in a forked child while this process goes on: a batch
 compare's diagnoses of the pairs of statistics it has read (and their CSVs) while it reads on.
+Work made of parts (:class:`Claims`) is shared at the end: this process takes the parts the child has
+not begun, so that neither waits long on the other.
 
 The child inherits the pairs' rows. Its result comes back pickled, each object of this process it
 names (a row, a record, a result) sent as its index (:mod:`.sharing`). Where there is no
@@ -14,7 +16,7 @@ import os
 import select
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from ptdbg_tui.engine.workers.sharing import dumps, loads
@@ -24,6 +26,65 @@ T = TypeVar("T")
 
 def can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
+
+
+#: The most parts a :class:`Claims` shares with a child: their tokens fit any pipe without a wait (Linux
+#: gives a user over his limit pipes of one page).
+MOST_PARTS = 1024
+_TOKEN = 2  # bytes a part's index takes in the pipe
+
+
+class Claims:
+    """The parts ``0 .. count - 1`` of a child's work, each taken once: by the child as it goes, or by
+    this process (:meth:`take`) once it has nothing else to do.
+
+    Their indexes wait in a pipe, written whole before the fork: a read of one index is never cut, so
+    whoever reads it does that part. Where nothing is shared (no fork, more than :data:`MOST_PARTS`
+    parts), the child, or the work done here, takes every part this process has not."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.taken: set[int] = set()  # by this process
+        self._owner = os.getpid()
+        self._fd = -1
+        if not can_fork() or count > MOST_PARTS:
+            return
+        read, write = os.pipe()
+        try:
+            os.write(write, b"".join(i.to_bytes(_TOKEN, "little") for i in range(count)))
+        finally:
+            os.close(write)
+        os.set_blocking(read, False)  # its writer is closed: an empty pipe reads as its end
+        self._fd = read
+
+    def take(self) -> int | None:
+        """A part nobody has begun, now this process's; None when none is left."""
+        if self._fd < 0:
+            return None
+        try:
+            token = os.read(self._fd, _TOKEN)
+        except BlockingIOError:
+            return None
+        if len(token) != _TOKEN:
+            return None
+        part = int.from_bytes(token, "little")
+        if os.getpid() == self._owner:
+            self.taken.add(part)
+        return part
+
+    def parts(self) -> Iterator[int]:
+        """The parts the work takes: in a child, one at a time as it goes; here (the child failed, or
+        there is none), every part this process has not taken."""
+        if os.getpid() == self._owner or self._fd < 0:
+            yield from (i for i in range(self.count) if i not in self.taken)
+            return
+        while (part := self.take()) is not None:
+            yield part
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class Forked(Generic[T]):
