@@ -13,7 +13,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -504,8 +504,7 @@ def run_compare(args: argparse.Namespace) -> int:
         return failure(prog, e, (CompareInputError, ClusterError))
     finally:
         bar.close()
-    if _LEFT is not None:
-        _LEFT.append(outcomes)
+    _leave(outcomes)
     if (code := _default_replay(prog, args, outcomes)) != EXIT_OK:
         return code
     if (code := _write_outputs(prog, args, outcomes)) != EXIT_OK:
@@ -884,6 +883,7 @@ def run_app(args: argparse.Namespace) -> int:
     if not set_theme(app, args.theme):
         return EXIT_USAGE
     app.run()
+    _leave(app, ended=not app.engine.alive)
     return EXIT_OK
 
 
@@ -928,23 +928,33 @@ def run_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: Commands that end by leaving their memory to the operating system (:func:`run`).
+#: Commands that end by leaving their memory to the operating system (:func:`run`); the app too (no
+#: command: ``ptdbg-tui NPU BENCH``).
 _QUICK_EXIT = ("compare", "narrow", "monitor")
 #: Where such a command leaves what it compared, so that it is not freed as its function returns (an
 #: LLM job's millions of objects, ~0.2 s of CPU after the report); ``None`` where the caller goes on.
 _LEFT: list[object] | None = None
 
 
+def _leave(done: object, ended: bool = True) -> None:
+    """Leave ``done`` to the operating system where the program ends next (:func:`run`); ``ended``
+    False: something of the command still runs (a thread that did not stop in time), which the usual
+    exit waits for."""
+    global _LEFT
+    if _LEFT is not None:
+        _LEFT = [*_LEFT, done] if ended else None
+
+
 def run() -> None:
     """The ``ptdbg-tui`` program: :func:`main`; a headless compare (or narrow) then exits without
     freeing its rows one by one (an LLM job's millions of objects took half a second of its six, once
-    everything was written; the program ends anyway, and tests call :func:`main`)."""
+    everything was written; the program ends anyway, and tests call :func:`main`), and so does the app
+    once its terminal is restored (3 s after ``q`` on the LLM pair, freeing what it showed)."""
     global _LEFT
-    quick = bool(sys.argv[1:2]) and sys.argv[1] in _QUICK_EXIT
-    if quick:
-        _LEFT = []
+    command = sys.argv[1] if sys.argv[1:2] else ""
+    _LEFT = [] if command in _QUICK_EXIT or (command != "compare" and command not in _RUNS) else None
     code = main()
-    if quick:
+    if _LEFT is not None:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):  # a reader that left, a closed stream
                 stream.flush()
@@ -968,18 +978,22 @@ def main(argv: list[str] | None = None) -> int:
             if size := job_size([args.npu, args.bench]):
                 prestart(fused=size >= FUSED_BYTES)
         return run_compare(args)
-    commands = {
-        "replay": (replay_parser, run_replay),
-        "repro": (repro_parser, run_repro),
-        "check": (check_parser, run_check),
-        "narrow": (narrow_parser, run_narrow),
-        "monitor": (monitor_parser, run_monitor),
-        "demo": (demo_parser, run_demo),
-    }
-    if command in commands:
-        parser, run_command = commands[command]
+    if command in _RUNS:
+        parser, run_command = _RUNS[command]
         return run_command(parser().parse_args(argv[1:]))
     return run_app(app_parser().parse_args(argv))
+
+
+#: The commands besides ``compare`` (:func:`main`), each its parser and its function; any other first
+#: argument opens the app.
+_RUNS: dict[str, tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], int]]] = {
+    "replay": (replay_parser, run_replay),
+    "repro": (repro_parser, run_repro),
+    "check": (check_parser, run_check),
+    "narrow": (narrow_parser, run_narrow),
+    "monitor": (monitor_parser, run_monitor),
+    "demo": (demo_parser, run_demo),
+}
 
 
 if __name__ == "__main__":

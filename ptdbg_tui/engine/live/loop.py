@@ -158,6 +158,11 @@ class LiveEngine:
             self._thread.join(timeout)
 
     @property
+    def alive(self) -> bool:
+        """Its thread still runs (:meth:`stop` waits for it a while only)."""
+        return self._thread.is_alive()
+
+    @property
     def watching(self) -> str:
         return self._watcher.mode if self._watcher else "static"
 
