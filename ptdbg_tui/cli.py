@@ -928,8 +928,7 @@ def run_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: Commands that end by leaving their memory to the operating system (:func:`run`); the app too (no
-#: command: ``ptdbg-tui NPU BENCH``).
+#: Commands that end by leaving their memory to the operating system (:func:`run`), as the app does.
 _QUICK_EXIT = ("compare", "narrow", "monitor")
 #: Where such a command leaves what it compared, so that it is not freed as its function returns (an
 #: LLM job's millions of objects, ~0.2 s of CPU after the report); ``None`` where the caller goes on.
@@ -952,7 +951,8 @@ def run() -> None:
     once its terminal is restored (3 s after ``q`` on the LLM pair, freeing what it showed)."""
     global _LEFT
     command = sys.argv[1] if sys.argv[1:2] else ""
-    _LEFT = [] if command in _QUICK_EXIT or (command != "compare" and command not in _RUNS) else None
+    opens_app = command != "compare" and command not in _RUNS  # as main() dispatches
+    _LEFT = [] if command in _QUICK_EXIT or opens_app else None
     code = main()
     if _LEFT is not None:
         for stream in (sys.stdout, sys.stderr):

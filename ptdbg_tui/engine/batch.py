@@ -40,7 +40,7 @@ from ptdbg_tui.engine.callpath import module_label
 from ptdbg_tui.engine.context import Compared, check_collectives
 from ptdbg_tui.engine.gcpolicy import fewer_collections, long_lived
 from ptdbg_tui.engine.pipeline import Context, Sidecars, SideRecords, judge_job, judge_pair, match_pair
-from ptdbg_tui.engine.workers.forked import MOST_PARTS, Claims, Forked
+from ptdbg_tui.engine.workers.forked import Claims, Forked
 from ptdbg_tui.engine.workers.pool import FUSED_BYTES, MetricPool, TaskPool
 from ptdbg_tui.engine.workers.sharing import row_objects
 from ptdbg_tui.engine.workers.tasks import CompareTask, task_for
@@ -479,8 +479,7 @@ class _Diagnoses:
             self._fork(len(self.waiting))
 
     def _fork(self, count: int) -> None:
-        """The first ``count`` pairs waiting (at most as many as a child shares), to a new child."""
-        count = min(count, MOST_PARTS)
+        """The first ``count`` pairs waiting, to a new child."""
         group, self.waiting = self.waiting[:count], self.waiting[count:]
         held = row_objects(r for o in group for r in o.rows)
         claims = Claims(len(group))
