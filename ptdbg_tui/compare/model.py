@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ptdbg_tui.formats.frozen import quick_frozen
+from ptdbg_tui.formats.frozen import quick_frozen, quick_pickle
 from ptdbg_tui.formats.records import StackRecord, TensorRecord
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def worst(statuses: Iterable[Status]) -> Status:
     return max(statuses, key=_SEVERITY.__getitem__, default=Status.PASS)
 
 
+@quick_pickle
 @quick_frozen
 class ErrorMeasures:
     """What the diagnosis needs of one compared tensor pair (over positions finite on both sides).
@@ -92,6 +93,7 @@ class FloatReprs(tuple[str, ...]):
     __slots__ = ()
 
 
+@quick_pickle
 @dataclass(slots=True)
 class Result:
     """Outcome of comparing one row: the CSV cells plus what the UI needs to explain it."""
@@ -129,6 +131,7 @@ def same_shape(npu: TensorRecord, bench: TensorRecord, transposed: bool = False)
     return bool(npu.shape_raw == bench.shape_raw)
 
 
+@quick_pickle
 @dataclass(slots=True, eq=False)
 class Row:
     """One compared entry: an NPU record, its bench record, or both."""

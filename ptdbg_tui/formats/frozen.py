@@ -1,4 +1,4 @@
-"""Frozen dataclasses that are quick to make.
+"""Dataclasses that are quick to make (frozen ones) and to pickle.
 
 A frozen dataclass sets each field through ``object.__setattr__`` (its own ``__setattr__`` refuses):
 ~0.2 µs a field, 5x a plain one's. The values a statistics compare makes per row and per call (error
@@ -10,7 +10,8 @@ and plain slotted dataclasses at run time, with a frozen one's equality and hash
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
@@ -36,3 +37,21 @@ def quick_frozen(cls: C | None = None, /, *, kw_only: bool = False) -> C | Calla
         return cast("C", dataclass(slots=True, unsafe_hash=True, kw_only=kw_only)(c))
 
     return wrap if cls is None else wrap(cls)
+
+
+def quick_pickle(cls: C) -> C:
+    """A slotted dataclass pickled as a call of the class on its fields (the dataclass is applied
+    first). Dataclasses pickle a slotted one through ``__getstate__``/``__setstate__`` in Python, which
+    look its fields up and set each one by one: a statistics pair's records, rows and results (~40,000
+    objects) took 0.4 s to pickle and 0.17 s to read back, more than reading them from the pkl, where a
+    cluster worker or a forked child sends them. A class whose ``__post_init__`` derives more fields
+    derives them again."""
+    names = [f.name for f in fields(cls) if f.init]
+    assert len(names) > 1, "attrgetter gives a tuple for two names or more"
+    values = attrgetter(*names)
+
+    def __reduce__(self: object) -> tuple[type, tuple[Any, ...]]:
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    return cls

@@ -21,7 +21,7 @@ import re
 from dataclasses import field
 from functools import lru_cache
 
-from ptdbg_tui.formats.frozen import quick_frozen
+from ptdbg_tui.formats.frozen import quick_frozen, quick_pickle
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -47,6 +47,7 @@ _NAME_RE = re.compile(
 )
 
 
+@quick_pickle
 @quick_frozen
 class EntryName:
     """One entry name. ``api`` is ``prefix_op`` (msprobe: ``Prefix.op``, ``Module.path.Class``) as

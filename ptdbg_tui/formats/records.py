@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple, TypeVar
 
+from ptdbg_tui.formats.frozen import quick_pickle
 from ptdbg_tui.formats.naming import STACK_INFO, EntryName, parse_name
 from ptdbg_tui.formats.unreadable import Malformed, Unreadable
 from ptdbg_tui.formats.untrusted import is_one_line, one_line
@@ -30,6 +31,7 @@ class Frame(NamedTuple):
     source: str | None
 
 
+@quick_pickle
 @dataclass(slots=True)
 class TensorRecord:
     """One tensor or Python-scalar line."""
@@ -122,6 +124,10 @@ class StackRecord:
                 )
                 for f in self.frames
             ]
+
+    def __reduce__(self) -> tuple[Any, tuple[str, list[Frame], int]]:
+        """Pickled as its fields, read back as checked (see :func:`~.frozen.quick_pickle`)."""
+        return StackRecord.of_checked, (self.name, self.frames, self.line)
 
     @classmethod
     def of_checked(cls, name: str, frames: Sequence[Frame], line: int = 0) -> StackRecord:

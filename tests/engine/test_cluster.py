@@ -16,6 +16,7 @@ distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.cli import report_text  # noqa: E402
 from ptdbg_tui.compare.report.words import rank_headline  # noqa: E402
+from ptdbg_tui.engine import batch as batch_module  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.live.loop import LiveEngine  # noqa: E402
 from ptdbg_tui.engine.live.options import LiveOptions  # noqa: E402
@@ -78,6 +79,27 @@ def test_cluster_gives_the_local_csv_and_verdict(cluster, dumps):
     assert remote.placements[workers["far"]] >= 2  # rank 1's pair and its tensors can only go there
     assert sum(remote.placements.values()) >= 4
     assert f"cluster {cluster.scheduler_address}: " in report_text(remote)
+
+
+def test_a_pair_of_statistics_is_diagnosed_by_the_worker_that_read_it(cluster, dumps, monkeypatch):
+    """Beside the other pairs, where its sidecars are: not one after the other in this process."""
+    _, npu, bench = dumps
+    local = compare_dumps(npu, bench, summary=True, jobs=1)
+
+    def here(*_: object) -> None:
+        raise AssertionError("diagnosed in the command's process")
+
+    monkeypatch.setattr(batch_module, "judge_pair", here)  # this process's only: the workers are others
+    remote = compare_dumps(npu, bench, summary=True, cluster=cluster.scheduler_address)
+    assert [o.diagnosis.fault for o in remote] == ["", ""]
+    assert [_culprit(o) for o in remote] == [_culprit(o) for o in local]
+    assert _culprit(remote[1]) is not None
+    assert rank_headline(remote.ranks) == rank_headline(local.ranks)
+
+
+def _culprit(o) -> str | None:
+    culprit = o.diagnosis.culprit
+    return culprit.call if culprit is not None else None
 
 
 def test_pairs_slower_to_fetch_than_a_look_at_the_cluster_still_come_back(cluster, dumps, monkeypatch):

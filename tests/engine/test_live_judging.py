@@ -4,6 +4,7 @@ judges it itself."""
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from concurrent.futures import Future
@@ -127,6 +128,32 @@ def test_the_worker_judges_only_the_files_the_engine_read(tmp_path, make_dump):
     with n.records.open("a") as f:  # the NPU side grew since the engine read it
         f.write("\n")
     assert judge_files(n, b, "auto", True, expected) is None
+
+
+def test_the_worker_reads_and_judges_without_collections(tmp_path, make_dump, monkeypatch):
+    """A third of its time went to young collections scanning the pair's records and rows as they were
+    built; the collector is back once the pair is judged."""
+    npu, bench = _pair(tmp_path, make_dump, ranks=1)
+    (n,), (b,) = discover(npu), discover(bench)
+    sides = [SideState(n), SideState(b)]
+    for side in sides:
+        side.poll(final=True)
+    from ptdbg_tui.engine.pipeline import match_pair
+
+    rows = match_pair(sides[0].records(), sides[1].records(), "auto").rows
+    expected = Expected((sides[0].mark, sides[1].mark), len(rows), names_of(rows))
+    collecting: list[bool] = []
+    poll = SideState.poll
+
+    def polled(self, final: bool) -> None:
+        collecting.append(gc.isenabled())
+        poll(self, final)
+
+    monkeypatch.setattr(SideState, "poll", polled)
+    assert gc.isenabled()
+    assert judge_files(n, b, "auto", True, expected) is not None
+    assert collecting == [False, False]
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize("ranks", [1, 2])
