@@ -342,10 +342,10 @@ def pair_outcome(
     npu: RankDump, bench: RankDump, match: str, summary: bool
 ) -> tuple[PairOutcome, list[JobNote], bool]:
     """A pair read and matched where its files are (a cluster worker), tensors not compared yet, the
-    notes on it that need its folders, and whether it was diagnosed there: a pair whose rows are final
-    once read (statistics) is, beside the other pairs and where its sidecars are, instead of one after
-    the other in the command's process. Without collections, as here (:func:`compare_pairs`): on a worker
-    they took a quarter of a statistics pair's time."""
+    notes on it that need its folders, and whether it was diagnosed there. A pair whose rows are final
+    once read (statistics) is: beside the other pairs and where its sidecars are, not one after the other
+    in the command's process. Without collections, as here (:func:`compare_pairs`): on a worker they took
+    a quarter of a statistics pair's time."""
     with fewer_collections():
         o = _outcome(npu, bench, _tensor_dir(npu), _tensor_dir(bench), match, summary)
         final = all(r.result is not None for r in o.rows)

@@ -43,9 +43,9 @@ def quick_pickle(cls: C) -> C:
     """A slotted dataclass pickled as a call of the class on its fields (the dataclass is applied
     first). Dataclasses pickle a slotted one through ``__getstate__``/``__setstate__`` in Python, which
     look its fields up and set each one by one: a statistics pair's records, rows and results (~40,000
-    objects) took 0.4 s to pickle and 0.17 s to read back, more than reading them from the pkl, where a
-    cluster worker or a forked child sends them. A class whose ``__post_init__`` derives more fields
-    derives them again."""
+    objects), which a cluster worker sends back, took 0.4 s to pickle and 0.17 s to read back, nearly
+    what reading them from the pkl costs. A class whose ``__post_init__`` derives more fields derives them
+    again."""
     names = [f.name for f in fields(cls) if f.init]
     assert len(names) > 1, "attrgetter gives a tuple for two names or more"
     values = attrgetter(*names)
