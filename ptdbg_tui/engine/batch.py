@@ -338,21 +338,27 @@ def _tensor_dir(dump: RankDump) -> Path | None:
     return dump.tensor_dir if dump.has_tensors else None
 
 
-def pair_outcome(
-    npu: RankDump, bench: RankDump, match: str, summary: bool
-) -> tuple[PairOutcome, list[JobNote], bool]:
-    """A pair read and matched where its files are (a cluster worker), tensors not compared yet, the
-    notes on it that need its folders, and whether it was diagnosed there. A pair whose rows are final
-    once read (statistics) is: beside the other pairs and where its sidecars are, not one after the other
-    in the command's process. Without collections, as here (:func:`compare_pairs`): on a worker they took
-    a quarter of a statistics pair's time."""
+class ReadThere(NamedTuple):
+    """A pair as a cluster worker read it (:func:`pair_outcome`)."""
+
+    outcome: PairOutcome
+    statistics_only: JobNote | None  # why it is compared from statistics alone (the local report's place)
+    notes: list[JobNote]  # what its sides hold (names that repeat)
+    diagnosed: bool  # its diagnosis was made there
+
+
+def pair_outcome(npu: RankDump, bench: RankDump, match: str, summary: bool) -> ReadThere:
+    """A pair read and matched where its files are (a cluster worker), tensors not compared yet, with
+    the notes on it that need its folders. A pair whose rows are final once read (statistics) is
+    diagnosed there: beside the other pairs and where its sidecars are, not one after the other in the
+    command's process. Without collections, as here (:func:`compare_pairs`): on a worker they took a
+    quarter of a statistics pair's time."""
     with fewer_collections():
         o = _outcome(npu, bench, _tensor_dir(npu), _tensor_dir(bench), match, summary)
         final = all(r.result is not None for r in o.rows)
         if final:
             o.diagnosis = _diagnosis(o)
-    note = None if summary else _statistics_only(npu, bench)
-    return o, [*([note] if note else []), *_side_notes(o)], final
+    return ReadThere(o, None if summary else _statistics_only(npu, bench), _side_notes(o), final)
 
 
 def scan_roots(roots: Sequence[str]) -> list[Scan | str]:
@@ -399,6 +405,7 @@ def _compare_on_cluster(
                 outcomes.notes.append(OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared()))
             else:
                 calls.append(call)
+        statistics_only: list[JobNote] = []  # after the folders' notes, as in the local report
         for call, got in zip(calls, pool.gather(calls), strict=True):
             long_lived()  # each pair's rows: unpickled, thousands of objects that stay
             if isinstance(got, Exception):
@@ -407,10 +414,12 @@ def _compare_on_cluster(
                     OnPair(pair=f"{n.label} vs {b.label}", what=NotCompared(fault=fault_text(got)))
                 )
                 continue
-            outcomes.append(got[0])
-            outcomes.notes += got[1]
-            if got[2]:
-                judged.add(id(got[0]))
+            outcomes.append(got.outcome)
+            statistics_only += [got.statistics_only] if got.statistics_only else []
+            outcomes.notes += got.notes
+            if got.diagnosed:
+                judged.add(id(got.outcome))
+        outcomes.notes[len(notes) : len(notes)] = statistics_only
         if not outcomes:
             raise CompareInputError("; ".join(map(job_note_text, outcomes.notes)))
         _run_metrics(outcomes, pool, progress)

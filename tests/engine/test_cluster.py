@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -15,7 +16,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ptdbg_tui.cli import report_text  # noqa: E402
-from ptdbg_tui.compare.report.words import rank_headline  # noqa: E402
+from ptdbg_tui.compare.report.words import job_note_text, rank_headline  # noqa: E402
 from ptdbg_tui.engine import batch as batch_module  # noqa: E402
 from ptdbg_tui.engine.batch import compare_dumps, scan_roots  # noqa: E402
 from ptdbg_tui.engine.live.loop import LiveEngine  # noqa: E402
@@ -163,6 +164,36 @@ def _big_pair(folder, k: int, size: int) -> CompareTask:
     return CompareTask(
         str(paths[0]), str(paths[1]), "torch.float32", "torch.float16", n.shape, b.shape, nbytes=2 * n.nbytes
     )
+
+
+def test_what_is_wrong_in_the_dump_s_folders_is_said_as_a_local_compare_says_it(cluster, tmp_path):
+    """The notes of a local compare, in its order: a rank folder whose pkl is a folder (the workers
+    found it), a pair of statistics only (a bench without its npy folder), names that repeat."""
+    npu, bench = write_ranks_pair(tmp_path, ranks=2, faulty_rank=1, width=16, rows=8)
+    (rank_dir_path(npu, 2, step=0) / "api_stack_dump.pkl").mkdir(parents=True)
+    shutil.rmtree(rank_dir_path(bench, 1, step=0) / "api_stack_dump")
+    pkl = rank_dir_path(npu, 0, step=0) / "api_stack_dump.pkl"
+    with pkl.open("a") as f:
+        f.write(pkl.read_text().splitlines()[0] + "\n")
+    local = [job_note_text(n) for n in compare_dumps(npu, bench, jobs=1).notes]
+    remote = [job_note_text(n) for n in compare_dumps(npu, bench, cluster=cluster.scheduler_address).notes]
+    assert [w for w in ("is a directory", "statistics only", "duplicate") if any(w in n for n in local)] == [
+        "is a directory",
+        "statistics only",
+        "duplicate",
+    ]
+    assert remote == local
+
+
+def test_a_call_that_raises_comes_back_as_its_value_not_as_a_failed_task(cluster):
+    """A failed task is logged by its worker, traceback and all, on the terminal of the command that
+    started the cluster: a pkl that cannot be read is the user's input, said in one line of the report."""
+    with distributed.Client(cluster.scheduler_address) as client:
+        future = client.submit(cluster_module.located, int, "not a number", pure=False)
+        worker, value = future.result(timeout=WAIT_S)
+        assert future.status == "finished"
+    assert isinstance(value, ValueError) and "not a number" in str(value)
+    assert worker in _workers(cluster).values()
 
 
 def test_a_worker_killed_mid_compare_loses_nothing(cluster, tmp_path):

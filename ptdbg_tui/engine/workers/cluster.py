@@ -137,7 +137,13 @@ def _where() -> str:
 
 
 def located(fn: Any, *args: Any) -> tuple[str, Any]:
-    return _where(), fn(*args)
+    """Where ``fn(*args)`` ran, and its value, or what it raised: a task that raises is logged by its
+    worker, traceback and all, on the terminal of the command that started the cluster (a pair whose pkl
+    cannot be read is the user's input, which the report says in a line)."""
+    try:
+        return _where(), fn(*args)
+    except Exception as e:
+        return _where(), e
 
 
 def run_batch(tasks: list[CompareTask]) -> tuple[str, list[Result]]:
@@ -293,7 +299,8 @@ class ClusterPool:
     ) -> list[Scan]:
         """What the workers find below each root (``scan_roots`` runs on every worker: a list of a
         :class:`~ptdbg_tui.formats.layout.Scan` or the reason for none, per root), merged: every rank
-        dump some worker serves, and the problems met. Raises :class:`ClusterError` when no worker
+        dump some worker serves, and the problems met in the dump (a rank folder without a readable pkl:
+        the report says them as a local compare does). Raises :class:`ClusterError` when no worker
         answers."""
         answers: dict[str, list[Scan | str]] = self.client.run(scan_roots, list(roots), on_error="ignore")
         if not answers:
@@ -309,7 +316,9 @@ class ClusterPool:
                 problems += [p for p in found.problems if p not in problems]
             if not dumps and not problems:
                 problems.append(Unscanned(message=unserved_text(Unserved(root=str(root)))))
-            merged.append(Scan(sorted(dumps.values(), key=_order), [] if dumps else problems))
+            if dumps:  # a worker that could not scan a root another one served says nothing of the dump
+                problems = [p for p in problems if not isinstance(p, Unscanned)]
+            merged.append(Scan(sorted(dumps.values(), key=_order), problems))
         return merged
 
     def submit(self, fn: Any, *args: Any, dirs: Sequence[str]) -> Call | None:
@@ -341,8 +350,10 @@ class ClusterPool:
                     # fetch given up after HEAL_S made the worker serialize them again, forever.
                     try:
                         worker, value = call.future.result()
-                    except Exception as e:  # raised on the worker, or the workers running it died
+                    except Exception as e:  # the workers running it died (or it could not be sent back)
                         worker, value = "", e
+                    if isinstance(value, Exception):  # it raised (located): no worker is credited with it
+                        worker = ""
                     break
                 with contextlib.suppress(OSError, TimeoutError):  # reconnecting: look again next time
                     if self._live() & set(call.workers):
