@@ -82,11 +82,35 @@ def test_the_csvs_written_in_the_children_are_those_written_at_the_end(
     npu, bench = two_ranks(tmp_path)
     writers = _noted_writers(tmp_path, monkeypatch)
     compare(npu, bench, tmp_path / "one", jobs=1)
-    assert set(writers.read_text().split()) == {str(os.getpid())}  # one by one, here
+    here = os.getpid()
+    assert set(writers.read_text().split()) == {str(here)}  # one by one, here
     writers.unlink()
-    compare(npu, bench, tmp_path / "two", jobs=2)
+    # Once this process has diagnosed the last pair, it takes those the child has not begun: on a busy
+    # box that could be the child's pair too. It looks only once the child has begun its pair.
+    began_r, began_w = os.pipe()
+    diagnosis = batch._diagnosis
+
+    def beginning(o):
+        if os.getpid() != here:
+            os.write(began_w, b"b")
+        return diagnosis(o)
+
+    take = forked.Claims.take
+
+    def once_the_child_began(self):
+        if os.getpid() == here:
+            assert select.select([began_r], [], [], 60)[0], "the child did not begin its pair"
+        return take(self)
+
+    monkeypatch.setattr(batch, "_diagnosis", beginning)
+    monkeypatch.setattr(forked.Claims, "take", once_the_child_began)
+    try:
+        compare(npu, bench, tmp_path / "two", jobs=2)
+    finally:
+        os.close(began_r)
+        os.close(began_w)
     first, last = writers.read_text().split()
-    assert first != str(os.getpid()) == last  # the first in its child, the last here (beside that child)
+    assert first != str(here) == last  # the first in its child, the last here (beside that child)
     one, two = outputs(tmp_path / "one"), outputs(tmp_path / "two")
     assert len([name for name in one if name.startswith("compare_result_step0_rank")]) == 2
     assert two == one
